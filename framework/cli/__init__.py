@@ -1,0 +1,45 @@
+"""The ``splitstate`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from framework.cli import broker as broker_commands
+from framework.errors import SplitstateError
+
+__all__ = ["build_parser", "main"]
+
+EXIT_USER_ERROR = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="splitstate",
+        description="Stateful stream processing on Kafka that scales without moving state.",
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="show full tracebacks instead of short messages"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    broker_commands.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``splitstate`` command; returns the process exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status: int = args.handler(args)
+    except SplitstateError as error:
+        if args.debug or os.environ.get("SPLITSTATE_DEBUG"):
+            raise
+        print(f"splitstate: error: {error}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        return 130
+    return status

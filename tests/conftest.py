@@ -1,0 +1,101 @@
+"""Shared fixtures: one real Kafka broker per test run, and topic/producer/consumer factories.
+
+Set KAFKA_BOOTSTRAP_SERVERS to use a broker that already runs instead of starting one.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from framework.broker import LocalBroker
+
+TopicFactory = Callable[..., str]
+ProducerFactory = Callable[..., Producer]
+ConsumerFactory = Callable[..., Consumer]
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``bootstrap.servers`` of a real broker: KAFKA_BOOTSTRAP_SERVERS, or one started here."""
+    configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if configured:
+        yield configured
+        return
+    broker = LocalBroker(tmp_path_factory.mktemp("kafka-broker"))
+    info = broker.start()
+    try:
+        yield info.bootstrap_servers
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_admin(kafka_bootstrap: str) -> AdminClient:
+    """An admin client of the test broker."""
+    return AdminClient({"bootstrap.servers": kafka_bootstrap})
+
+
+@pytest.fixture
+def topic_factory(kafka_admin: AdminClient) -> Iterator[TopicFactory]:
+    """Create unique topics: ``topic_factory(partitions=6, config={...})``; deleted after."""
+    created: list[str] = []
+
+    def create(
+        partitions: int = 1, name: str | None = None, config: dict[str, str] | None = None
+    ) -> str:
+        topic = name or f"test-{uuid.uuid4().hex[:10]}"
+        futures = kafka_admin.create_topics(
+            [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})]
+        )
+        futures[topic].result(timeout=30)
+        created.append(topic)
+        return topic
+
+    yield create
+    if created:
+        for future in kafka_admin.delete_topics(created).values():
+            future.result(timeout=30)
+
+
+@pytest.fixture
+def producer_factory(kafka_bootstrap: str) -> Iterator[ProducerFactory]:
+    """Make producers: ``producer_factory({"linger.ms": 5})``; each is flushed after the test."""
+    producers: list[Producer] = []
+
+    def make(config: dict[str, Any] | None = None) -> Producer:
+        producer = Producer({"bootstrap.servers": kafka_bootstrap, **(config or {})})
+        producers.append(producer)
+        return producer
+
+    yield make
+    for producer in producers:
+        producer.flush(30)
+
+
+@pytest.fixture
+def consumer_factory(kafka_bootstrap: str) -> Iterator[ConsumerFactory]:
+    """Make consumers (a unique group unless ``group_id`` is given); closed after the test."""
+    consumers: list[Consumer] = []
+
+    def make(group_id: str | None = None, config: dict[str, Any] | None = None) -> Consumer:
+        settings = {
+            "bootstrap.servers": kafka_bootstrap,
+            "group.id": group_id or f"test-group-{uuid.uuid4().hex[:10]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **(config or {}),
+        }
+        consumer = Consumer(settings)
+        consumers.append(consumer)
+        return consumer
+
+    yield make
+    for consumer in consumers:
+        consumer.close()

@@ -1,3 +1,42 @@
-"""Per-processor state in RocksDB: named stores, atomic offsets, snapshots and SST bulk load."""
+"""Per-processor state in RocksDB: named stores, atomic offsets, snapshots and SST bulk load.
 
-__all__: list[str] = []
+Layers: ``ProcessorDatabase`` (one per processor) -> named stores (column families) ->
+``StateBatch`` (one processed batch's writes plus its input offsets, committed atomically) ->
+``KeyState`` (one record key's value: all a processor function sees).
+"""
+
+from statestore.batch import BatchStatus, KeyState, StateBatch, StoreBatch
+from statestore.codec import Codec, JsonCodec, TypedCodec, codec_for
+from statestore.database import DatabaseIdentity, ProcessorDatabase, StoreSpec
+from statestore.errors import (
+    BatchStateError,
+    StateStoreError,
+    StoreConflictError,
+    StoreCorruptError,
+    StoreLockedError,
+)
+from statestore.layout import META_STORE, processor_path
+from statestore.sst import SstRunWriter, write_sst_file
+
+__all__ = [
+    "META_STORE",
+    "BatchStateError",
+    "BatchStatus",
+    "Codec",
+    "DatabaseIdentity",
+    "JsonCodec",
+    "KeyState",
+    "ProcessorDatabase",
+    "SstRunWriter",
+    "StateBatch",
+    "StateStoreError",
+    "StoreBatch",
+    "StoreConflictError",
+    "StoreCorruptError",
+    "StoreLockedError",
+    "StoreSpec",
+    "TypedCodec",
+    "codec_for",
+    "processor_path",
+    "write_sst_file",
+]

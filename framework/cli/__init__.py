@@ -8,7 +8,9 @@ import sys
 from collections.abc import Sequence
 
 from framework.cli import broker as broker_commands
+from framework.cli import state as state_commands
 from framework.errors import SplitstateError
+from statestore.errors import StateStoreError
 
 __all__ = ["build_parser", "main"]
 
@@ -26,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     broker_commands.register(commands)
+    state_commands.register(commands)
     return parser
 
 
@@ -35,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         status: int = args.handler(args)
-    except SplitstateError as error:
+    except (SplitstateError, StateStoreError) as error:
         if args.debug or os.environ.get("SPLITSTATE_DEBUG"):
             raise
         print(f"splitstate: error: {error}", file=sys.stderr)

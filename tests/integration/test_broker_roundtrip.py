@@ -23,7 +23,7 @@ def test_produce_consume_commit_and_grow(
     consumer_factory: ConsumerFactory,
 ) -> None:
     topic = topic_factory(partitions=6)
-    producer = producer_factory({"linger.ms": 5})
+    producer = producer_factory({"linger.ms": 5, "enable.idempotence": True})
     for i in range(RECORDS):
         producer.produce(topic, key=f"key-{i % KEYS}".encode(), value=str(i).encode())
         if i % 1000 == 0:

@@ -1,0 +1,1 @@
+"""Benchmarks: each script prints a table; run them with .venv/bin/python bench/NAME.py."""

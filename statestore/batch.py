@@ -1,0 +1,205 @@
+"""A batch: the state changes of one processed batch of records, plus the offsets it covers.
+
+Reads see the batch's own uncommitted writes. ``commit`` writes every change and the input
+offsets as one atomic backend write (one RocksDB WriteBatch), so after a crash the database is
+exactly at some batch boundary and the offsets inside it say where to resume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+from statestore.backend import Backend
+from statestore.codec import Codec, JsonCodec
+from statestore.errors import BatchStateError
+from statestore.layout import META_STORE, offset_key
+
+__all__ = ["BatchStatus", "KeyState", "StateBatch", "StoreBatch"]
+
+V = TypeVar("V")
+_DELETED: Any = object()
+_MISSING: Any = object()
+
+
+class BatchStatus(StrEnum):
+    """Where a batch is in its life; only an OPEN batch accepts reads and writes."""
+
+    OPEN = "OPEN"
+    COMMITTED = "COMMITTED"
+    ABORTED = "ABORTED"
+
+
+class StoreBatch(Generic[V]):
+    """One named store as seen through a batch: get/set/delete by key."""
+
+    __slots__ = ("_backend", "_batch", "_check", "_codec", "_pending", "name")
+
+    def __init__(self, batch: StateBatch, backend: Backend, name: str, codec: Codec[V]) -> None:
+        self.name = name
+        self._batch = batch
+        self._backend = backend
+        self._codec = codec
+        # Plain JSON stores accept any value here (it fails at commit if not JSON-able).
+        self._check = None if isinstance(codec, JsonCodec) else codec.check
+        self._pending: dict[bytes, Any] = {}
+
+    def get(self, key: bytes, default: Any = None) -> Any:
+        """The value of ``key`` (this batch's write if any), or ``default``."""
+        if self._batch.status is not BatchStatus.OPEN:
+            self._batch.check_open()
+        value = self._pending.get(key, _MISSING)
+        if value is _MISSING:
+            raw = self._backend.get(self.name, key)
+            return default if raw is None else self._codec.decode(raw)
+        return default if value is _DELETED else value
+
+    def set(self, key: bytes, value: V) -> None:
+        """Set ``key`` to ``value`` (stored when the batch commits); typed stores validate it."""
+        if self._batch.status is not BatchStatus.OPEN:
+            self._batch.check_open()
+        self._pending[key] = value if self._check is None else self._check(value)
+
+    def delete(self, key: bytes) -> None:
+        """Delete ``key`` (when the batch commits)."""
+        self._batch.check_open()
+        self._pending[key] = _DELETED
+
+    def key(self, key: bytes) -> KeyState[V]:
+        """A view of this store limited to one key: what a processor function gets."""
+        return KeyState(self, key)
+
+    def has_changes(self) -> bool:
+        """Whether this store has writes pending."""
+        return bool(self._pending)
+
+    def encoded_changes(self) -> Iterator[tuple[bytes, bytes | None]]:
+        """The pending writes as bytes (``None`` for deletes), encoded as they are read."""
+        encode = self._codec.encode
+        for key, value in self._pending.items():
+            yield key, None if value is _DELETED else encode(value)
+
+
+class KeyState(Generic[V]):
+    """The state of one key in one store; all a processor function may touch."""
+
+    __slots__ = ("_key", "_store")
+
+    def __init__(self, store: StoreBatch[V], key: bytes) -> None:
+        self._store = store
+        self._key = key
+
+    @property
+    def key(self) -> bytes:
+        """The record key this state belongs to."""
+        return self._key
+
+    def get(self, default: Any = None) -> Any:
+        """The key's value, or ``default`` when it has none."""
+        return self._store.get(self._key, default)
+
+    def set(self, value: V) -> None:
+        """Replace the key's value."""
+        self._store.set(self._key, value)
+
+    def delete(self) -> None:
+        """Remove the key's value."""
+        self._store.delete(self._key)
+
+    def get_field(self, field: str, default: Any = None) -> Any:
+        """One field of the key's value (a dict or model), or ``default``."""
+        value = self._store.get(self._key)
+        if value is None:
+            return default
+        if isinstance(value, dict):
+            return value.get(field, default)
+        return getattr(value, field, default)
+
+    def set_field(self, field: str, value: Any) -> None:
+        """Set one field of the key's dict value (created empty when missing)."""
+        current = self._store.get(self._key)
+        if current is None:
+            current = {}
+        if not isinstance(current, dict):
+            raise TypeError(
+                f"set_field needs a dict value; store {self._store.name!r} holds "
+                f"{type(current).__name__} for this key. Fix: use set() with a new value."
+            )
+        self._store.set(self._key, {**current, field: value})  # type: ignore[arg-type]
+
+
+class StateBatch:
+    """Collects one processed batch's writes to every store and its input offsets."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        codecs: Mapping[str, Codec[Any]],
+        on_commit: Callable[[dict[tuple[str, int], int]], None] | None = None,
+    ) -> None:
+        self._backend = backend
+        self._codecs = codecs
+        self._stores: dict[str, StoreBatch[Any]] = {}
+        self._offsets: dict[tuple[str, int], int] = {}
+        self._on_commit = on_commit
+        self.status = BatchStatus.OPEN
+
+    def check_open(self) -> None:
+        """Raise ``BatchStateError`` unless the batch is still open."""
+        if self.status is not BatchStatus.OPEN:
+            raise BatchStateError(
+                f"this state batch is {self.status.value}; start a new batch for more writes"
+            )
+
+    def store(self, name: str) -> StoreBatch[Any]:
+        """The named store as seen through this batch."""
+        view = self._stores.get(name)
+        if view is None:
+            self.check_open()
+            try:
+                codec = self._codecs[name]
+            except KeyError:
+                raise BatchStateError(
+                    f"no store named {name!r}; declared stores: {sorted(self._codecs)}"
+                ) from None
+            view = self._stores[name] = StoreBatch(self, self._backend, name, codec)
+        return view
+
+    def set_offset(self, topic: str, partition: int, next_offset: int) -> None:
+        """Record that input up to ``next_offset`` (exclusive) is in this batch's state."""
+        self.check_open()
+        if next_offset < 0:
+            raise ValueError(f"offsets are non-negative, got {next_offset}")
+        self._offsets[(topic, partition)] = next_offset
+
+    @property
+    def offsets(self) -> dict[tuple[str, int], int]:
+        """The offsets this batch will commit."""
+        return dict(self._offsets)
+
+    def commit(self) -> None:
+        """Write every change and the offsets in one atomic write."""
+        self.check_open()
+        changes: dict[str, Iterable[tuple[bytes, bytes | None]]] = {
+            name: view.encoded_changes()
+            for name, view in self._stores.items()
+            if view.has_changes()
+        }
+        if self._offsets:
+            changes[META_STORE] = [
+                (offset_key(topic, partition), str(offset).encode())
+                for (topic, partition), offset in self._offsets.items()
+            ]
+        if changes:
+            self._backend.write(changes)
+        self.status = BatchStatus.COMMITTED
+        if self._on_commit is not None:
+            self._on_commit(self._offsets)
+
+    def abort(self) -> None:
+        """Drop every change of this batch."""
+        self.check_open()
+        self._stores.clear()
+        self._offsets.clear()
+        self.status = BatchStatus.ABORTED

@@ -1,0 +1,78 @@
+"""Value codecs: how typed state values become bytes and back.
+
+Plain JSON-able values (dict, list, str, int, float, bool, None) use orjson; pydantic models
+(and any type pydantic can validate) use pydantic-core's JSON serializer and validator. Both
+write JSON, so stored state stays readable by other tools and by ``splitstate state dump``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, Protocol, TypeVar
+
+import orjson
+from pydantic import TypeAdapter
+
+__all__ = ["Codec", "JsonCodec", "TypedCodec", "codec_for"]
+
+V = TypeVar("V")
+
+
+class Codec(Protocol[V]):
+    """Turns values of one type into bytes and back."""
+
+    def encode(self, value: V) -> bytes:
+        """The stored bytes of ``value``."""
+        ...
+
+    def decode(self, data: bytes) -> V:
+        """The value stored as ``data``."""
+        ...
+
+    def check(self, value: Any) -> V:
+        """``value`` as this codec's type, or ``ValidationError``/``TypeError`` when it is not."""
+        ...
+
+
+class JsonCodec:
+    """JSON-able Python values, with orjson."""
+
+    def encode(self, value: Any) -> bytes:
+        """``value`` as compact JSON."""
+        return orjson.dumps(value)
+
+    def decode(self, data: bytes) -> Any:
+        """The JSON value in ``data``."""
+        return orjson.loads(data)
+
+    def check(self, value: Any) -> Any:
+        """Any value is accepted here; one that is not JSON-able fails at commit."""
+        return value
+
+
+class TypedCodec(Generic[V]):
+    """Values of a pydantic-validatable type (usually a model), stored as JSON."""
+
+    def __init__(self, value_type: type[V]) -> None:
+        self.value_type = value_type
+        self._adapter: TypeAdapter[V] = TypeAdapter(value_type)
+
+    def encode(self, value: V) -> bytes:
+        """``value`` as JSON, by pydantic-core."""
+        return self._adapter.dump_json(value)
+
+    def decode(self, data: bytes) -> V:
+        """Validate ``data`` as ``value_type``."""
+        return self._adapter.validate_json(data)
+
+    def check(self, value: Any) -> V:
+        """``value`` if it already is a ``value_type``, else validated (e.g. dict -> model)."""
+        if isinstance(self.value_type, type) and isinstance(value, self.value_type):
+            return value
+        return self._adapter.validate_python(value)
+
+
+def codec_for(value_type: type[Any] | None) -> Codec[Any]:
+    """The codec for a store's value type (``None`` or ``Any``: plain JSON)."""
+    if value_type is None or value_type is Any:
+        return JsonCodec()
+    return TypedCodec(value_type)

@@ -1,0 +1,346 @@
+"""A processor's database: its named stores, its input offsets, snapshots and bulk loads.
+
+``ProcessorDatabase.open(path, identity, stores)`` opens (or creates) processor ``J``'s RocksDB;
+``ProcessorDatabase.in_memory(identity, stores)`` gives the same API without disk. A database
+records who it belongs to (app id, processor id, the app's fixed parameters) and refuses to
+open for anyone else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from statestore.backend import Backend
+from statestore.batch import StateBatch
+from statestore.codec import Codec, codec_for
+from statestore.errors import StateStoreError, StoreConflictError, StoreCorruptError
+from statestore.layout import (
+    BULK_LOAD_KEY,
+    FORMAT_VERSION,
+    META_KEY,
+    META_STORE,
+    OFFSET_PREFIX,
+    check_store_name,
+    offset_key,
+    parse_offset_key,
+)
+from statestore.lock import DirectoryLock
+from statestore.memory import MemoryBackend
+
+__all__ = ["DatabaseIdentity", "ProcessorDatabase", "StoreSpec"]
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """A named store and the type of its values (``None``: any JSON-able value)."""
+
+    name: str
+    value_type: type[Any] | None = None
+
+    def __post_init__(self) -> None:
+        check_store_name(self.name)
+
+
+@dataclass(frozen=True)
+class DatabaseIdentity:
+    """Whose database this is; ``fixed`` holds the app's parameters that may never change."""
+
+    app_id: str
+    processor: int
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The identity as stored in the ``meta`` record."""
+        return {
+            "format": FORMAT_VERSION,
+            "app_id": self.app_id,
+            "processor": self.processor,
+            "fixed": dict(self.fixed),
+        }
+
+
+class ProcessorDatabase:
+    """One processor's state: named stores plus offsets, written together in batches."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        identity: DatabaseIdentity,
+        codecs: Mapping[str, Codec[Any]],
+        path: Path | None = None,
+        lock: DirectoryLock | None = None,
+    ) -> None:
+        self.backend = backend
+        self.identity = identity
+        self.path = path
+        self._codecs = dict(codecs)
+        self._lock = lock
+        self._offsets = self._read_offsets()
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: Path,
+        identity: DatabaseIdentity,
+        stores: Sequence[StoreSpec],
+        fsync: bool = False,
+    ) -> ProcessorDatabase:
+        """Open processor state at ``path``, creating it on first use.
+
+        Raises ``StoreLockedError`` when another live process has it open,
+        ``StoreConflictError`` when it belongs to another app, processor or fixed parameters,
+        and ``StoreCorruptError`` when it is damaged or half-written (nothing is deleted).
+        """
+        from statestore.rocks import RocksBackend  # noqa: PLC0415 - rocksdict only when used
+
+        path = path.expanduser().resolve()
+        lock = DirectoryLock(path)
+        try:
+            if not path.exists() or not any(path.iterdir()):
+                cls._create(path, identity)
+            elif not (path / "CURRENT").exists():
+                raise StoreCorruptError(
+                    f"{path} holds files but no RocksDB database (no CURRENT file): it is "
+                    "not a splitstate state directory, or its creation was interrupted. "
+                    "Nothing was deleted. Fix: move it aside, or point state_dir elsewhere."
+                )
+            backend = RocksBackend(path, fsync=fsync)
+            try:
+                database = cls._attach(backend, identity, stores, path, lock)
+            except BaseException:
+                backend.close()
+                raise
+        except BaseException:
+            lock.release()
+            raise
+        return database
+
+    @classmethod
+    def in_memory(
+        cls, identity: DatabaseIdentity, stores: Sequence[StoreSpec]
+    ) -> ProcessorDatabase:
+        """A database that lives in this process only (tests, the test driver)."""
+        backend = MemoryBackend()
+        backend.create_store(META_STORE)
+        backend.write({META_STORE: [(META_KEY, json.dumps(identity.to_json()).encode())]})
+        return cls._attach(backend, identity, stores, None, None)
+
+    @classmethod
+    def open_read_only(cls, path: Path) -> ProcessorDatabase:
+        """Open existing state for reading (tools): no lock taken, values read as JSON."""
+        from statestore.rocks import RocksBackend  # noqa: PLC0415
+
+        path = path.expanduser().resolve()
+        if not (path / "CURRENT").exists():
+            raise StateStoreError(
+                f"{path} is not a splitstate state directory (no RocksDB CURRENT file). "
+                "Fix: pass the directory that holds processor-<J> directories with --dir."
+            )
+        backend = RocksBackend(path, read_only=True)
+        meta = _read_meta(backend, path)
+        identity = DatabaseIdentity(meta["app_id"], meta["processor"], meta.get("fixed", {}))
+        codecs = {name: codec_for(None) for name in backend.store_names() if name != META_STORE}
+        return cls(backend, identity, codecs, path, None)
+
+    @staticmethod
+    def _create(path: Path, identity: DatabaseIdentity) -> None:
+        """Create the database under a temporary name, then rename it into place."""
+        from statestore.rocks import RocksBackend  # noqa: PLC0415
+
+        staging = path.with_name(f".{path.name}.creating-{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)  # our own leftover from a crash
+        staging.mkdir(parents=True)
+        backend = RocksBackend(staging)
+        try:
+            backend.create_store(META_STORE)
+            backend.write({META_STORE: [(META_KEY, json.dumps(identity.to_json()).encode())]})
+        finally:
+            backend.close()
+        if path.exists():
+            path.rmdir()  # only ever an empty directory here
+        staging.rename(path)
+
+    @classmethod
+    def _attach(
+        cls,
+        backend: Backend,
+        identity: DatabaseIdentity,
+        stores: Sequence[StoreSpec],
+        path: Path | None,
+        lock: DirectoryLock | None,
+    ) -> ProcessorDatabase:
+        where = str(path) if path else "memory"
+        meta = _read_meta(backend, path)
+        stored = DatabaseIdentity(meta["app_id"], meta["processor"], meta.get("fixed", {}))
+        if stored.app_id != identity.app_id or stored.processor != identity.processor:
+            raise StoreConflictError(
+                f"state in {where} belongs to app {stored.app_id!r} processor "
+                f"{stored.processor}, not app {identity.app_id!r} processor "
+                f"{identity.processor}. Fix: give each app and processor its own state "
+                "directory (state_dir/processor-<J>)."
+            )
+        if dict(stored.fixed) != dict(identity.fixed):
+            raise StoreConflictError(
+                f"state in {where} was built with fixed parameters {dict(stored.fixed)}, "
+                f"but the app now has {dict(identity.fixed)}. These can never change for an "
+                "app. Fix: restore the original values in the config, or deploy under a new "
+                "app_id (and rebuild its state with `splitstate backfill`)."
+            )
+        names = [spec.name for spec in stores]
+        if len(set(names)) != len(names):
+            raise ValueError(f"store names must be unique, got {names}")
+        for spec in stores:
+            backend.create_store(spec.name)
+        codecs = {spec.name: codec_for(spec.value_type) for spec in stores}
+        database = cls(backend, identity, codecs, path, lock)
+        if backend.get(META_STORE, BULK_LOAD_KEY) is not None:
+            database.resume_bulk_load()
+        return database
+
+    # -- using -----------------------------------------------------------------------------
+
+    def begin(self) -> StateBatch:
+        """A new batch; commit it to write its state changes and offsets atomically."""
+        return StateBatch(self.backend, self._codecs, self._offsets.update)
+
+    def offsets(self) -> dict[tuple[str, int], int]:
+        """The next input offset to process per ``(topic, partition)``, as committed."""
+        return dict(self._offsets)
+
+    def store_names(self) -> list[str]:
+        """The user stores this database was opened with."""
+        return sorted(self._codecs)
+
+    def items(
+        self, store: str, start: bytes | None = None, end: bytes | None = None
+    ) -> Iterator[tuple[bytes, Any]]:
+        """Committed items of ``store`` in key order (range scans for tooling)."""
+        codec = self._codec(store)
+        for key, raw in self.backend.scan(store, start, end):
+            yield key, codec.decode(raw)
+
+    def get(self, store: str, key: bytes, default: Any = None) -> Any:
+        """The committed value of ``key`` in ``store``."""
+        raw = self.backend.get(store, key)
+        return default if raw is None else self._codec(store).decode(raw)
+
+    def size_bytes(self) -> int:
+        """Approximate size of the state."""
+        return self.backend.approximate_size()
+
+    def snapshot(self, path: Path) -> Path:
+        """A consistent copy of the whole database at the last committed batch.
+
+        The copy opens like any processor directory (copy it to ``processor-<J>``).
+        """
+        path = path.expanduser().resolve()
+        if path.exists():
+            raise StateStoreError(f"snapshot target {path} already exists; choose a new path")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.backend.checkpoint(path)
+        return path
+
+    # -- bulk load -------------------------------------------------------------------------
+
+    def bulk_load(
+        self, files: Mapping[str, Sequence[Path]], offsets: Mapping[tuple[str, int], int]
+    ) -> None:
+        """Ingest sorted SST files per store, then record ``offsets``: the state they cover.
+
+        Ingested keys override existing values of the same keys; other keys are untouched;
+        later batches override ingested values. A crash mid-way is finished on the next open
+        (the files must still exist).
+        """
+        for store in files:
+            self._codec(store)
+        plan = {
+            "files": {
+                store: [str(Path(f).resolve()) for f in paths] for store, paths in files.items()
+            },
+            "offsets": [
+                [topic, partition, offset] for (topic, partition), offset in offsets.items()
+            ],
+        }
+        self.backend.write({META_STORE: [(BULK_LOAD_KEY, json.dumps(plan).encode())]})
+        self.resume_bulk_load()
+
+    def resume_bulk_load(self) -> None:
+        """Finish a recorded bulk load: ingest its files, then write its offsets."""
+        raw = self.backend.get(META_STORE, BULK_LOAD_KEY)
+        if raw is None:
+            return
+        plan = json.loads(raw)
+        missing = [f for paths in plan["files"].values() for f in paths if not Path(f).exists()]
+        if missing:
+            raise StoreCorruptError(
+                f"an interrupted bulk load into {self.path} needs files that are gone: "
+                f"{missing[:3]}. Nothing was deleted. Fix: move this state directory aside and "
+                "rebuild it (bootstrap again), or restore the files."
+            )
+        for store, paths in plan["files"].items():
+            if paths:
+                self.backend.ingest(store, [Path(p) for p in paths])
+        finished: list[tuple[bytes, bytes | None]] = [(BULK_LOAD_KEY, None)]
+        offsets = {
+            (topic, int(partition)): int(offset) for topic, partition, offset in plan["offsets"]
+        }
+        for (topic, partition), offset in offsets.items():
+            finished.append((offset_key(topic, partition), str(offset).encode()))
+        self.backend.write({META_STORE: finished})
+        self._offsets.update(offsets)
+
+    # -- closing ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the database and release its directory."""
+        self.backend.close()
+        if self._lock is not None:
+            self._lock.release()
+
+    def __enter__(self) -> ProcessorDatabase:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _codec(self, store: str) -> Codec[Any]:
+        try:
+            return self._codecs[store]
+        except KeyError:
+            raise StateStoreError(
+                f"no store named {store!r}; stores: {self.store_names()}"
+            ) from None
+
+    def _read_offsets(self) -> dict[tuple[str, int], int]:
+        end = OFFSET_PREFIX[:-1] + bytes([OFFSET_PREFIX[-1] + 1])
+        return {
+            parse_offset_key(key): int(value)
+            for key, value in self.backend.scan(META_STORE, OFFSET_PREFIX, end)
+        }
+
+
+def _read_meta(backend: Backend, path: Path | None) -> dict[str, Any]:
+    raw = backend.get(META_STORE, META_KEY) if META_STORE in backend.store_names() else None
+    if raw is None:
+        raise StoreCorruptError(
+            f"{path} is a RocksDB database without splitstate's metadata: not a splitstate "
+            "state directory, or damaged. Nothing was deleted. Fix: move it aside, or point "
+            "state_dir elsewhere."
+        )
+    meta: dict[str, Any] = json.loads(raw)
+    if meta.get("format") != FORMAT_VERSION:
+        raise StoreConflictError(
+            f"{path} uses state format {meta.get('format')}, this splitstate reads format "
+            f"{FORMAT_VERSION}. Fix: use the splitstate version that wrote it."
+        )
+    return meta

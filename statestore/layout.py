@@ -1,0 +1,59 @@
+"""How splitstate lays out a processor's database: store names and the metadata store.
+
+Besides the user's named stores, every database has the store ``__splitstate`` holding:
+
+- ``offset/<topic>/<partition>`` -> the next input offset to process (ASCII decimal);
+- ``meta`` -> JSON: format version, app id, processor id and the app's fixed parameters;
+- ``bulk-load`` -> JSON describing a bulk load in progress (absent otherwise).
+
+Everything is text or JSON so that other tools can read it; nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+__all__ = [
+    "BULK_LOAD_KEY",
+    "FORMAT_VERSION",
+    "META_KEY",
+    "META_STORE",
+    "OFFSET_PREFIX",
+    "check_store_name",
+    "offset_key",
+    "parse_offset_key",
+    "processor_path",
+]
+
+META_STORE = "__splitstate"
+META_KEY = b"meta"
+BULK_LOAD_KEY = b"bulk-load"
+OFFSET_PREFIX = b"offset/"
+FORMAT_VERSION = 1
+_STORE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+
+def offset_key(topic: str, partition: int) -> bytes:
+    """The metadata key of an input partition's offset."""
+    return OFFSET_PREFIX + f"{topic}/{partition}".encode()
+
+
+def parse_offset_key(key: bytes) -> tuple[str, int]:
+    """``(topic, partition)`` of an offset key."""
+    topic, _, partition = key[len(OFFSET_PREFIX) :].decode().rpartition("/")
+    return topic, int(partition)
+
+
+def check_store_name(name: str) -> None:
+    """Raise ``ValueError`` unless ``name`` can name a store."""
+    if not _STORE_NAME.match(name):
+        raise ValueError(
+            f"invalid store name {name!r}: use 1-100 letters, digits, '_', '.' or '-', "
+            "starting with a letter or digit"
+        )
+
+
+def processor_path(state_dir: Path, processor: int) -> Path:
+    """Where processor ``processor``'s database lives inside an app's state directory."""
+    return state_dir / f"processor-{processor}"

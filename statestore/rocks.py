@@ -1,0 +1,184 @@
+"""The RocksDB backend, through rocksdict: the only module that imports rocksdict.
+
+The database is opened in rocksdict's raw mode, so keys and values are stored as the exact
+bytes splitstate gives (no rocksdict type prefix) and other RocksDB tools can read them.
+Each store is a column family.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from rocksdict import (
+    AccessType,
+    Checkpoint,
+    IngestExternalFileOptions,
+    Options,
+    Rdict,
+    SstFileWriter,
+    WriteBatch,
+    WriteOptions,
+)
+
+from statestore.backend import Changes
+from statestore.errors import StateStoreError, StoreCorruptError
+
+__all__ = ["RocksBackend", "read_sst_files", "write_sst_file"]
+
+DEFAULT_STORE = "default"
+
+
+def _options() -> Options:
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    options.create_missing_column_families(True)
+    return options
+
+
+class RocksBackend:
+    """Named stores as column families of one RocksDB database."""
+
+    def __init__(self, path: Path, read_only: bool = False, fsync: bool = False) -> None:
+        self.path = path
+        self.read_only = read_only
+        options = _options()
+        access = AccessType.read_only(False) if read_only else AccessType.read_write()
+        try:
+            existing = Rdict.list_cf(str(path), options) if (path / "CURRENT").exists() else []
+            families = {name: Options(raw_mode=True) for name in existing if name != DEFAULT_STORE}
+            self._db = Rdict(str(path), options, column_families=families, access_type=access)
+        except Exception as error:
+            raise _open_error(path, error) from error
+        self._families: dict[str, Rdict] = {
+            name: self._db.get_column_family(name) for name in families
+        }
+        self._write_options = WriteOptions()
+        self._write_options.sync = fsync
+
+    def store_names(self) -> list[str]:
+        """The column families other than RocksDB's default one."""
+        return sorted(self._families)
+
+    def create_store(self, name: str) -> None:
+        """Create the column family ``name`` if missing."""
+        if name not in self._families:
+            if self.read_only:
+                raise StateStoreError(f"store {name!r} does not exist in {self.path}")
+            self._families[name] = self._db.create_column_family(name, Options(raw_mode=True))
+
+    def _family(self, store: str) -> Rdict:
+        try:
+            return self._families[store]
+        except KeyError:
+            raise StateStoreError(
+                f"store {store!r} does not exist in {self.path}; stores: {self.store_names()}"
+            ) from None
+
+    def get(self, store: str, key: bytes) -> bytes | None:
+        """The raw value of ``key``."""
+        value = self._family(store).get(key)
+        return None if value is None else bytes(value)
+
+    def write(self, changes: Changes) -> None:
+        """One RocksDB WriteBatch for all stores: atomic, also across column families."""
+        batch = WriteBatch(raw_mode=True)
+        for store, items in changes.items():
+            self._family(store)
+            handle = self._db.get_column_family_handle(store)
+            put, delete = batch.put, batch.delete
+            for key, value in items:
+                if value is None:
+                    delete(key, handle)
+                else:
+                    put(key, value, handle)
+        self._db.write(batch, self._write_options)
+
+    def scan(
+        self, store: str, start: bytes | None = None, end: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Items in key order from ``start`` up to (not including) ``end``."""
+        for key, value in self._family(store).items(from_key=start):
+            raw_key = _as_bytes(key)
+            if end is not None and raw_key >= end:
+                return
+            yield raw_key, _as_bytes(value)
+
+    def ingest(self, store: str, files: Sequence[Path]) -> None:
+        """Ingest SST files (copied, so the originals stay for a retry)."""
+        options = IngestExternalFileOptions()
+        options.set_move_files(False)
+        self._family(store).ingest_external_file([str(f) for f in files], options)
+
+    def checkpoint(self, path: Path) -> None:
+        """A RocksDB checkpoint (hard links where possible) of the whole database."""
+        Checkpoint(self._db).create_checkpoint(str(path))
+
+    def approximate_size(self) -> int:
+        """Bytes of the database's files on disk."""
+        return sum(f.stat().st_size for f in self.path.iterdir() if f.is_file())
+
+    def close(self) -> None:
+        """Flush nothing extra (the WAL holds every write) and close."""
+        for family in self._families.values():
+            family.close()
+        self._db.close()
+
+
+def _as_bytes(value: object) -> bytes:
+    """Raw-mode rocksdict yields bytes; anything else means the database is not raw."""
+    if not isinstance(value, bytes):
+        raise StoreCorruptError(f"expected raw bytes from RocksDB, got {type(value).__name__}")
+    return value
+
+
+def _open_error(path: Path, error: Exception) -> StateStoreError:
+    text = str(error)
+    if "lock" in text.lower():
+        return StateStoreError(
+            f"RocksDB in {path} is locked by another process ({text}). Fix: stop the "
+            "processor that uses it, or point this one at another state directory."
+        )
+    return StoreCorruptError(
+        f"RocksDB could not open {path}: {text}. Nothing was deleted. Fix: restore the "
+        "directory from a snapshot, or move it aside so the processor rebuilds its state "
+        "from Kafka (replay or Spark bootstrap)."
+    )
+
+
+def write_sst_file(path: Path, items: Iterable[tuple[bytes, bytes]]) -> int:
+    """Write ``items`` (keys strictly increasing) as one SST file; returns the item count."""
+    writer = SstFileWriter(Options(raw_mode=True))
+    writer.open(str(path))
+    count = 0
+    previous: bytes | None = None
+    for key, value in items:
+        if previous is not None and key <= previous:
+            raise ValueError(
+                f"SST keys must be strictly increasing: {key!r} came after {previous!r}. "
+                "Fix: sort the run by key and drop duplicate keys before writing it."
+            )
+        writer[key] = value
+        previous = key
+        count += 1
+    writer.finish()
+    return count
+
+
+def read_sst_files(files: Sequence[Path]) -> list[tuple[bytes, bytes]]:
+    """Every item of ``files``, as RocksDB would see them after ingesting them in order."""
+    scratch = Path(tempfile.mkdtemp(prefix="splitstate-sst-read-"))
+    try:
+        database = Rdict(str(scratch / "db"), _options())
+        try:
+            options = IngestExternalFileOptions()
+            options.set_move_files(False)
+            for file in files:
+                database.ingest_external_file([str(file)], options)
+            return [(_as_bytes(k), _as_bytes(v)) for k, v in database.items()]
+        finally:
+            database.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,53 @@
+"""Writing sorted runs of a store's values as SST files, for bulk load.
+
+``SstRunWriter`` encodes values with the store's codec (the same bytes a batch would write)
+and streams them into SST files of at most ``max_items`` items each, holding nothing in
+memory. Keys must come in strictly increasing byte order.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from statestore.codec import Codec, JsonCodec
+from statestore.rocks import write_sst_file
+
+__all__ = ["SstRunWriter", "write_sst_file"]
+
+
+class SstRunWriter:
+    """Write one store's sorted ``(key, value)`` run as numbered SST files in a directory."""
+
+    def __init__(
+        self, directory: Path, codec: Codec[Any] | None = None, max_items: int = 5_000_000
+    ) -> None:
+        self.directory = directory
+        self.codec: Codec[Any] = codec or JsonCodec()
+        self.max_items = max_items
+        self.files: list[Path] = []
+
+    def write(self, items: Iterable[tuple[bytes, Any]]) -> list[Path]:
+        """Encode and write ``items`` (sorted by key); returns every file written so far."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        encoded = self._encoded(items)
+        for first in encoded:
+            path = self.directory / f"run-{len(self.files):05d}.sst"
+            chunk = itertools.chain([first], itertools.islice(encoded, self.max_items - 1))
+            write_sst_file(path, chunk)
+            self.files.append(path)
+        return list(self.files)
+
+    def _encoded(self, items: Iterable[tuple[bytes, Any]]) -> Iterator[tuple[bytes, bytes]]:
+        encode = self.codec.encode
+        previous: bytes | None = None
+        for key, value in items:
+            if previous is not None and key <= previous:
+                raise ValueError(
+                    f"SST keys must be strictly increasing: {key!r} came after {previous!r}. "
+                    "Fix: sort the run by key and drop duplicate keys before writing it."
+                )
+            previous = key
+            yield key, encode(value)

@@ -1,0 +1,122 @@
+"""The batch contract, identical on RocksDB and in memory."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from statestore import BatchStateError, BatchStatus, ProcessorDatabase
+from tests.statestore.conftest import Account
+
+BOTH = pytest.mark.parametrize("database", ["rocksdb", "memory"], indirect=True)
+
+
+@BOTH
+def test_reads_see_own_writes_and_commit_makes_them_visible(database: ProcessorDatabase) -> None:
+    batch = database.begin()
+    counts = batch.store("counts")
+    assert counts.get(b"apple") is None
+    counts.set(b"apple", 1)
+    counts.set(b"apple", counts.get(b"apple") + 1)
+    assert counts.get(b"apple") == 2
+    assert database.get("counts", b"apple") is None  # not committed yet
+    batch.set_offset("words", 3, 41)
+    batch.commit()
+    assert batch.status is BatchStatus.COMMITTED
+    assert database.get("counts", b"apple") == 2
+    assert database.offsets() == {("words", 3): 41}
+
+
+@BOTH
+def test_abort_drops_everything(database: ProcessorDatabase) -> None:
+    batch = database.begin()
+    batch.store("counts").set(b"apple", 5)
+    batch.set_offset("words", 0, 9)
+    batch.abort()
+    assert batch.status is BatchStatus.ABORTED
+    assert database.get("counts", b"apple") is None
+    assert database.offsets() == {}
+    with pytest.raises(BatchStateError, match="this state batch is ABORTED"):
+        batch.store("counts").get(b"apple")
+
+
+@BOTH
+def test_committed_batch_refuses_more_writes(database: ProcessorDatabase) -> None:
+    batch = database.begin()
+    view = batch.store("counts")
+    batch.commit()
+    with pytest.raises(BatchStateError, match="COMMITTED; start a new batch"):
+        view.set(b"x", 1)
+
+
+@BOTH
+def test_delete_and_key_scoped_state(database: ProcessorDatabase) -> None:
+    first = database.begin()
+    first.store("counts").set(b"a", {"n": 1, "last": "x"})
+    first.store("counts").set(b"b", {"n": 7})
+    first.commit()
+    second = database.begin()
+    state = second.store("counts").key(b"a")
+    assert state.key == b"a"
+    assert state.get_field("n") == 1
+    state.set_field("n", 2)
+    assert state.get() == {"n": 2, "last": "x"}
+    second.store("counts").key(b"b").delete()
+    assert second.store("counts").get(b"b", "gone") == "gone"
+    second.commit()
+    assert database.get("counts", b"a") == {"n": 2, "last": "x"}
+    assert database.get("counts", b"b") is None
+
+
+@BOTH
+def test_typed_store_round_trips_models(database: ProcessorDatabase) -> None:
+    batch = database.begin()
+    accounts = batch.store("accounts")
+    accounts.set(b"acc-1", Account(owner="ada", balance=10))
+    batch.commit()
+    loaded = database.get("accounts", b"acc-1")
+    assert isinstance(loaded, Account)
+    assert loaded == Account(owner="ada", balance=10)
+    again = database.begin()
+    assert again.store("accounts").key(b"acc-1").get_field("balance") == 10
+    again.abort()
+
+
+@BOTH
+def test_typed_store_validates_on_write(database: ProcessorDatabase) -> None:
+    batch = database.begin()
+    with pytest.raises(ValidationError, match="owner"):
+        batch.store("accounts").set(b"bad", {"balance": 3})
+    batch.store("accounts").set(b"good", {"owner": "bo"})  # a dict that validates is converted
+    assert batch.store("accounts").get(b"good") == Account(owner="bo")
+    batch.commit()
+    assert database.get("accounts", b"bad") is None
+
+
+@BOTH
+def test_range_scans_are_sorted_and_bounded(database: ProcessorDatabase) -> None:
+    batch = database.begin()
+    for i in range(20):
+        batch.store("counts").set(f"k{i:02d}".encode(), i)
+    batch.commit()
+    keys = [k for k, _ in database.items("counts")]
+    assert keys == sorted(keys) and len(keys) == 20
+    assert [v for _, v in database.items("counts", b"k05", b"k08")] == [5, 6, 7]
+
+
+@BOTH
+def test_unknown_store_is_named(database: ProcessorDatabase) -> None:
+    with pytest.raises(BatchStateError, match=r"no store named 'nope'; declared stores"):
+        database.begin().store("nope")
+
+
+@BOTH
+def test_offsets_accumulate_across_batches(database: ProcessorDatabase) -> None:
+    for offset in (5, 9):
+        batch = database.begin()
+        batch.set_offset("words", 0, offset)
+        batch.commit()
+    batch = database.begin()
+    batch.set_offset("words", 1, 3)
+    batch.commit()
+    assert database.offsets() == {("words", 0): 9, ("words", 1): 3}

@@ -1,0 +1,49 @@
+"""Crash safety: SIGKILL a writer at random moments; state always equals the fold of exactly
+the records up to the stored offsets (never half a batch, never a record twice)."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from statestore import ProcessorDatabase
+from tests.statestore.crash_worker import IDENTITY, STORES, TOPIC, expected_state
+
+KILLS = 15
+
+
+def test_sigkill_leaves_state_at_a_batch_boundary(tmp_path: Path) -> None:
+    directory = tmp_path / "processor-0"
+    rng = random.Random(4)
+    previous = 0
+    progress = []
+    for _ in range(KILLS):
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.statestore.crash_worker", str(directory)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None
+        ready = child.stdout.readline()
+        assert ready.startswith("ready "), ready
+        assert int(ready.split()[1]) == previous  # resumes exactly where the state says
+        time.sleep(rng.uniform(0.02, 0.3))
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+
+        with ProcessorDatabase.open(directory, IDENTITY, STORES) as database:
+            offsets = database.offsets()
+            end = offsets.get((TOPIC, 0), 0)
+            states, batches = expected_state(end)
+            assert offsets.get((TOPIC, 1), 0) == batches
+            assert dict(database.items("fold")) == states
+        assert end >= previous
+        progress.append(end)
+        previous = end
+    _, total_batches = expected_state(progress[-1])
+    print(f"records per kill: {progress}; batches in all: {total_batches}")
+    assert total_batches > 2000, progress  # thousands of batches were applied

@@ -66,6 +66,17 @@ class StoreBatch(Generic[V]):
         self._batch.check_open()
         self._pending[key] = _DELETED
 
+    def savepoint(self, key: bytes) -> Any:
+        """What this batch holds for ``key`` now, to ``rollback`` to if a record fails."""
+        return self._pending.get(key, _MISSING)
+
+    def rollback(self, key: bytes, saved: Any) -> None:
+        """Undo this batch's writes to ``key`` since ``savepoint`` returned ``saved``."""
+        if saved is _MISSING:
+            self._pending.pop(key, None)
+        else:
+            self._pending[key] = saved
+
     def key(self, key: bytes) -> KeyState[V]:
         """A view of this store limited to one key: what a processor function gets."""
         return KeyState(self, key)

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from framework.cli import broker as broker_commands
+from framework.cli import run as run_commands
 from framework.cli import state as state_commands
 from framework.errors import SplitstateError
 from statestore.errors import StateStoreError
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     broker_commands.register(commands)
+    run_commands.register(commands)
     state_commands.register(commands)
     return parser
 

@@ -1,0 +1,96 @@
+"""``splitstate run`` and ``splitstate topics create``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+
+from framework.kafka_io import COMPACTED, TopicSpec, ensure_topics
+from framework.loader import load_app
+from framework.processing import ProcessorStoppedError
+from framework.registry import TopicRegistry
+from framework.runtime import ProcessorRuntime
+from framework.supervisor import EXIT_STOPPED_BY_POLICY, Supervisor
+
+__all__ = ["register"]
+
+log = logging.getLogger("splitstate")
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``run`` and ``topics`` subcommands."""
+    run = commands.add_parser("run", help="run processors of an app")
+    run.add_argument("app", metavar="MODULE:APP", help="e.g. examples.wordcount.app:app")
+    run.add_argument("--config", type=Path, help="config file (YAML or TOML)")
+    which = run.add_mutually_exclusive_group(required=True)
+    which.add_argument("--processor-id", type=int, metavar="J", help="run processor J here")
+    which.add_argument(
+        "--all", action="store_true", help="run every processor under a local supervisor"
+    )
+    run.set_defaults(handler=_run)
+
+    topics = commands.add_parser("topics", help="manage an app's Kafka topics")
+    actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = actions.add_parser(
+        "create", help="create the app's inputs, outputs, dead letters and control log"
+    )
+    create.add_argument("app", metavar="MODULE:APP")
+    create.add_argument("--config", type=Path, help="config file (YAML or TOML)")
+    create.set_defaults(handler=_create_topics)
+
+
+def _logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    _logging()
+    app = load_app(args.app, args.config)
+    config = app.config
+    if args.all:
+        supervisor = Supervisor(
+            args.app, args.config or app.config_file, config.processor_count, config.app_state_dir
+        )
+        return supervisor.run()
+    runtime = ProcessorRuntime(app, args.processor_id)
+    runtime.install_signal_handlers()
+    try:
+        stats = runtime.run()
+    except ProcessorStoppedError as error:
+        log.error("%s", error)
+        return EXIT_STOPPED_BY_POLICY
+    log.info(
+        "processor %d stopped: %d records, %d outputs, %d dead letters",
+        args.processor_id,
+        stats.records,
+        stats.outputs,
+        stats.dead_letters,
+    )
+    return 0
+
+
+def _create_topics(args: argparse.Namespace) -> int:
+    app = load_app(args.app, args.config)
+    config = app.config
+    client = config.kafka.client_settings()
+    admin = AdminClient(client)
+    specs = [
+        TopicSpec(t.topic, t.partitions, t.replication_factor)
+        for t in [*config.inputs, *config.outputs]
+    ]
+    specs.append(TopicSpec(config.dead_letters, 1))
+    specs.append(TopicSpec(config.control_topic, 1, config=COMPACTED))
+    created = ensure_topics(admin, specs)
+    registry = TopicRegistry(client, admin)
+    registry.ensure_topic()
+    for topic in [*config.inputs, *config.outputs]:
+        registry.register(topic.topic, topic.partitions, config.key_hash)
+    for spec in specs:
+        state = "created" if spec.name in created else "exists"
+        print(f"{spec.name:<40} {state}")
+    return 0

@@ -1,0 +1,235 @@
+"""The one config object an app is built from: a YAML or TOML file, overridden by environment.
+
+``AppConfig.load(path)`` reads the file and then applies ``SPLITSTATE_*`` environment variables
+(nested fields with ``__``, e.g. ``SPLITSTATE_KAFKA__BOOTSTRAP_SERVERS``), which win over the
+file. Every problem becomes a ``ConfigError`` naming the field and the fix. Secrets in Kafka
+settings are masked whenever the config is printed.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from framework.errors import SplitstateError
+
+__all__ = [
+    "AppConfig",
+    "BatchConfig",
+    "ConfigError",
+    "KafkaConfig",
+    "TopicConfig",
+    "mask_secrets",
+]
+
+_NAME = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+_SECRET_KEY = re.compile(r"password|secret|token|credential|jaas|private|\.pem$", re.IGNORECASE)
+MASK = "*****"
+
+
+class ConfigError(SplitstateError):
+    """The app's configuration is invalid or contradicts what the app already recorded."""
+
+
+def mask_secrets(settings: dict[str, Any]) -> dict[str, Any]:
+    """A copy of librdkafka ``settings`` with secret values replaced by ``*****``."""
+    return {key: MASK if _SECRET_KEY.search(key) else value for key, value in settings.items()}
+
+
+def _check_name(value: str, what: str) -> str:
+    if not _NAME.match(value):
+        raise ValueError(
+            f"{what} {value!r} may only use letters, digits, '.', '_' and '-' (1-200 chars)"
+        )
+    return value
+
+
+class KafkaConfig(BaseModel):
+    """How to reach Kafka; ``settings`` pass through to librdkafka (e.g. security)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    settings: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    def client_settings(self) -> dict[str, Any]:
+        """Settings for a confluent-kafka client: bootstrap servers plus the pass-through."""
+        return {"bootstrap.servers": self.bootstrap_servers, **self.settings}
+
+    def __repr_args__(self) -> Any:
+        yield "bootstrap_servers", self.bootstrap_servers
+        yield "settings", mask_secrets(dict(self.settings))
+
+
+class TopicConfig(BaseModel):
+    """An input or output topic; ``partitions`` is used when splitstate creates it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    topic: str
+    partitions: int = Field(default=1, ge=1)
+    replication_factor: int = Field(default=1, ge=1)
+
+    @field_validator("topic")
+    @classmethod
+    def _valid_topic(cls, value: str) -> str:
+        return _check_name(value, "topic name")
+
+
+class BatchConfig(BaseModel):
+    """How many records one loop iteration takes, and how long it waits for them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_records: int = Field(default=2000, ge=1, le=1_000_000)
+    max_wait_ms: int = Field(default=100, ge=1, le=60_000)
+
+
+class AppConfig(BaseSettings):
+    """Everything an app needs: identity, Kafka, topics, processors, state, batching, errors."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SPLITSTATE_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    app_id: str
+    kafka: KafkaConfig = Field(default_factory=KafkaConfig)
+    inputs: list[TopicConfig] = Field(min_length=1)
+    outputs: list[TopicConfig] = Field(default_factory=list)
+    initial_processors: int = Field(ge=1)
+    processors: int | None = Field(default=None, ge=1)
+    state_dir: Path | None = None
+    key_hash: Literal["murmur3"] = "murmur3"
+    batch: BatchConfig = Field(default_factory=BatchConfig)
+    dead_letter_topic: str | None = None
+    on_error: Literal["dead-letter", "stop"] = "dead-letter"
+
+    @field_validator("app_id")
+    @classmethod
+    def _valid_app_id(cls, value: str) -> str:
+        return _check_name(value, "app_id")
+
+    @field_validator("dead_letter_topic")
+    @classmethod
+    def _valid_dead_letter_topic(cls, value: str | None) -> str | None:
+        return None if value is None else _check_name(value, "dead_letter_topic")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AppConfig:
+        names = [t.topic for t in self.inputs] + [t.topic for t in self.outputs]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"topics listed twice in inputs/outputs: {duplicates}")
+        if self.processors is not None and self.processors < self.initial_processors:
+            raise ValueError(
+                f"processors ({self.processors}) cannot be below initial_processors "
+                f"({self.initial_processors})"
+            )
+        return self
+
+    @property
+    def processor_count(self) -> int:
+        """The processors wanted now (``processors``, defaulting to ``initial_processors``)."""
+        return self.processors or self.initial_processors
+
+    @property
+    def dead_letters(self) -> str:
+        """The dead-letter topic (default ``<app_id>-dead-letters``)."""
+        return self.dead_letter_topic or f"{self.app_id}-dead-letters"
+
+    @property
+    def app_state_dir(self) -> Path:
+        """Where this app's processors keep state (default ``.splitstate/state/<app_id>``)."""
+        return self.state_dir or Path(".splitstate") / "state" / self.app_id
+
+    @property
+    def control_topic(self) -> str:
+        """The app's control log topic."""
+        return f"{self.app_id}-splitstate-control"
+
+    def input_topic(self, name: str) -> TopicConfig:
+        """The input topic called ``name``."""
+        for topic in self.inputs:
+            if topic.topic == name:
+                return topic
+        raise ConfigError(
+            f"{name!r} is not an input topic of app {self.app_id!r}; inputs: "
+            f"{[t.topic for t in self.inputs]}. Fix: add it under `inputs` in the config."
+        )
+
+    def redacted(self) -> dict[str, Any]:
+        """The config as plain data with secrets masked (safe to print or log)."""
+        data = self.model_dump(mode="json")
+        data["kafka"]["settings"] = mask_secrets(data["kafka"]["settings"])
+        return data
+
+    def __repr_args__(self) -> Any:
+        yield from self.redacted().items()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Environment variables win over the file's values (passed as init values)."""
+        return env_settings, init_settings
+
+    @classmethod
+    def load(cls, path: Path | None = None, **overrides: Any) -> AppConfig:
+        """Read ``path`` (YAML or TOML) if given, apply the environment, and validate."""
+        data: dict[str, Any] = {}
+        if path is not None:
+            data = _read_file(path)
+        data.update(overrides)
+        try:
+            return cls(**data)
+        except ValidationError as error:
+            raise ConfigError(_explain(error, path)) from None
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist. Fix: pass an existing file.")
+    text = path.read_text()
+    try:
+        if path.suffix == ".toml":
+            data = tomllib.loads(text)
+        elif path.suffix in {".yaml", ".yml"}:
+            data = yaml.safe_load(text) or {}
+        else:
+            raise ConfigError(
+                f"config file {path} must end in .yaml, .yml or .toml to say its format"
+            )
+    except (yaml.YAMLError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"config file {path} is not valid {path.suffix[1:]}: {error}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of settings at the top")
+    return data
+
+
+_FIXES = {
+    "missing": "add it to the config file or set SPLITSTATE_{env}",
+    "extra_forbidden": "remove it, or check its spelling against the README's config reference",
+}
+
+
+def _explain(error: ValidationError, path: Path | None) -> str:
+    source = f" in {path}" if path else ""
+    lines = [f"invalid app config{source}:"]
+    for problem in error.errors():
+        field = ".".join(str(part) for part in problem["loc"]) or "(top level)"
+        env = "_".join(str(part).upper() for part in problem["loc"] if isinstance(part, str))
+        fix = _FIXES.get(problem["type"], "").format(env=env.replace(".", "__"))
+        message = problem["msg"].removeprefix("Value error, ")
+        lines.append(f"  - {field}: {message}" + (f" (fix: {fix})" if fix else ""))
+    return "\n".join(lines)

@@ -1,0 +1,159 @@
+"""Small Kafka helpers over confluent-kafka: topics, logs read to their end, sync appends."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from framework.errors import SplitstateError
+
+__all__ = [
+    "COMPACTED",
+    "KafkaIOError",
+    "TopicSpec",
+    "append",
+    "ensure_topics",
+    "partition_counts",
+    "read_log",
+]
+
+#: Topic configs of a compacted coordination log.
+COMPACTED = {"cleanup.policy": "compact", "min.insync.replicas": "1"}
+_TIMEOUT = 30.0
+
+
+class KafkaIOError(SplitstateError):
+    """Kafka could not be reached or refused a request."""
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic to create when missing."""
+
+    name: str
+    partitions: int
+    replication_factor: int = 1
+    config: Mapping[str, str] | None = None
+
+
+def partition_counts(admin: AdminClient, topics: Iterable[str]) -> dict[str, int]:
+    """Current partition count of each existing topic among ``topics``."""
+    wanted = set(topics)
+    try:
+        metadata = admin.list_topics(timeout=_TIMEOUT)
+    except KafkaException as error:
+        raise KafkaIOError(
+            f"could not read Kafka metadata: {error}. Fix: check kafka.bootstrap_servers and "
+            "that the broker runs (`splitstate broker status`)."
+        ) from None
+    return {
+        name: len(topic.partitions)
+        for name, topic in metadata.topics.items()
+        if name in wanted and topic.error is None
+    }
+
+
+def ensure_topics(admin: AdminClient, specs: Sequence[TopicSpec]) -> list[str]:
+    """Create the topics of ``specs`` that do not exist; returns the names created."""
+    existing = partition_counts(admin, [spec.name for spec in specs])
+    missing = [spec for spec in specs if spec.name not in existing]
+    if not missing:
+        return []
+    futures = admin.create_topics(
+        [
+            NewTopic(
+                spec.name,
+                num_partitions=spec.partitions,
+                replication_factor=spec.replication_factor,
+                config=dict(spec.config or {}),
+            )
+            for spec in missing
+        ]
+    )
+    created = []
+    for name, future in futures.items():
+        try:
+            future.result(timeout=_TIMEOUT)
+            created.append(name)
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise KafkaIOError(f"could not create topic {name!r}: {error}") from None
+    _wait_for_metadata(admin, created)
+    return created
+
+
+def _wait_for_metadata(admin: AdminClient, topics: Sequence[str]) -> None:
+    deadline = time.monotonic() + _TIMEOUT
+    while topics and time.monotonic() < deadline:
+        if set(partition_counts(admin, topics)) == set(topics):
+            return
+        time.sleep(0.1)
+
+
+def read_log(
+    client: Mapping[str, Any], topic: str, partition: int = 0
+) -> list[tuple[bytes | None, bytes | None]]:
+    """Every record of ``topic``/``partition`` from the start to the current end, in order."""
+    consumer = Consumer(
+        {
+            **client,
+            "group.id": f"splitstate-reader-{uuid.uuid4().hex[:12]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=_TIMEOUT
+        )
+        if high <= low:
+            return []
+        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        records: list[tuple[bytes | None, bytes | None]] = []
+        deadline = time.monotonic() + _TIMEOUT
+        while time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=1000, timeout=0.5):
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        return records
+                    raise KafkaIOError(f"reading {topic!r}: {error}")
+                records.append((message.key(), message.value()))
+                offset = message.offset()
+                if offset is not None and offset + 1 >= high:
+                    return records
+        raise KafkaIOError(f"reading {topic!r} to its end took over {_TIMEOUT:.0f}s")
+    except KafkaException as error:
+        raise KafkaIOError(f"could not read {topic!r}: {error}") from None
+    finally:
+        consumer.close()
+
+
+def append(producer: Producer, topic: str, records: Sequence[tuple[bytes, bytes]]) -> None:
+    """Produce ``records`` to partition 0 of ``topic`` and wait until all are written."""
+    failures: list[str] = []
+
+    def delivered(error: KafkaError | None, _message: object) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    for key, value in records:
+        producer.produce(topic, key=key, value=value, partition=0, on_delivery=delivered)
+    remaining = producer.flush(_TIMEOUT)
+    if remaining or failures:
+        raise KafkaIOError(
+            f"could not write to {topic!r}: {failures[:3] or f'{remaining} records unsent'}"
+        )

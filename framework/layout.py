@@ -1,0 +1,151 @@
+"""Starting an app against Kafka: check the topics, the registry and the control log agree.
+
+On the very first start this records the app's fixed parameters (each input topic's ``N`` and
+key hash in the topic registry; ``B`` and the inputs in the control log, with generation 0).
+Every later start checks the config against them and refuses, naming the fix, when they
+contradict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka.admin import AdminClient
+
+from framework.app import App
+from framework.config import AppConfig, ConfigError
+from framework.controllog import ControlLog
+from framework.kafka_io import TopicSpec, ensure_topics, partition_counts
+from framework.registry import TopicEntry, TopicRegistry
+from rebalance import check_layout
+from rebalance.control import AppDefinition, ControlState, Generation
+
+__all__ = ["AppLayout", "prepare_app"]
+
+
+@dataclass(frozen=True)
+class AppLayout:
+    """What a processor needs to know about its app's topics and processors."""
+
+    definition: AppDefinition
+    processors: int
+    inputs: dict[str, TopicEntry]
+    outputs: dict[str, TopicEntry]
+    control: ControlState
+
+    @property
+    def initial_processors(self) -> int:
+        """``B``."""
+        return self.definition.initial_processors
+
+    def fixed_parameters(self) -> dict[str, object]:
+        """What a processor's state records and refuses to change."""
+        return {
+            "initial_processors": self.definition.initial_processors,
+            "inputs": dict(sorted(self.definition.inputs.items())),
+            "key_hash": self.definition.key_hash,
+        }
+
+
+def prepare_app(app: App, admin: AdminClient) -> AppLayout:
+    """Check and (first time) record the app's layout; raise ``ConfigError`` on contradictions."""
+    app.check()
+    config = app.config
+    client = config.kafka.client_settings()
+    names = [t.topic for t in config.inputs] + [t.topic for t in config.outputs]
+    counts = partition_counts(admin, names)
+    missing = [name for name in names if name not in counts]
+    if missing:
+        raise ConfigError(
+            f"topics {missing} do not exist. Fix: `splitstate topics create "
+            f"MODULE:APP` creates the app's topics with the configured partition counts."
+        )
+    ensure_topics(admin, [TopicSpec(config.dead_letters, 1)])
+
+    registry = TopicRegistry(client, admin)
+    registry.ensure_topic()
+    known = registry.read()
+    entries: dict[str, TopicEntry] = {}
+    for name in names:
+        entry = known.get(name) or registry.register(name, counts[name], config.key_hash)
+        if entry.key_hash != config.key_hash:
+            raise ConfigError(
+                f"topic {name!r} is registered with key hash {entry.key_hash!r} but the config "
+                f"says {config.key_hash!r}. Fix: use {entry.key_hash!r}."
+            )
+        if counts[name] < entry.partitions:
+            raise ConfigError(
+                f"topic {name!r} has {counts[name]} partitions but the registry recorded "
+                f"{entry.partitions}; partitions cannot shrink. Fix: recreate the topic with at "
+                f"least {entry.partitions} partitions."
+            )
+        entries[name] = entry
+
+    control_log = ControlLog(client, admin, config.control_topic)
+    control_log.ensure_topic()
+    control = control_log.read()
+    wanted = AppDefinition(
+        app_id=config.app_id,
+        initial_processors=config.initial_processors,
+        inputs={t.topic: entries[t.topic].initial_partitions for t in config.inputs},
+        key_hash=config.key_hash,
+    )
+    if control.app is None:
+        processors = config.processor_count
+        _check_layouts(config, wanted, entries, processors)
+        control_log.append(wanted.to_record(), Generation(0, processors).to_record())
+        control = control_log.read()
+    assert control.app is not None
+    _check_against_log(config, wanted, control.app)
+    processors = control.processors or config.processor_count
+    if config.processors is not None and config.processors != processors:
+        raise ConfigError(
+            f"the config asks for {config.processors} processors, but app {config.app_id!r} "
+            f"runs {processors} (its control log, generation "
+            f"{control.generation.generation if control.generation else 0}). Fix: set "
+            f"processors: {processors}; changing the count is a scale operation."
+        )
+    _check_layouts(config, control.app, entries, processors)
+    inputs = {t.topic: entries[t.topic] for t in config.inputs}
+    outputs = {t.topic: entries[t.topic] for t in config.outputs}
+    return AppLayout(control.app, processors, inputs, outputs, control)
+
+
+def _check_layouts(
+    config: AppConfig,
+    definition: AppDefinition,
+    entries: dict[str, TopicEntry],
+    processors: int,
+) -> None:
+    for name in definition.inputs:
+        entry = entries[name]
+        try:
+            check_layout(
+                entry.initial_partitions,
+                definition.initial_processors,
+                entry.partitions,
+                processors,
+            )
+        except ValueError as error:
+            raise ConfigError(f"app {config.app_id!r}, input topic {name!r}: {error}") from None
+
+
+def _check_against_log(config: AppConfig, wanted: AppDefinition, recorded: AppDefinition) -> None:
+    if wanted.initial_processors != recorded.initial_processors:
+        raise ConfigError(
+            f"initial_processors is {wanted.initial_processors} in the config but app "
+            f"{config.app_id!r} was started with {recorded.initial_processors} (its control "
+            f"log). It can never change. Fix: set initial_processors: "
+            f"{recorded.initial_processors}, or deploy under a new app_id."
+        )
+    if set(wanted.inputs) != set(recorded.inputs):
+        raise ConfigError(
+            f"the config's input topics {sorted(wanted.inputs)} differ from the ones app "
+            f"{config.app_id!r} was started with {sorted(recorded.inputs)} (its control log). "
+            "Fix: restore the inputs, or deploy the new inputs under a new app_id."
+        )
+    if wanted.key_hash != recorded.key_hash:
+        raise ConfigError(
+            f"key_hash {wanted.key_hash!r} differs from the app's recorded "
+            f"{recorded.key_hash!r}. Fix: set key_hash: {recorded.key_hash}."
+        )

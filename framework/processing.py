@@ -1,0 +1,237 @@
+"""Applying the app's processor functions to raw records, one record at a time.
+
+Shared by the runtime and the test driver: decode and validate the value, give the function
+the key's state, collect its outputs, and turn anything that goes wrong into a dead letter
+(or, with ``on_error: stop``, a ``ProcessorStoppedError`` naming the record). A failed record's
+state writes are rolled back; nothing it did survives.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from framework.app import App, Handler
+from framework.errors import SplitstateError
+from framework.records import Output, Record
+from statestore import StateBatch
+
+__all__ = [
+    "DeadLetter",
+    "EncodedOutput",
+    "InputMessage",
+    "ProcessorStoppedError",
+    "RecordProcessor",
+    "encode_value",
+]
+
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+class InputMessage(Protocol):
+    """A consumed record, as confluent-kafka's ``Message`` presents it."""
+
+    def topic(self) -> str | None: ...
+    def partition(self) -> int | None: ...
+    def offset(self) -> int | None: ...
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
+    def timestamp(self) -> tuple[int, int]: ...
+    def headers(self) -> Any: ...
+
+
+class ProcessorStoppedError(SplitstateError):
+    """The processor function failed on a record and ``on_error`` is ``stop``."""
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedOutput:
+    """An output ready to produce."""
+
+    topic: str
+    key: bytes
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """An input record that could not be processed, and why."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    stage: str
+    reason: str
+
+    def kafka_headers(self) -> list[tuple[str, bytes | None]]:
+        """The original headers plus splitstate's explanation."""
+        return [
+            *self.headers,
+            ("splitstate.error", self.reason.encode()[:4000]),
+            ("splitstate.stage", self.stage.encode()),
+            ("splitstate.topic", self.topic.encode()),
+            ("splitstate.partition", str(self.partition).encode()),
+            ("splitstate.offset", str(self.offset).encode()),
+        ]
+
+
+def encode_value(value: Any) -> bytes | None:
+    """Output value to bytes: bytes as-is, text as UTF-8, models and the rest as JSON."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, BaseModel):
+        return value.model_dump_json().encode()
+    return orjson.dumps(value)
+
+
+def _decoder(value_type: type[Any] | None) -> Callable[[bytes | None], Any]:
+    if value_type is None or value_type is bytes:
+        return lambda raw: raw
+    if value_type is str:
+        return lambda raw: None if raw is None else raw.decode("utf-8")
+    adapter: TypeAdapter[Any] = TypeAdapter(value_type)
+
+    def decode(raw: bytes | None) -> Any:
+        if raw is None:
+            raise ValueError("the record has no value (a tombstone)")
+        return adapter.validate_json(raw)
+
+    return decode
+
+
+class _Route:
+    """Everything needed to process records of one input topic, prepared once."""
+
+    def __init__(self, handler: Handler, stores: Sequence[str]) -> None:
+        self.handler = handler
+        self.function = handler.function
+        self.decode = _decoder(handler.value_type)
+        self.stores = tuple(stores)
+
+
+class RecordProcessor:
+    """Runs the app's processor functions over raw records within a state batch."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.stop_on_error = app.config.on_error == "stop"
+        self.outputs = {t.topic for t in app.config.outputs}
+        self.default_output = app.config.outputs[0].topic if len(app.config.outputs) == 1 else None
+        all_stores = list(app.stores)
+        self._routes = {
+            topic.topic: _Route(
+                app.handler(topic.topic), app.handler(topic.topic).stores or all_stores
+            )
+            for topic in app.config.inputs
+        }
+        self.dead_letter_count = 0
+
+    def process(
+        self, batch: StateBatch, message: InputMessage, restore: bool = False
+    ) -> tuple[list[EncodedOutput], DeadLetter | None]:
+        """Process one record; returns its outputs, or the dead letter it became.
+
+        With ``restore`` the record only rebuilds state: no outputs and no dead letter are
+        returned (they were written when the record was first processed).
+        """
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        if topic is None or partition is None or offset is None:
+            raise SplitstateError("a record without topic, partition or offset")
+        key, raw = message.key(), message.value()
+        timestamp = message.timestamp()[1]
+        header_tuple = tuple(message.headers() or ())
+        route = self._routes.get(topic)
+        if route is None:
+            reason = f"no processor function for topic {topic!r}"
+            dead = DeadLetter(topic, partition, offset, key, raw, header_tuple, "route", reason)
+            return [], self._count(dead, restore)
+        if key is None:
+            reason = "the record has no key; splitstate keeps state per key"
+            dead = DeadLetter(topic, partition, offset, key, raw, header_tuple, "decode", reason)
+            return [], self._count(dead, restore)
+        try:
+            value = route.decode(raw)
+        except (ValidationError, ValueError, UnicodeDecodeError) as error:
+            reason = _describe(error)
+            dead = DeadLetter(topic, partition, offset, key, raw, header_tuple, "decode", reason)
+            return [], self._count(dead, restore)
+        states = [batch.store(name) for name in route.stores]
+        saved = [store.savepoint(key) for store in states]
+        if len(states) == 1:
+            state: Any = states[0].key(key)
+        else:
+            state = {store.name: store.key(key) for store in states}
+        record = Record(topic, partition, offset, key, value, timestamp, header_tuple)
+        try:
+            result = route.function(record, state)
+            outputs = self._encode(result, key)
+        except Exception as error:  # any failure of user code is handled by the policy
+            for store, before in zip(states, saved, strict=True):
+                store.rollback(key, before)
+            if self.stop_on_error:
+                raise ProcessorStoppedError(
+                    f"the processor function failed on {topic}[{partition}]@{offset} "
+                    f"(key {key!r}): {_describe(error)}. The record was not processed and state "
+                    "is at the batch before it. Fix the function or the record, then restart; "
+                    "or set on_error: dead-letter to skip such records."
+                ) from error
+            reason = _describe(error, with_trace=True)
+            dead = DeadLetter(topic, partition, offset, key, raw, header_tuple, "processor", reason)
+            return [], self._count(dead, restore)
+        return ([] if restore else outputs), None
+
+    def _encode(self, result: Output | Iterable[Output] | None, key: bytes) -> list[EncodedOutput]:
+        if result is None:
+            return []
+        items = [result] if isinstance(result, Output) else list(result)
+        encoded = []
+        for output in items:
+            if not isinstance(output, Output):
+                raise TypeError(
+                    f"a processor function must return Output records (or None, or an "
+                    f"iterable of them), got {type(output).__name__}"
+                )
+            topic = output.topic or self.default_output
+            if topic is None:
+                raise ValueError(
+                    f"Output without a topic, but the app has {len(self.outputs)} output "
+                    f"topics {sorted(self.outputs)}. Fix: name one, Output(value, topic=...)."
+                )
+            if topic not in self.outputs:
+                raise ValueError(
+                    f"output topic {topic!r} is not declared; declared outputs: "
+                    f"{sorted(self.outputs)}. Fix: add it under `outputs` in the config."
+                )
+            encoded.append(
+                EncodedOutput(
+                    topic,
+                    key if output.key is None else output.key,
+                    encode_value(output.value),
+                    tuple(output.headers.items()),
+                )
+            )
+        return encoded
+
+    def _count(self, dead: DeadLetter, restore: bool) -> DeadLetter | None:
+        self.dead_letter_count += 1
+        return None if restore else dead  # in restore mode it was written the first time
+
+
+def _describe(error: BaseException, with_trace: bool = False) -> str:
+    text = f"{type(error).__name__}: {error}"
+    if with_trace:
+        frames = traceback.extract_tb(error.__traceback__)[-3:]
+        where = "; ".join(f"{f.filename}:{f.lineno} in {f.name}" for f in frames)
+        text += f" (at {where})"
+    return text

@@ -1,0 +1,86 @@
+"""Config: file + environment, validation messages that name the field and fix, masking."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from framework import AppConfig, ConfigError
+
+BASE = """
+app_id: demo
+kafka:
+  bootstrap_servers: 127.0.0.1:1
+  settings:
+    sasl.password: hunter2
+    security.protocol: SASL_SSL
+inputs: [{topic: words, partitions: 8}]
+outputs: [{topic: counts}]
+initial_processors: 2
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "c.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPLITSTATE_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:2")
+    monkeypatch.setenv("SPLITSTATE_PROCESSORS", "4")
+    config = AppConfig.load(write(tmp_path, BASE))
+    assert config.kafka.bootstrap_servers == "127.0.0.1:2"
+    assert config.kafka.settings["security.protocol"] == "SASL_SSL"  # merged, not replaced
+    assert config.processors == 4
+    assert config.dead_letters == "demo-dead-letters"
+    assert config.app_state_dir == Path(".splitstate/state/demo")
+
+
+def test_toml_works_too(tmp_path: Path) -> None:
+    text = """
+app_id = "demo"
+initial_processors = 1
+[[inputs]]
+topic = "words"
+"""
+    config = AppConfig.load(write(tmp_path, text, "c.toml"))
+    assert config.inputs[0].topic == "words"
+    assert config.processor_count == 1
+
+
+def test_secrets_never_print(tmp_path: Path) -> None:
+    config = AppConfig.load(write(tmp_path, BASE))
+    assert "hunter2" not in repr(config)
+    assert "hunter2" not in str(config)
+    assert "hunter2" not in str(config.redacted())
+    assert config.redacted()["kafka"]["settings"]["sasl.password"] == "*****"
+    assert config.kafka.client_settings()["sasl.password"] == "hunter2"  # clients still get it
+
+
+def test_errors_name_field_and_fix(tmp_path: Path) -> None:
+    text = "app_id: 'has space'\ninputs: []\nprocesors: 3\nbatch: {max_records: 0}\n"
+    with pytest.raises(ConfigError) as caught:
+        AppConfig.load(write(tmp_path, text))
+    message = str(caught.value)
+    assert "app_id: app_id 'has space' may only use letters" in message
+    assert "inputs: List should have at least 1 item" in message
+    assert "initial_processors: Field required (fix: add it to the config file or set " in message
+    assert "SPLITSTATE_INITIAL_PROCESSORS" in message
+    assert "procesors: Extra inputs are not permitted (fix: remove it" in message
+    assert "batch.max_records: Input should be greater than or equal to 1" in message
+
+
+def test_processors_below_initial_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"processors \(1\) cannot be below initial_processors"):
+        AppConfig.load(write(tmp_path, BASE + "processors: 1\n"))
+
+
+def test_unreadable_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        AppConfig.load(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match=r"must end in \.yaml, \.yml or \.toml"):
+        AppConfig.load(write(tmp_path, "x", "c.ini"))
+    with pytest.raises(ConfigError, match="is not valid yaml"):
+        AppConfig.load(write(tmp_path, "a: [1,", "bad.yaml"))

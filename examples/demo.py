@@ -1,76 +1,122 @@
-"""The demo behind `make demo`: a local broker and a keyed produce/consume round trip.
+"""The demo behind `make demo`: a local broker, wordcount on 2 processors, results shown.
 
-It starts a broker in a temporary directory, writes 1,000 keyed records to a 4-partition
-topic, reads them back with a consumer group, prints where each key landed, and stops
-everything it started. (The wordcount app and a live scale-out join this demo later.)
+It starts a Kafka broker in a temporary directory, creates wordcount's topics (8 partitions),
+writes 30,000 words, runs wordcount with 2 processors under the local supervisor, checks
+every word's last output against a count made here, prints the top words and
+`splitstate status`, and stops everything it started.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from framework.broker import LocalBroker
+from framework.producer import SplitstateProducer
 
-TOPIC = "demo-words"
-WORDS = ["apple", "banana", "cherry", "damson", "elder", "fig", "grape", "hazel"]
-RECORDS = 1_000
+APP = "examples.wordcount.app:app"
+SENTENCE = (
+    "the quick brown fox jumps over the lazy dog while the cat sleeps and the bird sings "
+    "a song of state and streams of keys that never move between processors"
+)
+RECORDS = 30_000
+
+
+def splitstate(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run a splitstate command, showing what it printed."""
+    print(f"$ splitstate {' '.join(args)}", flush=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "framework.cli", *args], capture_output=True, text=True, check=False
+    )
+    print(result.stdout, end="", flush=True)
+    if result.returncode != 0:
+        print(result.stderr, file=sys.stderr)
+        raise SystemExit(result.returncode)
+    return result
 
 
 def main() -> None:
-    """Run the round trip and print the results."""
-    with tempfile.TemporaryDirectory(prefix="splitstate-demo-") as directory:
-        broker = LocalBroker(Path(directory) / "broker")
-        print("starting a local Kafka broker ...")
+    """Run the demo."""
+    with tempfile.TemporaryDirectory(prefix="splitstate-demo-") as scratch:
+        broker = LocalBroker(Path(scratch) / "broker")
+        print("== starting a local Kafka broker", flush=True)
         info = broker.start()
-        print(f"bootstrap.servers={info.bootstrap_servers}")
+        print(f"bootstrap.servers={info.bootstrap_servers}\n", flush=True)
+        os.environ["SPLITSTATE_KAFKA__BOOTSTRAP_SERVERS"] = info.bootstrap_servers
+        os.environ["SPLITSTATE_STATE_DIR"] = str(Path(scratch) / "state")
         try:
-            round_trip(info.bootstrap_servers)
+            run_wordcount(info.bootstrap_servers, Path(scratch))
         finally:
             broker.stop()
-            print("broker stopped")
+            print("\n== broker stopped; everything the demo started is gone", flush=True)
 
 
-def round_trip(bootstrap: str) -> None:
-    """Produce keyed records, consume them back, print per-partition and per-key counts."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 4, 1)])[TOPIC].result(timeout=30)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(RECORDS):
-        producer.produce(TOPIC, key=WORDS[i % len(WORDS)].encode(), value=str(i).encode())
-    producer.flush(30)
-    print(f"produced {RECORDS} records to {TOPIC!r} (4 partitions)")
+def run_wordcount(bootstrap: str, scratch: Path) -> None:
+    """Create topics, produce words, run the app, check and show the results."""
+    print("== creating wordcount's topics", flush=True)
+    splitstate("topics", "create", APP)
 
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "demo",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
+    rng = random.Random(42)
+    vocabulary = SENTENCE.split()
+    words = [rng.choice(vocabulary) for _ in range(RECORDS)]
+    truth = Counter(words)
+    producer = SplitstateProducer({"bootstrap.servers": bootstrap}, ["words"])
+    for word in words:
+        producer.produce("words", word.encode(), b"")
+    producer.flush()
+    print(f"\n== produced {RECORDS} words ({len(truth)} distinct) to 'words'", flush=True)
+
+    print("== running wordcount with 2 processors (splitstate run --all)", flush=True)
+    log = (scratch / "wordcount.log").open("wb")
+    supervisor = subprocess.Popen(
+        [sys.executable, "-m", "framework.cli", "run", APP, "--all"], stdout=log, stderr=log
     )
-    consumer.subscribe([TOPIC])
-    per_key: Counter[str] = Counter()
-    partition_of: dict[str, int] = {}
-    deadline = time.monotonic() + 60
-    while sum(per_key.values()) < RECORDS and time.monotonic() < deadline:
-        for message in consumer.consume(num_messages=500, timeout=1.0):
-            key, partition = message.key(), message.partition()
-            if message.error() is None and key is not None and partition is not None:
-                word = key.decode()
-                per_key[word] += 1
-                partition_of[word] = partition
-    consumer.commit(asynchronous=False)
-    consumer.close()
-    print(f"consumed {sum(per_key.values())} records and committed the group's offsets\n")
-    print(f"{'key':<8} {'partition':>9} {'records':>8}")
-    for word in WORDS:
-        print(f"{word:<8} {partition_of.get(word, -1):>9} {per_key[word]:>8}")
+    try:
+        latest = read_counts(bootstrap, until=truth, timeout=120)
+    finally:
+        supervisor.send_signal(signal.SIGTERM)
+        supervisor.wait(timeout=90)
+        log.close()
+    exact = latest == dict(truth)
+    print(f"\n{'word':<12} {'count':>7} {'expected':>9}")
+    for word, expected in truth.most_common(10):
+        print(f"{word:<12} {latest.get(word, 0):>7} {expected:>9}")
+    print(f"\nevery word's last output equals its true count: {exact}\n", flush=True)
+    splitstate("status", APP)
+    if not exact:
+        raise SystemExit("wordcount's counts did not match; see the log above")
+
+
+def read_counts(bootstrap: str, until: Counter[str], timeout: float) -> dict[str, int]:
+    """Read 'word-counts' until every word reached its true count (or the timeout)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "demo-reader", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition("word-counts", p, OFFSET_BEGINNING) for p in range(8)])
+    latest: dict[str, int] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=5000, timeout=0.5):
+                value = message.value()
+                if message.error() is None and value is not None:
+                    data = json.loads(value)
+                    latest[data["word"]] = max(latest.get(data["word"], 0), data["count"])
+            if all(latest.get(w, 0) >= n for w, n in until.items()):
+                break
+    finally:
+        consumer.close()
+    return latest
 
 
 if __name__ == "__main__":

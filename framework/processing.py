@@ -9,7 +9,7 @@ state writes are rolled back; nothing it did survives.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -49,14 +49,14 @@ class ProcessorStoppedError(SplitstateError):
     """The processor function failed on a record and ``on_error`` is ``stop``."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EncodedOutput:
     """An output ready to produce."""
 
     topic: str
     key: bytes
     value: bytes | None
-    headers: tuple[tuple[str, bytes], ...]
+    headers: list[tuple[str, str | bytes | None]] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +84,20 @@ class DeadLetter:
         ]
 
 
+_FAST_ENCODERS: dict[type, Callable[[Any], bytes]] = {
+    dict: orjson.dumps,
+    list: orjson.dumps,
+    int: orjson.dumps,
+    bytes: bytes,
+    str: str.encode,
+}
+
+
 def encode_value(value: Any) -> bytes | None:
     """Output value to bytes: bytes as-is, text as UTF-8, models and the rest as JSON."""
+    encoder = _FAST_ENCODERS.get(type(value))
+    if encoder is not None:
+        return encoder(value)
     if value is None or isinstance(value, bytes):
         return value
     if isinstance(value, str):
@@ -118,6 +130,7 @@ class _Route:
         self.function = handler.function
         self.decode = _decoder(handler.value_type)
         self.stores = tuple(stores)
+        self.single_store = self.stores[0] if len(self.stores) == 1 else None
 
 
 class RecordProcessor:
@@ -128,57 +141,56 @@ class RecordProcessor:
         self.stop_on_error = app.config.on_error == "stop"
         self.outputs = {t.topic for t in app.config.outputs}
         self.default_output = app.config.outputs[0].topic if len(app.config.outputs) == 1 else None
-        all_stores = list(app.stores)
-        self._routes = {
-            topic.topic: _Route(
-                app.handler(topic.topic), app.handler(topic.topic).stores or all_stores
-            )
-            for topic in app.config.inputs
-        }
+        self._routes: dict[str, _Route] = {}
+        for topic in app.config.inputs:
+            handler = app.handler(topic.topic)
+            self._routes[topic.topic] = _Route(handler, handler.stores or list(app.stores))
         self.dead_letter_count = 0
 
     def process(
-        self, batch: StateBatch, message: InputMessage, restore: bool = False
+        self,
+        batch: StateBatch,
+        message: InputMessage,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        restore: bool = False,
     ) -> tuple[list[EncodedOutput], DeadLetter | None]:
-        """Process one record; returns its outputs, or the dead letter it became.
+        """Process one record (at ``topic``/``partition``/``offset``); returns its outputs, or
+        the dead letter it became.
 
         With ``restore`` the record only rebuilds state: no outputs and no dead letter are
         returned (they were written when the record was first processed).
         """
-        topic, partition, offset = message.topic(), message.partition(), message.offset()
-        if topic is None or partition is None or offset is None:
-            raise SplitstateError("a record without topic, partition or offset")
         key, raw = message.key(), message.value()
-        timestamp = message.timestamp()[1]
-        header_tuple = tuple(message.headers() or ())
         route = self._routes.get(topic)
         if route is None:
             reason = f"no processor function for topic {topic!r}"
-            dead = DeadLetter(topic, partition, offset, key, raw, header_tuple, "route", reason)
-            return [], self._count(dead, restore)
+            return [], self._dead(message, (topic, partition, offset), "route", reason, restore)
         if key is None:
             reason = "the record has no key; splitstate keeps state per key"
-            dead = DeadLetter(topic, partition, offset, key, raw, header_tuple, "decode", reason)
-            return [], self._count(dead, restore)
+            return [], self._dead(message, (topic, partition, offset), "decode", reason, restore)
         try:
             value = route.decode(raw)
         except (ValidationError, ValueError, UnicodeDecodeError) as error:
             reason = _describe(error)
-            dead = DeadLetter(topic, partition, offset, key, raw, header_tuple, "decode", reason)
-            return [], self._count(dead, restore)
-        states = [batch.store(name) for name in route.stores]
-        saved = [store.savepoint(key) for store in states]
-        if len(states) == 1:
-            state: Any = states[0].key(key)
+            return [], self._dead(message, (topic, partition, offset), "decode", reason, restore)
+        if route.single_store is not None:
+            store = batch.store(route.single_store)
+            saved: Any = store.savepoint(key)
+            state: Any = store.key(key)
         else:
-            state = {store.name: store.key(key) for store in states}
-        record = Record(topic, partition, offset, key, value, timestamp, header_tuple)
+            stores = [batch.store(name) for name in route.stores]
+            saved = [s.savepoint(key) for s in stores]
+            state = {s.name: s.key(key) for s in stores}
         try:
-            result = route.function(record, state)
+            result = route.function(
+                Record(topic, partition, offset, key, value, message=message), state
+            )
             outputs = self._encode(result, key)
         except Exception as error:  # any failure of user code is handled by the policy
-            for store, before in zip(states, saved, strict=True):
-                store.rollback(key, before)
+            self._rollback(batch, route, key, saved)
             if self.stop_on_error:
                 raise ProcessorStoppedError(
                     f"the processor function failed on {topic}[{partition}]@{offset} "
@@ -187,14 +199,27 @@ class RecordProcessor:
                     "or set on_error: dead-letter to skip such records."
                 ) from error
             reason = _describe(error, with_trace=True)
-            dead = DeadLetter(topic, partition, offset, key, raw, header_tuple, "processor", reason)
-            return [], self._count(dead, restore)
+            where = (topic, partition, offset)
+            return [], self._dead(message, where, "processor", reason, restore)
         return ([] if restore else outputs), None
+
+    @staticmethod
+    def _rollback(batch: StateBatch, route: _Route, key: bytes, saved: Any) -> None:
+        if route.single_store is not None:
+            batch.store(route.single_store).rollback(key, saved)
+        else:
+            for name, before in zip(route.stores, saved, strict=True):
+                batch.store(name).rollback(key, before)
 
     def _encode(self, result: Output | Iterable[Output] | None, key: bytes) -> list[EncodedOutput]:
         if result is None:
             return []
-        items = [result] if isinstance(result, Output) else list(result)
+        if type(result) is Output and result.topic is None and self.default_output is not None:
+            # The common case, kept short: one output to the app's only output topic.
+            value = encode_value(result.value)
+            headers = _header_list(result.headers)
+            return [EncodedOutput(self.default_output, result.key or key, value, headers)]
+        items: Iterable[Any] = (result,) if isinstance(result, Output) else result
         encoded = []
         for output in items:
             if not isinstance(output, Output):
@@ -218,14 +243,33 @@ class RecordProcessor:
                     topic,
                     key if output.key is None else output.key,
                     encode_value(output.value),
-                    tuple(output.headers.items()),
+                    _header_list(output.headers),
                 )
             )
         return encoded
 
-    def _count(self, dead: DeadLetter, restore: bool) -> DeadLetter | None:
+    def _dead(
+        self,
+        message: InputMessage,
+        where: tuple[str, int, int],
+        stage: str,
+        reason: str,
+        restore: bool,
+    ) -> DeadLetter | None:
         self.dead_letter_count += 1
-        return None if restore else dead  # in restore mode it was written the first time
+        if restore:
+            return None  # it was written when the record was first processed
+        topic, partition, offset = where
+        headers = tuple(message.headers() or ())
+        return DeadLetter(
+            topic, partition, offset, message.key(), message.value(), headers, stage, reason
+        )
+
+
+def _header_list(
+    headers: Mapping[str, bytes] | None,
+) -> list[tuple[str, str | bytes | None]] | None:
+    return [(name, value) for name, value in headers.items()] if headers else None
 
 
 def _describe(error: BaseException, with_trace: bool = False) -> str:

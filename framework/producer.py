@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import mmh3
 from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient
 
 from framework.errors import SplitstateError
 from framework.kafka_io import partition_counts
 from framework.registry import TopicEntry, TopicRegistry
-from rebalance import bucket, key_hash
+from rebalance import bucket, level
 
 __all__ = ["LinearHashPartitioner", "SplitstateProducer"]
 
@@ -27,23 +28,29 @@ class LinearHashPartitioner:
     """Partition of a key in a registered topic: ``bucket(key_hash(key), N, M)``."""
 
     def __init__(self, entries: Mapping[str, TopicEntry]) -> None:
-        self._layout = {name: (e.initial_partitions, e.partitions) for name, e in entries.items()}
+        self._layout: dict[str, tuple[int, int, int]] = {}
+        for name, entry in entries.items():
+            bucket(0, entry.initial_partitions, entry.partitions)  # validates the layout
+            low = entry.initial_partitions << level(entry.initial_partitions, entry.partitions)
+            self._layout[name] = (low, entry.partitions - low, entry.partitions)
 
     def partition(self, topic: str, key: bytes) -> int:
-        """The partition ``key`` belongs in."""
+        """The partition ``key`` belongs in: ``bucket(key_hash(key), N, M)``, inlined."""
         try:
-            initial, count = self._layout[topic]
+            low, split, _count = self._layout[topic]
         except KeyError:
             raise SplitstateError(
                 f"topic {topic!r} is not in the splitstate topic registry, so its initial "
                 "partition count is unknown. Fix: create it with `splitstate topics create`, "
                 "or start the app once, before producing to it."
             ) from None
-        return bucket(key_hash(key), initial, count)
+        h = mmh3.hash(key, 0, False)
+        b = h % low
+        return h % (low << 1) if b < split else b
 
     def partitions(self, topic: str) -> int:
         """The partition count keys are placed with."""
-        return self._layout[topic][1]
+        return self._layout[topic][2]
 
 
 class SplitstateProducer:

@@ -3,25 +3,56 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 __all__ = ["Output", "Record"]
 
 V = TypeVar("V")
 
 
-@dataclass(frozen=True, slots=True)
-class Record(Generic[V]):
-    """One input record: its key, its decoded value and where it came from."""
+class _Message(Protocol):
+    def timestamp(self) -> tuple[int, int]: ...
+    def headers(self) -> Any: ...
 
-    topic: str
-    partition: int
-    offset: int
-    key: bytes
-    value: V
-    timestamp: int | None = None
-    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+class Record(Generic[V]):
+    """One input record: its key, its decoded value and where it came from.
+
+    ``timestamp`` and ``headers`` are read from the Kafka message only when asked for.
+    """
+
+    __slots__ = ("_message", "key", "offset", "partition", "topic", "value")
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes,
+        value: V,
+        *,
+        message: _Message | None = None,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.key = key
+        self.value = value
+        self._message = message
+
+    @property
+    def timestamp(self) -> int | None:
+        """The record's timestamp in milliseconds, if it has one."""
+        if self._message is None:
+            return None
+        kind, value = self._message.timestamp()
+        return value if kind else None
+
+    @property
+    def headers(self) -> tuple[tuple[str, bytes | None], ...]:
+        """The record's headers, in order."""
+        return () if self._message is None else tuple(self._message.headers() or ())
 
     @property
     def key_text(self) -> str:
@@ -36,8 +67,14 @@ class Record(Generic[V]):
                 found = value
         return found
 
+    def __repr__(self) -> str:
+        return (
+            f"Record(topic={self.topic!r}, partition={self.partition}, offset={self.offset}, "
+            f"key={self.key!r}, value={self.value!r})"
+        )
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(slots=True)
 class Output:
     """A record to write to an output topic.
 
@@ -49,4 +86,4 @@ class Output:
     value: Any
     topic: str | None = None
     key: bytes | None = None
-    headers: Mapping[str, bytes] = field(default_factory=dict)
+    headers: Mapping[str, bytes] | None = None

@@ -191,12 +191,14 @@ class ProcessorRuntime:
             dead: list[DeadLetter] = []
             next_offsets: dict[tuple[str, int], int] = {}
             for message in messages:
-                if not self._usable(message):
+                if message.error() is not None and not self._usable(message):
                     continue
                 topic, partition, offset = _coordinates(message)
                 bound = restore_below.get((topic, partition))
                 restore = bound is not None and offset < bound
-                produced, dead_letter = processor.process(batch, message, restore)
+                produced, dead_letter = processor.process(
+                    batch, message, topic, partition, offset, restore=restore
+                )
                 outputs.extend(produced)
                 if dead_letter is not None:
                     dead.append(dead_letter)
@@ -260,18 +262,31 @@ class ProcessorRuntime:
             if error is not None:
                 errors.append(str(error))
 
+        produce, place = producer.produce, partitioner.partition
         for output in outputs:
-            _produce_one(
-                producer,
-                output.topic,
-                {
-                    "key": output.key,
-                    "value": output.value,
-                    "partition": partitioner.partition(output.topic, output.key),
-                    "headers": list(output.headers),
-                    "on_delivery": delivered,
-                },
-            )
+            topic, key = output.topic, output.key
+            try:
+                headers = list(output.headers) if output.headers else None
+                produce(
+                    topic,
+                    output.value,
+                    key,
+                    place(topic, key),
+                    on_delivery=delivered,
+                    headers=headers,
+                )
+            except BufferError:
+                _produce_one(
+                    producer,
+                    topic,
+                    {
+                        "key": key,
+                        "value": output.value,
+                        "partition": place(topic, key),
+                        "headers": output.headers,
+                        "on_delivery": delivered,
+                    },
+                )
         for letter in dead:
             _produce_one(
                 producer,

@@ -102,7 +102,7 @@ class TestDriver:
         )
         batch = self.database.begin()
         try:
-            outputs, dead = self._processor.process(batch, message)
+            outputs, dead = self._processor.process(batch, message, topic, partition, offset)
         except BaseException:
             batch.abort()
             raise

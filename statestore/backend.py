@@ -6,7 +6,7 @@ stores atomically: after a crash either all of a write is there or none of it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -29,6 +29,10 @@ class Backend(Protocol):
 
     def get(self, store: str, key: bytes) -> bytes | None:
         """The value of ``key`` in ``store``, or ``None``."""
+        ...
+
+    def reader(self, store: str) -> Callable[[bytes], bytes | None]:
+        """A fast ``get`` bound to ``store`` (for the per-record path)."""
         ...
 
     def write(self, changes: Changes) -> None:

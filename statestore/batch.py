@@ -34,12 +34,12 @@ class BatchStatus(StrEnum):
 class StoreBatch(Generic[V]):
     """One named store as seen through a batch: get/set/delete by key."""
 
-    __slots__ = ("_backend", "_batch", "_check", "_codec", "_pending", "name")
+    __slots__ = ("_batch", "_check", "_codec", "_pending", "_read", "name")
 
     def __init__(self, batch: StateBatch, backend: Backend, name: str, codec: Codec[V]) -> None:
         self.name = name
         self._batch = batch
-        self._backend = backend
+        self._read = backend.reader(name)
         self._codec = codec
         # Plain JSON stores accept any value here (it fails at commit if not JSON-able).
         self._check = None if isinstance(codec, JsonCodec) else codec.check
@@ -51,7 +51,7 @@ class StoreBatch(Generic[V]):
             self._batch.check_open()
         value = self._pending.get(key, _MISSING)
         if value is _MISSING:
-            raw = self._backend.get(self.name, key)
+            raw = self._read(key)
             return default if raw is None else self._codec.decode(raw)
         return default if value is _DELETED else value
 

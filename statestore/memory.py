@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from statestore.backend import Changes
@@ -41,6 +41,10 @@ class MemoryBackend:
     def get(self, store: str, key: bytes) -> bytes | None:
         """The value of ``key``."""
         return self._store(store).get(key)
+
+    def reader(self, store: str) -> Callable[[bytes], bytes | None]:
+        """The store dict's ``get``."""
+        return self._store(store).get
 
     def write(self, changes: Changes) -> None:
         """Apply all changes; validated first, so a bad store name changes nothing."""

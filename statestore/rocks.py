@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from rocksdict import (
@@ -81,6 +81,11 @@ class RocksBackend:
         """The raw value of ``key``."""
         value = self._family(store).get(key)
         return None if value is None else bytes(value)
+
+    def reader(self, store: str) -> Callable[[bytes], bytes | None]:
+        """The column family's own ``get`` (raw mode returns bytes or ``None``)."""
+        getter: Callable[[bytes], bytes | None] = self._family(store).get
+        return getter
 
     def write(self, changes: Changes) -> None:
         """One RocksDB WriteBatch for all stores: atomic, also across column families."""

@@ -1,4 +1,4 @@
-"""``splitstate run`` and ``splitstate topics create``."""
+"""``splitstate run``, ``splitstate topics create`` and ``splitstate status``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from framework.loader import load_app
 from framework.processing import ProcessorStoppedError
 from framework.registry import TopicRegistry
 from framework.runtime import ProcessorRuntime
+from framework.status import collect_status, render_status
 from framework.supervisor import EXIT_STOPPED_BY_POLICY, Supervisor
 
 __all__ = ["register"]
@@ -40,6 +41,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     create.add_argument("app", metavar="MODULE:APP")
     create.add_argument("--config", type=Path, help="config file (YAML or TOML)")
     create.set_defaults(handler=_create_topics)
+
+    status = commands.add_parser(
+        "status", help="processors, partitions, state size, lag and key share of an app"
+    )
+    status.add_argument("app", metavar="MODULE:APP")
+    status.add_argument("--config", type=Path, help="config file (YAML or TOML)")
+    status.set_defaults(handler=_status)
 
 
 def _logging() -> None:
@@ -93,4 +101,10 @@ def _create_topics(args: argparse.Namespace) -> int:
     for spec in specs:
         state = "created" if spec.name in created else "exists"
         print(f"{spec.name:<40} {state}")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    app = load_app(args.app, args.config)
+    print(render_status(collect_status(app)))
     return 0

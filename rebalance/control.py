@@ -2,24 +2,39 @@
 
 Every reader applies the same records in log order to ``ControlState.apply`` and so reaches
 the same state. A record that does not fit the current state (a second, different app
-definition; a stale or skipped generation) is ignored the same way by everyone, and
-``apply`` says why.
+definition; a stale generation; a handoff event its phase does not allow) is ignored the same
+way by everyone, and ``apply`` notes why.
 
 Records are JSON objects with a ``type``:
 
-- ``app``: the app's fixed parameters: ``app_id``, ``initial_processors`` (B), ``inputs``
-  (topic -> initial partition count N), ``key_hash``. Written once, when the app first starts.
-- ``generation``: ``generation`` g and ``processors`` P in force from then on. Generation 0
-  comes with the app definition; each scale writes g + 1.
+- ``app``: the fixed parameters: ``app_id``, ``initial_processors`` (B), ``inputs`` (topic ->
+  initial partition count N), ``key_hash``. Written once, when the app first starts.
+- ``generation``: generation 0 and its processor count, written with the app definition.
+- ``scale``: starts generation ``g`` (the current one + 1) with ``processors`` P' over the
+  input partition counts ``partitions`` seen when it was asked for. The moves and each
+  receiver's S1/S2 follow from ``rebalance.plan_scale``; every (source, target) pair is one
+  handoff, PLANNED. Refused while another scale is in progress.
+- ``handoff``: an ``event`` of the catch-up protocol for one (``source``, ``target``) pair of
+  generation ``g``, applied through ``HANDOFF_MACHINE``; ``RELEASE`` carries the final
+  ``offsets`` F of the moved partitions. When every handoff of a scale is COMPLETE, the scale's
+  processor count is in force.
 - ``metadata_hash``: the last KIP-1101 group hash the processors acted on.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["AppDefinition", "ControlState", "Generation"]
+from rebalance.lineage import TopicHistory
+from rebalance.linear_hash import bucket
+from rebalance.plan import ReceiverPlan, plan_scale
+from rebalance.states import HANDOFF_MACHINE, HandoffEvent, HandoffPhase
+
+__all__ = ["AppDefinition", "ControlState", "Generation", "Handoff", "Scale", "handoff_record"]
+
+TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -42,7 +57,7 @@ class AppDefinition:
         }
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> AppDefinition:
+    def from_record(cls, record: Mapping[str, Any]) -> AppDefinition:
         """Parse an ``app`` record."""
         return cls(
             app_id=str(record["app_id"]),
@@ -60,8 +75,73 @@ class Generation:
     processors: int
 
     def to_record(self) -> dict[str, Any]:
-        """The ``generation`` record."""
+        """The ``generation`` record (generation 0 only; later ones come from scales)."""
         return {"type": "generation", "generation": self.generation, "processors": self.processors}
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """One (source -> target) part of a scale: its phase and, once released, the offsets F."""
+
+    source: int
+    target: int
+    partitions: tuple[TopicPartition, ...]
+    phase: HandoffPhase = HandoffPhase.PLANNED
+    released: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A change of processor count, in progress or done."""
+
+    generation: int
+    old_processors: int
+    new_processors: int
+    partitions: Mapping[str, int]
+    handoffs: Mapping[tuple[int, int], Handoff]
+    receivers: Mapping[int, ReceiverPlan]
+
+    @property
+    def complete(self) -> bool:
+        """Whether every handoff completed."""
+        return all(h.phase is HandoffPhase.COMPLETE for h in self.handoffs.values())
+
+    def to_record(self) -> dict[str, Any]:
+        """The ``scale`` record that starts this scale."""
+        return {
+            "type": "scale",
+            "generation": self.generation,
+            "processors": self.new_processors,
+            "partitions": dict(sorted(self.partitions.items())),
+        }
+
+    def incoming(self, processor: int) -> list[Handoff]:
+        """Handoffs that give ``processor`` partitions."""
+        return [h for h in self.handoffs.values() if h.target == processor]
+
+    def outgoing(self, processor: int) -> list[Handoff]:
+        """Handoffs that take partitions from ``processor``."""
+        return [h for h in self.handoffs.values() if h.source == processor]
+
+
+def handoff_record(
+    generation: int,
+    source: int,
+    target: int,
+    event: HandoffEvent,
+    offsets: Mapping[TopicPartition, int] | None = None,
+) -> dict[str, Any]:
+    """A ``handoff`` record."""
+    record: dict[str, Any] = {
+        "type": "handoff",
+        "generation": generation,
+        "source": source,
+        "target": target,
+        "event": event.value,
+    }
+    if offsets is not None:
+        record["offsets"] = [[t, p, o] for (t, p), o in sorted(offsets.items())]
+    return record
 
 
 @dataclass(frozen=True)
@@ -70,15 +150,21 @@ class ControlState:
 
     app: AppDefinition | None = None
     generation: Generation | None = None
+    scale: Scale | None = None
     metadata_hash: int | None = None
     ignored: tuple[str, ...] = field(default=())
 
     @property
     def processors(self) -> int | None:
-        """The processor count in force, once the app is defined."""
+        """The processor count in force (the last completed generation's)."""
         return self.generation.processors if self.generation else None
 
-    def apply(self, record: dict[str, Any]) -> ControlState:
+    @property
+    def scaling(self) -> Scale | None:
+        """The scale in progress, if any."""
+        return self.scale if self.scale is not None and not self.scale.complete else None
+
+    def apply(self, record: Mapping[str, Any]) -> ControlState:
         """The state after ``record``; a record that does not fit is ignored and noted."""
         kind = record.get("type")
         if kind == "app":
@@ -87,9 +173,62 @@ class ControlState:
             return self._apply_generation(
                 Generation(int(record["generation"]), int(record["processors"]))
             )
+        if kind == "scale":
+            return self._apply_scale(record)
+        if kind == "handoff":
+            return self._apply_handoff(record)
         if kind == "metadata_hash":
             return replace(self, metadata_hash=int(record["hash"]))
         return self._ignore(f"unknown record type {kind!r}")
+
+    # -- ownership -------------------------------------------------------------------------
+
+    def owned(self, processor: int, partitions: Mapping[str, int]) -> set[TopicPartition]:
+        """The input partitions ``processor`` processes (with output) right now.
+
+        ``partitions``: each input topic's current partition count.
+        """
+        if self.app is None or self.generation is None:
+            return set()
+        b, p = self.app.initial_processors, self.generation.processors
+        owned = {
+            (topic, partition)
+            for topic, count in partitions.items()
+            for partition in range(count)
+            if bucket(partition, b, p) == processor
+        }
+        scale = self.scaling
+        if scale is not None:
+            for handoff in scale.handoffs.values():
+                moved = set(handoff.partitions)
+                if handoff.source == processor and handoff.phase in (
+                    HandoffPhase.RELEASED,
+                    HandoffPhase.COMPLETE,
+                ):
+                    owned -= moved
+                if handoff.target == processor and handoff.phase is HandoffPhase.COMPLETE:
+                    owned |= moved
+        return owned
+
+    def has_work(self, processor: int) -> bool:
+        """Whether ``processor`` should run: a member of the generation in force that has not
+        released everything in a scale-in, or a processor that joins in the scale in progress.
+        """
+        if self.generation is None:
+            return False
+        scale = self.scaling
+        if scale is not None and processor < scale.new_processors:
+            return True
+        if processor >= self.generation.processors:
+            return False
+        if scale is None:
+            return True
+        return not all(
+            h.phase in (HandoffPhase.RELEASED, HandoffPhase.COMPLETE)
+            for h in scale.outgoing(processor)
+        )
+
+    # -- transitions -----------------------------------------------------------------------
 
     def _apply_app(self, definition: AppDefinition) -> ControlState:
         if self.app is None:
@@ -103,15 +242,96 @@ class ControlState:
             return self._ignore("a generation before the app definition")
         if generation == self.generation:
             return self
-        expected = 0 if self.generation is None else self.generation.generation + 1
-        if generation.generation != expected:
-            return self._ignore(f"generation {generation.generation} where {expected} was expected")
+        if self.generation is not None or generation.generation != 0:
+            return self._ignore(
+                f"generation record {generation.generation}: later generations come from scales"
+            )
         if generation.processors < self.app.initial_processors:
             return self._ignore(
-                f"generation {generation.generation} with {generation.processors} processors, "
-                f"below initial_processors {self.app.initial_processors}"
+                f"generation 0 with {generation.processors} processors, below "
+                f"initial_processors {self.app.initial_processors}"
             )
         return replace(self, generation=generation)
+
+    def _apply_scale(self, record: Mapping[str, Any]) -> ControlState:
+        if self.app is None or self.generation is None:
+            return self._ignore("a scale before the app definition")
+        if self.scaling is not None:
+            return self._ignore(
+                f"a scale while generation {self.scaling.generation} is in progress"
+            )
+        number = int(record["generation"])
+        if number != self.generation.generation + 1:
+            return self._ignore(
+                f"scale to generation {number}; generation {self.generation.generation + 1} "
+                "was expected"
+            )
+        counts = {str(k): int(v) for k, v in dict(record["partitions"]).items()}
+        histories = []
+        for topic, initial in sorted(self.app.inputs.items()):
+            count = counts.get(topic, initial)
+            histories.append(
+                TopicHistory.of(topic, [initial] if count == initial else [initial, count])
+            )
+        try:
+            plan = plan_scale(
+                self.app.initial_processors,
+                histories,
+                self.generation.processors,
+                int(record["processors"]),
+            )
+        except ValueError as error:
+            return self._ignore(f"scale to generation {number}: {error}")
+        handoffs: dict[tuple[int, int], Handoff] = {}
+        for move in plan.moves:
+            pair = (move.source, move.target)
+            previous = handoffs.get(pair)
+            parts = (previous.partitions if previous else ()) + ((move.topic, move.partition),)
+            handoffs[pair] = Handoff(move.source, move.target, parts)
+        scale = Scale(
+            number,
+            plan.old_processors,
+            plan.new_processors,
+            counts,
+            handoffs,
+            dict(plan.receivers),
+        )
+        return replace(self, scale=scale)
+
+    def _apply_handoff(self, record: Mapping[str, Any]) -> ControlState:
+        scale = self.scaling
+        number = int(record["generation"])
+        if scale is None or scale.generation != number:
+            return self._ignore(f"a handoff event of generation {number}, which is not in progress")
+        pair = (int(record["source"]), int(record["target"]))
+        handoff = scale.handoffs.get(pair)
+        if handoff is None:
+            return self._ignore(f"generation {number} has no handoff {pair[0]} -> {pair[1]}")
+        try:
+            event = HandoffEvent(str(record["event"]))
+        except ValueError:
+            return self._ignore(f"unknown handoff event {record.get('event')!r}")
+        if not HANDOFF_MACHINE.can_apply(handoff.phase, event):
+            return self._ignore(
+                f"handoff {pair[0]} -> {pair[1]} of generation {number}: event {event.value} "
+                f"is not allowed in phase {handoff.phase.value}"
+            )
+        released = handoff.released
+        if event is HandoffEvent.RELEASE:
+            released = {(str(t), int(p)): int(o) for t, p, o in record.get("offsets", [])}
+            if set(released) != set(handoff.partitions):
+                return self._ignore(
+                    f"handoff {pair[0]} -> {pair[1]}: RELEASE must give the offsets of exactly "
+                    f"{sorted(handoff.partitions)}"
+                )
+        updated = replace(
+            handoff, phase=HANDOFF_MACHINE.apply(handoff.phase, event), released=released
+        )
+        new_scale = replace(scale, handoffs={**scale.handoffs, pair: updated})
+        state = replace(self, scale=new_scale)
+        if new_scale.complete:
+            state = replace(state, generation=Generation(number, new_scale.new_processors))
+        return state
 
     def _ignore(self, reason: str) -> ControlState:
         return replace(self, ignored=(*self.ignored, reason))

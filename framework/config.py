@@ -24,6 +24,7 @@ __all__ = [
     "BatchConfig",
     "ConfigError",
     "KafkaConfig",
+    "ScalingConfig",
     "TopicConfig",
     "mask_secrets",
 ]
@@ -91,6 +92,15 @@ class BatchConfig(BaseModel):
     max_wait_ms: int = Field(default=100, ge=1, le=60_000)
 
 
+class ScalingConfig(BaseModel):
+    """How a joining processor catches up before it takes partitions over."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ready_lag: int = Field(default=1000, ge=0, description="T1 - T2 under which it is READY")
+    catchup_batch: int = Field(default=5000, ge=1, le=1_000_000)
+
+
 class AppConfig(BaseSettings):
     """Everything an app needs: identity, Kafka, topics, processors, state, batching, errors."""
 
@@ -107,6 +117,7 @@ class AppConfig(BaseSettings):
     state_dir: Path | None = None
     key_hash: Literal["murmur3"] = "murmur3"
     batch: BatchConfig = Field(default_factory=BatchConfig)
+    scaling: ScalingConfig = Field(default_factory=ScalingConfig)
     dead_letter_topic: str | None = None
     on_error: Literal["dead-letter", "stop"] = "dead-letter"
 

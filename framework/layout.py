@@ -97,14 +97,9 @@ def prepare_app(app: App, admin: AdminClient) -> AppLayout:
         control = control_log.read()
     assert control.app is not None
     _check_against_log(config, wanted, control.app)
+    # The control log, not the config, says how many processors run: a changed `processors`
+    # is applied as a scale (`splitstate scale`, or the supervisor watching the config).
     processors = control.processors or config.processor_count
-    if config.processors is not None and config.processors != processors:
-        raise ConfigError(
-            f"the config asks for {config.processors} processors, but app {config.app_id!r} "
-            f"runs {processors} (its control log, generation "
-            f"{control.generation.generation if control.generation else 0}). Fix: set "
-            f"processors: {processors}; changing the count is a scale operation."
-        )
     _check_layouts(config, control.app, entries, processors)
     inputs = {t.topic: entries[t.topic] for t in config.inputs}
     outputs = {t.topic: entries[t.topic] for t in config.outputs}

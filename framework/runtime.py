@@ -1,8 +1,8 @@
-"""One processor's single-threaded loop (seed 004): poll, process, produce, commit.
+"""One processor's single-threaded loop (seed 004): poll, process, produce, commit, coordinate.
 
 Per batch, in this order:
 
-1. poll up to ``batch.max_records`` records from the assigned partitions;
+1. poll up to ``batch.max_records`` records from the partitions this processor owns;
 2. run the processor function on each, collecting outputs and dead letters;
 3. produce them and wait until Kafka has them all (``flush``);
 4. commit the state changes and the next input offsets as one RocksDB WriteBatch;
@@ -10,9 +10,13 @@ Per batch, in this order:
 
 A crash before 4 replays the batch from the old offsets (state untouched, outputs repeated:
 at-least-once output); after 4 the batch is never applied again: exactly-once state.
-Records the consumer group had already committed when the processor started, but that its
-local state lacks (a lost state directory), are replayed in restore mode: state is rebuilt
-without repeating their outputs.
+
+Between batches the processor follows the control log (``ControlWatcher``) and plays its
+parts in a scale (the catch-up protocol, KIP-287): as an old owner it releases a READY
+handoff's partitions at a batch boundary, committing their final offsets F and writing
+RELEASE; as a receiver it catches up (``CatchUp``), declares CAUGHT_UP when T1 - T2 is small,
+finishes to F after RELEASE, and takes the partitions over from F (COMPLETE). Exactly one
+processor emits output for each record.
 """
 
 from __future__ import annotations
@@ -37,17 +41,22 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from framework.app import App
+from framework.catchup import CatchUp
+from framework.control_watch import ControlWatcher
+from framework.controllog import ControlLog
 from framework.errors import SplitstateError
 from framework.layout import AppLayout, prepare_app
 from framework.processing import DeadLetter, EncodedOutput, RecordProcessor
 from framework.producer import LinearHashPartitioner
-from rebalance import bucket
+from rebalance import HandoffEvent, HandoffPhase, bucket, key_hash
+from rebalance.control import Handoff, handoff_record
 from statestore import DatabaseIdentity, ProcessorDatabase, processor_path
 
 __all__ = ["ProcessorRuntime", "RuntimeStats"]
 
 log = logging.getLogger(__name__)
 _LOG_EVERY_SECONDS = 10.0
+Position = tuple[str, int]
 
 
 @dataclass
@@ -62,8 +71,42 @@ class RuntimeStats:
     started: float = field(default_factory=time.monotonic)
 
 
+@dataclass
+class _Session:
+    """Everything one run of a processor holds."""
+
+    layout: AppLayout
+    database: ProcessorDatabase
+    consumer: Consumer
+    producer: Producer
+    watcher: ControlWatcher
+    control: ControlLog
+    records: RecordProcessor
+    partitioner: LinearHashPartitioner
+    owned: set[Position] = field(default_factory=set)
+    restore_below: dict[Position, int] = field(default_factory=dict)
+    catchup: CatchUp | None = None
+    sent: set[tuple[int, int, int, str]] = field(default_factory=set)
+    released: dict[int, set[Position]] = field(default_factory=dict)
+
+    def owned_now(self, processor: int) -> set[Position]:
+        """What the control log says this processor owns, less what it released itself
+        (its own RELEASE may not have come back through the log yet)."""
+        state = self.watcher.state
+        owned = state.owned(processor, self.counts)
+        scale = state.scaling
+        if scale is not None:
+            owned -= self.released.get(scale.generation, set())
+        return owned
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Each input topic's partition count."""
+        return {name: entry.partitions for name, entry in self.layout.inputs.items()}
+
+
 class ProcessorRuntime:
-    """Runs processor ``processor_id`` of ``app`` until stopped."""
+    """Runs processor ``processor_id`` of ``app`` until stopped (or it has no work left)."""
 
     def __init__(self, app: App, processor_id: int) -> None:
         self.app = app
@@ -86,152 +129,319 @@ class ProcessorRuntime:
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
 
+    # -- setup -----------------------------------------------------------------------------
+
     def run(self, until: Callable[[RuntimeStats], bool] | None = None) -> RuntimeStats:
-        """Process until a stop is requested (or ``until(stats)`` is true)."""
+        """Process until a stop is requested, ``until(stats)`` holds, or no work is left."""
         client = self.config.kafka.client_settings()
         admin = AdminClient(client)
         layout = prepare_app(self.app, admin)
-        if not 0 <= self.processor_id < layout.processors:
+        watcher = ControlWatcher(client, self.config.control_topic)
+        watcher.catch_up(watcher.end_offset())
+        if not watcher.state.has_work(self.processor_id):
+            watcher.close()
             raise SplitstateError(
-                f"processor id {self.processor_id} does not exist: app {self.config.app_id!r} "
-                f"runs processors 0..{layout.processors - 1}. Fix: use an id in that range."
+                f"processor {self.processor_id} has no work: app {self.config.app_id!r} runs "
+                f"processors 0..{(watcher.state.processors or 1) - 1} and no scale adds it. "
+                "Fix: use an id in that range, or scale first (`splitstate scale`)."
             )
-        assignment = self._assignment(layout)
         identity = DatabaseIdentity(
             self.config.app_id, self.processor_id, layout.fixed_parameters()
         )
         path = processor_path(self.config.app_state_dir, self.processor_id)
         database = ProcessorDatabase.open(path, identity, self.app.store_specs())
-        consumer = Consumer(
-            {
-                **client,
-                "group.id": self.config.app_id,
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "auto.offset.reset": "earliest",
-            }
+        session = _Session(
+            layout=layout,
+            database=database,
+            consumer=Consumer(
+                {
+                    **client,
+                    "group.id": self.config.app_id,
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                    "auto.offset.reset": "earliest",
+                }
+            ),
+            producer=Producer({**client, "enable.idempotence": True, "linger.ms": 5}),
+            watcher=watcher,
+            control=ControlLog(client, admin, self.config.control_topic),
+            records=RecordProcessor(self.app),
+            partitioner=LinearHashPartitioner(layout.outputs),
         )
-        producer = Producer({**client, "enable.idempotence": True, "linger.ms": 5})
         try:
-            restore_below = self._start(consumer, database, assignment)
+            self._assign(session, session.owned_now(self.processor_id))
             log.info(
-                "processor %d of %s: %d partitions %s, state in %s",
+                "processor %d of %s: partitions %s, state in %s",
                 self.processor_id,
                 self.config.app_id,
-                len(assignment),
-                [f"{t}[{p}]" for t, p in assignment],
+                sorted(f"{t}[{p}]" for t, p in session.owned),
                 path,
             )
-            self._loop(
-                layout, consumer, producer, database, restore_below=restore_below, until=until
-            )
+            self._coordinate(session)
+            self._loop(session, until)
         finally:
-            producer.flush(30)
-            consumer.close()
+            session.producer.flush(30)
+            if session.catchup is not None:
+                session.catchup.close()
+            watcher.close()
+            session.consumer.close()
             database.close()
         return self.stats
 
-    def _assignment(self, layout: AppLayout) -> list[tuple[str, int]]:
-        b, p = layout.initial_processors, layout.processors
-        return [
-            (name, partition)
-            for name, entry in layout.inputs.items()
-            for partition in range(entry.partitions)
-            if bucket(partition, b, p) == self.processor_id
-        ]
-
-    def _start(
-        self, consumer: Consumer, database: ProcessorDatabase, assignment: list[tuple[str, int]]
-    ) -> dict[tuple[str, int], int]:
-        """Assign the partitions at the state's offsets; returns restore-mode bounds."""
-        state_offsets = database.offsets()
-        committed = consumer.committed([TopicPartition(t, p) for t, p in assignment], timeout=30)
-        restore_below: dict[tuple[str, int], int] = {}
-        starts = []
-        for tp in committed:
-            position = (tp.topic, tp.partition)
-            start = state_offsets.get(position)
-            if tp.offset is not None and tp.offset >= 0 and tp.offset > (start or 0):
-                restore_below[position] = tp.offset
-            starts.append(
-                TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING if start is None else start)
+    def _assign(self, session: _Session, owned: set[Position]) -> None:
+        """Make the consumer read exactly ``owned``, each from the state's offset."""
+        added, removed = owned - session.owned, session.owned - owned
+        if removed:
+            session.consumer.incremental_unassign([TopicPartition(t, p) for t, p in removed])
+        if added:
+            state_offsets = session.database.offsets()
+            committed = session.consumer.committed(
+                [TopicPartition(t, p) for t, p in added], timeout=30
             )
-        consumer.assign(starts)
-        if restore_below:
-            log.warning(
-                "processor %d: local state lacks records the group already processed; "
-                "rebuilding them without output: %s",
-                self.processor_id,
-                restore_below,
-            )
-        return restore_below
+            starts = []
+            for tp in committed:
+                position = (tp.topic, tp.partition)
+                start = state_offsets.get(position)
+                if tp.offset >= 0 and tp.offset > (start or 0):
+                    # The group processed records this state lacks (a lost state directory):
+                    # rebuild them without repeating their outputs.
+                    session.restore_below[position] = tp.offset
+                    log.warning(
+                        "processor %d: rebuilding %s[%d] up to %d without output",
+                        self.processor_id,
+                        tp.topic,
+                        tp.partition,
+                        tp.offset,
+                    )
+                starts.append(
+                    TopicPartition(
+                        tp.topic, tp.partition, OFFSET_BEGINNING if start is None else start
+                    )
+                )
+            session.consumer.incremental_assign(starts)
+        session.owned = set(owned)
 
-    def _loop(
-        self,
-        layout: AppLayout,
-        consumer: Consumer,
-        producer: Producer,
-        database: ProcessorDatabase,
-        *,
-        restore_below: dict[tuple[str, int], int],
-        until: Callable[[RuntimeStats], bool] | None,
-    ) -> None:
-        processor = RecordProcessor(self.app)
-        partitioner = LinearHashPartitioner(layout.outputs)
-        max_records = self.config.batch.max_records
-        wait = self.config.batch.max_wait_ms / 1000
-        dead_letter_topic = self.config.dead_letters
+    # -- the loop --------------------------------------------------------------------------
+
+    def _loop(self, session: _Session, until: Callable[[RuntimeStats], bool] | None) -> None:
         last_log = time.monotonic()
         while not self._stopping and (until is None or not until(self.stats)):
-            messages = consumer.consume(num_messages=max_records, timeout=wait)
-            if not messages:
-                continue
-            batch = database.begin()
-            outputs: list[EncodedOutput] = []
-            dead: list[DeadLetter] = []
-            next_offsets: dict[tuple[str, int], int] = {}
-            for message in messages:
-                if message.error() is not None and not self._usable(message):
-                    continue
-                topic, partition, offset = _coordinates(message)
-                bound = restore_below.get((topic, partition))
-                restore = bound is not None and offset < bound
-                produced, dead_letter = processor.process(
-                    batch, message, topic, partition, offset, restore=restore
+            if session.watcher.poll():
+                self._coordinate(session)
+            if not session.watcher.state.has_work(self.processor_id):
+                log.info(
+                    "processor %d has no partitions left; it stops. Its state stays in %s "
+                    "until you remove it.",
+                    self.processor_id,
+                    session.database.path,
                 )
-                outputs.extend(produced)
-                if dead_letter is not None:
-                    dead.append(dead_letter)
-                next_offsets[(topic, partition)] = offset + 1
-                if restore:
-                    self.stats.restored += 1
-                else:
-                    self.stats.records += 1
-            self._produce(producer, partitioner, outputs, dead, dead_letter_topic=dead_letter_topic)
-            for (topic, partition), next_offset in next_offsets.items():
-                batch.set_offset(topic, partition, next_offset)
-            batch.commit()
-            if next_offsets:
-                consumer.commit(
-                    offsets=[TopicPartition(t, p, o) for (t, p), o in next_offsets.items()],
-                    asynchronous=True,
-                )
-            self.stats.outputs += len(outputs)
-            self.stats.dead_letters += len(dead)
-            self.stats.batches += 1
+                break
+            wait = 0.0 if session.catchup is not None else self.config.batch.max_wait_ms / 1000
+            if session.owned:
+                self._process_batch(session, wait)
+                self._release_ready(session)
+            elif session.catchup is None:
+                time.sleep(wait)
+            if session.catchup is not None:
+                self._catch_up(session)
             now = time.monotonic()
             if now - last_log >= _LOG_EVERY_SECONDS:
-                self._log_progress(now)
+                self._log_progress(session, now)
                 last_log = now
-        committed = database.offsets()
+        committed = {p: o for p, o in session.database.offsets().items() if p in session.owned}
         if committed:
             try:
-                consumer.commit(
+                session.consumer.commit(
                     offsets=[TopicPartition(t, p, o) for (t, p), o in committed.items()],
                     asynchronous=False,
                 )
             except KafkaException as error:
                 log.warning("final consumer group commit failed: %s", error)
+
+    def _process_batch(self, session: _Session, wait: float) -> None:
+        messages = session.consumer.consume(
+            num_messages=self.config.batch.max_records, timeout=max(wait, 0.01)
+        )
+        if not messages:
+            return
+        batch = session.database.begin()
+        outputs: list[EncodedOutput] = []
+        dead: list[DeadLetter] = []
+        next_offsets: dict[Position, int] = {}
+        restore_below, owned = session.restore_below, session.owned
+        processed = restored = 0
+        for message in messages:
+            if message.error() is not None and not self._usable(message):
+                continue
+            topic, partition, offset = _coordinates(message)
+            if (topic, partition) not in owned:
+                continue  # fetched before the partition was released
+            bound = restore_below.get((topic, partition))
+            restore = bound is not None and offset < bound
+            produced, dead_letter = session.records.process(
+                batch, message, topic, partition, offset, restore=restore
+            )
+            outputs.extend(produced)
+            if dead_letter is not None:
+                dead.append(dead_letter)
+            next_offsets[(topic, partition)] = offset + 1
+            if restore:
+                restored += 1
+            else:
+                processed += 1
+        self._produce(session, outputs, dead)
+        for (topic, partition), next_offset in next_offsets.items():
+            batch.set_offset(topic, partition, next_offset)
+        batch.commit()
+        if next_offsets:
+            session.consumer.commit(
+                offsets=[TopicPartition(t, p, o) for (t, p), o in next_offsets.items()],
+                asynchronous=True,
+            )
+        self.stats.records += processed
+        self.stats.restored += restored
+        self.stats.outputs += len(outputs)
+        self.stats.dead_letters += len(dead)
+        self.stats.batches += 1
+
+    # -- the catch-up protocol -------------------------------------------------------------
+
+    def _coordinate(self, session: _Session) -> None:
+        """Act on the control state: ownership, joining a scale, releasing, completing."""
+        state = session.watcher.state
+        self._assign(session, session.owned_now(self.processor_id))
+        scale = state.scaling
+        incoming = (
+            []
+            if scale is None
+            else [
+                h for h in scale.incoming(self.processor_id) if h.phase is not HandoffPhase.COMPLETE
+            ]
+        )
+        if scale is None or not incoming:
+            if session.catchup is not None:
+                session.catchup.close()
+                session.catchup = None
+            return
+        if session.catchup is None or session.catchup.generation != scale.generation:
+            if session.catchup is not None:
+                session.catchup.close()
+            assert state.app is not None
+            session.catchup = CatchUp(
+                self.processor_id,
+                state.app.initial_processors,
+                scale,
+                client=self.config.kafka.client_settings(),
+                group_id=self.config.app_id,
+                database=session.database,
+                records=session.records,
+            )
+        for handoff in incoming:
+            if handoff.phase is HandoffPhase.PLANNED:
+                self._send(session, scale.generation, handoff, HandoffEvent.START_CATCH_UP)
+            elif handoff.phase is HandoffPhase.RELEASED:
+                session.catchup.release(handoff)
+
+    def _catch_up(self, session: _Session) -> None:
+        catchup = session.catchup
+        assert catchup is not None
+        catchup.step(self.config.scaling.catchup_batch)
+        scale = session.watcher.state.scaling
+        if scale is None:
+            return
+        for handoff in scale.incoming(self.processor_id):
+            if handoff.phase is HandoffPhase.CATCHING_UP and catchup.caught_up(
+                handoff, self.config.scaling.ready_lag
+            ):
+                self._send(session, scale.generation, handoff, HandoffEvent.CAUGHT_UP)
+            elif handoff.phase is HandoffPhase.RELEASED and catchup.finished(handoff):
+                catchup.complete(handoff)
+                self._send(session, scale.generation, handoff, HandoffEvent.COMPLETE)
+                log.info(
+                    "processor %d took over %s from processor %d at %s",
+                    self.processor_id,
+                    sorted(handoff.partitions),
+                    handoff.source,
+                    dict(handoff.released),
+                )
+
+    def _release_ready(self, session: _Session) -> None:
+        """At a batch boundary: give READY handoffs' partitions away at their offsets F."""
+        scale = session.watcher.state.scaling
+        if scale is None:
+            return
+        for handoff in scale.outgoing(self.processor_id):
+            if handoff.phase is not HandoffPhase.READY:
+                continue
+            key = (scale.generation, handoff.source, handoff.target, HandoffEvent.RELEASE.value)
+            if key in session.sent:
+                continue
+            moved = set(handoff.partitions)
+            session.released.setdefault(scale.generation, set()).update(moved)
+            self._assign(session, session.owned - moved)
+            final = self._final_offsets(session, moved)
+            session.consumer.commit(
+                offsets=[TopicPartition(t, p, o) for (t, p), o in final.items()],
+                asynchronous=False,
+            )
+            self._send(session, scale.generation, handoff, HandoffEvent.RELEASE, final)
+            log.info(
+                "processor %d released %s to processor %d at %s",
+                self.processor_id,
+                sorted(moved),
+                handoff.target,
+                final,
+            )
+            self._forget_moved_keys(session, handoff, scale.new_processors)
+
+    def _final_offsets(self, session: _Session, moved: set[Position]) -> dict[Position, int]:
+        offsets = session.database.offsets()
+        final = {}
+        for topic, partition in sorted(moved):
+            if (topic, partition) in offsets:
+                final[(topic, partition)] = offsets[(topic, partition)]
+            else:
+                low, _high = session.consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=30
+                )
+                final[(topic, partition)] = low
+        return final
+
+    def _forget_moved_keys(self, session: _Session, handoff: Handoff, processors: int) -> None:
+        """Delete the state of keys that now belong to the receiver (it rebuilt them)."""
+        state = session.watcher.state
+        assert state.app is not None
+        b, target = state.app.initial_processors, handoff.target
+        deleted = session.database.delete_keys(
+            lambda key: bucket(key_hash(key), b, processors) == target
+        )
+        log.info("processor %d deleted the state of %d moved keys", self.processor_id, deleted)
+
+    def _send(
+        self,
+        session: _Session,
+        generation: int,
+        handoff: Handoff,
+        event: HandoffEvent,
+        offsets: dict[Position, int] | None = None,
+    ) -> None:
+        key = (generation, handoff.source, handoff.target, event.value)
+        if key in session.sent:
+            return
+        session.sent.add(key)
+        session.control.append(
+            handoff_record(generation, handoff.source, handoff.target, event, offsets)
+        )
+        log.info(
+            "processor %d: generation %d handoff %d -> %d: %s",
+            self.processor_id,
+            generation,
+            handoff.source,
+            handoff.target,
+            event.value,
+        )
+
+    # -- output ----------------------------------------------------------------------------
 
     def _usable(self, message: Message) -> bool:
         error = message.error()
@@ -244,17 +454,12 @@ class ProcessorRuntime:
         return False
 
     def _produce(
-        self,
-        producer: Producer,
-        partitioner: LinearHashPartitioner,
-        outputs: list[EncodedOutput],
-        dead: list[DeadLetter],
-        *,
-        dead_letter_topic: str,
+        self, session: _Session, outputs: list[EncodedOutput], dead: list[DeadLetter]
     ) -> None:
         """Produce outputs and dead letters and wait for all of them (or raise)."""
         if not outputs and not dead:
             return
+        producer = session.producer
         errors = self._delivery_errors
         errors.clear()
 
@@ -262,18 +467,17 @@ class ProcessorRuntime:
             if error is not None:
                 errors.append(str(error))
 
-        produce, place = producer.produce, partitioner.partition
+        produce, place = producer.produce, session.partitioner.partition
         for output in outputs:
             topic, key = output.topic, output.key
             try:
-                headers = list(output.headers) if output.headers else None
                 produce(
                     topic,
                     output.value,
                     key,
                     place(topic, key),
                     on_delivery=delivered,
-                    headers=headers,
+                    headers=output.headers,
                 )
             except BufferError:
                 _produce_one(
@@ -290,7 +494,7 @@ class ProcessorRuntime:
         for letter in dead:
             _produce_one(
                 producer,
-                dead_letter_topic,
+                self.config.dead_letters,
                 {
                     "key": letter.key,
                     "value": letter.value,
@@ -305,16 +509,22 @@ class ProcessorRuntime:
                 "batch was not committed and will be processed again after a restart"
             )
 
-    def _log_progress(self, now: float) -> None:
+    def _log_progress(self, session: _Session, now: float) -> None:
         elapsed = max(now - self.stats.started, 1e-9)
+        catching = ""
+        if session.catchup is not None:
+            catching = (
+                f", catching up (lag {session.catchup.lag()}, {session.catchup.applied} applied)"
+            )
         log.info(
-            "processor %d: %d records (%.0f/s), %d restored, %d outputs, %d dead letters",
+            "processor %d: %d records (%.0f/s), %d restored, %d outputs, %d dead letters%s",
             self.processor_id,
             self.stats.records,
             self.stats.records / elapsed,
             self.stats.restored,
             self.stats.outputs,
             self.stats.dead_letters,
+            catching,
         )
 
 

@@ -1,9 +1,12 @@
 """The local supervisor behind ``splitstate run --all``: every processor as a child process.
 
-It restarts a processor that crashes (with back-off: 1 s doubling to 30 s, reset after a
-minute of health), leaves alone one that stopped on purpose (``on_error: stop``), writes the
-children's pids to ``<state_dir>/supervisor.json`` and, on SIGTERM or SIGINT, stops them all
-gracefully (SIGTERM, then SIGKILL after a grace period).
+It runs each processor the control log gives work (the generation in force, plus joining
+ones during a scale), restarts a processor that crashes (with back-off: 1 s doubling to 30 s,
+reset after a minute of health), leaves alone one that stopped on purpose (exit 0: it left in
+a scale-in; 4: ``on_error: stop``), writes the children's pids to
+``<state_dir>/supervisor.json`` and, on SIGTERM or SIGINT, stops them all gracefully (SIGTERM,
+then SIGKILL after a grace period). It applies a changed ``processors`` in the config file
+(checked every few seconds, and on SIGHUP) by starting a scale.
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from framework.app import App
+from framework.config import AppConfig, ConfigError
+from framework.errors import SplitstateError
+from framework.scaling import read_control, request_scale
+
 __all__ = ["EXIT_STOPPED_BY_POLICY", "Supervisor"]
 
 log = logging.getLogger(__name__)
@@ -28,6 +36,7 @@ EXIT_STOPPED_BY_POLICY = 4
 _MAX_BACKOFF = 30.0
 _HEALTHY_AFTER = 60.0
 _GRACE = 60.0
+_CHECK_SECONDS = 2.0
 
 
 @dataclass
@@ -39,20 +48,23 @@ class _Child:
     restart_at: float = 0.0
     restarts: int = 0
     done: bool = False
+    stopped_by_policy: bool = False
     history: list[int] = field(default_factory=list)
 
 
 class Supervisor:
-    """Run processors ``0..processors-1`` of an app as child processes."""
+    """Run an app's processors as child processes, following its control log."""
 
-    def __init__(
-        self, app_spec: str, config_file: Path | None, processors: int, state_dir: Path
-    ) -> None:
+    def __init__(self, app: App, app_spec: str, config_file: Path | None) -> None:
+        self.app = app
         self.app_spec = app_spec
         self.config_file = config_file
-        self.state_dir = state_dir
-        self.children = [_Child(j) for j in range(processors)]
+        self.state_dir = app.config.app_state_dir
+        self.children: dict[int, _Child] = {}
         self._stopping = False
+        self._reload = False
+        self._config_stamp = self._stamp()
+        self._checked = 0.0
 
     def command(self, processor: int) -> list[str]:
         """The command line of processor ``processor``."""
@@ -68,18 +80,88 @@ class Supervisor:
         def stop(_signum: int, _frame: FrameType | None) -> None:
             self._stopping = True
 
+        def reload(_signum: int, _frame: FrameType | None) -> None:
+            self._reload = True
+
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
-        for child in self.children:
-            self._start(child)
+        signal.signal(signal.SIGHUP, reload)
+        self._follow_control_log()
         try:
-            while not self._stopping and not all(c.done for c in self.children):
+            while not self._stopping:
                 self._watch()
+                if time.monotonic() - self._checked >= _CHECK_SECONDS or self._reload:
+                    self._apply_config()
+                    self._follow_control_log()
+                if self.children and all(c.done for c in self.children.values()):
+                    break
                 time.sleep(0.2)
         finally:
             self._stop_all()
-        failed = [c.processor for c in self.children if c.history and c.history[-1] not in (0, -15)]
+        failed = [
+            c.processor
+            for c in self.children.values()
+            if c.history and c.history[-1] not in (0, -15)
+        ]
         return 1 if failed and not self._stopping else 0
+
+    def _follow_control_log(self) -> None:
+        """Start every processor that has work and is not running."""
+        self._checked = time.monotonic()
+        try:
+            state = read_control(self.app)
+        except SplitstateError as error:
+            log.warning("could not read the control log: %s", error)
+            return
+        wanted = range(max(state.processors or 0, state.scale.new_processors if state.scale else 0))
+        if state.generation is None:  # the app never ran: its first processors define it
+            wanted = range(self.app.config.processor_count)
+        for processor in wanted:
+            if state.generation is not None and not state.has_work(processor):
+                continue
+            child = self.children.setdefault(processor, _Child(processor))
+            if child.stopped_by_policy:
+                continue
+            if child.process is None and (child.done or not child.history):
+                child.done = False
+                self._start(child)
+
+    def _stamp(self) -> float | None:
+        try:
+            return self.config_file.stat().st_mtime if self.config_file else None
+        except OSError:
+            return None
+
+    def _apply_config(self) -> None:
+        """A changed ``processors`` in the config (or SIGHUP) starts a scale."""
+        stamp = self._stamp()
+        if stamp == self._config_stamp and not self._reload:
+            return
+        self._config_stamp, self._reload = stamp, False
+        try:
+            config = AppConfig.load(self.config_file)
+        except ConfigError as error:
+            log.error("the changed config is invalid, nothing applied: %s", error)
+            return
+        self.app.configure(config)
+        if config.processors is None:
+            return
+        try:
+            state = read_control(self.app)
+            target = state.scaling.new_processors if state.scaling else state.processors
+            if target == config.processors:
+                return
+            scale = request_scale(self.app, config.processors)
+        except (ConfigError, SplitstateError) as error:
+            log.error("processors: %s not applied: %s", config.processors, error)
+            return
+        log.info(
+            "config asks for %d processors: scaling %d -> %d (generation %d)",
+            config.processors,
+            scale.old_processors,
+            scale.new_processors,
+            scale.generation,
+        )
 
     def _start(self, child: _Child) -> None:
         child.process = subprocess.Popen(self.command(child.processor))
@@ -89,7 +171,7 @@ class Supervisor:
 
     def _watch(self) -> None:
         now = time.monotonic()
-        for child in self.children:
+        for child in self.children.values():
             if child.done:
                 continue
             if child.process is None:
@@ -105,12 +187,10 @@ class Supervisor:
             child.history.append(status)
             child.process = None
             if status in {EXIT_STOPPED_BY_POLICY, 0}:
-                log.error(
-                    "processor %d stopped (exit %d) and is not restarted; see its log",
-                    child.processor,
-                    status,
-                )
+                how = "left (no partitions)" if status == 0 else "stopped on a record"
+                log.info("processor %d %s; it is not restarted", child.processor, how)
                 child.done = True
+                child.stopped_by_policy = status == EXIT_STOPPED_BY_POLICY
                 continue
             log.warning(
                 "processor %d exited with status %d; restarting in %.0fs",
@@ -122,7 +202,9 @@ class Supervisor:
             child.backoff = min(child.backoff * 2, _MAX_BACKOFF)
 
     def _stop_all(self) -> None:
-        running = [c for c in self.children if c.process is not None and c.process.poll() is None]
+        running = [
+            c for c in self.children.values() if c.process is not None and c.process.poll() is None
+        ]
         for child in running:
             assert child.process is not None
             child.process.send_signal(signal.SIGTERM)
@@ -142,7 +224,7 @@ class Supervisor:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         pids = {
             str(c.processor): c.process.pid
-            for c in self.children
+            for c in self.children.values()
             if c.process is not None and c.process.poll() is None
         }
         data = {"supervisor": os.getpid(), "processors": pids}

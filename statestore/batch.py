@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 from statestore.backend import Backend
 from statestore.codec import Codec, JsonCodec
 from statestore.errors import BatchStateError
-from statestore.layout import META_STORE, offset_key
+from statestore.layout import META_STORE, flag_key, offset_key
 
 __all__ = ["BatchStatus", "KeyState", "StateBatch", "StoreBatch"]
 
@@ -153,6 +153,7 @@ class StateBatch:
         self._codecs = codecs
         self._stores: dict[str, StoreBatch[Any]] = {}
         self._offsets: dict[tuple[str, int], int] = {}
+        self._meta: dict[bytes, bytes | None] = {}
         self._on_commit = on_commit
         self.status = BatchStatus.OPEN
 
@@ -184,6 +185,21 @@ class StateBatch:
             raise ValueError(f"offsets are non-negative, got {next_offset}")
         self._offsets[(topic, partition)] = next_offset
 
+    def set_progress(self, scope: str, topic: str, partition: int, next_offset: int) -> None:
+        """Record an offset of another read than the input (e.g. a catch-up), in ``scope``."""
+        self.check_open()
+        self._meta[offset_key(topic, partition, scope)] = str(next_offset).encode()
+
+    def clear_progress(self, scope: str, topic: str, partition: int) -> None:
+        """Forget an offset recorded with ``set_progress``."""
+        self.check_open()
+        self._meta[offset_key(topic, partition, scope)] = None
+
+    def set_flag(self, name: str) -> None:
+        """Record that a one-time step named ``name`` is done (with this batch)."""
+        self.check_open()
+        self._meta[flag_key(name)] = b"1"
+
     @property
     def offsets(self) -> dict[tuple[str, int], int]:
         """The offsets this batch will commit."""
@@ -197,10 +213,13 @@ class StateBatch:
             for name, view in self._stores.items()
             if view.has_changes()
         }
-        if self._offsets:
+        if self._offsets or self._meta:
             changes[META_STORE] = [
-                (offset_key(topic, partition), str(offset).encode())
-                for (topic, partition), offset in self._offsets.items()
+                *(
+                    (offset_key(topic, partition), str(offset).encode())
+                    for (topic, partition), offset in self._offsets.items()
+                ),
+                *self._meta.items(),
             ]
         if changes:
             self._backend.write(changes)
@@ -213,4 +232,5 @@ class StateBatch:
         self.check_open()
         self._stores.clear()
         self._offsets.clear()
+        self._meta.clear()
         self.status = BatchStatus.ABORTED

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,9 @@ from statestore.layout import (
     META_STORE,
     OFFSET_PREFIX,
     check_store_name,
+    flag_key,
     offset_key,
+    offset_prefix,
     parse_offset_key,
 )
 from statestore.lock import DirectoryLock
@@ -215,6 +217,31 @@ class ProcessorDatabase:
         """The next input offset to process per ``(topic, partition)``, as committed."""
         return dict(self._offsets)
 
+    def progress(self, scope: str) -> dict[tuple[str, int], int]:
+        """Offsets recorded with ``StateBatch.set_progress`` in ``scope``."""
+        prefix = offset_prefix(scope)
+        return {
+            parse_offset_key(key, scope): int(value)
+            for key, value in self.backend.scan(META_STORE, prefix, _prefix_end(prefix))
+        }
+
+    def has_flag(self, name: str) -> bool:
+        """Whether ``StateBatch.set_flag(name)`` was committed."""
+        return self.backend.get(META_STORE, flag_key(name)) is not None
+
+    def delete_keys(self, belongs: Callable[[bytes], bool], chunk: int = 10_000) -> int:
+        """Delete every key (in every store) for which ``belongs(key)``; returns how many.
+
+        Deletes in committed chunks, so it can run between processing batches.
+        """
+        deleted = 0
+        for store in self.store_names():
+            doomed = [key for key, _ in self.backend.scan(store) if belongs(key)]
+            for start in range(0, len(doomed), chunk):
+                self.backend.write({store: [(key, None) for key in doomed[start : start + chunk]]})
+            deleted += len(doomed)
+        return deleted
+
     def store_names(self) -> list[str]:
         """The user stores this database was opened with."""
         return sorted(self._codecs)
@@ -322,11 +349,17 @@ class ProcessorDatabase:
             ) from None
 
     def _read_offsets(self) -> dict[tuple[str, int], int]:
-        end = OFFSET_PREFIX[:-1] + bytes([OFFSET_PREFIX[-1] + 1])
         return {
             parse_offset_key(key): int(value)
-            for key, value in self.backend.scan(META_STORE, OFFSET_PREFIX, end)
+            for key, value in self.backend.scan(
+                META_STORE, OFFSET_PREFIX, _prefix_end(OFFSET_PREFIX)
+            )
         }
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    """The first key after every key starting with ``prefix`` (which ends below 0xff)."""
+    return prefix[:-1] + bytes([prefix[-1] + 1])
 
 
 def _read_meta(backend: Backend, path: Path | None) -> dict[str, Any]:

@@ -3,6 +3,8 @@
 Besides the user's named stores, every database has the store ``__splitstate`` holding:
 
 - ``offset/<topic>/<partition>`` -> the next input offset to process (ASCII decimal);
+- ``progress/<scope>/<topic>/<partition>`` -> offsets of other reads, e.g. a catch-up;
+- ``flag/<name>`` -> ``1`` for steps done once (e.g. stale state cleared for a catch-up);
 - ``meta`` -> JSON: format version, app id, processor id and the app's fixed parameters;
 - ``bulk-load`` -> JSON describing a bulk load in progress (absent otherwise).
 
@@ -21,7 +23,9 @@ __all__ = [
     "META_STORE",
     "OFFSET_PREFIX",
     "check_store_name",
+    "flag_key",
     "offset_key",
+    "offset_prefix",
     "parse_offset_key",
     "processor_path",
 ]
@@ -34,15 +38,25 @@ FORMAT_VERSION = 1
 _STORE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
-def offset_key(topic: str, partition: int) -> bytes:
-    """The metadata key of an input partition's offset."""
-    return OFFSET_PREFIX + f"{topic}/{partition}".encode()
+def offset_prefix(scope: str | None = None) -> bytes:
+    """Where offsets of ``scope`` live: input offsets (``None``) or e.g. a catch-up's."""
+    return OFFSET_PREFIX if scope is None else f"progress/{scope}/".encode()
 
 
-def parse_offset_key(key: bytes) -> tuple[str, int]:
+def offset_key(topic: str, partition: int, scope: str | None = None) -> bytes:
+    """The metadata key of an input partition's offset (in ``scope``)."""
+    return offset_prefix(scope) + f"{topic}/{partition}".encode()
+
+
+def parse_offset_key(key: bytes, scope: str | None = None) -> tuple[str, int]:
     """``(topic, partition)`` of an offset key."""
-    topic, _, partition = key[len(OFFSET_PREFIX) :].decode().rpartition("/")
+    topic, _, partition = key[len(offset_prefix(scope)) :].decode().rpartition("/")
     return topic, int(partition)
+
+
+def flag_key(name: str) -> bytes:
+    """The metadata key of a named flag."""
+    return f"flag/{name}".encode()
 
 
 def check_store_name(name: str) -> None:

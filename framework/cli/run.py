@@ -13,6 +13,7 @@ from framework.loader import load_app
 from framework.processing import ProcessorStoppedError
 from framework.registry import TopicRegistry
 from framework.runtime import ProcessorRuntime
+from framework.scaling import request_scale
 from framework.status import collect_status, render_status
 from framework.supervisor import EXIT_STOPPED_BY_POLICY, Supervisor
 
@@ -42,6 +43,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     create.add_argument("--config", type=Path, help="config file (YAML or TOML)")
     create.set_defaults(handler=_create_topics)
 
+    scale = commands.add_parser(
+        "scale", help="change the processor count (live, with the catch-up protocol)"
+    )
+    scale.add_argument("app", metavar="MODULE:APP")
+    scale.add_argument("--config", type=Path, help="config file (YAML or TOML)")
+    scale.add_argument("--processors", type=int, required=True, metavar="P")
+    scale.set_defaults(handler=_scale)
+
     status = commands.add_parser(
         "status", help="processors, partitions, state size, lag and key share of an app"
     )
@@ -59,12 +68,8 @@ def _logging() -> None:
 def _run(args: argparse.Namespace) -> int:
     _logging()
     app = load_app(args.app, args.config)
-    config = app.config
     if args.all:
-        supervisor = Supervisor(
-            args.app, args.config or app.config_file, config.processor_count, config.app_state_dir
-        )
-        return supervisor.run()
+        return Supervisor(app, args.app, args.config or app.config_file).run()
     runtime = ProcessorRuntime(app, args.processor_id)
     runtime.install_signal_handlers()
     try:
@@ -107,4 +112,19 @@ def _create_topics(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     app = load_app(args.app, args.config)
     print(render_status(collect_status(app)))
+    return 0
+
+
+def _scale(args: argparse.Namespace) -> int:
+    app = load_app(args.app, args.config)
+    scale = request_scale(app, args.processors)
+    moves = ", ".join(
+        f"{h.source}->{h.target} {sorted(f'{t}[{p}]' for t, p in h.partitions)}"
+        for h in scale.handoffs.values()
+    )
+    print(
+        f"generation {scale.generation}: {scale.old_processors} -> {scale.new_processors} "
+        f"processors; moves: {moves}"
+    )
+    print("processors started by `splitstate run --all` pick it up; watch `splitstate status`")
     return 0

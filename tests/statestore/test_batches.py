@@ -120,3 +120,27 @@ def test_offsets_accumulate_across_batches(database: ProcessorDatabase) -> None:
     batch.set_offset("words", 1, 3)
     batch.commit()
     assert database.offsets() == {("words", 0): 9, ("words", 1): 3}
+
+
+@BOTH
+def test_progress_offsets_flags_and_key_deletion(database: ProcessorDatabase) -> None:
+    batch = database.begin()
+    for i in range(30):
+        batch.store("counts").set(f"k{i:02d}".encode(), i)
+    batch.set_offset("words", 0, 30)
+    batch.set_progress("catchup-1", "words", 2, 17)
+    batch.set_flag("catchup-1-cleared")
+    batch.commit()
+    assert database.offsets() == {("words", 0): 30}
+    assert database.progress("catchup-1") == {("words", 2): 17}
+    assert database.progress("catchup-2") == {}
+    assert database.has_flag("catchup-1-cleared")
+    assert not database.has_flag("other")
+
+    deleted = database.delete_keys(lambda key: int(key[1:]) % 3 == 0, chunk=4)
+    assert deleted == 10
+    assert [int(k[1:]) for k, _ in database.items("counts")] == [i for i in range(30) if i % 3]
+    done = database.begin()
+    done.clear_progress("catchup-1", "words", 2)
+    done.commit()
+    assert database.progress("catchup-1") == {}

@@ -1,9 +1,11 @@
-"""The demo behind `make demo`: a local broker, wordcount on 2 processors, results shown.
+"""The demo behind `make demo`: wordcount on a local broker, scaled from 2 to 3 processors live.
 
 It starts a Kafka broker in a temporary directory, creates wordcount's topics (8 partitions),
-writes 30,000 words, runs wordcount with 2 processors under the local supervisor, checks
-every word's last output against a count made here, prints the top words and
-`splitstate status`, and stops everything it started.
+writes 30,000 words, runs wordcount with 2 processors under the local supervisor, then keeps
+writing words while it scales to 3 processors (`splitstate scale`: the new processor catches
+up, the old owner hands two partitions over at an exact offset). It checks that every word's
+outputs are exactly 1, 2, ..., n (no count lost or repeated across the handoff), prints the
+top words and `splitstate status`, and stops everything it started.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -62,18 +65,23 @@ def main() -> None:
 
 
 def run_wordcount(bootstrap: str, scratch: Path) -> None:
-    """Create topics, produce words, run the app, check and show the results."""
+    """Create topics, produce words, run the app, scale it live, check and show the results."""
     print("== creating wordcount's topics", flush=True)
     splitstate("topics", "create", APP)
 
     rng = random.Random(42)
     vocabulary = SENTENCE.split()
-    words = [rng.choice(vocabulary) for _ in range(RECORDS)]
-    truth = Counter(words)
+    truth: Counter[str] = Counter()
     producer = SplitstateProducer({"bootstrap.servers": bootstrap}, ["words"])
-    for word in words:
-        producer.produce("words", word.encode(), b"")
-    producer.flush()
+
+    def write(count: int) -> None:
+        words = [rng.choice(vocabulary) for _ in range(count)]
+        for word in words:
+            producer.produce("words", word.encode(), b"")
+        producer.flush()
+        truth.update(words)
+
+    write(RECORDS)
     print(f"\n== produced {RECORDS} words ({len(truth)} distinct) to 'words'", flush=True)
 
     print("== running wordcount with 2 processors (splitstate run --all)", flush=True)
@@ -81,42 +89,86 @@ def run_wordcount(bootstrap: str, scratch: Path) -> None:
     supervisor = subprocess.Popen(
         [sys.executable, "-m", "framework.cli", "run", APP, "--all"], stdout=log, stderr=log
     )
+    reader = CountReader(bootstrap)
     try:
-        latest = read_counts(bootstrap, until=truth, timeout=120)
+        reader.read_until(dict(truth), timeout=120)
+        print(f"   all {RECORDS} words counted", flush=True)
+
+        print("\n== scaling to 3 processors while words keep coming", flush=True)
+        stop = threading.Event()
+
+        def keep_writing() -> None:
+            while not stop.is_set():
+                write(500)
+                time.sleep(0.1)
+
+        writer = threading.Thread(target=keep_writing)
+        writer.start()
+        time.sleep(1.0)
+        splitstate("scale", APP, "--processors", "3")
+        wait_for_handoff(scratch / "wordcount.log", timeout=120)
+        time.sleep(1.0)
+        stop.set()
+        writer.join()
+        reader.read_until(dict(truth), timeout=120)
     finally:
         supervisor.send_signal(signal.SIGTERM)
         supervisor.wait(timeout=90)
         log.close()
-    exact = latest == dict(truth)
+    report(truth, reader, scratch / "wordcount.log")
+
+
+def report(truth: Counter[str], reader: CountReader, log: Path) -> None:
+    """Show the handoff, the top words, whether every count was exact, and the status."""
+    for line in log.read_text().splitlines():
+        if "handoff" in line or "took over" in line or "released" in line:
+            print("   " + line.split(": ", 1)[-1], flush=True)
+    exact = all(reader.counts[w] == list(range(1, n + 1)) for w, n in truth.items())
     print(f"\n{'word':<12} {'count':>7} {'expected':>9}")
     for word, expected in truth.most_common(10):
-        print(f"{word:<12} {latest.get(word, 0):>7} {expected:>9}")
-    print(f"\nevery word's last output equals its true count: {exact}\n", flush=True)
+        print(f"{word:<12} {reader.counts[word][-1]:>7} {expected:>9}")
+    total = sum(truth.values())
+    print(
+        f"\n{total} words in all; every word's outputs are exactly 1..n across the scale-out "
+        f"(nothing lost, nothing repeated): {exact}\n",
+        flush=True,
+    )
     splitstate("status", APP)
     if not exact:
-        raise SystemExit("wordcount's counts did not match; see the log above")
+        raise SystemExit("wordcount's counts were not exact; see the log above")
 
 
-def read_counts(bootstrap: str, until: Counter[str], timeout: float) -> dict[str, int]:
-    """Read 'word-counts' until every word reached its true count (or the timeout)."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "demo-reader", "enable.auto.commit": False}
-    )
-    consumer.assign([TopicPartition("word-counts", p, OFFSET_BEGINNING) for p in range(8)])
-    latest: dict[str, int] = {}
+def wait_for_handoff(log: Path, timeout: float) -> None:
+    """Wait until the new processor took its partitions over."""
     deadline = time.monotonic() + timeout
-    try:
+    while time.monotonic() < deadline:
+        if "processor 2 took over" in log.read_text(errors="replace"):
+            return
+        time.sleep(0.3)
+    raise SystemExit(f"the scale did not complete in {timeout:.0f}s; see {log}")
+
+
+class CountReader:
+    """Reads 'word-counts' incrementally, keeping every word's outputs in order."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "demo-reader", "enable.auto.commit": False}
+        )
+        self.consumer.assign([TopicPartition("word-counts", p, OFFSET_BEGINNING) for p in range(8)])
+        self.counts: defaultdict[str, list[int]] = defaultdict(list)
+
+    def read_until(self, truth: dict[str, int], timeout: float) -> None:
+        """Read until every word reached its true count (or the timeout)."""
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for message in consumer.consume(num_messages=5000, timeout=0.5):
+            for message in self.consumer.consume(num_messages=5000, timeout=0.5):
                 value = message.value()
                 if message.error() is None and value is not None:
                     data = json.loads(value)
-                    latest[data["word"]] = max(latest.get(data["word"], 0), data["count"])
-            if all(latest.get(w, 0) >= n for w, n in until.items()):
-                break
-    finally:
-        consumer.close()
-    return latest
+                    self.counts[data["word"]].append(data["count"])
+            if all(self.counts[w] and self.counts[w][-1] >= n for w, n in truth.items()):
+                return
 
 
 if __name__ == "__main__":

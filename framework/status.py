@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
@@ -14,8 +14,16 @@ from framework.app import App
 from framework.controllog import ControlLog
 from framework.registry import TopicRegistry
 from rebalance import bucket, expected_shares
+from statestore import ProcessorDatabase, StateStoreError
 
-__all__ = ["AppStatus", "PartitionStatus", "ProcessorStatus", "collect_status", "render_status"]
+__all__ = [
+    "AppStatus",
+    "HandoffStatus",
+    "PartitionStatus",
+    "ProcessorStatus",
+    "collect_status",
+    "render_status",
+]
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,16 @@ class ProcessorStatus:
 
 
 @dataclass(frozen=True)
+class HandoffStatus:
+    """One (source -> target) handoff of the scale in progress, per moving partition."""
+
+    source: int
+    target: int
+    phase: str
+    partitions: list[tuple[str, int, int | None, int | None, int | None]]  # topic, p, T1, T2, F
+
+
+@dataclass(frozen=True)
 class AppStatus:
     """The whole app."""
 
@@ -59,6 +77,8 @@ class AppStatus:
     initial_processors: int
     processors: list[ProcessorStatus]
     topic_counts: dict[str, list[int]]
+    scaling_to: int | None = None
+    handoffs: list[HandoffStatus] = field(default_factory=list)
 
 
 def _directory_size(path: Path) -> int | None:
@@ -118,7 +138,50 @@ def collect_status(app: App) -> AppStatus:
         t.topic: list(entries[t.topic].history.counts) for t in config.inputs if t.topic in entries
     }
     generation = control.generation.generation if control.generation else None
-    return AppStatus(config.app_id, generation, b, processors, counts)
+    scale = control.scaling
+    handoffs = []
+    if scale is not None:
+        t1 = {(s.topic, s.partition): s.committed for s in partitions}
+        for handoff in scale.handoffs.values():
+            t2 = _catch_up_progress(config.app_state_dir, handoff.target, scale.generation)
+            handoffs.append(
+                HandoffStatus(
+                    handoff.source,
+                    handoff.target,
+                    handoff.phase.value,
+                    [
+                        (t, p, t1.get((t, p)), t2.get((t, p)), handoff.released.get((t, p)))
+                        for t, p in handoff.partitions
+                    ],
+                )
+            )
+    return AppStatus(
+        config.app_id,
+        generation,
+        b,
+        processors,
+        counts,
+        scale.new_processors if scale else None,
+        handoffs,
+    )
+
+
+def _catch_up_progress(
+    state_dir: Path, processor: int, generation: int
+) -> dict[tuple[str, int], int]:
+    """A receiver's T2 from its local state (when it runs on this machine)."""
+    path = state_dir / f"processor-{processor}"
+    if not (path / "CURRENT").exists():
+        return {}
+    try:
+        with ProcessorDatabase.open_read_only(path) as database:
+            return database.progress(f"catchup-{generation}")
+    except StateStoreError:
+        return {}
+
+
+def _number(value: int | None) -> str:
+    return "-" if value is None else str(value)
 
 
 def _size(value: int | None) -> str:
@@ -157,6 +220,19 @@ def render_status(status: AppStatus) -> str:
                 f"{part.topic + '[' + str(part.partition) + ']':<28} {part.owner:>5} "
                 f"{committed:>10} {part.end:>10} {part.lag:>8}"
             )
+    if status.scaling_to is not None:
+        lines.append("")
+        lines.append(f"scaling to {status.scaling_to} processors:")
+        header = ("handoff", "phase", "partition", "T1", "T2", "F", "lag")
+        lines.append("{:>9} {:<13} {:<24} {:>9} {:>9} {:>9} {:>8}".format(*header))
+        for handoff in status.handoffs:
+            for topic, partition, t1, t2, final in handoff.partitions:
+                lag = "-" if t1 is None or t2 is None else str(max(0, (final or t1) - t2))
+                lines.append(
+                    f"{f'{handoff.source}->{handoff.target}':>9} {handoff.phase:<13} "
+                    f"{f'{topic}[{partition}]':<24} {_number(t1):>9} {_number(t2):>9} "
+                    f"{_number(final):>9} {lag:>8}"
+                )
     uneven = len({p.share for p in status.processors}) > 1
     if uneven:
         lines.append("")

@@ -1,0 +1,89 @@
+"""`splitstate scale` refuses what cannot be met, `status` shows a scale in progress, and the
+supervisor applies a changed `processors` in the config file."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from framework.loader import load_app
+from framework.scaling import read_control
+from tests.integration.harness import Supervised, splitstate, unique, write_config
+
+pytestmark = pytest.mark.integration
+
+APP = "examples.wordcount.app:app"
+
+
+def wait_for(predicate: object, timeout: float, what: str) -> None:
+    assert callable(predicate)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_scale_refusals_status_and_config_driven_scale(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    words = unique("words")
+    config = write_config(
+        tmp_path,
+        kafka_bootstrap,
+        app_id=unique("scalecmd"),
+        inputs=[{"topic": words, "partitions": 8}],
+        outputs=[{"topic": unique("counts"), "partitions": 8}],
+        initial_processors=2,
+        processors=2,
+    )
+    assert splitstate("topics", "create", APP, "--config", str(config)).returncode == 0
+    before = splitstate("scale", APP, "--config", str(config), "--processors", "3")
+    assert before.returncode == 2
+    assert "has never run, so there is nothing to scale" in before.stderr
+
+    runner = Supervised(APP, config, tmp_path / "state", tmp_path / "run.log")
+    try:
+        wait_for(lambda: "processor 1 of" in runner.output(), 60, "processors to start")
+    finally:
+        assert runner.stop() == 0
+
+    def scale(processors: int) -> tuple[int, str]:
+        result = splitstate("scale", APP, "--config", str(config), "--processors", str(processors))
+        return result.returncode, result.stdout + result.stderr
+
+    status, text = scale(9)
+    assert status == 2 and "processors (9) cannot exceed the input partitions (8)" in text
+    status, text = scale(1)
+    assert status == 2 and "processors (1) cannot be below initial_processors (2)" in text
+    status, text = scale(2)
+    assert status == 2 and "already runs 2 processors" in text
+    status, text = scale(3)
+    assert status == 0, text
+    assert f"generation 1: 2 -> 3 processors; moves: 0->2 ['{words}[2]', '{words}[6]']" in text
+    status, text = scale(5)
+    assert status == 2 and "a scale to 3 processors (generation 1) is in progress" in text
+
+    shown = splitstate("status", APP, "--config", str(config))
+    assert shown.returncode == 0, shown.stderr
+    assert "scaling to 3 processors:" in shown.stdout
+    assert f"0->2 PLANNED       {words}[2]" in shown.stdout
+
+    # The supervisor finishes the scale, then applies processors: 4 from the edited config.
+    runner = Supervised(APP, config, tmp_path / "state", tmp_path / "run2.log")
+    app = load_app(APP, config)
+    try:
+        wait_for(lambda: (read_control(app).processors or 0) == 3, 120, "generation 1")
+        config.write_text(config.read_text().replace("\nprocessors: 2\n", "\nprocessors: 4\n"))
+        assert "\nprocessors: 4\n" in config.read_text()
+        wait_for(lambda: (read_control(app).processors or 0) == 4, 120, "the config's 4")
+    finally:
+        assert runner.stop() == 0, runner.output()[-2000:]
+    log = runner.output()
+    assert "config asks for 4 processors: scaling 3 -> 4 (generation 2)" in log
+    assert "processor 3 took over" in log
+    final = splitstate("status", APP, "--config", str(config))
+    assert "generation 2, 4 processors (initial 2)" in final.stdout

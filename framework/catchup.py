@@ -80,6 +80,7 @@ class CatchUp:
         self._paused: set[Position] = set()
         self._refreshed = 0.0
         self.applied = 0
+        self.replayed = 0
         self.started = time.monotonic()
         self.refresh()
         log.info(
@@ -172,6 +173,7 @@ class CatchUp:
             self.positions[position] = offset + 1
             moved[position] = offset + 1
             read += 1
+        self.replayed += read
         for (topic, partition), next_offset in moved.items():
             batch.set_progress(self.scope, topic, partition, next_offset)
         batch.commit()

@@ -354,15 +354,25 @@ class ProcessorRuntime:
                 handoff, self.config.scaling.ready_lag
             ):
                 self._send(session, scale.generation, handoff, HandoffEvent.CAUGHT_UP)
-            elif handoff.phase is HandoffPhase.RELEASED and catchup.finished(handoff):
+            elif (
+                handoff.phase is HandoffPhase.RELEASED
+                and (scale.generation, handoff.source, handoff.target, "COMPLETE")
+                not in session.sent
+                and catchup.finished(handoff)
+            ):
                 catchup.complete(handoff)
                 self._send(session, scale.generation, handoff, HandoffEvent.COMPLETE)
+                elapsed = max(time.monotonic() - catchup.started, 1e-9)
                 log.info(
-                    "processor %d took over %s from processor %d at %s",
+                    "processor %d took over %s from processor %d at %s; replayed %d records "
+                    "in %.1fs (%.0f/s)",
                     self.processor_id,
                     sorted(handoff.partitions),
                     handoff.source,
                     dict(handoff.released),
+                    catchup.replayed,
+                    elapsed,
+                    catchup.replayed / elapsed,
                 )
 
     def _release_ready(self, session: _Session) -> None:

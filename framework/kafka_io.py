@@ -106,7 +106,10 @@ def _wait_for_metadata(admin: AdminClient, topics: Sequence[str]) -> None:
 def read_log(
     client: Mapping[str, Any], topic: str, partition: int = 0
 ) -> list[tuple[bytes | None, bytes | None]]:
-    """Every record of ``topic``/``partition`` from the start to the current end, in order."""
+    """Every record of ``topic``/``partition`` from the start to the current end, in order.
+
+    A topic that does not exist yet reads as empty.
+    """
     consumer = Consumer(
         {
             **client,
@@ -137,6 +140,9 @@ def read_log(
                     return records
         raise KafkaIOError(f"reading {topic!r} to its end took over {_TIMEOUT:.0f}s")
     except KafkaException as error:
+        code = error.args[0].code()
+        if code in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART):
+            return []
         raise KafkaIOError(f"could not read {topic!r}: {error}") from None
     finally:
         consumer.close()

@@ -26,7 +26,7 @@ from rocksdict import (
 from statestore.backend import Changes
 from statestore.errors import StateStoreError, StoreCorruptError
 
-__all__ = ["RocksBackend", "read_sst_files", "write_sst_file"]
+__all__ = ["RocksBackend", "check_order", "read_sst_files", "write_sst_file"]
 
 DEFAULT_STORE = "default"
 
@@ -153,6 +153,15 @@ def _open_error(path: Path, error: Exception) -> StateStoreError:
     )
 
 
+def check_order(previous: bytes | None, key: bytes) -> None:
+    """Raise ``ValueError`` unless ``key`` comes strictly after ``previous``."""
+    if previous is not None and key <= previous:
+        raise ValueError(
+            f"SST keys must be strictly increasing: {key!r} came after {previous!r}. "
+            "Fix: sort the run by key and drop duplicate keys before writing it."
+        )
+
+
 def write_sst_file(path: Path, items: Iterable[tuple[bytes, bytes]]) -> int:
     """Write ``items`` (keys strictly increasing) as one SST file; returns the item count."""
     writer = SstFileWriter(Options(raw_mode=True))
@@ -160,11 +169,7 @@ def write_sst_file(path: Path, items: Iterable[tuple[bytes, bytes]]) -> int:
     count = 0
     previous: bytes | None = None
     for key, value in items:
-        if previous is not None and key <= previous:
-            raise ValueError(
-                f"SST keys must be strictly increasing: {key!r} came after {previous!r}. "
-                "Fix: sort the run by key and drop duplicate keys before writing it."
-            )
+        check_order(previous, key)
         writer[key] = value
         previous = key
         count += 1

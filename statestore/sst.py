@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from statestore.codec import Codec, JsonCodec
-from statestore.rocks import write_sst_file
+from statestore.rocks import check_order, write_sst_file
 
 __all__ = ["SstRunWriter", "write_sst_file"]
 
@@ -44,10 +44,6 @@ class SstRunWriter:
         encode = self.codec.encode
         previous: bytes | None = None
         for key, value in items:
-            if previous is not None and key <= previous:
-                raise ValueError(
-                    f"SST keys must be strictly increasing: {key!r} came after {previous!r}. "
-                    "Fix: sort the run by key and drop duplicate keys before writing it."
-                )
+            check_order(previous, key)
             previous = key
             yield key, encode(value)

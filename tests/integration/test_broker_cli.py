@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.integration.harness import splitstate
+
 pytestmark = pytest.mark.integration
-
-
-def splitstate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "framework.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
 
 
 def bootstrap_from(output: str) -> str:

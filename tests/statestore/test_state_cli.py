@@ -4,22 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
+from tests.integration.harness import splitstate
 from tests.statestore.conftest import Account
-
-
-def splitstate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "framework.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def make_state(state_dir: Path) -> None:

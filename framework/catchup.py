@@ -19,7 +19,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-from framework.processing import RecordProcessor
+from framework.processing import ProcessorStoppedError, RecordProcessor
 from rebalance import bucket, key_hash
 from rebalance.control import Handoff, Scale
 from statestore import ProcessorDatabase
@@ -69,9 +69,22 @@ class CatchUp:
         self._consumer = Consumer({**client, "group.id": group_id, "enable.auto.commit": False})
         progress = database.progress(self.scope)
         self.positions: dict[Position, int] = {}
+        lost: list[str] = []
         for position in self.bounds:
             low, _high = self._consumer.get_watermark_offsets(TopicPartition(*position), timeout=30)
+            if low > progress.get(position, 0):
+                lost.append(f"{position[0]}[{position[1]}] starts at offset {low}")
             self.positions[position] = max(progress.get(position, low), low)
+        if lost:
+            self._consumer.close()
+            raise ProcessorStoppedError(
+                f"processor {processor} cannot rebuild the keys it gains in generation "
+                f"{scale.generation}: their history is no longer complete in Kafka ("
+                f"{'; '.join(lost)}: retention deleted earlier records). Building state from "
+                "partial history would be wrong, so it stops. Fix: keep the whole history "
+                "(retention.ms=-1 on input topics of stateful apps), or rebuild from an archive "
+                "with `splitstate backfill` once it exists."
+            )
         self._consumer.assign(
             [TopicPartition(t, p, progress.get((t, p), OFFSET_BEGINNING)) for t, p in self.bounds]
         )

@@ -187,7 +187,7 @@ class Supervisor:
             child.history.append(status)
             child.process = None
             if status in {EXIT_STOPPED_BY_POLICY, 0}:
-                how = "left (no partitions)" if status == 0 else "stopped on a record"
+                how = "left (no partitions)" if status == 0 else "stopped on purpose (see its log)"
                 log.info("processor %d %s; it is not restarted", child.processor, how)
                 child.done = True
                 child.stopped_by_policy = status == EXIT_STOPPED_BY_POLICY

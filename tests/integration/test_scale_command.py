@@ -7,10 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from framework.loader import load_app
 from framework.scaling import read_control
-from tests.integration.harness import Supervised, splitstate, unique, write_config
+from tests.integration.harness import Supervised, produce, splitstate, unique, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -87,3 +89,36 @@ def test_scale_refusals_status_and_config_driven_scale(
     assert "processor 3 took over" in log
     final = splitstate("status", APP, "--config", str(config))
     assert "generation 2, 4 processors (initial 2)" in final.stdout
+
+
+def test_catch_up_refuses_history_lost_to_retention(
+    tmp_path: Path, kafka_bootstrap: str, kafka_admin: AdminClient
+) -> None:
+    words = unique("words")
+    config = write_config(
+        tmp_path,
+        kafka_bootstrap,
+        app_id=unique("retention"),
+        inputs=[{"topic": words, "partitions": 8}],
+        outputs=[{"topic": unique("counts"), "partitions": 8}],
+        initial_processors=2,
+    )
+    assert splitstate("topics", "create", APP, "--config", str(config)).returncode == 0
+    produce(kafka_bootstrap, words, ((f"w{i}".encode(), b"") for i in range(2000)))
+    runner = Supervised(APP, config, tmp_path / "state", tmp_path / "run.log")
+    try:
+        wait_for(lambda: "processor 1 of" in runner.output(), 60, "processors to start")
+        time.sleep(2)
+        # As if retention deleted the start of partition 2, which moves to processor 2.
+        futures = kafka_admin.delete_records([TopicPartition(words, 2, 10)])
+        for future in futures.values():
+            future.result(timeout=30)
+        scaled = splitstate("scale", APP, "--config", str(config), "--processors", "3")
+        assert scaled.returncode == 0, scaled.stderr
+        wait_for(lambda: "processor 2 stopped on purpose" in runner.output(), 90, "the refusal")
+    finally:
+        assert runner.stop() == 0
+    log = runner.output()
+    assert f"{words}[2] starts at offset 10: retention deleted earlier records" in log
+    assert "Building state from partial history would be wrong" in log
+    assert "processor 0 released" not in log  # the old owner kept its partitions

@@ -217,11 +217,14 @@ class CatchUp:
         )
 
     def complete(self, handoff: Handoff) -> None:
-        """Make ``handoff``'s partitions input partitions of this processor, from F."""
+        """Make ``handoff``'s partitions input partitions of this processor, from F.
+
+        The catch-up progress stays at F, so a crash before COMPLETE reaches the control log
+        finds the catch-up finished and completes again instead of replaying.
+        """
         batch = self._database.begin()
         for (topic, partition), final in handoff.released.items():
             batch.set_offset(topic, partition, final)
-            batch.clear_progress(self.scope, topic, partition)
         batch.commit()
         for position in handoff.partitions:
             self.s1.discard(position)

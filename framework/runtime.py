@@ -45,6 +45,7 @@ from framework.catchup import CatchUp
 from framework.control_watch import ControlWatcher
 from framework.controllog import ControlLog
 from framework.errors import SplitstateError
+from framework.faults import maybe_crash
 from framework.layout import AppLayout, prepare_app
 from framework.processing import DeadLetter, EncodedOutput, RecordProcessor
 from framework.producer import LinearHashPartitioner
@@ -439,9 +440,12 @@ class ProcessorRuntime:
         if key in session.sent:
             return
         session.sent.add(key)
+        state_dir = self.config.app_state_dir
+        maybe_crash(f"before:{event.value}", self.processor_id, state_dir)
         session.control.append(
             handoff_record(generation, handoff.source, handoff.target, event, offsets)
         )
+        maybe_crash(f"after:{event.value}", self.processor_id, state_dir)
         log.info(
             "processor %d: generation %d handoff %d -> %d: %s",
             self.processor_id,

@@ -25,7 +25,9 @@ from types import FrameType
 from framework.app import App
 from framework.config import AppConfig, ConfigError
 from framework.errors import SplitstateError
+from framework.progress import CatchUpProgress
 from framework.scaling import read_control, request_scale
+from framework.status import collect_status
 
 __all__ = ["EXIT_STOPPED_BY_POLICY", "Supervisor"]
 
@@ -65,6 +67,7 @@ class Supervisor:
         self._reload = False
         self._config_stamp = self._stamp()
         self._checked = 0.0
+        self._progress = CatchUpProgress()
 
     def command(self, processor: int) -> list[str]:
         """The command line of processor ``processor``."""
@@ -113,6 +116,8 @@ class Supervisor:
         except SplitstateError as error:
             log.warning("could not read the control log: %s", error)
             return
+        if state.scaling is not None:
+            self._log_progress()
         wanted = range(max(state.processors or 0, state.scale.new_processors if state.scale else 0))
         if state.generation is None:  # the app never ran: its first processors define it
             wanted = range(self.app.config.processor_count)
@@ -125,6 +130,16 @@ class Supervisor:
             if child.process is None and (child.done or not child.history):
                 child.done = False
                 self._start(child)
+
+    def _log_progress(self) -> None:
+        """One line per handoff of the scale in progress: a bar, T2 of T1, rate, ETA."""
+        try:
+            status = collect_status(self.app)
+        except SplitstateError as error:
+            log.warning("could not read catch-up progress: %s", error)
+            return
+        for line in self._progress.update(status):
+            log.info("%s", line.render())
 
     def _stamp(self) -> float | None:
         try:

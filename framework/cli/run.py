@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import time
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
@@ -11,6 +12,7 @@ from confluent_kafka.admin import AdminClient
 from framework.kafka_io import COMPACTED, TopicSpec, ensure_topics
 from framework.loader import load_app
 from framework.processing import ProcessorStoppedError
+from framework.progress import CatchUpProgress
 from framework.registry import TopicRegistry
 from framework.runtime import ProcessorRuntime
 from framework.scaling import request_scale
@@ -111,7 +113,15 @@ def _create_topics(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     app = load_app(args.app, args.config)
-    print(render_status(collect_status(app)))
+    status = collect_status(app)
+    print(render_status(status))
+    if status.scaling_to is not None:
+        progress = CatchUpProgress()
+        progress.update(status)
+        time.sleep(1.0)  # a second sample gives records/s and an ETA
+        print("\ncatch-up progress:")
+        for line in progress.update(collect_status(app)):
+            print("  " + line.render())
     return 0
 
 

@@ -73,6 +73,8 @@ def test_scale_refusals_status_and_config_driven_scale(
     assert shown.returncode == 0, shown.stderr
     assert "scaling to 3 processors:" in shown.stdout
     assert f"0->2 PLANNED       {words}[2]" in shown.stdout
+    assert "catch-up progress:" in shown.stdout
+    assert "processor 2 <- 0 PLANNED" in shown.stdout
 
     # The supervisor finishes the scale, then applies processors: 4 from the edited config.
     runner = Supervised(APP, config, tmp_path / "state", tmp_path / "run2.log")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from framework.broker import JvmSetupError, find_java, kafka_classpath, resolve_jars
+from framework.broker.local import new_cluster_id
 
 
 def test_missing_java_names_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -51,3 +52,9 @@ def test_kafka_home_is_used_instead_of_maven(
     monkeypatch.setenv("KAFKA_HOME", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))  # no mvn: it must not be needed
     assert kafka_classpath() == str(tmp_path / "libs" / "*")
+
+
+def test_cluster_ids_never_look_like_options() -> None:
+    ids = [new_cluster_id() for _ in range(5000)]
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
+    assert len(set(ids)) == len(ids)

@@ -24,7 +24,7 @@ from pathlib import Path
 from framework.broker.jvm import find_java, kafka_classpath
 from framework.errors import SplitstateError
 
-__all__ = ["BrokerError", "BrokerInfo", "LocalBroker", "free_port"]
+__all__ = ["BrokerError", "BrokerInfo", "LocalBroker", "free_port", "new_cluster_id"]
 
 _HOST = "127.0.0.1"
 _STATE_FILE = "broker.json"
@@ -69,9 +69,16 @@ def _port_in_use(port: int) -> bool:
     return False
 
 
-def _new_cluster_id() -> str:
-    """A Kafka cluster id: a random UUID in URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+def new_cluster_id() -> str:
+    """A Kafka cluster id: a random UUID in URL-safe base64 without padding.
+
+    Like Kafka's ``Uuid.randomUuid``, it never starts with ``-`` (a command line would take
+    it for an option).
+    """
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def _process_alive(pid: int) -> bool:
@@ -151,7 +158,7 @@ class LocalBroker:
         controller_port = recorded.controller_port if recorded else free_port()
         if controller_port == port or _port_in_use(controller_port):
             controller_port = free_port()
-        cluster_id = recorded.cluster_id if recorded else _new_cluster_id()
+        cluster_id = recorded.cluster_id if recorded else new_cluster_id()
         (self.directory / "logs").mkdir(parents=True, exist_ok=True)
         self._write_properties(port, controller_port)
         if not (self.directory / "data" / "meta.properties").exists():

@@ -67,28 +67,62 @@ def scale_to(config: Path, processors: int) -> int:
     return request_scale(app, processors).generation
 
 
-def run_scaling(tmp_path: Path, bootstrap: str, kill: bool) -> None:
-    words, counts = unique("words"), unique("word-counts")
-    config = write_config(
-        tmp_path,
-        bootstrap,
-        app_id=unique("scaling"),
-        inputs=[{"topic": words, "partitions": 8}],
-        outputs=[{"topic": counts, "partitions": 8}],
-        initial_processors=2,
-        processors=2,
-        scaling={"ready_lag": 200},
-    )
-    assert splitstate("topics", "create", APP, "--config", str(config)).returncode == 0
-    runner = Supervised(APP, config, tmp_path / "state", tmp_path / "run.log")
-    production = Production(bootstrap, words)
-    reader = TopicReader(bootstrap, counts, 8)
-    try:
+class ScalingRun:
+    """wordcount on 8 partitions with 2 processors, a producer writing, an output reader."""
+
+    def __init__(self, tmp_path: Path, bootstrap: str) -> None:
+        words, counts = unique("words"), unique("word-counts")
+        self.config = write_config(
+            tmp_path,
+            bootstrap,
+            app_id=unique("scaling"),
+            inputs=[{"topic": words, "partitions": 8}],
+            outputs=[{"topic": counts, "partitions": 8}],
+            initial_processors=2,
+            processors=2,
+            scaling={"ready_lag": 200},
+        )
+        created = splitstate("topics", "create", APP, "--config", str(self.config))
+        assert created.returncode == 0, created.stderr
+        self.runner = Supervised(APP, self.config, tmp_path / "state", tmp_path / "run.log")
+        self.production = Production(bootstrap, words)
+        self.reader = TopicReader(bootstrap, counts, 8)
+
+    def start_flowing(self) -> None:
+        """Wait for the processors, start producing, wait for outputs."""
         deadline = time.monotonic() + 60
-        while len(runner.pids()) < 2 and time.monotonic() < deadline:
+        while len(self.runner.pids()) < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
-        production.start()
-        reader.wait_for(lambda r: len(r.records) > 3000, timeout=120, what="outputs to flow")
+        self.production.start()
+        self.reader.wait_for(lambda r: len(r.records) > 2000, timeout=120, what="outputs")
+
+    def finish(self) -> Counter[str]:
+        """Stop producing and read until every word reached its true count."""
+        self.production.stop_event.set()
+        self.production.join()
+        truth = self.production.written
+
+        def complete(r: TopicReader) -> bool:
+            seen = counts_by_word(r.records)
+            return all(max(seen.get(w, [0])) >= n for w, n in truth.items())
+
+        self.reader.wait_for(complete, timeout=180, what="every word's final count")
+        self.reader.poll(2.0)
+        return truth
+
+    def stop(self) -> tuple[int, str]:
+        """Stop everything; returns the supervisor's exit status and log."""
+        self.production.stop_event.set()
+        status = self.runner.stop()
+        self.reader.close()
+        return status, self.runner.output()
+
+
+def run_scaling(tmp_path: Path, bootstrap: str, kill: bool) -> None:
+    run = ScalingRun(tmp_path, bootstrap)
+    config, runner, reader = run.config, run.runner, run.reader
+    try:
+        run.start_flowing()
         for processors in (3, 5, 2):
             generation = scale_to(config, processors)
             if kill and processors == 3:
@@ -105,21 +139,9 @@ def run_scaling(tmp_path: Path, bootstrap: str, kill: bool) -> None:
             wait_for_generation(config, generation)
             reader.poll(1.0)
         time.sleep(2)
-        production.stop_event.set()
-        production.join()
-        truth = production.written
-
-        def complete(r: TopicReader) -> bool:
-            seen = counts_by_word(r.records)
-            return all(max(seen.get(w, [0])) >= n for w, n in truth.items())
-
-        reader.wait_for(complete, timeout=180, what="every word's final count")
-        reader.poll(2.0)
+        truth = run.finish()
     finally:
-        production.stop_event.set()
-        status = runner.stop()
-        reader.close()
-    log = runner.output()
+        status, log = run.stop()
     assert status == 0, log[-3000:]
     seen = counts_by_word(reader.records)
     for word, n in truth.items():

@@ -10,15 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.harness import (
-    Supervised,
-    TopicReader,
-    counts_by_word,
-    splitstate,
-    unique,
-    write_config,
-)
-from tests.integration.test_scaling import APP, Production, scale_to, wait_for_generation
+from tests.integration.harness import counts_by_word
+from tests.integration.test_scaling import ScalingRun, scale_to, wait_for_generation
 
 pytestmark = pytest.mark.integration
 
@@ -36,48 +29,18 @@ def test_crash_at_each_step(
     tmp_path: Path, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch, fault: str
 ) -> None:
     monkeypatch.setenv("SPLITSTATE_FAULT", fault)
-    words, counts = unique("words"), unique("word-counts")
-    config = write_config(
-        tmp_path,
-        kafka_bootstrap,
-        app_id=unique("crash"),
-        inputs=[{"topic": words, "partitions": 8}],
-        outputs=[{"topic": counts, "partitions": 8}],
-        initial_processors=2,
-        processors=2,
-        scaling={"ready_lag": 200},
-    )
-    assert splitstate("topics", "create", APP, "--config", str(config)).returncode == 0
-    runner = Supervised(APP, config, tmp_path / "state", tmp_path / "run.log")
-    production = Production(kafka_bootstrap, words)
-    reader = TopicReader(kafka_bootstrap, counts, 8)
+    run = ScalingRun(tmp_path, kafka_bootstrap)
     try:
-        deadline = time.monotonic() + 60
-        while len(runner.pids()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        production.start()
-        reader.wait_for(lambda r: len(r.records) > 2000, timeout=120, what="outputs to flow")
-        wait_for_generation(config, scale_to(config, 3))
+        run.start_flowing()
+        wait_for_generation(run.config, scale_to(run.config, 3))
         time.sleep(1)
-        production.stop_event.set()
-        production.join()
-        truth = production.written
-
-        def complete(r: TopicReader) -> bool:
-            seen = counts_by_word(r.records)
-            return all(max(seen.get(w, [0])) >= n for w, n in truth.items())
-
-        reader.wait_for(complete, timeout=180, what="every word's final count")
-        reader.poll(2.0)
+        truth = run.finish()
     finally:
-        production.stop_event.set()
-        status = runner.stop()
-        reader.close()
-    log = runner.output()
+        status, log = run.stop()
     assert status == 0, log[-3000:]
     victim = fault.split(":", maxsplit=1)[0]
     assert f"processor {victim} exited with status -9; restarting" in log, log[-3000:]
-    seen = counts_by_word(reader.records)
+    seen = counts_by_word(run.reader.records)
     for word, n in truth.items():
         assert set(seen[word]) == set(range(1, n + 1)), (word, n, sorted(seen[word])[:5])
     assert os.path.exists(

@@ -25,6 +25,7 @@ __all__ = [
     "ConfigError",
     "KafkaConfig",
     "ScalingConfig",
+    "SparkConfig",
     "TopicConfig",
     "mask_secrets",
 ]
@@ -101,6 +102,28 @@ class ScalingConfig(BaseModel):
     catchup_batch: int = Field(default=5000, ge=1, le=1_000_000)
 
 
+class SparkConfig(BaseModel):
+    """How Spark builds state in bulk (``bootstrap: spark`` and ``splitstate backfill``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    master: str = Field(default="local[2]", description="spark.master, e.g. spark://host:7077")
+    settings: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="any spark.* settings, passed through"
+    )
+    kafka_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="options for Spark's Kafka source (kafka.*), on top of kafka.settings",
+    )
+    archive: Path | None = Field(
+        default=None, description="Parquet archive of the input topics to bootstrap from"
+    )
+    shards: int = Field(default=32, ge=1, le=4096, description="fold groups per processor")
+    work_dir: Path | None = Field(
+        default=None, description="where SST files are staged (default <state_dir>/bootstrap)"
+    )
+
+
 class AppConfig(BaseSettings):
     """Everything an app needs: identity, Kafka, topics, processors, state, batching, errors."""
 
@@ -120,6 +143,8 @@ class AppConfig(BaseSettings):
     scaling: ScalingConfig = Field(default_factory=ScalingConfig)
     dead_letter_topic: str | None = None
     on_error: Literal["dead-letter", "stop"] = "dead-letter"
+    bootstrap: Literal["replay", "spark"] = "replay"
+    spark: SparkConfig = Field(default_factory=SparkConfig)
 
     @field_validator("app_id")
     @classmethod
@@ -160,6 +185,19 @@ class AppConfig(BaseSettings):
         return self.state_dir or Path(".splitstate") / "state" / self.app_id
 
     @property
+    def bootstrap_dir(self) -> Path:
+        """Where Spark bootstraps stage their SST files (``spark.work_dir`` or in state)."""
+        return self.spark.work_dir or self.app_state_dir / "bootstrap"
+
+    def spark_kafka_options(self) -> dict[str, str]:
+        """Options for Spark's Kafka source: the Kafka settings as ``kafka.*``, overridable."""
+        options = {"kafka.bootstrap.servers": self.kafka.bootstrap_servers}
+        for key, value in self.kafka.settings.items():
+            options[f"kafka.{key}"] = str(value).lower() if isinstance(value, bool) else str(value)
+        options.update(self.spark.kafka_options)
+        return options
+
+    @property
     def control_topic(self) -> str:
         """The app's control log topic."""
         return f"{self.app_id}-splitstate-control"
@@ -178,6 +216,8 @@ class AppConfig(BaseSettings):
         """The config as plain data with secrets masked (safe to print or log)."""
         data = self.model_dump(mode="json")
         data["kafka"]["settings"] = mask_secrets(data["kafka"]["settings"])
+        data["spark"]["settings"] = mask_secrets(data["spark"]["settings"])
+        data["spark"]["kafka_options"] = mask_secrets(data["spark"]["kafka_options"])
         return data
 
     def __repr_args__(self) -> Any:

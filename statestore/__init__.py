@@ -10,6 +10,7 @@ from statestore.codec import Codec, JsonCodec, TypedCodec, codec_for
 from statestore.database import DatabaseIdentity, ProcessorDatabase, StoreSpec
 from statestore.errors import (
     BatchStateError,
+    BootstrapError,
     StateStoreError,
     StoreConflictError,
     StoreCorruptError,
@@ -22,6 +23,7 @@ __all__ = [
     "META_STORE",
     "BatchStateError",
     "BatchStatus",
+    "BootstrapError",
     "Codec",
     "DatabaseIdentity",
     "JsonCodec",

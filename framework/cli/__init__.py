@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from framework.cli import backfill as backfill_commands
 from framework.cli import broker as broker_commands
 from framework.cli import run as run_commands
 from framework.cli import state as state_commands
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker_commands.register(commands)
     run_commands.register(commands)
     state_commands.register(commands)
+    backfill_commands.register(commands)
     return parser
 
 

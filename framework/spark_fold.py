@@ -1,0 +1,126 @@
+"""The app's own processor function as a Spark bootstrap ``Fold``.
+
+Spark ships ``AppFold`` (and with it the ``App``: its stores, processor functions and config)
+to its workers. There each group of records runs through ``RecordProcessor`` in restore mode
+-- exactly the code the runtime and the catch-up use -- against an in-memory database, and
+the group's final state comes back as the bytes the runtime would have stored.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from framework.app import App
+from framework.processing import RecordProcessor
+from statestore import DatabaseIdentity, ProcessorDatabase
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["AppFold", "ArchivedMessage"]
+
+_COMMIT_EVERY = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivedMessage:
+    """A record read from history, presented as the consumer presents a Kafka message."""
+
+    _topic: str
+    _partition: int
+    _offset: int
+    _key: bytes | None
+    _value: bytes | None
+    _timestamp: int | None
+    _headers: Any
+
+    def topic(self) -> str:
+        """The record's topic."""
+        return self._topic
+
+    def partition(self) -> int:
+        """The record's partition."""
+        return self._partition
+
+    def offset(self) -> int:
+        """The record's offset."""
+        return self._offset
+
+    def key(self) -> bytes | None:
+        """The record's key."""
+        return self._key
+
+    def value(self) -> bytes | None:
+        """The record's value."""
+        return self._value
+
+    def timestamp(self) -> tuple[int, int]:
+        """``(type, epoch ms)`` as confluent-kafka gives it (type 0: none)."""
+        return (0, 0) if self._timestamp is None else (1, self._timestamp)
+
+    def headers(self) -> list[tuple[str, bytes | None]] | None:
+        """The record's headers (from Spark's ``array<struct<key, value>>``)."""
+        if self._headers is None:
+            return None
+        return [
+            (str(h["key"]), None if h["value"] is None else bytes(h["value"]))
+            for h in self._headers
+        ]
+
+
+class AppFold:
+    """Folds records with ``app``'s processor functions (restore mode) into state items."""
+
+    def __init__(self, app: App) -> None:
+        app.check()
+        self.app = app
+        self._processor: RecordProcessor | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"app": self.app}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.app = state["app"]
+        self._processor = None
+
+    def __call__(self, records: pd.DataFrame) -> Iterator[tuple[str, bytes, bytes]]:
+        """``(store, key, encoded value)`` of each key's state after ``records`` (in order)."""
+        if self._processor is None:
+            self._processor = RecordProcessor(self.app)
+        processor = self._processor
+        database = ProcessorDatabase.in_memory(
+            DatabaseIdentity(self.app.config.app_id, -1), self.app.store_specs()
+        )
+        batch = database.begin()
+        columns = (
+            records["topic"],
+            records["partition"],
+            records["offset"],
+            records["key"],
+            records["value"],
+            records["timestamp"],
+            records["headers"],
+        )
+        for count, (topic, partition, offset, key, value, timestamp, headers) in enumerate(
+            zip(*columns, strict=True), start=1
+        ):
+            message = ArchivedMessage(
+                topic,
+                int(partition),
+                int(offset),
+                None if key is None else bytes(key),
+                None if value is None else bytes(value),
+                None if timestamp is None or math.isnan(timestamp) else int(timestamp),
+                headers,
+            )
+            processor.process(batch, message, topic, int(partition), int(offset), restore=True)
+            if count % _COMMIT_EVERY == 0:
+                batch.commit()
+                batch = database.begin()
+        batch.commit()
+        for store in database.store_names():
+            for key, raw in database.backend.scan(store):
+                yield store, key, raw

@@ -49,6 +49,9 @@ class App:
     def __init__(self, config: AppConfig | None = None, config_file: Path | None = None) -> None:
         self._config = config
         self.config_file = config_file
+        #: ``MODULE:ATTRIBUTE`` this app was loaded from (``load_app`` sets it), so child
+        #: processes (processors, Spark bootstrap jobs) can import it again.
+        self.spec: str | None = None
         self.stores: dict[str, StoreSpec] = {}
         self.handlers: dict[str, Handler] = {}
 

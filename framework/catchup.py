@@ -13,22 +13,27 @@ membership): gained keys are always rebuilt from empty.
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
+from framework.bootstrap_run import BootstrapRun
 from framework.processing import ProcessorStoppedError, RecordProcessor
 from rebalance import bucket, key_hash
 from rebalance.control import Handoff, Scale
 from statestore import ProcessorDatabase
+from statestore.spark import OffsetRange
 
-__all__ = ["CatchUp"]
+__all__ = ["BootstrapStarter", "CatchUp"]
 
 log = logging.getLogger(__name__)
 
 Position = tuple[str, int]
+#: Starts a Spark bootstrap of the given ranges, covering the given partitions.
+BootstrapStarter = Callable[[dict[Position, OffsetRange], list[Position]], BootstrapRun]
 _REFRESH_SECONDS = 0.5
 
 
@@ -45,6 +50,7 @@ class CatchUp:
         group_id: str,
         database: ProcessorDatabase,
         records: RecordProcessor,
+        bootstrap: BootstrapStarter | None = None,
     ) -> None:
         self.processor = processor
         self.generation = scale.generation
@@ -68,7 +74,88 @@ class CatchUp:
         self._clear_stale(gained)
         self._consumer = Consumer({**client, "group.id": group_id, "enable.auto.commit": False})
         progress = database.progress(self.scope)
-        self.positions: dict[Position, int] = {}
+        self.positions: dict[Position, int] = {p: progress.get(p, 0) for p in self.bounds}
+        self.t1: dict[Position, int] = {}
+        self.released: dict[Position, int] = {}
+        self._paused: set[Position] = set()
+        self._refreshed = 0.0
+        self.applied = 0
+        self.replayed = 0
+        self.bootstrapped = 0
+        self.started = time.monotonic()
+        self.bootstrap: BootstrapRun | None = None
+        self._bootstrap_polled = 0.0
+        if bootstrap is not None and not progress and not database.has_flag(self._loaded_flag):
+            ranges = self._bootstrap_ranges()
+            if ranges is not None:
+                self.bootstrap = bootstrap(ranges, sorted(self.bounds))
+                log.info(
+                    "processor %d: building the keys it gains in generation %d with Spark "
+                    "(%s); catch-up follows",
+                    processor,
+                    self.generation,
+                    self.bootstrap.directory,
+                )
+        if self.bootstrap is None:
+            self._start_reading(progress)
+
+    @property
+    def bootstrapping(self) -> bool:
+        """Whether the Spark bootstrap is still running (nothing is read meanwhile)."""
+        return self.bootstrap is not None
+
+    @property
+    def _loaded_flag(self) -> str:
+        return f"{self.scope}-bootstrapped"
+
+    def _bootstrap_ranges(self) -> dict[Position, OffsetRange] | None:
+        """What Spark should fold: every S2 partition from its start up to T1 (S1) or its
+        threshold (ancestors); ``None`` when an ancestor's threshold is not known yet."""
+        unknown = [p for p in self.bounds if p not in self.s1 and self.bounds[p] is None]
+        if unknown:
+            log.warning(
+                "processor %d: thresholds of %s are not recorded yet; catching up by replay",
+                self.processor,
+                sorted(unknown),
+            )
+            return None
+        s1 = [TopicPartition(t, p) for t, p in sorted(self.s1)]
+        t1 = {(tp.topic, tp.partition): max(tp.offset, 0) for tp in self._consumer.committed(s1)}
+        return {
+            position: OffsetRange(0, t1[position] if position in self.s1 else (bound or 0))
+            for position, bound in self.bounds.items()
+        }
+
+    def _poll_bootstrap(self) -> None:
+        """Ingest the Spark bootstrap once it finished, then read on from what it covered."""
+        assert self.bootstrap is not None
+        now = time.monotonic()
+        if now - self._bootstrap_polled < _REFRESH_SECONDS:
+            return
+        self._bootstrap_polled = now
+        manifest = self.bootstrap.poll()
+        if manifest is None:
+            return
+        target = manifest.targets[self.processor]
+        self._database.bulk_load(manifest.files(self.processor), target.offsets, scope=self.scope)
+        batch = self._database.begin()
+        batch.set_flag(self._loaded_flag)
+        batch.commit()
+        log.info(
+            "processor %d: ingested the Spark bootstrap: %d keys from %d records; catching up "
+            "from %s",
+            self.processor,
+            target.keys,
+            manifest.records_read,
+            target.offsets,
+        )
+        shutil.rmtree(self.bootstrap.directory, ignore_errors=True)
+        self.bootstrap = None
+        self.bootstrapped = manifest.records_read
+        self._start_reading(self._database.progress(self.scope))
+
+    def _start_reading(self, progress: Mapping[Position, int]) -> None:
+        """Refuse when Kafka lost history from ``progress`` on; else start reading there."""
         lost: list[str] = []
         for position in self.bounds:
             low, _high = self._consumer.get_watermark_offsets(TopicPartition(*position), timeout=30)
@@ -78,27 +165,20 @@ class CatchUp:
         if lost:
             self._consumer.close()
             raise ProcessorStoppedError(
-                f"processor {processor} cannot rebuild the keys it gains in generation "
-                f"{scale.generation}: their history is no longer complete in Kafka ("
+                f"processor {self.processor} cannot rebuild the keys it gains in generation "
+                f"{self.generation}: their history is no longer complete in Kafka ("
                 f"{'; '.join(lost)}: retention deleted earlier records). Building state from "
                 "partial history would be wrong, so it stops. Fix: keep the whole history "
-                "(retention.ms=-1 on input topics of stateful apps), or rebuild from an archive "
-                "with `splitstate backfill` once it exists."
+                "(retention.ms=-1 on input topics of stateful apps), or bootstrap from a "
+                "Parquet archive (bootstrap: spark with spark.archive)."
             )
         self._consumer.assign(
             [TopicPartition(t, p, progress.get((t, p), OFFSET_BEGINNING)) for t, p in self.bounds]
         )
-        self.t1: dict[Position, int] = {}
-        self.released: dict[Position, int] = {}
-        self._paused: set[Position] = set()
-        self._refreshed = 0.0
-        self.applied = 0
-        self.replayed = 0
-        self.started = time.monotonic()
-        self.refresh()
+        self.refresh(force=True)
         log.info(
             "processor %d: catching up for generation %d: S1 %s, S2 %s, from %s",
-            processor,
+            self.processor,
             self.generation,
             sorted(self.s1),
             sorted(self.bounds),
@@ -155,6 +235,9 @@ class CatchUp:
 
     def step(self, max_records: int, timeout: float = 0.05) -> int:
         """Read and apply up to ``max_records`` records; returns how many were read."""
+        if self.bootstrap is not None:
+            self._poll_bootstrap()
+            return 0
         self.refresh()
         messages = self._consumer.consume(num_messages=max_records, timeout=timeout)
         if not messages:
@@ -202,6 +285,8 @@ class CatchUp:
 
     def caught_up(self, handoff: Handoff, max_lag: int) -> bool:
         """Whether ``handoff``'s partitions (and every bounded ancestor) are within ``max_lag``."""
+        if self.bootstrap is not None:
+            return False
         ancestors_done = all(
             self.positions[p] >= bound
             for p, bound in self.bounds.items()
@@ -212,7 +297,7 @@ class CatchUp:
 
     def finished(self, handoff: Handoff) -> bool:
         """Whether every partition of a released ``handoff`` was read exactly to F."""
-        return all(
+        return self.bootstrap is None and all(
             p in self.released and self.positions[p] >= self.released[p] for p in handoff.partitions
         )
 
@@ -230,5 +315,7 @@ class CatchUp:
             self.s1.discard(position)
 
     def close(self) -> None:
-        """Stop reading."""
+        """Stop reading (and a Spark bootstrap still running)."""
+        if self.bootstrap is not None:
+            self.bootstrap.cancel()
         self._consumer.close()

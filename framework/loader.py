@@ -36,6 +36,7 @@ def load_app(spec: str, config_file: Path | None = None) -> App:
             f"{module_name}.{attribute} is {type(app).__name__}, not a splitstate App. "
             f"Fix: point at the App object, e.g. {module_name}:app"
         )
+    app.spec = spec
     if config_file is not None:
         app.configure(AppConfig.load(config_file))
         app.config_file = config_file

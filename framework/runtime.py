@@ -41,7 +41,8 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from framework.app import App
-from framework.catchup import CatchUp
+from framework.bootstrap_run import BootstrapRun
+from framework.catchup import BootstrapStarter, CatchUp
 from framework.control_watch import ControlWatcher
 from framework.controllog import ControlLog
 from framework.errors import SplitstateError
@@ -50,8 +51,9 @@ from framework.layout import AppLayout, prepare_app
 from framework.processing import DeadLetter, EncodedOutput, RecordProcessor
 from framework.producer import LinearHashPartitioner
 from rebalance import HandoffEvent, HandoffPhase, bucket, key_hash
-from rebalance.control import Handoff, handoff_record
+from rebalance.control import Handoff, Scale, handoff_record
 from statestore import DatabaseIdentity, ProcessorDatabase, processor_path
+from statestore.spark import OffsetRange
 
 __all__ = ["ProcessorRuntime", "RuntimeStats"]
 
@@ -241,8 +243,8 @@ class ProcessorRuntime:
             if session.owned:
                 self._process_batch(session, wait)
                 self._release_ready(session)
-            elif session.catchup is None:
-                time.sleep(wait)
+            elif session.catchup is None or session.catchup.bootstrapping:
+                time.sleep(self.config.batch.max_wait_ms / 1000)
             if session.catchup is not None:
                 self._catch_up(session)
             now = time.monotonic()
@@ -336,12 +338,28 @@ class ProcessorRuntime:
                 group_id=self.config.app_id,
                 database=session.database,
                 records=session.records,
+                bootstrap=self._bootstrap_starter(scale)
+                if self.config.bootstrap == "spark"
+                else None,
             )
         for handoff in incoming:
             if handoff.phase is HandoffPhase.PLANNED:
                 self._send(session, scale.generation, handoff, HandoffEvent.START_CATCH_UP)
             elif handoff.phase is HandoffPhase.RELEASED:
                 session.catchup.release(handoff)
+
+    def _bootstrap_starter(self, scale: Scale) -> BootstrapStarter:
+        def start(ranges: dict[Position, OffsetRange], covers: list[Position]) -> BootstrapRun:
+            return BootstrapRun.start(
+                self.app,
+                processor=self.processor_id,
+                generation=scale.generation,
+                processors=scale.new_processors,
+                ranges=ranges,
+                covers=covers,
+            )
+
+        return start
 
     def _catch_up(self, session: _Session) -> None:
         catchup = session.catchup

@@ -278,13 +278,17 @@ class ProcessorDatabase:
     # -- bulk load -------------------------------------------------------------------------
 
     def bulk_load(
-        self, files: Mapping[str, Sequence[Path]], offsets: Mapping[tuple[str, int], int]
+        self,
+        files: Mapping[str, Sequence[Path]],
+        offsets: Mapping[tuple[str, int], int],
+        scope: str | None = None,
     ) -> None:
         """Ingest sorted SST files per store, then record ``offsets``: the state they cover.
 
-        Ingested keys override existing values of the same keys; other keys are untouched;
-        later batches override ingested values. A crash mid-way is finished on the next open
-        (the files must still exist).
+        ``offsets`` become input offsets, or progress offsets of ``scope`` (e.g. a catch-up
+        that continues from them). Ingested keys override existing values of the same keys;
+        other keys are untouched; later batches override ingested values. A crash mid-way is
+        finished on the next open (the files must still exist).
         """
         for store in files:
             self._codec(store)
@@ -295,6 +299,7 @@ class ProcessorDatabase:
             "offsets": [
                 [topic, partition, offset] for (topic, partition), offset in offsets.items()
             ],
+            "scope": scope,
         }
         self.backend.write({META_STORE: [(BULK_LOAD_KEY, json.dumps(plan).encode())]})
         self.resume_bulk_load()
@@ -319,10 +324,12 @@ class ProcessorDatabase:
         offsets = {
             (topic, int(partition)): int(offset) for topic, partition, offset in plan["offsets"]
         }
+        scope = plan.get("scope")
         for (topic, partition), offset in offsets.items():
-            finished.append((offset_key(topic, partition), str(offset).encode()))
+            finished.append((offset_key(topic, partition, scope), str(offset).encode()))
         self.backend.write({META_STORE: finished})
-        self._offsets.update(offsets)
+        if scope is None:
+            self._offsets.update(offsets)
 
     # -- closing ---------------------------------------------------------------------------
 

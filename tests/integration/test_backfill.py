@@ -85,7 +85,7 @@ def grow(bootstrap: str, topic: str, before: int, after: int) -> dict[int, int]:
     Every record of phase 1 is flushed before, so each parent's end offset is the threshold
     of the partition split from it (``splitstate expand`` will write marker records).
     """
-    client = {"bootstrap.servers": bootstrap}
+    client: dict[str, str | int | float | bool] = {"bootstrap.servers": bootstrap}
     admin = AdminClient(client)
     consumer = Consumer({**client, "group.id": unique("watermarks")})
     ends = {
@@ -201,7 +201,8 @@ def write_archive(history: History, path: Path) -> int:
             rows["partition"].append(message.partition())
             rows["offset"].append(message.offset())
             rows["timestamp"].append(message.timestamp()[1])
-            rows["headers"].append([{"key": k, "value": v} for k, v in (message.headers() or [])])
+            headers = message.headers() or []
+            rows["headers"].append([{"key": h[0], "value": h[1]} for h in headers])
     consumer.close()
     schema = pa.schema(
         [
@@ -218,7 +219,7 @@ def write_archive(history: History, path: Path) -> int:
     half = table.num_rows // 2  # two files, as a lake export would write several
     pq.write_table(table.slice(0, half), path / "part-0.parquet")
     pq.write_table(table.slice(half), path / "part-1.parquet")
-    return table.num_rows
+    return int(table.num_rows)
 
 
 @pytest.fixture(scope="module", params=["wordcount", "balances"])

@@ -25,7 +25,6 @@ import logging
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
@@ -41,74 +40,23 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from framework.app import App
-from framework.bootstrap_run import BootstrapRun
-from framework.catchup import BootstrapStarter, CatchUp
 from framework.control_watch import ControlWatcher
 from framework.controllog import ControlLog
 from framework.errors import SplitstateError
-from framework.faults import maybe_crash
-from framework.layout import AppLayout, prepare_app
+from framework.handoffs import HandoffProtocol
+from framework.layout import prepare_app
 from framework.processing import DeadLetter, EncodedOutput, RecordProcessor
 from framework.producer import LinearHashPartitioner
-from rebalance import HandoffEvent, HandoffPhase, bucket, key_hash
-from rebalance.control import Handoff, Scale, handoff_record
+from framework.session import Position, RuntimeStats, Session
 from statestore import DatabaseIdentity, ProcessorDatabase, processor_path
-from statestore.spark import OffsetRange
 
 __all__ = ["ProcessorRuntime", "RuntimeStats"]
 
 log = logging.getLogger(__name__)
 _LOG_EVERY_SECONDS = 10.0
-Position = tuple[str, int]
 
 
-@dataclass
-class RuntimeStats:
-    """Counters of one processor run."""
-
-    records: int = 0
-    restored: int = 0
-    outputs: int = 0
-    dead_letters: int = 0
-    batches: int = 0
-    started: float = field(default_factory=time.monotonic)
-
-
-@dataclass
-class _Session:
-    """Everything one run of a processor holds."""
-
-    layout: AppLayout
-    database: ProcessorDatabase
-    consumer: Consumer
-    producer: Producer
-    watcher: ControlWatcher
-    control: ControlLog
-    records: RecordProcessor
-    partitioner: LinearHashPartitioner
-    owned: set[Position] = field(default_factory=set)
-    restore_below: dict[Position, int] = field(default_factory=dict)
-    catchup: CatchUp | None = None
-    sent: set[tuple[int, int, int, str]] = field(default_factory=set)
-    released: dict[int, set[Position]] = field(default_factory=dict)
-
-    def owned_now(self, processor: int) -> set[Position]:
-        """What the control log says this processor owns, less what it released itself
-        (its own RELEASE may not have come back through the log yet)."""
-        state = self.watcher.state
-        owned = state.owned(processor, self.counts)
-        scale = state.scaling
-        if scale is not None:
-            owned -= self.released.get(scale.generation, set())
-        return owned
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """Each input topic's partition count."""
-        return {name: entry.partitions for name, entry in self.layout.inputs.items()}
-
-
-class ProcessorRuntime:
+class ProcessorRuntime(HandoffProtocol):
     """Runs processor ``processor_id`` of ``app`` until stopped (or it has no work left)."""
 
     def __init__(self, app: App, processor_id: int) -> None:
@@ -153,7 +101,7 @@ class ProcessorRuntime:
         )
         path = processor_path(self.config.app_state_dir, self.processor_id)
         database = ProcessorDatabase.open(path, identity, self.app.store_specs())
-        session = _Session(
+        session = Session(
             layout=layout,
             database=database,
             consumer=Consumer(
@@ -191,7 +139,7 @@ class ProcessorRuntime:
             database.close()
         return self.stats
 
-    def _assign(self, session: _Session, owned: set[Position]) -> None:
+    def _assign(self, session: Session, owned: set[Position]) -> None:
         """Make the consumer read exactly ``owned``, each from the state's offset."""
         added, removed = owned - session.owned, session.owned - owned
         if removed:
@@ -226,7 +174,7 @@ class ProcessorRuntime:
 
     # -- the loop --------------------------------------------------------------------------
 
-    def _loop(self, session: _Session, until: Callable[[RuntimeStats], bool] | None) -> None:
+    def _loop(self, session: Session, until: Callable[[RuntimeStats], bool] | None) -> None:
         last_log = time.monotonic()
         while not self._stopping and (until is None or not until(self.stats)):
             if session.watcher.poll():
@@ -261,7 +209,7 @@ class ProcessorRuntime:
             except KafkaException as error:
                 log.warning("final consumer group commit failed: %s", error)
 
-    def _process_batch(self, session: _Session, wait: float) -> None:
+    def _process_batch(self, session: Session, wait: float) -> None:
         messages = session.consumer.consume(
             num_messages=self.config.batch.max_records, timeout=max(wait, 0.01)
         )
@@ -307,172 +255,6 @@ class ProcessorRuntime:
         self.stats.dead_letters += len(dead)
         self.stats.batches += 1
 
-    # -- the catch-up protocol -------------------------------------------------------------
-
-    def _coordinate(self, session: _Session) -> None:
-        """Act on the control state: ownership, joining a scale, releasing, completing."""
-        state = session.watcher.state
-        self._assign(session, session.owned_now(self.processor_id))
-        scale = state.scaling
-        incoming = (
-            []
-            if scale is None
-            else [
-                h for h in scale.incoming(self.processor_id) if h.phase is not HandoffPhase.COMPLETE
-            ]
-        )
-        if scale is None or not incoming:
-            if session.catchup is not None:
-                session.catchup.close()
-                session.catchup = None
-            return
-        if session.catchup is None or session.catchup.generation != scale.generation:
-            if session.catchup is not None:
-                session.catchup.close()
-            assert state.app is not None
-            session.catchup = CatchUp(
-                self.processor_id,
-                state.app.initial_processors,
-                scale,
-                client=self.config.kafka.client_settings(),
-                group_id=self.config.app_id,
-                database=session.database,
-                records=session.records,
-                bootstrap=self._bootstrap_starter(scale)
-                if self.config.bootstrap == "spark"
-                else None,
-            )
-        for handoff in incoming:
-            if handoff.phase is HandoffPhase.PLANNED:
-                self._send(session, scale.generation, handoff, HandoffEvent.START_CATCH_UP)
-            elif handoff.phase is HandoffPhase.RELEASED:
-                session.catchup.release(handoff)
-
-    def _bootstrap_starter(self, scale: Scale) -> BootstrapStarter:
-        def start(ranges: dict[Position, OffsetRange], covers: list[Position]) -> BootstrapRun:
-            return BootstrapRun.start(
-                self.app,
-                processor=self.processor_id,
-                generation=scale.generation,
-                processors=scale.new_processors,
-                ranges=ranges,
-                covers=covers,
-            )
-
-        return start
-
-    def _catch_up(self, session: _Session) -> None:
-        catchup = session.catchup
-        assert catchup is not None
-        catchup.step(self.config.scaling.catchup_batch)
-        scale = session.watcher.state.scaling
-        if scale is None:
-            return
-        for handoff in scale.incoming(self.processor_id):
-            if handoff.phase is HandoffPhase.CATCHING_UP and catchup.caught_up(
-                handoff, self.config.scaling.ready_lag
-            ):
-                self._send(session, scale.generation, handoff, HandoffEvent.CAUGHT_UP)
-            elif (
-                handoff.phase is HandoffPhase.RELEASED
-                and (scale.generation, handoff.source, handoff.target, "COMPLETE")
-                not in session.sent
-                and catchup.finished(handoff)
-            ):
-                catchup.complete(handoff)
-                self._send(session, scale.generation, handoff, HandoffEvent.COMPLETE)
-                elapsed = max(time.monotonic() - catchup.started, 1e-9)
-                log.info(
-                    "processor %d took over %s from processor %d at %s; replayed %d records "
-                    "in %.1fs (%.0f/s)",
-                    self.processor_id,
-                    sorted(handoff.partitions),
-                    handoff.source,
-                    dict(handoff.released),
-                    catchup.replayed,
-                    elapsed,
-                    catchup.replayed / elapsed,
-                )
-
-    def _release_ready(self, session: _Session) -> None:
-        """At a batch boundary: give READY handoffs' partitions away at their offsets F."""
-        scale = session.watcher.state.scaling
-        if scale is None:
-            return
-        for handoff in scale.outgoing(self.processor_id):
-            if handoff.phase is not HandoffPhase.READY:
-                continue
-            key = (scale.generation, handoff.source, handoff.target, HandoffEvent.RELEASE.value)
-            if key in session.sent:
-                continue
-            moved = set(handoff.partitions)
-            session.released.setdefault(scale.generation, set()).update(moved)
-            self._assign(session, session.owned - moved)
-            final = self._final_offsets(session, moved)
-            session.consumer.commit(
-                offsets=[TopicPartition(t, p, o) for (t, p), o in final.items()],
-                asynchronous=False,
-            )
-            self._send(session, scale.generation, handoff, HandoffEvent.RELEASE, final)
-            log.info(
-                "processor %d released %s to processor %d at %s",
-                self.processor_id,
-                sorted(moved),
-                handoff.target,
-                final,
-            )
-            self._forget_moved_keys(session, handoff, scale.new_processors)
-
-    def _final_offsets(self, session: _Session, moved: set[Position]) -> dict[Position, int]:
-        offsets = session.database.offsets()
-        final = {}
-        for topic, partition in sorted(moved):
-            if (topic, partition) in offsets:
-                final[(topic, partition)] = offsets[(topic, partition)]
-            else:
-                low, _high = session.consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=30
-                )
-                final[(topic, partition)] = low
-        return final
-
-    def _forget_moved_keys(self, session: _Session, handoff: Handoff, processors: int) -> None:
-        """Delete the state of keys that now belong to the receiver (it rebuilt them)."""
-        state = session.watcher.state
-        assert state.app is not None
-        b, target = state.app.initial_processors, handoff.target
-        deleted = session.database.delete_keys(
-            lambda key: bucket(key_hash(key), b, processors) == target
-        )
-        log.info("processor %d deleted the state of %d moved keys", self.processor_id, deleted)
-
-    def _send(
-        self,
-        session: _Session,
-        generation: int,
-        handoff: Handoff,
-        event: HandoffEvent,
-        offsets: dict[Position, int] | None = None,
-    ) -> None:
-        key = (generation, handoff.source, handoff.target, event.value)
-        if key in session.sent:
-            return
-        session.sent.add(key)
-        state_dir = self.config.app_state_dir
-        maybe_crash(f"before:{event.value}", self.processor_id, state_dir)
-        session.control.append(
-            handoff_record(generation, handoff.source, handoff.target, event, offsets)
-        )
-        maybe_crash(f"after:{event.value}", self.processor_id, state_dir)
-        log.info(
-            "processor %d: generation %d handoff %d -> %d: %s",
-            self.processor_id,
-            generation,
-            handoff.source,
-            handoff.target,
-            event.value,
-        )
-
     # -- output ----------------------------------------------------------------------------
 
     def _usable(self, message: Message) -> bool:
@@ -486,7 +268,7 @@ class ProcessorRuntime:
         return False
 
     def _produce(
-        self, session: _Session, outputs: list[EncodedOutput], dead: list[DeadLetter]
+        self, session: Session, outputs: list[EncodedOutput], dead: list[DeadLetter]
     ) -> None:
         """Produce outputs and dead letters and wait for all of them (or raise)."""
         if not outputs and not dead:
@@ -541,10 +323,12 @@ class ProcessorRuntime:
                 "batch was not committed and will be processed again after a restart"
             )
 
-    def _log_progress(self, session: _Session, now: float) -> None:
+    def _log_progress(self, session: Session, now: float) -> None:
         elapsed = max(now - self.stats.started, 1e-9)
         catching = ""
-        if session.catchup is not None:
+        if session.catchup is not None and session.catchup.bootstrapping:
+            catching = ", building gained keys with Spark (see `splitstate status`)"
+        elif session.catchup is not None:
             catching = (
                 f", catching up (lag {session.catchup.lag()}, {session.catchup.applied} applied)"
             )

@@ -11,6 +11,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from framework.app import App
+from framework.bootstrap_run import bootstrap_directory, read_bootstrap_progress
 from framework.controllog import ControlLog
 from framework.registry import TopicRegistry
 from rebalance import bucket, expected_shares
@@ -18,12 +19,15 @@ from statestore import ProcessorDatabase, StateStoreError
 
 __all__ = [
     "AppStatus",
+    "BootstrapStatus",
     "HandoffStatus",
     "PartitionStatus",
     "ProcessorStatus",
     "collect_status",
     "render_status",
 ]
+
+_BAR = 20
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,30 @@ class HandoffStatus:
 
 
 @dataclass(frozen=True)
+class BootstrapStatus:
+    """A joining processor's Spark bootstrap, as its job last reported (``bootstrap: spark``)."""
+
+    processor: int
+    phase: str
+    tasks_done: int
+    tasks_total: int
+    records_read: int
+    records_applied: int
+    seconds: float
+
+    def render(self) -> str:
+        """One line with a bar over the current Spark stage's tasks."""
+        fraction = self.tasks_done / self.tasks_total if self.tasks_total else 0.0
+        filled = round(fraction * _BAR)
+        bar = "#" * filled + "-" * (_BAR - filled)
+        return (
+            f"processor {self.processor} Spark bootstrap {self.phase:<8} [{bar}] tasks "
+            f"{self.tasks_done}/{self.tasks_total}  {self.records_read:,} records read, "
+            f"{self.records_applied:,} folded  {self.seconds:.0f}s"
+        )
+
+
+@dataclass(frozen=True)
 class AppStatus:
     """The whole app."""
 
@@ -79,6 +107,7 @@ class AppStatus:
     topic_counts: dict[str, list[int]]
     scaling_to: int | None = None
     handoffs: list[HandoffStatus] = field(default_factory=list)
+    bootstraps: list[BootstrapStatus] = field(default_factory=list)
 
 
 def _directory_size(path: Path) -> int | None:
@@ -155,6 +184,12 @@ def collect_status(app: App) -> AppStatus:
                     ],
                 )
             )
+    bootstraps = []
+    if scale is not None:
+        for target in sorted({h.target for h in scale.handoffs.values()}):
+            bootstrap = _bootstrap_status(app, target, scale.generation)
+            if bootstrap is not None:
+                bootstraps.append(bootstrap)
     return AppStatus(
         config.app_id,
         generation,
@@ -163,6 +198,23 @@ def collect_status(app: App) -> AppStatus:
         counts,
         scale.new_processors if scale else None,
         handoffs,
+        bootstraps,
+    )
+
+
+def _bootstrap_status(app: App, processor: int, generation: int) -> BootstrapStatus | None:
+    """The progress file of a bootstrap job running on this machine, if there is one."""
+    progress = read_bootstrap_progress(bootstrap_directory(app, processor, generation))
+    if progress is None:
+        return None
+    return BootstrapStatus(
+        processor,
+        str(progress.get("phase", "?")),
+        int(progress.get("tasks_done", 0)),
+        int(progress.get("tasks_total", 0)),
+        int(progress.get("records_read", 0)),
+        int(progress.get("records_applied", 0)),
+        float(progress.get("updated", 0.0)) - float(progress.get("started", 0.0)),
     )
 
 
@@ -233,6 +285,8 @@ def render_status(status: AppStatus) -> str:
                     f"{f'{topic}[{partition}]':<24} {_number(t1):>9} {_number(t2):>9} "
                     f"{_number(final):>9} {lag:>8}"
                 )
+        for bootstrap in status.bootstraps:
+            lines.append(bootstrap.render())
     uneven = len({p.share for p in status.processors}) > 1
     if uneven:
         lines.append("")

@@ -138,6 +138,8 @@ class Supervisor:
         except SplitstateError as error:
             log.warning("could not read catch-up progress: %s", error)
             return
+        for bootstrap in status.bootstraps:
+            log.info("%s", bootstrap.render())
         for line in self._progress.update(status):
             log.info("%s", line.render())
 

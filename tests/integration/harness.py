@@ -24,10 +24,10 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def write_config(directory: Path, bootstrap: str, **fields: Any) -> Path:
+def write_config(directory: Path, kafka: str, **fields: Any) -> Path:
     """Write an app config YAML with ``fields`` (state_dir defaults into ``directory``)."""
     data: dict[str, Any] = {
-        "kafka": {"bootstrap_servers": bootstrap},
+        "kafka": {"bootstrap_servers": kafka},
         "state_dir": str(directory / "state"),
         "batch": {"max_records": 500, "max_wait_ms": 50},
         **fields,

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from framework import AppConfig
 from framework.loader import load_app
 from framework.scaling import read_control, request_scale
+from framework.status import collect_status
 from tests.integration.harness import (
     Supervised,
     TopicReader,
@@ -70,23 +73,24 @@ def scale_to(config: Path, processors: int) -> int:
 class ScalingRun:
     """wordcount on 8 partitions with 2 processors, a producer writing, an output reader."""
 
-    def __init__(self, tmp_path: Path, bootstrap: str) -> None:
+    def __init__(self, tmp_path: Path, kafka: str, **fields: Any) -> None:
         words, counts = unique("words"), unique("word-counts")
         self.config = write_config(
             tmp_path,
-            bootstrap,
+            kafka,
             app_id=unique("scaling"),
             inputs=[{"topic": words, "partitions": 8}],
             outputs=[{"topic": counts, "partitions": 8}],
             initial_processors=2,
             processors=2,
             scaling={"ready_lag": 200},
+            **fields,
         )
         created = splitstate("topics", "create", APP, "--config", str(self.config))
         assert created.returncode == 0, created.stderr
         self.runner = Supervised(APP, self.config, tmp_path / "state", tmp_path / "run.log")
-        self.production = Production(bootstrap, words)
-        self.reader = TopicReader(bootstrap, counts, 8)
+        self.production = Production(kafka, words)
+        self.reader = TopicReader(kafka, counts, 8)
 
     def start_flowing(self) -> None:
         """Wait for the processors, start producing, wait for outputs."""
@@ -168,3 +172,41 @@ def test_scaling_survives_sigkill_of_joiner_and_old_owner(
     tmp_path: Path, kafka_bootstrap: str
 ) -> None:
     run_scaling(tmp_path, kafka_bootstrap, kill=True)
+
+
+def test_scale_out_with_spark_bootstrap_is_exactly_once(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    """`bootstrap: spark`: the joiner builds its keys with Spark, ingests them, catches up the
+    rest and takes over, while production goes on; outputs stay exactly 1..n per word."""
+    run = ScalingRun(tmp_path, kafka_bootstrap, bootstrap="spark", spark={"shards": 4})
+    app = load_app(APP, run.config)
+    phases: set[str] = set()
+    try:
+        run.start_flowing()
+        time.sleep(3)  # history for Spark to fold
+        generation = scale_to(run.config, 3)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            state = read_control(app)
+            if state.generation is not None and state.generation.generation >= generation:
+                break
+            phases.update(b.phase for b in collect_status(app).bootstraps)
+            run.reader.poll(0.5)
+        else:
+            raise AssertionError("the scale with a Spark bootstrap did not complete")
+        time.sleep(2)
+        truth = run.finish()
+    finally:
+        status, log = run.stop()
+    assert status == 0, log[-3000:]
+    seen = counts_by_word(run.reader.records)
+    for word, n in truth.items():
+        assert sorted(seen[word]) == list(range(1, n + 1)), (word, n, seen[word][:5])
+    assert sum(len(v) for v in seen.values()) == sum(truth.values())
+    assert phases & {"fold", "write", "publish", "done"}, phases
+    ingested = re.search(r"ingested the Spark bootstrap: (\d+) keys from (\d+) records", log)
+    assert ingested is not None, log[-3000:]
+    assert int(ingested.group(2)) > 1000
+    assert "Spark bootstrap" in log  # the supervisor's progress lines
+    assert "processor 2 took over" in log

@@ -1,0 +1,205 @@
+"""The processor's parts in a scale (the catch-up protocol, KIP-287), between batches.
+
+As an old owner it releases a READY handoff's partitions at a batch boundary, committing
+their final offsets F and writing RELEASE, then forgets the moved keys. As a receiver it
+catches up (``CatchUp``, optionally after a Spark bootstrap), declares CAUGHT_UP when
+T1 - T2 is small, finishes to F after RELEASE, and takes the partitions over from F
+(COMPLETE). Every event it writes is recorded once per run (``Session.sent``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from confluent_kafka import TopicPartition
+
+from framework.app import App
+from framework.bootstrap_run import BootstrapRun
+from framework.catchup import BootstrapStarter, CatchUp
+from framework.config import AppConfig
+from framework.faults import maybe_crash
+from framework.session import Position, Session
+from rebalance import HandoffEvent, HandoffPhase, bucket, key_hash
+from rebalance.control import Handoff, Scale, handoff_record
+from statestore.spark import OffsetRange
+
+__all__ = ["HandoffProtocol"]
+
+log = logging.getLogger("framework.runtime")
+
+
+class HandoffProtocol:
+    """The scale-related steps of ``ProcessorRuntime`` (a mixin over its session)."""
+
+    app: App
+    config: AppConfig
+    processor_id: int
+
+    def _assign(self, session: Session, owned: set[Position]) -> None:
+        raise NotImplementedError
+
+    def _coordinate(self, session: Session) -> None:
+        """Act on the control state: ownership, joining a scale, releasing, completing."""
+        state = session.watcher.state
+        self._assign(session, session.owned_now(self.processor_id))
+        scale = state.scaling
+        incoming = (
+            []
+            if scale is None
+            else [
+                h for h in scale.incoming(self.processor_id) if h.phase is not HandoffPhase.COMPLETE
+            ]
+        )
+        if scale is None or not incoming:
+            if session.catchup is not None:
+                session.catchup.close()
+                session.catchup = None
+            return
+        if session.catchup is None or session.catchup.generation != scale.generation:
+            if session.catchup is not None:
+                session.catchup.close()
+            assert state.app is not None
+            session.catchup = CatchUp(
+                self.processor_id,
+                state.app.initial_processors,
+                scale,
+                client=self.config.kafka.client_settings(),
+                group_id=self.config.app_id,
+                database=session.database,
+                records=session.records,
+                bootstrap=self._bootstrap_starter(scale)
+                if self.config.bootstrap == "spark"
+                else None,
+            )
+        for handoff in incoming:
+            if handoff.phase is HandoffPhase.PLANNED:
+                self._send(session, scale.generation, handoff, HandoffEvent.START_CATCH_UP)
+            elif handoff.phase is HandoffPhase.RELEASED:
+                session.catchup.release(handoff)
+
+    def _bootstrap_starter(self, scale: Scale) -> BootstrapStarter:
+        def start(ranges: dict[Position, OffsetRange], covers: list[Position]) -> BootstrapRun:
+            return BootstrapRun.start(
+                self.app,
+                processor=self.processor_id,
+                generation=scale.generation,
+                processors=scale.new_processors,
+                ranges=ranges,
+                covers=covers,
+            )
+
+        return start
+
+    def _catch_up(self, session: Session) -> None:
+        catchup = session.catchup
+        assert catchup is not None
+        catchup.step(self.config.scaling.catchup_batch)
+        scale = session.watcher.state.scaling
+        if scale is None:
+            return
+        for handoff in scale.incoming(self.processor_id):
+            if handoff.phase is HandoffPhase.CATCHING_UP and catchup.caught_up(
+                handoff, self.config.scaling.ready_lag
+            ):
+                self._send(session, scale.generation, handoff, HandoffEvent.CAUGHT_UP)
+            elif (
+                handoff.phase is HandoffPhase.RELEASED
+                and (scale.generation, handoff.source, handoff.target, "COMPLETE")
+                not in session.sent
+                and catchup.finished(handoff)
+            ):
+                catchup.complete(handoff)
+                self._send(session, scale.generation, handoff, HandoffEvent.COMPLETE)
+                elapsed = max(time.monotonic() - catchup.started, 1e-9)
+                log.info(
+                    "processor %d took over %s from processor %d at %s; replayed %d records "
+                    "in %.1fs (%.0f/s); %d records folded by Spark before",
+                    self.processor_id,
+                    sorted(handoff.partitions),
+                    handoff.source,
+                    dict(handoff.released),
+                    catchup.replayed,
+                    elapsed,
+                    catchup.replayed / elapsed,
+                    catchup.bootstrapped,
+                )
+
+    def _release_ready(self, session: Session) -> None:
+        """At a batch boundary: give READY handoffs' partitions away at their offsets F."""
+        scale = session.watcher.state.scaling
+        if scale is None:
+            return
+        for handoff in scale.outgoing(self.processor_id):
+            if handoff.phase is not HandoffPhase.READY:
+                continue
+            key = (scale.generation, handoff.source, handoff.target, HandoffEvent.RELEASE.value)
+            if key in session.sent:
+                continue
+            moved = set(handoff.partitions)
+            session.released.setdefault(scale.generation, set()).update(moved)
+            self._assign(session, session.owned - moved)
+            final = self._final_offsets(session, moved)
+            session.consumer.commit(
+                offsets=[TopicPartition(t, p, o) for (t, p), o in final.items()],
+                asynchronous=False,
+            )
+            self._send(session, scale.generation, handoff, HandoffEvent.RELEASE, final)
+            log.info(
+                "processor %d released %s to processor %d at %s",
+                self.processor_id,
+                sorted(moved),
+                handoff.target,
+                final,
+            )
+            self._forget_moved_keys(session, handoff, scale.new_processors)
+
+    def _final_offsets(self, session: Session, moved: set[Position]) -> dict[Position, int]:
+        offsets = session.database.offsets()
+        final = {}
+        for topic, partition in sorted(moved):
+            if (topic, partition) in offsets:
+                final[(topic, partition)] = offsets[(topic, partition)]
+            else:
+                low, _high = session.consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=30
+                )
+                final[(topic, partition)] = low
+        return final
+
+    def _forget_moved_keys(self, session: Session, handoff: Handoff, processors: int) -> None:
+        """Delete the state of keys that now belong to the receiver (it rebuilt them)."""
+        state = session.watcher.state
+        assert state.app is not None
+        b, target = state.app.initial_processors, handoff.target
+        deleted = session.database.delete_keys(
+            lambda key: bucket(key_hash(key), b, processors) == target
+        )
+        log.info("processor %d deleted the state of %d moved keys", self.processor_id, deleted)
+
+    def _send(
+        self,
+        session: Session,
+        generation: int,
+        handoff: Handoff,
+        event: HandoffEvent,
+        offsets: dict[Position, int] | None = None,
+    ) -> None:
+        key = (generation, handoff.source, handoff.target, event.value)
+        if key in session.sent:
+            return
+        session.sent.add(key)
+        state_dir = self.config.app_state_dir
+        maybe_crash(f"before:{event.value}", self.processor_id, state_dir)
+        session.control.append(
+            handoff_record(generation, handoff.source, handoff.target, event, offsets)
+        )
+        maybe_crash(f"after:{event.value}", self.processor_id, state_dir)
+        log.info(
+            "processor %d: generation %d handoff %d -> %d: %s",
+            self.processor_id,
+            generation,
+            handoff.source,
+            handoff.target,
+            event.value,
+        )

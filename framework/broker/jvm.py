@@ -94,6 +94,12 @@ def find_java() -> JavaRuntime:
     return JavaRuntime(executable=candidate, major=major)
 
 
+_DESCRIPTIONS: dict[str, str] = {
+    "kafka-broker": "the Kafka broker",
+    "spark-kafka": "Spark's Kafka connector (spark-sql-kafka, used to read topics)",
+}
+
+
 def _pom_path(jar_set: JarSet) -> Path:
     pom = resources.files("framework.broker") / "resources" / f"{jar_set}.pom.xml"
     return Path(str(pom))
@@ -110,7 +116,8 @@ def resolve_jars(jar_set: JarSet) -> Path:
     if mvn is None:
         hint = " or set KAFKA_HOME to an installed Kafka 4.x" if jar_set == "kafka-broker" else ""
         raise JvmSetupError(
-            f"Maven (`mvn`) was not found; it is needed once to fetch the {jar_set} jars. "
+            f"Maven (`mvn`) was not found; it is needed once to fetch the jars of "
+            f"{_DESCRIPTIONS[jar_set]}. "
             f"Fix: install Maven (e.g. `apt-get install maven`){hint}."
         )
     target.parent.mkdir(parents=True, exist_ok=True)

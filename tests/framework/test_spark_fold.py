@@ -1,0 +1,64 @@
+"""The Spark fold runs the app's own processor function: same state as the test driver."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pandas as pd
+from pyspark import cloudpickle
+
+from examples.balances.app import Balance
+from examples.balances.app import app as balances_app
+from framework import AppConfig
+from framework.spark_fold import AppFold
+from framework.testing import TestDriver
+from statestore import TypedCodec
+
+
+def transactions(count: int) -> list[tuple[bytes, bytes]]:
+    rng = random.Random(7)
+    records = []
+    for _ in range(count):
+        account = f"acc-{rng.randrange(20)}"
+        kind = "deposit" if rng.random() < 0.5 else "withdrawal"
+        value = json.dumps({"account": account, "kind": kind, "amount": rng.randrange(1, 90)})
+        records.append((account.encode(), value.encode() if rng.random() > 0.02 else b"{bad"))
+    return records
+
+
+def test_fold_equals_the_driver_including_refused_and_invalid_records() -> None:
+    config = AppConfig.load(balances_app.config_file)
+    records = transactions(3000)
+    driver = TestDriver(balances_app, config)
+    for key, value in records:
+        driver.send("transactions", key, value)
+    frame = pd.DataFrame(
+        {
+            "topic": ["transactions"] * len(records),
+            "partition": [0] * len(records),
+            "offset": range(len(records)),
+            "key": [k for k, _ in records],
+            "value": [v for _, v in records],
+            "timestamp": [1_700_000_000_000] * len(records),
+            "headers": [None] * len(records),
+        }
+    )
+    items = list(AppFold(balances_app)(frame))
+    assert {store for store, _, _ in items} == {"accounts"}
+    codec = TypedCodec(Balance)
+    folded = {key: codec.decode(raw) for _, key, raw in items}
+    expected = {key: driver.state("accounts", key) for key, _ in records}
+    assert folded == {k: v for k, v in expected.items() if v is not None}
+    reasons = {d.reason.split(":")[0] for d in driver.dead_letters}
+    assert {"InsufficientFundsError", "ValidationError"} <= reasons  # refused here and there
+
+
+def test_fold_survives_shipping_to_spark_workers() -> None:
+    fold = AppFold(balances_app)
+    list(fold(pd.DataFrame({c: [] for c in COLUMNS})))
+    copy = cloudpickle.loads(cloudpickle.dumps(fold))  # how Spark ships functions (code only)
+    assert copy.app.config.app_id == balances_app.config.app_id
+
+
+COLUMNS = ["topic", "partition", "offset", "key", "value", "timestamp", "headers"]

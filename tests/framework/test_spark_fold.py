@@ -57,7 +57,8 @@ def test_fold_equals_the_driver_including_refused_and_invalid_records() -> None:
 def test_fold_survives_shipping_to_spark_workers() -> None:
     fold = AppFold(balances_app)
     list(fold(pd.DataFrame({c: [] for c in COLUMNS})))
-    copy = cloudpickle.loads(cloudpickle.dumps(fold))  # how Spark ships functions (code only)
+    shipped = cloudpickle.dumps(fold)  # type: ignore[no-untyped-call]  # as Spark ships code
+    copy = cloudpickle.loads(shipped)
     assert copy.app.config.app_id == balances_app.config.app_id
 
 

@@ -8,10 +8,13 @@ the group's final state comes back as the bytes the runtime would have stored.
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from framework.app import App
 from framework.processing import RecordProcessor
@@ -35,7 +38,7 @@ class ArchivedMessage:
     _key: bytes | None
     _value: bytes | None
     _timestamp: int | None
-    _headers: Any
+    _headers: str | None
 
     def topic(self) -> str:
         """The record's topic."""
@@ -62,12 +65,12 @@ class ArchivedMessage:
         return (0, 0) if self._timestamp is None else (1, self._timestamp)
 
     def headers(self) -> list[tuple[str, bytes | None]] | None:
-        """The record's headers (from Spark's ``array<struct<key, value>>``)."""
-        if self._headers is None:
+        """The record's headers, decoded from the JSON text Spark carries them as."""
+        if not self._headers:
             return None
         return [
-            (str(h["key"]), None if h["value"] is None else bytes(h["value"]))
-            for h in self._headers
+            (str(h["key"]), None if h.get("value") is None else base64.b64decode(h["value"]))
+            for h in orjson.loads(self._headers)
         ]
 
 

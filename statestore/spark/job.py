@@ -51,10 +51,6 @@ __all__ = [
 Position = tuple[str, int]
 _ITEMS_SCHEMA = "processor int, store string, key binary, value binary"
 _FILES_SCHEMA = "processor int, store string, path string, keys long"
-_ROUTED_SCHEMA = (
-    "topic string, partition int, offset long, key binary, value binary, timestamp long, "
-    "headers array<struct<key:string,value:binary>>, processor int, shard int"
-)
 
 
 class Fold(Protocol):
@@ -120,6 +116,7 @@ def run_bootstrap(
     """Build ``plan.targets``' state from ``history`` into ``destination`` (atomically)."""
     from pyspark import StorageLevel  # noqa: PLC0415
     from pyspark.sql import functions as F  # noqa: PLC0415, N812
+    from pyspark.sql.pandas.functions import pandas_udf  # noqa: PLC0415
 
     destination = destination.expanduser().resolve()
     partial = destination.with_name(f".{destination.name}.partial-{uuid.uuid4().hex[:8]}")
@@ -134,7 +131,22 @@ def run_bootstrap(
             [(t, p, rank) for (t, p), rank in plan.lineage.items()],
             "topic string, partition int, lineage int",
         )
-        routed = history.mapInPandas(_router(plan, read_counter), _ROUTED_SCHEMA)
+        # nondeterministic: evaluated once per row, not again for each column derived from it
+        place = pandas_udf(  # type: ignore[call-overload]
+            _router(plan, read_counter), "long"
+        ).asNondeterministic()
+        routed = (
+            history.withColumn("route", place("key"))
+            .where(F.col("route") >= 0)
+            .withColumn("processor", (F.col("route") / plan.shards).cast("int"))
+            .withColumn("shard", (F.col("route") % plan.shards).cast("int"))
+            # headers travel as JSON text, parsed only if the function reads them
+            .withColumn(
+                "headers",
+                F.when(F.size("headers") > 0, F.to_json("headers")).otherwise(F.lit(None)),
+            )
+            .drop("route")
+        )
         ordered = routed.join(F.broadcast(lineage), ["topic", "partition"], "left")
         items = ordered.groupBy("processor", "shard").applyInPandas(
             _folder(fold, applied_counter), _ITEMS_SCHEMA
@@ -211,30 +223,31 @@ def _manifest(
     return Manifest(targets=targets, records_read=read, records_applied=applied)
 
 
-def _router(plan: BootstrapPlan, counter: Any) -> Callable[[Iterable[pd.DataFrame]], Any]:
+def _router(plan: BootstrapPlan, counter: Any) -> Callable[[pd.Series], pd.Series]:
+    """A pandas UDF over keys: ``processor * shards + shard`` for a target's key, else -1."""
     b, p, shards = plan.initial_processors, plan.processors, plan.shards
     targets = sorted(plan.targets)
 
-    def route(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    def route(keys: pd.Series) -> pd.Series:
         import numpy as np  # noqa: PLC0415
+        import pandas as pd  # noqa: PLC0415
 
         from rebalance import bucket_array, key_hashes  # noqa: PLC0415
 
-        for raw in batches:
-            counter.add(len(raw))
-            batch = raw[raw["key"].notna()]
-            if batch.empty:
-                continue
-            hashes = np.asarray(key_hashes(batch["key"].tolist()), dtype=np.int64)
+        counter.add(len(keys))
+        present = keys.notna().to_numpy()
+        codes = np.full(len(keys), -1, dtype=np.int64)
+        if present.any():
+            hashes = np.asarray(key_hashes(keys[present].tolist()), dtype=np.int64)
             processors = bucket_array(hashes, b, p)
-            keep = np.isin(processors, targets)
-            if not keep.any():
-                continue
-            kept = batch[keep].copy()
-            kept["processor"] = processors[keep].astype(np.int32)
-            kept["shard"] = ((hashes[keep] >> 16) % shards).astype(np.int32)
-            yield kept
+            shard = (hashes >> 16) % shards
+            code = np.where(np.isin(processors, targets), processors * shards + shard, -1)
+            codes[present] = code
+        return pd.Series(codes)
 
+    import pandas  # noqa: PLC0415 - Spark reads the hints as real types
+
+    route.__annotations__ = {"keys": pandas.Series, "return": pandas.Series}
     return route
 
 
@@ -248,10 +261,10 @@ def _folder(fold: Fold, counter: Any) -> Callable[[pd.DataFrame], pd.DataFrame]:
         items = list(fold(ordered))
         return pd.DataFrame(
             {
-                "processor": [processor] * len(items),
-                "store": [store for store, _, _ in items],
-                "key": [key for _, key, _ in items],
-                "value": [value for _, _, value in items],
+                "processor": pd.Series([processor] * len(items), dtype="int32"),
+                "store": pd.Series([store for store, _, _ in items], dtype=object),
+                "key": pd.Series([key for _, key, _ in items], dtype=object),
+                "value": pd.Series([value for _, _, value in items], dtype=object),
             }
         )
 

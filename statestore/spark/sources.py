@@ -84,6 +84,8 @@ def kafka_history(
         .option("endingOffsets", json.dumps(ending))
         .option("includeHeaders", "true")
         .option("failOnDataLoss", "true")
+        # split large partitions into several tasks: every core reads
+        .option("minPartitions", str(2 * spark.sparkContext.defaultParallelism))
         .load()
     )
     return frame.select(

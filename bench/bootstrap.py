@@ -62,7 +62,7 @@ def produce_words(bootstrap: str, topic: str, records: int) -> None:
         producer.produce(topic, rng.choice(vocabulary), b"")
         if i % 10_000 == 0:
             producer.poll(0)
-    producer.flush(300)
+    producer.close(300)
 
 
 def replay(config: AppConfig, scale: Any, state: Path, end: int) -> tuple[float, dict[bytes, Any]]:

@@ -64,7 +64,7 @@ class Stream(threading.Thread):
                 self.written += 1
             self.producer.poll(0)
             time.sleep(tick)
-        self.producer.flush(60)
+        self.producer.close(60)
 
 
 def output_gaps(bootstrap: str, start_ms: int, end_ms: int) -> dict[int, float]:
@@ -122,7 +122,7 @@ def start_app(scratch: Path, bootstrap: str, history: int) -> tuple[subprocess.P
     rng = random.Random(1)
     for _ in range(history):
         producer.produce("words", f"w{rng.randrange(5000)}".encode(), b"")
-    producer.flush(120)
+    producer.close(120)
     log_path = scratch / "run.log"
     with log_path.open("wb") as log:
         supervisor = subprocess.Popen(

@@ -48,7 +48,7 @@ def produce_words(bootstrap: str, topic: str, records: int) -> None:
         producer.produce(topic, rng.choice(vocabulary), b"")
         if i % 10_000 == 0:
             producer.poll(0)
-    producer.flush(120)
+    producer.close(120)
 
 
 def ceiling(bootstrap: str, topic: str, output: str, records: int, state: Path) -> float:

@@ -22,7 +22,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 
 from framework.bootstrap_run import BootstrapRun
 from framework.processing import ProcessorStoppedError, RecordProcessor
-from rebalance import bucket, key_hash
+from rebalance import TopicHistory, bucket, key_hash
 from rebalance.control import Handoff, Scale
 from statestore import ProcessorDatabase
 from statestore.spark import OffsetRange
@@ -51,6 +51,7 @@ class CatchUp:
         database: ProcessorDatabase,
         records: RecordProcessor,
         bootstrap: BootstrapStarter | None = None,
+        histories: Mapping[str, TopicHistory] | None = None,
     ) -> None:
         self.processor = processor
         self.generation = scale.generation
@@ -62,6 +63,13 @@ class CatchUp:
         }
         self._database = database
         self._records = records
+        # a partition split from another is read only once its parent is read to the threshold
+        self.gates: dict[Position, tuple[Position, int | None]] = {}
+        for topic, partition in self.bounds:
+            history = (histories or {}).get(topic)
+            gate = None if history is None else history.gate(partition)
+            if gate is not None and (topic, gate[0]) in self.bounds:
+                self.gates[(topic, partition)] = ((topic, gate[0]), gate[1])
         b, old, new = initial_processors, scale.old_processors, scale.new_processors
 
         def belongs(key: bytes) -> bool:
@@ -206,6 +214,11 @@ class CatchUp:
 
     def limit(self, position: Position) -> int | None:
         """How far ``position`` may be read now (``None``: no limit)."""
+        gate = self.gates.get(position)
+        if gate is not None and self.positions[position] == 0:
+            parent, threshold = gate
+            if threshold is None or self.positions[parent] < threshold:
+                return self.positions[position]  # held back until the parent reached it
         if position in self.released:
             return self.released[position]
         if position in self.s1:

@@ -77,6 +77,14 @@ class TopicConfig(BaseModel):
     topic: str
     partitions: int = Field(default=1, ge=1)
     replication_factor: int = Field(default=1, ge=1)
+    producer_lease_ms: int = Field(
+        default=10_000,
+        ge=100,
+        description="how long producers may place keys with the count they last read",
+    )
+    producer_delivery_timeout_ms: int = Field(
+        default=30_000, ge=1000, description="producers' delivery.timeout.ms (expand waits it)"
+    )
 
     @field_validator("topic")
     @classmethod

@@ -39,10 +39,13 @@ class HandoffProtocol:
     def _assign(self, session: Session, owned: set[Position]) -> None:
         raise NotImplementedError
 
+    def _ungated(self, session: Session, owned: set[Position]) -> set[Position]:
+        raise NotImplementedError
+
     def _coordinate(self, session: Session) -> None:
         """Act on the control state: ownership, joining a scale, releasing, completing."""
         state = session.watcher.state
-        self._assign(session, session.owned_now(self.processor_id))
+        self._assign(session, self._ungated(session, session.owned_now(self.processor_id)))
         scale = state.scaling
         incoming = (
             []
@@ -68,6 +71,7 @@ class HandoffProtocol:
                 group_id=self.config.app_id,
                 database=session.database,
                 records=session.records,
+                histories={name: e.history for name, e in session.layout.inputs.items()},
                 bootstrap=self._bootstrap_starter(scale)
                 if self.config.bootstrap == "spark"
                 else None,

@@ -38,6 +38,10 @@ class AppLayout:
         """``B``."""
         return self.definition.initial_processors
 
+    def input_positions(self) -> list[tuple[str, int]]:
+        """Every input partition, per the registry's current counts."""
+        return [(name, p) for name, entry in self.inputs.items() for p in range(entry.partitions)]
+
     def fixed_parameters(self) -> dict[str, object]:
         """What a processor's state records and refuses to change."""
         return {
@@ -66,8 +70,16 @@ def prepare_app(app: App, admin: AdminClient) -> AppLayout:
     registry.ensure_topic()
     known = registry.read()
     entries: dict[str, TopicEntry] = {}
+    topics = {t.topic: t for t in [*config.inputs, *config.outputs]}
     for name in names:
-        entry = known.get(name) or registry.register(name, counts[name], config.key_hash)
+        topic = topics[name]
+        entry = known.get(name) or registry.register(
+            name,
+            counts[name],
+            config.key_hash,
+            topic.producer_lease_ms,
+            topic.producer_delivery_timeout_ms,
+        )
         if entry.key_hash != config.key_hash:
             raise ConfigError(
                 f"topic {name!r} is registered with key hash {entry.key_hash!r} but the config "

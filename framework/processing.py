@@ -18,6 +18,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from framework.app import App, Handler
 from framework.errors import SplitstateError
+from framework.markers import is_marker
 from framework.records import Output, Record
 from statestore import StateBatch
 
@@ -169,6 +170,8 @@ class RecordProcessor:
             reason = f"no processor function for topic {topic!r}"
             return [], self._dead(message, (topic, partition, offset), "route", reason, restore)
         if key is None:
+            if is_marker(message.headers()):
+                return [], None  # a growth marker: not a record of the app's
             reason = "the record has no key; splitstate keeps state per key"
             return [], self._dead(message, (topic, partition, offset), "decode", reason, restore)
         try:

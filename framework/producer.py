@@ -3,10 +3,20 @@
 Any writer of an app's input topics must place keys with ``bucket(key_hash(key), N, M)``
 (``N`` the topic's initial partition count, ``M`` its current one, from the topic registry);
 otherwise a key could land on a partition owned by another processor.
+
+``SplitstateProducer`` holds a *lease* on the counts it places keys with: it re-reads the
+registry in the background several times per ``lease_ms`` and refuses to produce (raising
+``ProducerLeaseError``) once its last successful read is older than that, rather than place
+keys with a count that may be stale. Its delivery timeout is the registry's, and every record
+carries the count it was placed with in the ``splitstate.count`` header. Together these let
+``splitstate expand`` know when no record placed with an old count can still land.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -19,9 +29,24 @@ from framework.kafka_io import partition_counts
 from framework.registry import TopicEntry, TopicRegistry
 from rebalance import bucket, level
 
-__all__ = ["LinearHashPartitioner", "SplitstateProducer"]
+__all__ = [
+    "COUNT_HEADER",
+    "LinearHashPartitioner",
+    "ProducerLeaseError",
+    "SplitstateProducer",
+]
+
+log = logging.getLogger(__name__)
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
+#: Header carrying the partition count a record was placed with.
+COUNT_HEADER = "splitstate.count"
+_RENEWALS_PER_LEASE = 4
+_TIMEOUT_SETTINGS = ("delivery.timeout.ms", "message.timeout.ms")
+
+
+class ProducerLeaseError(SplitstateError):
+    """The producer could not re-read the topic registry within its lease."""
 
 
 class LinearHashPartitioner:
@@ -54,11 +79,12 @@ class LinearHashPartitioner:
 
 
 class SplitstateProducer:
-    """A confluent-kafka Producer that places keys by linear hashing.
+    """A confluent-kafka Producer that places keys by linear hashing, under a registry lease.
 
     ``client``: connection settings (``bootstrap.servers``, security); ``topics``: the topics
-    it will write; ``producer_settings``: extra librdkafka producer settings. Topics not yet
-    in the registry are registered with their current partition count as ``N``.
+    it will write; ``producer_settings``: extra librdkafka producer settings (a delivery
+    timeout above the registry's is refused). Topics not yet in the registry are registered
+    with their current partition count as ``N``. Call ``close`` when done.
     """
 
     def __init__(
@@ -69,9 +95,9 @@ class SplitstateProducer:
     ) -> None:
         client = dict(client)
         admin = AdminClient(client)
-        registry = TopicRegistry(client, admin)
-        registry.ensure_topic()
-        entries = registry.read()
+        self._registry = TopicRegistry(client, admin)
+        self._registry.ensure_topic()
+        entries = self._registry.read()
         counts = partition_counts(admin, topics)
         for topic in topics:
             if topic not in entries:
@@ -80,11 +106,63 @@ class SplitstateProducer:
                         f"topic {topic!r} does not exist. Fix: create it first "
                         "(`splitstate topics create MODULE:APP`)."
                     )
-                entries[topic] = registry.register(topic, counts[topic])
-        self.partitioner = LinearHashPartitioner(entries)
+                entries[topic] = self._registry.register(topic, counts[topic])
+        self._topics = list(topics)
+        self.lease_seconds = min(entries[t].lease_ms for t in topics) / 1000 if topics else 1e9
+        timeout_ms = min((entries[t].delivery_timeout_ms for t in topics), default=30_000)
+        settings = dict(producer_settings or {})
+        for name in _TIMEOUT_SETTINGS:
+            if name in settings and int(settings[name]) > timeout_ms:
+                raise SplitstateError(
+                    f"producer setting {name}={settings[name]} exceeds the topic registry's "
+                    f"delivery timeout ({timeout_ms} ms) that `splitstate expand` waits for. "
+                    f"Fix: use at most {timeout_ms}, or leave it out."
+                )
+        self.partitioner = LinearHashPartitioner({t: entries[t] for t in topics})
+        self._renewed = time.monotonic()
         self._producer = Producer(
-            {**client, "enable.idempotence": True, "linger.ms": 5, **(producer_settings or {})}
+            {
+                **client,
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "delivery.timeout.ms": timeout_ms,
+                **settings,
+            }
         )
+        self._stop = threading.Event()
+        self._renewer = threading.Thread(target=self._renew, name="registry-lease", daemon=True)
+        self._renewer.start()
+
+    def _renew(self) -> None:
+        """Re-read the registry several times per lease; swap in new counts."""
+        while not self._stop.wait(self.lease_seconds / _RENEWALS_PER_LEASE):
+            try:
+                entries = self._registry.read()
+                partitioner = LinearHashPartitioner({t: entries[t] for t in self._topics})
+            except Exception as error:  # the lease runs out unless a later read works
+                log.warning("could not refresh the topic registry: %s", error)
+                continue
+            if any(
+                partitioner.partitions(t) != self.partitioner.partitions(t) for t in self._topics
+            ):
+                log.info(
+                    "partition counts now %s",
+                    {t: partitioner.partitions(t) for t in self._topics},
+                )
+            self.partitioner = partitioner
+            self._renewed = time.monotonic()
+
+    def check_lease(self) -> None:
+        """Raise ``ProducerLeaseError`` when the counts may be stale."""
+        age = time.monotonic() - self._renewed
+        if age > self.lease_seconds:
+            raise ProducerLeaseError(
+                f"the producer could not re-read the splitstate topic registry for {age:.1f}s "
+                f"(its lease is {self.lease_seconds:.1f}s), so the partition counts it holds "
+                "may be stale and keys could land on the wrong partition; nothing was "
+                "produced. Fix: make Kafka reachable; producing works again once the "
+                "registry can be read."
+            )
 
     def produce(
         self,
@@ -95,7 +173,10 @@ class SplitstateProducer:
         on_delivery: DeliveryCallback | None = None,
     ) -> None:
         """Queue one keyed record for the partition its key hashes to."""
-        partition = self.partitioner.partition(topic, key)
+        self.check_lease()
+        partitioner = self.partitioner
+        partition = partitioner.partition(topic, key)
+        placed = [*(headers or []), (COUNT_HEADER, str(partitioner.partitions(topic)))]
         while True:
             try:
                 self._producer.produce(
@@ -103,7 +184,7 @@ class SplitstateProducer:
                     key=key,
                     value=value,
                     partition=partition,
-                    headers=headers,
+                    headers=placed,
                     on_delivery=on_delivery,
                 )
                 return
@@ -116,4 +197,9 @@ class SplitstateProducer:
 
     def flush(self, timeout: float = 30.0) -> int:
         """Wait for every queued record; returns how many are still queued."""
+        return self._producer.flush(timeout)
+
+    def close(self, timeout: float = 30.0) -> int:
+        """Flush and stop renewing the lease; returns how many records are still queued."""
+        self._stop.set()
         return self._producer.flush(timeout)

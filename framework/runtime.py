@@ -25,6 +25,7 @@ import logging
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from types import FrameType
 from typing import Any
 
@@ -43,17 +44,20 @@ from framework.app import App
 from framework.control_watch import ControlWatcher
 from framework.controllog import ControlLog
 from framework.errors import SplitstateError
+from framework.gates import blocked_partitions
 from framework.handoffs import HandoffProtocol
 from framework.layout import prepare_app
 from framework.processing import DeadLetter, EncodedOutput, RecordProcessor
 from framework.producer import LinearHashPartitioner
 from framework.session import Position, RuntimeStats, Session
+from framework.topic_watch import TopicWatcher
 from statestore import DatabaseIdentity, ProcessorDatabase, processor_path
 
 __all__ = ["ProcessorRuntime", "RuntimeStats"]
 
 log = logging.getLogger(__name__)
 _LOG_EVERY_SECONDS = 10.0
+_GATE_SECONDS = 0.5
 
 
 class ProcessorRuntime(HandoffProtocol):
@@ -118,9 +122,12 @@ class ProcessorRuntime(HandoffProtocol):
             control=ControlLog(client, admin, self.config.control_topic),
             records=RecordProcessor(self.app),
             partitioner=LinearHashPartitioner(layout.outputs),
+            topics=TopicWatcher(client, list(layout.inputs), layout.inputs),
         )
+        session.topics.poll(force=True)
+        self._adopt_topics(session)
         try:
-            self._assign(session, session.owned_now(self.processor_id))
+            self._assign(session, self._ungated(session, session.owned_now(self.processor_id)))
             log.info(
                 "processor %d of %s: partitions %s, state in %s",
                 self.processor_id,
@@ -138,6 +145,58 @@ class ProcessorRuntime(HandoffProtocol):
             session.consumer.close()
             database.close()
         return self.stats
+
+    def _adopt_topics(self, session: Session) -> None:
+        """Take the registry's current view of the input topics (a growth, its thresholds)."""
+        entries = session.topics.entries
+        before = session.counts
+        session.layout = replace(
+            session.layout,
+            inputs={name: entries.get(name, e) for name, e in session.layout.inputs.items()},
+        )
+        for name, count in session.counts.items():
+            if count != before.get(name):
+                log.info(
+                    "processor %d: input %s now has %d partitions (was %d); keys stay on "
+                    "their processors",
+                    self.processor_id,
+                    name,
+                    count,
+                    before.get(name, 0),
+                )
+
+    def _ungated(self, session: Session, owned: set[Position]) -> set[Position]:
+        """``owned`` less the new partitions a growth's ordering gate still holds back."""
+        session.gates_checked = time.monotonic()
+        candidates = owned - session.owned
+        if not candidates:
+            session.blocked = {}
+            return owned
+        offsets = session.database.offsets()
+        committed: dict[Position, int] = {}
+
+        def parent_position(position: Position) -> int | None:
+            if position in owned:
+                return offsets.get(position)
+            if not committed:
+                others = [TopicPartition(t, p) for t, p in session.layout.input_positions()]
+                for tp in session.consumer.committed(others, timeout=30):
+                    if tp.offset >= 0:
+                        committed[(tp.topic, tp.partition)] = tp.offset
+            return committed.get(position)
+
+        blocked = blocked_partitions(session.layout.inputs, candidates, offsets, parent_position)
+        for position in blocked.keys() - session.blocked.keys():
+            log.info(
+                "processor %d: %s[%d] is held back: %s",
+                self.processor_id,
+                *position,
+                blocked[position],
+            )
+        for position in session.blocked.keys() - blocked.keys():
+            log.info("processor %d: %s[%d] may be read now", self.processor_id, *position)
+        session.blocked = blocked
+        return owned - set(blocked)
 
     def _assign(self, session: Session, owned: set[Position]) -> None:
         """Make the consumer read exactly ``owned``, each from the state's offset."""
@@ -179,6 +238,11 @@ class ProcessorRuntime(HandoffProtocol):
         while not self._stopping and (until is None or not until(self.stats)):
             if session.watcher.poll():
                 self._coordinate(session)
+            if session.topics.poll():
+                self._adopt_topics(session)
+                self._coordinate(session)
+            if session.blocked and time.monotonic() - session.gates_checked > _GATE_SECONDS:
+                self._assign(session, self._ungated(session, session.owned_now(self.processor_id)))
             if not session.watcher.state.has_work(self.processor_id):
                 log.info(
                     "processor %d has no partitions left; it stops. Its state stays in %s "

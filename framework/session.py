@@ -13,6 +13,7 @@ from framework.controllog import ControlLog
 from framework.layout import AppLayout
 from framework.processing import RecordProcessor
 from framework.producer import LinearHashPartitioner
+from framework.topic_watch import TopicWatcher
 from statestore import ProcessorDatabase
 
 __all__ = ["Position", "RuntimeStats", "Session"]
@@ -44,11 +45,14 @@ class Session:
     control: ControlLog
     records: RecordProcessor
     partitioner: LinearHashPartitioner
+    topics: TopicWatcher
     owned: set[Position] = field(default_factory=set)
     restore_below: dict[Position, int] = field(default_factory=dict)
     catchup: CatchUp | None = None
     sent: set[tuple[int, int, int, str]] = field(default_factory=set)
     released: dict[int, set[Position]] = field(default_factory=dict)
+    blocked: dict[Position, str] = field(default_factory=dict)
+    gates_checked: float = 0.0
 
     def owned_now(self, processor: int) -> set[Position]:
         """What the control log says this processor owns, less what it released itself

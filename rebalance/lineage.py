@@ -104,3 +104,13 @@ class TopicHistory:
     def blocking_parent(self, partition: int) -> int | None:
         """The partition whose threshold gates ``partition`` (its parent), if it has one."""
         return parent(partition, self.initial_partitions)
+
+    def gate(self, partition: int) -> tuple[int, int | None] | None:
+        """``(parent, threshold)`` that must be passed before ``partition`` is read, for a
+        partition created by a growth (threshold ``None``: not recorded yet, so blocked);
+        ``None`` for an initial partition."""
+        self.created_at(partition)
+        before = parent(partition, self.initial_partitions)
+        if before is None:
+            return None
+        return before, self.thresholds.get(partition)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from framework.cli import backfill as backfill_commands
 from framework.cli import broker as broker_commands
+from framework.cli import expand as expand_commands
 from framework.cli import run as run_commands
 from framework.cli import state as state_commands
 from framework.errors import SplitstateError
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_commands.register(commands)
     state_commands.register(commands)
     backfill_commands.register(commands)
+    expand_commands.register(commands)
     return parser
 
 

@@ -104,7 +104,13 @@ def _create_topics(args: argparse.Namespace) -> int:
     registry = TopicRegistry(client, admin)
     registry.ensure_topic()
     for topic in [*config.inputs, *config.outputs]:
-        registry.register(topic.topic, topic.partitions, config.key_hash)
+        registry.register(
+            topic.topic,
+            topic.partitions,
+            config.key_hash,
+            topic.producer_lease_ms,
+            topic.producer_delivery_timeout_ms,
+        )
     for spec in specs:
         state = "created" if spec.name in created else "exists"
         print(f"{spec.name:<40} {state}")

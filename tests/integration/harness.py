@@ -93,7 +93,7 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes | N
         count += 1
         if count % 5000 == 0:
             producer.poll(0)
-    assert producer.flush(60) == 0
+    assert producer.close(60) == 0
     return count
 
 

@@ -1,0 +1,76 @@
+"""``splitstate expand``: grow input topics' partitions in order (KIP-253, client side)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from framework.config import ConfigError
+from framework.expand import expand_topic
+from framework.loader import load_app
+from framework.registry import TopicRegistry
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``expand`` subcommand."""
+    parser = commands.add_parser(
+        "expand",
+        help="grow an input topic's partitions without moving keys between processors",
+        description=(
+            "Create partitions, record the new count, wait out producers' leases, write "
+            "marker records and record the thresholds. Keys never change processor; records "
+            "of a key are processed in the order produced. Resumable: run it again after a "
+            "crash. Without --topic/--partitions, grows every input to its configured count."
+        ),
+    )
+    parser.add_argument("app", metavar="MODULE:APP")
+    parser.add_argument("--config", type=Path, help="config file (YAML or TOML)")
+    parser.add_argument("--topic", help="the input topic to grow")
+    parser.add_argument("--partitions", type=int, metavar="M", help="the new partition count")
+    parser.set_defaults(handler=_expand)
+
+
+def _report(line: str) -> None:
+    print(line, flush=True)
+
+
+def _expand(args: argparse.Namespace) -> int:
+    app = load_app(args.app, args.config)
+    config = app.config
+    client = config.kafka.client_settings()
+    inputs = {t.topic: t.partitions for t in config.inputs}
+    if (args.topic is None) != (args.partitions is None):
+        print(
+            "splitstate: error: give both --topic and --partitions, or neither (to grow every "
+            "input to its configured partitions)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.topic is not None:
+        if args.topic not in inputs:
+            raise ConfigError(
+                f"{args.topic!r} is not an input topic of app {config.app_id!r} (inputs: "
+                f"{sorted(inputs)}). Fix: name one of them."
+            )
+        wanted = {args.topic: args.partitions}
+    else:
+        from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+        known = TopicRegistry(client, AdminClient(client)).read()
+        wanted = {
+            topic: count
+            for topic, count in inputs.items()
+            if topic in known
+            and (count > known[topic].partitions or known[topic].growth is not None)
+        }
+        if not wanted:
+            print("every input already has its configured partitions; nothing to do")
+            return 0
+    for topic, count in wanted.items():
+        entry = expand_topic(client, topic, count, report=_report)
+        counts = " -> ".join(str(c) for c in entry.history.counts)
+        print(f"{topic}: partitions {counts}")
+    return 0

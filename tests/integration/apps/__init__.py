@@ -1,0 +1,1 @@
+"""Apps the integration tests run with `splitstate run` (importable as modules)."""

@@ -134,11 +134,18 @@ class SplitstateProducer:
         self._renewer.start()
 
     def _renew(self) -> None:
-        """Re-read the registry several times per lease; swap in new counts."""
+        """Re-read the registry several times per lease; swap in new counts.
+
+        The lease is renewed only once the new counts can be used: librdkafka's own metadata
+        must know the new partitions first (else producing to them fails).
+        """
         while not self._stop.wait(self.lease_seconds / _RENEWALS_PER_LEASE):
             try:
                 entries = self._registry.read()
                 partitioner = LinearHashPartitioner({t: entries[t] for t in self._topics})
+                for topic in self._topics:
+                    if partitioner.partitions(topic) != self.partitioner.partitions(topic):
+                        self._wait_for_partitions(topic, partitioner.partitions(topic))
             except Exception as error:  # the lease runs out unless a later read works
                 log.warning("could not refresh the topic registry: %s", error)
                 continue
@@ -151,6 +158,17 @@ class SplitstateProducer:
                 )
             self.partitioner = partitioner
             self._renewed = time.monotonic()
+
+    def _wait_for_partitions(self, topic: str, count: int) -> None:
+        """Refresh librdkafka's metadata until ``topic`` shows ``count`` partitions."""
+        deadline = time.monotonic() + self.lease_seconds
+        while True:
+            metadata = self._producer.list_topics(topic, timeout=5)
+            if len(metadata.topics[topic].partitions) >= count:
+                return
+            if time.monotonic() > deadline:
+                raise SplitstateError(f"Kafka metadata of {topic!r} lacks the new partitions")
+            time.sleep(0.1)
 
     def check_lease(self) -> None:
         """Raise ``ProducerLeaseError`` when the counts may be stale."""

@@ -26,6 +26,7 @@ __all__ = ["TopicWatcher", "input_group_hash"]
 
 log = logging.getLogger(__name__)
 _EVERY_SECONDS = 2.0
+_UNREGISTERED_SECONDS = 60.0
 
 
 def input_group_hash(admin: AdminClient, topics: Sequence[str]) -> tuple[int, dict[str, int]]:
@@ -65,6 +66,7 @@ class TopicWatcher:
         self.hash: int | None = None
         self._checked = 0.0
         self._reported: set[tuple[str, int]] = set()
+        self._ahead_since: dict[str, float] = {}
         self._pending = any(entry.pending() for entry in self.entries.values())
 
     def poll(self, force: bool = False) -> bool:
@@ -89,16 +91,26 @@ class TopicWatcher:
         fresh = {name: known[name] for name in self._topics if name in known}
         changed = fresh != self.entries
         self.entries = fresh
-        self._pending = any(entry.pending() for entry in fresh.values())
-        self._report_unregistered(counts)
+        ahead = {  # partitions Kafka has that the registry does not (yet) record
+            name: count
+            for name, count in counts.items()
+            if name in fresh and count > fresh[name].partitions
+        }
+        # keep reading the registry while a growth is under way: `expand` creates the
+        # partitions first, then records the count, then the thresholds
+        self._pending = bool(ahead) or any(entry.pending() for entry in fresh.values())
+        self._report_unregistered(ahead, now)
         return changed
 
-    def _report_unregistered(self, counts: Mapping[str, int]) -> None:
-        for name, count in counts.items():
-            entry = self.entries.get(name)
-            if entry is None or count <= entry.partitions:
-                continue
-            if (name, count) in self._reported:
+    def _report_unregistered(self, ahead: Mapping[str, int], now: float) -> None:
+        """Partitions still unregistered a minute after they appeared were added by hand."""
+        for name in list(self._ahead_since):
+            if name not in ahead:
+                del self._ahead_since[name]
+        for name, count in ahead.items():
+            since = self._ahead_since.setdefault(name, now)
+            entry = self.entries[name]
+            if now - since < _UNREGISTERED_SECONDS or (name, count) in self._reported:
                 continue
             self._reported.add((name, count))
             log.error(

@@ -38,7 +38,7 @@ pytestmark = pytest.mark.integration
 SEQUENCES = "tests.integration.apps.sequences:app"
 WORDCOUNT = "examples.wordcount.app:app"
 KEYS = 300
-LEASE = {"producer_lease_ms": 1500, "producer_delivery_timeout_ms": 2000}
+LEASE = {"producer_lease_ms": 4000, "producer_delivery_timeout_ms": 3000}
 
 
 class SequenceProducer(threading.Thread):
@@ -52,18 +52,24 @@ class SequenceProducer(threading.Thread):
         self.stop_event = threading.Event()
         self.rng = random.Random(name)
         self.counts_used: set[int] = set()
+        self.error: Exception | None = None
+        self.unsent = 0
 
     def run(self) -> None:
-        while not self.stop_event.is_set():
-            for _ in range(200):
-                key = f"key-{self.rng.randrange(KEYS):03d}"
-                self.sent[key] += 1
-                value = json.dumps({"producer": self.name, "seq": self.sent[key]})
-                self.producer.produce(self.topic, key.encode(), value.encode())
-            self.counts_used.add(self.producer.partitioner.partitions(self.topic))
-            self.producer.poll(0)
-            time.sleep(0.05)
-        assert self.producer.close(60) == 0
+        try:
+            while not self.stop_event.is_set():
+                for _ in range(200):
+                    key = f"key-{self.rng.randrange(KEYS):03d}"
+                    seq = self.sent[key] + 1
+                    value = json.dumps({"producer": self.name, "seq": seq})
+                    self.producer.produce(self.topic, key.encode(), value.encode())
+                    self.sent[key] = seq
+                self.counts_used.add(self.producer.partitioner.partitions(self.topic))
+                self.producer.poll(0)
+                time.sleep(0.05)
+        except Exception as error:  # reported by the test
+            self.error = error
+        self.unsent = self.producer.close(60)
 
 
 def read_all(
@@ -145,6 +151,8 @@ def test_growth_keeps_per_key_order_and_processors(tmp_path: Path, kafka_bootstr
             producer.stop_event.set()
         for producer in producers:
             producer.join(timeout=120)
+            assert producer.error is None, producer.error
+            assert producer.unsent == 0
         total = sum(sum(p.sent.values()) for p in producers)
         seq_reader.wait_for(lambda r: len(r.records) >= total, timeout=180, what="every record")
         count_reader.wait_for(

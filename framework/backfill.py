@@ -63,6 +63,13 @@ def backfill(
     client = config.kafka.client_settings()
     layout = prepare_app(app, AdminClient(client))
     _check_not_scaling(layout, processors)
+    growing = [name for name, entry in layout.inputs.items() if entry.growth or entry.pending()]
+    if growing:
+        raise ConfigError(
+            f"input topics {growing} are growing (`splitstate expand` has not recorded every "
+            "threshold yet), so the order of their keys' records is not settled. Fix: let the "
+            "expand command finish (run it again to resume it), then backfill."
+        )
     count = layout.processors
     positions = [
         (topic, partition)

@@ -43,6 +43,19 @@ def request_scale(app: App, processors: int) -> Scale:
     if processors == state.generation.processors:
         raise ConfigError(f"app {config.app_id!r} already runs {processors} processors")
     entries = TopicRegistry(client, admin).read()
+    growing = {
+        topic: entries[topic]
+        for topic in state.app.inputs
+        if entries[topic].growth is not None or entries[topic].pending()
+    }
+    if growing:
+        topic, entry = next(iter(growing.items()))
+        raise ConfigError(
+            f"input topic {topic!r} is growing to {entry.partitions} partitions (`splitstate "
+            "expand` has not recorded every threshold yet); a scale now could not plan the new "
+            "partitions' handoffs. Fix: wait until the expand command finishes (run it again "
+            "to resume it if it stopped), then scale."
+        )
     counts = {topic: entries[topic].partitions for topic in state.app.inputs}
     for topic, initial in state.app.inputs.items():
         try:

@@ -10,6 +10,7 @@ from framework.config import ConfigError
 from framework.expand import expand_topic
 from framework.loader import load_app
 from framework.registry import TopicRegistry
+from framework.scaling import read_control
 
 __all__ = ["register"]
 
@@ -40,6 +41,14 @@ def _report(line: str) -> None:
 def _expand(args: argparse.Namespace) -> int:
     app = load_app(args.app, args.config)
     config = app.config
+    scale = read_control(app).scaling
+    if scale is not None:
+        raise ConfigError(
+            f"app {config.app_id!r} is scaling to {scale.new_processors} processors "
+            f"(generation {scale.generation}); growing its inputs now would leave the new "
+            "partitions out of the handoffs. Fix: wait until the scale completes (`splitstate "
+            "status`), then expand."
+        )
     client = config.kafka.client_settings()
     inputs = {t.topic: t.partitions for t in config.inputs}
     if (args.topic is None) != (args.partitions is None):

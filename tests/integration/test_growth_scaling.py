@@ -1,0 +1,170 @@
+"""Growth and scaling in one run, growth refusals, a resumed expand, and a producer whose lease
+runs out.
+
+Growth and scale are never concurrent: `splitstate expand` refuses while the app scales and
+`splitstate scale` refuses while a growth is under way; one after the other they keep per-key
+order and exact sequences.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from framework.broker import LocalBroker
+from framework.expand import expand_topic
+from framework.loader import load_app
+from framework.producer import ProducerLeaseError, SplitstateProducer
+from framework.registry import TopicRegistry
+from framework.scaling import read_control
+from tests.integration.harness import Supervised, TopicReader, splitstate, unique, write_config
+from tests.integration.test_growth import (
+    LEASE,
+    SEQUENCES,
+    SequenceProducer,
+    check_sequences,
+    read_all,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def wait_for_generation(config: Path, generation: int, timeout: float = 180) -> None:
+    app = load_app(SEQUENCES, config)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = read_control(app)
+        if state.generation is not None and state.generation.generation >= generation:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"generation {generation} did not complete")
+
+
+def expand(config: Path, topic: str, partitions: int) -> None:
+    grown = splitstate(
+        "expand", SEQUENCES, "--config", str(config), "--topic", topic,
+        "--partitions", str(partitions), timeout=180,
+    )  # fmt: skip
+    assert grown.returncode == 0, grown.stderr
+
+
+def test_growth_and_scaling_in_one_run(tmp_path: Path, kafka_bootstrap: str) -> None:
+    topic, out = unique("events"), unique("seq-out")
+    app_id = unique("grow-scale")
+    config = write_config(
+        tmp_path,
+        kafka_bootstrap,
+        app_id=app_id,
+        inputs=[{"topic": topic, "partitions": 4, **LEASE}],
+        outputs=[{"topic": out, "partitions": 4}],
+        initial_processors=2,
+        processors=2,
+        scaling={"ready_lag": 200},
+    )
+    assert splitstate("topics", "create", SEQUENCES, "--config", str(config)).returncode == 0
+    runner = Supervised(SEQUENCES, config, tmp_path / "state", tmp_path / "run.log")
+    producers = [SequenceProducer(kafka_bootstrap, topic, name) for name in ("a", "b")]
+    reader = TopicReader(kafka_bootstrap, out, 4)
+    try:
+        for producer in producers:
+            producer.start()
+        reader.wait_for(lambda r: len(r.records) > 2000, timeout=120, what="outputs")
+        expand(config, topic, 6)
+        scaled = splitstate("scale", SEQUENCES, "--config", str(config), "--processors", "3")
+        assert scaled.returncode == 0, scaled.stderr
+        refused = splitstate(
+            "expand", SEQUENCES, "--config", str(config), "--topic", topic, "--partitions", "8"
+        )
+        assert refused.returncode == 2
+        assert "is scaling to 3 processors" in refused.stderr
+        wait_for_generation(config, 1)
+        expand(config, topic, 8)
+        scaled = splitstate("scale", SEQUENCES, "--config", str(config), "--processors", "4")
+        assert scaled.returncode == 0, scaled.stderr
+        wait_for_generation(config, 2)
+        time.sleep(2)
+        for producer in producers:
+            producer.stop_event.set()
+        for producer in producers:
+            producer.join(timeout=120)
+            assert producer.error is None, producer.error
+        total = sum(sum(p.sent.values()) for p in producers)
+        reader.wait_for(lambda r: len(r.records) >= total, timeout=180, what="every record")
+        reader.poll(2.0)
+    finally:
+        assert runner.stop() == 0, runner.output()[-3000:]
+        reader.close()
+    check_sequences(reader, producers)
+    assert read_all(kafka_bootstrap, f"{app_id}-dead-letters", 1) == []
+    log = runner.output()
+    assert "processor 3 took over" in log
+
+
+def test_a_growth_blocks_scaling_and_resumes_after_a_crash(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    topic = unique("resume")
+    config = write_config(
+        tmp_path,
+        kafka_bootstrap,
+        app_id=unique("resume"),
+        inputs=[{"topic": topic, "partitions": 4, **LEASE}],
+        initial_processors=2,
+    )
+    assert splitstate("topics", "create", SEQUENCES, "--config", str(config)).returncode == 0
+    client: dict[str, str | int | float | bool] = {"bootstrap.servers": kafka_bootstrap}
+    # the app must exist in its control log for `scale`
+    runner = Supervised(SEQUENCES, config, tmp_path / "state", tmp_path / "run.log")
+    time.sleep(4)
+    assert runner.stop() == 0
+    entry = expand_topic(client, topic, 6, report=lambda _line: None, stop_after="recorded")
+    assert entry.growth is not None
+    assert entry.pending() == [4, 5]
+    refused = splitstate("scale", SEQUENCES, "--config", str(config), "--processors", "3")
+    assert refused.returncode == 2
+    assert "is growing to 6 partitions" in refused.stderr
+    other = splitstate(
+        "expand", SEQUENCES, "--config", str(config), "--topic", topic, "--partitions", "8"
+    )
+    assert other.returncode == 2
+    assert "finish it first" in other.stderr
+    resumed = splitstate(
+        "expand", SEQUENCES, "--config", str(config), "--topic", topic, "--partitions", "6"
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming the growth" in resumed.stdout
+    final = TopicRegistry(client, AdminClient(client)).read()[topic]
+    assert final.growth is None
+    assert final.history.counts == (4, 6)
+    assert sorted(final.history.thresholds) == [4, 5]
+    markers = [(partition, key) for partition, key, _ in read_all(kafka_bootstrap, topic, 6)]
+    assert markers == []  # markers have no key: never read as records
+
+
+def test_a_producer_that_cannot_renew_its_lease_stops(tmp_path: Path) -> None:
+    broker = LocalBroker(tmp_path / "broker")
+    info = broker.start()
+    try:
+        client: dict[str, str | int | float | bool] = {"bootstrap.servers": info.bootstrap_servers}
+        topic = "leased"
+        admin = AdminClient(client)
+        from framework.kafka_io import TopicSpec, ensure_topics  # noqa: PLC0415
+
+        ensure_topics(admin, [TopicSpec(topic, 4)])
+        TopicRegistry(client, admin).ensure_topic()
+        TopicRegistry(client, admin).register(topic, 4, lease_ms=1500, delivery_timeout_ms=2000)
+        producer = SplitstateProducer(client, [topic])
+        producer.produce(topic, b"k", json.dumps({}).encode())
+        assert producer.flush(30) == 0
+    finally:
+        broker.stop()
+    time.sleep(2.5)
+    with pytest.raises(ProducerLeaseError) as error:
+        producer.produce(topic, b"k", b"{}")
+    assert "could not re-read the splitstate topic registry" in str(error.value)
+    assert "Fix: make Kafka reachable" in str(error.value)
+    producer.close(1)

@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient
 from framework.app import App
 from framework.bootstrap_run import bootstrap_directory, read_bootstrap_progress
 from framework.controllog import ControlLog
+from framework.gates import blocked_partitions
 from framework.registry import TopicRegistry
 from rebalance import bucket, expected_shares
 from statestore import ProcessorDatabase, StateStoreError
@@ -23,6 +24,7 @@ __all__ = [
     "HandoffStatus",
     "PartitionStatus",
     "ProcessorStatus",
+    "TopicStatus",
     "collect_status",
     "render_status",
 ]
@@ -97,6 +99,33 @@ class BootstrapStatus:
 
 
 @dataclass(frozen=True)
+class TopicStatus:
+    """An input topic's partition history, thresholds and the partitions a growth holds."""
+
+    topic: str
+    counts: list[int]
+    thresholds: dict[int, int]
+    pending: list[int]
+    growing_to: int | None
+    blocked: dict[int, str]
+
+    def render(self) -> list[str]:
+        """Lines for the report."""
+        lines = [f"input {self.topic}: partitions {' -> '.join(map(str, self.counts))}"]
+        if self.thresholds:
+            marks = ", ".join(f"{c}@{o}" for c, o in sorted(self.thresholds.items()))
+            lines.append(f"  thresholds (partition@offset in its parent): {marks}")
+        if self.growing_to is not None:
+            lines.append(
+                f"  growing to {self.growing_to}: thresholds pending for {self.pending} "
+                "(`splitstate expand` running, or run it again to resume)"
+            )
+        for partition, reason in sorted(self.blocked.items()):
+            lines.append(f"  {self.topic}[{partition}] blocked: {reason}")
+        return lines
+
+
+@dataclass(frozen=True)
 class AppStatus:
     """The whole app."""
 
@@ -108,6 +137,7 @@ class AppStatus:
     scaling_to: int | None = None
     handoffs: list[HandoffStatus] = field(default_factory=list)
     bootstraps: list[BootstrapStatus] = field(default_factory=list)
+    topics: list[TopicStatus] = field(default_factory=list)
 
 
 def _directory_size(path: Path) -> int | None:
@@ -184,6 +214,27 @@ def collect_status(app: App) -> AppStatus:
                     ],
                 )
             )
+    committed_at = {(s.topic, s.partition): s.committed for s in partitions}
+    topics = []
+    for t in config.inputs:
+        entry = entries.get(t.topic)
+        if entry is None:
+            continue
+        candidates = [
+            (t.topic, c) for c in range(entry.history.initial_partitions, entry.partitions)
+        ]
+        offsets = {k: v for k, v in committed_at.items() if v is not None}
+        blocked = blocked_partitions({t.topic: entry}, candidates, offsets, committed_at.get)
+        topics.append(
+            TopicStatus(
+                t.topic,
+                list(entry.history.counts),
+                dict(entry.history.thresholds),
+                entry.pending(),
+                entry.growth.partitions if entry.growth is not None else None,
+                {p: reason for (_t, p), reason in blocked.items()},
+            )
+        )
     bootstraps = []
     if scale is not None:
         for target in sorted({h.target for h in scale.handoffs.values()}):
@@ -199,6 +250,7 @@ def collect_status(app: App) -> AppStatus:
         scale.new_processors if scale else None,
         handoffs,
         bootstraps,
+        topics,
     )
 
 
@@ -252,8 +304,8 @@ def render_status(status: AppStatus) -> str:
         f"app {status.app_id}: generation {status.generation}, "
         f"{len(status.processors)} processors (initial {status.initial_processors})",
     ]
-    for topic, counts in status.topic_counts.items():
-        lines.append(f"input {topic}: partitions {' -> '.join(map(str, counts))}")
+    for topic_status in status.topics:
+        lines.extend(topic_status.render())
     lines.append("")
     lines.append(f"{'processor':>9} {'pid':>7} {'share':>7} {'state':>9} {'lag':>9}  partitions")
     for processor in status.processors:

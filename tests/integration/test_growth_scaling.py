@@ -127,6 +127,11 @@ def test_a_growth_blocks_scaling_and_resumes_after_a_crash(
     refused = splitstate("scale", SEQUENCES, "--config", str(config), "--processors", "3")
     assert refused.returncode == 2
     assert "is growing to 6 partitions" in refused.stderr
+    status = splitstate("status", SEQUENCES, "--config", str(config))
+    assert status.returncode == 0, status.stderr
+    assert f"input {topic}: partitions 4 -> 6" in status.stdout
+    assert "growing to 6: thresholds pending for [4, 5]" in status.stdout
+    assert f"{topic}[4] blocked: waiting for `splitstate expand` to record" in status.stdout
     other = splitstate(
         "expand", SEQUENCES, "--config", str(config), "--topic", topic, "--partitions", "8"
     )
@@ -141,6 +146,11 @@ def test_a_growth_blocks_scaling_and_resumes_after_a_crash(
     assert final.growth is None
     assert final.history.counts == (4, 6)
     assert sorted(final.history.thresholds) == [4, 5]
+    status = splitstate("status", SEQUENCES, "--config", str(config))
+    assert f"thresholds (partition@offset in its parent): 4@{final.history.thresholds[4]}" in (
+        status.stdout
+    )
+    assert f"{topic}[4] blocked: waiting until {topic}[0] passes offset" in status.stdout
     markers = [(partition, key) for partition, key, _ in read_all(kafka_bootstrap, topic, 6)]
     assert markers == []  # markers have no key: never read as records
 

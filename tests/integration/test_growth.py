@@ -240,9 +240,12 @@ def test_a_producer_started_after_a_growth_uses_the_new_count(
         initial_processors=2,
     )
     assert splitstate("topics", "create", SEQUENCES, "--config", str(config)).returncode == 0
-    grown = splitstate(
-        "expand", SEQUENCES, "--config", str(config), "--topic", topic, "--partitions", "7"
-    )
+    # through the config: raise the input's partitions, then `expand` without --topic
+    data = yaml.safe_load(config.read_text())
+    data["inputs"][0]["partitions"] = 7
+    config.write_text(yaml.safe_dump(data))
+    grown = splitstate("expand", SEQUENCES, "--config", str(config))
+    assert f"{topic}: partitions 4 -> 7" in grown.stdout
     assert grown.returncode == 0, grown.stderr
     producer = SplitstateProducer({"bootstrap.servers": kafka_bootstrap}, [topic])
     keys = [f"k{i}".encode() for i in range(400)]

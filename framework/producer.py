@@ -33,6 +33,7 @@ __all__ = [
     "COUNT_HEADER",
     "LinearHashPartitioner",
     "ProducerLeaseError",
+    "RegistryLease",
     "SplitstateProducer",
 ]
 
@@ -77,68 +78,61 @@ class LinearHashPartitioner:
         """The partition count keys are placed with."""
         return self._layout[topic][2]
 
+    @property
+    def topics(self) -> list[str]:
+        """The topics it places keys for."""
+        return list(self._layout)
 
-class SplitstateProducer:
-    """A confluent-kafka Producer that places keys by linear hashing, under a registry lease.
 
-    ``client``: connection settings (``bootstrap.servers``, security); ``topics``: the topics
-    it will write; ``producer_settings``: extra librdkafka producer settings (a delivery
-    timeout above the registry's is refused). Topics not yet in the registry are registered
-    with their current partition count as ``N``. Call ``close`` when done.
+class RegistryLease:
+    """Partition counts of ``topics`` held under a lease renewed from the topic registry.
+
+    A background thread re-reads the registry several times per lease and swaps in new
+    counts once ``producer``'s metadata shows the new partitions; ``check`` raises
+    ``ProducerLeaseError`` when the last renewal is older than the lease. ``delivery_timeout_ms``
+    is the registry's: producers using the lease must not retry longer.
     """
 
-    def __init__(
-        self,
-        client: Mapping[str, Any],
-        topics: list[str],
-        producer_settings: Mapping[str, Any] | None = None,
-    ) -> None:
-        client = dict(client)
-        admin = AdminClient(client)
-        self._registry = TopicRegistry(client, admin)
-        self._registry.ensure_topic()
-        entries = self._registry.read()
-        counts = partition_counts(admin, topics)
-        for topic in topics:
-            if topic not in entries:
-                if topic not in counts:
-                    raise SplitstateError(
-                        f"topic {topic!r} does not exist. Fix: create it first "
-                        "(`splitstate topics create MODULE:APP`)."
-                    )
-                entries[topic] = self._registry.register(topic, counts[topic])
-        self._topics = list(topics)
-        self.lease_seconds = min(entries[t].lease_ms for t in topics) / 1000 if topics else 1e9
-        timeout_ms = min((entries[t].delivery_timeout_ms for t in topics), default=30_000)
-        settings = dict(producer_settings or {})
-        for name in _TIMEOUT_SETTINGS:
-            if name in settings and int(settings[name]) > timeout_ms:
-                raise SplitstateError(
-                    f"producer setting {name}={settings[name]} exceeds the topic registry's "
-                    f"delivery timeout ({timeout_ms} ms) that `splitstate expand` waits for. "
-                    f"Fix: use at most {timeout_ms}, or leave it out."
-                )
-        self.partitioner = LinearHashPartitioner({t: entries[t] for t in topics})
-        self._renewed = time.monotonic()
-        self._producer = Producer(
-            {
-                **client,
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "delivery.timeout.ms": timeout_ms,
-                **settings,
-            }
+    def __init__(self, registry: TopicRegistry, entries: Mapping[str, TopicEntry]) -> None:
+        self._registry = registry
+        self._topics = list(entries)
+        self.partitioner = LinearHashPartitioner(entries)
+        self.lease_seconds = min((e.lease_ms for e in entries.values()), default=10**9) / 1000
+        self.delivery_timeout_ms = min(
+            (e.delivery_timeout_ms for e in entries.values()), default=30_000
         )
+        self._renewed = time.monotonic()
+        self._producer: Producer | None = None
         self._stop = threading.Event()
-        self._renewer = threading.Thread(target=self._renew, name="registry-lease", daemon=True)
-        self._renewer.start()
+        self._thread = threading.Thread(target=self._renew, name="registry-lease", daemon=True)
+
+    def start(self, producer: Producer) -> None:
+        """Start renewing; ``producer``'s metadata is refreshed before new counts are used."""
+        self._producer = producer
+        if self._topics:
+            self._thread.start()
+
+    def fresh(self) -> bool:
+        """Whether the counts are within their lease."""
+        return time.monotonic() - self._renewed <= self.lease_seconds
+
+    def check(self) -> None:
+        """Raise ``ProducerLeaseError`` when the counts may be stale."""
+        age = time.monotonic() - self._renewed
+        if age > self.lease_seconds:
+            raise ProducerLeaseError(
+                f"the producer could not re-read the splitstate topic registry for {age:.1f}s "
+                f"(its lease is {self.lease_seconds:.1f}s), so the partition counts it holds "
+                "may be stale and keys could land on the wrong partition; nothing was "
+                "produced. Fix: make Kafka reachable; producing works again once the "
+                "registry can be read."
+            )
+
+    def close(self) -> None:
+        """Stop renewing."""
+        self._stop.set()
 
     def _renew(self) -> None:
-        """Re-read the registry several times per lease; swap in new counts.
-
-        The lease is renewed only once the new counts can be used: librdkafka's own metadata
-        must know the new partitions first (else producing to them fails).
-        """
         while not self._stop.wait(self.lease_seconds / _RENEWALS_PER_LEASE):
             try:
                 entries = self._registry.read()
@@ -161,6 +155,7 @@ class SplitstateProducer:
 
     def _wait_for_partitions(self, topic: str, count: int) -> None:
         """Refresh librdkafka's metadata until ``topic`` shows ``count`` partitions."""
+        assert self._producer is not None
         deadline = time.monotonic() + self.lease_seconds
         while True:
             metadata = self._producer.list_topics(topic, timeout=5)
@@ -170,17 +165,65 @@ class SplitstateProducer:
                 raise SplitstateError(f"Kafka metadata of {topic!r} lacks the new partitions")
             time.sleep(0.1)
 
+
+class SplitstateProducer:
+    """A confluent-kafka Producer that places keys by linear hashing, under a registry lease.
+
+    ``client``: connection settings (``bootstrap.servers``, security); ``topics``: the topics
+    it will write; ``producer_settings``: extra librdkafka producer settings (a delivery
+    timeout above the registry's is refused). Topics not yet in the registry are registered
+    with their current partition count as ``N``. Call ``close`` when done.
+    """
+
+    def __init__(
+        self,
+        client: Mapping[str, Any],
+        topics: list[str],
+        producer_settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        client = dict(client)
+        admin = AdminClient(client)
+        registry = TopicRegistry(client, admin)
+        registry.ensure_topic()
+        entries = registry.read()
+        counts = partition_counts(admin, topics)
+        for topic in topics:
+            if topic not in entries:
+                if topic not in counts:
+                    raise SplitstateError(
+                        f"topic {topic!r} does not exist. Fix: create it first "
+                        "(`splitstate topics create MODULE:APP`)."
+                    )
+                entries[topic] = registry.register(topic, counts[topic])
+        self.lease = RegistryLease(registry, {t: entries[t] for t in topics})
+        timeout_ms = self.lease.delivery_timeout_ms
+        settings = dict(producer_settings or {})
+        for name in _TIMEOUT_SETTINGS:
+            if name in settings and int(settings[name]) > timeout_ms:
+                raise SplitstateError(
+                    f"producer setting {name}={settings[name]} exceeds the topic registry's "
+                    f"delivery timeout ({timeout_ms} ms) that `splitstate expand` waits for. "
+                    f"Fix: use at most {timeout_ms}, or leave it out."
+                )
+        self._producer = Producer(
+            {
+                **client,
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "delivery.timeout.ms": timeout_ms,
+                **settings,
+            }
+        )
+        self.lease.start(self._producer)
+
+    @property
+    def partitioner(self) -> LinearHashPartitioner:
+        """The counts keys are placed with now."""
+        return self.lease.partitioner
+
     def check_lease(self) -> None:
         """Raise ``ProducerLeaseError`` when the counts may be stale."""
-        age = time.monotonic() - self._renewed
-        if age > self.lease_seconds:
-            raise ProducerLeaseError(
-                f"the producer could not re-read the splitstate topic registry for {age:.1f}s "
-                f"(its lease is {self.lease_seconds:.1f}s), so the partition counts it holds "
-                "may be stale and keys could land on the wrong partition; nothing was "
-                "produced. Fix: make Kafka reachable; producing works again once the "
-                "registry can be read."
-            )
+        self.lease.check()
 
     def produce(
         self,
@@ -191,8 +234,8 @@ class SplitstateProducer:
         on_delivery: DeliveryCallback | None = None,
     ) -> None:
         """Queue one keyed record for the partition its key hashes to."""
-        self.check_lease()
-        partitioner = self.partitioner
+        self.lease.check()
+        partitioner = self.lease.partitioner
         partition = partitioner.partition(topic, key)
         placed = [*(headers or []), (COUNT_HEADER, str(partitioner.partitions(topic)))]
         while True:
@@ -219,5 +262,5 @@ class SplitstateProducer:
 
     def close(self, timeout: float = 30.0) -> int:
         """Flush and stop renewing the lease; returns how many records are still queued."""
-        self._stop.set()
+        self.lease.close()
         return self._producer.flush(timeout)

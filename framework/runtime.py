@@ -48,7 +48,8 @@ from framework.gates import blocked_partitions
 from framework.handoffs import HandoffProtocol
 from framework.layout import prepare_app
 from framework.processing import DeadLetter, EncodedOutput, RecordProcessor
-from framework.producer import LinearHashPartitioner
+from framework.producer import COUNT_HEADER, RegistryLease
+from framework.registry import TopicRegistry
 from framework.session import Position, RuntimeStats, Session
 from framework.topic_watch import TopicWatcher
 from statestore import DatabaseIdentity, ProcessorDatabase, processor_path
@@ -70,6 +71,7 @@ class ProcessorRuntime(HandoffProtocol):
         self.stats = RuntimeStats()
         self._stopping = False
         self._delivery_errors: list[str] = []
+        self._lease_warned = 0.0
 
     def request_stop(self, *_args: object) -> None:
         """Finish the current batch, commit, and return from ``run`` (signal-safe)."""
@@ -105,6 +107,8 @@ class ProcessorRuntime(HandoffProtocol):
         )
         path = processor_path(self.config.app_state_dir, self.processor_id)
         database = ProcessorDatabase.open(path, identity, self.app.store_specs())
+        # outputs may be other apps' inputs: place them under the registry's lease too
+        outputs = RegistryLease(TopicRegistry(client, admin), layout.outputs)
         session = Session(
             layout=layout,
             database=database,
@@ -117,13 +121,21 @@ class ProcessorRuntime(HandoffProtocol):
                     "auto.offset.reset": "earliest",
                 }
             ),
-            producer=Producer({**client, "enable.idempotence": True, "linger.ms": 5}),
+            producer=Producer(
+                {
+                    **client,
+                    "enable.idempotence": True,
+                    "linger.ms": 5,
+                    "delivery.timeout.ms": outputs.delivery_timeout_ms,
+                }
+            ),
             watcher=watcher,
             control=ControlLog(client, admin, self.config.control_topic),
             records=RecordProcessor(self.app),
-            partitioner=LinearHashPartitioner(layout.outputs),
+            outputs=outputs,
             topics=TopicWatcher(client, list(layout.inputs), layout.inputs),
         )
+        outputs.start(session.producer)
         session.topics.poll(force=True)
         self._adopt_topics(session)
         try:
@@ -139,6 +151,7 @@ class ProcessorRuntime(HandoffProtocol):
             self._loop(session, until)
         finally:
             session.producer.flush(30)
+            session.outputs.close()
             if session.catchup is not None:
                 session.catchup.close()
             watcher.close()
@@ -274,6 +287,19 @@ class ProcessorRuntime(HandoffProtocol):
                 log.warning("final consumer group commit failed: %s", error)
 
     def _process_batch(self, session: Session, wait: float) -> None:
+        if not session.outputs.fresh():
+            # the output counts may be stale: process nothing until the registry is readable
+            now = time.monotonic()
+            if now - self._lease_warned > _LOG_EVERY_SECONDS:
+                self._lease_warned = now
+                log.warning(
+                    "processor %d: cannot re-read the topic registry within the output "
+                    "topics' lease; processing waits (outputs could land on the wrong "
+                    "partition). Fix: make Kafka reachable.",
+                    self.processor_id,
+                )
+            time.sleep(0.5)
+            return
         messages = session.consumer.consume(
             num_messages=self.config.batch.max_records, timeout=max(wait, 0.01)
         )
@@ -345,9 +371,12 @@ class ProcessorRuntime(HandoffProtocol):
             if error is not None:
                 errors.append(str(error))
 
-        produce, place = producer.produce, session.partitioner.partition
+        partitioner = session.outputs.partitioner
+        produce, place = producer.produce, partitioner.partition
+        counts = {t: (COUNT_HEADER, str(partitioner.partitions(t))) for t in partitioner.topics}
         for output in outputs:
             topic, key = output.topic, output.key
+            headers = [*(output.headers or ()), counts[topic]]
             try:
                 produce(
                     topic,
@@ -355,7 +384,7 @@ class ProcessorRuntime(HandoffProtocol):
                     key,
                     place(topic, key),
                     on_delivery=delivered,
-                    headers=output.headers,
+                    headers=headers,
                 )
             except BufferError:
                 _produce_one(
@@ -365,7 +394,7 @@ class ProcessorRuntime(HandoffProtocol):
                         "key": key,
                         "value": output.value,
                         "partition": place(topic, key),
-                        "headers": output.headers,
+                        "headers": headers,
                         "on_delivery": delivered,
                     },
                 )

@@ -12,7 +12,7 @@ from framework.control_watch import ControlWatcher
 from framework.controllog import ControlLog
 from framework.layout import AppLayout
 from framework.processing import RecordProcessor
-from framework.producer import LinearHashPartitioner
+from framework.producer import RegistryLease
 from framework.topic_watch import TopicWatcher
 from statestore import ProcessorDatabase
 
@@ -44,7 +44,7 @@ class Session:
     watcher: ControlWatcher
     control: ControlLog
     records: RecordProcessor
-    partitioner: LinearHashPartitioner
+    outputs: RegistryLease
     topics: TopicWatcher
     owned: set[Position] = field(default_factory=set)
     restore_below: dict[Position, int] = field(default_factory=dict)

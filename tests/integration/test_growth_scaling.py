@@ -178,3 +178,59 @@ def test_a_producer_that_cannot_renew_its_lease_stops(tmp_path: Path) -> None:
     assert "could not re-read the splitstate topic registry" in str(error.value)
     assert "Fix: make Kafka reachable" in str(error.value)
     producer.close(1)
+
+
+def test_a_grown_topic_between_two_apps_keeps_order(tmp_path: Path, kafka_bootstrap: str) -> None:
+    """App A's output topic is app B's input; growing it while A writes keeps B's order."""
+    source, middle, final = unique("src"), unique("mid"), unique("out")
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    a_config = write_config(
+        first,
+        kafka_bootstrap,
+        app_id=unique("chain-a"),
+        inputs=[{"topic": source, "partitions": 4, **LEASE}],
+        outputs=[{"topic": middle, "partitions": 4, **LEASE}],
+        initial_processors=2,
+    )
+    b_id = unique("chain-b")
+    b_config = write_config(
+        second,
+        kafka_bootstrap,
+        app_id=b_id,
+        inputs=[{"topic": middle, "partitions": 4, **LEASE}],
+        outputs=[{"topic": final, "partitions": 4}],
+        initial_processors=2,
+    )
+    for config in (a_config, b_config):
+        created = splitstate("topics", "create", SEQUENCES, "--config", str(config))
+        assert created.returncode == 0, created.stderr
+    runners = [
+        Supervised(SEQUENCES, a_config, first / "state", first / "run.log"),
+        Supervised(SEQUENCES, b_config, second / "state", second / "run.log"),
+    ]
+    producers = [SequenceProducer(kafka_bootstrap, source, name) for name in ("a", "b")]
+    reader = TopicReader(kafka_bootstrap, final, 4)
+    try:
+        for producer in producers:
+            producer.start()
+        reader.wait_for(lambda r: len(r.records) > 2000, timeout=120, what="outputs of B")
+        expand(b_config, middle, 6)
+        expand(b_config, middle, 8)
+        time.sleep(3)
+        for producer in producers:
+            producer.stop_event.set()
+        for producer in producers:
+            producer.join(timeout=120)
+            assert producer.error is None, producer.error
+        total = sum(sum(p.sent.values()) for p in producers)
+        reader.wait_for(lambda r: len(r.records) >= total, timeout=180, what="every record")
+        reader.poll(2.0)
+    finally:
+        for runner in runners:
+            assert runner.stop() == 0, runner.output()[-3000:]
+        reader.close()
+    check_sequences(reader, producers)
+    assert read_all(kafka_bootstrap, f"{b_id}-dead-letters", 1) == []
+    assert "partition counts now" in runners[0].output()  # A switched without restarting

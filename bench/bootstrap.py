@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the examples pac
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from bench.words import produce_words
 from examples.wordcount.app import app as wordcount
 from framework import AppConfig
 from framework.broker import LocalBroker
@@ -41,7 +42,6 @@ from framework.history import watermarks
 from framework.kafka_io import TopicSpec, ensure_topics
 from framework.layout import prepare_app
 from framework.processing import RecordProcessor
-from framework.producer import SplitstateProducer
 from framework.scaling import request_scale
 from framework.spark_bootstrap import BuildRequest, build_state
 from statestore import DatabaseIdentity, ProcessorDatabase
@@ -49,20 +49,6 @@ from statestore.spark import OffsetRange
 
 PARTITIONS = 2
 JOINER = 1
-
-
-def produce_words(bootstrap: str, topic: str, records: int) -> None:
-    """Write the history once; both methods read it."""
-    rng = random.Random(17)
-    vocabulary = [f"word-{i:05d}".encode() for i in range(20_000)]
-    producer = SplitstateProducer(
-        {"bootstrap.servers": bootstrap}, [topic], {"linger.ms": 50, "batch.size": 1_000_000}
-    )
-    for i in range(records):
-        producer.produce(topic, rng.choice(vocabulary), b"")
-        if i % 10_000 == 0:
-            producer.poll(0)
-    producer.close(300)
 
 
 def replay(config: AppConfig, scale: Any, state: Path, end: int) -> tuple[float, dict[bytes, Any]]:
@@ -133,7 +119,7 @@ def main() -> None:
         ensure_topics(admin, [TopicSpec(topic, PARTITIONS), TopicSpec(f"{topic}-out", PARTITIONS)])
         layout = prepare_app(wordcount, admin)
         started = time.perf_counter()
-        produce_words(bootstrap, topic, args.records)
+        produce_words(bootstrap, topic, args.records, distinct=20_000, seed=17)
         print(f"produced {args.records:,} records in {time.perf_counter() - started:.1f}s")
 
         position = (topic, JOINER)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import random
 import shutil
 import sys
 import tempfile
@@ -26,29 +25,15 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from rocksdict import Options, Rdict, WriteBatch
 
+from bench.words import produce_words
 from examples.wordcount.app import app as wordcount
 from framework import AppConfig
 from framework.broker import LocalBroker
 from framework.kafka_io import TopicSpec, ensure_topics
-from framework.producer import SplitstateProducer
 from framework.runtime import ProcessorRuntime
 
 PARTITIONS = 4
 BATCH = 2000
-
-
-def produce_words(bootstrap: str, topic: str, records: int) -> None:
-    """Write the input once; both runs read it."""
-    rng = random.Random(11)
-    vocabulary = [f"word-{i:05d}".encode() for i in range(10_000)]
-    producer = SplitstateProducer(
-        {"bootstrap.servers": bootstrap}, [topic], {"linger.ms": 50, "batch.size": 1_000_000}
-    )
-    for i in range(records):
-        producer.produce(topic, rng.choice(vocabulary), b"")
-        if i % 10_000 == 0:
-            producer.poll(0)
-    producer.close(120)
 
 
 def ceiling(bootstrap: str, topic: str, output: str, records: int, state: Path) -> float:

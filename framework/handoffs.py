@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from confluent_kafka import TopicPartition
 
@@ -35,12 +36,9 @@ class HandoffProtocol:
     app: App
     config: AppConfig
     processor_id: int
-
-    def _assign(self, session: Session, owned: set[Position]) -> None:
-        raise NotImplementedError
-
-    def _ungated(self, session: Session, owned: set[Position]) -> set[Position]:
-        raise NotImplementedError
+    # provided by ProcessorRuntime: read exactly these partitions / drop the gated ones
+    _assign: Callable[[Session, set[Position]], None]
+    _ungated: Callable[[Session, set[Position]], set[Position]]
 
     def _coordinate(self, session: Session) -> None:
         """Act on the control state: ownership, joining a scale, releasing, completing."""

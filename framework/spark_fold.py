@@ -11,67 +11,30 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from framework.app import App
-from framework.processing import RecordProcessor
+from framework.processing import RecordProcessor, StoredMessage
 from statestore import DatabaseIdentity, ProcessorDatabase
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["AppFold", "ArchivedMessage"]
+__all__ = ["AppFold"]
 
 _COMMIT_EVERY = 10_000
 
 
-@dataclass(frozen=True, slots=True)
-class ArchivedMessage:
-    """A record read from history, presented as the consumer presents a Kafka message."""
-
-    _topic: str
-    _partition: int
-    _offset: int
-    _key: bytes | None
-    _value: bytes | None
-    _timestamp: int | None
-    _headers: str | None
-
-    def topic(self) -> str:
-        """The record's topic."""
-        return self._topic
-
-    def partition(self) -> int:
-        """The record's partition."""
-        return self._partition
-
-    def offset(self) -> int:
-        """The record's offset."""
-        return self._offset
-
-    def key(self) -> bytes | None:
-        """The record's key."""
-        return self._key
-
-    def value(self) -> bytes | None:
-        """The record's value."""
-        return self._value
-
-    def timestamp(self) -> tuple[int, int]:
-        """``(type, epoch ms)`` as confluent-kafka gives it (type 0: none)."""
-        return (0, 0) if self._timestamp is None else (1, self._timestamp)
-
-    def headers(self) -> list[tuple[str, bytes | None]] | None:
-        """The record's headers, decoded from the JSON text Spark carries them as."""
-        if not self._headers:
-            return None
-        return [
-            (str(h["key"]), None if h.get("value") is None else base64.b64decode(h["value"]))
-            for h in orjson.loads(self._headers)
-        ]
+def _headers(text: str | None) -> list[tuple[str, bytes | None]] | None:
+    """Headers from the JSON text Spark carries them as (binary values base64-encoded)."""
+    if not text:
+        return None
+    return [
+        (str(h["key"]), None if h.get("value") is None else base64.b64decode(h["value"]))
+        for h in orjson.loads(text)
+    ]
 
 
 class AppFold:
@@ -110,14 +73,14 @@ class AppFold:
         for count, (topic, partition, offset, key, value, timestamp, headers) in enumerate(
             zip(*columns, strict=True), start=1
         ):
-            message = ArchivedMessage(
+            message = StoredMessage(
                 topic,
                 int(partition),
                 int(offset),
                 None if key is None else bytes(key),
                 None if value is None else bytes(value),
                 None if timestamp is None or math.isnan(timestamp) else int(timestamp),
-                headers,
+                _headers(headers),
             )
             processor.process(batch, message, topic, int(partition), int(offset), restore=True)
             if count % _COMMIT_EVERY == 0:

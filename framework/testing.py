@@ -15,52 +15,17 @@ one committed batch. Keys are placed on partitions as producers would place them
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from framework.app import App
 from framework.config import AppConfig
-from framework.processing import DeadLetter, EncodedOutput, RecordProcessor
+from framework.processing import DeadLetter, EncodedOutput, RecordProcessor, StoredMessage
 from rebalance import bucket, key_hash
 from statestore import DatabaseIdentity, ProcessorDatabase
 
 __all__ = ["TestDriver"]
-
-
-@dataclass(frozen=True)
-class _Message:
-    """A record as the consumer would deliver it."""
-
-    _topic: str
-    _partition: int
-    _offset: int
-    _key: bytes | None
-    _value: bytes | None
-    _timestamp: int
-    _headers: list[tuple[str, bytes | None]]
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes | None:
-        return self._key
-
-    def value(self) -> bytes | None:
-        return self._value
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, self._timestamp)
-
-    def headers(self) -> list[tuple[str, bytes | None]]:
-        return self._headers
 
 
 class TestDriver:
@@ -97,7 +62,7 @@ class TestDriver:
         offset = self._next_offset[(topic, partition)]
         self._clock += 1
         raw = value.encode() if isinstance(value, str) else value
-        message = _Message(
+        message = StoredMessage(
             topic, partition, offset, key, raw, timestamp or self._clock, list(headers or [])
         )
         batch = self.database.begin()

@@ -128,7 +128,10 @@ class CatchUp:
             )
             return None
         s1 = [TopicPartition(t, p) for t, p in sorted(self.s1)]
-        t1 = {(tp.topic, tp.partition): max(tp.offset, 0) for tp in self._consumer.committed(s1)}
+        t1 = {
+            (tp.topic, tp.partition): max(tp.offset, 0)
+            for tp in self._consumer.committed(s1, timeout=30)
+        }
         return {
             position: OffsetRange(0, t1[position] if position in self.s1 else (bound or 0))
             for position, bound in self.bounds.items()

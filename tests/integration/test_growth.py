@@ -72,6 +72,22 @@ class SequenceProducer(threading.Thread):
         self.unsent = self.producer.close(60)
 
 
+def stop_producing(producers: list[SequenceProducer], *readers: TopicReader) -> int:
+    """Stop the producers (each must have delivered everything), then read until each
+    reader has one output per record written; returns how many records were written."""
+    for producer in producers:
+        producer.stop_event.set()
+    for producer in producers:
+        producer.join(timeout=120)
+        assert producer.error is None, producer.error
+        assert producer.unsent == 0
+    total = sum(sum(p.sent.values()) for p in producers)
+    for reader in readers:
+        reader.wait_for(lambda r: len(r.records) >= total, timeout=180, what="every output")
+        reader.poll(2.0)
+    return total
+
+
 def read_all(
     bootstrap: str, topic: str, partitions: int
 ) -> list[tuple[int, bytes, dict[str, bytes]]]:
@@ -147,19 +163,7 @@ def test_growth_keeps_per_key_order_and_processors(tmp_path: Path, kafka_bootstr
             assert f"now has {partitions} partitions" in grown.stdout
             time.sleep(2)
         time.sleep(3)
-        for producer in producers:
-            producer.stop_event.set()
-        for producer in producers:
-            producer.join(timeout=120)
-            assert producer.error is None, producer.error
-            assert producer.unsent == 0
-        total = sum(sum(p.sent.values()) for p in producers)
-        seq_reader.wait_for(lambda r: len(r.records) >= total, timeout=180, what="every record")
-        count_reader.wait_for(
-            lambda r: len(r.records) >= total, timeout=180, what="every word count"
-        )
-        seq_reader.poll(2.0)
-        count_reader.poll(2.0)
+        stop_producing(producers, seq_reader, count_reader)
     finally:
         logs = []
         for runner in runners:

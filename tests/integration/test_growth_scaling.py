@@ -28,6 +28,7 @@ from tests.integration.test_growth import (
     SequenceProducer,
     check_sequences,
     read_all,
+    stop_producing,
 )
 
 pytestmark = pytest.mark.integration
@@ -87,14 +88,7 @@ def test_growth_and_scaling_in_one_run(tmp_path: Path, kafka_bootstrap: str) -> 
         assert scaled.returncode == 0, scaled.stderr
         wait_for_generation(config, 2)
         time.sleep(2)
-        for producer in producers:
-            producer.stop_event.set()
-        for producer in producers:
-            producer.join(timeout=120)
-            assert producer.error is None, producer.error
-        total = sum(sum(p.sent.values()) for p in producers)
-        reader.wait_for(lambda r: len(r.records) >= total, timeout=180, what="every record")
-        reader.poll(2.0)
+        stop_producing(producers, reader)
     finally:
         assert runner.stop() == 0, runner.output()[-3000:]
         reader.close()
@@ -219,14 +213,7 @@ def test_a_grown_topic_between_two_apps_keeps_order(tmp_path: Path, kafka_bootst
         expand(b_config, middle, 6)
         expand(b_config, middle, 8)
         time.sleep(3)
-        for producer in producers:
-            producer.stop_event.set()
-        for producer in producers:
-            producer.join(timeout=120)
-            assert producer.error is None, producer.error
-        total = sum(sum(p.sent.values()) for p in producers)
-        reader.wait_for(lambda r: len(r.records) >= total, timeout=180, what="every record")
-        reader.poll(2.0)
+        stop_producing(producers, reader)
     finally:
         for runner in runners:
             assert runner.stop() == 0, runner.output()[-3000:]

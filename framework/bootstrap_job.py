@@ -45,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         processor = int(request["processor"])
         build = BuildRequest(
             processors=int(request["processors"]),
+            gained_from=(
+                int(request["previous_processors"]),
+                frozenset(int(s) for s in request["sources"]),
+            ),
             covers={processor: [(t, int(p)) for t, p in request["covers"]]},
             ranges=ranges,
             retained=watermarks(client, ranges),

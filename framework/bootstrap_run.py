@@ -62,10 +62,12 @@ class BootstrapRun:
         processor: int,
         generation: int,
         processors: int,
+        gained_from: tuple[int, Iterable[int]],
         ranges: Mapping[Position, OffsetRange],
         covers: Iterable[Position],
     ) -> BootstrapRun:
-        """Start (or adopt) the bootstrap of ``processor``'s keys at ``processors``."""
+        """Start (or adopt) the bootstrap of the keys ``processor`` owns at ``processors``
+        and gains from ``gained_from`` = (old processor count, source processors)."""
         if app.spec is None:
             raise ProcessorStoppedError(
                 "bootstrap: spark runs the Spark job in a child process that imports the app, "
@@ -84,6 +86,8 @@ class BootstrapRun:
             "processor": processor,
             "generation": generation,
             "processors": processors,
+            "previous_processors": gained_from[0],
+            "sources": sorted(gained_from[1]),
             "ranges": [[t, p, r.start, r.end] for (t, p), r in sorted(ranges.items())],
             "covers": [[t, p] for t, p in sorted(covers)],
         }

@@ -1,13 +1,19 @@
 """The receiving side of the catch-up protocol (KIP-287): build the gained keys' state.
 
 A processor that gains partitions in a scale reads S2 (its S1 partitions plus their
-ancestors) from T2 (its own progress, initially the beginning), keeps the records whose key
-now belongs to it (``bucket(key_hash, B, P') == J``) and applies the processor function in
-restore mode (no outputs, no dead letters). It never reads a moved partition past T1, the old
-owner's committed offset, so nothing it applies can be a record the old owner has not
-emitted; once the old owner released the partition at F, it reads exactly up to F. Before the
-first record it deletes any state it holds for the gained keys (left from an earlier
-membership): gained keys are always rebuilt from empty.
+ancestors, each ancestor up to the growth threshold after which it holds none of their keys)
+from T2 (its own progress, initially the beginning), keeps the records of the keys it
+*gains* -- keys it owns at P' whose owner at P is one of its sources still handing over
+(``bucket(key_hash, B, P') == J`` and ``bucket(key_hash, B, P)`` in those sources) -- and
+applies the processor function in restore mode (no outputs, no dead letters). Keys it owned
+before (a scale-in's receiver reads its own partitions as ancestors) and keys of a handoff it
+already completed (and now processes live) are never applied again.
+
+It never reads any partition past T1, the group's committed offset of that partition, so
+nothing it applies can be a record its owner has not emitted; once the old owner released a
+partition at F, it reads exactly up to F (a position past F is a protocol error that stops
+it). Before the first record it deletes any state it holds for the gained keys (left from an
+earlier membership): gained keys are always rebuilt from empty.
 """
 
 from __future__ import annotations
@@ -22,8 +28,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 
 from framework.bootstrap_run import BootstrapRun
 from framework.processing import ProcessorStoppedError, RecordProcessor
-from rebalance import TopicHistory, bucket, key_hash
+from rebalance import HandoffPhase, TopicHistory, bucket, key_hash
 from rebalance.control import Handoff, Scale
+from rebalance.plan import read_set
 from statestore import ProcessorDatabase
 from statestore.spark import OffsetRange
 
@@ -32,9 +39,13 @@ __all__ = ["BootstrapStarter", "CatchUp"]
 log = logging.getLogger(__name__)
 
 Position = tuple[str, int]
-#: Starts a Spark bootstrap of the given ranges, covering the given partitions.
-BootstrapStarter = Callable[[dict[Position, OffsetRange], list[Position]], BootstrapRun]
+#: Starts a Spark bootstrap of the given ranges, covering the given partitions, building the
+#: keys gained from the given source processors.
+BootstrapStarter = Callable[
+    [dict[Position, OffsetRange], list[Position], frozenset[int]], BootstrapRun
+]
 _REFRESH_SECONDS = 0.5
+_CLOSED = (HandoffPhase.COMPLETE, HandoffPhase.ABORTED)
 
 
 class CatchUp:
@@ -56,29 +67,35 @@ class CatchUp:
         self.processor = processor
         self.generation = scale.generation
         self.scope = f"catchup-{scale.generation}"
-        plan = scale.receivers[processor]
-        self.s1: set[Position] = set(plan.s1)
+        # only handoffs still open: a completed one's partitions are processed live already
+        pending = [h for h in scale.incoming(processor) if h.phase not in _CLOSED]
+        self.sources = frozenset(h.source for h in pending)
+        self.s1: set[Position] = {p for h in pending for p in h.partitions}
+        topics = {**(histories or {}), **scale.histories}
         self.bounds: dict[Position, int | None] = {
-            (read.topic, read.partition): read.end_offset for read in plan.s2
+            (read.topic, read.partition): read.end_offset
+            for read in read_set(topics, sorted(self.s1))
         }
         self._database = database
         self._records = records
         # a partition split from another is read only once its parent is read to the threshold
         self.gates: dict[Position, tuple[Position, int | None]] = {}
         for topic, partition in self.bounds:
-            history = (histories or {}).get(topic)
-            gate = None if history is None else history.gate(partition)
+            gate = topics[topic].gate(partition)
             if gate is not None and (topic, gate[0]) in self.bounds:
                 self.gates[(topic, partition)] = ((topic, gate[0]), gate[1])
-        b, old, new = initial_processors, scale.old_processors, scale.new_processors
-
-        def belongs(key: bytes) -> bool:
-            return bucket(key_hash(key), b, new) == processor
+        b, old, new, sources = (
+            initial_processors,
+            scale.old_processors,
+            scale.new_processors,
+            self.sources,
+        )
 
         def gained(key: bytes) -> bool:
-            return belongs(key) and bucket(key_hash(key), b, old) != processor
+            h = key_hash(key)
+            return bucket(h, b, new) == processor and bucket(h, b, old) in sources
 
-        self._belongs: Callable[[bytes], bool] = belongs
+        self._gained: Callable[[bytes], bool] = gained
         self._clear_stale(gained)
         self._consumer = Consumer({**client, "group.id": group_id, "enable.auto.commit": False})
         progress = database.progress(self.scope)
@@ -96,7 +113,7 @@ class CatchUp:
         if bootstrap is not None and not progress and not database.has_flag(self._loaded_flag):
             ranges = self._bootstrap_ranges()
             if ranges is not None:
-                self.bootstrap = bootstrap(ranges, sorted(self.bounds))
+                self.bootstrap = bootstrap(ranges, sorted(self.bounds), self.sources)
                 log.info(
                     "processor %d: building the keys it gains in generation %d with Spark "
                     "(%s); catch-up follows",
@@ -127,15 +144,8 @@ class CatchUp:
                 sorted(unknown),
             )
             return None
-        s1 = [TopicPartition(t, p) for t, p in sorted(self.s1)]
-        t1 = {
-            (tp.topic, tp.partition): max(tp.offset, 0)
-            for tp in self._consumer.committed(s1, timeout=30)
-        }
-        return {
-            position: OffsetRange(0, t1[position] if position in self.s1 else (bound or 0))
-            for position, bound in self.bounds.items()
-        }
+        self.refresh(force=True)
+        return {position: OffsetRange(0, self.limit(position) or 0) for position in self.bounds}
 
     def _poll_bootstrap(self) -> None:
         """Ingest the Spark bootstrap once it finished, then read on from what it covered."""
@@ -210,13 +220,33 @@ class CatchUp:
             )
 
     def release(self, handoff: Handoff) -> None:
-        """The old owner released ``handoff``'s partitions at F: read them exactly to F."""
+        """The old owner released ``handoff``'s partitions at F: read them exactly to F.
+
+        Raises ``ProcessorStoppedError`` when this processor already applied records at or
+        past F: the old owner emitted nothing for them, so taking over would lose or repeat
+        records. The protocol never lets that happen (T2 <= T1 <= F); it means a broken
+        old owner or an edited group offset, and a person must look.
+        """
         for position, final in handoff.released.items():
+            if position in self.positions and self.positions[position] > final:
+                raise ProcessorStoppedError(
+                    f"protocol error in generation {self.generation}: processor "
+                    f"{handoff.source} released {position[0]}[{position[1]}] at offset {final}, "
+                    f"but processor {self.processor} already rebuilt it up to "
+                    f"{self.positions[position]} (T2 > F). It stops rather than take the "
+                    "partition over with state ahead of what was emitted. Fix: run `splitstate "
+                    "scale --abort` for this app, then scale again; report this as a bug."
+                )
             self.released[position] = final
         self._resume_ready()
 
     def limit(self, position: Position) -> int | None:
-        """How far ``position`` may be read now (``None``: no limit)."""
+        """How far ``position`` may be read now (``None``: no limit).
+
+        S1 partitions: T1 (the group's committed offset), or F once released. Ancestors: their
+        threshold, and never past T1 (their owner's commits) either, so no record is applied
+        here before its owner emitted it.
+        """
         gate = self.gates.get(position)
         if gate is not None and self.positions[position] == 0:
             parent, threshold = gate
@@ -224,17 +254,22 @@ class CatchUp:
                 return self.positions[position]  # held back until the parent reached it
         if position in self.released:
             return self.released[position]
-        if position in self.s1:
-            return self.t1.get(position, self.positions[position])
-        return self.bounds.get(position)
+        committed = self.t1.get(position, self.positions[position])
+        bound = None if position in self.s1 else self.bounds.get(position)
+        return committed if bound is None else min(bound, committed)
 
     def refresh(self, force: bool = False) -> None:
-        """Re-read T1 (the consumer group's committed offsets of S1) every half second."""
+        """Re-read T1 (the group's committed offsets of what is read) every half second."""
         now = time.monotonic()
         if not force and now - self._refreshed < _REFRESH_SECONDS:
             return
         self._refreshed = now
-        pending = [TopicPartition(t, p) for t, p in self.s1 if (t, p) not in self.released]
+        pending = [
+            TopicPartition(t, p)
+            for (t, p), bound in self.bounds.items()
+            if (t, p) not in self.released
+            and ((t, p) in self.s1 or bound is None or self.positions[(t, p)] < bound)
+        ]
         if pending:
             for tp in self._consumer.committed(pending, timeout=30):
                 if tp.offset >= 0:
@@ -279,7 +314,7 @@ class CatchUp:
                 self._paused.add(position)
                 continue
             key = message.key()
-            if key is not None and self._belongs(key):
+            if key is not None and self._gained(key):
                 self._records.process(batch, message, topic, partition, offset, restore=True)
                 self.applied += 1
             self.positions[position] = offset + 1
@@ -314,7 +349,7 @@ class CatchUp:
     def finished(self, handoff: Handoff) -> bool:
         """Whether every partition of a released ``handoff`` was read exactly to F."""
         return self.bootstrap is None and all(
-            p in self.released and self.positions[p] >= self.released[p] for p in handoff.partitions
+            p in self.released and self.positions[p] == self.released[p] for p in handoff.partitions
         )
 
     def complete(self, handoff: Handoff) -> None:

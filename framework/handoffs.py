@@ -81,12 +81,15 @@ class HandoffProtocol:
                 session.catchup.release(handoff)
 
     def _bootstrap_starter(self, scale: Scale) -> BootstrapStarter:
-        def start(ranges: dict[Position, OffsetRange], covers: list[Position]) -> BootstrapRun:
+        def start(
+            ranges: dict[Position, OffsetRange], covers: list[Position], sources: frozenset[int]
+        ) -> BootstrapRun:
             return BootstrapRun.start(
                 self.app,
                 processor=self.processor_id,
                 generation=scale.generation,
                 processors=scale.new_processors,
+                gained_from=(scale.old_processors, sources),
                 ranges=ranges,
                 covers=covers,
             )
@@ -139,9 +142,11 @@ class HandoffProtocol:
             if key in session.sent:
                 continue
             moved = set(handoff.partitions)
+            final = self._final_offsets(session, moved)
+            if final is None:
+                continue  # still rebuilding state the group already committed: not yet
             session.released.setdefault(scale.generation, set()).update(moved)
             self._assign(session, session.owned - moved)
-            final = self._final_offsets(session, moved)
             session.consumer.commit(
                 offsets=[TopicPartition(t, p, o) for (t, p), o in final.items()],
                 asynchronous=False,
@@ -156,17 +161,45 @@ class HandoffProtocol:
             )
             self._forget_moved_keys(session, handoff, scale.new_processors)
 
-    def _final_offsets(self, session: Session, moved: set[Position]) -> dict[Position, int]:
+    def _final_offsets(self, session: Session, moved: set[Position]) -> dict[Position, int] | None:
+        """F for each moved partition: where this processor's state ends, and never below
+        the group's committed offset (T1, which the receiver may already have rebuilt to).
+
+        ``None`` while the state is behind the group's offset (a lost or rolled-back state
+        directory being rebuilt in restore mode): releasing then would hand over at an F
+        below records the receiver already applied, so the release waits.
+        """
         offsets = session.database.offsets()
+        committed = {
+            (tp.topic, tp.partition): tp.offset
+            for tp in session.consumer.committed(
+                [TopicPartition(t, p) for t, p in sorted(moved)], timeout=30
+            )
+            if tp.offset >= 0
+        }
         final = {}
-        for topic, partition in sorted(moved):
-            if (topic, partition) in offsets:
-                final[(topic, partition)] = offsets[(topic, partition)]
-            else:
+        for position in sorted(moved):
+            state = offsets.get(position)
+            group = committed.get(position)
+            if group is not None and (state is None or state < group):
+                note = f"release of {position} waits for restore to {group}"
+                if note not in session.notes:
+                    session.notes.add(note)
+                    log.info(
+                        "processor %d: %s[%d] is rebuilt up to %s of the group's committed %d; "
+                        "it releases the partition once restored",
+                        self.processor_id,
+                        *position,
+                        state,
+                        group,
+                    )
+                return None
+            if state is None:
                 low, _high = session.consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=30
+                    TopicPartition(*position), timeout=30
                 )
-                final[(topic, partition)] = low
+                state = low
+            final[position] = state
         return final
 
     def _forget_moved_keys(self, session: Session, handoff: Handoff, processors: int) -> None:

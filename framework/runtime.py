@@ -222,6 +222,7 @@ class ProcessorRuntime(HandoffProtocol):
                 [TopicPartition(t, p) for t, p in added], timeout=30
             )
             starts = []
+            behind = []
             for tp in committed:
                 position = (tp.topic, tp.partition)
                 start = state_offsets.get(position)
@@ -236,11 +237,17 @@ class ProcessorRuntime(HandoffProtocol):
                         tp.partition,
                         tp.offset,
                     )
+                elif start is not None and tp.offset < start:
+                    # state built elsewhere (a backfill, a catch-up): the group's offset is T1
+                    # for catch-ups reading this partition, so it says what the state holds
+                    behind.append(TopicPartition(tp.topic, tp.partition, start))
                 starts.append(
                     TopicPartition(
                         tp.topic, tp.partition, OFFSET_BEGINNING if start is None else start
                     )
                 )
+            if behind:
+                session.consumer.commit(offsets=behind, asynchronous=False)
             session.consumer.incremental_assign(starts)
         session.owned = set(owned)
 

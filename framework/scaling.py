@@ -9,7 +9,7 @@ from framework.config import ConfigError
 from framework.controllog import ControlLog
 from framework.registry import TopicRegistry
 from rebalance import check_layout
-from rebalance.control import ControlState, Scale
+from rebalance.control import ControlState, Scale, history_record
 
 __all__ = ["read_control", "request_scale"]
 
@@ -68,6 +68,10 @@ def request_scale(app: App, processors: int) -> Scale:
         "generation": generation,
         "processors": processors,
         "partitions": counts,
+        # the thresholds bound the ancestors each receiver reads (identical for every reader)
+        "histories": {
+            topic: history_record(entries[topic].history) for topic in sorted(state.app.inputs)
+        },
     }
     log.append(record)
     after = log.read()

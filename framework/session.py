@@ -53,6 +53,8 @@ class Session:
     released: dict[int, set[Position]] = field(default_factory=dict)
     blocked: dict[Position, str] = field(default_factory=dict)
     gates_checked: float = 0.0
+    #: things already logged once (not to repeat a line every batch)
+    notes: set[str] = field(default_factory=set)
 
     def owned_now(self, processor: int) -> set[Position]:
         """What the control log says this processor owns, less what it released itself

@@ -41,6 +41,8 @@ class BuildRequest:
     ``ranges`` start where a key's history starts (offset 0). With an ``archive`` the build
     reads it instead of Kafka, up to where the archive ends (all of ``ranges`` when
     ``exact``); ``retained`` is what Kafka holds now, which the processors continue from.
+    ``gained_from`` = (old processor count, sources): build only the keys whose owner at the
+    old count is one of the sources (a scale's receiver), not every key the targets own.
     """
 
     processors: int
@@ -50,6 +52,7 @@ class BuildRequest:
     entries: Mapping[str, TopicEntry]
     archive: Path | None = None
     exact: bool = True
+    gained_from: tuple[int, frozenset[int]] | None = None
 
 
 def build_state(
@@ -89,6 +92,7 @@ def build_state(
                 lineage=lineage_ranks(config, request.entries),
                 covered={j: {p: served[p].end for p in ps} for j, ps in request.covers.items()},
                 shards=config.spark.shards,
+                gained_from=request.gained_from,
             )
             return run_bootstrap(
                 spark, history, plan, AppFold(app), destination, on_progress=on_progress

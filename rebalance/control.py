@@ -11,9 +11,11 @@ Records are JSON objects with a ``type``:
   initial partition count N), ``key_hash``. Written once, when the app first starts.
 - ``generation``: generation 0 and its processor count, written with the app definition.
 - ``scale``: starts generation ``g`` (the current one + 1) with ``processors`` P' over the
-  input partition counts ``partitions`` seen when it was asked for. The moves and each
-  receiver's S1/S2 follow from ``rebalance.plan_scale``; every (source, target) pair is one
-  handoff, PLANNED. Refused while another scale is in progress.
+  input partition counts ``partitions`` seen when it was asked for, and each input's
+  ``histories`` (partition counts and growth thresholds, from the topic registry) so every
+  reader bounds the same ancestors. The moves and each receiver's S1/S2 follow from
+  ``rebalance.plan_scale``; every (source, target) pair is one handoff, PLANNED. Refused
+  while another scale is in progress.
 - ``handoff``: an ``event`` of the catch-up protocol for one (``source``, ``target``) pair of
   generation ``g``, applied through ``HANDOFF_MACHINE``; ``RELEASE`` carries the final
   ``offsets`` F of the moved partitions. When every handoff of a scale is COMPLETE, the scale's
@@ -32,7 +34,16 @@ from rebalance.linear_hash import bucket
 from rebalance.plan import ReceiverPlan, plan_scale
 from rebalance.states import HANDOFF_MACHINE, HandoffEvent, HandoffPhase
 
-__all__ = ["AppDefinition", "ControlState", "Generation", "Handoff", "Scale", "handoff_record"]
+__all__ = [
+    "AppDefinition",
+    "ControlState",
+    "Generation",
+    "Handoff",
+    "Scale",
+    "handoff_record",
+    "history_from_record",
+    "history_record",
+]
 
 TopicPartition = tuple[str, int]
 
@@ -90,9 +101,29 @@ class Handoff:
     released: Mapping[TopicPartition, int] = field(default_factory=dict)
 
 
+def history_record(history: TopicHistory) -> dict[str, Any]:
+    """An input's partition-count history and growth thresholds, as JSON-able values."""
+    return {
+        "counts": list(history.counts),
+        "thresholds": {str(c): o for c, o in sorted(history.thresholds.items())},
+    }
+
+
+def history_from_record(name: str, record: Mapping[str, Any]) -> TopicHistory:
+    """Parse :func:`history_record`'s output for topic ``name``."""
+    return TopicHistory.of(
+        name,
+        [int(c) for c in record["counts"]],
+        {int(c): int(o) for c, o in dict(record.get("thresholds", {})).items()},
+    )
+
+
 @dataclass(frozen=True)
 class Scale:
-    """A change of processor count, in progress or done."""
+    """A change of processor count, in progress or done.
+
+    ``histories``: each input's partition history as the scale planned it (thresholds bound
+    the ancestors a receiver reads)."""
 
     generation: int
     old_processors: int
@@ -100,6 +131,7 @@ class Scale:
     partitions: Mapping[str, int]
     handoffs: Mapping[tuple[int, int], Handoff]
     receivers: Mapping[int, ReceiverPlan]
+    histories: Mapping[str, TopicHistory] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -113,6 +145,7 @@ class Scale:
             "generation": self.generation,
             "processors": self.new_processors,
             "partitions": dict(sorted(self.partitions.items())),
+            "histories": {n: history_record(h) for n, h in sorted(self.histories.items())},
         }
 
     def incoming(self, processor: int) -> list[Handoff]:
@@ -267,20 +300,30 @@ class ControlState:
                 "was expected"
             )
         counts = {str(k): int(v) for k, v in dict(record["partitions"]).items()}
-        histories = []
-        for topic, initial in sorted(self.app.inputs.items()):
-            count = counts.get(topic, initial)
-            histories.append(
-                TopicHistory.of(topic, [initial] if count == initial else [initial, count])
-            )
+        recorded = dict(record.get("histories") or {})
+        histories: dict[str, TopicHistory] = {}
         try:
+            for topic, initial in sorted(self.app.inputs.items()):
+                count = counts.get(topic, initial)
+                if topic in recorded:
+                    history = history_from_record(topic, recorded[topic])
+                else:  # written before scales carried histories: no thresholds known
+                    history = TopicHistory.of(
+                        topic, [initial] if count == initial else [initial, count]
+                    )
+                if history.initial_partitions != initial or history.partitions != count:
+                    raise ValueError(
+                        f"topic {topic!r}: history {list(history.counts)} does not match "
+                        f"N={initial} and {count} partitions"
+                    )
+                histories[topic] = history
             plan = plan_scale(
                 self.app.initial_processors,
-                histories,
+                list(histories.values()),
                 self.generation.processors,
                 int(record["processors"]),
             )
-        except ValueError as error:
+        except (ValueError, KeyError, TypeError) as error:
             return self._ignore(f"scale to generation {number}: {error}")
         handoffs: dict[tuple[int, int], Handoff] = {}
         for move in plan.moves:
@@ -295,6 +338,7 @@ class ControlState:
             counts,
             handoffs,
             dict(plan.receivers),
+            histories,
         )
         return replace(self, scale=scale)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from rebalance.lineage import ReadRange, TopicHistory
 from rebalance.linear_hash import bucket, check_layout
 
-__all__ = ["PartitionMove", "ReceiverPlan", "ScalePlan", "plan_scale"]
+__all__ = ["PartitionMove", "ReceiverPlan", "ScalePlan", "plan_scale", "read_set"]
 
 
 @dataclass(frozen=True, order=True)
@@ -106,16 +106,17 @@ def plan_scale(
         receivers[target] = ReceiverPlan(
             processor=target,
             s1=s1,
-            s2=_read_set(by_name, s1),
+            s2=read_set(by_name, s1),
             sources=tuple(sorted({move.source for move in mine})),
         )
     return ScalePlan(b, old_processors, new_processors, tuple(sorted(moves)), receivers)
 
 
-def _read_set(
+def read_set(
     topics: Mapping[str, TopicHistory], s1: Sequence[tuple[str, int]]
 ) -> tuple[ReadRange, ...]:
-    """S2: ``s1`` plus ancestors, each read to the largest bound any S1 partition needs."""
+    """S2 of ``s1``: the partitions plus their ancestors, each ancestor bounded by the largest
+    threshold any of ``s1`` needs (``None``: a threshold not recorded, or an S1 partition)."""
     ends: dict[tuple[str, int], int | None] = {}
     for topic, partition in s1:
         for read in topics[topic].key_history(partition):

@@ -68,7 +68,9 @@ class BootstrapPlan:
     ``lineage`` gives each input partition its place in processing order: records of a key
     are applied by ascending ``(lineage, offset)`` (topics in config order, then ancestor
     partitions before the partitions split from them). ``covered`` is, per target, the
-    offsets the built state covers.
+    offsets the built state covers. ``gained_from`` = (old processor count, sources) keeps only
+    keys whose owner at the old count is one of the sources (a scale's receiver builds the keys
+    it gains, never keys it already owns).
     """
 
     initial_processors: int
@@ -78,6 +80,7 @@ class BootstrapPlan:
     covered: Mapping[int, Mapping[Position, int]]
     shards: int = 32
     max_file_items: int = 2_000_000
+    gained_from: tuple[int, frozenset[int]] | None = None
 
 
 @dataclass
@@ -227,6 +230,8 @@ def _router(plan: BootstrapPlan, counter: Any) -> Callable[[pd.Series], pd.Serie
     """A pandas UDF over keys: ``processor * shards + shard`` for a target's key, else -1."""
     b, p, shards = plan.initial_processors, plan.processors, plan.shards
     targets = sorted(plan.targets)
+    previous, sources = plan.gained_from or (p, frozenset(targets))
+    source_list = sorted(sources)
 
     def route(keys: pd.Series) -> pd.Series:
         import numpy as np  # noqa: PLC0415
@@ -241,7 +246,9 @@ def _router(plan: BootstrapPlan, counter: Any) -> Callable[[pd.Series], pd.Serie
             hashes = np.asarray(key_hashes(keys[present].tolist()), dtype=np.int64)
             processors = bucket_array(hashes, b, p)
             shard = (hashes >> 16) % shards
-            code = np.where(np.isin(processors, targets), processors * shards + shard, -1)
+            owners = bucket_array(hashes, b, previous)
+            wanted = np.isin(processors, targets) & np.isin(owners, source_list)
+            code = np.where(wanted, processors * shards + shard, -1)
             codes[present] = code
         return pd.Series(codes)
 

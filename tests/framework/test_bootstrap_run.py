@@ -33,6 +33,7 @@ def start(app: App) -> BootstrapRun:
         processor=2,
         generation=1,
         processors=3,
+        gained_from=(2, [0]),
         ranges={("words", 2): OffsetRange(0, 10)},
         covers=[("words", 2)],
     )

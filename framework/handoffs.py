@@ -1,7 +1,8 @@
 """The processor's parts in a scale (the catch-up protocol, KIP-287), between batches.
 
 As an old owner it releases a READY handoff's partitions at a batch boundary, committing
-their final offsets F and writing RELEASE, then forgets the moved keys. As a receiver it
+their final offsets F and writing RELEASE; once the log shows the handoff RELEASED it forgets
+the moved keys in steps between batches (``MovedKeys``). As a receiver it
 catches up (``CatchUp``, optionally after a Spark bootstrap), declares CAUGHT_UP when
 T1 - T2 is small, finishes to F after RELEASE, and takes the partitions over from F
 (COMPLETE). Every event it writes is recorded once per run (``Session.sent``).
@@ -21,7 +22,7 @@ from framework.catchup import BootstrapStarter, CatchUp
 from framework.config import AppConfig
 from framework.faults import maybe_crash
 from framework.session import Position, Session
-from rebalance import HandoffEvent, HandoffPhase, bucket, key_hash
+from rebalance import HandoffEvent, HandoffPhase
 from rebalance.control import Handoff, Scale, handoff_record
 from statestore.spark import OffsetRange
 
@@ -44,6 +45,7 @@ class HandoffProtocol:
         """Act on the control state: ownership, joining a scale, releasing, completing."""
         state = session.watcher.state
         self._assign(session, self._ungated(session, session.owned_now(self.processor_id)))
+        session.moved.sync(state)
         scale = state.scaling
         incoming = (
             []
@@ -60,6 +62,7 @@ class HandoffProtocol:
         if session.catchup is None or session.catchup.generation != scale.generation:
             if session.catchup is not None:
                 session.catchup.close()
+            session.moved.finish()  # an older purge must not delete keys rebuilt from now on
             assert state.app is not None
             session.catchup = CatchUp(
                 self.processor_id,
@@ -159,7 +162,6 @@ class HandoffProtocol:
                 handoff.target,
                 final,
             )
-            self._forget_moved_keys(session, handoff, scale.new_processors)
 
     def _final_offsets(self, session: Session, moved: set[Position]) -> dict[Position, int] | None:
         """F for each moved partition: where this processor's state ends, and never below
@@ -201,16 +203,6 @@ class HandoffProtocol:
                 state = low
             final[position] = state
         return final
-
-    def _forget_moved_keys(self, session: Session, handoff: Handoff, processors: int) -> None:
-        """Delete the state of keys that now belong to the receiver (it rebuilt them)."""
-        state = session.watcher.state
-        assert state.app is not None
-        b, target = state.app.initial_processors, handoff.target
-        deleted = session.database.delete_keys(
-            lambda key: bucket(key_hash(key), b, processors) == target
-        )
-        log.info("processor %d deleted the state of %d moved keys", self.processor_id, deleted)
 
     def _send(
         self,

@@ -47,7 +47,13 @@ from framework.errors import SplitstateError
 from framework.gates import blocked_partitions
 from framework.handoffs import HandoffProtocol
 from framework.layout import prepare_app
-from framework.processing import DeadLetter, EncodedOutput, RecordProcessor
+from framework.moved_keys import MovedKeys
+from framework.processing import (
+    DeadLetter,
+    EncodedOutput,
+    ProcessorStoppedError,
+    RecordProcessor,
+)
 from framework.producer import COUNT_HEADER, RegistryLease
 from framework.registry import TopicRegistry
 from framework.session import Position, RuntimeStats, Session
@@ -134,6 +140,7 @@ class ProcessorRuntime(HandoffProtocol):
             records=RecordProcessor(self.app),
             outputs=outputs,
             topics=TopicWatcher(client, list(layout.inputs), layout.inputs),
+            moved=MovedKeys(self.processor_id, database),
         )
         outputs.start(session.producer)
         session.topics.poll(force=True)
@@ -147,8 +154,12 @@ class ProcessorRuntime(HandoffProtocol):
                 sorted(f"{t}[{p}]" for t, p in session.owned),
                 path,
             )
-            self._coordinate(session)
-            self._loop(session, until)
+            try:
+                self._coordinate(session)
+                self._loop(session, until)
+            except ProcessorStoppedError as error:
+                self._report_stop(session, error)
+                raise
         finally:
             session.producer.flush(30)
             session.outputs.close()
@@ -158,6 +169,23 @@ class ProcessorRuntime(HandoffProtocol):
             session.consumer.close()
             database.close()
         return self.stats
+
+    def _report_stop(self, session: Session, error: ProcessorStoppedError) -> None:
+        """A receiver that stops during a scale says why in the control log (for ``status``)."""
+        scale = session.watcher.state.scaling
+        if scale is None or not scale.incoming(self.processor_id):
+            return
+        try:
+            session.control.append(
+                {
+                    "type": "stopped",
+                    "generation": scale.generation,
+                    "processor": self.processor_id,
+                    "reason": str(error),
+                }
+            )
+        except SplitstateError as failure:
+            log.warning("could not record the stop in the control log: %s", failure)
 
     def _adopt_topics(self, session: Session) -> None:
         """Take the registry's current view of the input topics (a growth, its thresholds)."""
@@ -264,6 +292,7 @@ class ProcessorRuntime(HandoffProtocol):
             if session.blocked and time.monotonic() - session.gates_checked > _GATE_SECONDS:
                 self._assign(session, self._ungated(session, session.owned_now(self.processor_id)))
             if not session.watcher.state.has_work(self.processor_id):
+                session.moved.finish()
                 log.info(
                     "processor %d has no partitions left; it stops. Its state stays in %s "
                     "until you remove it.",
@@ -279,6 +308,8 @@ class ProcessorRuntime(HandoffProtocol):
                 time.sleep(self.config.batch.max_wait_ms / 1000)
             if session.catchup is not None:
                 self._catch_up(session)
+            if session.moved.pending:
+                session.moved.step()
             now = time.monotonic()
             if now - last_log >= _LOG_EVERY_SECONDS:
                 self._log_progress(session, now)

@@ -9,9 +9,9 @@ from framework.config import ConfigError
 from framework.controllog import ControlLog
 from framework.registry import TopicRegistry
 from rebalance import check_layout
-from rebalance.control import ControlState, Scale, history_record
+from rebalance.control import ControlState, Scale, abort_record, history_record
 
-__all__ = ["read_control", "request_scale"]
+__all__ = ["abort_scale", "read_control", "request_scale"]
 
 
 def read_control(app: App) -> ControlState:
@@ -62,7 +62,7 @@ def request_scale(app: App, processors: int) -> Scale:
             check_layout(initial, state.app.initial_processors, counts[topic], processors)
         except ValueError as error:
             raise ConfigError(f"cannot scale to {processors}: topic {topic!r}: {error}") from None
-    generation = state.generation.generation + 1
+    generation = state.next_generation
     record = {
         "type": "scale",
         "generation": generation,
@@ -79,3 +79,32 @@ def request_scale(app: App, processors: int) -> Scale:
         reason = after.ignored[-1] if after.ignored else "unknown"
         raise ConfigError(f"the scale was not accepted: {reason}")
     return after.scale
+
+
+def abort_scale(app: App, reason: str) -> Scale:
+    """Abandon the scale in progress; ``ConfigError`` naming why when it cannot be."""
+    config = app.config
+    client = config.kafka.client_settings()
+    log = ControlLog(client, AdminClient(client), config.control_topic)
+    state = log.read()
+    scale = state.scaling
+    if scale is None:
+        raise ConfigError(
+            f"app {config.app_id!r} has no scale in progress, so there is nothing to abort "
+            "(`splitstate status` shows the processors in force)."
+        )
+    log.append(abort_record(scale.generation, reason))
+    after = log.read().scale
+    if after is None or after.generation != scale.generation or after.aborted is None:
+        released = sorted(
+            f"{h.source}->{h.target}"
+            for h in (after or scale).handoffs.values()
+            if h.phase.value in ("RELEASED", "COMPLETE")
+        )
+        raise ConfigError(
+            f"the scale to {scale.new_processors} processors (generation {scale.generation}) "
+            f"cannot be aborted: handoffs {released} already released their partitions, so "
+            "the receivers are responsible for them. Fix: let the scale finish (see why a "
+            "processor stopped in `splitstate status`), then scale back."
+        )
+    return after

@@ -11,6 +11,7 @@ from framework.catchup import CatchUp
 from framework.control_watch import ControlWatcher
 from framework.controllog import ControlLog
 from framework.layout import AppLayout
+from framework.moved_keys import MovedKeys
 from framework.processing import RecordProcessor
 from framework.producer import RegistryLease
 from framework.topic_watch import TopicWatcher
@@ -46,6 +47,7 @@ class Session:
     records: RecordProcessor
     outputs: RegistryLease
     topics: TopicWatcher
+    moved: MovedKeys
     owned: set[Position] = field(default_factory=set)
     restore_below: dict[Position, int] = field(default_factory=dict)
     catchup: CatchUp | None = None

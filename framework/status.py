@@ -138,6 +138,10 @@ class AppStatus:
     handoffs: list[HandoffStatus] = field(default_factory=list)
     bootstraps: list[BootstrapStatus] = field(default_factory=list)
     topics: list[TopicStatus] = field(default_factory=list)
+    #: receivers of the scale in progress that stopped on their own: processor -> reason
+    stopped: dict[int, str] = field(default_factory=dict)
+    #: the last scale, when it was aborted: (generation, old, new, reason)
+    aborted: tuple[int, int, int, str] | None = None
 
 
 def _directory_size(path: Path) -> int | None:
@@ -241,6 +245,12 @@ def collect_status(app: App) -> AppStatus:
             bootstrap = _bootstrap_status(app, target, scale.generation)
             if bootstrap is not None:
                 bootstraps.append(bootstrap)
+    last = control.scale
+    aborted = (
+        None
+        if last is None or last.aborted is None
+        else (last.generation, last.old_processors, last.new_processors, last.aborted)
+    )
     return AppStatus(
         config.app_id,
         generation,
@@ -251,6 +261,8 @@ def collect_status(app: App) -> AppStatus:
         handoffs,
         bootstraps,
         topics,
+        dict(scale.stopped) if scale else {},
+        aborted,
     )
 
 
@@ -339,6 +351,19 @@ def render_status(status: AppStatus) -> str:
                 )
         for bootstrap in status.bootstraps:
             lines.append(bootstrap.render())
+        for stopped, reason in sorted(status.stopped.items()):
+            lines.append(f"processor {stopped} STOPPED and is not catching up: {reason}")
+            lines.append(
+                "  Fix the cause and restart it, or abandon the scale (old owners keep "
+                "their partitions): splitstate scale MODULE:APP --abort"
+            )
+    if status.aborted is not None:
+        generation, old, new, reason = status.aborted
+        lines.append("")
+        lines.append(
+            f"the scale of generation {generation} ({old} -> {new} processors) was aborted: "
+            f"{reason}"
+        )
     uneven = len({p.share for p in status.processors}) > 1
     if uneven:
         lines.append("")

@@ -68,6 +68,7 @@ class Supervisor:
         self._config_stamp = self._stamp()
         self._checked = 0.0
         self._progress = CatchUpProgress()
+        self._scale_seen: int | None = None
 
     def command(self, processor: int) -> list[str]:
         """The command line of processor ``processor``."""
@@ -118,6 +119,10 @@ class Supervisor:
             return
         if state.scaling is not None:
             self._log_progress()
+        if state.scale is not None and state.scale.generation != self._scale_seen:
+            self._scale_seen = state.scale.generation
+            for child in self.children.values():
+                child.stopped_by_policy = False  # a new scale (after an abort) may need it again
         wanted = range(max(state.processors or 0, state.scale.new_processors if state.scale else 0))
         if state.generation is None:  # the app never ran: its first processors define it
             wanted = range(self.app.config.processor_count)

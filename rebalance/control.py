@@ -20,12 +20,20 @@ Records are JSON objects with a ``type``:
   generation ``g``, applied through ``HANDOFF_MACHINE``; ``RELEASE`` carries the final
   ``offsets`` F of the moved partitions. When every handoff of a scale is COMPLETE, the scale's
   processor count is in force.
+- ``abort``: abandons the scale in progress of ``generation``, with a ``reason``: every
+  handoff becomes ABORTED, the old owners keep their partitions and the processor count in
+  force stays. Applied only while no handoff has been RELEASED (after a release the receiver is
+  responsible from F and the scale can only finish); otherwise ignored as a whole, so an abort
+  never leaves a scale half applied. The next scale takes the next generation number.
+- ``stopped``: a receiving ``processor`` of ``generation`` stopped on its own (history lost to
+  retention, a failed Spark job) with a ``reason``; shown by ``status`` until that processor
+  writes its next handoff event or the scale ends.
 - ``metadata_hash``: the last KIP-1101 group hash the processors acted on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,6 +48,7 @@ __all__ = [
     "Generation",
     "Handoff",
     "Scale",
+    "abort_record",
     "handoff_record",
     "history_from_record",
     "history_record",
@@ -101,6 +110,11 @@ class Handoff:
     released: Mapping[TopicPartition, int] = field(default_factory=dict)
 
 
+def abort_record(generation: int, reason: str) -> dict[str, Any]:
+    """An ``abort`` record for the scale of ``generation``."""
+    return {"type": "abort", "generation": generation, "reason": reason}
+
+
 def history_record(history: TopicHistory) -> dict[str, Any]:
     """An input's partition-count history and growth thresholds, as JSON-able values."""
     return {
@@ -132,11 +146,18 @@ class Scale:
     handoffs: Mapping[tuple[int, int], Handoff]
     receivers: Mapping[int, ReceiverPlan]
     histories: Mapping[str, TopicHistory] = field(default_factory=dict)
+    aborted: str | None = None
+    stopped: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
         """Whether every handoff completed."""
         return all(h.phase is HandoffPhase.COMPLETE for h in self.handoffs.values())
+
+    @property
+    def ended(self) -> bool:
+        """Whether the scale is over: complete, or aborted."""
+        return self.aborted is not None or self.complete
 
     def to_record(self) -> dict[str, Any]:
         """The ``scale`` record that starts this scale."""
@@ -195,24 +216,34 @@ class ControlState:
     @property
     def scaling(self) -> Scale | None:
         """The scale in progress, if any."""
-        return self.scale if self.scale is not None and not self.scale.complete else None
+        return self.scale if self.scale is not None and not self.scale.ended else None
+
+    @property
+    def next_generation(self) -> int | None:
+        """The generation number the next scale must carry (an aborted one's is used up)."""
+        if self.generation is None:
+            return None
+        last = self.scale.generation if self.scale is not None else 0
+        return max(last, self.generation.generation) + 1
 
     def apply(self, record: Mapping[str, Any]) -> ControlState:
         """The state after ``record``; a record that does not fit is ignored and noted."""
+        appliers: dict[str, Callable[[Mapping[str, Any]], ControlState]] = {
+            "app": lambda r: self._apply_app(AppDefinition.from_record(r)),
+            "generation": lambda r: self._apply_generation(
+                Generation(int(r["generation"]), int(r["processors"]))
+            ),
+            "scale": self._apply_scale,
+            "handoff": self._apply_handoff,
+            "abort": self._apply_abort,
+            "stopped": self._apply_stopped,
+            "metadata_hash": lambda r: replace(self, metadata_hash=int(r["hash"])),
+        }
         kind = record.get("type")
-        if kind == "app":
-            return self._apply_app(AppDefinition.from_record(record))
-        if kind == "generation":
-            return self._apply_generation(
-                Generation(int(record["generation"]), int(record["processors"]))
-            )
-        if kind == "scale":
-            return self._apply_scale(record)
-        if kind == "handoff":
-            return self._apply_handoff(record)
-        if kind == "metadata_hash":
-            return replace(self, metadata_hash=int(record["hash"]))
-        return self._ignore(f"unknown record type {kind!r}")
+        applier = appliers.get(str(kind))
+        if applier is None:
+            return self._ignore(f"unknown record type {kind!r}")
+        return applier(record)
 
     # -- ownership -------------------------------------------------------------------------
 
@@ -294,10 +325,9 @@ class ControlState:
                 f"a scale while generation {self.scaling.generation} is in progress"
             )
         number = int(record["generation"])
-        if number != self.generation.generation + 1:
+        if number != self.next_generation:
             return self._ignore(
-                f"scale to generation {number}; generation {self.generation.generation + 1} "
-                "was expected"
+                f"scale to generation {number}; generation {self.next_generation} was expected"
             )
         counts = {str(k): int(v) for k, v in dict(record["partitions"]).items()}
         recorded = dict(record.get("histories") or {})
@@ -371,11 +401,45 @@ class ControlState:
         updated = replace(
             handoff, phase=HANDOFF_MACHINE.apply(handoff.phase, event), released=released
         )
-        new_scale = replace(scale, handoffs={**scale.handoffs, pair: updated})
+        stopped = {j: why for j, why in scale.stopped.items() if j != handoff.target}
+        new_scale = replace(scale, handoffs={**scale.handoffs, pair: updated}, stopped=stopped)
         state = replace(self, scale=new_scale)
         if new_scale.complete:
             state = replace(state, generation=Generation(number, new_scale.new_processors))
         return state
+
+    def _apply_abort(self, record: Mapping[str, Any]) -> ControlState:
+        scale = self.scaling
+        number = int(record["generation"])
+        if scale is None or scale.generation != number:
+            return self._ignore(f"an abort of generation {number}, which is not in progress")
+        moved = sorted(
+            f"{h.source}->{h.target}"
+            for h in scale.handoffs.values()
+            if not HANDOFF_MACHINE.can_apply(h.phase, HandoffEvent.ABORT)
+        )
+        if moved:
+            return self._ignore(
+                f"an abort of generation {number}: handoffs {moved} already released their "
+                "partitions, so the scale can only finish"
+            )
+        handoffs = {
+            pair: replace(h, phase=HANDOFF_MACHINE.apply(h.phase, HandoffEvent.ABORT))
+            for pair, h in scale.handoffs.items()
+        }
+        reason = str(record.get("reason") or "aborted")
+        return replace(self, scale=replace(scale, handoffs=handoffs, aborted=reason))
+
+    def _apply_stopped(self, record: Mapping[str, Any]) -> ControlState:
+        scale = self.scaling
+        number, processor = int(record["generation"]), int(record["processor"])
+        if scale is None or scale.generation != number or not scale.incoming(processor):
+            return self._ignore(
+                f"a stop of processor {processor} in generation {number}, where it receives "
+                "nothing in a scale in progress"
+            )
+        stopped = {**scale.stopped, processor: str(record.get("reason") or "stopped")}
+        return replace(self, scale=replace(scale, stopped=stopped))
 
     def _ignore(self, reason: str) -> ControlState:
         return replace(self, ignored=(*self.ignored, reason))

@@ -17,6 +17,7 @@ from statestore.errors import (
     StoreLockedError,
 )
 from statestore.layout import META_STORE, processor_path
+from statestore.purge import KeyPurge, pending_purges, start_purge
 from statestore.sst import SstRunWriter, write_sst_file
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "Codec",
     "DatabaseIdentity",
     "JsonCodec",
+    "KeyPurge",
     "KeyState",
     "ProcessorDatabase",
     "SstRunWriter",
@@ -39,6 +41,8 @@ __all__ = [
     "StoreSpec",
     "TypedCodec",
     "codec_for",
+    "pending_purges",
     "processor_path",
+    "start_purge",
     "write_sst_file",
 ]

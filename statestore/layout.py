@@ -5,6 +5,7 @@ Besides the user's named stores, every database has the store ``__splitstate`` h
 - ``offset/<topic>/<partition>`` -> the next input offset to process (ASCII decimal);
 - ``progress/<scope>/<topic>/<partition>`` -> offsets of other reads, e.g. a catch-up;
 - ``flag/<name>`` -> ``1`` for steps done once (e.g. stale state cleared for a catch-up);
+- ``purge/<name>`` -> JSON of a key purge in progress: its spec and where it stopped;
 - ``meta`` -> JSON: format version, app id, processor id and the app's fixed parameters;
 - ``bulk-load`` -> JSON describing a bulk load in progress (absent otherwise).
 

@@ -15,7 +15,7 @@ from framework.processing import ProcessorStoppedError
 from framework.progress import CatchUpProgress
 from framework.registry import TopicRegistry
 from framework.runtime import ProcessorRuntime
-from framework.scaling import request_scale
+from framework.scaling import abort_scale, request_scale
 from framework.status import collect_status, render_status
 from framework.supervisor import EXIT_STOPPED_BY_POLICY, Supervisor
 
@@ -50,7 +50,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     scale.add_argument("app", metavar="MODULE:APP")
     scale.add_argument("--config", type=Path, help="config file (YAML or TOML)")
-    scale.add_argument("--processors", type=int, required=True, metavar="P")
+    target = scale.add_mutually_exclusive_group(required=True)
+    target.add_argument("--processors", type=int, metavar="P", help="the new processor count")
+    target.add_argument(
+        "--abort",
+        action="store_true",
+        help="abandon the scale in progress (old owners keep their partitions)",
+    )
+    scale.add_argument(
+        "--reason", default="aborted by an operator", help="why (shown by status; with --abort)"
+    )
     scale.set_defaults(handler=_scale)
 
     status = commands.add_parser(
@@ -133,6 +142,14 @@ def _status(args: argparse.Namespace) -> int:
 
 def _scale(args: argparse.Namespace) -> int:
     app = load_app(args.app, args.config)
+    if args.abort:
+        aborted = abort_scale(app, args.reason)
+        print(
+            f"generation {aborted.generation} ({aborted.old_processors} -> "
+            f"{aborted.new_processors} processors) aborted: {aborted.aborted}. The old owners "
+            "keep their partitions; joining processors drop what they built and stop."
+        )
+        return 0
     scale = request_scale(app, args.processors)
     moves = ", ".join(
         f"{h.source}->{h.target} {sorted(f'{t}[{p}]' for t, p in h.partitions)}"

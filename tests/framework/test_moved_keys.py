@@ -1,0 +1,83 @@
+"""Which keys a processor forgets after a scale, and when: only what the control log says."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from framework.moved_keys import MovedKeys
+from rebalance import HandoffEvent, bucket, key_hash
+from rebalance.control import ControlState, handoff_record
+from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
+from tests.rebalance.test_control import event, scale, started
+
+KEYS = [f"word-{i}".encode() for i in range(400)]
+
+
+def database_of(processor: int, owns: Any) -> ProcessorDatabase:
+    database = ProcessorDatabase.in_memory(DatabaseIdentity("wc", processor), [StoreSpec("c")])
+    batch = database.begin()
+    for key in KEYS:
+        if owns(key):
+            batch.store("c").set(key, 1)
+    batch.commit()
+    return database
+
+
+def keys_of(database: ProcessorDatabase) -> set[bytes]:
+    return {key for key, _ in database.items("c")}
+
+
+def is_pending(moved: MovedKeys) -> bool:
+    return moved.pending
+
+
+def ready(processors: int = 3) -> ControlState:
+    state = scale(started(2), 1, processors)
+    state = event(state, 1, 0, 2, HandoffEvent.START_CATCH_UP)
+    return event(state, 1, 0, 2, HandoffEvent.CAUGHT_UP)
+
+
+def test_the_old_owner_forgets_moved_keys_only_once_the_log_says_released() -> None:
+    database = database_of(0, lambda k: bucket(key_hash(k), 2, 2) == 0)
+    mine = keys_of(database)
+    moved = MovedKeys(0, database)
+    moved.sync(ready())  # it may have written RELEASE; the log does not say so yet
+    assert keys_of(database) == mine and not is_pending(moved)
+    released = ready().apply(
+        handoff_record(1, 0, 2, HandoffEvent.RELEASE, {("words", 2): 5, ("words", 6): 5})
+    )
+    moved.sync(released)
+    assert is_pending(moved)
+    while is_pending(moved):
+        moved.step(budget=50)  # bounded steps between batches
+    assert keys_of(database) == {k for k in mine if bucket(key_hash(k), 2, 3) == 0}
+
+
+def test_an_abort_that_won_keeps_the_old_owners_keys_and_drops_the_receivers() -> None:
+    old_owner = database_of(0, lambda k: bucket(key_hash(k), 2, 2) == 0)
+    before = keys_of(old_owner)
+    receiver = database_of(2, lambda k: bucket(key_hash(k), 2, 3) == 2)  # rebuilt so far
+    aborted = ready().apply({"type": "abort", "generation": 1, "reason": "operator"})
+    lost_race = aborted.apply(
+        handoff_record(1, 0, 2, HandoffEvent.RELEASE, {("words", 2): 5, ("words", 6): 5})
+    )
+    owner_keys, receiver_keys = MovedKeys(0, old_owner), MovedKeys(2, receiver)
+    for moved in (owner_keys, receiver_keys):
+        moved.sync(lost_race)
+        moved.finish()
+    assert keys_of(old_owner) == before
+    assert keys_of(receiver) == set()
+
+
+def test_a_purge_left_by_a_crash_resumes_with_a_new_object() -> None:
+    database = database_of(0, lambda k: bucket(key_hash(k), 2, 2) == 0)
+    released = ready().apply(
+        handoff_record(1, 0, 2, HandoffEvent.RELEASE, {("words", 2): 5, ("words", 6): 5})
+    )
+    first = MovedKeys(0, database)
+    first.sync(released)
+    first.step(budget=10)  # then the process dies
+    second = MovedKeys(0, database)  # restarted; the log has moved on to a later scale
+    assert second.pending
+    second.finish()
+    assert all(bucket(key_hash(k), 2, 3) == 0 for k in keys_of(database))

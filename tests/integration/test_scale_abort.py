@@ -1,0 +1,79 @@
+"""A scale that cannot finish is shown and can be abandoned: retention deleted the first
+records of the partitions a joiner needs, so it stops; `status` says why and how to fix it;
+`splitstate scale --abort` ends the scale, the old owners keep their partitions and the
+outputs stay exact (every word's counts 1..n, none repeated)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from framework.loader import load_app
+from framework.scaling import read_control
+from framework.status import collect_status, render_status
+from tests.integration.harness import counts_by_word, splitstate
+from tests.integration.test_scaling import APP, ScalingRun, scale_to
+
+pytestmark = pytest.mark.integration
+
+
+def delete_processed_prefix(kafka: str, group: str, topic: str, partitions: list[int]) -> None:
+    """Delete records the app already processed (as retention would)."""
+    consumer = Consumer({"bootstrap.servers": kafka, "group.id": group})
+    committed = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=30)
+    consumer.close()
+    assert all(tp.offset > 0 for tp in committed), committed
+    admin = AdminClient({"bootstrap.servers": kafka})
+    for future in admin.delete_records(
+        [TopicPartition(topic, tp.partition, tp.offset // 2) for tp in committed]
+    ).values():
+        future.result(timeout=30)
+
+
+def test_a_stopped_joiner_is_shown_and_the_scale_can_be_aborted(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    run = ScalingRun(tmp_path, kafka_bootstrap)
+    app = load_app(APP, run.config)
+    config = app.config
+    try:
+        run.start_flowing()
+        time.sleep(1)
+        # 2 -> 3 moves partitions 2 and 6 to processor 2, which must replay them from 0
+        delete_processed_prefix(kafka_bootstrap, config.app_id, config.inputs[0].topic, [2, 6])
+        generation = scale_to(run.config, 3)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and 2 not in collect_status(app).stopped:
+            time.sleep(0.5)
+        status = collect_status(app)
+        assert 2 in status.stopped, render_status(status)
+        report = render_status(status)
+        assert "processor 2 STOPPED" in report and "retention" in report, report
+        assert "--abort" in report, report
+
+        aborted = splitstate(
+            "scale", APP, "--config", str(run.config), "--abort", "--reason", "input retention"
+        )
+        assert aborted.returncode == 0, aborted.stderr
+        assert "aborted" in aborted.stdout
+        state = read_control(app)
+        assert state.scaling is None and state.processors == 2
+        assert state.scale is not None and state.scale.generation == generation
+        assert state.scale.aborted == "input retention"
+        assert "was aborted: input retention" in render_status(collect_status(app))
+        again = splitstate("scale", APP, "--config", str(run.config), "--abort")
+        assert again.returncode != 0 and "nothing to abort" in again.stderr
+        time.sleep(2)
+        truth = run.finish()
+    finally:
+        exit_status, log = run.stop()
+    assert exit_status == 0, log[-3000:]
+    assert "cannot rebuild the keys it gains" in log
+    seen = counts_by_word(run.reader.records)
+    for word, n in truth.items():
+        assert sorted(seen[word]) == list(range(1, n + 1)), (word, n, seen[word][:5])
+    assert sum(len(v) for v in seen.values()) == sum(truth.values())

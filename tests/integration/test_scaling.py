@@ -73,13 +73,21 @@ def scale_to(config: Path, processors: int) -> int:
 class ScalingRun:
     """wordcount on 8 partitions with 2 processors, a producer writing, an output reader."""
 
-    def __init__(self, tmp_path: Path, kafka: str, **fields: Any) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        kafka: str,
+        partitions: int = 8,
+        lease: dict[str, int] | None = None,
+        **fields: Any,
+    ) -> None:
         words, counts = unique("words"), unique("word-counts")
+        self.words = words
         self.config = write_config(
             tmp_path,
             kafka,
             app_id=unique("scaling"),
-            inputs=[{"topic": words, "partitions": 8}],
+            inputs=[{"topic": words, "partitions": partitions, **(lease or {})}],
             outputs=[{"topic": counts, "partitions": 8}],
             initial_processors=2,
             processors=2,

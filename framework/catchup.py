@@ -234,8 +234,9 @@ class CatchUp:
                     f"{handoff.source} released {position[0]}[{position[1]}] at offset {final}, "
                     f"but processor {self.processor} already rebuilt it up to "
                     f"{self.positions[position]} (T2 > F). It stops rather than take the "
-                    "partition over with state ahead of what was emitted. Fix: run `splitstate "
-                    "scale --abort` for this app, then scale again; report this as a bug."
+                    "partition over with state ahead of what was emitted; until this is resolved "
+                    "the partition is not processed. It means a bug or an edited consumer-group "
+                    "offset: report it with this log."
                 )
             self.released[position] = final
         self._resume_ready()

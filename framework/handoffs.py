@@ -21,6 +21,7 @@ from framework.bootstrap_run import BootstrapRun
 from framework.catchup import BootstrapStarter, CatchUp
 from framework.config import AppConfig
 from framework.faults import maybe_crash
+from framework.processing import ProcessorStoppedError
 from framework.session import Position, Session
 from rebalance import HandoffEvent, HandoffPhase
 from rebalance.control import Handoff, Scale, handoff_record
@@ -54,11 +55,19 @@ class HandoffProtocol:
                 h for h in scale.incoming(self.processor_id) if h.phase is not HandoffPhase.COMPLETE
             ]
         )
-        if scale is None or not incoming:
+        if scale is None or not incoming or scale.generation in session.failed:
             if session.catchup is not None:
                 session.catchup.close()
                 session.catchup = None
             return
+        try:
+            self._join(session, scale, incoming)
+        except ProcessorStoppedError as error:
+            self._stop_catch_up(session, scale, error)
+
+    def _join(self, session: Session, scale: Scale, incoming: list[Handoff]) -> None:
+        """Start (or follow) this receiver's catch-up for ``scale``."""
+        state = session.watcher.state
         if session.catchup is None or session.catchup.generation != scale.generation:
             if session.catchup is not None:
                 session.catchup.close()
@@ -99,7 +108,40 @@ class HandoffProtocol:
 
         return start
 
+    def _stop_catch_up(self, session: Session, scale: Scale, error: ProcessorStoppedError) -> None:
+        """The catch-up cannot go on: stop it (not the processor's own partitions), say why in
+        the control log for ``status``, and wait for a fix and a restart, or an abort."""
+        if session.catchup is not None:
+            session.catchup.close()
+            session.catchup = None
+        session.failed[scale.generation] = str(error)
+        log.error(
+            "processor %d stopped catching up for generation %d: %s Abandon the scale with "
+            "`splitstate scale MODULE:APP --abort`, or fix the cause and restart processor %d.",
+            self.processor_id,
+            scale.generation,
+            error,
+            self.processor_id,
+        )
+        session.control.append(
+            {
+                "type": "stopped",
+                "generation": scale.generation,
+                "processor": self.processor_id,
+                "reason": str(error),
+            }
+        )
+
     def _catch_up(self, session: Session) -> None:
+        scale = session.watcher.state.scaling
+        try:
+            self._follow_catch_up(session)
+        except ProcessorStoppedError as error:
+            if scale is None:
+                raise
+            self._stop_catch_up(session, scale, error)
+
+    def _follow_catch_up(self, session: Session) -> None:
         catchup = session.catchup
         assert catchup is not None
         catchup.step(self.config.scaling.catchup_batch)

@@ -55,6 +55,8 @@ class Session:
     released: dict[int, set[Position]] = field(default_factory=dict)
     blocked: dict[Position, str] = field(default_factory=dict)
     gates_checked: float = 0.0
+    #: generations whose catch-up stopped here, with the reason (until a restart or an abort)
+    failed: dict[int, str] = field(default_factory=dict)
     #: things already logged once (not to repeat a line every batch)
     notes: set[str] = field(default_factory=set)
 

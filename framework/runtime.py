@@ -137,6 +137,7 @@ class ProcessorRuntime(HandoffProtocol):
         )
         outputs.start(session.producer)
         session.topics.poll(force=True)
+        session.topics.record_hash(session.control, watcher.state.metadata_hash, starting=True)
         self._adopt_topics(session)
         try:
             self._assign(session, self._ungated(session, session.owned_now(self.processor_id)))
@@ -254,6 +255,7 @@ class ProcessorRuntime(HandoffProtocol):
             if session.topics.poll():
                 self._adopt_topics(session)
                 self._coordinate(session)
+            session.topics.record_hash(session.control, session.watcher.state.metadata_hash)
             if session.blocked and time.monotonic() - session.gates_checked > _GATE_SECONDS:
                 self._assign(session, self._ungated(session, session.owned_now(self.processor_id)))
             if not session.watcher.state.has_work(self.processor_id):

@@ -50,6 +50,7 @@ from framework.layout import prepare_app
 from framework.processing import DeadLetter, EncodedOutput, RecordProcessor
 from framework.producer import COUNT_HEADER, RegistryLease
 from framework.registry import TopicRegistry
+from framework.retention import check_retained
 from framework.session import Position, RuntimeStats, Session
 from framework.topic_watch import TopicWatcher
 from statestore import DatabaseIdentity, ProcessorDatabase, processor_path
@@ -221,6 +222,18 @@ class ProcessorRuntime(HandoffProtocol):
             state_offsets = session.database.offsets()
             committed = session.consumer.committed(
                 [TopicPartition(t, p) for t, p in added], timeout=30
+            )
+            # stop rather than let the consumer skip records retention deleted unread
+            check_retained(
+                self.processor_id,
+                session.consumer,
+                {
+                    (tp.topic, tp.partition): (
+                        state_offsets.get((tp.topic, tp.partition)),
+                        tp.offset if tp.offset >= 0 else None,
+                    )
+                    for tp in committed
+                },
             )
             starts = []
             for tp in committed:

@@ -85,6 +85,11 @@ class TopicConfig(BaseModel):
     producer_delivery_timeout_ms: int = Field(
         default=30_000, ge=1000, description="producers' delivery.timeout.ms (expand waits it)"
     )
+    retention_ms: int | None = Field(
+        default=None,
+        ge=-1,
+        description="retention.ms `topics create` sets (inputs: -1, keep all, unless given)",
+    )
 
     @field_validator("topic")
     @classmethod

@@ -56,6 +56,7 @@ from framework.processing import (
 )
 from framework.producer import COUNT_HEADER, RegistryLease
 from framework.registry import TopicRegistry
+from framework.retention import check_retained
 from framework.session import Position, RuntimeStats, Session
 from framework.topic_watch import TopicWatcher
 from statestore import DatabaseIdentity, ProcessorDatabase, processor_path
@@ -144,6 +145,7 @@ class ProcessorRuntime(HandoffProtocol):
         )
         outputs.start(session.producer)
         session.topics.poll(force=True)
+        session.topics.record_hash(session.control, watcher.state.metadata_hash, starting=True)
         self._adopt_topics(session)
         try:
             self._assign(session, self._ungated(session, session.owned_now(self.processor_id)))
@@ -249,6 +251,18 @@ class ProcessorRuntime(HandoffProtocol):
             committed = session.consumer.committed(
                 [TopicPartition(t, p) for t, p in added], timeout=30
             )
+            # stop rather than let the consumer skip records retention deleted unread
+            check_retained(
+                self.processor_id,
+                session.consumer,
+                {
+                    (tp.topic, tp.partition): (
+                        state_offsets.get((tp.topic, tp.partition)),
+                        tp.offset if tp.offset >= 0 else None,
+                    )
+                    for tp in committed
+                },
+            )
             starts = []
             behind = []
             for tp in committed:
@@ -289,6 +303,7 @@ class ProcessorRuntime(HandoffProtocol):
             if session.topics.poll():
                 self._adopt_topics(session)
                 self._coordinate(session)
+            session.topics.record_hash(session.control, session.watcher.state.metadata_hash)
             if session.blocked and time.monotonic() - session.gates_checked > _GATE_SECONDS:
                 self._assign(session, self._ungated(session, session.owned_now(self.processor_id)))
             if not session.watcher.state.has_work(self.processor_id):

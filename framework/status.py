@@ -34,13 +34,15 @@ _BAR = 20
 
 @dataclass(frozen=True)
 class PartitionStatus:
-    """One input partition: its owner, committed offset (T1), end offset and lag."""
+    """One input partition: its owner, committed offset (T1), end offset, lag and the earliest
+    offset Kafka still holds (``start``: above 0 once retention deleted records)."""
 
     topic: str
     partition: int
     owner: int
     committed: int | None
     end: int
+    start: int = 0
 
     @property
     def lag(self) -> int:
@@ -177,12 +179,12 @@ def collect_status(app: App) -> AppStatus:
         ]
         partitions = []
         for tp in consumer.committed(positions, timeout=30):
-            _low, high = consumer.get_watermark_offsets(
+            low, high = consumer.get_watermark_offsets(
                 TopicPartition(tp.topic, tp.partition), timeout=30
             )
             committed = tp.offset if tp.offset >= 0 else None
             owner = bucket(tp.partition, b, p)
-            partitions.append(PartitionStatus(tp.topic, tp.partition, owner, committed, high))
+            partitions.append(PartitionStatus(tp.topic, tp.partition, owner, committed, high, low))
     finally:
         consumer.close()
     shares = expected_shares(b, p)
@@ -310,6 +312,22 @@ def _size(value: int | None) -> str:
     return f"{value} TiB"
 
 
+def _retention_warning(status: AppStatus) -> list[str]:
+    """A line naming the input partitions whose early records were deleted (a replay, which
+    reads from offset 0, can no longer rebuild their keys)."""
+    truncated = sorted(
+        (p for processor in status.processors for p in processor.partitions if p.start > 0),
+        key=lambda p: (p.topic, p.partition),
+    )
+    if not truncated:
+        return []
+    parts = ", ".join(f"{p.topic}[{p.partition}] starts at offset {p.start}" for p in truncated)
+    return [
+        f"warning: retention deleted the first records of {parts}: scaling out/in by replay "
+        "is no longer possible for these partitions; use bootstrap: spark with an archive"
+    ]
+
+
 def render_status(status: AppStatus) -> str:
     """A plain-text report."""
     lines = [
@@ -318,6 +336,7 @@ def render_status(status: AppStatus) -> str:
     ]
     for topic_status in status.topics:
         lines.extend(topic_status.render())
+    lines.extend(_retention_warning(status))
     lines.append("")
     lines.append(f"{'processor':>9} {'pid':>7} {'share':>7} {'state':>9} {'lag':>9}  partitions")
     for processor in status.processors:

@@ -6,7 +6,8 @@ reset after a minute of health), leaves alone one that stopped on purpose (exit 
 a scale-in; 4: ``on_error: stop``), writes the children's pids to
 ``<state_dir>/supervisor.json`` and, on SIGTERM or SIGINT, stops them all gracefully (SIGTERM,
 then SIGKILL after a grace period). It applies a changed ``processors`` in the config file
-(checked every few seconds, and on SIGHUP) by starting a scale.
+(checked every few seconds, and on SIGHUP) by starting a scale; a count that cannot be
+applied yet (a scale in progress) stays pending and is applied once it can.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ class Supervisor:
         self._stopping = False
         self._reload = False
         self._config_stamp = self._stamp()
+        self._pending: int | None = None  # a ``processors`` from the config not applied yet
+        self._pending_reason: str | None = None
         self._checked = 0.0
         self._progress = CatchUpProgress()
         self._scale_seen: int | None = None
@@ -155,34 +158,66 @@ class Supervisor:
             return None
 
     def _apply_config(self) -> None:
-        """A changed ``processors`` in the config (or SIGHUP) starts a scale."""
+        """A changed ``processors`` in the config (or SIGHUP) starts a scale.
+
+        A count that cannot be applied yet (a scale or a growth in progress, a count the
+        partitions do not allow yet) stays pending and is retried on every check until it is
+        applied or the config changes again; why it waits is logged once.
+        """
         stamp = self._stamp()
-        if stamp == self._config_stamp and not self._reload:
-            return
-        self._config_stamp, self._reload = stamp, False
-        try:
-            config = AppConfig.load(self.config_file)
-        except ConfigError as error:
-            log.error("the changed config is invalid, nothing applied: %s", error)
-            return
-        self.app.configure(config)
-        if config.processors is None:
-            return
+        if stamp != self._config_stamp or self._reload:
+            self._config_stamp, self._reload = stamp, False
+            try:
+                config = AppConfig.load(self.config_file)
+            except ConfigError as error:
+                log.error("the changed config is invalid, nothing applied: %s", error)
+                return
+            self.app.configure(config)
+            self._pending, self._pending_reason = config.processors, None
+        if self._pending is not None:
+            self._apply_pending(self._pending)
+
+    def _apply_pending(self, wanted: int) -> None:
+        """Scale to ``wanted`` processors unless the app is already there or going there."""
         try:
             state = read_control(self.app)
-            target = state.scaling.new_processors if state.scaling else state.processors
-            if target == config.processors:
+            if state.generation is None:
+                return  # the app never ran: its first processors start with the config's count
+            scaling = state.scaling
+            if (scaling.new_processors if scaling else state.processors) == wanted:
+                self._pending, self._pending_reason = None, None
                 return
-            scale = request_scale(self.app, config.processors)
+            if scaling is not None:
+                self._still_pending(
+                    wanted,
+                    f"a scale to {scaling.new_processors} processors (generation "
+                    f"{scaling.generation}) is in progress; it is applied once that completes",
+                )
+                return
+            scale = request_scale(self.app, wanted)
         except (ConfigError, SplitstateError) as error:
-            log.error("processors: %s not applied: %s", config.processors, error)
+            self._still_pending(wanted, str(error).removesuffix("."))
             return
+        self._pending, self._pending_reason = None, None
         log.info(
             "config asks for %d processors: scaling %d -> %d (generation %d)",
-            config.processors,
+            wanted,
             scale.old_processors,
             scale.new_processors,
             scale.generation,
+        )
+
+    def _still_pending(self, wanted: int, reason: str) -> None:
+        """Say (once per reason) why ``wanted`` processors are not applied yet."""
+        if reason == self._pending_reason:
+            return
+        self._pending_reason = reason
+        log.warning(
+            "processors: %d is pending: %s. It is retried every %.0fs until it applies or the "
+            "config changes.",
+            wanted,
+            reason,
+            _CHECK_SECONDS,
         )
 
     def _start(self, child: _Child) -> None:

@@ -5,6 +5,10 @@ topic hashes (topic id, name, partitions and replica racks) into the group hash 
 coordinator computes. When it changes, the registry is read again: a growth recorded by
 ``splitstate expand`` gives the new partitions (and, later, their thresholds); partitions
 that exist in Kafka but not in the registry were added by hand and are reported, not read.
+
+``TopicWatcher.record_hash`` keeps the last hash in the app's control log (a ``metadata_hash``
+record, written when the log's differs), so a processor that starts notices that the inputs
+changed while the app was down.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from typing import Any
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 
+from framework.controllog import ControlLog
+from framework.errors import SplitstateError
 from framework.registry import TopicEntry, TopicRegistry
 from rebalance import group_hash, topic_hash
 
@@ -68,6 +74,8 @@ class TopicWatcher:
         self._reported: set[tuple[str, int]] = set()
         self._ahead_since: dict[str, float] = {}
         self._pending = any(entry.pending() for entry in self.entries.values())
+        self._recorded: int | None = None  # the hash this watcher last wrote to the control log
+        self._record_after = 0.0
 
     def poll(self, force: bool = False) -> bool:
         """Every few seconds: whether the registry entries changed (then ``entries`` has them).
@@ -101,6 +109,36 @@ class TopicWatcher:
         self._pending = bool(ahead) or any(entry.pending() for entry in fresh.values())
         self._report_unregistered(ahead, now)
         return changed
+
+    def record_hash(
+        self, control: ControlLog, logged: int | None, *, starting: bool = False
+    ) -> None:
+        """Write the current hash to ``control`` when it differs from ``logged`` (the log's).
+
+        Any processor may write it; a duplicate is harmless (the last record wins). A watcher
+        does not write the same hash twice while its own record travels back through the log.
+        ``starting``: also log that the inputs changed while the app was down.
+        """
+        current = self.hash
+        if current is None or current in (logged, self._recorded):
+            return
+        if starting and logged is not None:
+            log.info(
+                "metadata of the input topics changed while the app was down (hash %d in the "
+                "control log, %d now): assignment and ordering gates are evaluated again",
+                logged,
+                current,
+            )
+        now = time.monotonic()
+        if now < self._record_after:
+            return
+        try:
+            control.append({"type": "metadata_hash", "hash": current})
+        except SplitstateError as error:  # written on a later check
+            self._record_after = now + _EVERY_SECONDS
+            log.warning("could not record the input topics' metadata hash: %s", error)
+            return
+        self._recorded = current
 
     def _report_unregistered(self, ahead: Mapping[str, int], now: float) -> None:
         """Partitions still unregistered a minute after they appeared were added by hand."""

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
+from framework.config import TopicConfig
 from framework.kafka_io import COMPACTED, TopicSpec, ensure_topics
 from framework.loader import load_app
 from framework.processing import ProcessorStoppedError
@@ -19,9 +20,12 @@ from framework.scaling import abort_scale, request_scale
 from framework.status import collect_status, render_status
 from framework.supervisor import EXIT_STOPPED_BY_POLICY, Supervisor
 
-__all__ = ["register"]
+__all__ = ["INPUT_RETENTION_MS", "register"]
 
 log = logging.getLogger("splitstate")
+
+#: ``retention.ms`` of input topics that ``topics create`` makes (``-1``: keep every record).
+INPUT_RETENTION_MS = -1
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -103,9 +107,15 @@ def _create_topics(args: argparse.Namespace) -> int:
     config = app.config
     client = config.kafka.client_settings()
     admin = AdminClient(client)
+    # inputs keep their whole history unless told otherwise: replaying it is how a joining
+    # processor builds the keys it gains (outputs keep the broker's default unless given)
     specs = [
-        TopicSpec(t.topic, t.partitions, t.replication_factor)
-        for t in [*config.inputs, *config.outputs]
+        TopicSpec(t.topic, t.partitions, t.replication_factor, _retention(t, INPUT_RETENTION_MS))
+        for t in config.inputs
+    ]
+    specs += [
+        TopicSpec(t.topic, t.partitions, t.replication_factor, _retention(t, None))
+        for t in config.outputs
     ]
     specs.append(TopicSpec(config.dead_letters, 1))
     specs.append(TopicSpec(config.control_topic, 1, config=COMPACTED))
@@ -124,6 +134,12 @@ def _create_topics(args: argparse.Namespace) -> int:
         state = "created" if spec.name in created else "exists"
         print(f"{spec.name:<40} {state}")
     return 0
+
+
+def _retention(topic: TopicConfig, default: int | None) -> dict[str, str] | None:
+    """The topic config ``topics create`` sets: ``retention.ms`` when given or defaulted."""
+    retention = default if topic.retention_ms is None else topic.retention_ms
+    return None if retention is None else {"retention.ms": str(retention)}
 
 
 def _status(args: argparse.Namespace) -> int:

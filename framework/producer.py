@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import mmh3
 from confluent_kafka import KafkaError, Message, Producer
@@ -34,6 +34,7 @@ __all__ = [
     "LinearHashPartitioner",
     "ProducerLeaseError",
     "RegistryLease",
+    "RegistryReader",
     "SplitstateProducer",
 ]
 
@@ -48,6 +49,14 @@ _TIMEOUT_SETTINGS = ("delivery.timeout.ms", "message.timeout.ms")
 
 class ProducerLeaseError(SplitstateError):
     """The producer could not re-read the topic registry within its lease."""
+
+
+class RegistryReader(Protocol):
+    """What a lease reads its counts from (``TopicRegistry``)."""
+
+    def read(self) -> dict[str, TopicEntry]:
+        """Every registered topic."""
+        ...
 
 
 class LinearHashPartitioner:
@@ -90,18 +99,25 @@ class RegistryLease:
     A background thread re-reads the registry several times per lease and swaps in new
     counts once ``producer``'s metadata shows the new partitions; ``check`` raises
     ``ProducerLeaseError`` when the last renewal is older than the lease. ``delivery_timeout_ms``
-    is the registry's: producers using the lease must not retry longer.
+    is the registry's: producers using the lease must not retry longer. ``clock`` is the
+    monotonic clock the lease is measured with.
     """
 
-    def __init__(self, registry: TopicRegistry, entries: Mapping[str, TopicEntry]) -> None:
+    def __init__(
+        self,
+        registry: RegistryReader,
+        entries: Mapping[str, TopicEntry],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._registry = registry
+        self._clock = clock
         self._topics = list(entries)
         self.partitioner = LinearHashPartitioner(entries)
         self.lease_seconds = min((e.lease_ms for e in entries.values()), default=10**9) / 1000
         self.delivery_timeout_ms = min(
             (e.delivery_timeout_ms for e in entries.values()), default=30_000
         )
-        self._renewed = time.monotonic()
+        self._renewed = clock()
         self._producer: Producer | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renew, name="registry-lease", daemon=True)
@@ -114,11 +130,11 @@ class RegistryLease:
 
     def fresh(self) -> bool:
         """Whether the counts are within their lease."""
-        return time.monotonic() - self._renewed <= self.lease_seconds
+        return self._clock() - self._renewed <= self.lease_seconds
 
     def check(self) -> None:
         """Raise ``ProducerLeaseError`` when the counts may be stale."""
-        age = time.monotonic() - self._renewed
+        age = self._clock() - self._renewed
         if age > self.lease_seconds:
             raise ProducerLeaseError(
                 f"the producer could not re-read the splitstate topic registry for {age:.1f}s "
@@ -134,24 +150,28 @@ class RegistryLease:
 
     def _renew(self) -> None:
         while not self._stop.wait(self.lease_seconds / _RENEWALS_PER_LEASE):
-            try:
-                entries = self._registry.read()
-                partitioner = LinearHashPartitioner({t: entries[t] for t in self._topics})
-                for topic in self._topics:
-                    if partitioner.partitions(topic) != self.partitioner.partitions(topic):
-                        self._wait_for_partitions(topic, partitioner.partitions(topic))
-            except Exception as error:  # the lease runs out unless a later read works
-                log.warning("could not refresh the topic registry: %s", error)
-                continue
-            if any(
-                partitioner.partitions(t) != self.partitioner.partitions(t) for t in self._topics
-            ):
-                log.info(
-                    "partition counts now %s",
-                    {t: partitioner.partitions(t) for t in self._topics},
-                )
-            self.partitioner = partitioner
-            self._renewed = time.monotonic()
+            self.renew()
+
+    def renew(self) -> bool:
+        """Re-read the registry once (the background thread does this several times per
+        lease); returns whether the lease was renewed."""
+        try:
+            entries = self._registry.read()
+            partitioner = LinearHashPartitioner({t: entries[t] for t in self._topics})
+            for topic in self._topics:
+                if partitioner.partitions(topic) != self.partitioner.partitions(topic):
+                    self._wait_for_partitions(topic, partitioner.partitions(topic))
+        except Exception as error:  # the lease runs out unless a later read works
+            log.warning("could not refresh the topic registry: %s", error)
+            return False
+        if any(partitioner.partitions(t) != self.partitioner.partitions(t) for t in self._topics):
+            log.info(
+                "partition counts now %s",
+                {t: partitioner.partitions(t) for t in self._topics},
+            )
+        self.partitioner = partitioner
+        self._renewed = self._clock()
+        return True
 
     def _wait_for_partitions(self, topic: str, count: int) -> None:
         """Refresh librdkafka's metadata until ``topic`` shows ``count`` partitions."""

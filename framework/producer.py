@@ -15,6 +15,7 @@ carries the count it was placed with in the ``splitstate.count`` header. Togethe
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -99,8 +100,12 @@ class RegistryLease:
     A background thread re-reads the registry several times per lease and swaps in new
     counts once ``producer``'s metadata shows the new partitions; ``check`` raises
     ``ProducerLeaseError`` when the last renewal is older than the lease. ``delivery_timeout_ms``
-    is the registry's: producers using the lease must not retry longer. ``clock`` is the
-    monotonic clock the lease is measured with.
+    is the registry's: producers using the lease must not retry longer. Without topics there
+    is nothing to go stale: the lease never runs out.
+
+    A lease runs from the *start* of the registry read that renewed it (the counts are as of
+    then): ``read_at`` is the ``clock`` time taken before ``entries`` were read (default: now).
+    ``clock`` is the monotonic clock the lease is measured with.
     """
 
     def __init__(
@@ -108,16 +113,19 @@ class RegistryLease:
         registry: RegistryReader,
         entries: Mapping[str, TopicEntry],
         clock: Callable[[], float] = time.monotonic,
+        read_at: float | None = None,
     ) -> None:
         self._registry = registry
         self._clock = clock
         self._topics = list(entries)
         self.partitioner = LinearHashPartitioner(entries)
-        self.lease_seconds = min((e.lease_ms for e in entries.values()), default=10**9) / 1000
+        self.lease_seconds = (
+            min(e.lease_ms for e in entries.values()) / 1000 if entries else math.inf
+        )
         self.delivery_timeout_ms = min(
             (e.delivery_timeout_ms for e in entries.values()), default=30_000
         )
-        self._renewed = clock()
+        self._renewed = clock() if read_at is None else read_at
         self._producer: Producer | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renew, name="registry-lease", daemon=True)
@@ -129,13 +137,13 @@ class RegistryLease:
             self._thread.start()
 
     def fresh(self) -> bool:
-        """Whether the counts are within their lease."""
-        return self._clock() - self._renewed <= self.lease_seconds
+        """Whether the counts are within their lease (always, without topics)."""
+        return not self._topics or self._clock() - self._renewed <= self.lease_seconds
 
     def check(self) -> None:
         """Raise ``ProducerLeaseError`` when the counts may be stale."""
         age = self._clock() - self._renewed
-        if age > self.lease_seconds:
+        if self._topics and age > self.lease_seconds:
             raise ProducerLeaseError(
                 f"the producer could not re-read the splitstate topic registry for {age:.1f}s "
                 f"(its lease is {self.lease_seconds:.1f}s), so the partition counts it holds "
@@ -155,6 +163,7 @@ class RegistryLease:
     def renew(self) -> bool:
         """Re-read the registry once (the background thread does this several times per
         lease); returns whether the lease was renewed."""
+        started = self._clock()  # the counts read are as of the read's start, not its end
         try:
             entries = self._registry.read()
             partitioner = LinearHashPartitioner({t: entries[t] for t in self._topics})
@@ -170,7 +179,7 @@ class RegistryLease:
                 {t: partitioner.partitions(t) for t in self._topics},
             )
         self.partitioner = partitioner
-        self._renewed = self._clock()
+        self._renewed = started
         return True
 
     def _wait_for_partitions(self, topic: str, count: int) -> None:
@@ -205,6 +214,7 @@ class SplitstateProducer:
         admin = AdminClient(client)
         registry = TopicRegistry(client, admin)
         registry.ensure_topic()
+        read_at = time.monotonic()  # the lease runs from before the registry read
         entries = registry.read()
         counts = partition_counts(admin, topics)
         for topic in topics:
@@ -215,7 +225,7 @@ class SplitstateProducer:
                         "(`splitstate topics create MODULE:APP`)."
                     )
                 entries[topic] = registry.register(topic, counts[topic])
-        self.lease = RegistryLease(registry, {t: entries[t] for t in topics})
+        self.lease = RegistryLease(registry, {t: entries[t] for t in topics}, read_at=read_at)
         timeout_ms = self.lease.delivery_timeout_ms
         settings = dict(producer_settings or {})
         for name in _TIMEOUT_SETTINGS:

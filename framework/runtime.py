@@ -92,6 +92,7 @@ class ProcessorRuntime(HandoffProtocol):
         """Process until a stop is requested, ``until(stats)`` holds, or no work is left."""
         client = self.config.kafka.client_settings()
         admin = AdminClient(client)
+        registry_read = time.monotonic()  # the outputs' lease runs from the registry read
         layout = prepare_app(self.app, admin)
         watcher = ControlWatcher(client, self.config.control_topic)
         watcher.catch_up(watcher.end_offset())
@@ -108,7 +109,7 @@ class ProcessorRuntime(HandoffProtocol):
         path = processor_path(self.config.app_state_dir, self.processor_id)
         database = ProcessorDatabase.open(path, identity, self.app.store_specs())
         # outputs may be other apps' inputs: place them under the registry's lease too
-        outputs = RegistryLease(TopicRegistry(client, admin), layout.outputs)
+        outputs = RegistryLease(TopicRegistry(client, admin), layout.outputs, read_at=registry_read)
         session = Session(
             layout=layout,
             database=database,

@@ -263,12 +263,16 @@ class SplitstateProducer:
         headers: list[tuple[str, str | bytes | None]] | None = None,
         on_delivery: DeliveryCallback | None = None,
     ) -> None:
-        """Queue one keyed record for the partition its key hashes to."""
-        self.lease.check()
-        partitioner = self.lease.partitioner
-        partition = partitioner.partition(topic, key)
-        placed = [*(headers or []), (COUNT_HEADER, str(partitioner.partitions(topic)))]
+        """Queue one keyed record for the partition its key hashes to.
+
+        While the local queue is full it waits for room; after each wait the lease is checked
+        again and the key placed again with the counts held then (they may have changed).
+        """
         while True:
+            self.lease.check()
+            partitioner = self.lease.partitioner
+            partition = partitioner.partition(topic, key)
+            placed = [*(headers or []), (COUNT_HEADER, str(partitioner.partitions(topic)))]
             try:
                 self._producer.produce(
                     topic,

@@ -1,0 +1,123 @@
+"""SplitstateProducer against the real broker: a produce that waits for room in the local queue
+places its key with the counts (and under the lease) as they are after the wait."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from framework.producer import (
+    COUNT_HEADER,
+    LinearHashPartitioner,
+    ProducerLeaseError,
+    RegistryLease,
+    SplitstateProducer,
+)
+from framework.registry import TopicEntry, TopicRegistry
+from rebalance import TopicHistory, bucket, key_hash
+from tests.integration.harness import unique
+
+pytestmark = pytest.mark.integration
+
+#: a local queue of one record: the second produce waits until the first is delivered
+TINY_QUEUE = {"queue.buffering.max.messages": 1}
+
+
+def _read_all(bootstrap: str, topic: str, partitions: int) -> list[Message]:
+    """Every record of ``topic`` (up to its current end), with its partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("fence-reader")})
+    try:
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in range(partitions)
+        }
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends if ends[p]])
+        records: list[Message] = []
+        while sum(ends.values()) > len(records):
+            for message in consumer.consume(num_messages=100, timeout=1.0):
+                assert message.error() is None, message.error()
+                records.append(message)
+        return records
+    finally:
+        consumer.close()
+
+
+def _moving_key() -> bytes:
+    """A key whose partition differs between 2 and 4 partitions (N = 2)."""
+    for i in range(1000):
+        key = f"k{i}".encode()
+        if bucket(key_hash(key), 2, 2) != bucket(key_hash(key), 2, 4):
+            return key
+    raise AssertionError("no moving key")
+
+
+def _producer(bootstrap: str, admin: AdminClient, topic: str) -> SplitstateProducer:
+    TopicRegistry({"bootstrap.servers": bootstrap}, admin).register(topic, 2)  # N = M = 2
+    return SplitstateProducer({"bootstrap.servers": bootstrap}, [topic], TINY_QUEUE)
+
+
+def _on_first_delivery(action: Callable[[], None], calls: list[str]) -> Callable[..., None]:
+    def delivered(error: KafkaError | None, _message: Message) -> None:
+        assert error is None
+        calls.append("first delivered")
+        action()
+
+    return delivered
+
+
+def test_a_produce_waiting_for_room_places_with_the_counts_after_the_wait(
+    kafka_bootstrap: str, kafka_admin: AdminClient, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(partitions=4)
+    producer = _producer(kafka_bootstrap, kafka_admin, topic)
+    key = _moving_key()
+    grown = LinearHashPartitioner({topic: TopicEntry(TopicHistory.of(topic, [2, 4]))})
+    calls: list[str] = []
+
+    def renew_to_four() -> None:  # what the lease's thread does once the registry says 4
+        producer.lease.partitioner = grown
+
+    try:
+        producer.produce(
+            topic, b"first", b"1", on_delivery=_on_first_delivery(renew_to_four, calls)
+        )
+        producer.produce(topic, key, b"2")  # waits for the first record: the count changes
+        assert calls == ["first delivered"], "the second produce did not wait for room"
+        assert producer.flush(30) == 0
+    finally:
+        producer.close()
+    records = _read_all(kafka_bootstrap, topic, 4)
+    (second,) = [r for r in records if r.key() == key]
+    assert second.partition() == bucket(key_hash(key), 2, 4)
+    assert dict(second.headers() or [])[COUNT_HEADER] == b"4"
+
+
+def test_a_produce_whose_lease_ran_out_while_it_waited_for_room_is_refused(
+    kafka_bootstrap: str, kafka_admin: AdminClient, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(partitions=4)
+    producer = _producer(kafka_bootstrap, kafka_admin, topic)
+    now = [0.0]
+    entry = TopicEntry(TopicHistory.of(topic, [2]))
+    producer.lease.close()
+    producer.lease = RegistryLease(TopicRegistry({}, kafka_admin), {topic: entry}, lambda: now[0])
+    calls: list[str] = []
+
+    def lease_runs_out() -> None:  # the registry could not be read for a whole lease
+        now[0] += 60.0
+
+    try:
+        producer.produce(
+            topic, b"first", b"1", on_delivery=_on_first_delivery(lease_runs_out, calls)
+        )
+        with pytest.raises(ProducerLeaseError, match="could not re-read"):
+            producer.produce(topic, _moving_key(), b"2")
+        assert calls == ["first delivered"]
+        assert producer.flush(30) == 0
+    finally:
+        producer.close()
+    records = _read_all(kafka_bootstrap, topic, 4)
+    assert [r.key() for r in records] == [b"first"]

@@ -23,6 +23,7 @@ from framework.records import Output, Record
 from statestore import StateBatch
 
 __all__ = [
+    "UNFENCED_SCOPE",
     "DeadLetter",
     "EncodedOutput",
     "InputMessage",
@@ -33,6 +34,9 @@ __all__ = [
 ]
 
 Headers = Sequence[tuple[str, bytes | None]]
+#: Where a processor's state counts, per input partition, the records it processed without a
+#: ``splitstate.count`` header (``StateBatch.set_progress`` / ``ProcessorDatabase.progress``).
+UNFENCED_SCOPE = "unfenced"
 
 
 class InputMessage(Protocol):
@@ -178,10 +182,24 @@ class _Route:
 
 
 class RecordProcessor:
-    """Runs the app's processor functions over raw records within a state batch."""
+    """Runs the app's processor functions over raw records within a state batch.
 
-    def __init__(self, app: App) -> None:
+    ``initial_partitions``: each input topic's initial partition count ``N`` (the topic
+    registry's); a keyed record of such a topic must sit on the partition its
+    ``splitstate.count`` header places it on (topics it lacks are not checked).
+    ``unfenced``: how many records without that header this processor processed before
+    (``database.progress(UNFENCED_SCOPE)``); the count is kept up to date in the batches.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        initial_partitions: Mapping[str, int] | None = None,
+        unfenced: Mapping[tuple[str, int], int] | None = None,
+    ) -> None:
         self.app = app
+        self.initial_partitions = dict(initial_partitions or {})
+        self.unfenced = dict(unfenced or {})
         self.stop_on_error = app.config.on_error == "stop"
         self.outputs = {t.topic for t in app.config.outputs}
         self.default_output = app.config.outputs[0].topic if len(app.config.outputs) == 1 else None

@@ -47,7 +47,7 @@ from framework.errors import SplitstateError
 from framework.gates import blocked_partitions
 from framework.handoffs import HandoffProtocol
 from framework.layout import prepare_app
-from framework.processing import DeadLetter, EncodedOutput, RecordProcessor
+from framework.processing import UNFENCED_SCOPE, DeadLetter, EncodedOutput, RecordProcessor
 from framework.producer import COUNT_HEADER, RegistryLease
 from framework.registry import TopicRegistry
 from framework.session import Position, RuntimeStats, Session
@@ -132,7 +132,11 @@ class ProcessorRuntime(HandoffProtocol):
             ),
             watcher=watcher,
             control=ControlLog(client, admin, self.config.control_topic),
-            records=RecordProcessor(self.app),
+            records=RecordProcessor(
+                self.app,
+                {name: entry.initial_partitions for name, entry in layout.inputs.items()},
+                database.progress(UNFENCED_SCOPE),
+            ),
             outputs=outputs,
             topics=TopicWatcher(client, list(layout.inputs), layout.inputs),
         )

@@ -90,9 +90,9 @@ def build_state(
                 covered={j: {p: served[p].end for p in ps} for j, ps in request.covers.items()},
                 shards=config.spark.shards,
             )
-            return run_bootstrap(
-                spark, history, plan, AppFold(app), destination, on_progress=on_progress
-            )
+            initial = {name: entry.initial_partitions for name, entry in request.entries.items()}
+            fold = AppFold(app, initial)
+            return run_bootstrap(spark, history, plan, fold, destination, on_progress=on_progress)
     finally:
         spark.stop()
 

@@ -47,7 +47,8 @@ from framework.errors import SplitstateError
 from framework.gates import blocked_partitions
 from framework.handoffs import HandoffProtocol
 from framework.layout import prepare_app
-from framework.processing import UNFENCED_SCOPE, DeadLetter, EncodedOutput, RecordProcessor
+from framework.placement import UNFENCED_SCOPE
+from framework.processing import DeadLetter, EncodedOutput, RecordProcessor
 from framework.producer import COUNT_HEADER, RegistryLease
 from framework.registry import TopicRegistry
 from framework.session import Position, RuntimeStats, Session

@@ -14,6 +14,7 @@ from framework.app import App
 from framework.bootstrap_run import bootstrap_directory, read_bootstrap_progress
 from framework.controllog import ControlLog
 from framework.gates import blocked_partitions
+from framework.placement import UNFENCED_SCOPE
 from framework.registry import TopicRegistry
 from rebalance import bucket, expected_shares
 from statestore import ProcessorDatabase, StateStoreError
@@ -138,6 +139,9 @@ class AppStatus:
     handoffs: list[HandoffStatus] = field(default_factory=list)
     bootstraps: list[BootstrapStatus] = field(default_factory=list)
     topics: list[TopicStatus] = field(default_factory=list)
+    #: records processed without a ``splitstate.count`` header, per input partition (as
+    #: counted in the processors' state on this machine)
+    unfenced: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 def _directory_size(path: Path) -> int | None:
@@ -251,6 +255,7 @@ def collect_status(app: App) -> AppStatus:
         handoffs,
         bootstraps,
         topics,
+        _unfenced(config.app_state_dir),
     )
 
 
@@ -284,6 +289,23 @@ def _catch_up_progress(
         return {}
 
 
+def _unfenced(state_dir: Path) -> dict[tuple[str, int], int]:
+    """Records processed without a ``splitstate.count`` header, summed over the processors
+    whose state is on this machine (each counts the records it processed itself)."""
+    total: dict[tuple[str, int], int] = {}
+    for path in sorted(state_dir.glob("processor-*")):
+        if not (path / "CURRENT").exists():
+            continue
+        try:
+            with ProcessorDatabase.open_read_only(path) as database:
+                counts = database.progress(UNFENCED_SCOPE)
+        except StateStoreError:
+            continue
+        for position, count in counts.items():
+            total[position] = total.get(position, 0) + count
+    return total
+
+
 def _number(value: int | None) -> str:
     return "-" if value is None else str(value)
 
@@ -306,6 +328,12 @@ def render_status(status: AppStatus) -> str:
     ]
     for topic_status in status.topics:
         lines.extend(topic_status.render())
+    if status.unfenced:
+        where = ", ".join(f"{t}[{p}] {n}" for (t, p), n in sorted(status.unfenced.items()))
+        lines.append(
+            f"{sum(status.unfenced.values())} records without a splitstate.count header "
+            f"(written by producers that bypass the growth fence): {where}"
+        )
     lines.append("")
     lines.append(f"{'processor':>9} {'pid':>7} {'share':>7} {'state':>9} {'lag':>9}  partitions")
     for processor in status.processors:

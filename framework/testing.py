@@ -21,13 +21,8 @@ import orjson
 
 from framework.app import App
 from framework.config import AppConfig
-from framework.processing import (
-    UNFENCED_SCOPE,
-    DeadLetter,
-    EncodedOutput,
-    RecordProcessor,
-    StoredMessage,
-)
+from framework.placement import UNFENCED_SCOPE
+from framework.processing import DeadLetter, EncodedOutput, RecordProcessor, StoredMessage
 from rebalance import bucket, key_hash
 from statestore import DatabaseIdentity, ProcessorDatabase
 

@@ -330,8 +330,9 @@ def render_status(status: AppStatus) -> str:
         lines.extend(topic_status.render())
     if status.unfenced:
         where = ", ".join(f"{t}[{p}] {n}" for (t, p), n in sorted(status.unfenced.items()))
+        total = sum(status.unfenced.values())
         lines.append(
-            f"{sum(status.unfenced.values())} records without a splitstate.count header "
+            f"{total} record{'s' if total != 1 else ''} without a splitstate.count header "
             f"(written by producers that bypass the growth fence): {where}"
         )
     lines.append("")

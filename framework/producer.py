@@ -6,10 +6,11 @@ otherwise a key could land on a partition owned by another processor.
 
 ``SplitstateProducer`` holds a *lease* on the counts it places keys with: it re-reads the
 registry in the background several times per ``lease_ms`` and refuses to produce (raising
-``ProducerLeaseError``) once its last successful read is older than that, rather than place
-keys with a count that may be stale. Its delivery timeout is the registry's, and every record
-carries the count it was placed with in the ``splitstate.count`` header. Together these let
-``splitstate expand`` know when no record placed with an old count can still land.
+``ProducerLeaseError``) once its last successful read began longer ago than that, rather
+than place keys with a count that may be stale. Its delivery timeout is the registry's, and
+every record carries the count it was placed with in the ``splitstate.count`` header.
+Together these let ``splitstate expand`` know when no record placed with an old count can
+still land.
 """
 
 from __future__ import annotations

@@ -10,11 +10,14 @@ in the processor's state (``UNFENCED_SCOPE``) for ``splitstate status``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
+import mmh3
+
 from framework.producer import COUNT_HEADER
-from rebalance import bucket, key_hash
+from rebalance import level
 
 __all__ = ["NO_COUNT_HEADER", "UNFENCED_SCOPE", "NoCountHeader", "count_header", "misplacement"]
 
@@ -44,18 +47,19 @@ def misplacement(
 ) -> str | None:
     """Why a keyed record whose ``splitstate.count`` header is ``placed`` may not be processed
     on ``partition`` of ``topic`` (``initial`` partitions at first); ``None`` if it sits where
-    that count places its key."""
-    try:
-        count = int(placed) if placed is not None else None
-        expected = None if count is None else bucket(key_hash(key), initial, count)
-    except ValueError:
-        count = expected = None
-    if count is None or expected is None:
+    that count places its key: ``bucket(key_hash(key), initial, count)``."""
+    layout = _layout(initial, placed)
+    if layout is None:
         return (
             f"misplaced: its {COUNT_HEADER} header {placed!r} is not a partition count of "
             f"{topic!r} (at least its initial {initial}), so where its key belongs is unknown; "
             "the record was not processed. Fix: produce with SplitstateProducer, which sets it."
         )
+    low, split, count = layout
+    h = mmh3.hash(key, 0, False)  # bucket(key_hash(key), initial, count), inlined
+    expected = h % low
+    if expected < split:
+        expected = h % (low << 1)
     if expected == partition:
         return None
     return (
@@ -66,3 +70,17 @@ def misplacement(
         "(or place keys with bucket(key_hash(key), N, M) from the topic registry), then send "
         "the record again."
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout(initial: int, placed: str | bytes | None) -> tuple[int, int, int] | None:
+    """``(low, split, count)`` of ``placed`` partitions grown from ``initial`` (as ``bucket``
+    computes them); ``None`` when ``placed`` is not such a count."""
+    try:
+        count = int(placed) if placed is not None else -1
+    except ValueError:
+        return None
+    if count < initial:
+        return None
+    low = initial << level(initial, count)
+    return low, count - low, count

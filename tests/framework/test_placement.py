@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from framework import App, AppConfig, Output, Record
+from framework.placement import misplacement
 from framework.processing import RecordProcessor, StoredMessage
 from framework.producer import COUNT_HEADER
 from framework.testing import TestDriver
@@ -134,3 +137,21 @@ def test_counts_of_aborted_batches_are_not_kept() -> None:
         processor.process(committed, message, "in", 1, offset)
         committed.commit()
     assert database.progress("unfenced") == {("in", 1): 7}
+
+
+@given(
+    st.binary(max_size=24),
+    st.integers(min_value=1, max_value=16),
+    st.integers(min_value=0, max_value=40),
+    st.integers(min_value=0, max_value=60),
+)
+def test_misplacement_agrees_with_bucket(key: bytes, initial: int, growth: int, at: int) -> None:
+    count = initial + growth
+    expected = bucket(key_hash(key), initial, count)
+    for placed in (str(count), str(count).encode()):
+        assert misplacement(key, "t", expected, initial, placed) is None
+        reason = misplacement(key, "t", at, initial, placed)
+        assert (reason is None) == (at == expected)
+        if reason is not None:
+            assert reason.startswith("misplaced") and f"t[{expected}]" in reason
+    assert misplacement(key, "t", expected, initial, str(initial - 1)) is not None

@@ -3,7 +3,8 @@
 Shared by the runtime and the test driver: decode and validate the value, give the function
 the key's state, collect its outputs, and turn anything that goes wrong into a dead letter
 (or, with ``on_error: stop``, a ``ProcessorStoppedError`` naming the record). A failed record's
-state writes are rolled back; nothing it did survives.
+state writes are rolled back; nothing it did survives. A keyed record that is not where its
+``splitstate.count`` header places it is dead-lettered before anything runs (``placement``).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from framework.app import App, Handler
 from framework.errors import SplitstateError
 from framework.markers import is_marker
+from framework.placement import UNFENCED_SCOPE, NoCountHeader, count_header, misplacement
 from framework.records import Output, Record
-from statestore import StateBatch
+from statestore import BatchStatus, StateBatch
 
 __all__ = [
     "DeadLetter",
@@ -178,10 +180,26 @@ class _Route:
 
 
 class RecordProcessor:
-    """Runs the app's processor functions over raw records within a state batch."""
+    """Runs the app's processor functions over raw records within a state batch.
 
-    def __init__(self, app: App) -> None:
+    ``initial_partitions``: each input topic's initial partition count ``N`` (the topic
+    registry's); a keyed record of such a topic must sit on the partition its
+    ``splitstate.count`` header places it on (topics it lacks are not checked).
+    ``unfenced``: how many records without that header this processor processed before
+    (``database.progress(UNFENCED_SCOPE)``); the count is kept up to date in the batches.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        initial_partitions: Mapping[str, int] | None = None,
+        unfenced: Mapping[tuple[str, int], int] | None = None,
+    ) -> None:
         self.app = app
+        self.initial_partitions = dict(initial_partitions or {})
+        self.unfenced = dict(unfenced or {})
+        self._counting: StateBatch | None = None  # the batch ``_pending`` counts belong to
+        self._pending: dict[tuple[str, int], int] = {}
         self.stop_on_error = app.config.on_error == "stop"
         self.outputs = {t.topic for t in app.config.outputs}
         self.default_output = app.config.outputs[0].topic if len(app.config.outputs) == 1 else None
@@ -191,7 +209,7 @@ class RecordProcessor:
             self._routes[topic.topic] = _Route(handler, handler.stores or list(app.stores))
         self.dead_letter_count = 0
 
-    def process(
+    def process(  # noqa: PLR0911 - one return per way a record can end
         self,
         batch: StateBatch,
         message: InputMessage,
@@ -217,6 +235,9 @@ class RecordProcessor:
                 return [], None  # a growth marker: not a record of the app's
             reason = "the record has no key; splitstate keeps state per key"
             return [], self._dead(message, (topic, partition, offset), "decode", reason, restore)
+        misplaced = self._check_placement(batch, message, key, (topic, partition), restore=restore)
+        if misplaced is not None:
+            return [], self._dead(message, (topic, partition, offset), *misplaced, restore)
         try:
             value = route.decode(raw)
         except (ValidationError, ValueError, UnicodeDecodeError) as error:
@@ -248,6 +269,39 @@ class RecordProcessor:
             where = (topic, partition, offset)
             return [], self._dead(message, where, "processor", reason, restore)
         return ([] if restore else outputs), None
+
+    def _check_placement(
+        self,
+        batch: StateBatch,
+        message: InputMessage,
+        key: bytes,
+        position: tuple[str, int],
+        *,
+        restore: bool,
+    ) -> tuple[str, str] | None:
+        """``("placement", reason)`` when the record is not where its count header places its
+        key; a record without the header is counted (unless restored) and processed."""
+        topic, partition = position
+        initial = self.initial_partitions.get(topic)
+        if initial is None:
+            return None
+        placed = count_header(message.headers())
+        if isinstance(placed, NoCountHeader):
+            if not restore:
+                self._count_unfenced(batch, position)
+            return None
+        reason = misplacement(key, topic, partition, initial, placed)
+        return None if reason is None else ("placement", reason)
+
+    def _count_unfenced(self, batch: StateBatch, position: tuple[str, int]) -> None:
+        """Count a record without the count header, in ``batch`` (kept once it commits)."""
+        if batch is not self._counting:
+            if self._counting is not None and self._counting.status is BatchStatus.COMMITTED:
+                self.unfenced.update(self._pending)
+            self._counting, self._pending = batch, {}
+        count = self._pending.get(position, self.unfenced.get(position, 0)) + 1
+        self._pending[position] = count
+        batch.set_progress(UNFENCED_SCOPE, *position, count)
 
     @staticmethod
     def _rollback(batch: StateBatch, route: _Route, key: bytes, saved: Any) -> None:

@@ -6,19 +6,21 @@ otherwise a key could land on a partition owned by another processor.
 
 ``SplitstateProducer`` holds a *lease* on the counts it places keys with: it re-reads the
 registry in the background several times per ``lease_ms`` and refuses to produce (raising
-``ProducerLeaseError``) once its last successful read is older than that, rather than place
-keys with a count that may be stale. Its delivery timeout is the registry's, and every record
-carries the count it was placed with in the ``splitstate.count`` header. Together these let
-``splitstate expand`` know when no record placed with an old count can still land.
+``ProducerLeaseError``) once its last successful read began longer ago than that, rather
+than place keys with a count that may be stale. Its delivery timeout is the registry's, and
+every record carries the count it was placed with in the ``splitstate.count`` header.
+Together these let ``splitstate expand`` know when no record placed with an old count can
+still land.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import mmh3
 from confluent_kafka import KafkaError, Message, Producer
@@ -34,6 +36,7 @@ __all__ = [
     "LinearHashPartitioner",
     "ProducerLeaseError",
     "RegistryLease",
+    "RegistryReader",
     "SplitstateProducer",
 ]
 
@@ -48,6 +51,14 @@ _TIMEOUT_SETTINGS = ("delivery.timeout.ms", "message.timeout.ms")
 
 class ProducerLeaseError(SplitstateError):
     """The producer could not re-read the topic registry within its lease."""
+
+
+class RegistryReader(Protocol):
+    """What a lease reads its counts from (``TopicRegistry``)."""
+
+    def read(self) -> dict[str, TopicEntry]:
+        """Every registered topic."""
+        ...
 
 
 class LinearHashPartitioner:
@@ -90,18 +101,32 @@ class RegistryLease:
     A background thread re-reads the registry several times per lease and swaps in new
     counts once ``producer``'s metadata shows the new partitions; ``check`` raises
     ``ProducerLeaseError`` when the last renewal is older than the lease. ``delivery_timeout_ms``
-    is the registry's: producers using the lease must not retry longer.
+    is the registry's: producers using the lease must not retry longer. Without topics there
+    is nothing to go stale: the lease never runs out.
+
+    A lease runs from the *start* of the registry read that renewed it (the counts are as of
+    then): ``read_at`` is the ``clock`` time taken before ``entries`` were read (default: now).
+    ``clock`` is the monotonic clock the lease is measured with.
     """
 
-    def __init__(self, registry: TopicRegistry, entries: Mapping[str, TopicEntry]) -> None:
+    def __init__(
+        self,
+        registry: RegistryReader,
+        entries: Mapping[str, TopicEntry],
+        clock: Callable[[], float] = time.monotonic,
+        read_at: float | None = None,
+    ) -> None:
         self._registry = registry
+        self._clock = clock
         self._topics = list(entries)
         self.partitioner = LinearHashPartitioner(entries)
-        self.lease_seconds = min((e.lease_ms for e in entries.values()), default=10**9) / 1000
+        self.lease_seconds = (
+            min(e.lease_ms for e in entries.values()) / 1000 if entries else math.inf
+        )
         self.delivery_timeout_ms = min(
             (e.delivery_timeout_ms for e in entries.values()), default=30_000
         )
-        self._renewed = time.monotonic()
+        self._renewed = clock() if read_at is None else read_at
         self._producer: Producer | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renew, name="registry-lease", daemon=True)
@@ -113,13 +138,13 @@ class RegistryLease:
             self._thread.start()
 
     def fresh(self) -> bool:
-        """Whether the counts are within their lease."""
-        return time.monotonic() - self._renewed <= self.lease_seconds
+        """Whether the counts are within their lease (always, without topics)."""
+        return not self._topics or self._clock() - self._renewed <= self.lease_seconds
 
     def check(self) -> None:
         """Raise ``ProducerLeaseError`` when the counts may be stale."""
-        age = time.monotonic() - self._renewed
-        if age > self.lease_seconds:
+        age = self._clock() - self._renewed
+        if self._topics and age > self.lease_seconds:
             raise ProducerLeaseError(
                 f"the producer could not re-read the splitstate topic registry for {age:.1f}s "
                 f"(its lease is {self.lease_seconds:.1f}s), so the partition counts it holds "
@@ -134,24 +159,29 @@ class RegistryLease:
 
     def _renew(self) -> None:
         while not self._stop.wait(self.lease_seconds / _RENEWALS_PER_LEASE):
-            try:
-                entries = self._registry.read()
-                partitioner = LinearHashPartitioner({t: entries[t] for t in self._topics})
-                for topic in self._topics:
-                    if partitioner.partitions(topic) != self.partitioner.partitions(topic):
-                        self._wait_for_partitions(topic, partitioner.partitions(topic))
-            except Exception as error:  # the lease runs out unless a later read works
-                log.warning("could not refresh the topic registry: %s", error)
-                continue
-            if any(
-                partitioner.partitions(t) != self.partitioner.partitions(t) for t in self._topics
-            ):
-                log.info(
-                    "partition counts now %s",
-                    {t: partitioner.partitions(t) for t in self._topics},
-                )
-            self.partitioner = partitioner
-            self._renewed = time.monotonic()
+            self.renew()
+
+    def renew(self) -> bool:
+        """Re-read the registry once (the background thread does this several times per
+        lease); returns whether the lease was renewed."""
+        started = self._clock()  # the counts read are as of the read's start, not its end
+        try:
+            entries = self._registry.read()
+            partitioner = LinearHashPartitioner({t: entries[t] for t in self._topics})
+            for topic in self._topics:
+                if partitioner.partitions(topic) != self.partitioner.partitions(topic):
+                    self._wait_for_partitions(topic, partitioner.partitions(topic))
+        except Exception as error:  # the lease runs out unless a later read works
+            log.warning("could not refresh the topic registry: %s", error)
+            return False
+        if any(partitioner.partitions(t) != self.partitioner.partitions(t) for t in self._topics):
+            log.info(
+                "partition counts now %s",
+                {t: partitioner.partitions(t) for t in self._topics},
+            )
+        self.partitioner = partitioner
+        self._renewed = started
+        return True
 
     def _wait_for_partitions(self, topic: str, count: int) -> None:
         """Refresh librdkafka's metadata until ``topic`` shows ``count`` partitions."""
@@ -185,6 +215,7 @@ class SplitstateProducer:
         admin = AdminClient(client)
         registry = TopicRegistry(client, admin)
         registry.ensure_topic()
+        read_at = time.monotonic()  # the lease runs from before the registry read
         entries = registry.read()
         counts = partition_counts(admin, topics)
         for topic in topics:
@@ -195,7 +226,7 @@ class SplitstateProducer:
                         "(`splitstate topics create MODULE:APP`)."
                     )
                 entries[topic] = registry.register(topic, counts[topic])
-        self.lease = RegistryLease(registry, {t: entries[t] for t in topics})
+        self.lease = RegistryLease(registry, {t: entries[t] for t in topics}, read_at=read_at)
         timeout_ms = self.lease.delivery_timeout_ms
         settings = dict(producer_settings or {})
         for name in _TIMEOUT_SETTINGS:
@@ -233,12 +264,16 @@ class SplitstateProducer:
         headers: list[tuple[str, str | bytes | None]] | None = None,
         on_delivery: DeliveryCallback | None = None,
     ) -> None:
-        """Queue one keyed record for the partition its key hashes to."""
-        self.lease.check()
-        partitioner = self.lease.partitioner
-        partition = partitioner.partition(topic, key)
-        placed = [*(headers or []), (COUNT_HEADER, str(partitioner.partitions(topic)))]
+        """Queue one keyed record for the partition its key hashes to.
+
+        While the local queue is full it waits for room; after each wait the lease is checked
+        again and the key placed again with the counts held then (they may have changed).
+        """
         while True:
+            self.lease.check()
+            partitioner = self.lease.partitioner
+            partition = partitioner.partition(topic, key)
+            placed = [*(headers or []), (COUNT_HEADER, str(partitioner.partitions(topic)))]
             try:
                 self._producer.produce(
                     topic,

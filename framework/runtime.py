@@ -48,6 +48,7 @@ from framework.gates import blocked_partitions
 from framework.handoffs import HandoffProtocol
 from framework.layout import prepare_app
 from framework.moved_keys import MovedKeys
+from framework.placement import UNFENCED_SCOPE
 from framework.processing import (
     DeadLetter,
     EncodedOutput,
@@ -99,6 +100,7 @@ class ProcessorRuntime(HandoffProtocol):
         """Process until a stop is requested, ``until(stats)`` holds, or no work is left."""
         client = self.config.kafka.client_settings()
         admin = AdminClient(client)
+        registry_read = time.monotonic()  # the outputs' lease runs from the registry read
         layout = prepare_app(self.app, admin)
         watcher = ControlWatcher(client, self.config.control_topic)
         watcher.catch_up(watcher.end_offset())
@@ -115,7 +117,7 @@ class ProcessorRuntime(HandoffProtocol):
         path = processor_path(self.config.app_state_dir, self.processor_id)
         database = ProcessorDatabase.open(path, identity, self.app.store_specs())
         # outputs may be other apps' inputs: place them under the registry's lease too
-        outputs = RegistryLease(TopicRegistry(client, admin), layout.outputs)
+        outputs = RegistryLease(TopicRegistry(client, admin), layout.outputs, read_at=registry_read)
         session = Session(
             layout=layout,
             database=database,
@@ -138,7 +140,11 @@ class ProcessorRuntime(HandoffProtocol):
             ),
             watcher=watcher,
             control=ControlLog(client, admin, self.config.control_topic),
-            records=RecordProcessor(self.app),
+            records=RecordProcessor(
+                self.app,
+                {name: entry.initial_partitions for name, entry in layout.inputs.items()},
+                database.progress(UNFENCED_SCOPE),
+            ),
             outputs=outputs,
             topics=TopicWatcher(client, list(layout.inputs), layout.inputs),
             moved=MovedKeys(self.processor_id, database),

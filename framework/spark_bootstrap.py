@@ -94,9 +94,9 @@ def build_state(
                 shards=config.spark.shards,
                 gained_from=request.gained_from,
             )
-            return run_bootstrap(
-                spark, history, plan, AppFold(app), destination, on_progress=on_progress
-            )
+            initial = {name: entry.initial_partitions for name, entry in request.entries.items()}
+            fold = AppFold(app, initial)
+            return run_bootstrap(spark, history, plan, fold, destination, on_progress=on_progress)
     finally:
         spark.stop()
 

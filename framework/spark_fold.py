@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -38,24 +38,30 @@ def _headers(text: str | None) -> list[tuple[str, bytes | None]] | None:
 
 
 class AppFold:
-    """Folds records with ``app``'s processor functions (restore mode) into state items."""
+    """Folds records with ``app``'s processor functions (restore mode) into state items.
 
-    def __init__(self, app: App) -> None:
+    ``initial_partitions``: each input topic's ``N`` (the topic registry's), to skip the
+    records the runtime would dead-letter as misplaced.
+    """
+
+    def __init__(self, app: App, initial_partitions: Mapping[str, int] | None = None) -> None:
         app.check()
         self.app = app
+        self.initial_partitions = dict(initial_partitions or {})
         self._processor: RecordProcessor | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"app": self.app}
+        return {"app": self.app, "initial_partitions": self.initial_partitions}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.app = state["app"]
+        self.initial_partitions = dict(state.get("initial_partitions", {}))
         self._processor = None
 
     def __call__(self, records: pd.DataFrame) -> Iterator[tuple[str, bytes, bytes]]:
         """``(store, key, encoded value)`` of each key's state after ``records`` (in order)."""
         if self._processor is None:
-            self._processor = RecordProcessor(self.app)
+            self._processor = RecordProcessor(self.app, self.initial_partitions)
         processor = self._processor
         database = ProcessorDatabase.in_memory(
             DatabaseIdentity(self.app.config.app_id, -1), self.app.store_specs()

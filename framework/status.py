@@ -14,6 +14,7 @@ from framework.app import App
 from framework.bootstrap_run import bootstrap_directory, read_bootstrap_progress
 from framework.controllog import ControlLog
 from framework.gates import blocked_partitions
+from framework.placement import UNFENCED_SCOPE
 from framework.registry import TopicRegistry
 from rebalance import bucket, expected_shares
 from statestore import ProcessorDatabase, StateStoreError
@@ -144,6 +145,9 @@ class AppStatus:
     stopped: dict[int, str] = field(default_factory=dict)
     #: the last scale, when it was aborted: (generation, old, new, reason)
     aborted: tuple[int, int, int, str] | None = None
+    #: records processed without a ``splitstate.count`` header, per input partition (as
+    #: counted in the processors' state on this machine)
+    unfenced: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 def _directory_size(path: Path) -> int | None:
@@ -265,6 +269,7 @@ def collect_status(app: App) -> AppStatus:
         topics,
         dict(scale.stopped) if scale else {},
         aborted,
+        _unfenced(config.app_state_dir),
     )
 
 
@@ -296,6 +301,23 @@ def _catch_up_progress(
             return database.progress(f"catchup-{generation}")
     except StateStoreError:
         return {}
+
+
+def _unfenced(state_dir: Path) -> dict[tuple[str, int], int]:
+    """Records processed without a ``splitstate.count`` header, summed over the processors
+    whose state is on this machine (each counts the records it processed itself)."""
+    total: dict[tuple[str, int], int] = {}
+    for path in sorted(state_dir.glob("processor-*")):
+        if not (path / "CURRENT").exists():
+            continue
+        try:
+            with ProcessorDatabase.open_read_only(path) as database:
+                counts = database.progress(UNFENCED_SCOPE)
+        except StateStoreError:
+            continue
+        for position, count in counts.items():
+            total[position] = total.get(position, 0) + count
+    return total
 
 
 def _number(value: int | None) -> str:
@@ -337,6 +359,13 @@ def render_status(status: AppStatus) -> str:
     for topic_status in status.topics:
         lines.extend(topic_status.render())
     lines.extend(_retention_warning(status))
+    if status.unfenced:
+        where = ", ".join(f"{t}[{p}] {n}" for (t, p), n in sorted(status.unfenced.items()))
+        total = sum(status.unfenced.values())
+        lines.append(
+            f"{total} record{'s' if total != 1 else ''} without a splitstate.count header "
+            f"(written by producers that bypass the growth fence): {where}"
+        )
     lines.append("")
     lines.append(f"{'processor':>9} {'pid':>7} {'share':>7} {'state':>9} {'lag':>9}  partitions")
     for processor in status.processors:

@@ -21,6 +21,7 @@ import orjson
 
 from framework.app import App
 from framework.config import AppConfig
+from framework.placement import UNFENCED_SCOPE
 from framework.processing import DeadLetter, EncodedOutput, RecordProcessor, StoredMessage
 from rebalance import bucket, key_hash
 from statestore import DatabaseIdentity, ProcessorDatabase
@@ -42,7 +43,7 @@ class TestDriver:
         self.database = ProcessorDatabase.in_memory(
             DatabaseIdentity(self.config.app_id, 0), app.store_specs()
         )
-        self._processor = RecordProcessor(app)
+        self._processor = RecordProcessor(app, {t.topic: t.partitions for t in self.config.inputs})
         self._next_offset: dict[tuple[str, int], int] = defaultdict(int)
         self._outputs: dict[str, list[EncodedOutput]] = defaultdict(list)
         self.dead_letters: list[DeadLetter] = []
@@ -55,10 +56,14 @@ class TestDriver:
         value: bytes | str | None = b"",
         headers: list[tuple[str, bytes | None]] | None = None,
         timestamp: int | None = None,
+        *,
+        partition: int | None = None,
     ) -> None:
-        """Process one record of input ``topic`` as one batch."""
-        partitions = self.config.input_topic(topic).partitions
-        partition = 0 if key is None else bucket(key_hash(key), partitions, partitions)
+        """Process one record of input ``topic`` as one batch, on ``partition`` (default: where
+        producers place its key)."""
+        if partition is None:
+            partitions = self.config.input_topic(topic).partitions
+            partition = 0 if key is None else bucket(key_hash(key), partitions, partitions)
         offset = self._next_offset[(topic, partition)]
         self._clock += 1
         raw = value.encode() if isinstance(value, str) else value
@@ -94,6 +99,10 @@ class TestDriver:
     def state(self, store: str, key: bytes, default: Any = None) -> Any:
         """The committed state of ``key`` in ``store``."""
         return self.database.get(store, key, default)
+
+    def unfenced(self) -> dict[tuple[str, int], int]:
+        """Records processed without a ``splitstate.count`` header, per input partition."""
+        return self.database.progress(UNFENCED_SCOPE)
 
     def offsets(self) -> dict[tuple[str, int], int]:
         """Next offset per input partition."""

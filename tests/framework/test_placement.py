@@ -1,0 +1,157 @@
+"""A keyed record must sit where its `splitstate.count` header places it (the growth fence)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from framework import App, AppConfig, Output, Record
+from framework.placement import misplacement
+from framework.processing import RecordProcessor, StoredMessage
+from framework.producer import COUNT_HEADER
+from framework.testing import TestDriver
+from rebalance import bucket, key_hash
+from statestore import DatabaseIdentity, KeyState, ProcessorDatabase
+
+N = 4  # the input's initial partition count
+
+
+def counting_app() -> App:
+    app = App(
+        AppConfig.load(
+            None,
+            app_id="placement",
+            inputs=[{"topic": "in", "partitions": N}],
+            outputs=[{"topic": "out", "partitions": N}],
+            initial_processors=2,
+        )
+    )
+    app.store("counts", int)
+
+    @app.processor("in")
+    def count(record: Record[bytes], state: KeyState[int]) -> Output:
+        state.set((state.get() or 0) + 1)
+        return Output(state.get())
+
+    return app
+
+
+def moved_key(count: int) -> bytes:
+    """A key that ``count`` partitions place elsewhere than ``N`` do."""
+    for i in range(1000):
+        key = f"key-{i}".encode()
+        if bucket(key_hash(key), N, count) != bucket(key_hash(key), N, N):
+            return key
+    raise AssertionError("no such key")
+
+
+def test_a_record_on_another_partition_than_its_count_places_it_is_dead_lettered() -> None:
+    driver = TestDriver(counting_app())
+    key = moved_key(6)
+    right = bucket(key_hash(key), N, 6)
+    wrong = bucket(key_hash(key), N, N)
+    driver.send("in", key, b"", [(COUNT_HEADER, b"6")], partition=wrong)
+    (dead,) = driver.dead_letters
+    assert dead.stage == "placement"
+    assert dead.reason.startswith("misplaced")
+    assert f"in[{right}]" in dead.reason and "6" in dead.reason
+    assert (dead.partition, dead.offset) == (wrong, 0)
+    assert driver.state("counts", key) is None  # state untouched, no output
+    assert driver.outputs() == []
+    assert driver.offsets() == {("in", wrong): 1}  # the record is done with
+    driver.send("in", key, b"", [(COUNT_HEADER, b"6")], partition=right)
+    assert driver.state("counts", key) == 1
+    assert len(driver.dead_letters) == 1
+
+
+def test_the_last_count_header_is_the_placement() -> None:
+    # a function copying its input's headers into an output: the producer's own header is last
+    driver = TestDriver(counting_app())
+    key = moved_key(8)
+    headers: list[tuple[str, bytes | None]] = [(COUNT_HEADER, b"4"), (COUNT_HEADER, b"8")]
+    driver.send("in", key, b"", headers, partition=bucket(key_hash(key), N, 8))
+    assert driver.dead_letters == []
+    driver.send("in", key, b"", headers, partition=bucket(key_hash(key), N, N))
+    assert [d.stage for d in driver.dead_letters] == ["placement"]
+
+
+@pytest.mark.parametrize("count", [b"3", b"many", None])
+def test_an_unusable_count_header_is_misplaced(count: bytes | None) -> None:
+    driver = TestDriver(counting_app())
+    driver.send("in", b"k", b"", [(COUNT_HEADER, count)])
+    (dead,) = driver.dead_letters
+    assert (dead.stage, dead.reason.split(":")[0]) == ("placement", "misplaced")
+    assert driver.state("counts", b"k") is None
+
+
+def test_records_without_the_header_are_processed_and_counted() -> None:
+    driver = TestDriver(counting_app())
+    key = moved_key(6)
+    driver.send("in", key, b"")
+    driver.send("in", key, b"", [("other", b"x")])
+    driver.send("in", key, b"", [(COUNT_HEADER, b"4")])
+    assert driver.dead_letters == []
+    assert driver.state("counts", key) == 3
+    assert driver.unfenced() == {("in", bucket(key_hash(key), N, N)): 2}
+    driver.send("in", b"other-key", b"", partition=0)
+    assert sum(driver.unfenced().values()) == 3
+
+
+def test_markers_and_keyless_records_keep_their_handling() -> None:
+    driver = TestDriver(counting_app())
+    driver.send("in", None, None, [("splitstate.marker", b"{}"), (COUNT_HEADER, b"6")])
+    assert driver.dead_letters == []
+    driver.send("in", None, b"x", [(COUNT_HEADER, b"6")])
+    assert [d.stage for d in driver.dead_letters] == ["decode"]
+
+
+def test_restore_skips_a_misplaced_record_without_state_or_dead_letter() -> None:
+    # the catch-up and the Spark fold rebuild state as the runtime built it
+    app = counting_app()
+    processor = RecordProcessor(app, {"in": N})
+    database = ProcessorDatabase.in_memory(DatabaseIdentity("placement", 0), app.store_specs())
+    key = moved_key(6)
+    wrong = bucket(key_hash(key), N, N)
+    message = StoredMessage("in", wrong, 0, key, b"", None, [(COUNT_HEADER, b"6")])
+    batch = database.begin()
+    assert processor.process(batch, message, "in", wrong, 0, restore=True) == ([], None)
+    unheaded = StoredMessage("in", wrong, 1, key, b"", None, None)
+    assert processor.process(batch, unheaded, "in", wrong, 1, restore=True) == ([], None)
+    batch.commit()
+    assert database.get("counts", key) == 1  # only the record without the header
+    assert processor.dead_letter_count == 1
+    assert database.progress("unfenced") == {}  # restored records were counted when processed
+
+
+def test_counts_of_aborted_batches_are_not_kept() -> None:
+    app = counting_app()
+    database = ProcessorDatabase.in_memory(DatabaseIdentity("placement", 0), app.store_specs())
+    processor = RecordProcessor(app, {"in": N}, {("in", 1): 5})
+    message = StoredMessage("in", 1, 0, b"k", b"", None, None)
+    aborted = database.begin()
+    processor.process(aborted, message, "in", 1, 0)
+    aborted.abort()
+    for offset in (0, 1):
+        committed = database.begin()
+        processor.process(committed, message, "in", 1, offset)
+        committed.commit()
+    assert database.progress("unfenced") == {("in", 1): 7}
+
+
+@given(
+    st.binary(max_size=24),
+    st.integers(min_value=1, max_value=16),
+    st.integers(min_value=0, max_value=40),
+    st.integers(min_value=0, max_value=60),
+)
+def test_misplacement_agrees_with_bucket(key: bytes, initial: int, growth: int, at: int) -> None:
+    count = initial + growth
+    expected = bucket(key_hash(key), initial, count)
+    for placed in (str(count), str(count).encode()):
+        assert misplacement(key, "t", expected, initial, placed) is None
+        reason = misplacement(key, "t", at, initial, placed)
+        assert (reason is None) == (at == expected)
+        if reason is not None:
+            assert reason.startswith("misplaced") and f"t[{expected}]" in reason
+    assert misplacement(key, "t", expected, initial, str(initial - 1)) is not None

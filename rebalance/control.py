@@ -11,9 +11,14 @@ Records are JSON objects with a ``type``:
   initial partition count N), ``key_hash``. Written once, when the app first starts.
 - ``generation``: generation 0 and its processor count, written with the app definition.
 - ``scale``: starts generation ``g`` (the current one + 1) with ``processors`` P' over the
-  input partition counts ``partitions`` seen when it was asked for. The moves and each
-  receiver's S1/S2 follow from ``rebalance.plan_scale``; every (source, target) pair is one
-  handoff, PLANNED. Refused while another scale is in progress.
+  input partition counts ``partitions`` seen when it was asked for, and the asker's random
+  ``request`` id. The moves and each receiver's S1/S2 follow from ``rebalance.plan_scale``;
+  every (source, target) pair is one handoff, PLANNED. Refused while another scale or a growth
+  is in progress: of two racing requests the first in log order wins, and each asker learns
+  which by reading the log back (``Scale.request``).
+- ``growth`` / ``growth_done``: ``splitstate expand`` of input ``topic`` to ``partitions``
+  starts (with its ``request`` id) and finishes. A growth is refused while a scale or another
+  growth is in progress (the same growth again is the expand resumed, and changes nothing).
 - ``handoff``: an ``event`` of the catch-up protocol for one (``source``, ``target``) pair of
   generation ``g``, applied through ``HANDOFF_MACHINE``; ``RELEASE`` carries the final
   ``offsets`` F of the moved partitions. When every handoff of a scale is COMPLETE, the scale's
@@ -32,7 +37,15 @@ from rebalance.linear_hash import bucket
 from rebalance.plan import ReceiverPlan, plan_scale
 from rebalance.states import HANDOFF_MACHINE, HandoffEvent, HandoffPhase
 
-__all__ = ["AppDefinition", "ControlState", "Generation", "Handoff", "Scale", "handoff_record"]
+__all__ = [
+    "AppDefinition",
+    "ControlState",
+    "Generation",
+    "Handoff",
+    "InputGrowth",
+    "Scale",
+    "handoff_record",
+]
 
 TopicPartition = tuple[str, int]
 
@@ -100,6 +113,7 @@ class Scale:
     partitions: Mapping[str, int]
     handoffs: Mapping[tuple[int, int], Handoff]
     receivers: Mapping[int, ReceiverPlan]
+    request: str | None = None
 
     @property
     def complete(self) -> bool:
@@ -108,12 +122,15 @@ class Scale:
 
     def to_record(self) -> dict[str, Any]:
         """The ``scale`` record that starts this scale."""
-        return {
+        record: dict[str, Any] = {
             "type": "scale",
             "generation": self.generation,
             "processors": self.new_processors,
             "partitions": dict(sorted(self.partitions.items())),
         }
+        if self.request is not None:
+            record["request"] = self.request
+        return record
 
     def incoming(self, processor: int) -> list[Handoff]:
         """Handoffs that give ``processor`` partitions."""
@@ -122,6 +139,24 @@ class Scale:
     def outgoing(self, processor: int) -> list[Handoff]:
         """Handoffs that take partitions from ``processor``."""
         return [h for h in self.handoffs.values() if h.source == processor]
+
+
+@dataclass(frozen=True)
+class InputGrowth:
+    """A growth of an input topic (``splitstate expand``) in progress; no scale meanwhile."""
+
+    topic: str
+    partitions: int
+    request: str | None = None
+
+    def to_record(self, done: bool = False) -> dict[str, Any]:
+        """The ``growth`` record that starts it, or (``done``) the ``growth_done`` that ends it."""
+        return {
+            "type": "growth_done" if done else "growth",
+            "topic": self.topic,
+            "partitions": self.partitions,
+            "request": self.request,
+        }
 
 
 def handoff_record(
@@ -151,6 +186,7 @@ class ControlState:
     app: AppDefinition | None = None
     generation: Generation | None = None
     scale: Scale | None = None
+    growth: InputGrowth | None = None
     metadata_hash: int | None = None
     ignored: tuple[str, ...] = field(default=())
 
@@ -164,7 +200,7 @@ class ControlState:
         """The scale in progress, if any."""
         return self.scale if self.scale is not None and not self.scale.complete else None
 
-    def apply(self, record: Mapping[str, Any]) -> ControlState:
+    def apply(self, record: Mapping[str, Any]) -> ControlState:  # noqa: PLR0911 - one per type
         """The state after ``record``; a record that does not fit is ignored and noted."""
         kind = record.get("type")
         if kind == "app":
@@ -177,6 +213,10 @@ class ControlState:
             return self._apply_scale(record)
         if kind == "handoff":
             return self._apply_handoff(record)
+        if kind == "growth":
+            return self._apply_growth(record)
+        if kind == "growth_done":
+            return self._apply_growth_done(record)
         if kind == "metadata_hash":
             return replace(self, metadata_hash=int(record["hash"]))
         return self._ignore(f"unknown record type {kind!r}")
@@ -260,6 +300,11 @@ class ControlState:
             return self._ignore(
                 f"a scale while generation {self.scaling.generation} is in progress"
             )
+        if self.growth is not None:
+            return self._ignore(
+                f"a scale while input topic {self.growth.topic!r} grows to "
+                f"{self.growth.partitions} partitions"
+            )
         number = int(record["generation"])
         if number != self.generation.generation + 1:
             return self._ignore(
@@ -295,8 +340,35 @@ class ControlState:
             counts,
             handoffs,
             dict(plan.receivers),
+            _request(record),
         )
         return replace(self, scale=scale)
+
+    def _apply_growth(self, record: Mapping[str, Any]) -> ControlState:
+        growth = InputGrowth(str(record["topic"]), int(record["partitions"]), _request(record))
+        if self.scaling is not None:
+            return self._ignore(
+                f"a growth of {growth.topic!r} while generation {self.scaling.generation} is "
+                "in progress"
+            )
+        current = self.growth
+        if current is None:
+            return replace(self, growth=growth)
+        if (current.topic, current.partitions) == (growth.topic, growth.partitions):
+            return self  # the same expand, run again: it resumes the growth in progress
+        return self._ignore(
+            f"a growth of {growth.topic!r} to {growth.partitions} partitions while a growth "
+            f"of {current.topic!r} to {current.partitions} partitions is in progress"
+        )
+
+    def _apply_growth_done(self, record: Mapping[str, Any]) -> ControlState:
+        topic, partitions = str(record["topic"]), int(record["partitions"])
+        current = self.growth
+        if current is None or (current.topic, current.partitions) != (topic, partitions):
+            return self._ignore(
+                f"growth_done of {topic!r} to {partitions} partitions, which is not in progress"
+            )
+        return replace(self, growth=None)
 
     def _apply_handoff(self, record: Mapping[str, Any]) -> ControlState:
         scale = self.scaling
@@ -335,3 +407,8 @@ class ControlState:
 
     def _ignore(self, reason: str) -> ControlState:
         return replace(self, ignored=(*self.ignored, reason))
+
+
+def _request(record: Mapping[str, Any]) -> str | None:
+    request = record.get("request")
+    return None if request is None else str(request)

@@ -14,8 +14,8 @@ replay would change. With a key per record compaction removes nothing, and the l
 to the same state however much of it was compacted.
 
 The topic is created compacted with ``retention.ms=-1`` and ``retention.bytes=-1``, and
-``check_retention`` refuses to use it (or the topic registry) when its config would delete
-records.
+``framework.kafka_io.check_retention`` refuses to use it (or the topic registry) when its
+config would delete records.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from framework.kafka_io import (
     KafkaIOError,
     TopicSpec,
     append,
-    check_retention,
     ensure_topics,
     read_log,
 )
@@ -73,10 +72,6 @@ class ControlLog:
     def ensure_topic(self) -> None:
         """Create the control log topic when missing (compacted, never deleting records)."""
         ensure_topics(self._admin, [TopicSpec(self.topic, 1, config=COMPACTED)])
-
-    def check_retention(self) -> None:
-        """Refuse (``RetentionError``) when the topic's config would delete records."""
-        check_retention(self._admin, [self.topic])
 
     def read(self) -> ControlState:
         """Apply every record, in order."""

@@ -17,6 +17,12 @@ registry before the next:
 A crash at any point is resumed by running the same command again: a marker already written
 is found again (after ``fence_ends``) instead of written twice. Processors deliver nothing from
 a new partition until their position on its parent has passed the threshold.
+
+Given the app's control log, the growth first holds it: a ``growth`` record with a random
+request id is appended, and the growth goes ahead only if the state machine accepted it (no
+scale in progress, no other growth); a rerun adopts the unfinished growth of the same topic
+and count. ``growth_done`` releases it at the end. So a scale and a growth exclude each other
+through one conditional append, not a check followed by an act.
 """
 
 from __future__ import annotations
@@ -30,10 +36,11 @@ import orjson
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from framework.errors import SplitstateError
-from framework.kafka_io import partition_counts
+from framework.controllog import ControlLog
+from framework.growth_hold import ExpandError, hold_growth, release_growth
+from framework.kafka_io import check_retention, partition_counts
 from framework.markers import MARKER_HEADER
-from framework.registry import Growth, TopicEntry, TopicRegistry
+from framework.registry import REGISTRY_TOPIC, Growth, TopicEntry, TopicRegistry
 from rebalance import TopicHistory, parent
 
 __all__ = ["ExpandError", "expand_topic"]
@@ -41,43 +48,50 @@ __all__ = ["ExpandError", "expand_topic"]
 _MARGIN_MS = 1000
 
 
-class ExpandError(SplitstateError):
-    """A growth cannot be made (or resumed) as asked."""
-
-
 def expand_topic(
     client: Mapping[str, Any],
     topic: str,
     partitions: int,
     *,
+    control: ControlLog | None = None,
     report: Callable[[str], None] = print,
     stop_after: str | None = None,
 ) -> TopicEntry:
     """Grow ``topic`` to ``partitions`` (or finish a growth in progress); returns the entry.
 
-    ``stop_after`` (``"recorded"`` or ``"fenced"``) returns early after that step, as a crash
-    would (for tests of resuming).
+    ``control``: the control log of the app whose input ``topic`` is; the growth holds it
+    (no scale meanwhile). ``stop_after`` (``"recorded"`` or ``"fenced"``) returns early after
+    that step, as a crash would (for tests of resuming).
     """
     client = dict(client)
     admin = AdminClient(client)
     registry = TopicRegistry(client, admin)
-    entry = registry.read().get(topic)
-    if entry is None:
-        raise ExpandError(
-            f"topic {topic!r} is not in the splitstate topic registry. Fix: create it with "
-            "`splitstate topics create MODULE:APP` (or start its app once) before growing it."
-        )
+    if control is not None:
+        control.ensure_topic()
+    check_retention(admin, [REGISTRY_TOPIC] + ([control.topic] if control else []))
+    entry = _registered(registry, topic)
+    _check_request(admin, entry, partitions)
+    held = None
+    if control is not None:
+        needed = entry.growth is not None or partitions != entry.partitions
+        held = hold_growth(control, topic, partitions, needed, report)
+        entry = _registered(registry, topic)  # as it is now that no scale can start
+        try:
+            _check_request(admin, entry, partitions)
+        except ExpandError:
+            release_growth(control, held)
+            raise
     if entry.growth is None:
         if partitions == entry.partitions:
             report(f"{topic} already has {partitions} partitions; nothing to do")
+            release_growth(control, held)
             return entry
-        entry = _record_growth(admin, registry, entry, partitions, report)
-    elif entry.growth.partitions != partitions:
-        raise ExpandError(
-            f"a growth of {topic!r} to {entry.growth.partitions} partitions is in progress. "
-            f"Fix: finish it first (`splitstate expand ... --topic {topic} --partitions "
-            f"{entry.growth.partitions}`), then grow further."
-        )
+        try:
+            entry = _record_growth(admin, registry, entry, partitions, report)
+        except Exception:
+            if _registered(registry, topic).growth is None:
+                release_growth(control, held)  # nothing was recorded: a scale may go ahead
+            raise
     else:
         report(f"resuming the growth of {topic} to {partitions} partitions")
     if stop_after == "recorded":
@@ -85,17 +99,34 @@ def expand_topic(
     entry = _fence(client, registry, entry, report)
     if stop_after == "fenced":
         return entry
-    return _mark(client, registry, entry, report)
+    entry = _mark(client, registry, entry, report)
+    release_growth(control, held)
+    return entry
 
 
-def _record_growth(
-    admin: AdminClient,
-    registry: TopicRegistry,
-    entry: TopicEntry,
-    partitions: int,
-    report: Callable[[str], None],
-) -> TopicEntry:
+def _registered(registry: TopicRegistry, topic: str) -> TopicEntry:
+    entry = registry.read().get(topic)
+    if entry is None:
+        raise ExpandError(
+            f"topic {topic!r} is not in the splitstate topic registry. Fix: create it with "
+            "`splitstate topics create MODULE:APP` (or start its app once) before growing it."
+        )
+    return entry
+
+
+def _check_request(admin: AdminClient, entry: TopicEntry, partitions: int) -> None:
+    """Refuse a growth the registry and Kafka cannot take, before anything is written."""
     topic = entry.topic
+    if entry.growth is not None:
+        if entry.growth.partitions != partitions:
+            raise ExpandError(
+                f"a growth of {topic!r} to {entry.growth.partitions} partitions is in "
+                f"progress. Fix: finish it first (`splitstate expand ... --topic {topic} "
+                f"--partitions {entry.growth.partitions}`), then grow further."
+            )
+        return
+    if partitions == entry.partitions:
+        return  # nothing to grow
     if partitions < entry.partitions:
         raise ExpandError(
             f"{topic!r} has {entry.partitions} partitions; partitions can only grow. Fix: ask "
@@ -107,6 +138,17 @@ def _record_growth(
             f"{topic!r} already has {actual} partitions in Kafka (added outside `splitstate "
             f"expand`), more than the {partitions} asked for. Fix: expand to at least {actual}."
         )
+
+
+def _record_growth(
+    admin: AdminClient,
+    registry: TopicRegistry,
+    entry: TopicEntry,
+    partitions: int,
+    report: Callable[[str], None],
+) -> TopicEntry:
+    topic = entry.topic
+    actual = partition_counts(admin, [topic]).get(topic, 0)
     if actual < partitions:
         futures = admin.create_partitions([NewPartitions(topic, partitions)])
         futures[topic].result(60)

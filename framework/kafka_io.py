@@ -16,27 +16,39 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from framework.errors import SplitstateError
 
 __all__ = [
     "COMPACTED",
     "KafkaIOError",
+    "RetentionError",
     "TopicSpec",
     "append",
+    "check_retention",
     "ensure_topics",
     "partition_counts",
     "read_log",
 ]
 
-#: Topic configs of a compacted coordination log.
-COMPACTED = {"cleanup.policy": "compact", "min.insync.replicas": "1"}
+#: Topic configs of a coordination log (control log, topic registry): compacted, and never
+#: deleting a record for its age or the topic's size (said explicitly, not left to defaults).
+COMPACTED = {
+    "cleanup.policy": "compact",
+    "retention.ms": "-1",
+    "retention.bytes": "-1",
+    "min.insync.replicas": "1",
+}
 _TIMEOUT = 30.0
 
 
 class KafkaIOError(SplitstateError):
     """Kafka could not be reached or refused a request."""
+
+
+class RetentionError(SplitstateError):
+    """A coordination topic's config would let Kafka delete records."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +113,50 @@ def _wait_for_metadata(admin: AdminClient, topics: Sequence[str]) -> None:
         if set(partition_counts(admin, topics)) == set(topics):
             return
         time.sleep(0.1)
+
+
+def check_retention(admin: AdminClient, topics: Sequence[str]) -> None:
+    """Raise ``RetentionError`` when a topic's config would delete records.
+
+    A topic deletes records when its ``cleanup.policy`` includes ``delete`` and its
+    ``retention.ms`` or ``retention.bytes`` is finite. Topics that do not exist are skipped
+    (they hold nothing to lose).
+    """
+    resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in topics]
+    if not resources:
+        return
+    try:
+        futures = admin.describe_configs(resources)
+    except KafkaException as error:
+        raise KafkaIOError(f"could not read the configs of {list(topics)}: {error}") from None
+    for resource, future in futures.items():
+        topic = resource.name
+        try:
+            configs = future.result(timeout=_TIMEOUT)
+        except KafkaException as error:
+            if error.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue
+            raise KafkaIOError(
+                f"could not read the config of {topic!r}: {error}. Fix: make Kafka reachable."
+            ) from None
+        policy = configs["cleanup.policy"].value or ""
+        if "delete" not in [part.strip() for part in policy.split(",")]:
+            continue
+        finite = {
+            setting: configs[setting].value
+            for setting in ("retention.ms", "retention.bytes")
+            if int(configs[setting].value or -1) >= 0
+        }
+        if finite:
+            found = " and ".join(f"{setting}={value}" for setting, value in finite.items())
+            fix = ",".join(f"{setting}=-1" for setting in finite)
+            raise RetentionError(
+                f"topic {topic!r} would delete records: cleanup.policy={policy} with {found}. "
+                "It holds splitstate's coordination records, and a lost record changes what "
+                "every processor computes. Fix: `kafka-configs.sh --bootstrap-server HOST:PORT "
+                f"--alter --entity-type topics --entity-name {topic} --add-config {fix}` (or "
+                "set cleanup.policy=compact)."
+            )
 
 
 def read_log(

@@ -3,7 +3,10 @@
 On the very first start this records the app's fixed parameters (each input topic's ``N`` and
 key hash in the topic registry; ``B`` and the inputs in the control log, with generation 0).
 Every later start checks the config against them and refuses, naming the fix, when they
-contradict.
+contradict. It also refuses when the registry or the control log would let Kafka delete
+records, and when the control log is empty or shorter than the app's consumer group or the
+processor's state prove it was (``framework.control_guard``): it never writes a fresh app
+definition over a lost one.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from confluent_kafka.admin import AdminClient
 
 from framework.app import App
 from framework.config import AppConfig, ConfigError
+from framework.control_guard import check_history
 from framework.controllog import ControlLog
-from framework.kafka_io import TopicSpec, ensure_topics, partition_counts
-from framework.registry import TopicEntry, TopicRegistry
+from framework.kafka_io import TopicSpec, check_retention, ensure_topics, partition_counts
+from framework.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
 from rebalance import check_layout
 from rebalance.control import AppDefinition, ControlState, Generation
 
@@ -51,8 +55,12 @@ class AppLayout:
         }
 
 
-def prepare_app(app: App, admin: AdminClient) -> AppLayout:
-    """Check and (first time) record the app's layout; raise ``ConfigError`` on contradictions."""
+def prepare_app(app: App, admin: AdminClient, processor: int | None = None) -> AppLayout:
+    """Check and (first time) record the app's layout; raise ``ConfigError`` on contradictions.
+
+    ``processor``: the processor about to run here, whose state the control log must not be
+    behind (see ``framework.control_guard``).
+    """
     app.check()
     config = app.config
     client = config.kafka.client_settings()
@@ -68,6 +76,9 @@ def prepare_app(app: App, admin: AdminClient) -> AppLayout:
 
     registry = TopicRegistry(client, admin)
     registry.ensure_topic()
+    control_log = ControlLog(client, admin, config.control_topic)
+    control_log.ensure_topic()
+    check_retention(admin, [REGISTRY_TOPIC, config.control_topic])
     known = registry.read()
     entries: dict[str, TopicEntry] = {}
     topics = {t.topic: t for t in [*config.inputs, *config.outputs]}
@@ -93,9 +104,10 @@ def prepare_app(app: App, admin: AdminClient) -> AppLayout:
             )
         entries[name] = entry
 
-    control_log = ControlLog(client, admin, config.control_topic)
-    control_log.ensure_topic()
+    end_offset = control_log.end_offset()
     control = control_log.read()
+    positions = [(t.topic, p) for t in config.inputs for p in range(entries[t.topic].partitions)]
+    check_history(config, control, end_offset, positions, processor)
     wanted = AppDefinition(
         app_id=config.app_id,
         initial_processors=config.initial_processors,
@@ -151,6 +163,16 @@ def _check_against_log(config: AppConfig, wanted: AppDefinition, recorded: AppDe
             f"{config.app_id!r} was started with {sorted(recorded.inputs)} (its control log). "
             "Fix: restore the inputs, or deploy the new inputs under a new app_id."
         )
+    for topic, initial in sorted(wanted.inputs.items()):
+        if initial != recorded.inputs[topic]:
+            raise ConfigError(
+                f"input topic {topic!r} has initial partition count {initial} in the topic "
+                f"registry ({REGISTRY_TOPIC}) but {recorded.inputs[topic]} in the control log "
+                f"of app {config.app_id!r}: the registry's record of the topic was lost or "
+                "rewritten, and keys would be placed on other processors than the app's state "
+                f"holds. Fix: restore the registry's record of {topic!r} (initial_partitions "
+                f"{recorded.inputs[topic]}), or deploy under a new app_id."
+            )
     if wanted.key_hash != recorded.key_hash:
         raise ConfigError(
             f"key_hash {wanted.key_hash!r} differs from the app's recorded "

@@ -4,6 +4,9 @@ One compacted topic per cluster, ``__splitstate_topics``, keyed by topic name. E
 JSON: the topic's initial partition count ``N``, its partition-count history, the thresholds
 of its growths, the key hash, the producers' lease and delivery timeout, and a growth in
 progress (``splitstate expand``). The last record of a topic wins (as compaction keeps it).
+The topic is created compacted with ``retention.ms=-1`` and ``retention.bytes=-1``; apps,
+``scale`` and ``expand`` refuse to run while its config would delete records
+(``framework.kafka_io.check_retention``).
 
 Producers place keys with the last count and must re-read the registry within ``lease_ms``;
 a record placed with an older count is delivered (or failed) within ``delivery_timeout_ms``.
@@ -158,7 +161,7 @@ class TopicRegistry:
         self._admin = admin
 
     def ensure_topic(self) -> None:
-        """Create the registry topic when missing."""
+        """Create the registry topic when missing (compacted, never deleting records)."""
         ensure_topics(self._admin, [TopicSpec(REGISTRY_TOPIC, 1, config=COMPACTED)])
 
     def read(self) -> dict[str, TopicEntry]:

@@ -101,7 +101,7 @@ class ProcessorRuntime(HandoffProtocol):
         client = self.config.kafka.client_settings()
         admin = AdminClient(client)
         registry_read = time.monotonic()  # the outputs' lease runs from the registry read
-        layout = prepare_app(self.app, admin)
+        layout = prepare_app(self.app, admin, self.processor_id)
         watcher = ControlWatcher(client, self.config.control_topic)
         watcher.catch_up(watcher.end_offset())
         if not watcher.state.has_work(self.processor_id):
@@ -116,6 +116,7 @@ class ProcessorRuntime(HandoffProtocol):
         )
         path = processor_path(self.config.app_state_dir, self.processor_id)
         database = ProcessorDatabase.open(path, identity, self.app.store_specs())
+        watcher.record_in(database)  # notes the generation seen (framework.control_guard)
         # outputs may be other apps' inputs: place them under the registry's lease too
         outputs = RegistryLease(TopicRegistry(client, admin), layout.outputs, read_at=registry_read)
         session = Session(

@@ -1,13 +1,23 @@
-"""Asking for a new processor count: the ``scale`` record that starts a generation."""
+"""Asking for a new processor count: the ``scale`` record that starts a generation.
+
+The request is a conditional append: it carries a random request id, and after writing it
+the asker reads the log back and reports success only if the state machine accepted *its*
+record. Of two racing requests the first in log order wins; the other is ignored by every
+reader and its asker is told why. A growth (``splitstate expand``) holds the same log, so a
+scale and a growth never overlap.
+"""
 
 from __future__ import annotations
+
+import uuid
 
 from confluent_kafka.admin import AdminClient
 
 from framework.app import App
 from framework.config import ConfigError
 from framework.controllog import ControlLog
-from framework.registry import TopicRegistry
+from framework.kafka_io import check_retention
+from framework.registry import REGISTRY_TOPIC, TopicRegistry
 from rebalance import check_layout
 from rebalance.control import ControlState, Scale, abort_record, history_record
 
@@ -27,6 +37,7 @@ def request_scale(app: App, processors: int) -> Scale:
     client = config.kafka.client_settings()
     admin = AdminClient(client)
     log = ControlLog(client, admin, config.control_topic)
+    check_retention(admin, [REGISTRY_TOPIC, config.control_topic])
     state = log.read()
     if state.app is None or state.generation is None:
         raise ConfigError(
@@ -40,6 +51,9 @@ def request_scale(app: App, processors: int) -> Scale:
             f"a scale to {scale.new_processors} processors (generation {scale.generation}) is "
             f"in progress: {phases}. Fix: wait until it completes (`splitstate status`)."
         )
+    growth = state.growth
+    if growth is not None:
+        raise ConfigError(_growing(config.control_topic, growth.topic, growth.partitions))
     if processors == state.generation.processors:
         raise ConfigError(f"app {config.app_id!r} already runs {processors} processors")
     entries = TopicRegistry(client, admin).read()
@@ -63,6 +77,7 @@ def request_scale(app: App, processors: int) -> Scale:
         except ValueError as error:
             raise ConfigError(f"cannot scale to {processors}: topic {topic!r}: {error}") from None
     generation = state.next_generation
+    request = uuid.uuid4().hex
     record = {
         "type": "scale",
         "generation": generation,
@@ -72,12 +87,20 @@ def request_scale(app: App, processors: int) -> Scale:
         "histories": {
             topic: history_record(entries[topic].history) for topic in sorted(state.app.inputs)
         },
+        "request": request,
     }
     log.append(record)
-    after = log.read()
-    if after.scale is None or after.scale.generation != generation:
-        reason = after.ignored[-1] if after.ignored else "unknown"
-        raise ConfigError(f"the scale was not accepted: {reason}")
+    after, reason = log.outcome(request)
+    if after.scale is None or after.scale.request != request:
+        if after.growth is not None:
+            raise ConfigError(
+                _growing(config.control_topic, after.growth.topic, after.growth.partitions)
+            )
+        raise ConfigError(
+            f"the scale to {processors} processors was not accepted: {reason or 'unknown'} (the "
+            f"control log {config.control_topic!r} changed after it was read: another request "
+            "came first). Fix: check `splitstate status`; ask again once that scale finished."
+        )
     return after.scale
 
 
@@ -108,3 +131,13 @@ def abort_scale(app: App, reason: str) -> Scale:
             "processor stopped in `splitstate status`), then scale back."
         )
     return after
+
+
+def _growing(control_topic: str, topic: str, partitions: int) -> str:
+    return (
+        f"`splitstate expand` is growing input topic {topic!r} to {partitions} partitions (its "
+        f"growth in control log {control_topic!r} has not finished); a scale now could not "
+        "plan the new partitions' handoffs. Fix: wait until the expand command finishes (run "
+        f"it again with --topic {topic} --partitions {partitions} to resume it if it stopped), "
+        "then scale."
+    )

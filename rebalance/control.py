@@ -11,11 +11,16 @@ Records are JSON objects with a ``type``:
   initial partition count N), ``key_hash``. Written once, when the app first starts.
 - ``generation``: generation 0 and its processor count, written with the app definition.
 - ``scale``: starts generation ``g`` (the current one + 1) with ``processors`` P' over the
-  input partition counts ``partitions`` seen when it was asked for, and each input's
+  input partition counts ``partitions`` seen when it was asked for, each input's
   ``histories`` (partition counts and growth thresholds, from the topic registry) so every
-  reader bounds the same ancestors. The moves and each receiver's S1/S2 follow from
-  ``rebalance.plan_scale``; every (source, target) pair is one handoff, PLANNED. Refused
-  while another scale is in progress.
+  reader bounds the same ancestors, and the asker's random ``request`` id. The moves and each
+  receiver's S1/S2 follow from ``rebalance.plan_scale``; every (source, target) pair is one
+  handoff, PLANNED. Refused while another scale or a growth is in progress: of two racing
+  requests the first in log order wins, and each asker learns which by reading the log back
+  (``Scale.request``).
+- ``growth`` / ``growth_done``: ``splitstate expand`` of input ``topic`` to ``partitions``
+  starts (with its ``request`` id) and finishes. A growth is refused while a scale or another
+  growth is in progress (the same growth again is the expand resumed, and changes nothing).
 - ``handoff``: an ``event`` of the catch-up protocol for one (``source``, ``target``) pair of
   generation ``g``, applied through ``HANDOFF_MACHINE``; ``RELEASE`` carries the final
   ``offsets`` F of the moved partitions. When every handoff of a scale is COMPLETE, the scale's
@@ -47,6 +52,7 @@ __all__ = [
     "ControlState",
     "Generation",
     "Handoff",
+    "InputGrowth",
     "Scale",
     "abort_record",
     "handoff_record",
@@ -148,6 +154,7 @@ class Scale:
     histories: Mapping[str, TopicHistory] = field(default_factory=dict)
     aborted: str | None = None
     stopped: Mapping[int, str] = field(default_factory=dict)
+    request: str | None = None
 
     @property
     def complete(self) -> bool:
@@ -161,13 +168,16 @@ class Scale:
 
     def to_record(self) -> dict[str, Any]:
         """The ``scale`` record that starts this scale."""
-        return {
+        record: dict[str, Any] = {
             "type": "scale",
             "generation": self.generation,
             "processors": self.new_processors,
             "partitions": dict(sorted(self.partitions.items())),
             "histories": {n: history_record(h) for n, h in sorted(self.histories.items())},
         }
+        if self.request is not None:
+            record["request"] = self.request
+        return record
 
     def incoming(self, processor: int) -> list[Handoff]:
         """Handoffs that give ``processor`` partitions."""
@@ -176,6 +186,24 @@ class Scale:
     def outgoing(self, processor: int) -> list[Handoff]:
         """Handoffs that take partitions from ``processor``."""
         return [h for h in self.handoffs.values() if h.source == processor]
+
+
+@dataclass(frozen=True)
+class InputGrowth:
+    """A growth of an input topic (``splitstate expand``) in progress; no scale meanwhile."""
+
+    topic: str
+    partitions: int
+    request: str | None = None
+
+    def to_record(self, done: bool = False) -> dict[str, Any]:
+        """The ``growth`` record that starts it, or (``done``) the ``growth_done`` that ends it."""
+        return {
+            "type": "growth_done" if done else "growth",
+            "topic": self.topic,
+            "partitions": self.partitions,
+            "request": self.request,
+        }
 
 
 def handoff_record(
@@ -205,6 +233,7 @@ class ControlState:
     app: AppDefinition | None = None
     generation: Generation | None = None
     scale: Scale | None = None
+    growth: InputGrowth | None = None
     metadata_hash: int | None = None
     ignored: tuple[str, ...] = field(default=())
 
@@ -237,6 +266,8 @@ class ControlState:
             "handoff": self._apply_handoff,
             "abort": self._apply_abort,
             "stopped": self._apply_stopped,
+            "growth": self._apply_growth,
+            "growth_done": self._apply_growth_done,
             "metadata_hash": lambda r: replace(self, metadata_hash=int(r["hash"])),
         }
         kind = record.get("type")
@@ -324,6 +355,11 @@ class ControlState:
             return self._ignore(
                 f"a scale while generation {self.scaling.generation} is in progress"
             )
+        if self.growth is not None:
+            return self._ignore(
+                f"a scale while input topic {self.growth.topic!r} grows to "
+                f"{self.growth.partitions} partitions"
+            )
         number = int(record["generation"])
         if number != self.next_generation:
             return self._ignore(
@@ -369,8 +405,35 @@ class ControlState:
             handoffs,
             dict(plan.receivers),
             histories,
+            request=_request(record),
         )
         return replace(self, scale=scale)
+
+    def _apply_growth(self, record: Mapping[str, Any]) -> ControlState:
+        growth = InputGrowth(str(record["topic"]), int(record["partitions"]), _request(record))
+        if self.scaling is not None:
+            return self._ignore(
+                f"a growth of {growth.topic!r} while generation {self.scaling.generation} is "
+                "in progress"
+            )
+        current = self.growth
+        if current is None:
+            return replace(self, growth=growth)
+        if (current.topic, current.partitions) == (growth.topic, growth.partitions):
+            return self  # the same expand, run again: it resumes the growth in progress
+        return self._ignore(
+            f"a growth of {growth.topic!r} to {growth.partitions} partitions while a growth "
+            f"of {current.topic!r} to {current.partitions} partitions is in progress"
+        )
+
+    def _apply_growth_done(self, record: Mapping[str, Any]) -> ControlState:
+        topic, partitions = str(record["topic"]), int(record["partitions"])
+        current = self.growth
+        if current is None or (current.topic, current.partitions) != (topic, partitions):
+            return self._ignore(
+                f"growth_done of {topic!r} to {partitions} partitions, which is not in progress"
+            )
+        return replace(self, growth=None)
 
     def _apply_handoff(self, record: Mapping[str, Any]) -> ControlState:
         scale = self.scaling
@@ -443,3 +506,8 @@ class ControlState:
 
     def _ignore(self, reason: str) -> ControlState:
         return replace(self, ignored=(*self.ignored, reason))
+
+
+def _request(record: Mapping[str, Any]) -> str | None:
+    request = record.get("request")
+    return None if request is None else str(request)

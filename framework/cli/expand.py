@@ -6,7 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from confluent_kafka.admin import AdminClient
+
 from framework.config import ConfigError
+from framework.controllog import ControlLog
 from framework.expand import expand_topic
 from framework.loader import load_app
 from framework.registry import TopicRegistry
@@ -41,7 +44,8 @@ def _report(line: str) -> None:
 def _expand(args: argparse.Namespace) -> int:
     app = load_app(args.app, args.config)
     config = app.config
-    scale = read_control(app).scaling
+    state = read_control(app)
+    scale = state.scaling
     if scale is not None:
         raise ConfigError(
             f"app {config.app_id!r} is scaling to {scale.new_processors} processors "
@@ -50,6 +54,8 @@ def _expand(args: argparse.Namespace) -> int:
             "status`), then expand."
         )
     client = config.kafka.client_settings()
+    admin = AdminClient(client)
+    control = ControlLog(client, admin, config.control_topic)
     inputs = {t.topic: t.partitions for t in config.inputs}
     if (args.topic is None) != (args.partitions is None):
         print(
@@ -66,20 +72,30 @@ def _expand(args: argparse.Namespace) -> int:
             )
         wanted = {args.topic: args.partitions}
     else:
-        from confluent_kafka.admin import AdminClient  # noqa: PLC0415
-
-        known = TopicRegistry(client, AdminClient(client)).read()
+        known = TopicRegistry(client, admin).read()
+        growth = state.growth
+        unfinished = growth.topic if growth is not None else None
         wanted = {
             topic: count
             for topic, count in inputs.items()
             if topic in known
-            and (count > known[topic].partitions or known[topic].growth is not None)
+            and (
+                count > known[topic].partitions
+                or known[topic].growth is not None
+                or topic == unfinished
+            )
         }
+        if (
+            growth is not None
+            and growth.topic in wanted
+            and wanted[growth.topic] <= known[growth.topic].partitions
+        ):
+            wanted[growth.topic] = growth.partitions  # only its release is left
         if not wanted:
             print("every input already has its configured partitions; nothing to do")
             return 0
     for topic, count in wanted.items():
-        entry = expand_topic(client, topic, count, report=_report)
+        entry = expand_topic(client, topic, count, control=control, report=_report)
         counts = " -> ".join(str(c) for c in entry.history.counts)
         print(f"{topic}: partitions {counts}")
     return 0

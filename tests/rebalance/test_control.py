@@ -123,3 +123,47 @@ def test_every_reader_agrees() -> None:
         second = second.apply(dict(record))
     assert first == second
     assert len(first.ignored) == 1  # the RELEASE before READY
+
+
+def growth(topic: str, partitions: int, request: str, done: bool = False) -> dict[str, Any]:
+    kind = "growth_done" if done else "growth"
+    return {"type": kind, "topic": topic, "partitions": partitions, "request": request}
+
+
+def test_racing_scale_requests_only_the_first_in_log_order_is_accepted() -> None:
+    first = {"type": "scale", "generation": 1, "processors": 3, "partitions": COUNTS}
+    second = {"type": "scale", "generation": 1, "processors": 4, "partitions": COUNTS}
+    state = started().apply({**first, "request": "a"}).apply({**second, "request": "b"})
+    assert state.scaling is not None
+    assert state.scaling.request == "a"
+    assert state.scaling.new_processors == 3
+    assert "while generation 1 is in progress" in state.ignored[-1]
+
+
+def test_a_scale_is_ignored_while_an_input_grows() -> None:
+    state = started().apply(growth("words", 12, "g1"))
+    state = scale(state, 1, 3)
+    assert state.scaling is None
+    assert "while input topic 'words' grows to 12 partitions" in state.ignored[-1]
+    state = state.apply(growth("words", 12, "g1", done=True))
+    state = scale(state, 1, 3)
+    assert state.scaling is not None
+    assert state.scaling.generation == 1
+
+
+def test_a_growth_is_ignored_while_a_scale_or_another_growth_is_in_progress() -> None:
+    scaling = scale(started(), 1, 3).apply(growth("words", 12, "g1"))
+    assert scaling.growth is None
+    assert "while generation 1 is in progress" in scaling.ignored[-1]
+
+    state = started().apply(growth("words", 12, "g1")).apply(growth("words", 16, "g2"))
+    assert state.growth is not None
+    assert (state.growth.partitions, state.growth.request) == (12, "g1")
+    assert "a growth of 'words' to 12 partitions is in progress" in state.ignored[-1]
+    resumed = state.apply(growth("words", 12, "g3"))  # a rerun of the same expand: adopted
+    assert resumed.growth == state.growth
+    wrong = state.apply(growth("words", 16, "g2", done=True))
+    assert wrong.growth == state.growth
+    assert "growth_done of 'words' to 16" in wrong.ignored[-1]
+    done = state.apply(growth("words", 12, "g1", done=True))
+    assert done.growth is None

@@ -96,7 +96,8 @@ def _run_scale(writer: LogWriter, counts: dict[str, int], b: int, finish: bool) 
     choices = [p for p in range(b, min(counts.values()) + 1) if p != current]
     if not choices:
         return
-    generation = state.generation.generation + 1
+    generation = state.next_generation
+    assert generation is not None
     writer.write(_scale_record(generation, rng.choice(choices), counts))
     if rng.random() < 0.2:  # a second `scale` raced this one: same generation, ignored
         writer.write(_scale_record(generation, rng.choice(choices), counts), retry=0.0)
@@ -117,6 +118,14 @@ def _run_scale(writer: LogWriter, counts: dict[str, int], b: int, finish: bool) 
     while pending:
         if not finish and rng.random() < 0.05:
             return  # the log ends while this scale is in progress
+        if rng.random() < 0.04:  # a receiver stopped (lost history) and says why
+            target = rng.choice(sorted(pending))[1]
+            stopped = {"type": "stopped", "generation": generation, "processor": target}
+            writer.write({**stopped, "reason": "history lost"})
+        if rng.random() < 0.03:  # an operator aborts (ignored once anything was released)
+            writer.write({"type": "abort", "generation": generation, "reason": "operator"})
+            if writer.state.scaling is None:
+                return
         pair = rng.choice(sorted(pending))
         event, offsets = pending[pair].pop(0)
         writer.write(handoff_record(generation, pair[0], pair[1], event, offsets))
@@ -134,7 +143,9 @@ def _run_growth(writer: LogWriter, counts: dict[str, int], b: int, finish: bool)
     if rng.random() < 0.3 and state.generation is not None:  # `scale` raced the growth
         choices = [p for p in range(b, min(counts.values()) + 1)]
         processors = rng.choice(choices)
-        writer.write(_scale_record(state.generation.generation + 1, processors, counts), retry=0.0)
+        upcoming = state.next_generation
+        assert upcoming is not None
+        writer.write(_scale_record(upcoming, processors, counts), retry=0.0)
     if writer.state.scaling is not None:
         # the state machine let the racing scale in: play it out before the growth ends
         _run_scale_to_end(writer)

@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient
 from framework.app import App
 from framework.bootstrap_run import bootstrap_directory, read_bootstrap_progress
 from framework.controllog import ControlLog
+from framework.crashes import SkippedRecord, skipped_records
 from framework.gates import blocked_partitions
 from framework.registry import TopicRegistry
 from rebalance import bucket, expected_shares
@@ -138,6 +139,7 @@ class AppStatus:
     handoffs: list[HandoffStatus] = field(default_factory=list)
     bootstraps: list[BootstrapStatus] = field(default_factory=list)
     topics: list[TopicStatus] = field(default_factory=list)
+    skipped: dict[int, list[SkippedRecord]] = field(default_factory=dict)
 
 
 def _directory_size(path: Path) -> int | None:
@@ -241,6 +243,7 @@ def collect_status(app: App) -> AppStatus:
             bootstrap = _bootstrap_status(app, target, scale.generation)
             if bootstrap is not None:
                 bootstraps.append(bootstrap)
+    skipped = {j: _skipped(config.app_state_dir, j) for j in range(p)}
     return AppStatus(
         config.app_id,
         generation,
@@ -251,7 +254,20 @@ def collect_status(app: App) -> AppStatus:
         handoffs,
         bootstraps,
         topics,
+        {j: records for j, records in skipped.items() if records},
     )
+
+
+def _skipped(state_dir: Path, processor: int) -> list[SkippedRecord]:
+    """Records a processor on this machine skipped because they crashed it."""
+    path = state_dir / f"processor-{processor}"
+    if not (path / "CURRENT").exists():
+        return []
+    try:
+        with ProcessorDatabase.open_read_only(path) as database:
+            return skipped_records(database)
+    except StateStoreError:
+        return []
 
 
 def _bootstrap_status(app: App, processor: int, generation: int) -> BootstrapStatus | None:
@@ -339,6 +355,15 @@ def render_status(status: AppStatus) -> str:
                 )
         for bootstrap in status.bootstraps:
             lines.append(bootstrap.render())
+    if status.skipped:
+        lines.append("")
+    for processor_id, records in sorted(status.skipped.items()):
+        for record in records:
+            lines.append(
+                f"processor {processor_id} skipped {record.topic}[{record.partition}]@"
+                f"{record.offset}: it killed the processor {record.crashes} times (see the "
+                "dead-letter topic, stage crash)"
+            )
     uneven = len({p.share for p in status.processors}) > 1
     if uneven:
         lines.append("")

@@ -23,7 +23,7 @@ import orjson
 from statestore.backend import Backend
 from statestore.codec import Codec, JsonCodec
 from statestore.errors import BatchStateError
-from statestore.layout import META_STORE, flag_key, offset_key
+from statestore.layout import META_STORE, flag_key, offset_key, skipped_key
 
 __all__ = ["BatchStatus", "KeyState", "StateBatch", "StoreBatch"]
 
@@ -235,6 +235,12 @@ class StateBatch:
         """Forget an offset recorded with ``set_progress``."""
         self.check_open()
         self._meta[offset_key(topic, partition, scope)] = None
+
+    def record_skip(self, topic: str, partition: int, offset: int, detail: bytes) -> None:
+        """Record (with this batch) that the input record at ``offset`` was skipped after it
+        crashed the processor; ``detail`` is JSON saying why."""
+        self.check_open()
+        self._meta[skipped_key(topic, partition, offset)] = detail
 
     def set_flag(self, name: str) -> None:
         """Record that a one-time step named ``name`` is done (with this batch)."""

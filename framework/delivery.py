@@ -175,7 +175,7 @@ class BatchWriter:
         self._flush(failed)
         too_large = [(e, m) for e, m in failed if _too_large(e)]
         if too_large:
-            refused.extend(self._resend(outputs, too_large))
+            refused.extend(self._resend(outputs, too_large, {id(o) for o, _ in refused}))
         self._settle(reports)
         letters = [output_dead_letter(o, why, source(o.origin)) for o, why in refused]
         if letters:
@@ -277,10 +277,14 @@ class BatchWriter:
     # -- size refusals ----------------------------------------------------------------------
 
     def _resend(
-        self, outputs: list[EncodedOutput], too_large: list[tuple[KafkaError, Message]]
+        self,
+        outputs: list[EncodedOutput],
+        too_large: list[tuple[KafkaError, Message]],
+        unsent: set[int],
     ) -> list[tuple[EncodedOutput, str]]:
         """Send again, one at a time, the outputs of each partition from its first one the
-        broker refused; returns those refused on their own."""
+        broker refused (not those the producer refused, ids in ``unsent``); returns those
+        refused on their own."""
         refused: dict[tuple[str | None, int | None], set[tuple[bytes | None, bytes | None]]] = {}
         for _error, message in too_large:
             where = (message.topic(), message.partition())
@@ -293,7 +297,8 @@ class BatchWriter:
                 where in refused and (output.key, output.value) in refused[where]
             ):
                 started.add(where)
-                again.append(output)
+                if id(output) not in unsent:
+                    again.append(output)
         alone: list[tuple[EncodedOutput, str]] = []
         for output in again:
             report = _Report()

@@ -112,6 +112,37 @@ def test_a_stale_lease_holds_output_back_and_a_stop_gives_up(
     assert read(kafka_bootstrap, topic, 2, 1, seconds=3) == []
 
 
+def test_outputs_too_large_become_dead_letters_once_and_the_rest_arrives(
+    kafka_bootstrap: str, kafka_admin: AdminClient, topic_factory: TopicFactory
+) -> None:
+    topic = topic_factory(partitions=1, config={"max.message.bytes": "2000"})
+    dead = topic_factory(partitions=1)
+    entries = {topic: TopicEntry(TopicHistory.of(topic, [1]))}
+    registry = TopicRegistry({"bootstrap.servers": kafka_bootstrap}, kafka_admin)
+    lease = RegistryLease(registry, entries)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
+    writer = BatchWriter(producer, lease, dead, lambda: False)
+    small = [EncodedOutput(topic, b"s%d" % i, b"x" * 60, None, (topic, 0, i)) for i in range(40)]
+    big = EncodedOutput(topic, b"big", b"b" * 5000, None, (topic, 0, 40))  # over the topic's
+    huge = EncodedOutput(topic, b"huge", b"h" * 1_100_000, None, (topic, 0, 41))  # producer's
+    late = [EncodedOutput(topic, b"l%d" % i, b"y" * 60, None, (topic, 0, 42 + i)) for i in range(5)]
+    messages = {
+        o.origin: StoredMessage(topic, 0, o.origin[2], o.key, b"in", None, None)
+        for o in [big, huge]
+        if o.origin is not None
+    }
+
+    def source(where: tuple[str, int, int] | None) -> StoredMessage | None:
+        return None if where is None else messages.get(where)
+
+    letters = writer.write([*small, big, huge, *late], [], source)
+    assert sorted(letter.offset for letter in letters) == [40, 41]
+    assert all(letter.stage == "output" and letter.value == b"in" for letter in letters)
+    delivered = read(kafka_bootstrap, topic, 1, len(small) + len(late))
+    assert len(delivered) >= len(small) + len(late)  # some may repeat (resent one by one)
+    assert len(read(kafka_bootstrap, dead, 1, 2, seconds=5)) == 2
+
+
 def test_stand_in_dead_letters() -> None:
     message = StoredMessage(
         "in", 3, 17, b"k", b"v" * (MAX_DEAD_LETTER_VALUE + 5), None, [("h", b"x")]

@@ -89,7 +89,7 @@ def test_an_output_too_large_for_its_topic_becomes_a_dead_letter(
     for future in kafka_admin.incremental_alter_configs([resource]).values():
         future.result(timeout=30)
     before, after = small_records("before", 40), small_records("after", 40)
-    big = [(b"big", ask(pad=5000))]
+    big = [(b"big", ask(pad=5000)), (b"huge", ask(pad=1_100_000))]  # topic's, producer's limit
     produce(kafka_bootstrap, topic, before + big + after)
     runner = Supervised(SIZES, config, tmp_path / "state", tmp_path / "run.log")
     outputs = TopicReader(kafka_bootstrap, output, 2)
@@ -99,13 +99,18 @@ def test_an_output_too_large_for_its_topic_becomes_a_dead_letter(
         outputs.wait_for(
             lambda r: wanted <= set(outputs_seen(r)), timeout=120, what="every small output"
         )
-        letters.wait_for(lambda r: len(r.records) >= 1, timeout=60, what="the dead letter")
+        letters.wait_for(lambda r: len(r.records) >= 2, timeout=60, what="the dead letters")
+        letters.poll(2.0)
     finally:
         status = runner.stop()
         outputs.close()
         letters.close()
     assert status == 0, runner.output()[-3000:]
-    assert set(outputs_seen(outputs)) == wanted  # nothing of the big one
+    assert set(outputs_seen(outputs)) == wanted  # nothing of the big ones
+    assert set(letters_by_key(letters)) == {b"big", b"huge"}
+    [(headers, value)] = letters_by_key(letters)[b"huge"]
+    assert headers["splitstate.stage"] == b"output"
+    assert "Message size too large" in headers["splitstate.error"].decode()
     [(headers, value)] = letters_by_key(letters)[b"big"]
     assert headers["splitstate.stage"] == b"output"
     reason = headers["splitstate.error"].decode()

@@ -151,7 +151,7 @@ def run(inputs: list[tuple[str, bytes, bytes]], size: int, kind: str, directory:
     return state, outputs, failed
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inputs=st.lists(records(), min_size=1, max_size=14))
 def test_state_and_outputs_do_not_depend_on_batch_size(
     inputs: list[tuple[str, bytes, bytes]],

@@ -156,6 +156,13 @@ class AppConfig(BaseSettings):
     scaling: ScalingConfig = Field(default_factory=ScalingConfig)
     dead_letter_topic: str | None = None
     on_error: Literal["dead-letter", "stop"] = "dead-letter"
+    crash_limit: int = Field(
+        default=3,
+        ge=1,
+        le=1000,
+        description="crashes of the processor by one record before it is dead-lettered and "
+        "skipped (with on_error: stop, the processor stops instead)",
+    )
     bootstrap: Literal["replay", "spark"] = "replay"
     spark: SparkConfig = Field(default_factory=SparkConfig)
 

@@ -97,12 +97,15 @@ class ProcessorStoppedError(SplitstateError):
 
 @dataclass(slots=True)
 class EncodedOutput:
-    """An output ready to produce."""
+    """An output ready to produce; ``origin`` is the input record that produced it
+    (topic, partition, offset), and ``partition`` where the runtime placed it (-1: not yet)."""
 
     topic: str
     key: bytes
     value: bytes | None
     headers: list[tuple[str, str | bytes | None]] | None
+    origin: tuple[str, int, int] | None = None
+    partition: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +258,7 @@ class RecordProcessor:
             result = route.function(
                 Record(topic, partition, offset, key, value, message=message), state
             )
-            outputs = self._encode(result, key)
+            outputs = self._encode(result, key, (topic, partition, offset))
         except Exception as error:  # any failure of user code is handled by the policy
             self._rollback(batch, route, key, saved)
             if self.stop_on_error:
@@ -311,14 +314,19 @@ class RecordProcessor:
             for name, before in zip(route.stores, saved, strict=True):
                 batch.store(name).rollback(key, before)
 
-    def _encode(self, result: Output | Iterable[Output] | None, key: bytes) -> list[EncodedOutput]:
+    def _encode(
+        self,
+        result: Output | Iterable[Output] | None,
+        key: bytes,
+        origin: tuple[str, int, int],
+    ) -> list[EncodedOutput]:
         if result is None:
             return []
         if type(result) is Output and result.topic is None and self.default_output is not None:
             # The common case, kept short: one output to the app's only output topic.
             value = encode_value(result.value)
             headers = _header_list(result.headers)
-            return [EncodedOutput(self.default_output, result.key or key, value, headers)]
+            return [EncodedOutput(self.default_output, result.key or key, value, headers, origin)]
         items: Iterable[Any] = (result,) if isinstance(result, Output) else result
         encoded = []
         for output in items:
@@ -344,6 +352,7 @@ class RecordProcessor:
                     key if output.key is None else output.key,
                     encode_value(output.value),
                     _header_list(output.headers),
+                    origin,
                 )
             )
         return encoded

@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from types import FrameType
-from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -41,6 +40,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from framework.app import App
+from framework.batches import BatchRunner
 from framework.control_watch import ControlWatcher
 from framework.controllog import ControlLog
 from framework.errors import SplitstateError
@@ -50,12 +50,10 @@ from framework.layout import prepare_app
 from framework.moved_keys import MovedKeys
 from framework.placement import UNFENCED_SCOPE
 from framework.processing import (
-    DeadLetter,
-    EncodedOutput,
     ProcessorStoppedError,
     RecordProcessor,
 )
-from framework.producer import COUNT_HEADER, RegistryLease
+from framework.producer import RegistryLease
 from framework.registry import TopicRegistry
 from framework.retention import check_retained
 from framework.session import Position, RuntimeStats, Session
@@ -78,8 +76,8 @@ class ProcessorRuntime(HandoffProtocol):
         self.config = app.config
         self.stats = RuntimeStats()
         self._stopping = False
-        self._delivery_errors: list[str] = []
         self._lease_warned = 0.0
+        self._runner: BatchRunner | None = None
 
     def request_stop(self, *_args: object) -> None:
         """Finish the current batch, commit, and return from ``run`` (signal-safe)."""
@@ -360,52 +358,31 @@ class ProcessorRuntime(HandoffProtocol):
                 )
             time.sleep(0.5)
             return
+        runner = self._runner
+        if runner is None or runner.session is not session:
+            runner = BatchRunner(self.config, self.processor_id, session, self._stopped)
+            self._runner = runner
         messages = session.consumer.consume(
-            num_messages=self.config.batch.max_records, timeout=max(wait, 0.01)
+            num_messages=runner.max_records(), timeout=max(wait, 0.01)
         )
         if not messages:
             return
-        batch = session.database.begin()
-        outputs: list[EncodedOutput] = []
-        dead: list[DeadLetter] = []
-        next_offsets: dict[Position, int] = {}
-        restore_below, owned = session.restore_below, session.owned
-        processed = restored = 0
-        for message in messages:
-            if message.error() is not None and not self._usable(message):
-                continue
-            topic, partition, offset = _coordinates(message)
-            if (topic, partition) not in owned:
-                continue  # fetched before the partition was released
-            bound = restore_below.get((topic, partition))
-            restore = bound is not None and offset < bound
-            produced, dead_letter = session.records.process(
-                batch, message, topic, partition, offset, restore=restore
-            )
-            outputs.extend(produced)
-            if dead_letter is not None:
-                dead.append(dead_letter)
-            next_offsets[(topic, partition)] = offset + 1
-            if restore:
-                restored += 1
-            else:
-                processed += 1
-        self._produce(session, outputs, dead)
-        for (topic, partition), next_offset in next_offsets.items():
-            batch.set_offset(topic, partition, next_offset)
-        batch.commit()
-        if next_offsets:
+        result = runner.run(messages, self._usable)
+        if result.next_offsets:
             session.consumer.commit(
-                offsets=[TopicPartition(t, p, o) for (t, p), o in next_offsets.items()],
+                offsets=[TopicPartition(t, p, o) for (t, p), o in result.next_offsets.items()],
                 asynchronous=True,
             )
-        self.stats.records += processed
-        self.stats.restored += restored
-        self.stats.outputs += len(outputs)
-        self.stats.dead_letters += len(dead)
+        self.stats.records += result.processed
+        self.stats.restored += result.restored
+        self.stats.outputs += result.outputs
+        self.stats.dead_letters += result.dead_letters
         self.stats.batches += 1
 
     # -- output ----------------------------------------------------------------------------
+
+    def _stopped(self) -> bool:
+        return self._stopping
 
     def _usable(self, message: Message) -> bool:
         error = message.error()
@@ -416,65 +393,6 @@ class ProcessorRuntime(HandoffProtocol):
         if error.code() != KafkaError._PARTITION_EOF:
             log.warning("consumer: %s", error)
         return False
-
-    def _produce(
-        self, session: Session, outputs: list[EncodedOutput], dead: list[DeadLetter]
-    ) -> None:
-        """Produce outputs and dead letters and wait for all of them (or raise)."""
-        if not outputs and not dead:
-            return
-        producer = session.producer
-        errors = self._delivery_errors
-        errors.clear()
-
-        def delivered(error: KafkaError | None, _message: Message) -> None:
-            if error is not None:
-                errors.append(str(error))
-
-        partitioner = session.outputs.partitioner
-        produce, place = producer.produce, partitioner.partition
-        counts = {t: (COUNT_HEADER, str(partitioner.partitions(t))) for t in partitioner.topics}
-        for output in outputs:
-            topic, key = output.topic, output.key
-            headers = [*(output.headers or ()), counts[topic]]
-            try:
-                produce(
-                    topic,
-                    output.value,
-                    key,
-                    place(topic, key),
-                    on_delivery=delivered,
-                    headers=headers,
-                )
-            except BufferError:
-                _produce_one(
-                    producer,
-                    topic,
-                    {
-                        "key": key,
-                        "value": output.value,
-                        "partition": place(topic, key),
-                        "headers": headers,
-                        "on_delivery": delivered,
-                    },
-                )
-        for letter in dead:
-            _produce_one(
-                producer,
-                self.config.dead_letters,
-                {
-                    "key": letter.key,
-                    "value": letter.value,
-                    "headers": letter.kafka_headers(),
-                    "on_delivery": delivered,
-                },
-            )
-        remaining = producer.flush(60)
-        if remaining or errors:
-            raise SplitstateError(
-                f"outputs could not be written ({remaining} unsent; errors: {errors[:3]}); the "
-                "batch was not committed and will be processed again after a restart"
-            )
 
     def _log_progress(self, session: Session, now: float) -> None:
         elapsed = max(now - self.stats.started, 1e-9)
@@ -495,20 +413,3 @@ class ProcessorRuntime(HandoffProtocol):
             self.stats.dead_letters,
             catching,
         )
-
-
-def _coordinates(message: Message) -> tuple[str, int, int]:
-    topic, partition, offset = message.topic(), message.partition(), message.offset()
-    if topic is None or partition is None or offset is None:
-        raise SplitstateError("Kafka delivered a record without topic, partition or offset")
-    return topic, partition, offset
-
-
-def _produce_one(producer: Producer, topic: str, arguments: dict[str, Any]) -> None:
-    """``producer.produce`` that waits for room when the local queue is full."""
-    while True:
-        try:
-            producer.produce(topic, **arguments)
-            return
-        except BufferError:
-            producer.poll(0.1)

@@ -7,7 +7,11 @@ Besides the user's named stores, every database has the store ``__splitstate`` h
 - ``flag/<name>`` -> ``1`` for steps done once (e.g. stale state cleared for a catch-up);
 - ``purge/<name>`` -> JSON of a key purge in progress: its spec and where it stopped;
 - ``meta`` -> JSON: format version, app id, processor id and the app's fixed parameters;
-- ``bulk-load`` -> JSON describing a bulk load in progress (absent otherwise).
+- ``bulk-load`` -> JSON describing a bulk load in progress (absent otherwise);
+- ``crash/attempt`` -> JSON: the input ranges a processor is running its function on now
+  (absent between batches), so that a restart knows which records were in flight at a crash;
+- ``crash/skipped/<topic>/<partition>/<offset>`` -> JSON about a record skipped because it
+  crashed the processor too often.
 
 Everything is text or JSON so that other tools can read it; nothing is pickled.
 """
@@ -19,6 +23,8 @@ from pathlib import Path
 
 __all__ = [
     "BULK_LOAD_KEY",
+    "CRASH_ATTEMPT_KEY",
+    "CRASH_SKIPPED_PREFIX",
     "FORMAT_VERSION",
     "META_KEY",
     "META_STORE",
@@ -29,12 +35,15 @@ __all__ = [
     "offset_prefix",
     "parse_offset_key",
     "processor_path",
+    "skipped_key",
 ]
 
 META_STORE = "__splitstate"
 META_KEY = b"meta"
 BULK_LOAD_KEY = b"bulk-load"
 OFFSET_PREFIX = b"offset/"
+CRASH_ATTEMPT_KEY = b"crash/attempt"
+CRASH_SKIPPED_PREFIX = b"crash/skipped/"
 FORMAT_VERSION = 1
 _STORE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -53,6 +62,11 @@ def parse_offset_key(key: bytes, scope: str | None = None) -> tuple[str, int]:
     """``(topic, partition)`` of an offset key."""
     topic, _, partition = key[len(offset_prefix(scope)) :].decode().rpartition("/")
     return topic, int(partition)
+
+
+def skipped_key(topic: str, partition: int, offset: int) -> bytes:
+    """The metadata key recording that the record at ``offset`` was skipped after crashes."""
+    return CRASH_SKIPPED_PREFIX + f"{topic}/{partition}/{offset:020d}".encode()
 
 
 def flag_key(name: str) -> bytes:

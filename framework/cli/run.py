@@ -17,7 +17,8 @@ from framework.progress import CatchUpProgress
 from framework.registry import TopicRegistry
 from framework.runtime import ProcessorRuntime
 from framework.scaling import abort_scale, request_scale
-from framework.status import collect_status, render_status
+from framework.status import collect_status
+from framework.status_view import render_status
 from framework.supervisor import EXIT_STOPPED_BY_POLICY, Supervisor
 
 __all__ = ["INPUT_RETENTION_MS", "register"]

@@ -84,3 +84,12 @@ def test_unreadable_files(tmp_path: Path) -> None:
         AppConfig.load(write(tmp_path, "x", "c.ini"))
     with pytest.raises(ConfigError, match="is not valid yaml"):
         AppConfig.load(write(tmp_path, "a: [1,", "bad.yaml"))
+
+
+def test_crash_limit_defaults_to_three_and_must_be_positive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert AppConfig.load(write(tmp_path, BASE)).crash_limit == 3
+    monkeypatch.setenv("SPLITSTATE_CRASH_LIMIT", "0")
+    with pytest.raises(ConfigError, match="crash_limit: Input should be greater than or equal"):
+        AppConfig.load(write(tmp_path, BASE))

@@ -14,7 +14,8 @@ from confluent_kafka.admin import AdminClient
 
 from framework.loader import load_app
 from framework.scaling import read_control
-from framework.status import collect_status, render_status
+from framework.status import collect_status
+from framework.status_view import render_status
 from tests.integration.harness import counts_by_word, splitstate
 from tests.integration.test_scaling import APP, ScalingRun, scale_to
 

@@ -144,3 +144,43 @@ def test_progress_offsets_flags_and_key_deletion(database: ProcessorDatabase) ->
     done.clear_progress("catchup-1", "words", 2)
     done.commit()
     assert database.progress("catchup-1") == {}
+
+
+@BOTH
+def test_reads_are_copies_and_rollback_restores_what_the_batch_held(
+    database: ProcessorDatabase,
+) -> None:
+    batch = database.begin()
+    counts = batch.store("counts")
+    value = {"seen": [1]}
+    counts.set(b"k", value)
+    value["seen"].append(2)  # after set: not stored
+    read = counts.get(b"k")
+    read["seen"].append(3)  # a read's copy: not stored
+    assert counts.get(b"k") == {"seen": [1]}
+    saved = counts.savepoint(b"k")
+    again = counts.get(b"k")
+    again["seen"].append(4)
+    counts.set(b"k", again)
+    again["seen"].append(5)
+    counts.rollback(b"k", saved)
+    assert counts.get(b"k") == {"seen": [1]}
+    accounts = batch.store("accounts")
+    accounts.set(b"acc", Account(owner="ada"))
+    accounts.get(b"acc").balance = 99
+    assert accounts.get(b"acc") == Account(owner="ada")
+    batch.commit()
+    assert database.get("counts", b"k") == {"seen": [1]}
+    assert database.get("accounts", b"acc") == Account(owner="ada")
+
+
+@BOTH
+def test_a_value_that_cannot_be_stored_fails_at_set(database: ProcessorDatabase) -> None:
+    batch = database.begin()
+    counts = batch.store("counts")
+    counts.set(b"k", 1)
+    with pytest.raises(TypeError, match=r"store 'counts' cannot hold this set value.*Fix:"):
+        counts.set(b"k", {1, 2})
+    assert counts.get(b"k") == 1
+    batch.commit()
+    assert database.get("counts", b"k") == 1

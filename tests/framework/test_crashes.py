@@ -1,0 +1,84 @@
+"""The crash guard: which records were in flight when the process died, and their counts."""
+
+from __future__ import annotations
+
+import orjson
+
+from framework.crashes import CrashGuard, skipped_records
+from framework.processing import StoredMessage
+from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
+
+T0, T1 = ("t", 0), ("t", 1)
+
+
+def database() -> ProcessorDatabase:
+    return ProcessorDatabase.in_memory(DatabaseIdentity("crashes", 0), [StoreSpec("s")])
+
+
+def guard(db: ProcessorDatabase) -> CrashGuard:
+    """What a (re)start of the processor sees."""
+    return CrashGuard(db, limit=3, processor=0)
+
+
+def test_a_batch_that_finished_leaves_no_suspects() -> None:
+    db = database()
+    first = guard(db)
+    assert not first.careful({T0})
+    first.attempt({T0: [5, 9]})
+    first.survived()
+    assert guard(db).suspects == {}
+
+
+def test_a_crash_counts_against_the_records_in_flight_until_one_is_skipped() -> None:
+    db = database()
+    guard(db).attempt({T0: [5, 9], T1: [0, 3]})  # the process dies here
+    second = guard(db)
+    assert second.careful({T0, T1})
+    assert [second.crashes("t", 0, o) for o in (4, 5, 9, 10)] == [0, 1, 1, 0]
+    assert second.crashes("t", 1, 2) == 1
+    batch = db.begin()  # one record at a time: offset 5 is fine
+    batch.set_offset("t", 0, 6)
+    batch.commit()
+    second.committed({T0: 6})
+    assert second.crashes("t", 0, 5) == 0 and second.crashes("t", 0, 6) == 1
+    second.attempt({T0: [6, 6]})  # dies on offset 6
+    third = guard(db)
+    assert set(third.suspects) == {T0}  # T1 was not in flight this time
+    assert third.crashes("t", 0, 6) == 2 and third.crashes("t", 0, 7) == 0
+    third.attempt({T0: [6, 6]})  # dies again
+    fourth = guard(db)
+    assert fourth.crashes("t", 0, 6) == 3 == fourth.limit
+
+    message = StoredMessage("t", 0, 6, b"k", b"v", None, [("h", b"1")])
+    batch = db.begin()
+    letter = fourth.skip(batch, message, ("t", 0, 6), "dead", restore=False)
+    batch.set_offset("t", 0, 7)
+    batch.commit()
+    fourth.committed({T0: 7})
+    assert not fourth.careful({T0})
+    assert letter is not None and letter.stage == "crash"
+    assert letter.reason.startswith("killed the processor 3 times")
+    assert (letter.key, letter.value, letter.headers) == (b"k", b"v", (("h", b"1"),))
+    [skipped] = skipped_records(db)
+    assert (skipped.topic, skipped.partition, skipped.offset, skipped.crashes) == ("t", 0, 6, 3)
+
+
+def test_suspects_start_at_the_committed_offset_and_leave_with_their_partition() -> None:
+    db = database()
+    batch = db.begin()
+    batch.set_offset("t", 0, 8)
+    batch.commit()
+    guard(db).attempt({T0: [5, 9], T1: [0, 0]})
+    restarted = guard(db)
+    assert restarted.suspects[T0].first == 8
+    assert restarted.careful({T0})
+    assert set(restarted.suspects) == {T0}  # T1 is no longer this processor's
+    restarted.committed({T0: 10})
+    assert not restarted.careful({T0})
+
+
+def test_the_attempt_record_is_small_json() -> None:
+    db = database()
+    guard(db).attempt({T0: [5, 9]})
+    raw = db.backend.get("__splitstate", b"crash/attempt")
+    assert raw is not None and orjson.loads(raw) == {"ranges": [["t", 0, 5, 9, 0]]}

@@ -1,0 +1,196 @@
+"""The facts of the control log, as values: the app's definition, generations, scales and
+their handoffs, growths, and the JSON records that carry them (pure; no I/O)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rebalance.lineage import TopicHistory
+from rebalance.plan import ReceiverPlan
+from rebalance.states import HandoffEvent, HandoffPhase
+
+__all__ = [
+    "AppDefinition",
+    "Generation",
+    "Handoff",
+    "InputGrowth",
+    "Scale",
+    "TopicPartition",
+    "abort_record",
+    "handoff_record",
+    "history_from_record",
+    "history_record",
+    "request_of",
+]
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class AppDefinition:
+    """The parameters that never change for an app."""
+
+    app_id: str
+    initial_processors: int
+    inputs: dict[str, int]
+    key_hash: str = "murmur3"
+
+    def to_record(self) -> dict[str, Any]:
+        """The ``app`` record."""
+        return {
+            "type": "app",
+            "app_id": self.app_id,
+            "initial_processors": self.initial_processors,
+            "inputs": dict(sorted(self.inputs.items())),
+            "key_hash": self.key_hash,
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> AppDefinition:
+        """Parse an ``app`` record."""
+        return cls(
+            app_id=str(record["app_id"]),
+            initial_processors=int(record["initial_processors"]),
+            inputs={str(k): int(v) for k, v in dict(record["inputs"]).items()},
+            key_hash=str(record.get("key_hash", "murmur3")),
+        )
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A processor count in force from a generation on."""
+
+    generation: int
+    processors: int
+
+    def to_record(self) -> dict[str, Any]:
+        """The ``generation`` record (generation 0 only; later ones come from scales)."""
+        return {"type": "generation", "generation": self.generation, "processors": self.processors}
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """One (source -> target) part of a scale: its phase and, once released, the offsets F."""
+
+    source: int
+    target: int
+    partitions: tuple[TopicPartition, ...]
+    phase: HandoffPhase = HandoffPhase.PLANNED
+    released: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+
+def abort_record(generation: int, reason: str) -> dict[str, Any]:
+    """An ``abort`` record for the scale of ``generation``."""
+    return {"type": "abort", "generation": generation, "reason": reason}
+
+
+def history_record(history: TopicHistory) -> dict[str, Any]:
+    """An input's partition-count history and growth thresholds, as JSON-able values."""
+    return {
+        "counts": list(history.counts),
+        "thresholds": {str(c): o for c, o in sorted(history.thresholds.items())},
+    }
+
+
+def history_from_record(name: str, record: Mapping[str, Any]) -> TopicHistory:
+    """Parse :func:`history_record`'s output for topic ``name``."""
+    return TopicHistory.of(
+        name,
+        [int(c) for c in record["counts"]],
+        {int(c): int(o) for c, o in dict(record.get("thresholds", {})).items()},
+    )
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A change of processor count, in progress or done.
+
+    ``histories``: each input's partition history as the scale planned it (thresholds bound
+    the ancestors a receiver reads)."""
+
+    generation: int
+    old_processors: int
+    new_processors: int
+    partitions: Mapping[str, int]
+    handoffs: Mapping[tuple[int, int], Handoff]
+    receivers: Mapping[int, ReceiverPlan]
+    histories: Mapping[str, TopicHistory] = field(default_factory=dict)
+    aborted: str | None = None
+    stopped: Mapping[int, str] = field(default_factory=dict)
+    request: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Whether every handoff completed."""
+        return all(h.phase is HandoffPhase.COMPLETE for h in self.handoffs.values())
+
+    @property
+    def ended(self) -> bool:
+        """Whether the scale is over: complete, or aborted."""
+        return self.aborted is not None or self.complete
+
+    def to_record(self) -> dict[str, Any]:
+        """The ``scale`` record that starts this scale."""
+        record: dict[str, Any] = {
+            "type": "scale",
+            "generation": self.generation,
+            "processors": self.new_processors,
+            "partitions": dict(sorted(self.partitions.items())),
+            "histories": {n: history_record(h) for n, h in sorted(self.histories.items())},
+        }
+        if self.request is not None:
+            record["request"] = self.request
+        return record
+
+    def incoming(self, processor: int) -> list[Handoff]:
+        """Handoffs that give ``processor`` partitions."""
+        return [h for h in self.handoffs.values() if h.target == processor]
+
+    def outgoing(self, processor: int) -> list[Handoff]:
+        """Handoffs that take partitions from ``processor``."""
+        return [h for h in self.handoffs.values() if h.source == processor]
+
+
+@dataclass(frozen=True)
+class InputGrowth:
+    """A growth of an input topic (``splitstate expand``) in progress; no scale meanwhile."""
+
+    topic: str
+    partitions: int
+    request: str | None = None
+
+    def to_record(self, done: bool = False) -> dict[str, Any]:
+        """The ``growth`` record that starts it, or (``done``) the ``growth_done`` that ends it."""
+        return {
+            "type": "growth_done" if done else "growth",
+            "topic": self.topic,
+            "partitions": self.partitions,
+            "request": self.request,
+        }
+
+
+def handoff_record(
+    generation: int,
+    source: int,
+    target: int,
+    event: HandoffEvent,
+    offsets: Mapping[TopicPartition, int] | None = None,
+) -> dict[str, Any]:
+    """A ``handoff`` record."""
+    record: dict[str, Any] = {
+        "type": "handoff",
+        "generation": generation,
+        "source": source,
+        "target": target,
+        "event": event.value,
+    }
+    if offsets is not None:
+        record["offsets"] = [[t, p, o] for (t, p), o in sorted(offsets.items())]
+    return record
+
+
+def request_of(record: Mapping[str, Any]) -> str | None:
+    request = record.get("request")
+    return None if request is None else str(request)

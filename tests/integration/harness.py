@@ -37,6 +37,16 @@ def write_config(directory: Path, kafka: str, **fields: Any) -> Path:
     return path
 
 
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``predicate`` until it holds, or fail saying ``what`` was awaited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def splitstate(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the CLI and wait for it."""
     return subprocess.run(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -11,21 +10,11 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from framework.loader import load_app
 from framework.scaling import read_control
 from framework.topic_watch import input_group_hash
-from tests.integration.harness import Supervised, splitstate, unique, write_config
+from tests.integration.harness import Supervised, splitstate, unique, wait_for, write_config
 
 pytestmark = pytest.mark.integration
 
 APP = "examples.wordcount.app:app"
-
-
-def wait_for(predicate: object, timeout: float, what: str) -> None:
-    assert callable(predicate)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_control_log_keeps_the_inputs_metadata_hash(

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from framework.loader import load_app
-from framework.scaling import read_control, request_scale
+from framework.scaling import request_scale
 from rebalance import TopicHistory, bucket, key_hash, plan_scale
 from statestore import ProcessorDatabase, processor_path
 from tests.integration.harness import counts_by_word, splitstate
-from tests.integration.test_scaling import APP, ScalingRun
+from tests.integration.test_scaling import APP, ScalingRun, wait_for_generation
 
 pytestmark = pytest.mark.integration
 
@@ -55,17 +55,6 @@ def plan(rng: random.Random) -> tuple[list[int | str], list[str]]:
     return steps, faults
 
 
-def wait_until_scaled(config: Path, generation: int, seed: int, timeout: float = 180) -> None:
-    app = load_app(APP, config)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = read_control(app)
-        if state.generation is not None and state.generation.generation >= generation:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"seed {seed}: generation {generation} did not complete: {state}")
-
-
 def in_order(values: list[int], n: int) -> bool:
     """Each of 1..n present, first occurrences ascending (repeats after a kill allowed)."""
     firsts: list[int] = []
@@ -98,7 +87,10 @@ def test_random_scales_with_a_kill_in_each(
             assert isinstance(step, int)
             app = load_app(APP, run.config)
             generation = request_scale(app, step).generation
-            wait_until_scaled(run.config, generation, seed)
+            try:
+                wait_for_generation(run.config, generation, timeout=180)
+            except AssertionError as error:
+                raise AssertionError(f"{where}: {error}") from None
             processors = step
             run.reader.poll(0.5)
         time.sleep(2)

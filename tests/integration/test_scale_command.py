@@ -12,21 +12,18 @@ from confluent_kafka.admin import AdminClient
 
 from framework.loader import load_app
 from framework.scaling import read_control
-from tests.integration.harness import Supervised, produce, splitstate, unique, write_config
+from tests.integration.harness import (
+    Supervised,
+    produce,
+    splitstate,
+    unique,
+    wait_for,
+    write_config,
+)
 
 pytestmark = pytest.mark.integration
 
 APP = "examples.wordcount.app:app"
-
-
-def wait_for(predicate: object, timeout: float, what: str) -> None:
-    assert callable(predicate)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_scale_refusals_status_and_config_driven_scale(

@@ -12,20 +12,10 @@ import pytest
 
 from framework.loader import load_app
 from framework.scaling import read_control
-from tests.integration.harness import counts_by_word
+from tests.integration.harness import counts_by_word, wait_for
 from tests.integration.test_scaling import APP, ScalingRun, wait_for_generation
 
 pytestmark = pytest.mark.integration
-
-
-def wait_for(predicate: object, timeout: float, what: str) -> None:
-    assert callable(predicate)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def set_processors(config: Path, processors: int, supervisor: int) -> None:

@@ -26,6 +26,7 @@ from framework.processing import (
     RecordProcessor,
 )
 from framework.session import Position, Session
+from rebalance import bucket, key_hash
 from statestore import StateBatch
 
 __all__ = ["BatchResult", "BatchRunner", "coordinates"]
@@ -61,6 +62,7 @@ class BatchRunner:
         self, config: AppConfig, processor: int, session: Session, stopping: Callable[[], bool]
     ) -> None:
         self.session = session
+        self.processor = processor
         self._config = config
         self._records: RecordProcessor = session.records
         self.guard = CrashGuard(session.database, config.crash_limit, processor)
@@ -137,10 +139,13 @@ class BatchRunner:
         guard, process = self.guard, self._records.process
         careful = bool(guard.suspects)
         restore_below, next_offsets = self.session.restore_below, result.next_offsets
+        mine = self._keys_of_mine() if restore_below else None
         for message, topic, partition, offset in records:
             bound = restore_below.get((topic, partition))
             restore = bound is not None and offset < bound
-            if careful and guard.crashes(topic, partition, offset) >= guard.limit:
+            if restore and mine is not None and not mine(topic, partition, message.key()):
+                dead_letter = None  # from before a growth: a key another processor owns now
+            elif careful and guard.crashes(topic, partition, offset) >= guard.limit:
                 dead_letter = self._skip(batch, message, restore)
             else:
                 produced, dead_letter = process(
@@ -154,6 +159,27 @@ class BatchRunner:
                 result.restored += 1
             else:
                 result.processed += 1
+
+    def _keys_of_mine(self) -> Callable[[str, int, bytes | None], bool]:
+        """Whether a record's key is this processor's: its current partition (placed with
+        today's count) is one this processor owns. Rebuilding lost state from a parent
+        partition's start meets records of keys split off to a child since; those belong to
+        the child's owner."""
+        session = self.session
+        owned = session.owned_now(self.processor) | session.owned
+        layouts = {
+            name: (entry.initial_partitions, entry.partitions)
+            for name, entry in session.layout.inputs.items()
+        }
+
+        def mine(topic: str, partition: int, key: bytes | None) -> bool:
+            if key is None or topic not in layouts:
+                return True
+            initial, count = layouts[topic]
+            current = bucket(key_hash(key), initial, count)
+            return current == partition or (topic, current) in owned
+
+        return mine
 
     def _skip(self, batch: StateBatch, message: Message, restore: bool) -> DeadLetter | None:
         """Skip a record that crashed the processor ``crash_limit`` times (or stop, with

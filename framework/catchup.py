@@ -97,7 +97,15 @@ class CatchUp:
 
         self._gained: Callable[[bytes], bool] = gained
         self._clear_stale(gained)
-        self._consumer = Consumer({**client, "group.id": group_id, "enable.auto.commit": False})
+        self._consumer = Consumer(
+            {
+                **client,
+                "group.id": group_id,
+                "enable.auto.commit": False,
+                # records deleted under the reader must stop it, not make it skip or jump
+                "auto.offset.reset": "error",
+            }
+        )
         progress = database.progress(self.scope)
         self.positions: dict[Position, int] = {p: progress.get(p, 0) for p in self.bounds}
         self.t1: dict[Position, int] = {}
@@ -300,6 +308,15 @@ class CatchUp:
         for message in messages:
             error = message.error()
             if error is not None:
+                if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    raise ProcessorStoppedError(
+                        f"processor {self.processor} cannot rebuild the keys it gains in "
+                        f"generation {self.generation}: retention deleted records it had not "
+                        f"read yet ({error.str()}). Building state from partial history would "
+                        "be wrong, so it stops catching up. Fix: abort the scale (`splitstate "
+                        "scale MODULE:APP --abort`) and keep the inputs' history "
+                        "(retention.ms=-1), or bootstrap from an archive (spark.archive)."
+                    )
                 if error.code() != KafkaError._PARTITION_EOF:
                     log.warning("catch-up consumer: %s", error)
                 continue

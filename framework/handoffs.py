@@ -23,7 +23,7 @@ from framework.config import AppConfig
 from framework.faults import maybe_crash
 from framework.processing import ProcessorStoppedError
 from framework.session import Position, Session
-from rebalance import HandoffEvent, HandoffPhase
+from rebalance import HandoffEvent, HandoffPhase, parent
 from rebalance.control import Handoff, Scale, handoff_record
 from statestore.spark import OffsetRange
 
@@ -180,6 +180,14 @@ class HandoffProtocol:
         scale = session.watcher.state.scaling
         if scale is None:
             return
+        if scale.stopped:
+            # a receiver of this scale stopped: releasing now would make the scale impossible
+            # to abort while it may never finish; wait until it moves again or an abort
+            note = f"generation {scale.generation}: releases wait for {sorted(scale.stopped)}"
+            if note not in session.notes:
+                session.notes.add(note)
+                log.warning("processor %d: %s", self.processor_id, note)
+            return
         for handoff in scale.outgoing(self.processor_id):
             if handoff.phase is not HandoffPhase.READY:
                 continue
@@ -211,7 +219,10 @@ class HandoffProtocol:
 
         ``None`` while the state is behind the group's offset (a lost or rolled-back state
         directory being rebuilt in restore mode): releasing then would hand over at an F
-        below records the receiver already applied, so the release waits.
+        below records the receiver already applied, so the release waits. Also ``None`` while
+        the state has not passed the growth threshold of a child of a moved partition: below
+        it the partition holds records of the child's keys, which the new owner of the
+        partition neither owns nor has the state of.
         """
         offsets = session.database.offsets()
         committed = {
@@ -243,6 +254,20 @@ class HandoffProtocol:
                     TopicPartition(*position), timeout=30
                 )
                 state = low
+            fence = _children_fence(session, position)
+            if state < fence:
+                note = f"release of {position} waits for threshold {fence}"
+                if note not in session.notes:
+                    session.notes.add(note)
+                    log.info(
+                        "processor %d: %s[%d] is processed up to %d; it releases the partition "
+                        "once past %d, the growth threshold of a partition split from it",
+                        self.processor_id,
+                        *position,
+                        state,
+                        fence,
+                    )
+                return None
             final[position] = state
         return final
 
@@ -272,3 +297,20 @@ class HandoffProtocol:
             handoff.target,
             event.value,
         )
+
+
+def _children_fence(session: Session, position: Position) -> int:
+    """The largest growth threshold of a partition split from ``position`` (0 if none)."""
+    topic, partition = position
+    entry = session.layout.inputs.get(topic)
+    if entry is None:
+        return 0
+    history = entry.history
+    return max(
+        (
+            offset
+            for child, offset in history.thresholds.items()
+            if parent(child, history.initial_partitions) == partition
+        ),
+        default=0,
+    )

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rebalance import HandoffPhase, bucket, key_hash
-from rebalance.control import ControlState
+from rebalance.control import ControlState, Scale
 from statestore import KeyPurge, ProcessorDatabase, pending_purges, start_purge
 
 __all__ = ["MovedKeys"]
@@ -58,11 +58,31 @@ class MovedKeys:
         return bool(self._active)
 
     def sync(self, state: ControlState) -> None:
-        """Register the purges the control state calls for (each once)."""
-        scale = state.scale
-        if state.app is None or scale is None:
+        """Register the purges the control state calls for (each once).
+
+        Every scale in the log's history counts (a processor that was down may find several
+        ended since), except scales before the last one this processor received keys in: its
+        catch-up then cleared what it gained, and an older purge could delete keys it owns
+        again.
+        """
+        if state.app is None or state.scale is None:
             return
-        b, me, g = state.app.initial_processors, self.processor, scale.generation
+        me, b = self.processor, state.app.initial_processors
+        scales = [*state.past, state.scale]
+        received = [s.generation for s in scales if s.incoming(me)]
+        wanted: dict[str, dict[str, Any]] = {}
+        for scale in scales:
+            later = [g for g in received if g > scale.generation]
+            if not later:
+                wanted.update(self._purges(b, scale))
+        for name, spec in wanted.items():
+            if start_purge(self._database, name, spec):
+                self._active[name] = KeyPurge(self._database, name, _doomed(spec))
+                log.info("processor %d: deleting the state of keys it gave away (%s)", me, name)
+
+    def _purges(self, b: int, scale: Scale) -> dict[str, dict[str, Any]]:
+        """The purges ``scale`` calls for here: keys handed away, or rebuilt for nothing."""
+        me, g = self.processor, scale.generation
         base = {"b": b, "old": scale.old_processors, "new": scale.new_processors}
         wanted: dict[str, dict[str, Any]] = {}
         for handoff in scale.outgoing(me):
@@ -72,10 +92,7 @@ class MovedKeys:
         if scale.aborted is not None and scale.incoming(me):
             sources = sorted(h.source for h in scale.incoming(me))
             wanted[f"aborted-{g}-{me}"] = {**base, "target": me, "sources": sources}
-        for name, spec in wanted.items():
-            if start_purge(self._database, name, spec):
-                self._active[name] = KeyPurge(self._database, name, _doomed(spec))
-                log.info("processor %d: deleting the state of keys it gave away (%s)", me, name)
+        return wanted
 
     def step(self, budget: int = 5_000) -> None:
         """One bounded step of the first pending purge."""

@@ -10,15 +10,17 @@ scale and a growth never overlap.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 
 from confluent_kafka.admin import AdminClient
 
 from framework.app import App
 from framework.config import ConfigError
 from framework.controllog import ControlLog
+from framework.history import watermarks
 from framework.kafka_io import check_retention
-from framework.registry import REGISTRY_TOPIC, TopicRegistry
-from rebalance import check_layout
+from framework.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
+from rebalance import check_layout, plan_scale
 from rebalance.control import ControlState, Scale, abort_record, history_record
 
 __all__ = ["abort_scale", "read_control", "request_scale"]
@@ -76,6 +78,9 @@ def request_scale(app: App, processors: int) -> Scale:
             check_layout(initial, state.app.initial_processors, counts[topic], processors)
         except ValueError as error:
             raise ConfigError(f"cannot scale to {processors}: topic {topic!r}: {error}") from None
+    _check_history(
+        app, state.app.initial_processors, state.generation.processors, processors, entries
+    )
     generation = state.next_generation
     request = uuid.uuid4().hex
     record = {
@@ -141,3 +146,33 @@ def _growing(control_topic: str, topic: str, partitions: int) -> str:
         f"it again with --topic {topic} --partitions {partitions} to resume it if it stopped), "
         "then scale."
     )
+
+
+def _check_history(
+    app: App, b: int, current: int, processors: int, entries: Mapping[str, TopicEntry]
+) -> None:
+    """Refuse a scale whose receivers would rebuild keys from history retention deleted.
+
+    Replaying (and a Spark build from Kafka) reads every S2 partition from offset 0; with
+    records gone a receiver could only stop, and once another receiver's handoff released
+    its partitions the scale could neither finish nor be aborted. An archive serves instead.
+    """
+    config = app.config
+    if config.bootstrap == "spark" and config.spark.archive is not None:
+        return
+    inputs = [entries[t.topic].history for t in config.inputs]
+    plan = plan_scale(b, inputs, current, processors)
+    needed = {(r.topic, r.partition) for receiver in plan.receivers.values() for r in receiver.s2}
+    lost = {
+        position: offsets.start
+        for position, offsets in watermarks(config.kafka.client_settings(), needed).items()
+        if offsets.start > 0
+    }
+    if lost:
+        where = ", ".join(f"{t}[{p}] starts at {o}" for (t, p), o in sorted(lost.items()))
+        raise ConfigError(
+            f"cannot scale to {processors}: the processors that gain keys rebuild them from "
+            f"the input's whole history, but retention deleted its first records ({where}). "
+            "Fix: set bootstrap: spark with spark.archive (a Parquet archive of the inputs), "
+            "or keep the inputs' whole history (retention.ms=-1)."
+        )

@@ -84,6 +84,8 @@ class ControlState:
     growth: InputGrowth | None = None
     metadata_hash: int | None = None
     ignored: tuple[str, ...] = field(default=())
+    #: the scales that ended before ``scale``, oldest first (which keys left whom, and when)
+    past: tuple[Scale, ...] = field(default=())
 
     @property
     def processors(self) -> int | None:
@@ -252,10 +254,13 @@ class ControlState:
             counts,
             handoffs,
             dict(plan.receivers),
-            histories,
+            # only histories the record carried: a reader of an older record keeps the
+            # registry's thresholds instead of a history that has none
+            {topic: h for topic, h in histories.items() if topic in recorded},
             request=request_of(record),
         )
-        return replace(self, scale=scale)
+        past = self.past if self.scale is None else (*self.past, self.scale)
+        return replace(self, scale=scale, past=past)
 
     def _apply_growth(self, record: Mapping[str, Any]) -> ControlState:
         growth = InputGrowth(str(record["topic"]), int(record["partitions"]), request_of(record))

@@ -81,3 +81,35 @@ def test_a_purge_left_by_a_crash_resumes_with_a_new_object() -> None:
     assert second.pending
     second.finish()
     assert all(bucket(key_hash(k), 2, 3) == 0 for k in keys_of(database))
+
+
+def completed_2_to_3() -> ControlState:
+    state = ready()
+    state = state.apply(
+        handoff_record(1, 0, 2, HandoffEvent.RELEASE, {("words", 2): 5, ("words", 6): 5})
+    )
+    return event(state, 1, 0, 2, HandoffEvent.COMPLETE)
+
+
+def test_a_release_seen_only_after_the_next_scale_began_is_still_forgotten() -> None:
+    """The old owner was down while 2 -> 3 completed and 3 -> 4 began: the log's latest
+    scale is no longer the one it released in, but the keys it gave away still go."""
+    database = database_of(0, lambda k: bucket(key_hash(k), 2, 2) == 0)
+    later = scale(completed_2_to_3(), 2, 4)
+    assert later.scaling is not None and later.scaling.generation == 2
+    moved = MovedKeys(0, database)
+    moved.sync(later)
+    moved.finish()
+    assert keys_of(database) == {k for k in KEYS if bucket(key_hash(k), 2, 3) == 0}
+
+
+def test_no_old_purge_deletes_keys_received_again_in_a_later_scale() -> None:
+    """0 gave keys to 2 in generation 1 and gets them back in generation 2 (3 -> 2): a purge
+    of generation 1 registered now would delete keys its generation-2 catch-up rebuilds."""
+    database = database_of(0, lambda k: bucket(key_hash(k), 2, 2) == 0)
+    back = scale(completed_2_to_3(), 2, 2)
+    assert back.scaling is not None and back.scaling.incoming(0)
+    moved = MovedKeys(0, database)
+    moved.sync(back)
+    assert not is_pending(moved)
+    assert keys_of(database) == {k for k in KEYS if bucket(key_hash(k), 2, 2) == 0}

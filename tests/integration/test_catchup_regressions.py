@@ -12,6 +12,7 @@ from confluent_kafka.admin import AdminClient
 
 from framework.handoffs import HandoffProtocol
 from framework.processing import ProcessorStoppedError
+from framework.registry import TopicEntry
 from framework.session import Session
 from rebalance import HandoffEvent, bucket, key_hash
 from tests.integration.catchup_world import World, drive, handoff, release, send, settle
@@ -138,7 +139,11 @@ def test_an_old_owner_rebuilding_lost_state_does_not_release_below_the_group_off
     batch.set_offset(world.topic, 1, committed - 30)  # rebuilt only partly so far
     batch.commit()
     consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": world.app.app_id})
-    session = cast(Session, SimpleNamespace(database=database, consumer=consumer, notes=set()))
+    layout = SimpleNamespace(inputs={})
+    session = cast(
+        Session,
+        SimpleNamespace(database=database, consumer=consumer, notes=set(), layout=layout),
+    )
     protocol = HandoffProtocol()
     protocol.processor_id = 0
     try:
@@ -147,5 +152,40 @@ def test_an_old_owner_rebuilding_lost_state_does_not_release_below_the_group_off
         batch.set_offset(world.topic, 1, committed)  # restored
         batch.commit()
         assert protocol._final_offsets(session, {moved}) == {moved: committed}
+    finally:
+        consumer.close()
+
+
+def test_an_old_owner_does_not_release_a_parent_below_a_childs_threshold(
+    kafka_bootstrap: str, kafka_admin: AdminClient
+) -> None:
+    """Below a growth threshold the parent still holds records of the child's keys; its new
+    owner neither owns those keys nor has their state, so the old owner processes past the
+    threshold before it releases the parent."""
+    world = World(kafka_bootstrap, kafka_admin, partitions=2, initial=1, b=1)
+    world.produce(KEYS)
+    world.grow(2)  # partition 1 is split from partition 0 at its current end
+    world.produce(KEYS)
+    threshold = world.thresholds[1]
+    moved = (world.topic, 0)
+    database = world.database(0)
+    batch = database.begin()
+    batch.set_offset(world.topic, 0, threshold - 5)  # the old owner lags behind it
+    batch.commit()
+    world.commit_group({0: threshold - 5})
+    layout = SimpleNamespace(inputs={world.topic: TopicEntry(world.history)})
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": world.app.app_id})
+    session = cast(
+        Session,
+        SimpleNamespace(database=database, consumer=consumer, notes=set(), layout=layout),
+    )
+    protocol = HandoffProtocol()
+    protocol.processor_id = 0
+    try:
+        assert protocol._final_offsets(session, {moved}) is None
+        batch = database.begin()
+        batch.set_offset(world.topic, 0, threshold)
+        batch.commit()
+        assert protocol._final_offsets(session, {moved}) == {moved: threshold}
     finally:
         consumer.close()

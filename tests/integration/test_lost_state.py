@@ -11,20 +11,25 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from framework.loader import load_app
+from framework.processing import ProcessorStoppedError
 from framework.runtime import ProcessorRuntime
-from statestore import processor_path
+from rebalance import bucket, key_hash
+from statestore import ProcessorDatabase, processor_path
 from tests.integration.harness import (
+    Supervised,
     TopicReader,
     produce,
     splitstate,
     unique,
     write_config,
 )
+from tests.integration.test_scaling import scale_to, wait_for_generation
 
 pytestmark = pytest.mark.integration
 
 APP = "examples.wordcount.app:app"
 RECORDS = 6000
+LEASE = {"producer_lease_ms": 4000, "producer_delivery_timeout_ms": 3000}
 
 
 def committed(kafka: str, group: str, topic: str) -> int:
@@ -69,3 +74,56 @@ def test_rebuilding_lost_state_never_lowers_the_group_offset(
         assert len(reader.records) == RECORDS  # every output once, none repeated
     finally:
         reader.close()
+
+
+def test_a_lost_state_after_a_growth_is_rebuilt_only_where_it_can_be(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    """B=1, the input grown 1 -> 2, processors 1 -> 2: partition 0 still holds the early
+    records of keys now in partition 1 (processor 1's). Processor 0, rebuilding lost state
+    from partition 0, must skip them; processor 1 cannot rebuild from partition 1 alone and
+    stops with the fix."""
+    words, counts = unique("words"), unique("counts")
+    config = write_config(
+        tmp_path,
+        kafka_bootstrap,
+        app_id=unique("lost-grown"),
+        inputs=[{"topic": words, "partitions": 1, **LEASE}],
+        outputs=[{"topic": counts, "partitions": 2}],
+        initial_processors=1,
+        processors=1,
+        scaling={"ready_lag": 0},
+    )
+    assert splitstate("topics", "create", APP, "--config", str(config)).returncode == 0
+    keys = [f"w{i}".encode() for i in range(60)]
+    produce(kafka_bootstrap, words, ((k, b"") for k in keys * 20))
+    runner = Supervised(APP, config, tmp_path / "state", tmp_path / "run.log")
+    try:
+        grown = splitstate(
+            "expand", APP, "--config", str(config), "--topic", words, "--partitions", "2",
+            timeout=180,
+        )  # fmt: skip
+        assert grown.returncode == 0, grown.stderr
+        produce(kafka_bootstrap, words, ((k, b"") for k in keys * 10))
+        wait_for_generation(config, scale_to(config, 2))
+        reader = TopicReader(kafka_bootstrap, counts, 2)
+        reader.wait_for(lambda r: len(r.records) >= 30 * len(keys), 120, "every output")
+        reader.close()
+    finally:
+        assert runner.stop() == 0, runner.output()[-3000:]
+    app = load_app(APP, config)
+    state_dir = app.config.app_state_dir
+    mine = {k for k in keys if bucket(key_hash(k), 1, 2) == 0}
+
+    shutil.rmtree(processor_path(state_dir, 0))
+    in_partition_0 = 20 * len(keys) + 10 * len(mine)  # all early records, then mine only
+    rebuilt = ProcessorRuntime(app, 0).run(until=lambda s: s.restored >= in_partition_0)
+    assert rebuilt.records == 0
+    database = ProcessorDatabase.open_read_only(processor_path(state_dir, 0))
+    held = dict(database.items("counts"))
+    database.close()
+    assert held == dict.fromkeys(mine, 30)  # no key of processor 1's, every count exact
+
+    shutil.rmtree(processor_path(state_dir, 1))
+    with pytest.raises(ProcessorStoppedError, match="split off by a growth"):
+        ProcessorRuntime(app, 1).run(until=lambda stats: stats.batches > 10)

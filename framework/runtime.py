@@ -54,6 +54,7 @@ from framework.processing import (
     RecordProcessor,
 )
 from framework.producer import RegistryLease
+from framework.recovery import check_rebuildable, committable
 from framework.registry import TopicRegistry
 from framework.retention import check_retained
 from framework.session import Position, RuntimeStats, Session
@@ -276,7 +277,7 @@ class ProcessorRuntime(HandoffProtocol):
                 if tp.offset >= 0 and tp.offset > (start or 0):
                     # The group processed records this state lacks (a lost state directory):
                     # rebuild them without repeating their outputs.
-                    self._check_rebuildable(session, position, owned, start)
+                    check_rebuildable(self.processor_id, session, position, owned, start)
                     session.restore_below[position] = tp.offset
                     log.warning(
                         "processor %d: rebuilding %s[%d] up to %d without output",
@@ -298,31 +299,6 @@ class ProcessorRuntime(HandoffProtocol):
                 session.consumer.commit(offsets=behind, asynchronous=False)
             session.consumer.incremental_assign(starts)
         session.owned = set(owned)
-
-    def _check_rebuildable(
-        self, session: Session, position: Position, owned: set[Position], start: int | None
-    ) -> None:
-        """Refuse to rebuild a partition split off by a growth from its own records alone:
-        its keys' earlier records are in an ancestor another processor reads."""
-        topic, partition = position
-        entry = session.layout.inputs.get(topic)
-        if entry is None or start:
-            return
-        elsewhere = [
-            f"{read.topic}[{read.partition}] up to offset {read.end_offset}"
-            for read in entry.history.key_history(partition)[:-1]
-            if (read.topic, read.partition) not in owned and (read.end_offset or 0) > 0
-        ]
-        if elsewhere:
-            raise ProcessorStoppedError(
-                f"processor {self.processor_id} has no state for {topic}[{partition}] although "
-                "the group processed it (a lost state directory), and that partition was split "
-                f"off by a growth: its keys' earlier records are in {', '.join(elsewhere)}, "
-                "which another processor reads. Rebuilding from the partition alone would "
-                "leave those keys' state wrong, so it stops. Fix: restore the state directory "
-                f"{session.database.path} from a backup, or stop the app and rebuild every "
-                "processor's state with `splitstate backfill MODULE:APP --replace`."
-            )
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -360,7 +336,7 @@ class ProcessorRuntime(HandoffProtocol):
             if now - last_log >= _LOG_EVERY_SECONDS:
                 self._log_progress(session, now)
                 last_log = now
-        committed = _committable(
+        committed = committable(
             session, {p: o for p, o in session.database.offsets().items() if p in session.owned}
         )
         if committed:
@@ -396,7 +372,7 @@ class ProcessorRuntime(HandoffProtocol):
         if not messages:
             return
         result = runner.run(messages, self._usable)
-        commits = _committable(session, result.next_offsets)
+        commits = committable(session, result.next_offsets)
         if commits:
             session.consumer.commit(
                 offsets=[TopicPartition(t, p, o) for (t, p), o in commits.items()],
@@ -442,11 +418,3 @@ class ProcessorRuntime(HandoffProtocol):
             self.stats.dead_letters,
             catching,
         )
-
-
-def _committable(session: Session, offsets: dict[Position, int]) -> dict[Position, int]:
-    """The offsets the group may take: never below what it already had. A partition rebuilt
-    after a lost state directory commits again only once its state passed the group's offset,
-    so a crash or a release meanwhile still finds the group ahead (and rebuilds, or waits)."""
-    bounds = session.restore_below
-    return {p: o for p, o in offsets.items() if o >= bounds.get(p, 0)}

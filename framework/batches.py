@@ -26,7 +26,7 @@ from framework.processing import (
     RecordProcessor,
 )
 from framework.session import Position, Session
-from rebalance import bucket, key_hash
+from rebalance import ancestors, bucket, key_hash
 from statestore import StateBatch
 
 __all__ = ["BatchResult", "BatchRunner", "coordinates"]
@@ -177,7 +177,11 @@ class BatchRunner:
                 return True
             initial, count = layouts[topic]
             current = bucket(key_hash(key), initial, count)
-            return current == partition or (topic, current) in owned
+            if current == partition or (topic, current) in owned:
+                return True
+            # only keys a growth moved to a partition split from this one belong elsewhere;
+            # a record a plain producer misplaced was processed here, so it is rebuilt here
+            return partition not in ancestors(current, initial)
 
         return mine
 

@@ -8,7 +8,9 @@ RocksDB write, and one to clear it once every record of the batch has run):
 
 - a start that finds an attempt left behind knows that the previous run died inside one of
   those ranges (the batch never committed, so processing resumes at their first offsets);
-  each record in them has now crashed the processor once more;
+  the records in them become *suspects*; a crash while the function ran on a single record
+  counts one crash against that record (a crash amid many records names none of them, so a
+  good record next to a bad one is never skipped);
 - while such *suspect* ranges remain, the runtime processes one record per batch, so that a
   further crash names its record exactly;
 - a record that crashed the processor ``crash_limit`` times is not run again: it becomes a
@@ -75,7 +77,8 @@ class CrashGuard:
             committed = offsets.get((topic, partition))
             start = first if committed is None else max(first, committed)
             if start <= last:
-                self.suspects[(topic, partition)] = Suspect(start, last, crashes + 1)
+                counted = crashes + 1 if first == last else crashes  # only a lone record's
+                self.suspects[(topic, partition)] = Suspect(start, last, counted)
                 log.warning(
                     "processor %d: the previous run died while processing %s[%d] offsets "
                     "%d..%d (crash %d of records there); processing them one at a time",
@@ -84,7 +87,7 @@ class CrashGuard:
                     partition,
                     start,
                     last,
-                    crashes + 1,
+                    counted,
                 )
 
     def careful(self, owned: set[Position]) -> bool:

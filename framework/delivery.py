@@ -151,7 +151,14 @@ class BatchWriter:
         partitioner = self.partitioner()
         produce, place = self.producer.produce, partitioner.partition
         counts = {t: (COUNT_HEADER, str(partitioner.partitions(t))) for t in partitioner.topics}
+        lease = self._lease
         for output in outputs:
+            if lease.partitioner is not partitioner:
+                # the lease renewed with other counts (perhaps while an output waited for
+                # room): place the rest with them, never with the ones it replaced
+                partitioner = self.partitioner()
+                place = partitioner.partition
+                counts = {t: (COUNT_HEADER, str(partitioner.partitions(t))) for t in counts}
             topic, key = output.topic, output.key
             output.partition = partition = place(topic, key)
             try:

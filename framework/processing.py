@@ -326,7 +326,15 @@ class RecordProcessor:
             # The common case, kept short: one output to the app's only output topic.
             value = encode_value(result.value)
             headers = _header_list(result.headers)
-            return [EncodedOutput(self.default_output, result.key or key, value, headers, origin)]
+            return [
+                EncodedOutput(
+                    self.default_output,
+                    key if result.key is None else result.key,
+                    value,
+                    headers,
+                    origin,
+                )
+            ]
         items: Iterable[Any] = (result,) if isinstance(result, Output) else result
         encoded = []
         for output in items:

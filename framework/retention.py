@@ -15,7 +15,7 @@ a prefix is logged.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -32,11 +32,14 @@ def check_retained(
     processor: int,
     consumer: Consumer,
     starts: Mapping[Position, tuple[int | None, int | None]],
+    grown: Collection[Position] = (),
 ) -> None:
     """Raise ``ProcessorStoppedError`` when Kafka no longer holds records ``processor`` needs.
 
     ``starts`` maps each partition about to be read to (the state's next offset, the
-    consumer group's committed offset), either ``None`` when there is none.
+    consumer group's committed offset), either ``None`` when there is none. ``grown``: the
+    partitions a growth created; the app has read every record of them, so one never read
+    yet must still start at offset 0.
     """
     lost: list[str] = []
     for (topic, partition), (stored, committed) in sorted(starts.items()):
@@ -53,6 +56,11 @@ def check_retained(
                     f"{where} must be rebuilt from offset 0 (no local state) up to the group's "
                     f"committed offset {committed} but Kafka holds it only from offset {low}"
                 )
+        elif low > 0 and (topic, partition) in grown:
+            lost.append(
+                f"{where} was created by a growth of the app's input and never read yet, "
+                f"but Kafka holds it only from offset {low}"
+            )
         elif low > 0:
             log.warning(
                 "processor %d: %s starts at offset %d, the earliest Kafka still holds: records "

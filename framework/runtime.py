@@ -268,6 +268,11 @@ class ProcessorRuntime(HandoffProtocol):
                     )
                     for tp in committed
                 },
+                grown={
+                    (name, p)
+                    for name, entry in session.layout.inputs.items()
+                    for p in range(entry.initial_partitions, entry.partitions)
+                },
             )
             starts = []
             behind = []

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from confluent_kafka import KafkaException
+
 from framework.app import App
 from framework.config import AppConfig, ConfigError
 from framework.errors import SplitstateError
@@ -117,7 +119,7 @@ class Supervisor:
         self._checked = time.monotonic()
         try:
             state = read_control(self.app)
-        except SplitstateError as error:
+        except (SplitstateError, KafkaException) as error:
             log.warning("could not read the control log: %s", error)
             return
         if state.scaling is not None:
@@ -143,7 +145,7 @@ class Supervisor:
         """One line per handoff of the scale in progress: a bar, T2 of T1, rate, ETA."""
         try:
             status = collect_status(self.app)
-        except SplitstateError as error:
+        except (SplitstateError, KafkaException) as error:
             log.warning("could not read catch-up progress: %s", error)
             return
         for bootstrap in status.bootstraps:
@@ -173,7 +175,7 @@ class Supervisor:
                 log.error("the changed config is invalid, nothing applied: %s", error)
                 return
             self.app.configure(config)
-            self._pending, self._pending_reason = config.processors, None
+            self._pending, self._pending_reason = config.processor_count, None
         if self._pending is not None:
             self._apply_pending(self._pending)
 
@@ -195,7 +197,7 @@ class Supervisor:
                 )
                 return
             scale = request_scale(self.app, wanted)
-        except (ConfigError, SplitstateError) as error:
+        except (ConfigError, SplitstateError, KafkaException) as error:
             self._still_pending(wanted, str(error).removesuffix("."))
             return
         self._pending, self._pending_reason = None, None

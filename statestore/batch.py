@@ -90,13 +90,29 @@ class StoreBatch(Generic[V]):
                 # the commit is slow (~3 us each), an exact-size copy is not (~0.1 us)
                 self._pending[key] = bytes(memoryview(_dumps(value)))
             else:
-                self._pending[key] = self._encode(self._check(value))
+                raw = self._encode(self._check(value))
+                self._readable(raw, value)
+                self._pending[key] = raw
         except TypeError as error:
             raise TypeError(
                 f"store {self.name!r} cannot hold this {kind.__name__} value: {error}. Fix: "
                 "store JSON-able values (dict with str keys, list, str, int, float, bool, "
                 "None), or declare the store with a value_type (e.g. a pydantic model)."
             ) from error
+
+    def _readable(self, raw: bytes, value: Any) -> None:
+        """Refuse a typed value that would not read back (e.g. a float field holding inf,
+        stored as null, or a field mutated to the wrong type): storing it would make every
+        later record of the key fail."""
+        try:
+            self._decode(raw)
+        except ValueError as error:  # pydantic's ValidationError is a ValueError
+            raise ValueError(
+                f"store {self.name!r} cannot hold this {type(value).__name__} value: stored "
+                f"as {raw[:200]!r} it does not read back ({error}). Fix: keep the value "
+                "valid for the store's type (no inf/NaN floats, fields of their declared "
+                "types)."
+            ) from None
 
     def delete(self, key: bytes) -> None:
         """Delete ``key`` (when the batch commits)."""

@@ -33,19 +33,22 @@ def test_a_crash_counts_against_the_records_in_flight_until_one_is_skipped() -> 
     db = database()
     guard(db).attempt({T0: [5, 9], T1: [0, 3]})  # the process dies here
     second = guard(db)
+    # a crash amid several records names none of them: they become suspects, uncounted
     assert second.careful({T0, T1})
-    assert [second.crashes("t", 0, o) for o in (4, 5, 9, 10)] == [0, 1, 1, 0]
-    assert second.crashes("t", 1, 2) == 1
+    assert [second.crashes("t", 0, o) for o in (4, 5, 9, 10)] == [0, 0, 0, 0]
+    assert second.suspects[T0].first == 5 and second.suspects[T1].last == 3
     batch = db.begin()  # one record at a time: offset 5 is fine
     batch.set_offset("t", 0, 6)
     batch.commit()
     second.committed({T0: 6})
-    assert second.crashes("t", 0, 5) == 0 and second.crashes("t", 0, 6) == 1
-    second.attempt({T0: [6, 6]})  # dies on offset 6
+    assert second.suspects[T0].first == 6
+    second.attempt({T0: [6, 6]})  # dies on offset 6, alone: that counts
     third = guard(db)
     assert set(third.suspects) == {T0}  # T1 was not in flight this time
-    assert third.crashes("t", 0, 6) == 2 and third.crashes("t", 0, 7) == 0
+    assert third.crashes("t", 0, 6) == 1 and third.crashes("t", 0, 7) == 0
     third.attempt({T0: [6, 6]})  # dies again
+    third_again = guard(db)
+    third_again.attempt({T0: [6, 6]})  # and again
     fourth = guard(db)
     assert fourth.crashes("t", 0, 6) == 3 == fourth.limit
 
@@ -82,3 +85,21 @@ def test_the_attempt_record_is_small_json() -> None:
     guard(db).attempt({T0: [5, 9]})
     raw = db.backend.get("__splitstate", b"crash/attempt")
     assert raw is not None and orjson.loads(raw) == {"ranges": [["t", 0, 5, 9, 0]]}
+
+
+def test_with_a_limit_of_one_a_crash_amid_a_batch_skips_no_good_record() -> None:
+    db = database()
+    CrashGuard(db, limit=1, processor=0).attempt({T0: [0, 9]})  # offset 5 kills it
+    after = CrashGuard(db, limit=1, processor=0)
+    assert after.careful({T0})
+    assert all(after.crashes("t", 0, o) < after.limit for o in range(10))
+    after.attempt({T0: [0, 0]})  # offset 0 alone survives...
+    after.survived()
+    batch = db.begin()
+    batch.set_offset("t", 0, 5)  # ... and so do 1..4
+    batch.commit()
+    after.committed({T0: 5})
+    after.attempt({T0: [5, 5]})  # offset 5 alone kills it: now it is named
+    last = CrashGuard(db, limit=1, processor=0)
+    assert last.crashes("t", 0, 5) == 1 == last.limit
+    assert last.crashes("t", 0, 6) == 0

@@ -3,6 +3,8 @@ and the dead letters that stand in for records too large."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -31,6 +33,19 @@ class WaitingProducer(Producer):
         if self.polls == 1 and callable(self.on_wait):
             self.on_wait()
         return super().poll(*args)
+
+
+class RenewingProducer(Producer):
+    """A producer that calls ``on_first`` right after its first record is queued."""
+
+    on_first: object = None
+    produced = 0
+
+    def produce(self, *args: Any, **kwargs: Any) -> None:
+        super().produce(*args, **kwargs)
+        self.produced += 1
+        if self.produced == 1 and callable(self.on_first):
+            self.on_first()
 
 
 def read(
@@ -63,11 +78,11 @@ def test_an_output_that_waited_for_queue_room_is_placed_by_the_lease_after_the_w
         TopicRegistry({"bootstrap.servers": kafka_bootstrap}, kafka_admin), before
     )
     old = lease.partitioner
-    key = next(
+    key, later = [
         k
         for k in (f"key-{i}".encode() for i in range(100))
         if grown.partition(topic, k) != old.partition(topic, k)
-    )
+    ][:2]
     producer = WaitingProducer(
         {"bootstrap.servers": kafka_bootstrap, "queue.buffering.max.messages": 1, "linger.ms": 20}
     )
@@ -80,14 +95,49 @@ def test_an_output_that_waited_for_queue_room_is_placed_by_the_lease_after_the_w
     outputs = [
         EncodedOutput(topic, b"first", b"1", None, (topic, 0, 0)),
         EncodedOutput(topic, key, b"2", None, (topic, 0, 1)),  # the queue is full: it waits
+        EncodedOutput(topic, later, b"3", None, (topic, 0, 2)),  # placed after the renewal
     ]
     assert writer.write(outputs, [], lambda _where: None) == []
     assert producer.polls >= 1
     expected = grown.partition(topic, key)
     assert outputs[1].partition == expected
-    found = read(kafka_bootstrap, topic, 4, 2)
+    assert outputs[2].partition == grown.partition(topic, later)
+    found = read(kafka_bootstrap, topic, 4, 3)
     assert (expected, {"splitstate.count": b"4"}) in found
+    assert (grown.partition(topic, later), {"splitstate.count": b"4"}) in found
     assert (old.partition(topic, b"first"), {"splitstate.count": b"2"}) in found
+
+
+def test_outputs_after_a_renewal_in_the_middle_of_a_batch_use_the_new_counts(
+    kafka_bootstrap: str, kafka_admin: AdminClient, topic_factory: TopicFactory
+) -> None:
+    topic = topic_factory(partitions=4)
+    before = {topic: TopicEntry(TopicHistory.of(topic, [2]))}
+    grown = LinearHashPartitioner({topic: TopicEntry(TopicHistory.of(topic, [2, 4]))})
+    lease = RegistryLease(
+        TopicRegistry({"bootstrap.servers": kafka_bootstrap}, kafka_admin), before
+    )
+    old = lease.partitioner
+    moved = next(
+        k
+        for k in (f"key-{i}".encode() for i in range(100))
+        if grown.partition(topic, k) != old.partition(topic, k)
+    )
+    producer = RenewingProducer({"bootstrap.servers": kafka_bootstrap})
+
+    def grow() -> None:  # the lease renews with a growth between two outputs
+        lease.partitioner = grown
+
+    producer.on_first = grow
+    writer = BatchWriter(producer, lease, unique("dead"), lambda: False)
+    outputs = [
+        EncodedOutput(topic, b"first", b"1", None, (topic, 0, 0)),
+        EncodedOutput(topic, moved, b"2", None, (topic, 0, 1)),
+    ]
+    assert writer.write(outputs, [], lambda _where: None) == []
+    assert outputs[1].partition == grown.partition(topic, moved)
+    found = read(kafka_bootstrap, topic, 4, 2)
+    assert (grown.partition(topic, moved), {"splitstate.count": b"4"}) in found
 
 
 def test_a_stale_lease_holds_output_back_and_a_stop_gives_up(

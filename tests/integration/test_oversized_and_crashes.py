@@ -170,7 +170,8 @@ def test_a_record_that_kills_the_process_is_skipped_after_the_crash_limit(
         letters.close()
     log = runner.output()
     assert status == 0, log[-3000:]
-    assert log.count("processor 0 exited with status -9; restarting") == 3, log[-3000:]
+    # 3 crashes on the record alone, after at most one amid a batch (that names no record)
+    assert log.count("processor 0 exited with status -9; restarting") in (3, 4), log[-3000:]
     # state changed exactly once per record: each key's counts are exactly 1..n
     assert set(outputs_seen(outputs)) == wanted
     [(headers, value)] = letters_by_key(letters)[b"poison"]

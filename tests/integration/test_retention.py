@@ -6,11 +6,14 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
+from framework.processing import ProcessorStoppedError
+from framework.retention import check_retained
 from tests.integration.harness import (
     Supervised,
     TopicReader,
@@ -156,3 +159,24 @@ def test_processor_stops_when_retention_deleted_records_it_still_needs(
     assert f"{words}[0] must be rebuilt from offset 0 (no local state)" in log
     assert "retention deleted records the processor has not read" in log
     assert "splitstate backfill" in log
+
+
+def test_a_grown_partition_never_read_must_still_start_at_zero(
+    kafka_bootstrap: str, kafka_admin: AdminClient, topic_factory: Any
+) -> None:
+    """A partition an expand created holds records the app has not read yet; if retention
+    deleted some before it was first read, starting at the earliest would lose them."""
+    topic = topic_factory(partitions=2)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(20):
+        producer.produce(topic, key=f"k{i}".encode(), value=b"v", partition=1)
+    assert producer.flush(30) == 0
+    for future in kafka_admin.delete_records([TopicPartition(topic, 1, 5)]).values():
+        future.result(timeout=30)
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": unique("ret")})
+    try:
+        check_retained(0, consumer, {(topic, 1): (None, None)})  # an initial partition: fine
+        with pytest.raises(ProcessorStoppedError, match="created by a growth"):
+            check_retained(0, consumer, {(topic, 1): (None, None)}, grown={(topic, 1)})
+    finally:
+        consumer.close()

@@ -184,3 +184,20 @@ def test_a_value_that_cannot_be_stored_fails_at_set(database: ProcessorDatabase)
     assert counts.get(b"k") == 1
     batch.commit()
     assert database.get("counts", b"k") == 1
+
+
+@BOTH
+def test_a_typed_value_that_would_not_read_back_is_refused_at_set(
+    database: ProcessorDatabase,
+) -> None:
+    """A model whose field was mutated to the wrong type (pydantic does not validate on
+    assignment) would be stored, then fail every later read of the key."""
+    batch = database.begin()
+    accounts = batch.store("accounts")
+    account = Account(owner="ada", balance=10)
+    account.balance = 1.5  # type: ignore[assignment]  # what a careless function does
+    with pytest.raises(ValueError, match="does not read back"):
+        accounts.set(b"acc-1", account)
+    assert accounts.get(b"acc-1") is None  # nothing was kept
+    batch.commit()
+    assert database.get("accounts", b"acc-1") is None

@@ -187,6 +187,7 @@ def test_a_value_that_cannot_be_stored_fails_at_set(database: ProcessorDatabase)
 
 
 @BOTH
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")
 def test_a_typed_value_that_would_not_read_back_is_refused_at_set(
     database: ProcessorDatabase,
 ) -> None:

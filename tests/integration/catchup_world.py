@@ -223,6 +223,23 @@ def drive(catchup: CatchUp, done: Callable[[], bool], seconds: float = 60) -> No
         catchup.step(1000, timeout=0.1)
 
 
+def hand_over(
+    state: ControlState,
+    catchup: CatchUp,
+    source: int,
+    target: int,
+    final: Mapping[Position, int],
+) -> ControlState:
+    """Play one handoff from CATCHING_UP to taken over: catch up, CAUGHT_UP, RELEASE at
+    ``final``, finish to F, complete (the COMPLETE record is the caller's to write)."""
+    drive(catchup, lambda: catchup.caught_up(handoff(state, source, target), 0))
+    state = release(send(state, source, target, HandoffEvent.CAUGHT_UP), source, target, final)
+    catchup.release(handoff(state, source, target))
+    drive(catchup, lambda: catchup.finished(handoff(state, source, target)))
+    catchup.complete(handoff(state, source, target))
+    return state
+
+
 def settle(catchup: CatchUp, quiet_steps: int = 5) -> None:
     """Step ``catchup`` until it reads nothing more (whatever it may still read, it has)."""
     quiet = 0

@@ -15,7 +15,15 @@ from framework.processing import ProcessorStoppedError
 from framework.registry import TopicEntry
 from framework.session import Session
 from rebalance import HandoffEvent, bucket, key_hash
-from tests.integration.catchup_world import World, drive, handoff, release, send, settle
+from tests.integration.catchup_world import (
+    World,
+    drive,
+    hand_over,
+    handoff,
+    release,
+    send,
+    settle,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -46,12 +54,7 @@ def test_scale_in_after_a_growth_applies_only_the_keys_it_gains(
     state = send(world.control(5, 4), 4, 0, START)
     catchup = world.catch_up(0, state, database)
     try:
-        drive(catchup, lambda: catchup.caught_up(handoff(state, 4, 0), 0))
-        state = send(state, 4, 0, CAUGHT_UP)
-        state = release(state, 4, 0, {(world.topic, 4): world.ends[4]})
-        catchup.release(handoff(state, 4, 0))
-        drive(catchup, lambda: catchup.finished(handoff(state, 4, 0)))
-        catchup.complete(handoff(state, 4, 0))
+        hand_over(state, catchup, 4, 0, {(world.topic, 4): world.ends[4]})
     finally:
         catchup.close()
     mine = [k for k in KEYS if bucket(key_hash(k), 2, 4) == 0]
@@ -72,12 +75,7 @@ def test_a_restarted_receiver_leaves_completed_handoffs_alone(
     state = send(state, 2, 0, START)
     first = world.catch_up(0, state, database)
     try:
-        drive(first, lambda: first.caught_up(handoff(state, 4, 0), 0))
-        state = send(state, 4, 0, CAUGHT_UP)
-        state = release(state, 4, 0, {(world.topic, 4): world.ends[4]})
-        first.release(handoff(state, 4, 0))
-        drive(first, lambda: first.finished(handoff(state, 4, 0)))
-        first.complete(handoff(state, 4, 0))
+        state = hand_over(state, first, 4, 0, {(world.topic, 4): world.ends[4]})
         state = send(state, 4, 0, COMPLETE)
     finally:
         first.close()  # the receiver dies here
@@ -87,13 +85,7 @@ def test_a_restarted_receiver_leaves_completed_handoffs_alone(
     world.process_live(database, 4, start)
     second = world.catch_up(0, state, database)
     try:
-        drive(second, lambda: second.caught_up(handoff(state, 2, 0), 0))
-        state = send(state, 2, 0, CAUGHT_UP)
-        final = {(world.topic, p): world.ends[p] for p in (2, 6)}
-        state = release(state, 2, 0, final)
-        second.release(handoff(state, 2, 0))
-        drive(second, lambda: second.finished(handoff(state, 2, 0)))
-        second.complete(handoff(state, 2, 0))
+        hand_over(state, second, 2, 0, {(world.topic, p): world.ends[p] for p in (2, 6)})
         settle(second)  # whatever it would still read, it reads
     finally:
         second.close()

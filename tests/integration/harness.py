@@ -37,6 +37,15 @@ def write_config(directory: Path, kafka: str, **fields: Any) -> Path:
     return path
 
 
+def create_app(directory: Path, kafka: str, app: str, **fields: Any) -> Path:
+    """Write the app's config (``write_config``) and create its topics as a user would
+    (`splitstate topics create`); returns the config file."""
+    config = write_config(directory, kafka, **fields)
+    created = splitstate("topics", "create", app, "--config", str(config))
+    assert created.returncode == 0, created.stderr
+    return config
+
+
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
     """Poll ``predicate`` until it holds, or fail saying ``what`` was awaited."""
     deadline = time.monotonic() + timeout

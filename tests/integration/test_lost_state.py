@@ -18,10 +18,10 @@ from statestore import ProcessorDatabase, processor_path
 from tests.integration.harness import (
     Supervised,
     TopicReader,
+    create_app,
     produce,
     splitstate,
     unique,
-    write_config,
 )
 from tests.integration.test_scaling import scale_to, wait_for_generation
 
@@ -45,16 +45,16 @@ def test_rebuilding_lost_state_never_lowers_the_group_offset(
     tmp_path: Path, kafka_bootstrap: str
 ) -> None:
     words, counts = unique("words"), unique("counts")
-    config = write_config(
+    config = create_app(
         tmp_path,
         kafka_bootstrap,
+        APP,
         app_id=unique("lost-state"),
         inputs=[{"topic": words, "partitions": 1}],
         outputs=[{"topic": counts, "partitions": 1}],
         initial_processors=1,
         batch={"max_records": 200, "max_wait_ms": 50},
     )
-    assert splitstate("topics", "create", APP, "--config", str(config)).returncode == 0
     produce(kafka_bootstrap, words, ((f"w{i % 50}".encode(), b"") for i in range(RECORDS)))
     app = load_app(APP, config)
     group = app.config.app_id
@@ -84,9 +84,10 @@ def test_a_lost_state_after_a_growth_is_rebuilt_only_where_it_can_be(
     from partition 0, must skip them; processor 1 cannot rebuild from partition 1 alone and
     stops with the fix."""
     words, counts = unique("words"), unique("counts")
-    config = write_config(
+    config = create_app(
         tmp_path,
         kafka_bootstrap,
+        APP,
         app_id=unique("lost-grown"),
         inputs=[{"topic": words, "partitions": 1, **LEASE}],
         outputs=[{"topic": counts, "partitions": 2}],
@@ -94,7 +95,6 @@ def test_a_lost_state_after_a_growth_is_rebuilt_only_where_it_can_be(
         processors=1,
         scaling={"ready_lag": 0},
     )
-    assert splitstate("topics", "create", APP, "--config", str(config)).returncode == 0
     keys = [f"w{i}".encode() for i in range(60)]
     produce(kafka_bootstrap, words, ((k, b"") for k in keys * 20))
     runner = Supervised(APP, config, tmp_path / "state", tmp_path / "run.log")

@@ -10,7 +10,12 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from framework.loader import load_app
 from framework.scaling import read_control
 from framework.topic_watch import input_group_hash
-from tests.integration.harness import Supervised, splitstate, unique, wait_for, write_config
+from tests.integration.harness import (
+    Supervised,
+    create_app,
+    unique,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -21,15 +26,15 @@ def test_control_log_keeps_the_inputs_metadata_hash(
     tmp_path: Path, kafka_bootstrap: str, kafka_admin: AdminClient
 ) -> None:
     words = unique("words")
-    config = write_config(
+    config = create_app(
         tmp_path,
         kafka_bootstrap,
+        APP,
         app_id=unique("hash"),
         inputs=[{"topic": words, "partitions": 2}],
         outputs=[{"topic": unique("counts"), "partitions": 2}],
         initial_processors=1,
     )
-    assert splitstate("topics", "create", APP, "--config", str(config)).returncode == 0
     app = load_app(APP, config)
 
     def logged() -> int | None:

@@ -18,10 +18,10 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from tests.integration.harness import (
     Supervised,
     TopicReader,
+    create_app,
     produce,
     splitstate,
     unique,
-    write_config,
 )
 
 pytestmark = pytest.mark.integration
@@ -32,9 +32,10 @@ SIZES = "tests.integration.apps.sizes:app"
 def sizes_app(tmp_path: Path, bootstrap: str, **fields: Any) -> tuple[Path, str, str, str]:
     """A config and topics for the sizes app: input, output (2 partitions each), dead letters."""
     topic, output, dead = unique("asks"), unique("padded"), unique("dead")
-    config = write_config(
+    config = create_app(
         tmp_path,
         bootstrap,
+        SIZES,
         app_id=unique("sizes"),
         inputs=[{"topic": topic, "partitions": 2}],
         outputs=[{"topic": output, "partitions": 2}],
@@ -42,8 +43,6 @@ def sizes_app(tmp_path: Path, bootstrap: str, **fields: Any) -> tuple[Path, str,
         dead_letter_topic=dead,
         **fields,
     )
-    created = splitstate("topics", "create", SIZES, "--config", str(config))
-    assert created.returncode == 0, created.stderr
     return config, topic, output, dead
 
 

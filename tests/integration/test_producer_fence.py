@@ -31,10 +31,10 @@ from rebalance import TopicHistory, bucket, key_hash
 from tests.integration.harness import (
     Supervised,
     TopicReader,
+    create_app,
     produce,
     splitstate,
     unique,
-    write_config,
 )
 
 pytestmark = pytest.mark.integration
@@ -150,17 +150,16 @@ def test_processors_dead_letter_misplaced_records_and_count_unfenced_ones(
     tmp_path: Path, kafka_bootstrap: str
 ) -> None:
     words, counts, dead = unique("words"), unique("counts"), unique("dead")
-    config = write_config(
+    config = create_app(
         tmp_path,
         kafka_bootstrap,
+        WORDCOUNT,
         app_id=unique("fence"),
         inputs=[{"topic": words, "partitions": 4}],
         outputs=[{"topic": counts, "partitions": 4}],
         initial_processors=2,
         dead_letter_topic=dead,
     )
-    created = splitstate("topics", "create", WORDCOUNT, "--config", str(config))
-    assert created.returncode == 0, created.stderr
     misplaced = _key_moved_by(4, 8)  # placed with 8 partitions, written where 4 put it
     right, wrong = bucket(key_hash(misplaced), 4, 8), bucket(key_hash(misplaced), 4, 4)
     produce(kafka_bootstrap, words, [(b"apple", b"")])  # through the fence

@@ -17,10 +17,10 @@ from framework.retention import check_retained
 from tests.integration.harness import (
     Supervised,
     TopicReader,
+    create_app,
     produce,
     splitstate,
     unique,
-    write_config,
 )
 
 pytestmark = pytest.mark.integration
@@ -62,9 +62,10 @@ def test_topics_create_sets_retention_and_status_warns_of_deleted_history(
     tmp_path: Path, kafka_bootstrap: str, kafka_admin: AdminClient
 ) -> None:
     words, clicks, counts = unique("words"), unique("clicks"), unique("counts")
-    config = write_config(
+    config = create_app(
         tmp_path,
         kafka_bootstrap,
+        APP,
         app_id=unique("keep"),
         inputs=[
             {"topic": words, "partitions": 2},
@@ -73,8 +74,6 @@ def test_topics_create_sets_retention_and_status_warns_of_deleted_history(
         outputs=[{"topic": counts, "partitions": 2}],
         initial_processors=1,
     )
-    created = splitstate("topics", "create", APP, "--config", str(config))
-    assert created.returncode == 0, created.stderr
     assert retention(kafka_admin, words) == ("-1", False)  # inputs keep their whole history
     assert retention(kafka_admin, clicks) == ("86400000", False)  # as configured
     assert retention(kafka_admin, counts)[1]  # outputs keep the broker's default
@@ -116,15 +115,15 @@ def test_processor_stops_when_retention_deleted_records_it_still_needs(
     tmp_path: Path, kafka_bootstrap: str, kafka_admin: AdminClient
 ) -> None:
     words, counts = unique("words"), unique("counts")
-    config = write_config(
+    config = create_app(
         tmp_path,
         kafka_bootstrap,
+        APP,
         app_id=unique("lost"),
         inputs=[{"topic": words, "partitions": 4}],
         outputs=[{"topic": counts, "partitions": 4}],
         initial_processors=2,
     )
-    assert splitstate("topics", "create", APP, "--config", str(config)).returncode == 0
     produce(kafka_bootstrap, words, ((f"w{i}".encode(), b"") for i in range(2000)))
     runner = Supervised(APP, config, tmp_path / "state", tmp_path / "run.log")
     reader = TopicReader(kafka_bootstrap, counts, 4)

@@ -13,7 +13,7 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	touch $@
 
-$(SPLITSTATE_CACHE_DIR)/.jvm-ready: $(BIN)/.installed framework/broker/resources/*.xml
+$(SPLITSTATE_CACHE_DIR)/.jvm-ready: $(BIN)/.installed framework/resources/*.xml
 	$(BIN)/splitstate jvm
 	touch $@
 

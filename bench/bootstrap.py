@@ -36,16 +36,15 @@ from confluent_kafka.admin import AdminClient
 from bench.words import produce_words
 from examples.wordcount.app import app as wordcount
 from framework import AppConfig
-from framework.broker import LocalBroker
-from framework.catchup import CatchUp
-from framework.history import watermarks
-from framework.kafka_io import TopicSpec, ensure_topics
-from framework.layout import prepare_app
+from framework.bootstrap.build import BuildRequest, build_state
+from framework.coordination.layout import prepare_app
+from framework.coordination.scaling import request_scale
+from framework.kafka.io import TopicSpec, ensure_topics, watermarks
+from framework.ops.broker import LocalBroker
 from framework.processing import RecordProcessor
-from framework.scaling import request_scale
-from framework.spark_bootstrap import BuildRequest, build_state
+from framework.runtime.catchup import CatchUp
+from rebalance.positions import OffsetRange
 from statestore import DatabaseIdentity, ProcessorDatabase
-from statestore.spark import OffsetRange
 
 PARTITIONS = 2
 JOINER = 1

@@ -32,10 +32,10 @@ import yaml
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from framework import AppConfig
-from framework.broker import LocalBroker
+from framework.coordination.scaling import read_control, request_scale
 from framework.loader import load_app
+from framework.ops.broker import LocalBroker
 from framework.producer import SplitstateProducer
-from framework.scaling import read_control, request_scale
 
 APP = "examples.wordcount.app:app"
 PARTITIONS = 8
@@ -112,7 +112,7 @@ def start_app(scratch: Path, bootstrap: str, history: int) -> tuple[subprocess.P
         scaling={"ready_lag": 500},
     )
     config_file.write_text(yaml.safe_dump(base))
-    cli = [sys.executable, "-m", "framework.cli"]
+    cli = [sys.executable, "-m", "framework.ops.cli"]
     subprocess.run(
         [*cli, "topics", "create", APP, "--config", str(config_file)],
         check=True,

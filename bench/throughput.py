@@ -28,9 +28,9 @@ from rocksdict import Options, Rdict, WriteBatch
 from bench.words import produce_words
 from examples.wordcount.app import app as wordcount
 from framework import AppConfig
-from framework.broker import LocalBroker
-from framework.kafka_io import TopicSpec, ensure_topics
-from framework.runtime import ProcessorRuntime
+from framework.kafka.io import TopicSpec, ensure_topics
+from framework.ops.broker import LocalBroker
+from framework.runtime.loop import ProcessorRuntime
 
 PARTITIONS = 4
 BATCH = 2000

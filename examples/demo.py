@@ -24,8 +24,8 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from framework.broker import LocalBroker
-from framework.producer import SplitstateProducer
+from framework import SplitstateProducer
+from framework.ops.broker import LocalBroker
 
 APP = "examples.wordcount.app:app"
 SENTENCE = (
@@ -39,7 +39,10 @@ def splitstate(*args: str) -> subprocess.CompletedProcess[str]:
     """Run a splitstate command, showing what it printed."""
     print(f"$ splitstate {' '.join(args)}", flush=True)
     result = subprocess.run(
-        [sys.executable, "-m", "framework.cli", *args], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "framework.ops.cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     print(result.stdout, end="", flush=True)
     if result.returncode != 0:
@@ -87,7 +90,7 @@ def run_wordcount(bootstrap: str, scratch: Path) -> None:
     print("== running wordcount with 2 processors (splitstate run --all)", flush=True)
     log = (scratch / "wordcount.log").open("wb")
     supervisor = subprocess.Popen(
-        [sys.executable, "-m", "framework.cli", "run", APP, "--all"], stdout=log, stderr=log
+        [sys.executable, "-m", "framework.ops.cli", "run", APP, "--all"], stdout=log, stderr=log
     )
     reader = CountReader(bootstrap)
     try:

@@ -1,9 +1,22 @@
-"""splitstate's runtime: the App API, config, processor loop, producer, control log and CLI."""
+"""splitstate: stateful stream processing on Kafka that scales without moving state.
+
+Everything a user writes against is here: ``App`` and its ``AppConfig``, the ``Record`` a
+processor function receives and the ``Output`` it returns, ``KeyState`` (one key's state),
+``TestDriver`` for unit tests without Kafka, and ``SplitstateProducer`` for writing input
+topics with the app's key placement. The subsystems live in sub-packages: ``kafka`` (the
+port to Kafka), ``coordination`` (control log, topic registry), ``growth`` (the partition
+growth fence), ``runtime`` (the processor loop and its parts in a scale), ``bootstrap``
+(Spark bulk builds) and ``ops`` (CLI, status, supervisor, local broker).
+"""
 
 from framework.app import App
 from framework.config import AppConfig, BatchConfig, ConfigError, KafkaConfig, TopicConfig
 from framework.errors import SplitstateError
+from framework.growth.lease import ProducerLeaseError
+from framework.producer import SplitstateProducer
 from framework.records import Output, Record
+from framework.testing import TestDriver
+from statestore import KeyState
 
 __all__ = [
     "App",
@@ -11,8 +24,12 @@ __all__ = [
     "BatchConfig",
     "ConfigError",
     "KafkaConfig",
+    "KeyState",
     "Output",
+    "ProducerLeaseError",
     "Record",
     "SplitstateError",
+    "SplitstateProducer",
+    "TestDriver",
     "TopicConfig",
 ]

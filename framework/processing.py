@@ -19,8 +19,8 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from framework.app import App, Handler
 from framework.errors import SplitstateError
-from framework.markers import is_marker
-from framework.placement import UNFENCED_SCOPE, NoCountHeader, count_header, misplacement
+from framework.growth.markers import is_marker
+from framework.growth.placement import UNFENCED_SCOPE, NoCountHeader, count_header, misplacement
 from framework.records import Output, Record
 from statestore import BatchStatus, StateBatch
 

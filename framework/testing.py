@@ -21,7 +21,7 @@ import orjson
 
 from framework.app import App
 from framework.config import AppConfig
-from framework.placement import UNFENCED_SCOPE
+from framework.growth.placement import UNFENCED_SCOPE
 from framework.processing import DeadLetter, EncodedOutput, RecordProcessor, StoredMessage
 from rebalance import bucket, key_hash
 from statestore import DatabaseIdentity, ProcessorDatabase

@@ -19,6 +19,7 @@ from rebalance.linear_hash import (
 )
 from rebalance.metadata_hash import HashAlgorithm, group_hash, topic_hash, topic_hash_bytes
 from rebalance.plan import PartitionMove, ReceiverPlan, ScalePlan, plan_scale
+from rebalance.positions import OffsetRange, Position
 from rebalance.states import (
     HANDOFF_MACHINE,
     PARTITION_MACHINE,
@@ -41,9 +42,11 @@ __all__ = [
     "HandoffPhase",
     "HashAlgorithm",
     "InvalidTransitionError",
+    "OffsetRange",
     "PartitionEvent",
     "PartitionMove",
     "PartitionState",
+    "Position",
     "ProcessorEvent",
     "ProcessorPhase",
     "ReadRange",

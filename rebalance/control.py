@@ -48,7 +48,6 @@ from rebalance.control_records import (
     Handoff,
     InputGrowth,
     Scale,
-    TopicPartition,
     abort_record,
     handoff_record,
     history_from_record,
@@ -58,6 +57,7 @@ from rebalance.control_records import (
 from rebalance.lineage import TopicHistory
 from rebalance.linear_hash import bucket
 from rebalance.plan import plan_scale
+from rebalance.positions import Position
 from rebalance.states import HANDOFF_MACHINE, HandoffEvent, HandoffPhase
 
 __all__ = [
@@ -128,7 +128,7 @@ class ControlState:
 
     # -- ownership -------------------------------------------------------------------------
 
-    def owned(self, processor: int, partitions: Mapping[str, int]) -> set[TopicPartition]:
+    def owned(self, processor: int, partitions: Mapping[str, int]) -> set[Position]:
         """The input partitions ``processor`` processes (with output) right now.
 
         ``partitions``: each input topic's current partition count.

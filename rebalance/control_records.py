@@ -9,6 +9,7 @@ from typing import Any
 
 from rebalance.lineage import TopicHistory
 from rebalance.plan import ReceiverPlan
+from rebalance.positions import Position
 from rebalance.states import HandoffEvent, HandoffPhase
 
 __all__ = [
@@ -17,15 +18,12 @@ __all__ = [
     "Handoff",
     "InputGrowth",
     "Scale",
-    "TopicPartition",
     "abort_record",
     "handoff_record",
     "history_from_record",
     "history_record",
     "request_of",
 ]
-
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -76,9 +74,9 @@ class Handoff:
 
     source: int
     target: int
-    partitions: tuple[TopicPartition, ...]
+    partitions: tuple[Position, ...]
     phase: HandoffPhase = HandoffPhase.PLANNED
-    released: Mapping[TopicPartition, int] = field(default_factory=dict)
+    released: Mapping[Position, int] = field(default_factory=dict)
 
 
 def abort_record(generation: int, reason: str) -> dict[str, Any]:
@@ -176,7 +174,7 @@ def handoff_record(
     source: int,
     target: int,
     event: HandoffEvent,
-    offsets: Mapping[TopicPartition, int] | None = None,
+    offsets: Mapping[Position, int] | None = None,
 ) -> dict[str, Any]:
     """A ``handoff`` record."""
     record: dict[str, Any] = {

@@ -10,7 +10,6 @@ from statestore.codec import Codec, JsonCodec, TypedCodec, codec_for
 from statestore.database import DatabaseIdentity, ProcessorDatabase, StoreSpec
 from statestore.errors import (
     BatchStateError,
-    BootstrapError,
     StateStoreError,
     StoreConflictError,
     StoreCorruptError,
@@ -24,7 +23,6 @@ __all__ = [
     "META_STORE",
     "BatchStateError",
     "BatchStatus",
-    "BootstrapError",
     "Codec",
     "DatabaseIdentity",
     "JsonCodec",

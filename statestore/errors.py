@@ -4,7 +4,6 @@ from __future__ import annotations
 
 __all__ = [
     "BatchStateError",
-    "BootstrapError",
     "StateStoreError",
     "StoreConflictError",
     "StoreCorruptError",
@@ -30,7 +29,3 @@ class StoreCorruptError(StateStoreError):
 
 class BatchStateError(StateStoreError):
     """A batch was used after it was committed or aborted."""
-
-
-class BootstrapError(StateStoreError):
-    """A Spark bulk build failed or cannot run (Java, connector, archive, user function)."""

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from framework.broker import LocalBroker
+from framework.ops.broker import LocalBroker
 
 TopicFactory = Callable[..., str]
 ProducerFactory = Callable[..., Producer]

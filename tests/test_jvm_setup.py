@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from framework.broker import JvmSetupError, find_java, kafka_classpath, resolve_jars
-from framework.broker.local import new_cluster_id
+from framework.ops.broker import JvmSetupError, find_java, kafka_classpath, resolve_jars
+from framework.ops.broker.local import new_cluster_id
 
 
 def test_missing_java_names_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

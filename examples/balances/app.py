@@ -16,8 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from framework import App, Output, Record
-from statestore import KeyState
+from framework import App, KeyState, Output, Record
 
 
 class Transaction(BaseModel):

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from framework import App, Output, Record
-from statestore import KeyState
+from framework import App, KeyState, Output, Record
 
 app = App(config_file=Path(__file__).with_name("config.yaml"))
 app.store("counts")

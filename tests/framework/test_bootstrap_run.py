@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from framework import App, AppConfig
-from framework.bootstrap_run import BootstrapRun, bootstrap_directory
+from framework.bootstrap import Manifest, TargetState
+from framework.bootstrap.child_process import BootstrapRun, bootstrap_directory
 from framework.processing import ProcessorStoppedError
-from statestore.spark import Manifest, OffsetRange, TargetState
+from rebalance.positions import OffsetRange
 
 
 def make_app(tmp_path: Path, spec: str | None = "examples.wordcount.app:app") -> App:

@@ -19,7 +19,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework.controllog import record_key
+from framework.coordination.control_log import record_key
 from rebalance import HandoffEvent
 from rebalance.control import AppDefinition, ControlState, Generation, handoff_record
 

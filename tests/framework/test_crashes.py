@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import orjson
 
-from framework.crashes import CrashGuard, skipped_records
 from framework.processing import StoredMessage
+from framework.runtime.crashes import CrashGuard, skipped_records
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
 
 T0, T1 = ("t", 0), ("t", 1)

@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 
 from framework import AppConfig
-from framework.history import (
+from framework.bootstrap.history import (
     HistoryError,
     archive_ranges,
     check_kafka_ranges,
     lineage_ranks,
     parse_until,
 )
-from framework.registry import TopicEntry
+from framework.coordination.registry import TopicEntry
 from rebalance import TopicHistory
-from statestore.spark import OffsetRange
+from rebalance.positions import OffsetRange
 
 POSITIONS = [("words", 0), ("words", 1)]
 

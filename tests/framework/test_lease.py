@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from framework.producer import ProducerLeaseError, RegistryLease
-from framework.registry import TopicEntry
+from framework.coordination.registry import TopicEntry
+from framework.growth.lease import ProducerLeaseError, RegistryLease
 from rebalance import TopicHistory
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from framework.moved_keys import MovedKeys
+from framework.runtime.moved_keys import MovedKeys
 from rebalance import HandoffEvent, bucket, key_hash
 from rebalance.control import ControlState, handoff_record
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec

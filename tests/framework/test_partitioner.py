@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from framework.producer import LinearHashPartitioner
-from framework.registry import TopicEntry
+from framework.coordination.registry import TopicEntry
+from framework.growth.placement import LinearHashPartitioner
 from rebalance import TopicHistory, bucket, key_hash
 
 

@@ -7,9 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from framework import App, AppConfig, Output, Record
-from framework.placement import misplacement
+from framework.growth.placement import COUNT_HEADER, misplacement
 from framework.processing import RecordProcessor, StoredMessage
-from framework.producer import COUNT_HEADER
 from framework.testing import TestDriver
 from rebalance import bucket, key_hash
 from statestore import DatabaseIdentity, KeyState, ProcessorDatabase

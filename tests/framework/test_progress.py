@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from framework.progress import CatchUpProgress
-from framework.status import AppStatus, HandoffStatus
+from framework.ops.progress import CatchUpProgress
+from framework.ops.status import AppStatus, HandoffStatus
 
 
 def sample(t2: int, phase: str = "CATCHING_UP") -> AppStatus:

@@ -11,7 +11,7 @@ from pyspark import cloudpickle
 from examples.balances.app import Balance
 from examples.balances.app import app as balances_app
 from framework import AppConfig
-from framework.spark_fold import AppFold
+from framework.bootstrap.fold import AppFold
 from framework.testing import TestDriver
 from statestore import TypedCodec
 

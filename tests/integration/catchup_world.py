@@ -17,13 +17,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from framework import App, AppConfig, Output, Record
-from framework.catchup import CatchUp
 from framework.processing import RecordProcessor
+from framework.runtime.catchup import CatchUp
 from rebalance import HandoffEvent, TopicHistory, bucket, key_hash
 from rebalance.control import ControlState, Handoff, handoff_record
+from rebalance.positions import Position
 from statestore import DatabaseIdentity, KeyState, ProcessorDatabase
-
-Position = tuple[str, int]
 
 
 def counting_app(kafka: str, topic: str, partitions: int, initial_processors: int) -> App:

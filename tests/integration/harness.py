@@ -59,7 +59,7 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
 def splitstate(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the CLI and wait for it."""
     return subprocess.run(
-        [sys.executable, "-m", "framework.cli", *args],
+        [sys.executable, "-m", "framework.ops.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -75,7 +75,16 @@ class Supervised:
         self.log = log
         self._log_file = log.open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "framework.cli", "run", app, "--all", "--config", str(config)],
+            [
+                sys.executable,
+                "-m",
+                "framework.ops.cli",
+                "run",
+                app,
+                "--all",
+                "--config",
+                str(config),
+            ],
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
             env=os.environ.copy(),

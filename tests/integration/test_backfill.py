@@ -23,7 +23,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from framework.registry import TopicEntry, TopicRegistry
+from framework.coordination.registry import TopicEntry, TopicRegistry
 from rebalance import TopicHistory
 from statestore import ProcessorDatabase
 from tests.integration.harness import Supervised, produce, splitstate, unique, write_config

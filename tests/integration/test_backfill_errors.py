@@ -20,8 +20,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from framework.coordination.scaling import read_control
 from framework.loader import load_app
-from framework.scaling import read_control
 from rebalance import bucket, key_hash
 from tests.integration.harness import (
     Supervised,
@@ -76,7 +76,7 @@ class Deployment:
             import sys  # noqa: PLC0415
 
             done = subprocess.run(
-                [sys.executable, "-m", "framework.cli", *command],
+                [sys.executable, "-m", "framework.ops.cli", *command],
                 capture_output=True,
                 text=True,
                 timeout=600,

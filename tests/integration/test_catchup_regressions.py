@@ -10,10 +10,10 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
-from framework.handoffs import HandoffProtocol
+from framework.coordination.registry import TopicEntry
 from framework.processing import ProcessorStoppedError
-from framework.registry import TopicEntry
-from framework.session import Session
+from framework.runtime.handoffs import HandoffProtocol
+from framework.runtime.session import Session
 from rebalance import HandoffEvent, bucket, key_hash
 from tests.integration.catchup_world import (
     World,

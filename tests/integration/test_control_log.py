@@ -14,16 +14,16 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from framework.app import App
 from framework.config import ConfigError
-from framework.control_watch import ControlWatcher
-from framework.controllog import ControlLog
+from framework.coordination.control_log import ControlLog
+from framework.coordination.control_watch import ControlWatcher
+from framework.coordination.layout import prepare_app
+from framework.coordination.registry import TopicRegistry
+from framework.coordination.scaling import read_control, request_scale
 from framework.errors import SplitstateError
-from framework.expand import ExpandError, expand_topic
-from framework.kafka_io import read_log
-from framework.layout import prepare_app
+from framework.growth.expand import ExpandError, expand_topic
+from framework.kafka.io import read_log
 from framework.loader import load_app
-from framework.registry import TopicRegistry
-from framework.runtime import ProcessorRuntime
-from framework.scaling import read_control, request_scale
+from framework.runtime.loop import ProcessorRuntime
 from rebalance.control import AppDefinition, Generation
 from statestore import DatabaseIdentity, ProcessorDatabase, processor_path
 from tests.conftest import TopicFactory

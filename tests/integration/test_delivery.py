@@ -8,15 +8,16 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from framework.delivery import (
+from framework.coordination.registry import TopicEntry, TopicRegistry
+from framework.growth.lease import RegistryLease
+from framework.growth.placement import LinearHashPartitioner
+from framework.processing import DeadLetter, EncodedOutput, StoredMessage
+from framework.runtime.delivery import (
     MAX_DEAD_LETTER_VALUE,
     BatchWriter,
     output_dead_letter,
     stripped_dead_letter,
 )
-from framework.processing import DeadLetter, EncodedOutput, StoredMessage
-from framework.producer import LinearHashPartitioner, RegistryLease
-from framework.registry import TopicEntry, TopicRegistry
 from rebalance import TopicHistory
 from tests.conftest import TopicFactory
 from tests.integration.harness import unique

@@ -20,8 +20,9 @@ import yaml
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from framework.producer import COUNT_HEADER, SplitstateProducer
-from framework.registry import TopicRegistry
+from framework.coordination.registry import TopicRegistry
+from framework.growth.placement import COUNT_HEADER
+from framework.producer import SplitstateProducer
 from rebalance import bucket, key_hash
 from statestore import ProcessorDatabase
 from tests.integration.harness import (

@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from framework.broker import LocalBroker
-from framework.expand import expand_topic
+from framework.coordination.registry import TopicRegistry
+from framework.coordination.scaling import read_control
+from framework.growth.expand import expand_topic
+from framework.growth.lease import ProducerLeaseError
 from framework.loader import load_app
-from framework.producer import ProducerLeaseError, SplitstateProducer
-from framework.registry import TopicRegistry
-from framework.scaling import read_control
+from framework.ops.broker import LocalBroker
+from framework.producer import SplitstateProducer
 from tests.integration.harness import Supervised, TopicReader, splitstate, unique, write_config
 from tests.integration.test_growth import (
     LEASE,
@@ -156,7 +157,7 @@ def test_a_producer_that_cannot_renew_its_lease_stops(tmp_path: Path) -> None:
         client: dict[str, str | int | float | bool] = {"bootstrap.servers": info.bootstrap_servers}
         topic = "leased"
         admin = AdminClient(client)
-        from framework.kafka_io import TopicSpec, ensure_topics  # noqa: PLC0415
+        from framework.kafka.io import TopicSpec, ensure_topics  # noqa: PLC0415
 
         ensure_topics(admin, [TopicSpec(topic, 4)])
         TopicRegistry(client, admin).ensure_topic()

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from framework.loader import load_app
 from framework.processing import ProcessorStoppedError
-from framework.runtime import ProcessorRuntime
+from framework.runtime.loop import ProcessorRuntime
 from rebalance import bucket, key_hash
 from statestore import ProcessorDatabase, processor_path
 from tests.integration.harness import (

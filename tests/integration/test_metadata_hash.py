@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
+from framework.coordination.scaling import read_control
+from framework.coordination.topic_watch import input_group_hash
 from framework.loader import load_app
-from framework.scaling import read_control
-from framework.topic_watch import input_group_hash
 from tests.integration.harness import (
     Supervised,
     create_app,

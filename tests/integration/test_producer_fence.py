@@ -19,14 +19,10 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from framework.producer import (
-    COUNT_HEADER,
-    LinearHashPartitioner,
-    ProducerLeaseError,
-    RegistryLease,
-    SplitstateProducer,
-)
-from framework.registry import TopicEntry, TopicRegistry
+from framework.coordination.registry import TopicEntry, TopicRegistry
+from framework.growth.lease import ProducerLeaseError, RegistryLease
+from framework.growth.placement import COUNT_HEADER, LinearHashPartitioner
+from framework.producer import SplitstateProducer
 from rebalance import TopicHistory, bucket, key_hash
 from tests.integration.harness import (
     Supervised,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from framework.coordination.scaling import request_scale
 from framework.loader import load_app
-from framework.scaling import request_scale
 from rebalance import TopicHistory, bucket, key_hash, plan_scale
 from statestore import ProcessorDatabase, processor_path
 from tests.integration.harness import counts_by_word, splitstate

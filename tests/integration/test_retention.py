@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from framework.processing import ProcessorStoppedError
-from framework.retention import check_retained
+from framework.runtime.retention import check_retained
 from tests.integration.harness import (
     Supervised,
     TopicReader,

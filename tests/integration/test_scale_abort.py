@@ -12,10 +12,10 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from framework.coordination.scaling import read_control
 from framework.loader import load_app
-from framework.scaling import read_control
-from framework.status import collect_status
-from framework.status_view import render_status
+from framework.ops.status import collect_status
+from framework.ops.status_view import render_status
 from tests.integration.harness import counts_by_word, splitstate
 from tests.integration.test_scaling import APP, ScalingRun, scale_to
 

@@ -10,8 +10,8 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from framework.coordination.scaling import read_control
 from framework.loader import load_app
-from framework.scaling import read_control
 from tests.integration.harness import (
     Supervised,
     produce,

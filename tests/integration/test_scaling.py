@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from framework import AppConfig
+from framework.coordination.scaling import read_control, request_scale
 from framework.loader import load_app
-from framework.scaling import read_control, request_scale
-from framework.status import collect_status
+from framework.ops.status import collect_status
 from tests.integration.harness import (
     Supervised,
     TopicReader,

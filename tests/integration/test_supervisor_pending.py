@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from framework.coordination.scaling import read_control
 from framework.loader import load_app
-from framework.scaling import read_control
 from tests.integration.harness import counts_by_word, wait_for
 from tests.integration.test_scaling import APP, ScalingRun, wait_for_generation
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from framework.broker import find_java, kafka_classpath
+from framework.ops.broker import find_java, kafka_classpath
 from rebalance import group_hash, topic_hash
 
 WORDS_ID = uuid.UUID("3f6e0c8e-8f4a-4b53-9d2c-1a2b3c4d5e6f")

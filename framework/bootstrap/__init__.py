@@ -1,0 +1,69 @@
+"""All Spark: building processors' state in bulk from history, with the app's own function.
+
+The job (``job``) is generic: it takes the history (Kafka offset ranges or a Parquet archive,
+``sources``), a plan (which processors, how keys are placed and records ordered) and a
+``Fold`` (the app's processor function, ``fold``), and publishes a directory of SST files plus
+a manifest (``manifest``) that ``ProcessorDatabase.bulk_load`` ingests. ``build`` runs it for
+an app after checking the history (``history``); ``backfill`` builds every processor (the
+``splitstate backfill`` command); a joining processor with ``bootstrap: spark`` runs it in a
+child process (``child_process`` starts and watches ``child_main``). pyspark is imported only
+when a job runs.
+"""
+
+from framework.bootstrap.backfill import BackfillResult, backfill
+from framework.bootstrap.build import BuildRequest, build_state
+from framework.bootstrap.child_process import (
+    BootstrapRun,
+    bootstrap_directory,
+    read_bootstrap_progress,
+)
+from framework.bootstrap.errors import BootstrapError
+from framework.bootstrap.fold import AppFold
+from framework.bootstrap.job import (
+    BootstrapPlan,
+    BootstrapProgress,
+    Fold,
+    progress_file_writer,
+    run_bootstrap,
+    spark_errors,
+)
+from framework.bootstrap.manifest import MANIFEST_FILE, Manifest, ManifestError, TargetState
+from framework.bootstrap.sources import (
+    ARCHIVE_COLUMNS,
+    ArchiveError,
+    check_archive_columns,
+    kafka_history,
+    parquet_history,
+    parquet_offsets,
+)
+from framework.bootstrap.spark_session import SparkSetupError, spark_session
+
+__all__ = [
+    "ARCHIVE_COLUMNS",
+    "MANIFEST_FILE",
+    "AppFold",
+    "ArchiveError",
+    "BackfillResult",
+    "BootstrapError",
+    "BootstrapPlan",
+    "BootstrapProgress",
+    "BootstrapRun",
+    "BuildRequest",
+    "Fold",
+    "Manifest",
+    "ManifestError",
+    "SparkSetupError",
+    "TargetState",
+    "backfill",
+    "bootstrap_directory",
+    "build_state",
+    "check_archive_columns",
+    "kafka_history",
+    "parquet_history",
+    "parquet_offsets",
+    "progress_file_writer",
+    "read_bootstrap_progress",
+    "run_bootstrap",
+    "spark_errors",
+    "spark_session",
+]

@@ -1,0 +1,179 @@
+"""``splitstate backfill``: build every processor's state from the input's history.
+
+For a first deployment on a topic that already has history, or after the processor logic
+changed: Spark folds the whole history with the app's processor function (outputs
+suppressed), each processor's state is ingested from SST files, and the processors start
+from the offsets it covers. Existing state is never overwritten unless ``replace`` is given;
+then it is moved aside, not deleted.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from framework.app import App
+from framework.bootstrap.build import BuildRequest, build_state
+from framework.bootstrap.history import parse_until
+from framework.bootstrap.job import BootstrapProgress
+from framework.bootstrap.manifest import Manifest
+from framework.config import ConfigError
+from framework.coordination.layout import AppLayout, prepare_app
+from framework.kafka.io import watermarks
+from rebalance.positions import OffsetRange, Position
+from statestore import DatabaseIdentity, ProcessorDatabase, processor_path
+from statestore.lock import DirectoryLock
+
+__all__ = ["BackfillResult", "backfill"]
+
+
+@dataclass(frozen=True)
+class BackfillResult:
+    """What a backfill built."""
+
+    processors: int
+    manifest: Manifest
+    seconds: float
+    replaced: Path | None
+
+    @property
+    def records_per_second(self) -> float:
+        """Records read per second, end to end (read, fold, SST, ingest)."""
+        return self.manifest.records_read / max(self.seconds, 1e-9)
+
+
+def backfill(
+    app: App,
+    *,
+    archive: Path | None = None,
+    until: str = "now",
+    processors: int | None = None,
+    replace: bool = False,
+    on_progress: Callable[[BootstrapProgress], None] | None = None,
+) -> BackfillResult:
+    """Build the state of every processor of ``app`` from history and ingest it."""
+    started = time.monotonic()
+    config = app.config
+    if processors is not None and processors != config.processor_count:
+        app.configure(config.model_copy(update={"processors": processors}))
+        config = app.config
+    client = config.kafka.client_settings()
+    layout = prepare_app(app, AdminClient(client))
+    _check_not_scaling(layout, processors)
+    growing = [name for name, entry in layout.inputs.items() if entry.growth or entry.pending()]
+    if growing:
+        raise ConfigError(
+            f"input topics {growing} are growing (`splitstate expand` has not recorded every "
+            "threshold yet), so the order of their keys' records is not settled. Fix: let the "
+            "expand command finish (run it again to resume it), then backfill."
+        )
+    count = layout.processors
+    positions = [
+        (topic, partition)
+        for topic, entry in layout.inputs.items()
+        for partition in range(entry.partitions)
+    ]
+    retained = watermarks(client, positions)
+    if until == "now":
+        ends = {p: retained[p].end for p in positions}
+    else:
+        ends = parse_until(until, positions)
+    ranges = {p: OffsetRange(0, end) for p, end in ends.items()}
+    state_dir = config.app_state_dir
+    existing = _existing_state(state_dir)
+    _check_no_group_progress(app, positions, replace, existing)
+    replaced = _move_aside(state_dir, existing) if existing and replace else None
+    if existing and not replace:
+        raise ConfigError(
+            f"state already exists in {state_dir} ({', '.join(p.name for p in existing)}). "
+            "Backfill builds every processor's state anew and will not overwrite it. Fix: "
+            "stop the processors and pass --replace (the old state is moved to "
+            f"{state_dir}/replaced-<time>/, not deleted), or point state_dir elsewhere."
+        )
+    counts = {name: entry.partitions for name, entry in layout.inputs.items()}
+    covers = {j: sorted(layout.control.owned(j, counts)) for j in range(count)}
+    request = BuildRequest(
+        processors=count,
+        covers=covers,
+        ranges=ranges,
+        retained=retained,
+        entries=layout.inputs,
+        archive=archive,
+        exact=until != "now",
+    )
+    destination = config.bootstrap_dir / f"backfill-{time.strftime('%Y%m%d-%H%M%S')}"
+    manifest = build_state(app, request, destination, on_progress)
+    for j in range(count):
+        identity = DatabaseIdentity(config.app_id, j, layout.fixed_parameters())
+        path = processor_path(state_dir, j)
+        with ProcessorDatabase.open(path, identity, app.store_specs()) as database:
+            target = manifest.targets[j]
+            database.bulk_load(manifest.files(j), target.offsets)
+    shutil.rmtree(destination, ignore_errors=True)
+    return BackfillResult(count, manifest, time.monotonic() - started, replaced)
+
+
+def _check_not_scaling(layout: AppLayout, processors: int | None) -> None:
+    scale = layout.control.scaling
+    if scale is not None:
+        raise ConfigError(
+            f"a scale to {scale.new_processors} processors (generation {scale.generation}) is "
+            "in progress; backfill needs a settled app. Fix: wait until it completes "
+            "(`splitstate status`), then backfill."
+        )
+    if processors is not None and processors != layout.processors:
+        raise ConfigError(
+            f"app {layout.definition.app_id!r} runs {layout.processors} processors (its control "
+            f"log), not {processors}. Backfill builds the state of the processors the app runs. "
+            f"Fix: backfill without --processors (or with --processors {layout.processors}), "
+            "then scale with `splitstate scale`."
+        )
+
+
+def _existing_state(state_dir: Path) -> list[Path]:
+    if not state_dir.exists():
+        return []
+    return sorted(p for p in state_dir.glob("processor-*") if p.is_dir() and any(p.iterdir()))
+
+
+def _check_no_group_progress(
+    app: App, positions: list[Position], replace: bool, existing: list[Path]
+) -> None:
+    """Processors elsewhere leave no local state, but their consumer group commits."""
+    if replace or existing:
+        return
+    config = app.config
+    client = config.kafka.client_settings()
+    consumer = Consumer({**client, "group.id": config.app_id, "enable.auto.commit": False})
+    try:
+        committed = consumer.committed([TopicPartition(t, p) for t, p in positions], timeout=30)
+    finally:
+        consumer.close()
+    progressed = [f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in committed if tp.offset > 0]
+    if progressed:
+        raise ConfigError(
+            f"app {config.app_id!r} has processed records already (consumer group offsets "
+            f"{', '.join(progressed[:8])}), so its processors hold live state, perhaps on "
+            "other machines. Fix: stop every processor and pass --replace; each processor's "
+            "state directory must then be removed or replaced by the backfilled one."
+        )
+
+
+def _move_aside(state_dir: Path, existing: list[Path]) -> Path:
+    """Move existing processor state to ``replaced-<time>`` (refusing if any is in use)."""
+    locks = [DirectoryLock(path) for path in existing]
+    try:
+        target = state_dir / f"replaced-{time.strftime('%Y%m%d-%H%M%S')}"
+        target.mkdir(parents=True)
+        for path in existing:
+            path.rename(target / path.name)
+        return target
+    finally:
+        for lock in locks:
+            lock.release()

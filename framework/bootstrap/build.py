@@ -1,0 +1,123 @@
+"""Running the Spark bulk build for an app: sources, checks, plan, and the app's own fold.
+
+Shared by ``splitstate backfill`` (every processor, from the topic's beginning) and by joining
+processors with ``bootstrap: spark`` (the keys they gain in a scale).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from framework.app import App
+from framework.bootstrap.fold import AppFold
+from framework.bootstrap.history import (
+    HistoryError,
+    archive_ranges,
+    check_kafka_ranges,
+    lineage_ranks,
+)
+from framework.bootstrap.job import BootstrapPlan, BootstrapProgress, run_bootstrap, spark_errors
+from framework.bootstrap.manifest import Manifest
+from framework.bootstrap.sources import kafka_history, parquet_history, parquet_offsets
+from framework.bootstrap.spark_session import spark_session
+from framework.coordination.registry import TopicEntry
+from framework.jvm import find_java, spark_kafka_jars
+from rebalance.positions import OffsetRange, Position
+
+__all__ = ["BuildRequest", "build_state"]
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """What to build: which processors (and the partitions whose offsets each covers), at
+    which processor count, from which ranges of history.
+
+    ``ranges`` start where a key's history starts (offset 0). With an ``archive`` the build
+    reads it instead of Kafka, up to where the archive ends (all of ``ranges`` when
+    ``exact``); ``retained`` is what Kafka holds now, which the processors continue from.
+    ``gained_from`` = (old processor count, sources): build only the keys whose owner at the
+    old count is one of the sources (a scale's receiver), not every key the targets own.
+    """
+
+    processors: int
+    covers: Mapping[int, Iterable[Position]]
+    ranges: Mapping[Position, OffsetRange]
+    retained: Mapping[Position, OffsetRange]
+    entries: Mapping[str, TopicEntry]
+    archive: Path | None = None
+    exact: bool = True
+    gained_from: tuple[int, frozenset[int]] | None = None
+
+
+def build_state(
+    app: App,
+    request: BuildRequest,
+    destination: Path,
+    on_progress: Callable[[BootstrapProgress], None] | None = None,
+) -> Manifest:
+    """Run the Spark job for ``request``; returns the manifest published at ``destination``."""
+    config = app.config
+    if request.archive is None:
+        check_kafka_ranges(request.ranges, request.retained, "Kafka")
+    java = find_java()
+    jars = spark_kafka_jars() if request.archive is None else []
+    spark = spark_session(
+        f"splitstate-bootstrap-{config.app_id}",
+        config.spark.master,
+        config.spark.settings,
+        jars=jars,
+        java_home=java.executable.resolve().parent.parent,
+    )
+    try:
+        with spark_errors():
+            topics = [t.topic for t in config.inputs]
+            if request.archive is None:
+                served = dict(request.ranges)
+                history = kafka_history(spark, config.spark_kafka_options(), served)
+            else:
+                archived = parquet_offsets(parquet_history(spark, request.archive, topics))
+                served = archive_ranges(request.ranges, archived, exact=request.exact)
+                _check_continuation(served, request.retained)
+                history = parquet_history(spark, request.archive, topics, served)
+            plan = BootstrapPlan(
+                initial_processors=config.initial_processors,
+                processors=request.processors,
+                targets=frozenset(request.covers),
+                lineage=lineage_ranks(config, request.entries),
+                covered={j: {p: served[p].end for p in ps} for j, ps in request.covers.items()},
+                shards=config.spark.shards,
+                gained_from=request.gained_from,
+            )
+            initial = {name: entry.initial_partitions for name, entry in request.entries.items()}
+            fold = AppFold(app, initial)
+            return run_bootstrap(spark, history, plan, fold, destination, on_progress=on_progress)
+    finally:
+        spark.stop()
+
+
+def _check_continuation(
+    served: Mapping[Position, OffsetRange], retained: Mapping[Position, OffsetRange]
+) -> None:
+    """After an archive, Kafka must hold every record from where the archive ends."""
+
+    problems = []
+    for position, offsets in sorted(served.items()):
+        have = retained[position]
+        name = f"{position[0]}[{position[1]}]"
+        if offsets.end < have.start:
+            problems.append(
+                f"{name}: the archive ends at {offsets.end} but Kafka starts at {have.start}"
+            )
+        elif offsets.end > have.end:
+            problems.append(
+                f"{name}: the archive reaches offset {offsets.end}, past the topic's end "
+                f"{have.end} (an archive of another topic?)"
+            )
+    if problems:
+        raise HistoryError(
+            f"the archive and the topic do not join up: {'; '.join(problems)}. Processors "
+            "continue in Kafka where the archive ends, so no record may be missing in between. "
+            "Fix: archive up to records Kafka still holds, or check the archive's topic."
+        )

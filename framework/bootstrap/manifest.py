@@ -1,0 +1,110 @@
+"""The manifest of a finished bootstrap: per processor, its SST files and covered offsets.
+
+``manifest.json`` is written last into a bootstrap's directory; a directory without it is
+not a finished bootstrap. File paths are relative to the directory, so it can be moved.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from framework.bootstrap.errors import BootstrapError
+from rebalance.positions import Position
+
+__all__ = ["MANIFEST_FILE", "Manifest", "ManifestError", "TargetState"]
+
+MANIFEST_FILE = "manifest.json"
+_FORMAT = 1
+
+
+class ManifestError(BootstrapError):
+    """A bootstrap directory is unfinished or damaged."""
+
+
+@dataclass
+class TargetState:
+    """One processor's built state: SST files per store, key count, offsets covered."""
+
+    files: dict[str, list[str]]
+    keys: int
+    offsets: dict[Position, int]
+
+
+@dataclass
+class Manifest:
+    """What a bootstrap built."""
+
+    targets: dict[int, TargetState]
+    records_read: int = 0
+    records_applied: int = 0
+    directory: Path | None = field(default=None, compare=False)
+
+    def files(self, processor: int) -> dict[str, list[Path]]:
+        """Absolute SST paths per store for ``processor``."""
+        if self.directory is None:
+            raise ManifestError("the manifest was not read from a directory")
+        target = self.targets[processor]
+        return {
+            store: [self.directory / name for name in names]
+            for store, names in target.files.items()
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest as JSON-able values."""
+        return {
+            "format": _FORMAT,
+            "records_read": self.records_read,
+            "records_applied": self.records_applied,
+            "targets": {
+                str(j): {
+                    "files": target.files,
+                    "keys": target.keys,
+                    "offsets": [[t, p, o] for (t, p), o in sorted(target.offsets.items())],
+                }
+                for j, target in sorted(self.targets.items())
+            },
+        }
+
+    def write(self, directory: Path) -> None:
+        """Write ``manifest.json`` into ``directory`` (durably: it marks the end)."""
+        path = directory / MANIFEST_FILE
+        with path.open("w") as handle:
+            json.dump(self.to_json(), handle, indent=1)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    @classmethod
+    def read(cls, directory: Path) -> Manifest:
+        """The manifest of a finished bootstrap in ``directory``."""
+        path = directory / MANIFEST_FILE
+        if not path.exists():
+            raise ManifestError(
+                f"{directory} has no {MANIFEST_FILE}: the bootstrap did not finish. Fix: run "
+                "it again (unfinished output is never ingested)."
+            )
+        try:
+            raw = json.loads(path.read_text())
+            if raw.get("format") != _FORMAT:
+                raise ManifestError(f"{path} has format {raw.get('format')}, expected {_FORMAT}")
+            targets = {
+                int(j): TargetState(
+                    files={str(s): [str(n) for n in names] for s, names in t["files"].items()},
+                    keys=int(t["keys"]),
+                    offsets={(str(topic), int(p)): int(o) for topic, p, o in t["offsets"]},
+                )
+                for j, t in raw["targets"].items()
+            }
+        except (KeyError, TypeError, ValueError) as error:
+            raise ManifestError(
+                f"{path} is damaged ({error}). Fix: delete {directory} and bootstrap again."
+            ) from error
+        return cls(
+            targets=targets,
+            records_read=int(raw.get("records_read", 0)),
+            records_applied=int(raw.get("records_applied", 0)),
+            directory=directory,
+        )

@@ -1,0 +1,180 @@
+"""Starting an app against Kafka: check the topics, the registry and the control log agree.
+
+On the very first start this records the app's fixed parameters (each input topic's ``N`` and
+key hash in the topic registry; ``B`` and the inputs in the control log, with generation 0).
+Every later start checks the config against them and refuses, naming the fix, when they
+contradict. It also refuses when the registry or the control log would let Kafka delete
+records, and when the control log is empty or shorter than the app's consumer group or the
+processor's state prove it was (``framework.coordination.control_guard``): it never writes a
+fresh app definition over a lost one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka.admin import AdminClient
+
+from framework.app import App
+from framework.config import AppConfig, ConfigError
+from framework.coordination.control_guard import check_history
+from framework.coordination.control_log import ControlLog
+from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
+from framework.kafka.io import TopicSpec, check_retention, ensure_topics, partition_counts
+from rebalance import check_layout
+from rebalance.control import AppDefinition, ControlState, Generation
+
+__all__ = ["AppLayout", "prepare_app"]
+
+
+@dataclass(frozen=True)
+class AppLayout:
+    """What a processor needs to know about its app's topics and processors."""
+
+    definition: AppDefinition
+    processors: int
+    inputs: dict[str, TopicEntry]
+    outputs: dict[str, TopicEntry]
+    control: ControlState
+
+    @property
+    def initial_processors(self) -> int:
+        """``B``."""
+        return self.definition.initial_processors
+
+    def input_positions(self) -> list[tuple[str, int]]:
+        """Every input partition, per the registry's current counts."""
+        return [(name, p) for name, entry in self.inputs.items() for p in range(entry.partitions)]
+
+    def fixed_parameters(self) -> dict[str, object]:
+        """What a processor's state records and refuses to change."""
+        return {
+            "initial_processors": self.definition.initial_processors,
+            "inputs": dict(sorted(self.definition.inputs.items())),
+            "key_hash": self.definition.key_hash,
+        }
+
+
+def prepare_app(app: App, admin: AdminClient, processor: int | None = None) -> AppLayout:
+    """Check and (first time) record the app's layout; raise ``ConfigError`` on contradictions.
+
+    ``processor``: the processor about to run here, whose state the control log must not be
+    behind (see ``framework.coordination.control_guard``).
+    """
+    app.check()
+    config = app.config
+    client = config.kafka.client_settings()
+    names = [t.topic for t in config.inputs] + [t.topic for t in config.outputs]
+    counts = partition_counts(admin, names)
+    missing = [name for name in names if name not in counts]
+    if missing:
+        raise ConfigError(
+            f"topics {missing} do not exist. Fix: `splitstate topics create "
+            f"MODULE:APP` creates the app's topics with the configured partition counts."
+        )
+    ensure_topics(admin, [TopicSpec(config.dead_letters, 1)])
+
+    registry = TopicRegistry(client, admin)
+    registry.ensure_topic()
+    control_log = ControlLog(client, admin, config.control_topic)
+    control_log.ensure_topic()
+    check_retention(admin, [REGISTRY_TOPIC, config.control_topic])
+    known = registry.read()
+    entries: dict[str, TopicEntry] = {}
+    topics = {t.topic: t for t in [*config.inputs, *config.outputs]}
+    for name in names:
+        topic = topics[name]
+        entry = known.get(name) or registry.register(
+            name,
+            counts[name],
+            config.key_hash,
+            topic.producer_lease_ms,
+            topic.producer_delivery_timeout_ms,
+        )
+        if entry.key_hash != config.key_hash:
+            raise ConfigError(
+                f"topic {name!r} is registered with key hash {entry.key_hash!r} but the config "
+                f"says {config.key_hash!r}. Fix: use {entry.key_hash!r}."
+            )
+        if counts[name] < entry.partitions:
+            raise ConfigError(
+                f"topic {name!r} has {counts[name]} partitions but the registry recorded "
+                f"{entry.partitions}; partitions cannot shrink. Fix: recreate the topic with at "
+                f"least {entry.partitions} partitions."
+            )
+        entries[name] = entry
+
+    end_offset = control_log.end_offset()
+    control = control_log.read()
+    positions = [(t.topic, p) for t in config.inputs for p in range(entries[t.topic].partitions)]
+    check_history(config, control, end_offset, positions, processor)
+    wanted = AppDefinition(
+        app_id=config.app_id,
+        initial_processors=config.initial_processors,
+        inputs={t.topic: entries[t.topic].initial_partitions for t in config.inputs},
+        key_hash=config.key_hash,
+    )
+    if control.app is None:
+        processors = config.processor_count
+        _check_layouts(config, wanted, entries, processors)
+        control_log.append(wanted.to_record(), Generation(0, processors).to_record())
+        control = control_log.read()
+    assert control.app is not None
+    _check_against_log(config, wanted, control.app)
+    # The control log, not the config, says how many processors run: a changed `processors`
+    # is applied as a scale (`splitstate scale`, or the supervisor watching the config).
+    processors = control.processors or config.processor_count
+    _check_layouts(config, control.app, entries, processors)
+    inputs = {t.topic: entries[t.topic] for t in config.inputs}
+    outputs = {t.topic: entries[t.topic] for t in config.outputs}
+    return AppLayout(control.app, processors, inputs, outputs, control)
+
+
+def _check_layouts(
+    config: AppConfig,
+    definition: AppDefinition,
+    entries: dict[str, TopicEntry],
+    processors: int,
+) -> None:
+    for name in definition.inputs:
+        entry = entries[name]
+        try:
+            check_layout(
+                entry.initial_partitions,
+                definition.initial_processors,
+                entry.partitions,
+                processors,
+            )
+        except ValueError as error:
+            raise ConfigError(f"app {config.app_id!r}, input topic {name!r}: {error}") from None
+
+
+def _check_against_log(config: AppConfig, wanted: AppDefinition, recorded: AppDefinition) -> None:
+    if wanted.initial_processors != recorded.initial_processors:
+        raise ConfigError(
+            f"initial_processors is {wanted.initial_processors} in the config but app "
+            f"{config.app_id!r} was started with {recorded.initial_processors} (its control "
+            f"log). It can never change. Fix: set initial_processors: "
+            f"{recorded.initial_processors}, or deploy under a new app_id."
+        )
+    if set(wanted.inputs) != set(recorded.inputs):
+        raise ConfigError(
+            f"the config's input topics {sorted(wanted.inputs)} differ from the ones app "
+            f"{config.app_id!r} was started with {sorted(recorded.inputs)} (its control log). "
+            "Fix: restore the inputs, or deploy the new inputs under a new app_id."
+        )
+    for topic, initial in sorted(wanted.inputs.items()):
+        if initial != recorded.inputs[topic]:
+            raise ConfigError(
+                f"input topic {topic!r} has initial partition count {initial} in the topic "
+                f"registry ({REGISTRY_TOPIC}) but {recorded.inputs[topic]} in the control log "
+                f"of app {config.app_id!r}: the registry's record of the topic was lost or "
+                "rewritten, and keys would be placed on other processors than the app's state "
+                f"holds. Fix: restore the registry's record of {topic!r} (initial_partitions "
+                f"{recorded.inputs[topic]}), or deploy under a new app_id."
+            )
+    if wanted.key_hash != recorded.key_hash:
+        raise ConfigError(
+            f"key_hash {wanted.key_hash!r} differs from the app's recorded "
+            f"{recorded.key_hash!r}. Fix: set key_hash: {recorded.key_hash}."
+        )

@@ -1,0 +1,177 @@
+"""Asking for a new processor count: the ``scale`` record that starts a generation.
+
+The request is a conditional append: it carries a random request id, and after writing it
+the asker reads the log back and reports success only if the state machine accepted *its*
+record. Of two racing requests the first in log order wins; the other is ignored by every
+reader and its asker is told why. A growth (``splitstate expand``) holds the same log, so a
+scale and a growth never overlap.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+
+from confluent_kafka.admin import AdminClient
+
+from framework.app import App
+from framework.config import ConfigError
+from framework.coordination.control_log import ControlLog
+from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
+from framework.kafka.io import check_retention, watermarks
+from rebalance import check_layout, plan_scale
+from rebalance.control import ControlState, Scale, abort_record, history_record
+
+__all__ = ["abort_scale", "read_control", "request_scale"]
+
+
+def read_control(app: App) -> ControlState:
+    """The app's control state, read from its control log."""
+    config = app.config
+    client = config.kafka.client_settings()
+    return ControlLog(client, AdminClient(client), config.control_topic).read()
+
+
+def request_scale(app: App, processors: int) -> Scale:
+    """Start a scale to ``processors``; ``ConfigError`` naming the reason when it cannot be."""
+    config = app.config
+    client = config.kafka.client_settings()
+    admin = AdminClient(client)
+    log = ControlLog(client, admin, config.control_topic)
+    check_retention(admin, [REGISTRY_TOPIC, config.control_topic])
+    state = log.read()
+    if state.app is None or state.generation is None:
+        raise ConfigError(
+            f"app {config.app_id!r} has never run, so there is nothing to scale. Fix: set "
+            f"processors: {processors} in the config and start it."
+        )
+    if state.scaling is not None:
+        scale = state.scaling
+        phases = {f"{s}->{t}": h.phase.value for (s, t), h in scale.handoffs.items()}
+        raise ConfigError(
+            f"a scale to {scale.new_processors} processors (generation {scale.generation}) is "
+            f"in progress: {phases}. Fix: wait until it completes (`splitstate status`)."
+        )
+    growth = state.growth
+    if growth is not None:
+        raise ConfigError(_growing(config.control_topic, growth.topic, growth.partitions))
+    if processors == state.generation.processors:
+        raise ConfigError(f"app {config.app_id!r} already runs {processors} processors")
+    entries = TopicRegistry(client, admin).read()
+    growing = {
+        topic: entries[topic]
+        for topic in state.app.inputs
+        if entries[topic].growth is not None or entries[topic].pending()
+    }
+    if growing:
+        topic, entry = next(iter(growing.items()))
+        raise ConfigError(
+            f"input topic {topic!r} is growing to {entry.partitions} partitions (`splitstate "
+            "expand` has not recorded every threshold yet); a scale now could not plan the new "
+            "partitions' handoffs. Fix: wait until the expand command finishes (run it again "
+            "to resume it if it stopped), then scale."
+        )
+    counts = {topic: entries[topic].partitions for topic in state.app.inputs}
+    for topic, initial in state.app.inputs.items():
+        try:
+            check_layout(initial, state.app.initial_processors, counts[topic], processors)
+        except ValueError as error:
+            raise ConfigError(f"cannot scale to {processors}: topic {topic!r}: {error}") from None
+    _check_history(
+        app, state.app.initial_processors, state.generation.processors, processors, entries
+    )
+    generation = state.next_generation
+    request = uuid.uuid4().hex
+    record = {
+        "type": "scale",
+        "generation": generation,
+        "processors": processors,
+        "partitions": counts,
+        # the thresholds bound the ancestors each receiver reads (identical for every reader)
+        "histories": {
+            topic: history_record(entries[topic].history) for topic in sorted(state.app.inputs)
+        },
+        "request": request,
+    }
+    log.append(record)
+    after, reason = log.outcome(request)
+    if after.scale is None or after.scale.request != request:
+        if after.growth is not None:
+            raise ConfigError(
+                _growing(config.control_topic, after.growth.topic, after.growth.partitions)
+            )
+        raise ConfigError(
+            f"the scale to {processors} processors was not accepted: {reason or 'unknown'} (the "
+            f"control log {config.control_topic!r} changed after it was read: another request "
+            "came first). Fix: check `splitstate status`; ask again once that scale finished."
+        )
+    return after.scale
+
+
+def abort_scale(app: App, reason: str) -> Scale:
+    """Abandon the scale in progress; ``ConfigError`` naming why when it cannot be."""
+    config = app.config
+    client = config.kafka.client_settings()
+    log = ControlLog(client, AdminClient(client), config.control_topic)
+    state = log.read()
+    scale = state.scaling
+    if scale is None:
+        raise ConfigError(
+            f"app {config.app_id!r} has no scale in progress, so there is nothing to abort "
+            "(`splitstate status` shows the processors in force)."
+        )
+    log.append(abort_record(scale.generation, reason))
+    after = log.read().scale
+    if after is None or after.generation != scale.generation or after.aborted is None:
+        released = sorted(
+            f"{h.source}->{h.target}"
+            for h in (after or scale).handoffs.values()
+            if h.phase.value in ("RELEASED", "COMPLETE")
+        )
+        raise ConfigError(
+            f"the scale to {scale.new_processors} processors (generation {scale.generation}) "
+            f"cannot be aborted: handoffs {released} already released their partitions, so "
+            "the receivers are responsible for them. Fix: let the scale finish (see why a "
+            "processor stopped in `splitstate status`), then scale back."
+        )
+    return after
+
+
+def _growing(control_topic: str, topic: str, partitions: int) -> str:
+    return (
+        f"`splitstate expand` is growing input topic {topic!r} to {partitions} partitions (its "
+        f"growth in control log {control_topic!r} has not finished); a scale now could not "
+        "plan the new partitions' handoffs. Fix: wait until the expand command finishes (run "
+        f"it again with --topic {topic} --partitions {partitions} to resume it if it stopped), "
+        "then scale."
+    )
+
+
+def _check_history(
+    app: App, b: int, current: int, processors: int, entries: Mapping[str, TopicEntry]
+) -> None:
+    """Refuse a scale whose receivers would rebuild keys from history retention deleted.
+
+    Replaying (and a Spark build from Kafka) reads every S2 partition from offset 0; with
+    records gone a receiver could only stop, and once another receiver's handoff released
+    its partitions the scale could neither finish nor be aborted. An archive serves instead.
+    """
+    config = app.config
+    if config.bootstrap == "spark" and config.spark.archive is not None:
+        return
+    inputs = [entries[t.topic].history for t in config.inputs]
+    plan = plan_scale(b, inputs, current, processors)
+    needed = {(r.topic, r.partition) for receiver in plan.receivers.values() for r in receiver.s2}
+    lost = {
+        position: offsets.start
+        for position, offsets in watermarks(config.kafka.client_settings(), needed).items()
+        if offsets.start > 0
+    }
+    if lost:
+        where = ", ".join(f"{t}[{p}] starts at {o}" for (t, p), o in sorted(lost.items()))
+        raise ConfigError(
+            f"cannot scale to {processors}: the processors that gain keys rebuild them from "
+            f"the input's whole history, but retention deleted its first records ({where}). "
+            "Fix: set bootstrap: spark with spark.archive (a Parquet archive of the inputs), "
+            "or keep the inputs' whole history (retention.ms=-1)."
+        )

@@ -1,0 +1,28 @@
+"""The growth fence: adding input partitions without breaking any key's order (KIP-253).
+
+``expand_topic`` grows a topic in steps that each survive a crash: hold the app's control log
+(``hold``), record the new count in the topic registry, wait out every producer's lease
+(``lease``: counts are used only while the registry can be re-read), write growth markers
+(``markers``) and record each parent's threshold. Readers then keep a new partition closed
+until its parent passes the threshold (``gates``), and refuse records placed with a count
+their header contradicts (``placement``).
+"""
+
+from framework.growth.expand import ExpandError, expand_topic
+from framework.growth.gates import blocked_partitions
+from framework.growth.lease import ProducerLeaseError, RegistryLease
+from framework.growth.markers import MARKER_HEADER, is_marker
+from framework.growth.placement import COUNT_HEADER, UNFENCED_SCOPE, LinearHashPartitioner
+
+__all__ = [
+    "COUNT_HEADER",
+    "MARKER_HEADER",
+    "UNFENCED_SCOPE",
+    "ExpandError",
+    "LinearHashPartitioner",
+    "ProducerLeaseError",
+    "RegistryLease",
+    "blocked_partitions",
+    "expand_topic",
+    "is_marker",
+]

@@ -1,0 +1,88 @@
+"""A growth of an app's input holds the app's control log, so that no scale overlaps it.
+
+Holding is a conditional append: ``hold_growth`` writes a ``growth`` record with a random
+request id, reads the log back, and goes ahead only if the state machine accepted *that*
+record (it refuses one while a scale or another growth is in progress). A rerun of the same
+expand adopts the unfinished growth of the same topic and count instead of writing another.
+``release_growth`` appends ``growth_done``; from then on scales are accepted again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+from framework.coordination.control_log import ControlLog
+from framework.errors import SplitstateError
+from rebalance.control import InputGrowth, Scale
+
+__all__ = ["ExpandError", "hold_growth", "release_growth"]
+
+
+class ExpandError(SplitstateError):
+    """A growth cannot be made (or resumed) as asked."""
+
+
+def hold_growth(
+    control: ControlLog,
+    topic: str,
+    partitions: int,
+    needed: bool,
+    report: Callable[[str], None],
+) -> InputGrowth | None:
+    """Hold ``control`` for growing ``topic`` to ``partitions``; the growth to release later.
+
+    ``needed``: whether the registry says there is anything to grow or finish; when not,
+    nothing is written unless an unfinished growth of the topic must be released. Raises
+    ``ExpandError`` when a scale or another growth holds the log.
+    """
+    state = control.read()
+    current = state.growth
+    if current is not None and (current.topic, current.partitions) == (topic, partitions):
+        report(f"resuming the growth of {topic} to {partitions} partitions held in {control.topic}")
+        return current
+    if not needed and (current is None or current.topic != topic):
+        return None
+    _refuse(control.topic, state.scaling, current)
+    wanted = InputGrowth(topic, partitions, uuid.uuid4().hex)
+    control.append(wanted.to_record())
+    after, reason = control.outcome(wanted.request)
+    if after.growth is not None and after.growth.request == wanted.request:
+        return wanted
+    if after.growth is not None and (after.growth.topic, after.growth.partitions) == (
+        topic,
+        partitions,
+    ):
+        raise ExpandError(
+            f"another `splitstate expand` of {topic!r} to {partitions} partitions was written "
+            f"to {control.topic!r} first and is running. Fix: let it finish; if it stopped, run "
+            "this command again (it resumes the growth)."
+        )
+    _refuse(control.topic, after.scaling, after.growth)
+    raise ExpandError(
+        f"the growth of {topic!r} to {partitions} partitions was not accepted in "
+        f"{control.topic!r}: {reason or 'unknown'}. Fix: check `splitstate status`, then run "
+        "this command again."
+    )
+
+
+def release_growth(control: ControlLog | None, held: InputGrowth | None) -> None:
+    """Let scales go ahead again: append ``growth_done`` for ``held`` (if any)."""
+    if control is not None and held is not None:
+        control.append(held.to_record(done=True))
+
+
+def _refuse(control_topic: str, scale: Scale | None, growth: InputGrowth | None) -> None:
+    if scale is not None:
+        raise ExpandError(
+            f"the app of {control_topic!r} is scaling to {scale.new_processors} processors "
+            f"(generation {scale.generation}); growing its inputs now would leave the new "
+            "partitions out of the handoffs. Fix: wait until the scale completes (`splitstate "
+            "status`), then expand."
+        )
+    if growth is not None:
+        raise ExpandError(
+            f"a growth of {growth.topic!r} to {growth.partitions} partitions holds "
+            f"{control_topic!r}. Fix: finish it first (`splitstate expand ... --topic "
+            f"{growth.topic} --partitions {growth.partitions}`), then grow further."
+        )

@@ -1,0 +1,132 @@
+"""The growth fence, checked on every consumed record: a keyed record must sit on the partition
+its ``splitstate.count`` header (the count its producer placed it with) gives its key.
+
+``SplitstateProducer`` and the runtime's outputs set the header. A record whose header places
+it elsewhere is dead-lettered (stage ``placement``, reason ``misplaced ...``) and changes no
+state: processing it would split its key's state across processors. Records without the header
+come from producers that bypass the fence; they are processed, and counted per input partition
+in the processor's state (``UNFENCED_SCOPE``) for ``splitstate status``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import mmh3
+
+from framework.coordination.registry import TopicEntry
+from framework.errors import SplitstateError
+from rebalance import bucket, level
+
+__all__ = [
+    "COUNT_HEADER",
+    "NO_COUNT_HEADER",
+    "UNFENCED_SCOPE",
+    "LinearHashPartitioner",
+    "NoCountHeader",
+    "count_header",
+    "misplacement",
+]
+
+#: Header carrying the partition count a record was placed with.
+COUNT_HEADER = "splitstate.count"
+
+#: Where a processor's state counts, per input partition, the records it processed without a
+#: ``splitstate.count`` header (``StateBatch.set_progress`` / ``ProcessorDatabase.progress``).
+UNFENCED_SCOPE = "unfenced"
+
+
+class NoCountHeader:
+    """The record has no ``splitstate.count`` header."""
+
+
+NO_COUNT_HEADER = NoCountHeader()
+
+
+def count_header(headers: Iterable[tuple[str, Any]] | None) -> str | bytes | NoCountHeader | None:
+    """The last ``splitstate.count`` header's value (the last is the producer's own)."""
+    found: str | bytes | NoCountHeader | None = NO_COUNT_HEADER
+    for name, value in headers or ():
+        if name == COUNT_HEADER:
+            found = value
+    return found
+
+
+def misplacement(
+    key: bytes, topic: str, partition: int, initial: int, placed: str | bytes | None
+) -> str | None:
+    """Why a keyed record whose ``splitstate.count`` header is ``placed`` may not be processed
+    on ``partition`` of ``topic`` (``initial`` partitions at first); ``None`` if it sits where
+    that count places its key: ``bucket(key_hash(key), initial, count)``."""
+    layout = _layout(initial, placed)
+    if layout is None:
+        return (
+            f"misplaced: its {COUNT_HEADER} header {placed!r} is not a partition count of "
+            f"{topic!r} (at least its initial {initial}), so where its key belongs is unknown; "
+            "the record was not processed. Fix: produce with SplitstateProducer, which sets it."
+        )
+    low, split, count = layout
+    h = mmh3.hash(key, 0, False)  # bucket(key_hash(key), initial, count), inlined
+    expected = h % low
+    if expected < split:
+        expected = h % (low << 1)
+    if expected == partition:
+        return None
+    return (
+        f"misplaced: placed with {count} partitions ({COUNT_HEADER} header), key {key!r} "
+        f"belongs in {topic}[{expected}] (bucket(key_hash(key), {initial}, {count})), but the "
+        f"record is in {topic}[{partition}]; processing it there would split the key's state "
+        "across processors, so it was not processed. Fix: produce with SplitstateProducer "
+        "(or place keys with bucket(key_hash(key), N, M) from the topic registry), then send "
+        "the record again."
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout(initial: int, placed: str | bytes | None) -> tuple[int, int, int] | None:
+    """``(low, split, count)`` of ``placed`` partitions grown from ``initial`` (as ``bucket``
+    computes them); ``None`` when ``placed`` is not such a count."""
+    try:
+        count = int(placed) if placed is not None else -1
+    except ValueError:
+        return None
+    if count < initial:
+        return None
+    low = initial << level(initial, count)
+    return low, count - low, count
+
+
+class LinearHashPartitioner:
+    """Partition of a key in a registered topic: ``bucket(key_hash(key), N, M)``."""
+
+    def __init__(self, entries: Mapping[str, TopicEntry]) -> None:
+        self._layout: dict[str, tuple[int, int, int]] = {}
+        for name, entry in entries.items():
+            bucket(0, entry.initial_partitions, entry.partitions)  # validates the layout
+            low = entry.initial_partitions << level(entry.initial_partitions, entry.partitions)
+            self._layout[name] = (low, entry.partitions - low, entry.partitions)
+
+    def partition(self, topic: str, key: bytes) -> int:
+        """The partition ``key`` belongs in: ``bucket(key_hash(key), N, M)``, inlined."""
+        try:
+            low, split, _count = self._layout[topic]
+        except KeyError:
+            raise SplitstateError(
+                f"topic {topic!r} is not in the splitstate topic registry, so its initial "
+                "partition count is unknown. Fix: create it with `splitstate topics create`, "
+                "or start the app once, before producing to it."
+            ) from None
+        h = mmh3.hash(key, 0, False)
+        b = h % low
+        return h % (low << 1) if b < split else b
+
+    def partitions(self, topic: str) -> int:
+        """The partition count keys are placed with."""
+        return self._layout[topic][2]
+
+    @property
+    def topics(self) -> list[str]:
+        """The topics it places keys for."""
+        return list(self._layout)

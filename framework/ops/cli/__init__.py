@@ -1,0 +1,54 @@
+"""The ``splitstate`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from framework.errors import SplitstateError
+from framework.ops.cli import backfill as backfill_commands
+from framework.ops.cli import broker as broker_commands
+from framework.ops.cli import expand as expand_commands
+from framework.ops.cli import run as run_commands
+from framework.ops.cli import state as state_commands
+from statestore.errors import StateStoreError
+
+__all__ = ["build_parser", "main"]
+
+EXIT_USER_ERROR = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="splitstate",
+        description="Stateful stream processing on Kafka that scales without moving state.",
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="show full tracebacks instead of short messages"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    broker_commands.register(commands)
+    run_commands.register(commands)
+    state_commands.register(commands)
+    backfill_commands.register(commands)
+    expand_commands.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``splitstate`` command; returns the process exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status: int = args.handler(args)
+    except (SplitstateError, StateStoreError) as error:
+        if args.debug or os.environ.get("SPLITSTATE_DEBUG"):
+            raise
+        print(f"splitstate: error: {error}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        return 130
+    return status

@@ -1,0 +1,101 @@
+"""``splitstate expand``: grow input topics' partitions in order (KIP-253, client side)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+
+from framework.config import ConfigError
+from framework.coordination.control_log import ControlLog
+from framework.coordination.registry import TopicRegistry
+from framework.coordination.scaling import read_control
+from framework.growth.expand import expand_topic
+from framework.loader import load_app
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``expand`` subcommand."""
+    parser = commands.add_parser(
+        "expand",
+        help="grow an input topic's partitions without moving keys between processors",
+        description=(
+            "Create partitions, record the new count, wait out producers' leases, write "
+            "marker records and record the thresholds. Keys never change processor; records "
+            "of a key are processed in the order produced. Resumable: run it again after a "
+            "crash. Without --topic/--partitions, grows every input to its configured count."
+        ),
+    )
+    parser.add_argument("app", metavar="MODULE:APP")
+    parser.add_argument("--config", type=Path, help="config file (YAML or TOML)")
+    parser.add_argument("--topic", help="the input topic to grow")
+    parser.add_argument("--partitions", type=int, metavar="M", help="the new partition count")
+    parser.set_defaults(handler=_expand)
+
+
+def _report(line: str) -> None:
+    print(line, flush=True)
+
+
+def _expand(args: argparse.Namespace) -> int:
+    app = load_app(args.app, args.config)
+    config = app.config
+    state = read_control(app)
+    scale = state.scaling
+    if scale is not None:
+        raise ConfigError(
+            f"app {config.app_id!r} is scaling to {scale.new_processors} processors "
+            f"(generation {scale.generation}); growing its inputs now would leave the new "
+            "partitions out of the handoffs. Fix: wait until the scale completes (`splitstate "
+            "status`), then expand."
+        )
+    client = config.kafka.client_settings()
+    admin = AdminClient(client)
+    control = ControlLog(client, admin, config.control_topic)
+    inputs = {t.topic: t.partitions for t in config.inputs}
+    if (args.topic is None) != (args.partitions is None):
+        print(
+            "splitstate: error: give both --topic and --partitions, or neither (to grow every "
+            "input to its configured partitions)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.topic is not None:
+        if args.topic not in inputs:
+            raise ConfigError(
+                f"{args.topic!r} is not an input topic of app {config.app_id!r} (inputs: "
+                f"{sorted(inputs)}). Fix: name one of them."
+            )
+        wanted = {args.topic: args.partitions}
+    else:
+        known = TopicRegistry(client, admin).read()
+        growth = state.growth
+        unfinished = growth.topic if growth is not None else None
+        wanted = {
+            topic: count
+            for topic, count in inputs.items()
+            if topic in known
+            and (
+                count > known[topic].partitions
+                or known[topic].growth is not None
+                or topic == unfinished
+            )
+        }
+        if (
+            growth is not None
+            and growth.topic in wanted
+            and wanted[growth.topic] <= known[growth.topic].partitions
+        ):
+            wanted[growth.topic] = growth.partitions  # only its release is left
+        if not wanted:
+            print("every input already has its configured partitions; nothing to do")
+            return 0
+    for topic, count in wanted.items():
+        entry = expand_topic(client, topic, count, control=control, report=_report)
+        counts = " -> ".join(str(c) for c in entry.history.counts)
+        print(f"{topic}: partitions {counts}")
+    return 0

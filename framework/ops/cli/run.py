@@ -1,0 +1,180 @@
+"""``splitstate run``, ``splitstate topics create`` and ``splitstate status``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+
+from framework.config import TopicConfig
+from framework.coordination.registry import TopicRegistry
+from framework.coordination.scaling import abort_scale, request_scale
+from framework.kafka.io import COMPACTED, TopicSpec, ensure_topics
+from framework.loader import load_app
+from framework.ops.progress import CatchUpProgress
+from framework.ops.status import collect_status
+from framework.ops.status_view import render_status
+from framework.ops.supervisor import EXIT_STOPPED_BY_POLICY, Supervisor
+from framework.processing import ProcessorStoppedError
+from framework.runtime.loop import ProcessorRuntime
+
+__all__ = ["INPUT_RETENTION_MS", "register"]
+
+log = logging.getLogger("splitstate")
+
+#: ``retention.ms`` of input topics that ``topics create`` makes (``-1``: keep every record).
+INPUT_RETENTION_MS = -1
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``run`` and ``topics`` subcommands."""
+    run = commands.add_parser("run", help="run processors of an app")
+    run.add_argument("app", metavar="MODULE:APP", help="e.g. examples.wordcount.app:app")
+    run.add_argument("--config", type=Path, help="config file (YAML or TOML)")
+    which = run.add_mutually_exclusive_group(required=True)
+    which.add_argument("--processor-id", type=int, metavar="J", help="run processor J here")
+    which.add_argument(
+        "--all", action="store_true", help="run every processor under a local supervisor"
+    )
+    run.set_defaults(handler=_run)
+
+    topics = commands.add_parser("topics", help="manage an app's Kafka topics")
+    actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = actions.add_parser(
+        "create", help="create the app's inputs, outputs, dead letters and control log"
+    )
+    create.add_argument("app", metavar="MODULE:APP")
+    create.add_argument("--config", type=Path, help="config file (YAML or TOML)")
+    create.set_defaults(handler=_create_topics)
+
+    scale = commands.add_parser(
+        "scale", help="change the processor count (live, with the catch-up protocol)"
+    )
+    scale.add_argument("app", metavar="MODULE:APP")
+    scale.add_argument("--config", type=Path, help="config file (YAML or TOML)")
+    target = scale.add_mutually_exclusive_group(required=True)
+    target.add_argument("--processors", type=int, metavar="P", help="the new processor count")
+    target.add_argument(
+        "--abort",
+        action="store_true",
+        help="abandon the scale in progress (old owners keep their partitions)",
+    )
+    scale.add_argument(
+        "--reason", default="aborted by an operator", help="why (shown by status; with --abort)"
+    )
+    scale.set_defaults(handler=_scale)
+
+    status = commands.add_parser(
+        "status", help="processors, partitions, state size, lag and key share of an app"
+    )
+    status.add_argument("app", metavar="MODULE:APP")
+    status.add_argument("--config", type=Path, help="config file (YAML or TOML)")
+    status.set_defaults(handler=_status)
+
+
+def _logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    _logging()
+    app = load_app(args.app, args.config)
+    if args.all:
+        return Supervisor(app, args.app, args.config or app.config_file).run()
+    runtime = ProcessorRuntime(app, args.processor_id)
+    runtime.install_signal_handlers()
+    try:
+        stats = runtime.run()
+    except ProcessorStoppedError as error:
+        log.error("%s", error)
+        return EXIT_STOPPED_BY_POLICY
+    log.info(
+        "processor %d stopped: %d records, %d outputs, %d dead letters",
+        args.processor_id,
+        stats.records,
+        stats.outputs,
+        stats.dead_letters,
+    )
+    return 0
+
+
+def _create_topics(args: argparse.Namespace) -> int:
+    app = load_app(args.app, args.config)
+    config = app.config
+    client = config.kafka.client_settings()
+    admin = AdminClient(client)
+    # inputs keep their whole history unless told otherwise: replaying it is how a joining
+    # processor builds the keys it gains (outputs keep the broker's default unless given)
+    specs = [
+        TopicSpec(t.topic, t.partitions, t.replication_factor, _retention(t, INPUT_RETENTION_MS))
+        for t in config.inputs
+    ]
+    specs += [
+        TopicSpec(t.topic, t.partitions, t.replication_factor, _retention(t, None))
+        for t in config.outputs
+    ]
+    specs.append(TopicSpec(config.dead_letters, 1))
+    specs.append(TopicSpec(config.control_topic, 1, config=COMPACTED))
+    created = ensure_topics(admin, specs)
+    registry = TopicRegistry(client, admin)
+    registry.ensure_topic()
+    for topic in [*config.inputs, *config.outputs]:
+        registry.register(
+            topic.topic,
+            topic.partitions,
+            config.key_hash,
+            topic.producer_lease_ms,
+            topic.producer_delivery_timeout_ms,
+        )
+    for spec in specs:
+        state = "created" if spec.name in created else "exists"
+        print(f"{spec.name:<40} {state}")
+    return 0
+
+
+def _retention(topic: TopicConfig, default: int | None) -> dict[str, str] | None:
+    """The topic config ``topics create`` sets: ``retention.ms`` when given or defaulted."""
+    retention = default if topic.retention_ms is None else topic.retention_ms
+    return None if retention is None else {"retention.ms": str(retention)}
+
+
+def _status(args: argparse.Namespace) -> int:
+    app = load_app(args.app, args.config)
+    status = collect_status(app)
+    print(render_status(status))
+    if status.scaling_to is not None:
+        progress = CatchUpProgress()
+        progress.update(status)
+        time.sleep(1.0)  # a second sample gives records/s and an ETA
+        print("\ncatch-up progress:")
+        for line in progress.update(collect_status(app)):
+            print("  " + line.render())
+    return 0
+
+
+def _scale(args: argparse.Namespace) -> int:
+    app = load_app(args.app, args.config)
+    if args.abort:
+        aborted = abort_scale(app, args.reason)
+        print(
+            f"generation {aborted.generation} ({aborted.old_processors} -> "
+            f"{aborted.new_processors} processors) aborted: {aborted.aborted}. The old owners "
+            "keep their partitions; joining processors drop what they built and stop."
+        )
+        return 0
+    scale = request_scale(app, args.processors)
+    moves = ", ".join(
+        f"{h.source}->{h.target} {sorted(f'{t}[{p}]' for t, p in h.partitions)}"
+        for h in scale.handoffs.values()
+    )
+    print(
+        f"generation {scale.generation}: {scale.old_processors} -> {scale.new_processors} "
+        f"processors; moves: {moves}"
+    )
+    print("processors started by `splitstate run --all` pick it up; watch `splitstate status`")
+    return 0

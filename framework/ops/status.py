@@ -1,0 +1,335 @@
+"""What ``splitstate status`` shows: processors, their partitions, state size, lag and share."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from framework.app import App
+from framework.bootstrap.child_process import bootstrap_directory, read_bootstrap_progress
+from framework.coordination.control_log import ControlLog
+from framework.coordination.registry import TopicRegistry
+from framework.growth.gates import blocked_partitions
+from framework.growth.placement import UNFENCED_SCOPE
+from framework.runtime.crashes import SkippedRecord, skipped_records
+from rebalance import bucket, expected_shares
+from statestore import ProcessorDatabase, StateStoreError
+
+__all__ = [
+    "AppStatus",
+    "BootstrapStatus",
+    "HandoffStatus",
+    "PartitionStatus",
+    "ProcessorStatus",
+    "TopicStatus",
+    "collect_status",
+]
+
+_BAR = 20
+
+
+@dataclass(frozen=True)
+class PartitionStatus:
+    """One input partition: its owner, committed offset (T1), end offset, lag and the earliest
+    offset Kafka still holds (``start``: above 0 once retention deleted records)."""
+
+    topic: str
+    partition: int
+    owner: int
+    committed: int | None
+    end: int
+    start: int = 0
+
+    @property
+    def lag(self) -> int:
+        """Records not yet processed (per the consumer group's committed offset)."""
+        return self.end - (self.committed or 0)
+
+
+@dataclass(frozen=True)
+class ProcessorStatus:
+    """One processor: its partitions, expected key share, local state size and pid."""
+
+    processor: int
+    partitions: list[PartitionStatus]
+    share: Fraction
+    state_bytes: int | None
+    pid: int | None
+
+    @property
+    def lag(self) -> int:
+        """Total lag over its partitions."""
+        return sum(p.lag for p in self.partitions)
+
+
+@dataclass(frozen=True)
+class HandoffStatus:
+    """One (source -> target) handoff of the scale in progress, per moving partition."""
+
+    source: int
+    target: int
+    phase: str
+    partitions: list[tuple[str, int, int | None, int | None, int | None]]  # topic, p, T1, T2, F
+
+
+@dataclass(frozen=True)
+class BootstrapStatus:
+    """A joining processor's Spark bootstrap, as its job last reported (``bootstrap: spark``)."""
+
+    processor: int
+    phase: str
+    tasks_done: int
+    tasks_total: int
+    records_read: int
+    records_applied: int
+    seconds: float
+
+    def render(self) -> str:
+        """One line with a bar over the current Spark stage's tasks."""
+        fraction = self.tasks_done / self.tasks_total if self.tasks_total else 0.0
+        filled = round(fraction * _BAR)
+        bar = "#" * filled + "-" * (_BAR - filled)
+        return (
+            f"processor {self.processor} Spark bootstrap {self.phase:<8} [{bar}] tasks "
+            f"{self.tasks_done}/{self.tasks_total}  {self.records_read:,} records read, "
+            f"{self.records_applied:,} folded  {self.seconds:.0f}s"
+        )
+
+
+@dataclass(frozen=True)
+class TopicStatus:
+    """An input topic's partition history, thresholds and the partitions a growth holds."""
+
+    topic: str
+    counts: list[int]
+    thresholds: dict[int, int]
+    pending: list[int]
+    growing_to: int | None
+    blocked: dict[int, str]
+
+    def render(self) -> list[str]:
+        """Lines for the report."""
+        lines = [f"input {self.topic}: partitions {' -> '.join(map(str, self.counts))}"]
+        if self.thresholds:
+            marks = ", ".join(f"{c}@{o}" for c, o in sorted(self.thresholds.items()))
+            lines.append(f"  thresholds (partition@offset in its parent): {marks}")
+        if self.growing_to is not None:
+            lines.append(
+                f"  growing to {self.growing_to}: thresholds pending for {self.pending} "
+                "(`splitstate expand` running, or run it again to resume)"
+            )
+        for partition, reason in sorted(self.blocked.items()):
+            lines.append(f"  {self.topic}[{partition}] blocked: {reason}")
+        return lines
+
+
+@dataclass(frozen=True)
+class AppStatus:
+    """The whole app."""
+
+    app_id: str
+    generation: int | None
+    initial_processors: int
+    processors: list[ProcessorStatus]
+    topic_counts: dict[str, list[int]]
+    scaling_to: int | None = None
+    handoffs: list[HandoffStatus] = field(default_factory=list)
+    bootstraps: list[BootstrapStatus] = field(default_factory=list)
+    topics: list[TopicStatus] = field(default_factory=list)
+    #: receivers of the scale in progress that stopped on their own: processor -> reason
+    stopped: dict[int, str] = field(default_factory=dict)
+    #: the last scale, when it was aborted: (generation, old, new, reason)
+    aborted: tuple[int, int, int, str] | None = None
+    #: records processed without a ``splitstate.count`` header, per input partition (as
+    #: counted in the processors' state on this machine)
+    unfenced: dict[tuple[str, int], int] = field(default_factory=dict)
+    skipped: dict[int, list[SkippedRecord]] = field(default_factory=dict)
+
+
+def _directory_size(path: Path) -> int | None:
+    if not path.is_dir():
+        return None
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _pids(state_dir: Path) -> dict[int, int]:
+    try:
+        data = json.loads((state_dir / "supervisor.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {int(j): int(pid) for j, pid in data.get("processors", {}).items()}
+
+
+def collect_status(app: App) -> AppStatus:
+    """Read the control log, registry, consumer group offsets and local state sizes."""
+    config = app.config
+    client = config.kafka.client_settings()
+    admin = AdminClient(client)
+    control = ControlLog(client, admin, config.control_topic).read()
+    b = control.app.initial_processors if control.app else config.initial_processors
+    p = control.processors or config.processor_count
+    entries = TopicRegistry(client, admin).read()
+    consumer = Consumer({**client, "group.id": config.app_id, "enable.auto.commit": False})
+    try:
+        positions = [
+            TopicPartition(t.topic, partition)
+            for t in config.inputs
+            if t.topic in entries
+            for partition in range(entries[t.topic].partitions)
+        ]
+        partitions = []
+        for tp in consumer.committed(positions, timeout=30):
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(tp.topic, tp.partition), timeout=30
+            )
+            committed = tp.offset if tp.offset >= 0 else None
+            owner = bucket(tp.partition, b, p)
+            partitions.append(PartitionStatus(tp.topic, tp.partition, owner, committed, high, low))
+    finally:
+        consumer.close()
+    shares = expected_shares(b, p)
+    pids = _pids(config.app_state_dir)
+    processors = [
+        ProcessorStatus(
+            j,
+            [s for s in partitions if s.owner == j],
+            shares[j],
+            _directory_size(config.app_state_dir / f"processor-{j}"),
+            pids.get(j),
+        )
+        for j in range(p)
+    ]
+    counts = {
+        t.topic: list(entries[t.topic].history.counts) for t in config.inputs if t.topic in entries
+    }
+    generation = control.generation.generation if control.generation else None
+    scale = control.scaling
+    handoffs = []
+    if scale is not None:
+        t1 = {(s.topic, s.partition): s.committed for s in partitions}
+        for handoff in scale.handoffs.values():
+            t2 = _catch_up_progress(config.app_state_dir, handoff.target, scale.generation)
+            handoffs.append(
+                HandoffStatus(
+                    handoff.source,
+                    handoff.target,
+                    handoff.phase.value,
+                    [
+                        (t, p, t1.get((t, p)), t2.get((t, p)), handoff.released.get((t, p)))
+                        for t, p in handoff.partitions
+                    ],
+                )
+            )
+    committed_at = {(s.topic, s.partition): s.committed for s in partitions}
+    topics = []
+    for t in config.inputs:
+        entry = entries.get(t.topic)
+        if entry is None:
+            continue
+        candidates = [
+            (t.topic, c) for c in range(entry.history.initial_partitions, entry.partitions)
+        ]
+        offsets = {k: v for k, v in committed_at.items() if v is not None}
+        blocked = blocked_partitions({t.topic: entry}, candidates, offsets, committed_at.get)
+        topics.append(
+            TopicStatus(
+                t.topic,
+                list(entry.history.counts),
+                dict(entry.history.thresholds),
+                entry.pending(),
+                entry.growth.partitions if entry.growth is not None else None,
+                {p: reason for (_t, p), reason in blocked.items()},
+            )
+        )
+    bootstraps = []
+    if scale is not None:
+        for target in sorted({h.target for h in scale.handoffs.values()}):
+            bootstrap = _bootstrap_status(app, target, scale.generation)
+            if bootstrap is not None:
+                bootstraps.append(bootstrap)
+    last = control.scale
+    aborted = (
+        None
+        if last is None or last.aborted is None
+        else (last.generation, last.old_processors, last.new_processors, last.aborted)
+    )
+    skipped = {j: _skipped(config.app_state_dir, j) for j in range(p)}
+    return AppStatus(
+        config.app_id,
+        generation,
+        b,
+        processors,
+        counts,
+        scale.new_processors if scale else None,
+        handoffs,
+        bootstraps,
+        topics,
+        dict(scale.stopped) if scale else {},
+        aborted,
+        _unfenced(config.app_state_dir),
+        {j: records for j, records in skipped.items() if records},
+    )
+
+
+def _skipped(state_dir: Path, processor: int) -> list[SkippedRecord]:
+    """Records a processor on this machine skipped because they crashed it."""
+    path = state_dir / f"processor-{processor}"
+    if not (path / "CURRENT").exists():
+        return []
+    try:
+        with ProcessorDatabase.open_read_only(path) as database:
+            return skipped_records(database)
+    except StateStoreError:
+        return []
+
+
+def _bootstrap_status(app: App, processor: int, generation: int) -> BootstrapStatus | None:
+    """The progress file of a bootstrap job running on this machine, if there is one."""
+    progress = read_bootstrap_progress(bootstrap_directory(app, processor, generation))
+    if progress is None:
+        return None
+    return BootstrapStatus(
+        processor,
+        str(progress.get("phase", "?")),
+        int(progress.get("tasks_done", 0)),
+        int(progress.get("tasks_total", 0)),
+        int(progress.get("records_read", 0)),
+        int(progress.get("records_applied", 0)),
+        float(progress.get("updated", 0.0)) - float(progress.get("started", 0.0)),
+    )
+
+
+def _catch_up_progress(
+    state_dir: Path, processor: int, generation: int
+) -> dict[tuple[str, int], int]:
+    """A receiver's T2 from its local state (when it runs on this machine)."""
+    path = state_dir / f"processor-{processor}"
+    if not (path / "CURRENT").exists():
+        return {}
+    try:
+        with ProcessorDatabase.open_read_only(path) as database:
+            return database.progress(f"catchup-{generation}")
+    except StateStoreError:
+        return {}
+
+
+def _unfenced(state_dir: Path) -> dict[tuple[str, int], int]:
+    """Records processed without a ``splitstate.count`` header, summed over the processors
+    whose state is on this machine (each counts the records it processed itself)."""
+    total: dict[tuple[str, int], int] = {}
+    for path in sorted(state_dir.glob("processor-*")):
+        if not (path / "CURRENT").exists():
+            continue
+        try:
+            with ProcessorDatabase.open_read_only(path) as database:
+                counts = database.progress(UNFENCED_SCOPE)
+        except StateStoreError:
+            continue
+        for position, count in counts.items():
+            total[position] = total.get(position, 0) + count
+    return total

@@ -1,0 +1,141 @@
+"""``splitstate status`` as text: topics, processors, partitions, a scale in progress, notes."""
+
+from __future__ import annotations
+
+from framework.ops.status import AppStatus
+
+__all__ = ["render_status"]
+
+
+def _number(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _size(value: int | None) -> str:
+    if value is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value:.0f} {unit}"
+        value //= 1024
+    return f"{value} TiB"
+
+
+def _retention_warning(status: AppStatus) -> list[str]:
+    """A line naming the input partitions whose early records were deleted (a replay, which
+    reads from offset 0, can no longer rebuild their keys)."""
+    truncated = sorted(
+        (p for processor in status.processors for p in processor.partitions if p.start > 0),
+        key=lambda p: (p.topic, p.partition),
+    )
+    if not truncated:
+        return []
+    parts = ", ".join(f"{p.topic}[{p.partition}] starts at offset {p.start}" for p in truncated)
+    return [
+        f"warning: retention deleted the first records of {parts}: scaling out/in by replay "
+        "is no longer possible for these partitions; use bootstrap: spark with an archive"
+    ]
+
+
+def render_status(status: AppStatus) -> str:
+    """A plain-text report."""
+    lines = [
+        f"app {status.app_id}: generation {status.generation}, "
+        f"{len(status.processors)} processors (initial {status.initial_processors})",
+    ]
+    for topic_status in status.topics:
+        lines.extend(topic_status.render())
+    lines.extend(_retention_warning(status))
+    lines.extend(_unfenced_line(status))
+    lines.extend(_processor_lines(status))
+    lines.extend(_scale_lines(status))
+    lines.extend(_notes(status))
+    return "\n".join(lines)
+
+
+def _unfenced_line(status: AppStatus) -> list[str]:
+    lines: list[str] = []
+    if status.unfenced:
+        where = ", ".join(f"{t}[{p}] {n}" for (t, p), n in sorted(status.unfenced.items()))
+        total = sum(status.unfenced.values())
+        lines.append(
+            f"{total} record{'s' if total != 1 else ''} without a splitstate.count header "
+            f"(written by producers that bypass the growth fence): {where}"
+        )
+    return lines
+
+
+def _processor_lines(status: AppStatus) -> list[str]:
+    lines = [""]
+    lines.append(f"{'processor':>9} {'pid':>7} {'share':>7} {'state':>9} {'lag':>9}  partitions")
+    for processor in status.processors:
+        parts = ", ".join(f"{p.topic}[{p.partition}]" for p in processor.partitions)
+        lines.append(
+            f"{processor.processor:>9} {processor.pid or '-':>7} "
+            f"{float(processor.share):>7.1%} {_size(processor.state_bytes):>9} "
+            f"{processor.lag:>9}  {parts}"
+        )
+    lines.append("")
+    lines.append(f"{'partition':<28} {'owner':>5} {'committed':>10} {'end':>10} {'lag':>8}")
+    for processor in status.processors:
+        for part in sorted(processor.partitions, key=lambda s: (s.topic, s.partition)):
+            committed = "-" if part.committed is None else str(part.committed)
+            lines.append(
+                f"{part.topic + '[' + str(part.partition) + ']':<28} {part.owner:>5} "
+                f"{committed:>10} {part.end:>10} {part.lag:>8}"
+            )
+    return lines
+
+
+def _scale_lines(status: AppStatus) -> list[str]:
+    lines: list[str] = []
+    if status.scaling_to is not None:
+        lines.append("")
+        lines.append(f"scaling to {status.scaling_to} processors:")
+        header = ("handoff", "phase", "partition", "T1", "T2", "F", "lag")
+        lines.append("{:>9} {:<13} {:<24} {:>9} {:>9} {:>9} {:>8}".format(*header))
+        for handoff in status.handoffs:
+            for topic, partition, t1, t2, final in handoff.partitions:
+                lag = "-" if t1 is None or t2 is None else str(max(0, (final or t1) - t2))
+                lines.append(
+                    f"{f'{handoff.source}->{handoff.target}':>9} {handoff.phase:<13} "
+                    f"{f'{topic}[{partition}]':<24} {_number(t1):>9} {_number(t2):>9} "
+                    f"{_number(final):>9} {lag:>8}"
+                )
+        for bootstrap in status.bootstraps:
+            lines.append(bootstrap.render())
+        for stopped, reason in sorted(status.stopped.items()):
+            lines.append(f"processor {stopped} STOPPED and is not catching up: {reason}")
+            lines.append(
+                "  Fix the cause and restart it, or abandon the scale (old owners keep "
+                "their partitions): splitstate scale MODULE:APP --abort"
+            )
+    if status.aborted is not None:
+        generation, old, new, reason = status.aborted
+        lines.append("")
+        lines.append(
+            f"the scale of generation {generation} ({old} -> {new} processors) was aborted: "
+            f"{reason}"
+        )
+    return lines
+
+
+def _notes(status: AppStatus) -> list[str]:
+    lines: list[str] = []
+    if status.skipped:
+        lines.append("")
+    for processor_id, records in sorted(status.skipped.items()):
+        for record in records:
+            lines.append(
+                f"processor {processor_id} skipped {record.topic}[{record.partition}]@"
+                f"{record.offset}: it killed the processor {record.crashes} times (see the "
+                "dead-letter topic, stage crash)"
+            )
+    uneven = len({p.share for p in status.processors}) > 1
+    if uneven:
+        lines.append("")
+        lines.append(
+            "note: shares are uneven because the processor count is not initial_processors "
+            "times a power of two; split processors carry half the keys of the others."
+        )
+    return lines

@@ -1,0 +1,215 @@
+"""One polled batch, from records to committed state (steps 2-4 of the runtime's loop).
+
+``BatchRunner.run`` runs the processor function on each record (guarded against records that
+kill the process, see ``framework.runtime.crashes``), writes the outputs and dead letters to Kafka
+and waits for them (``framework.runtime.delivery``), then commits the state changes and the next
+input offsets as one RocksDB write. Outputs are acknowledged before the state commits: a
+crash before the commit repeats the batch's outputs, never its state changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from confluent_kafka import Message
+
+from framework.config import AppConfig
+from framework.errors import SplitstateError
+from framework.processing import (
+    DeadLetter,
+    EncodedOutput,
+    ProcessorStoppedError,
+    RecordProcessor,
+)
+from framework.runtime.crashes import CrashGuard
+from framework.runtime.delivery import BatchWriter
+from framework.runtime.session import Session
+from rebalance import ancestors, bucket, key_hash
+from rebalance.positions import Position
+from statestore import StateBatch
+
+__all__ = ["BatchResult", "BatchRunner", "coordinates"]
+
+log = logging.getLogger(__name__)
+
+Where = tuple[str, int, int]
+
+
+def coordinates(message: Message) -> Where:
+    """``(topic, partition, offset)`` of a consumed record."""
+    topic, partition, offset = message.topic(), message.partition(), message.offset()
+    if topic is None or partition is None or offset is None:
+        raise SplitstateError("Kafka delivered a record without topic, partition or offset")
+    return topic, partition, offset
+
+
+@dataclass
+class BatchResult:
+    """What one committed batch did."""
+
+    next_offsets: dict[Position, int] = field(default_factory=dict)
+    processed: int = 0
+    restored: int = 0
+    outputs: int = 0
+    dead_letters: int = 0
+
+
+class BatchRunner:
+    """Runs polled batches for one processor run (one session)."""
+
+    def __init__(
+        self, config: AppConfig, processor: int, session: Session, stopping: Callable[[], bool]
+    ) -> None:
+        self.session = session
+        self.processor = processor
+        self._config = config
+        self._records: RecordProcessor = session.records
+        self.guard = CrashGuard(session.database, config.crash_limit, processor)
+        self._writer = BatchWriter(session.producer, session.outputs, config.dead_letters, stopping)
+
+    def max_records(self) -> int:
+        """How many records to poll: one at a time while crash suspects remain."""
+        if self.guard.careful(self.session.owned):
+            return 1
+        return self._config.batch.max_records
+
+    def run(self, messages: list[Message], usable: Callable[[Message], bool]) -> BatchResult:
+        """Process ``messages`` (those ``usable`` and of owned partitions), write their
+        outputs and dead letters, and commit."""
+        records, ranges = self._take(messages, usable)
+        guard = self.guard
+        if ranges:
+            guard.attempt(ranges)  # a crash from here on counts against these records
+        batch = self.session.database.begin()
+        result = BatchResult()
+        outputs: list[EncodedOutput] = []
+        dead: list[DeadLetter] = []
+        try:
+            self._apply(batch, records, result, outputs, dead)
+        except ProcessorStoppedError:
+            guard.survived()  # a stop by policy is no crash: a restart tries the record again
+            raise
+        if ranges:
+            guard.survived()
+        replaced = self._produce(outputs, dead, messages)
+        for (topic, partition), next_offset in result.next_offsets.items():
+            batch.set_offset(topic, partition, next_offset)
+        batch.commit()
+        guard.committed(result.next_offsets)
+        result.outputs = len(outputs) - replaced
+        result.dead_letters = len(dead) + replaced
+        return result
+
+    def _take(
+        self, messages: list[Message], usable: Callable[[Message], bool]
+    ) -> tuple[list[tuple[Message, str, int, int]], dict[Position, list[int]]]:
+        """The records to process, and the ranges (position -> [first, last]) the function
+        will run on (not records skipped after crashes)."""
+        guard, owned = self.guard, self.session.owned
+        careful = bool(guard.suspects)
+        records: list[tuple[Message, str, int, int]] = []
+        ranges: dict[Position, list[int]] = {}
+        for message in messages:
+            if message.error() is not None and not usable(message):
+                continue
+            topic, partition, offset = coordinates(message)
+            position = (topic, partition)
+            if position not in owned:
+                continue  # fetched before the partition was released
+            records.append((message, topic, partition, offset))
+            if careful and guard.crashes(topic, partition, offset) >= guard.limit:
+                continue
+            span = ranges.get(position)
+            if span is None:
+                ranges[position] = [offset, offset]
+            else:
+                span[1] = offset
+        return records, ranges
+
+    def _apply(
+        self,
+        batch: StateBatch,
+        records: list[tuple[Message, str, int, int]],
+        result: BatchResult,
+        outputs: list[EncodedOutput],
+        dead: list[DeadLetter],
+    ) -> None:
+        """Run the function on ``records`` (or skip those that crashed it too often)."""
+        guard, process = self.guard, self._records.process
+        careful = bool(guard.suspects)
+        restore_below, next_offsets = self.session.restore_below, result.next_offsets
+        mine = self._keys_of_mine() if restore_below else None
+        for message, topic, partition, offset in records:
+            bound = restore_below.get((topic, partition))
+            restore = bound is not None and offset < bound
+            if restore and mine is not None and not mine(topic, partition, message.key()):
+                dead_letter = None  # from before a growth: a key another processor owns now
+            elif careful and guard.crashes(topic, partition, offset) >= guard.limit:
+                dead_letter = self._skip(batch, message, restore)
+            else:
+                produced, dead_letter = process(
+                    batch, message, topic, partition, offset, restore=restore
+                )
+                outputs.extend(produced)
+            if dead_letter is not None:
+                dead.append(dead_letter)
+            next_offsets[(topic, partition)] = offset + 1
+            if restore:
+                result.restored += 1
+            else:
+                result.processed += 1
+
+    def _keys_of_mine(self) -> Callable[[str, int, bytes | None], bool]:
+        """Whether a record's key is this processor's: its current partition (placed with
+        today's count) is one this processor owns. Rebuilding lost state from a parent
+        partition's start meets records of keys split off to a child since; those belong to
+        the child's owner."""
+        session = self.session
+        owned = session.owned_now(self.processor) | session.owned
+        layouts = {
+            name: (entry.initial_partitions, entry.partitions)
+            for name, entry in session.layout.inputs.items()
+        }
+
+        def mine(topic: str, partition: int, key: bytes | None) -> bool:
+            if key is None or topic not in layouts:
+                return True
+            initial, count = layouts[topic]
+            current = bucket(key_hash(key), initial, count)
+            if current == partition or (topic, current) in owned:
+                return True
+            # only keys a growth moved to a partition split from this one belong elsewhere;
+            # a record a plain producer misplaced was processed here, so it is rebuilt here
+            return partition not in ancestors(current, initial)
+
+        return mine
+
+    def _skip(self, batch: StateBatch, message: Message, restore: bool) -> DeadLetter | None:
+        """Skip a record that crashed the processor ``crash_limit`` times (or stop, with
+        ``on_error: stop``)."""
+        where = coordinates(message)
+        if self._records.stop_on_error:
+            self.guard.survived()  # so that a restart (after a fix) runs the record again
+            raise ProcessorStoppedError(
+                f"{where[0]}[{where[1]}]@{where[2]} (key {message.key()!r}) killed the "
+                f"processor {self.guard.crashes(*where)} times (it exited, crashed, ran out "
+                "of memory or was killed while the function ran on it). Fix the function or "
+                "the record, then restart; or set on_error: dead-letter to skip such records."
+            )
+        return self.guard.skip(batch, message, where, self._config.dead_letters, restore)
+
+    def _produce(
+        self, outputs: list[EncodedOutput], dead: list[DeadLetter], messages: list[Message]
+    ) -> int:
+        """Produce outputs and dead letters and wait for all of them (or raise); returns how
+        many outputs Kafka refused as too large (each became a dead letter instead)."""
+
+        def source(where: Where | None) -> Message | None:
+            for message in messages:
+                if where == (message.topic(), message.partition(), message.offset()):
+                    return message
+            return None
+
+        return len(self._writer.write(outputs, dead, source))

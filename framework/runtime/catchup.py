@@ -1,0 +1,389 @@
+"""The receiving side of the catch-up protocol (KIP-287): build the gained keys' state.
+
+A processor that gains partitions in a scale reads S2 (its S1 partitions plus their
+ancestors, each ancestor up to the growth threshold after which it holds none of their keys)
+from T2 (its own progress, initially the beginning), keeps the records of the keys it
+*gains* -- keys it owns at P' whose owner at P is one of its sources still handing over
+(``bucket(key_hash, B, P') == J`` and ``bucket(key_hash, B, P)`` in those sources) -- and
+applies the processor function in restore mode (no outputs, no dead letters). Keys it owned
+before (a scale-in's receiver reads its own partitions as ancestors) and keys of a handoff it
+already completed (and now processes live) are never applied again.
+
+It never reads any partition past T1, the group's committed offset of that partition, so
+nothing it applies can be a record its owner has not emitted; once the old owner released a
+partition at F, it reads exactly up to F (a position past F is a protocol error that stops
+it). Before the first record it deletes any state it holds for the gained keys (left from an
+earlier membership): gained keys are always rebuilt from empty.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+from framework.bootstrap.child_process import BootstrapRun
+from framework.processing import ProcessorStoppedError, RecordProcessor
+from rebalance import HandoffPhase, TopicHistory, bucket, key_hash
+from rebalance.control import Handoff, Scale
+from rebalance.plan import read_set
+from rebalance.positions import OffsetRange, Position
+from statestore import ProcessorDatabase
+
+__all__ = ["BootstrapStarter", "CatchUp"]
+
+log = logging.getLogger(__name__)
+
+#: Starts a Spark bootstrap of the given ranges, covering the given partitions, building the
+#: keys gained from the given source processors.
+BootstrapStarter = Callable[
+    [dict[Position, OffsetRange], list[Position], frozenset[int]], BootstrapRun
+]
+_REFRESH_SECONDS = 0.5
+_CLOSED = (HandoffPhase.COMPLETE, HandoffPhase.ABORTED)
+
+
+class CatchUp:
+    """Rebuilds processor ``processor``'s gained keys for one scale generation."""
+
+    def __init__(
+        self,
+        processor: int,
+        initial_processors: int,
+        scale: Scale,
+        *,
+        client: Mapping[str, Any],
+        group_id: str,
+        database: ProcessorDatabase,
+        records: RecordProcessor,
+        bootstrap: BootstrapStarter | None = None,
+        histories: Mapping[str, TopicHistory] | None = None,
+    ) -> None:
+        self.processor = processor
+        self.generation = scale.generation
+        self.scope = f"catchup-{scale.generation}"
+        # only handoffs still open: a completed one's partitions are processed live already
+        pending = [h for h in scale.incoming(processor) if h.phase not in _CLOSED]
+        self.sources = frozenset(h.source for h in pending)
+        self.s1: set[Position] = {p for h in pending for p in h.partitions}
+        topics = {**(histories or {}), **scale.histories}
+        self.bounds: dict[Position, int | None] = {
+            (read.topic, read.partition): read.end_offset
+            for read in read_set(topics, sorted(self.s1))
+        }
+        self._database = database
+        self._records = records
+        # a partition split from another is read only once its parent is read to the threshold
+        self.gates: dict[Position, tuple[Position, int | None]] = {}
+        for topic, partition in self.bounds:
+            gate = topics[topic].gate(partition)
+            if gate is not None and (topic, gate[0]) in self.bounds:
+                self.gates[(topic, partition)] = ((topic, gate[0]), gate[1])
+        b, old, new, sources = (
+            initial_processors,
+            scale.old_processors,
+            scale.new_processors,
+            self.sources,
+        )
+
+        def gained(key: bytes) -> bool:
+            h = key_hash(key)
+            return bucket(h, b, new) == processor and bucket(h, b, old) in sources
+
+        self._gained: Callable[[bytes], bool] = gained
+        self._clear_stale(gained)
+        self._consumer = Consumer(
+            {
+                **client,
+                "group.id": group_id,
+                "enable.auto.commit": False,
+                # records deleted under the reader must stop it, not make it skip or jump
+                "auto.offset.reset": "error",
+            }
+        )
+        progress = database.progress(self.scope)
+        self.positions: dict[Position, int] = {p: progress.get(p, 0) for p in self.bounds}
+        self.t1: dict[Position, int] = {}
+        self.released: dict[Position, int] = {}
+        self._paused: set[Position] = set()
+        self._refreshed = 0.0
+        self.applied = 0
+        self.replayed = 0
+        self.bootstrapped = 0
+        self.started = time.monotonic()
+        self.bootstrap: BootstrapRun | None = None
+        self._bootstrap_polled = 0.0
+        if bootstrap is not None and not progress and not database.has_flag(self._loaded_flag):
+            ranges = self._bootstrap_ranges()
+            if ranges is not None:
+                self.bootstrap = bootstrap(ranges, sorted(self.bounds), self.sources)
+                log.info(
+                    "processor %d: building the keys it gains in generation %d with Spark "
+                    "(%s); catch-up follows",
+                    processor,
+                    self.generation,
+                    self.bootstrap.directory,
+                )
+        if self.bootstrap is None:
+            self._start_reading(progress)
+
+    @property
+    def bootstrapping(self) -> bool:
+        """Whether the Spark bootstrap is still running (nothing is read meanwhile)."""
+        return self.bootstrap is not None
+
+    @property
+    def _loaded_flag(self) -> str:
+        return f"{self.scope}-bootstrapped"
+
+    def _bootstrap_ranges(self) -> dict[Position, OffsetRange] | None:
+        """What Spark should fold: every S2 partition from its start up to T1 (S1) or its
+        threshold (ancestors); ``None`` when an ancestor's threshold is not known yet."""
+        unknown = [p for p in self.bounds if p not in self.s1 and self.bounds[p] is None]
+        if unknown:
+            log.warning(
+                "processor %d: thresholds of %s are not recorded yet; catching up by replay",
+                self.processor,
+                sorted(unknown),
+            )
+            return None
+        self.refresh(force=True)
+        return {position: OffsetRange(0, self.limit(position) or 0) for position in self.bounds}
+
+    def _poll_bootstrap(self) -> None:
+        """Ingest the Spark bootstrap once it finished, then read on from what it covered."""
+        assert self.bootstrap is not None
+        now = time.monotonic()
+        if now - self._bootstrap_polled < _REFRESH_SECONDS:
+            return
+        self._bootstrap_polled = now
+        manifest = self.bootstrap.poll()
+        if manifest is None:
+            return
+        target = manifest.targets[self.processor]
+        self._database.bulk_load(manifest.files(self.processor), target.offsets, scope=self.scope)
+        batch = self._database.begin()
+        batch.set_flag(self._loaded_flag)
+        batch.commit()
+        log.info(
+            "processor %d: ingested the Spark bootstrap: %d keys from %d records; catching up "
+            "from %s",
+            self.processor,
+            target.keys,
+            manifest.records_read,
+            target.offsets,
+        )
+        shutil.rmtree(self.bootstrap.directory, ignore_errors=True)
+        self.bootstrap = None
+        self.bootstrapped = manifest.records_read
+        self._start_reading(self._database.progress(self.scope))
+
+    def _start_reading(self, progress: Mapping[Position, int]) -> None:
+        """Refuse when Kafka lost history from ``progress`` on; else start reading there."""
+        lost: list[str] = []
+        for position in self.bounds:
+            low, _high = self._consumer.get_watermark_offsets(TopicPartition(*position), timeout=30)
+            if low > progress.get(position, 0):
+                lost.append(f"{position[0]}[{position[1]}] starts at offset {low}")
+            self.positions[position] = max(progress.get(position, low), low)
+        if lost:
+            self._consumer.close()
+            raise ProcessorStoppedError(
+                f"processor {self.processor} cannot rebuild the keys it gains in generation "
+                f"{self.generation}: their history is no longer complete in Kafka ("
+                f"{'; '.join(lost)}: retention deleted earlier records). Building state from "
+                "partial history would be wrong, so it stops. Fix: keep the whole history "
+                "(retention.ms=-1 on input topics of stateful apps), or bootstrap from a "
+                "Parquet archive (bootstrap: spark with spark.archive)."
+            )
+        self._consumer.assign(
+            [TopicPartition(t, p, progress.get((t, p), OFFSET_BEGINNING)) for t, p in self.bounds]
+        )
+        self.refresh(force=True)
+        log.info(
+            "processor %d: catching up for generation %d: S1 %s, S2 %s, from %s",
+            self.processor,
+            self.generation,
+            sorted(self.s1),
+            sorted(self.bounds),
+            self.positions,
+        )
+
+    def _clear_stale(self, gained: Callable[[bytes], bool]) -> None:
+        flag = f"{self.scope}-cleared"
+        if self._database.has_flag(flag):
+            return
+        deleted = self._database.delete_keys(gained)
+        batch = self._database.begin()
+        batch.set_flag(flag)
+        batch.commit()
+        if deleted:
+            log.info(
+                "processor %d: deleted %d stale keys before catching up", self.processor, deleted
+            )
+
+    def release(self, handoff: Handoff) -> None:
+        """The old owner released ``handoff``'s partitions at F: read them exactly to F.
+
+        Raises ``ProcessorStoppedError`` when this processor already applied records at or
+        past F: the old owner emitted nothing for them, so taking over would lose or repeat
+        records. The protocol never lets that happen (T2 <= T1 <= F); it means a broken
+        old owner or an edited group offset, and a person must look.
+        """
+        for position, final in handoff.released.items():
+            if position in self.positions and self.positions[position] > final:
+                raise ProcessorStoppedError(
+                    f"protocol error in generation {self.generation}: processor "
+                    f"{handoff.source} released {position[0]}[{position[1]}] at offset {final}, "
+                    f"but processor {self.processor} already rebuilt it up to "
+                    f"{self.positions[position]} (T2 > F). It stops rather than take the "
+                    "partition over with state ahead of what was emitted; until this is resolved "
+                    "the partition is not processed. It means a bug or an edited consumer-group "
+                    "offset: report it with this log."
+                )
+            self.released[position] = final
+        self._resume_ready()
+
+    def limit(self, position: Position) -> int | None:
+        """How far ``position`` may be read now (``None``: no limit).
+
+        S1 partitions: T1 (the group's committed offset), or F once released. Ancestors: their
+        threshold, and never past T1 (their owner's commits) either, so no record is applied
+        here before its owner emitted it.
+        """
+        gate = self.gates.get(position)
+        if gate is not None and self.positions[position] == 0:
+            parent, threshold = gate
+            if threshold is None or self.positions[parent] < threshold:
+                return self.positions[position]  # held back until the parent reached it
+        if position in self.released:
+            return self.released[position]
+        committed = self.t1.get(position, self.positions[position])
+        bound = None if position in self.s1 else self.bounds.get(position)
+        return committed if bound is None else min(bound, committed)
+
+    def refresh(self, force: bool = False) -> None:
+        """Re-read T1 (the group's committed offsets of what is read) every half second."""
+        now = time.monotonic()
+        if not force and now - self._refreshed < _REFRESH_SECONDS:
+            return
+        self._refreshed = now
+        pending = [
+            TopicPartition(t, p)
+            for (t, p), bound in self.bounds.items()
+            if (t, p) not in self.released
+            and ((t, p) in self.s1 or bound is None or self.positions[(t, p)] < bound)
+        ]
+        if pending:
+            for tp in self._consumer.committed(pending, timeout=30):
+                if tp.offset >= 0:
+                    self.t1[(tp.topic, tp.partition)] = tp.offset
+        self._resume_ready()
+
+    def _resume_ready(self) -> None:
+        for position in list(self._paused):
+            limit = self.limit(position)
+            if limit is None or self.positions[position] < limit:
+                self._consumer.seek(TopicPartition(*position, self.positions[position]))
+                self._consumer.resume([TopicPartition(*position)])
+                self._paused.discard(position)
+
+    def step(self, max_records: int, timeout: float = 0.05) -> int:
+        """Read and apply up to ``max_records`` records; returns how many were read."""
+        if self.bootstrap is not None:
+            self._poll_bootstrap()
+            return 0
+        self.refresh()
+        messages = self._consumer.consume(num_messages=max_records, timeout=timeout)
+        if not messages:
+            return 0
+        batch = self._database.begin()
+        read = 0
+        moved: dict[Position, int] = {}
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    raise ProcessorStoppedError(
+                        f"processor {self.processor} cannot rebuild the keys it gains in "
+                        f"generation {self.generation}: retention deleted records it had not "
+                        f"read yet ({error.str()}). Building state from partial history would "
+                        "be wrong, so it stops catching up. Fix: abort the scale (`splitstate "
+                        "scale MODULE:APP --abort`) and keep the inputs' history "
+                        "(retention.ms=-1), or bootstrap from an archive (spark.archive)."
+                    )
+                if error.code() != KafkaError._PARTITION_EOF:
+                    log.warning("catch-up consumer: %s", error)
+                continue
+            topic, partition, offset = message.topic(), message.partition(), message.offset()
+            if topic is None or partition is None or offset is None:
+                continue
+            position = (topic, partition)
+            if position in self._paused or offset < self.positions[position]:
+                continue
+            limit = self.limit(position)
+            if limit is not None and offset >= limit:
+                self._consumer.pause([TopicPartition(topic, partition)])
+                self._paused.add(position)
+                continue
+            key = message.key()
+            if key is not None and self._gained(key):
+                self._records.process(batch, message, topic, partition, offset, restore=True)
+                self.applied += 1
+            self.positions[position] = offset + 1
+            moved[position] = offset + 1
+            read += 1
+        self.replayed += read
+        for (topic, partition), next_offset in moved.items():
+            batch.set_progress(self.scope, topic, partition, next_offset)
+        batch.commit()
+        self._resume_ready()
+        return read
+
+    def lag(self) -> dict[Position, int]:
+        """T1 - T2 per S1 partition (F - T2 once released)."""
+        return {
+            position: max(0, (self.limit(position) or 0) - self.positions[position])
+            for position in sorted(self.s1)
+        }
+
+    def caught_up(self, handoff: Handoff, max_lag: int) -> bool:
+        """Whether ``handoff``'s partitions (and every bounded ancestor) are within ``max_lag``."""
+        if self.bootstrap is not None:
+            return False
+        ancestors_done = all(
+            self.positions[p] >= bound
+            for p, bound in self.bounds.items()
+            if p not in self.s1 and bound is not None
+        )
+        lag = self.lag()
+        return ancestors_done and all(lag[p] <= max_lag for p in handoff.partitions)
+
+    def finished(self, handoff: Handoff) -> bool:
+        """Whether every partition of a released ``handoff`` was read exactly to F."""
+        return self.bootstrap is None and all(
+            p in self.released and self.positions[p] == self.released[p] for p in handoff.partitions
+        )
+
+    def complete(self, handoff: Handoff) -> None:
+        """Make ``handoff``'s partitions input partitions of this processor, from F.
+
+        The catch-up progress stays at F, so a crash before COMPLETE reaches the control log
+        finds the catch-up finished and completes again instead of replaying.
+        """
+        batch = self._database.begin()
+        for (topic, partition), final in handoff.released.items():
+            batch.set_offset(topic, partition, final)
+        batch.commit()
+        for position in handoff.partitions:
+            self.s1.discard(position)
+
+    def close(self) -> None:
+        """Stop reading (and a Spark bootstrap still running)."""
+        if self.bootstrap is not None:
+            self.bootstrap.cancel()
+        self._consumer.close()

@@ -1,0 +1,371 @@
+"""Writing a batch's outputs and dead letters to Kafka, and records Kafka refuses for size.
+
+``BatchWriter.write`` produces every output (placed under the output topics' registry lease)
+and dead letter, and waits until Kafka has them all. It raises ``SplitstateError`` when one
+cannot be written, so the batch is not committed and is processed again after a restart.
+
+A record is too large for Kafka when it exceeds the producer's ``message.max.bytes`` (produce
+raises ``MSG_SIZE_TOO_LARGE``) or the topic's ``max.message.bytes`` (the delivery report
+says so). Such a record must not stop the processor (its batch would never commit), so:
+
+- an output too large becomes a dead letter of the input record that produced it (stage
+  ``output``, its value cut to the first 64 KiB), and the batch commits;
+- a dead letter too large is replaced by one without the record's value and headers, that
+  names the record's topic, partition and offset, the reason, and that the value was dropped.
+
+The broker refuses a whole producer batch that exceeds the topic's limit, so outputs refused
+for size are sent again one at a time, with every later output of their partition (keeping
+each key's order; at-least-once output allows the repeats): only one refused on its own is
+too large. Placement is computed when a record is handed to the producer, under a fresh
+lease: after waiting for room in the producer's queue it is computed again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from framework.errors import SplitstateError
+from framework.growth.lease import RegistryLease
+from framework.growth.placement import COUNT_HEADER, LinearHashPartitioner
+from framework.processing import DeadLetter, EncodedOutput, InputMessage
+
+__all__ = ["MAX_DEAD_LETTER_VALUE", "BatchWriter", "output_dead_letter", "stripped_dead_letter"]
+
+log = logging.getLogger(__name__)
+
+#: Dead letters of outputs carry at most this much of the input record's value.
+MAX_DEAD_LETTER_VALUE = 64 * 1024
+_SMALL_KEY = 1024
+_FLUSH_SECONDS = 60.0
+_WARN_EVERY_SECONDS = 10.0
+
+Where = tuple[str, int, int]
+Source = Callable[[Where | None], InputMessage | None]
+
+
+def _too_large(error: KafkaError | None) -> bool:
+    return error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE
+
+
+def _size_error(error: KafkaException) -> KafkaError | None:
+    """The error of ``error`` when it says a record is too large, else ``None``."""
+    kafka_error = error.args[0] if error.args else None
+    return kafka_error if isinstance(kafka_error, KafkaError) and _too_large(kafka_error) else None
+
+
+class _Report:
+    """The delivery report of one record (an ``on_delivery`` callback)."""
+
+    __slots__ = ("error", "letter")
+
+    def __init__(self, letter: DeadLetter | None = None) -> None:
+        self.letter = letter
+        self.error: KafkaError | None = None
+
+    def __call__(self, error: KafkaError | None, _message: Message) -> None:
+        self.error = error
+
+
+def output_dead_letter(output: EncodedOutput, why: str, message: InputMessage | None) -> DeadLetter:
+    """The dead letter of the input record whose ``output`` Kafka refused as too large."""
+    topic, partition, offset = output.origin or (output.topic, -1, -1)
+    size = len(output.key) + len(output.value or b"")
+    value = None if message is None else message.value()
+    cut = ""
+    if value is not None and len(value) > MAX_DEAD_LETTER_VALUE:
+        cut = f"; the value here is the first {MAX_DEAD_LETTER_VALUE} of its {len(value)} bytes"
+        value = value[:MAX_DEAD_LETTER_VALUE]
+    reason = (
+        f"its output to topic {output.topic!r} ({size} bytes) is larger than Kafka accepts "
+        f"(the producer's message.max.bytes or the topic's max.message.bytes): {why}. The "
+        f"record's state change was kept and this output dropped{cut}. Fix: make the output "
+        "smaller, or raise the topic's max.message.bytes (and kafka.settings message.max.bytes)"
+    )
+    key = output.key if message is None else message.key()
+    headers = () if message is None else tuple(message.headers() or ())
+    return DeadLetter(topic, partition, offset, key, value, headers, "output", reason)
+
+
+def stripped_dead_letter(letter: DeadLetter, topic: str, why: str) -> DeadLetter:
+    """A small stand-in for ``letter``, which Kafka refused as too large for ``topic``."""
+    log.warning(
+        "the dead letter of %s[%d]@%d is too large for topic %s (%s); a stand-in without "
+        "the record's value and headers goes there instead",
+        letter.topic,
+        letter.partition,
+        letter.offset,
+        topic,
+        why,
+    )
+    small_key = letter.key is None or len(letter.key) <= _SMALL_KEY
+    dropped = "value and headers" if small_key else "key, value and headers"
+    note = (
+        f" [this dead letter was too large for topic {topic!r} ({why}), so the record's "
+        f"{dropped} were dropped; read it at {letter.topic}[{letter.partition}]@{letter.offset}]"
+    )
+    return replace(
+        letter,
+        key=letter.key if small_key else None,
+        value=None,
+        headers=(),
+        reason=letter.reason[:2000] + note,
+    )
+
+
+class BatchWriter:
+    """Produces one batch's outputs and dead letters and waits for them (see the module)."""
+
+    def __init__(
+        self,
+        producer: Producer,
+        lease: RegistryLease,
+        dead_letter_topic: str,
+        stopping: Callable[[], bool],
+    ) -> None:
+        self.producer = producer
+        self._lease = lease
+        self._dead_letters = dead_letter_topic
+        self._stopping = stopping
+        self._failed: list[tuple[KafkaError, Message]] = []
+        self._warned = {"lease": 0.0, "batch": 0.0}
+
+    def write(
+        self, outputs: list[EncodedOutput], dead: list[DeadLetter], source: Source
+    ) -> list[DeadLetter]:
+        """Write ``outputs`` and ``dead`` and wait for Kafka; returns the dead letters written
+        for outputs too large (``source`` gives the input record at an output's origin)."""
+        if not outputs and not dead:
+            return []
+        failed = self._failed
+        failed.clear()
+
+        def delivered(error: KafkaError | None, message: Message) -> None:
+            if error is not None:
+                failed.append((error, message))
+
+        refused: list[tuple[EncodedOutput, str]] = []
+        partitioner = self.partitioner()
+        produce, place = self.producer.produce, partitioner.partition
+        counts = {t: (COUNT_HEADER, str(partitioner.partitions(t))) for t in partitioner.topics}
+        lease = self._lease
+        for output in outputs:
+            if lease.partitioner is not partitioner:
+                # the lease renewed with other counts (perhaps while an output waited for
+                # room): place the rest with them, never with the ones it replaced
+                partitioner = self.partitioner()
+                place = partitioner.partition
+                counts = {t: (COUNT_HEADER, str(partitioner.partitions(t))) for t in counts}
+            topic, key = output.topic, output.key
+            output.partition = partition = place(topic, key)
+            try:
+                try:
+                    produce(
+                        topic,
+                        output.value,
+                        key,
+                        partition,
+                        on_delivery=delivered,
+                        headers=[*(output.headers or ()), counts[topic]],
+                    )
+                except BufferError:
+                    self._send_output(output, delivered)
+            except KafkaException as error:
+                size = _size_error(error)
+                if size is None:
+                    raise
+                refused.append((output, size.str()))
+        reports = [self._send_letter(letter) for letter in dead]
+        self._flush(failed)
+        too_large = [(e, m) for e, m in failed if _too_large(e)]
+        if too_large:
+            refused.extend(self._resend(outputs, too_large, {id(o) for o, _ in refused}))
+        self._settle(reports)
+        letters = [output_dead_letter(o, why, source(o.origin)) for o, why in refused]
+        if letters:
+            for output, why in refused:
+                log.warning(
+                    "an output of %s[%d]@%d to %s is too large for Kafka (%s); the record goes "
+                    "to the dead-letter topic %s",
+                    *(output.origin or ("?", -1, -1)),
+                    output.topic,
+                    why,
+                    self._dead_letters,
+                )
+            written = [self._send_letter(letter) for letter in letters]
+            self._flush([])
+            self._settle(written)
+        return letters
+
+    def partitioner(self) -> LinearHashPartitioner:
+        """The output partitioner, once its lease is fresh (waiting, and serving deliveries,
+        while it is not)."""
+        lease = self._lease
+        while not lease.fresh():
+            if self._stopping():
+                raise SplitstateError(
+                    "stopped while the topic registry lease was stale; the batch was not "
+                    "committed and will be processed again"
+                )
+            self._warn(
+                "lease",
+                "cannot re-read the topic registry within the output topics' lease; output "
+                "waits (it could land on the wrong partition). Fix: make Kafka reachable.",
+            )
+            self.producer.poll(0.5)
+        return lease.partitioner
+
+    # -- sending ----------------------------------------------------------------------------
+
+    def _send_output(
+        self, output: EncodedOutput, on_delivery: Callable[[KafkaError | None, Message], None]
+    ) -> None:
+        """Produce ``output``, waiting for queue room; placed (and its count header taken)
+        from the lease as it is when the producer takes it."""
+        while True:
+            partitioner = self.partitioner()
+            topic, key = output.topic, output.key
+            output.partition = partitioner.partition(topic, key)
+            count = (COUNT_HEADER, str(partitioner.partitions(topic)))
+            try:
+                self.producer.produce(
+                    topic,
+                    output.value,
+                    key,
+                    output.partition,
+                    on_delivery=on_delivery,
+                    headers=[*(output.headers or ()), count],
+                )
+                return
+            except BufferError:
+                self.producer.poll(0.1)  # the local queue is full: let deliveries drain
+
+    def _send_letter(self, letter: DeadLetter) -> _Report:
+        """Produce ``letter`` (or its stand-in when the producer refuses it as too large)."""
+        report = _Report(letter)
+        try:
+            self._produce_letter(letter, report)
+        except KafkaException as error:
+            size = _size_error(error)
+            if size is None:
+                raise
+            report.letter = stripped_dead_letter(letter, self._dead_letters, size.str())
+            self._produce_letter(report.letter, report)
+        return report
+
+    def _produce_letter(self, letter: DeadLetter, report: _Report) -> None:
+        headers: list[tuple[str, str | bytes | None]] = [*letter.kafka_headers()]
+        while True:
+            try:
+                self.producer.produce(
+                    self._dead_letters,
+                    letter.value,
+                    letter.key,
+                    headers=headers,
+                    on_delivery=report,
+                )
+                return
+            except BufferError:
+                self.producer.poll(0.1)
+
+    def _flush(self, failed: list[tuple[KafkaError, Message]]) -> None:
+        """Wait for every queued record; raise on any failure other than a size refusal."""
+        remaining = self.producer.flush(_FLUSH_SECONDS)
+        errors = [str(e) for e, _m in failed if not _too_large(e)]
+        if remaining or errors:
+            raise SplitstateError(
+                f"outputs could not be written ({remaining} unsent; errors: {errors[:3]}); the "
+                "batch was not committed and will be processed again after a restart"
+            )
+
+    # -- size refusals ----------------------------------------------------------------------
+
+    def _resend(
+        self,
+        outputs: list[EncodedOutput],
+        too_large: list[tuple[KafkaError, Message]],
+        unsent: set[int],
+    ) -> list[tuple[EncodedOutput, str]]:
+        """Send again, one at a time, the outputs of each partition from its first one the
+        broker refused (not those the producer refused, ids in ``unsent``); returns those
+        refused on their own."""
+        refused: dict[tuple[str | None, int | None], set[tuple[bytes | None, bytes | None]]] = {}
+        for _error, message in too_large:
+            where = (message.topic(), message.partition())
+            refused.setdefault(where, set()).add((message.key(), message.value()))
+        again: list[EncodedOutput] = []
+        started: set[tuple[str | None, int | None]] = set()
+        for output in outputs:
+            where = (output.topic, output.partition)
+            if where in started or (
+                where in refused and (output.key, output.value) in refused[where]
+            ):
+                started.add(where)
+                if id(output) not in unsent:
+                    again.append(output)
+        alone: list[tuple[EncodedOutput, str]] = []
+        for output in again:
+            report = _Report()
+            try:
+                self._send_output(output, report)
+            except KafkaException as error:
+                size = _size_error(error)
+                if size is None:
+                    raise
+                alone.append((output, size.str()))
+                continue
+            self._flush([])
+            if _too_large(report.error):
+                assert report.error is not None
+                alone.append((output, report.error.str()))
+            elif report.error is not None:
+                raise SplitstateError(
+                    f"an output to {output.topic!r} could not be written ({report.error}); the "
+                    "batch was not committed and will be processed again after a restart"
+                )
+        if len(alone) < len(too_large):
+            self._warn(
+                "batch",
+                "Kafka refused a producer batch of outputs as too large although its records "
+                "fit on their own: a topic's max.message.bytes is below the producer's "
+                "batch.size, so such batches are sent again one record at a time. Fix: raise "
+                "the topic's max.message.bytes, or set kafka.settings batch.size below it.",
+            )
+        return alone
+
+    def _settle(self, reports: Iterable[_Report]) -> None:
+        """Resolve dead letters the broker refused: alone, then as their small stand-in."""
+        for report in reports:
+            if report.error is None:
+                continue
+            if not _too_large(report.error):
+                raise SplitstateError(
+                    f"a dead letter could not be written ({report.error}); the batch was not "
+                    "committed and will be processed again after a restart"
+                )
+            assert report.letter is not None
+            why = report.error.str()
+            report.error = None
+            self._produce_letter(report.letter, report)  # alone now
+            self._flush([])
+            if _too_large(report.error):
+                report.letter = stripped_dead_letter(report.letter, self._dead_letters, why)
+                report.error = None
+                self._produce_letter(report.letter, report)
+                self._flush([])
+            if report.error is not None:
+                raise SplitstateError(
+                    f"a dead letter could not be written ({report.error}), not even without "
+                    f"its value; the batch was not committed. Fix: check the dead-letter topic "
+                    f"{self._dead_letters!r} (its max.message.bytes)."
+                )
+
+    def _warn(self, what: str, message: str) -> None:
+        now = time.monotonic()
+        if now - self._warned[what] > _WARN_EVERY_SECONDS:
+            self._warned[what] = now
+            log.warning(message)

@@ -1,0 +1,44 @@
+"""Rebuilding a processor's lost state safely: what may be rebuilt, and group commits that
+never go below what the group already had."""
+
+from __future__ import annotations
+
+from framework.processing import ProcessorStoppedError
+from framework.runtime.session import Session
+from rebalance.positions import Position
+
+__all__ = ["check_rebuildable", "committable"]
+
+
+def check_rebuildable(
+    processor: int, session: Session, position: Position, owned: set[Position], start: int | None
+) -> None:
+    """Refuse to rebuild a partition split off by a growth from its own records alone:
+    its keys' earlier records are in an ancestor another processor reads."""
+    topic, partition = position
+    entry = session.layout.inputs.get(topic)
+    if entry is None or start:
+        return
+    elsewhere = [
+        f"{read.topic}[{read.partition}] up to offset {read.end_offset}"
+        for read in entry.history.key_history(partition)[:-1]
+        if (read.topic, read.partition) not in owned and (read.end_offset or 0) > 0
+    ]
+    if elsewhere:
+        raise ProcessorStoppedError(
+            f"processor {processor} has no state for {topic}[{partition}] although "
+            "the group processed it (a lost state directory), and that partition was split "
+            f"off by a growth: its keys' earlier records are in {', '.join(elsewhere)}, "
+            "which another processor reads. Rebuilding from the partition alone would "
+            "leave those keys' state wrong, so it stops. Fix: restore the state directory "
+            f"{session.database.path} from a backup, or stop the app and rebuild every "
+            "processor's state with `splitstate backfill MODULE:APP --replace`."
+        )
+
+
+def committable(session: Session, offsets: dict[Position, int]) -> dict[Position, int]:
+    """The offsets the group may take: never below what it already had. A partition rebuilt
+    after a lost state directory commits again only once its state passed the group's offset,
+    so a crash or a release meanwhile still finds the group ahead (and rebuilds, or waits)."""
+    bounds = session.restore_below
+    return {p: o for p, o in offsets.items() if o >= bounds.get(p, 0)}

@@ -10,6 +10,7 @@ from pathlib import Path
 from framework.bootstrap import BootstrapProgress
 from framework.bootstrap.backfill import backfill
 from framework.loader import load_app
+from framework.ops.cli._arguments import app_arguments
 
 __all__ = ["register"]
 
@@ -18,6 +19,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add the ``backfill`` subcommand."""
     parser = commands.add_parser(
         "backfill",
+        parents=[app_arguments()],
         help="build every processor's state from the input history with Spark",
         description=(
             "Fold the input topics' history with the app's processor function (no outputs) "
@@ -26,8 +28,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "logic changed."
         ),
     )
-    parser.add_argument("app", metavar="MODULE:APP")
-    parser.add_argument("--config", type=Path, help="config file (YAML or TOML)")
     parser.add_argument(
         "--source",
         nargs="+",

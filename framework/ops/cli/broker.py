@@ -17,21 +17,25 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add the ``broker`` and ``jvm`` subcommands."""
     broker = commands.add_parser("broker", help="run a local single-node Kafka broker")
     actions = broker.add_subparsers(dest="action", required=True, metavar="ACTION")
+    directory = _directory()
 
-    start = actions.add_parser("start", help="start the broker (formats storage on first use)")
+    start = actions.add_parser(
+        "start", parents=[directory], help="start the broker (formats storage on first use)"
+    )
     start.add_argument("--port", type=int, help="listener port (default: a free one)")
-    _add_dir(start)
     start.add_argument(
         "--timeout", type=float, default=120.0, help="seconds to wait for it (default 120)"
     )
     start.set_defaults(handler=_start)
 
-    stop = actions.add_parser("stop", help="stop the broker and wait for it to exit")
-    _add_dir(stop)
+    stop = actions.add_parser(
+        "stop", parents=[directory], help="stop the broker and wait for it to exit"
+    )
     stop.set_defaults(handler=_stop)
 
-    status = actions.add_parser("status", help="say whether the broker runs, and where")
-    _add_dir(status)
+    status = actions.add_parser(
+        "status", parents=[directory], help="say whether the broker runs, and where"
+    )
     status.set_defaults(handler=_status)
 
     jvm = commands.add_parser(
@@ -40,13 +44,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     jvm.set_defaults(handler=_jvm)
 
 
-def _add_dir(parser: argparse.ArgumentParser) -> None:
+def _directory() -> argparse.ArgumentParser:
+    """A parent parser of ``--dir DIR``: which local broker."""
+    parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument(
         "--dir",
         type=Path,
         default=DEFAULT_BROKER_DIR,
         help=f"broker directory: data, logs, settings (default {DEFAULT_BROKER_DIR})",
     )
+    return parser
 
 
 def _start(args: argparse.Namespace) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
@@ -14,6 +13,7 @@ from framework.coordination.registry import TopicRegistry
 from framework.coordination.scaling import read_control
 from framework.growth.expand import expand_topic
 from framework.loader import load_app
+from framework.ops.cli._arguments import app_arguments
 
 __all__ = ["register"]
 
@@ -22,6 +22,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add the ``expand`` subcommand."""
     parser = commands.add_parser(
         "expand",
+        parents=[app_arguments()],
         help="grow an input topic's partitions without moving keys between processors",
         description=(
             "Create partitions, record the new count, wait out producers' leases, write "
@@ -30,8 +31,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "crash. Without --topic/--partitions, grows every input to its configured count."
         ),
     )
-    parser.add_argument("app", metavar="MODULE:APP")
-    parser.add_argument("--config", type=Path, help="config file (YAML or TOML)")
     parser.add_argument("--topic", help="the input topic to grow")
     parser.add_argument("--partitions", type=int, metavar="M", help="the new partition count")
     parser.set_defaults(handler=_expand)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
@@ -14,6 +13,7 @@ from framework.coordination.registry import TopicRegistry
 from framework.coordination.scaling import abort_scale, request_scale
 from framework.kafka.io import COMPACTED, TopicSpec, ensure_topics
 from framework.loader import load_app
+from framework.ops.cli._arguments import app_arguments
 from framework.ops.progress import CatchUpProgress
 from framework.ops.status import collect_status
 from framework.ops.status_view import render_status
@@ -30,10 +30,9 @@ INPUT_RETENTION_MS = -1
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``run`` and ``topics`` subcommands."""
-    run = commands.add_parser("run", help="run processors of an app")
-    run.add_argument("app", metavar="MODULE:APP", help="e.g. examples.wordcount.app:app")
-    run.add_argument("--config", type=Path, help="config file (YAML or TOML)")
+    """Add the ``run``, ``topics``, ``scale`` and ``status`` subcommands."""
+    app = app_arguments()
+    run = commands.add_parser("run", parents=[app], help="run processors of an app")
     which = run.add_mutually_exclusive_group(required=True)
     which.add_argument("--processor-id", type=int, metavar="J", help="run processor J here")
     which.add_argument(
@@ -44,17 +43,17 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     topics = commands.add_parser("topics", help="manage an app's Kafka topics")
     actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = actions.add_parser(
-        "create", help="create the app's inputs, outputs, dead letters and control log"
+        "create",
+        parents=[app],
+        help="create the app's inputs, outputs, dead letters and control log",
     )
-    create.add_argument("app", metavar="MODULE:APP")
-    create.add_argument("--config", type=Path, help="config file (YAML or TOML)")
     create.set_defaults(handler=_create_topics)
 
     scale = commands.add_parser(
-        "scale", help="change the processor count (live, with the catch-up protocol)"
+        "scale",
+        parents=[app],
+        help="change the processor count (live, with the catch-up protocol)",
     )
-    scale.add_argument("app", metavar="MODULE:APP")
-    scale.add_argument("--config", type=Path, help="config file (YAML or TOML)")
     target = scale.add_mutually_exclusive_group(required=True)
     target.add_argument("--processors", type=int, metavar="P", help="the new processor count")
     target.add_argument(
@@ -68,10 +67,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     scale.set_defaults(handler=_scale)
 
     status = commands.add_parser(
-        "status", help="processors, partitions, state size, lag and key share of an app"
+        "status",
+        parents=[app],
+        help="processors, partitions, state size, lag and key share of an app",
     )
-    status.add_argument("app", metavar="MODULE:APP")
-    status.add_argument("--config", type=Path, help="config file (YAML or TOML)")
     status.set_defaults(handler=_status)
 
 

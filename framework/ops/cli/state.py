@@ -19,20 +19,23 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add the ``state`` subcommand."""
     state = commands.add_parser("state", help="inspect processors' local state")
     actions = state.add_subparsers(dest="action", required=True, metavar="ACTION")
+    where = _where()
 
     dump = actions.add_parser(
-        "dump", help='print every value as JSON lines {"store", "key", "value"}'
+        "dump", parents=[where], help='print every value as JSON lines {"store", "key", "value"}'
     )
-    _common(dump)
     dump.add_argument("--store", help="only this store")
     dump.set_defaults(handler=_dump)
 
-    offsets = actions.add_parser("offsets", help="print the committed input offsets")
-    _common(offsets)
+    offsets = actions.add_parser(
+        "offsets", parents=[where], help="print the committed input offsets"
+    )
     offsets.set_defaults(handler=_offsets)
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _where() -> argparse.ArgumentParser:
+    """A parent parser of ``--dir DIR [--processor J]``: whose state to read."""
+    parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument(
         "--dir",
         type=Path,
@@ -40,6 +43,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="the app's state directory (holding processor-<J>), or one processor's",
     )
     parser.add_argument("--processor", type=int, help="only processor J")
+    return parser
 
 
 def _print_lines(records: Iterable[dict[str, Any]]) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -21,7 +21,7 @@ from framework.app import App, Handler
 from framework.errors import SplitstateError
 from framework.growth.markers import is_marker
 from framework.growth.placement import UNFENCED_SCOPE, NoCountHeader, count_header, misplacement
-from framework.records import Output, Record
+from framework.records import InputMessage, Output, Record
 from statestore import BatchStatus, StateBatch
 
 __all__ = [
@@ -33,20 +33,6 @@ __all__ = [
     "StoredMessage",
     "encode_value",
 ]
-
-Headers = Sequence[tuple[str, bytes | None]]
-
-
-class InputMessage(Protocol):
-    """A consumed record, as confluent-kafka's ``Message`` presents it."""
-
-    def topic(self) -> str | None: ...
-    def partition(self) -> int | None: ...
-    def offset(self) -> int | None: ...
-    def key(self) -> bytes | None: ...
-    def value(self) -> bytes | None: ...
-    def timestamp(self) -> tuple[int, int]: ...
-    def headers(self) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,36 +202,35 @@ class RecordProcessor:
         self,
         batch: StateBatch,
         message: InputMessage,
-        topic: str,
-        partition: int,
-        offset: int,
         *,
         restore: bool = False,
     ) -> tuple[list[EncodedOutput], DeadLetter | None]:
-        """Process one record (at ``topic``/``partition``/``offset``); returns its outputs, or
-        the dead letter it became.
+        """Process one record (where ``message`` says it is); returns its outputs, or the
+        dead letter it became.
 
         With ``restore`` the record only rebuilds state: no outputs and no dead letter are
         returned (they were written when the record was first processed).
         """
+        where = _where(message)
+        topic, partition, offset = where
         key, raw = message.key(), message.value()
         route = self._routes.get(topic)
         if route is None:
             reason = f"no processor function for topic {topic!r}"
-            return [], self._dead(message, (topic, partition, offset), "route", reason, restore)
+            return [], self._dead(message, where, "route", reason, restore)
         if key is None:
             if is_marker(message.headers()):
                 return [], None  # a growth marker: not a record of the app's
             reason = "the record has no key; splitstate keeps state per key"
-            return [], self._dead(message, (topic, partition, offset), "decode", reason, restore)
+            return [], self._dead(message, where, "decode", reason, restore)
         misplaced = self._check_placement(batch, message, key, (topic, partition), restore=restore)
         if misplaced is not None:
-            return [], self._dead(message, (topic, partition, offset), *misplaced, restore)
+            return [], self._dead(message, where, *misplaced, restore)
         try:
             value = route.decode(raw)
         except (ValidationError, ValueError, UnicodeDecodeError) as error:
             reason = _describe(error)
-            return [], self._dead(message, (topic, partition, offset), "decode", reason, restore)
+            return [], self._dead(message, where, "decode", reason, restore)
         if route.single_store is not None:
             store = batch.store(route.single_store)
             saved: Any = store.savepoint(key)
@@ -258,7 +243,7 @@ class RecordProcessor:
             result = route.function(
                 Record(topic, partition, offset, key, value, message=message), state
             )
-            outputs = self._encode(result, key, (topic, partition, offset))
+            outputs = self._encode(result, key, where)
         except Exception as error:  # any failure of user code is handled by the policy
             self._rollback(batch, route, key, saved)
             if self.stop_on_error:
@@ -269,7 +254,6 @@ class RecordProcessor:
                     "or set on_error: dead-letter to skip such records."
                 ) from error
             reason = _describe(error, with_trace=True)
-            where = (topic, partition, offset)
             return [], self._dead(message, where, "processor", reason, restore)
         return ([] if restore else outputs), None
 
@@ -381,6 +365,17 @@ class RecordProcessor:
         return DeadLetter(
             topic, partition, offset, message.key(), message.value(), headers, stage, reason
         )
+
+
+def _where(message: InputMessage) -> tuple[str, int, int]:
+    """``(topic, partition, offset)`` of a record to process."""
+    topic, partition, offset = message.topic(), message.partition(), message.offset()
+    if topic is None or partition is None or offset is None:
+        raise SplitstateError(
+            f"a record to process has no topic, partition or offset ({topic}[{partition}]"
+            f"@{offset}); only records read from Kafka (or StoredMessage) can be processed"
+        )
+    return topic, partition, offset
 
 
 def _header_list(

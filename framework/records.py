@@ -6,12 +6,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-__all__ = ["Output", "Record"]
+__all__ = ["InputMessage", "Output", "Record"]
 
 V = TypeVar("V")
 
 
-class _Message(Protocol):
+class InputMessage(Protocol):
+    """A consumed record, as confluent-kafka's ``Message`` presents it."""
+
+    def topic(self) -> str | None: ...
+    def partition(self) -> int | None: ...
+    def offset(self) -> int | None: ...
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
     def timestamp(self) -> tuple[int, int]: ...
     def headers(self) -> Any: ...
 
@@ -32,7 +39,7 @@ class Record(Generic[V]):
         key: bytes,
         value: V,
         *,
-        message: _Message | None = None,
+        message: InputMessage | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition

@@ -72,7 +72,7 @@ class TestDriver:
         )
         batch = self.database.begin()
         try:
-            outputs, dead = self._processor.process(batch, message, topic, partition, offset)
+            outputs, dead = self._processor.process(batch, message)
         except BaseException:
             batch.abort()
             raise

@@ -88,7 +88,7 @@ class AppFold:
                 None if timestamp is None or math.isnan(timestamp) else int(timestamp),
                 _headers(headers),
             )
-            processor.process(batch, message, topic, int(partition), int(offset), restore=True)
+            processor.process(batch, message, restore=True)
             if count % _COMMIT_EVERY == 0:
                 batch.commit()
                 batch = database.begin()

@@ -149,9 +149,7 @@ class BatchRunner:
             elif careful and guard.crashes(topic, partition, offset) >= guard.limit:
                 dead_letter = self._skip(batch, message, restore)
             else:
-                produced, dead_letter = process(
-                    batch, message, topic, partition, offset, restore=restore
-                )
+                produced, dead_letter = process(batch, message, restore=restore)
                 outputs.extend(produced)
             if dead_letter is not None:
                 dead.append(dead_letter)

@@ -332,7 +332,7 @@ class CatchUp:
                 continue
             key = message.key()
             if key is not None and self._gained(key):
-                self._records.process(batch, message, topic, partition, offset, restore=True)
+                self._records.process(batch, message, restore=True)
                 self.applied += 1
             self.positions[position] = offset + 1
             moved[position] = offset + 1

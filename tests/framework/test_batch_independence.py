@@ -141,7 +141,7 @@ def run(inputs: list[tuple[str, bytes, bytes]], size: int, kind: str, directory:
             for offset in range(start, min(start + size, len(inputs))):
                 topic, key, value = inputs[offset]
                 message = StoredMessage(topic, 0, offset, key, value, None, None)
-                produced, dead = processor.process(batch, message, topic, 0, offset)
+                produced, dead = processor.process(batch, message)
                 outputs.extend((o.topic, o.key, o.value) for o in produced)
                 if dead is not None:
                     failed.append(dead.offset)

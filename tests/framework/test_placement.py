@@ -114,9 +114,9 @@ def test_restore_skips_a_misplaced_record_without_state_or_dead_letter() -> None
     wrong = bucket(key_hash(key), N, N)
     message = StoredMessage("in", wrong, 0, key, b"", None, [(COUNT_HEADER, b"6")])
     batch = database.begin()
-    assert processor.process(batch, message, "in", wrong, 0, restore=True) == ([], None)
+    assert processor.process(batch, message, restore=True) == ([], None)
     unheaded = StoredMessage("in", wrong, 1, key, b"", None, None)
-    assert processor.process(batch, unheaded, "in", wrong, 1, restore=True) == ([], None)
+    assert processor.process(batch, unheaded, restore=True) == ([], None)
     batch.commit()
     assert database.get("counts", key) == 1  # only the record without the header
     assert processor.dead_letter_count == 1
@@ -127,13 +127,12 @@ def test_counts_of_aborted_batches_are_not_kept() -> None:
     app = counting_app()
     database = ProcessorDatabase.in_memory(DatabaseIdentity("placement", 0), app.store_specs())
     processor = RecordProcessor(app, {"in": N}, {("in", 1): 5})
-    message = StoredMessage("in", 1, 0, b"k", b"", None, None)
     aborted = database.begin()
-    processor.process(aborted, message, "in", 1, 0)
+    processor.process(aborted, StoredMessage("in", 1, 0, b"k", b"", None, None))
     aborted.abort()
     for offset in (0, 1):
         committed = database.begin()
-        processor.process(committed, message, "in", 1, offset)
+        processor.process(committed, StoredMessage("in", 1, offset, b"k", b"", None, None))
         committed.commit()
     assert database.progress("unfenced") == {("in", 1): 7}
 

@@ -135,7 +135,7 @@ class World:
                     continue
                 offset = message.offset()
                 assert offset is not None
-                records.process(batch, message, self.topic, partition, offset)
+                records.process(batch, message)
                 position = offset + 1
         consumer.close()
         assert position == end, (position, end)

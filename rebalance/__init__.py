@@ -1,4 +1,4 @@
-"""The pure core: linear hashing, partition lineage, scale plans, metadata hash, state machines.
+"""The pure core: linear hashing, partition lineage, scale plans, metadata hash, handoff states.
 
 Nothing in this package does I/O; everything else asks it who owns what.
 """
@@ -8,47 +8,32 @@ from rebalance.linear_hash import (
     ancestors,
     bucket,
     bucket_array,
-    buckets_of,
     check_layout,
     expected_shares,
     key_hash,
     key_hashes,
     level,
     parent,
-    processor_of_partition,
 )
-from rebalance.metadata_hash import HashAlgorithm, group_hash, topic_hash, topic_hash_bytes
+from rebalance.metadata_hash import group_hash, topic_hash, topic_hash_bytes
 from rebalance.plan import PartitionMove, ReceiverPlan, ScalePlan, plan_scale
 from rebalance.positions import OffsetRange, Position
 from rebalance.states import (
     HANDOFF_MACHINE,
-    PARTITION_MACHINE,
-    PROCESSOR_MACHINE,
     HandoffEvent,
     HandoffPhase,
     InvalidTransitionError,
-    PartitionEvent,
-    PartitionState,
-    ProcessorEvent,
-    ProcessorPhase,
     StateMachine,
 )
 
 __all__ = [
     "HANDOFF_MACHINE",
-    "PARTITION_MACHINE",
-    "PROCESSOR_MACHINE",
     "HandoffEvent",
     "HandoffPhase",
-    "HashAlgorithm",
     "InvalidTransitionError",
     "OffsetRange",
-    "PartitionEvent",
     "PartitionMove",
-    "PartitionState",
     "Position",
-    "ProcessorEvent",
-    "ProcessorPhase",
     "ReadRange",
     "ReceiverPlan",
     "ScalePlan",
@@ -57,7 +42,6 @@ __all__ = [
     "ancestors",
     "bucket",
     "bucket_array",
-    "buckets_of",
     "check_layout",
     "expected_shares",
     "group_hash",
@@ -66,7 +50,6 @@ __all__ = [
     "level",
     "parent",
     "plan_scale",
-    "processor_of_partition",
     "topic_hash",
     "topic_hash_bytes",
 ]

@@ -101,10 +101,6 @@ class TopicHistory:
             ranges.append(ReadRange(self.name, ancestor, self.thresholds.get(child)))
         return ranges[::-1]
 
-    def blocking_parent(self, partition: int) -> int | None:
-        """The partition whose threshold gates ``partition`` (its parent), if it has one."""
-        return parent(partition, self.initial_partitions)
-
     def gate(self, partition: int) -> tuple[int, int | None] | None:
         """``(parent, threshold)`` that must be passed before ``partition`` is read, for a
         partition created by a growth (threshold ``None``: not recorded yet, so blocked);

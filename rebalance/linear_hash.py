@@ -25,14 +25,12 @@ __all__ = [
     "ancestors",
     "bucket",
     "bucket_array",
-    "buckets_of",
     "check_layout",
     "expected_shares",
     "key_hash",
     "key_hashes",
     "level",
     "parent",
-    "processor_of_partition",
 ]
 
 
@@ -104,16 +102,6 @@ def key_hashes(keys: Iterable[bytes]) -> list[int]:
     """``key_hash`` of many keys (one call per key; mmh3 has no batch API for 32-bit hashes)."""
     hash32 = mmh3.hash
     return [hash32(key, 0, False) for key in keys]
-
-
-def processor_of_partition(partition: int, initial_processors: int, processors: int) -> int:
-    """The processor that owns ``partition`` when ``processors`` run (``bucket(p, B, P)``)."""
-    return bucket(partition, initial_processors, processors)
-
-
-def buckets_of(owner: int, initial: int, count: int, items: int) -> list[int]:
-    """The items ``0..items-1`` that ``bucket(item, initial, count)`` maps to ``owner``."""
-    return [item for item in range(items) if bucket(item, initial, count) == owner]
 
 
 def check_layout(

@@ -18,14 +18,12 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal
 
 import mmh3
 import xxhash
 
-__all__ = ["HashAlgorithm", "group_hash", "topic_hash", "topic_hash_bytes"]
+__all__ = ["group_hash", "topic_hash", "topic_hash_bytes"]
 
-HashAlgorithm = Literal["murmur3", "xxh3"]
 _MAGIC = b"\x00"
 _INT32 = struct.Struct("<i")
 _INT64 = struct.Struct("<q")

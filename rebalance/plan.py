@@ -50,20 +50,6 @@ class ScalePlan:
     moves: tuple[PartitionMove, ...]
     receivers: Mapping[int, ReceiverPlan]
 
-    @property
-    def joining(self) -> tuple[int, ...]:
-        """Processors that exist after the change but not before."""
-        return tuple(range(self.old_processors, self.new_processors))
-
-    @property
-    def leaving(self) -> tuple[int, ...]:
-        """Processors that exist before the change but not after."""
-        return tuple(range(self.new_processors, self.old_processors))
-
-    def moves_from(self, source: int) -> tuple[PartitionMove, ...]:
-        """The partitions ``source`` gives away."""
-        return tuple(move for move in self.moves if move.source == source)
-
 
 def plan_scale(
     initial_processors: int,

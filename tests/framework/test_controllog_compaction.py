@@ -25,16 +25,7 @@ from rebalance.control import AppDefinition, ControlState, Generation, handoff_r
 
 Record = dict[str, Any]
 
-_PATHS: tuple[tuple[HandoffEvent, ...], ...] = (
-    (HandoffEvent.START_CATCH_UP, HandoffEvent.CAUGHT_UP),
-    (HandoffEvent.START_BOOTSTRAP, HandoffEvent.BOOTSTRAPPED, HandoffEvent.CAUGHT_UP),
-    (
-        HandoffEvent.START_BOOTSTRAP,
-        HandoffEvent.BOOTSTRAP_FAILED,
-        HandoffEvent.START_CATCH_UP,
-        HandoffEvent.CAUGHT_UP,
-    ),
-)
+_CATCH_UP = (HandoffEvent.START_CATCH_UP, HandoffEvent.CAUGHT_UP)
 
 
 def compact(keyed: Sequence[tuple[bytes, Record]]) -> list[Record]:
@@ -111,7 +102,7 @@ def _run_scale(writer: LogWriter, counts: dict[str, int], b: int, finish: bool) 
     for pair, handoff in scale.handoffs.items():
         released = {position: rng.randint(0, 500) for position in handoff.partitions}
         events: list[tuple[HandoffEvent, dict[tuple[str, int], int] | None]] = [
-            (event, None) for event in rng.choice(_PATHS)
+            (event, None) for event in _CATCH_UP
         ]
         events += [(HandoffEvent.RELEASE, released), (HandoffEvent.COMPLETE, None)]
         pending[pair] = events

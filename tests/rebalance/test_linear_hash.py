@@ -13,7 +13,6 @@ from rebalance import (
     ancestors,
     bucket,
     bucket_array,
-    buckets_of,
     check_layout,
     expected_shares,
     key_hash,
@@ -173,9 +172,3 @@ def test_bucket_array_matches_bucket(hashes: list[int], initial: int, extra: int
     count = initial + extra
     result = bucket_array(np.array(hashes, dtype=np.uint32), initial, count)
     assert result.tolist() == [bucket(h, initial, count) for h in hashes]
-
-
-def test_buckets_of_lists_owned_items() -> None:
-    assert buckets_of(0, 10, 10, 15) == [0, 10]
-    assert buckets_of(0, 10, 15, 18) == [0]
-    assert buckets_of(5, 10, 15, 18) == [5, 15]

@@ -1,33 +1,18 @@
-"""The protocol state machines: every listed transition works, anything else is refused."""
+"""The handoff state machine: every listed transition works, anything else is refused."""
 
 from __future__ import annotations
 
 import itertools
-from enum import StrEnum
-from typing import Any
 
 import pytest
 
-from rebalance import (
-    HANDOFF_MACHINE,
-    PARTITION_MACHINE,
-    PROCESSOR_MACHINE,
-    HandoffEvent,
-    HandoffPhase,
-    InvalidTransitionError,
-    PartitionEvent,
-    PartitionState,
-    ProcessorEvent,
-    ProcessorPhase,
-    StateMachine,
-)
+from rebalance import HANDOFF_MACHINE, HandoffEvent, HandoffPhase, InvalidTransitionError
 
 
 def test_catch_up_protocol_happy_path() -> None:
     phase = HandoffPhase.PLANNED
     for event in (
-        HandoffEvent.START_BOOTSTRAP,
-        HandoffEvent.BOOTSTRAPPED,
+        HandoffEvent.START_CATCH_UP,
         HandoffEvent.CAUGHT_UP,
         HandoffEvent.RELEASE,
         HandoffEvent.COMPLETE,
@@ -43,7 +28,6 @@ def test_abort_only_before_release() -> None:
             phase
             in {
                 HandoffPhase.PLANNED,
-                HandoffPhase.BOOTSTRAPPING,
                 HandoffPhase.CATCHING_UP,
                 HandoffPhase.READY,
             }
@@ -60,48 +44,8 @@ def test_invalid_transition_names_state_event_and_allowed() -> None:
         HANDOFF_MACHINE.apply(HandoffPhase.COMPLETE, HandoffEvent.ABORT)
 
 
-def test_processor_lifecycle_out_and_in_and_out_again() -> None:
-    phase = ProcessorPhase.NEW
-    for event in (
-        ProcessorEvent.JOIN,
-        ProcessorEvent.ACTIVATE,
-        ProcessorEvent.LEAVE,
-        ProcessorEvent.STOP,
-        ProcessorEvent.REJOIN,
-        ProcessorEvent.JOIN,
-    ):
-        phase = PROCESSOR_MACHINE.apply(phase, event)
-    assert phase is ProcessorPhase.JOINING
-    with pytest.raises(InvalidTransitionError, match="event LEAVE is not allowed in state JOINING"):
-        PROCESSOR_MACHINE.apply(phase, ProcessorEvent.LEAVE)
-
-
-def test_partition_lifecycle() -> None:
-    state = PartitionState.NON_EXISTENT
-    for event in (
-        PartitionEvent.CREATE,
-        PartitionEvent.SET_THRESHOLD,
-        PartitionEvent.UNBLOCK,
-        PartitionEvent.MARK_FOR_DELETION,
-        PartitionEvent.DRAINED,
-    ):
-        state = PARTITION_MACHINE.apply(state, event)
-    assert state is PartitionState.DELETED
-    with pytest.raises(InvalidTransitionError, match="event UNBLOCK is not allowed in state New"):
-        PARTITION_MACHINE.apply(PartitionState.NEW, PartitionEvent.UNBLOCK)
-
-
-@pytest.mark.parametrize(
-    ("machine", "states", "events"),
-    [
-        (HANDOFF_MACHINE, HandoffPhase, HandoffEvent),
-        (PROCESSOR_MACHINE, ProcessorPhase, ProcessorEvent),
-        (PARTITION_MACHINE, PartitionState, PartitionEvent),
-    ],
-)
-def test_table_is_the_whole_truth(
-    machine: StateMachine[Any, Any], states: type[StrEnum], events: type[StrEnum]
-) -> None:
+def test_table_is_the_whole_truth() -> None:
+    machine, states, events = HANDOFF_MACHINE, HandoffPhase, HandoffEvent
     for state, event in itertools.product(states, events):
         if (state, event) in machine.table:
             assert machine.apply(state, event) is machine.table[(state, event)]

@@ -129,19 +129,6 @@ class Scale:
         """Whether the scale is over: complete, or aborted."""
         return self.aborted is not None or self.complete
 
-    def to_record(self) -> dict[str, Any]:
-        """The ``scale`` record that starts this scale."""
-        record: dict[str, Any] = {
-            "type": "scale",
-            "generation": self.generation,
-            "processors": self.new_processors,
-            "partitions": dict(sorted(self.partitions.items())),
-            "histories": {n: history_record(h) for n, h in sorted(self.histories.items())},
-        }
-        if self.request is not None:
-            record["request"] = self.request
-        return record
-
     def incoming(self, processor: int) -> list[Handoff]:
         """Handoffs that give ``processor`` partitions."""
         return [h for h in self.handoffs.values() if h.target == processor]

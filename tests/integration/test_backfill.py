@@ -28,7 +28,7 @@ from rebalance import TopicHistory
 from statestore import ProcessorDatabase
 from tests.integration.harness import Supervised, produce, splitstate, unique, write_config
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 RECORDS = 100_000
 Records = Callable[[random.Random, int], Iterator[tuple[bytes, bytes]]]

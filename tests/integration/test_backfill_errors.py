@@ -91,6 +91,7 @@ def deployment(tmp_path: Path, kafka_bootstrap: str) -> Deployment:
     return Deployment(tmp_path, kafka_bootstrap)
 
 
+@pytest.mark.spark
 def test_processors_continue_from_the_backfilled_offsets(deployment: Deployment) -> None:
     until = {p: end // 2 for p, end in deployment.ends.items()}
     spec = ",".join(f"{deployment.topic}:{p}={o}" for p, o in until.items())
@@ -126,6 +127,7 @@ def test_processors_continue_from_the_backfilled_offsets(deployment: Deployment)
         assert seen.get(word, []) == list(range(covered[word] + 1, n + 1)), word
 
 
+@pytest.mark.spark  # the archive's columns are read with Spark
 def test_bad_requests_are_refused_with_the_fix(deployment: Deployment, tmp_path: Path) -> None:
     topic = deployment.topic
     past = ",".join(f"{topic}:{p}={end + 5}" for p, end in deployment.ends.items())

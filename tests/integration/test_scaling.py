@@ -182,6 +182,7 @@ def test_scaling_survives_sigkill_of_joiner_and_old_owner(
     run_scaling(tmp_path, kafka_bootstrap, kill=True)
 
 
+@pytest.mark.spark
 def test_scale_out_with_spark_bootstrap_is_exactly_once(
     tmp_path: Path, kafka_bootstrap: str
 ) -> None:

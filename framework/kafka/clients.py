@@ -80,9 +80,11 @@ class Clients(Kafka):
         settings: Mapping[str, Any] | None = None,
     ) -> KafkaProducer:
         """A new idempotent producer (``settings`` last: the user's override ours)."""
-        return ConfluentProducer(
-            Producer(self._producer_settings(linger_ms, delivery_timeout_ms, settings))
-        )
+        wanted = self._producer_settings(linger_ms, delivery_timeout_ms, settings)
+        try:
+            return ConfluentProducer(Producer(wanted))
+        except KafkaException as error:
+            raise io_error(error) from None
 
     def _producer_settings(
         self,

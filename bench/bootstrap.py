@@ -31,7 +31,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the examples package
 
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from bench.words import produce_words
 from examples.wordcount.app import app as wordcount
@@ -39,7 +38,7 @@ from framework import AppConfig
 from framework.bootstrap.build import BuildRequest, build_state
 from framework.coordination.layout import prepare_app
 from framework.coordination.scaling import request_scale
-from framework.kafka.io import TopicSpec, ensure_topics, watermarks
+from framework.kafka import Clients, TopicSpec, watermarks
 from framework.ops.broker import LocalBroker
 from framework.processing import RecordProcessor
 from framework.runtime.catchup import CatchUp
@@ -114,15 +113,15 @@ def main() -> None:
         )
         wordcount.configure(config)
         client = config.kafka.client_settings()
-        admin = AdminClient(client)
-        ensure_topics(admin, [TopicSpec(topic, PARTITIONS), TopicSpec(f"{topic}-out", PARTITIONS)])
-        layout = prepare_app(wordcount, admin)
+        kafka = Clients(client)
+        kafka.create_topics([TopicSpec(topic, PARTITIONS), TopicSpec(f"{topic}-out", PARTITIONS)])
+        layout = prepare_app(wordcount, kafka)
         started = time.perf_counter()
         produce_words(bootstrap, topic, args.records, distinct=20_000, seed=17)
         print(f"produced {args.records:,} records in {time.perf_counter() - started:.1f}s")
 
         position = (topic, JOINER)
-        end = watermarks(client, [position])[position].end
+        end = watermarks(kafka, [position])[position].end
         # T1: the old owner has processed everything (as if it ran all along).
         committer = Consumer({**client, "group.id": config.app_id, "enable.auto.commit": False})
         committer.commit(offsets=[TopicPartition(topic, JOINER, end)], asynchronous=False)
@@ -134,7 +133,7 @@ def main() -> None:
             processors=2,
             covers={JOINER: [position]},
             ranges={position: OffsetRange(0, end)},
-            retained=watermarks(client, [position]),
+            retained=watermarks(kafka, [position]),
             entries=layout.inputs,
         )
         spark_seconds, built = spark(config, request, scratch)

@@ -22,13 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the examples pac
 
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 from rocksdict import Options, Rdict, WriteBatch
 
 from bench.words import produce_words
 from examples.wordcount.app import app as wordcount
 from framework import AppConfig
-from framework.kafka.io import TopicSpec, ensure_topics
+from framework.kafka import Clients, TopicSpec
 from framework.ops.broker import LocalBroker
 from framework.runtime.loop import ProcessorRuntime
 
@@ -125,12 +124,9 @@ def main() -> None:
     broker = None if args.bootstrap else LocalBroker(scratch / "broker")
     try:
         bootstrap = args.bootstrap or broker.start().bootstrap_servers  # type: ignore[union-attr]
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        kafka = Clients({"bootstrap.servers": bootstrap})
         topic, out_plain, out_ours = "bench-words", "bench-plain-out", "bench-ours-out"
-        ensure_topics(
-            admin,
-            [TopicSpec(name, PARTITIONS) for name in (topic, out_plain, out_ours)],
-        )
+        kafka.create_topics([TopicSpec(name, PARTITIONS) for name in (topic, out_plain, out_ours)])
         start = time.perf_counter()
         produce_words(bootstrap, topic, args.records)
         print(f"produced {args.records:,} records in {time.perf_counter() - start:.1f}s")

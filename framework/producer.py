@@ -17,48 +17,44 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
-
-from confluent_kafka import KafkaError, Message, Producer
-from confluent_kafka.admin import AdminClient
 
 from framework.coordination.registry import TopicRegistry
 from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
 from framework.growth.placement import COUNT_HEADER, LinearHashPartitioner
-from framework.kafka.io import partition_counts
+from framework.kafka import Clients, DeliveryCallback, Kafka
 
 __all__ = ["SplitstateProducer"]
 
 log = logging.getLogger(__name__)
 
-DeliveryCallback = Callable[[KafkaError | None, Message], None]
 _TIMEOUT_SETTINGS = ("delivery.timeout.ms", "message.timeout.ms")
 
 
 class SplitstateProducer:
-    """A confluent-kafka Producer that places keys by linear hashing, under a registry lease.
+    """A Kafka producer that places keys by linear hashing, under a registry lease.
 
-    ``client``: connection settings (``bootstrap.servers``, security); ``topics``: the topics
-    it will write; ``producer_settings``: extra librdkafka producer settings (a delivery
-    timeout above the registry's is refused). Topics not yet in the registry are registered
-    with their current partition count as ``N``. Call ``close`` when done.
+    ``client``: connection settings (``bootstrap.servers``, security), or a ``Kafka`` port
+    (``framework.kafka``); ``topics``: the topics it will write; ``producer_settings``: extra
+    librdkafka producer settings (a delivery timeout above the registry's is refused). Topics
+    not yet in the registry are registered with their current partition count as ``N``.
+    Call ``close`` when done.
     """
 
     def __init__(
         self,
-        client: Mapping[str, Any],
+        client: Mapping[str, Any] | Kafka,
         topics: list[str],
         producer_settings: Mapping[str, Any] | None = None,
     ) -> None:
-        client = dict(client)
-        admin = AdminClient(client)
-        registry = TopicRegistry(client, admin)
+        kafka = Clients(client) if isinstance(client, Mapping) else client
+        registry = TopicRegistry(kafka)
         registry.ensure_topic()
         read_at = time.monotonic()  # the lease runs from before the registry read
         entries = registry.read()
-        counts = partition_counts(admin, topics)
+        counts = kafka.partition_counts(topics)
         for topic in topics:
             if topic not in entries:
                 if topic not in counts:
@@ -77,14 +73,8 @@ class SplitstateProducer:
                     f"delivery timeout ({timeout_ms} ms) that `splitstate expand` waits for. "
                     f"Fix: use at most {timeout_ms}, or leave it out."
                 )
-        self._producer = Producer(
-            {
-                **client,
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "delivery.timeout.ms": timeout_ms,
-                **settings,
-            }
+        self._producer = kafka.producer(
+            linger_ms=5, delivery_timeout_ms=timeout_ms, settings=settings
         )
         self.lease.start(self._producer)
 
@@ -107,8 +97,12 @@ class SplitstateProducer:
     ) -> None:
         """Queue one keyed record for the partition its key hashes to.
 
+        ``on_delivery(error, message)`` is called from ``poll``/``flush`` once Kafka took the
+        record (``error`` is ``None``) or refused it (a ``framework.kafka.DeliveryError``).
         While the local queue is full it waits for room; after each wait the lease is checked
         again and the key placed again with the counts held then (they may have changed).
+        Raises ``ProducerLeaseError`` when the counts may be stale, and
+        ``framework.kafka.KafkaIOError`` (``RecordTooLargeError``) when Kafka refuses it.
         """
         while True:
             self.lease.check()
@@ -117,12 +111,7 @@ class SplitstateProducer:
             placed = [*(headers or []), (COUNT_HEADER, str(partitioner.partitions(topic)))]
             try:
                 self._producer.produce(
-                    topic,
-                    key=key,
-                    value=value,
-                    partition=partition,
-                    headers=placed,
-                    on_delivery=on_delivery,
+                    topic, value, key, partition, headers=placed, on_delivery=on_delivery
                 )
                 return
             except BufferError:

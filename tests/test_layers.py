@@ -139,3 +139,21 @@ def test_framework_modules_import_only_their_layer_or_lower() -> None:
             if target_layer > layer:
                 wrong.append(f"{module} imports {target}")
     assert wrong == []
+
+
+#: Where ``confluent_kafka`` may appear: the Kafka port, and the local broker's health checks.
+KAFKA_CLIENT_PACKAGES = ("framework.kafka", "framework.ops.broker")
+#: TEMPORARY: the runtime still builds its own clients; it is converted to the port next
+#: (issue 13), and then this allowance goes.
+KAFKA_CLIENT_PENDING = ("framework.runtime",)
+
+
+def test_confluent_kafka_is_used_only_behind_the_kafka_port() -> None:
+    allowed = KAFKA_CLIENT_PACKAGES + KAFKA_CLIENT_PENDING
+    wrong = sorted(
+        name
+        for name, path in _modules().items()
+        if "confluent_kafka" in path.read_text()
+        and not any(name == prefix or name.startswith(prefix + ".") for prefix in allowed)
+    )
+    assert wrong == [], f"modules using confluent_kafka outside {KAFKA_CLIENT_PACKAGES}: {wrong}"

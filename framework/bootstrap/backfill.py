@@ -15,9 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
-
 from framework.app import App
 from framework.bootstrap.build import BuildRequest, build_state
 from framework.bootstrap.history import parse_until
@@ -25,7 +22,7 @@ from framework.bootstrap.job import BootstrapProgress
 from framework.bootstrap.manifest import Manifest
 from framework.config import ConfigError
 from framework.coordination.layout import AppLayout, prepare_app
-from framework.kafka.io import watermarks
+from framework.kafka import Clients, Kafka, watermarks
 from rebalance.positions import OffsetRange, Position
 from statestore import DatabaseIdentity, ProcessorDatabase, processor_path
 from statestore.lock import DirectoryLock
@@ -56,15 +53,19 @@ def backfill(
     processors: int | None = None,
     replace: bool = False,
     on_progress: Callable[[BootstrapProgress], None] | None = None,
+    kafka: Kafka | None = None,
 ) -> BackfillResult:
-    """Build the state of every processor of ``app`` from history and ingest it."""
+    """Build the state of every processor of ``app`` from history and ingest it.
+
+    ``kafka``: the port to the app's cluster (by default the clients of the app's config).
+    """
     started = time.monotonic()
     config = app.config
     if processors is not None and processors != config.processor_count:
         app.configure(config.model_copy(update={"processors": processors}))
         config = app.config
-    client = config.kafka.client_settings()
-    layout = prepare_app(app, AdminClient(client))
+    kafka = Clients.of(config) if kafka is None else kafka
+    layout = prepare_app(app, kafka)
     _check_not_scaling(layout, processors)
     growing = [name for name, entry in layout.inputs.items() if entry.growth or entry.pending()]
     if growing:
@@ -79,7 +80,7 @@ def backfill(
         for topic, entry in layout.inputs.items()
         for partition in range(entry.partitions)
     ]
-    retained = watermarks(client, positions)
+    retained = watermarks(kafka, positions)
     if until == "now":
         ends = {p: retained[p].end for p in positions}
     else:
@@ -87,7 +88,7 @@ def backfill(
     ranges = {p: OffsetRange(0, end) for p, end in ends.items()}
     state_dir = config.app_state_dir
     existing = _existing_state(state_dir)
-    _check_no_group_progress(app, positions, replace, existing)
+    _check_no_group_progress(kafka, app, positions, replace, existing)
     replaced = _move_aside(state_dir, existing) if existing and replace else None
     if existing and not replace:
         raise ConfigError(
@@ -143,19 +144,15 @@ def _existing_state(state_dir: Path) -> list[Path]:
 
 
 def _check_no_group_progress(
-    app: App, positions: list[Position], replace: bool, existing: list[Path]
+    kafka: Kafka, app: App, positions: list[Position], replace: bool, existing: list[Path]
 ) -> None:
     """Processors elsewhere leave no local state, but their consumer group commits."""
     if replace or existing:
         return
     config = app.config
-    client = config.kafka.client_settings()
-    consumer = Consumer({**client, "group.id": config.app_id, "enable.auto.commit": False})
-    try:
-        committed = consumer.committed([TopicPartition(t, p) for t, p in positions], timeout=30)
-    finally:
-        consumer.close()
-    progressed = [f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in committed if tp.offset > 0]
+    with kafka.consumer(config.app_id) as consumer:
+        committed = consumer.committed(positions)
+    progressed = [f"{t}[{p}]@{offset}" for (t, p), offset in committed.items() if offset > 0]
     if progressed:
         raise ConfigError(
             f"app {config.app_id!r} has processed records already (consumer group offsets "

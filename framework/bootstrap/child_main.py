@@ -13,13 +13,11 @@ import logging
 import sys
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient
-
 from framework.bootstrap.build import BuildRequest, build_state
 from framework.bootstrap.job import progress_file_writer
 from framework.coordination.registry import TopicRegistry
 from framework.errors import SplitstateError
-from framework.kafka.io import watermarks
+from framework.kafka import Clients, watermarks
 from framework.loader import load_app
 from rebalance.positions import OffsetRange
 from statestore import StateStoreError
@@ -39,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         config_file = request["config_file"]
         app = load_app(request["app"], Path(config_file) if config_file else None)
         config = app.config
-        client = config.kafka.client_settings()
-        registry = TopicRegistry(client, AdminClient(client)).read()
+        kafka = Clients.of(config)
+        registry = TopicRegistry(kafka).read()
         entries = {t.topic: registry[t.topic] for t in config.inputs}
         ranges = {(t, int(p)): OffsetRange(int(s), int(e)) for t, p, s, e in request["ranges"]}
         processor = int(request["processor"])
@@ -52,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             ),
             covers={processor: [(t, int(p)) for t, p in request["covers"]]},
             ranges=ranges,
-            retained=watermarks(client, ranges),
+            retained=watermarks(kafka, ranges),
             entries=entries,
             archive=config.spark.archive,
             exact=False,

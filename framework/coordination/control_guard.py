@@ -17,14 +17,12 @@ when the log has no app definition although such traces exist, or when the log's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
-
-from confluent_kafka import Consumer, TopicPartition
 
 from framework.config import AppConfig
 from framework.errors import SplitstateError
+from framework.kafka import Kafka
 from rebalance.control import ControlState
 from statestore import ProcessorDatabase, processor_path
 
@@ -71,20 +69,23 @@ def remember(database: ProcessorDatabase, topic: str, state: ControlState, offse
 
 
 def check_history(
+    kafka: Kafka,
     config: AppConfig,
     control: ControlState,
     end_offset: int,
     positions: Iterable[tuple[str, int]],
+    *,
     processor: int | None = None,
 ) -> None:
     """Raise ``ControlLogLostError`` when the log is shorter than the app's traces prove.
 
-    ``positions``: the input partitions (for the group's offsets); ``processor``: whose
-    database to compare the log's generation and end offset with (``None``: none).
+    ``kafka``: where the consumer group's offsets are read; ``positions``: the input
+    partitions (for the group's offsets); ``processor``: whose database to compare the log's
+    generation and end offset with (``None``: none).
     """
     topic = config.control_topic
     if control.app is None:
-        proofs = [*_group_proof(config, positions), *_local_proofs(config, topic)]
+        proofs = [*_group_proof(kafka, config, positions), *_local_proofs(config, topic)]
         if proofs:
             raise ControlLogLostError(
                 f"control log {topic!r} has no app definition (it is empty, or was deleted "
@@ -151,17 +152,15 @@ def _open(config: AppConfig, path: Path) -> ProcessorDatabase | None:
     return database
 
 
-def _group_proof(config: AppConfig, positions: Iterable[tuple[str, int]]) -> list[str]:
-    wanted = [TopicPartition(t, p) for t, p in positions]
+def _group_proof(
+    kafka: Kafka, config: AppConfig, positions: Iterable[tuple[str, int]]
+) -> list[str]:
+    wanted = list(positions)
     if not wanted:
         return []
-    client: Mapping[str, Any] = config.kafka.client_settings()
-    consumer = Consumer({**client, "group.id": config.app_id, "enable.auto.commit": False})
-    try:
-        committed = consumer.committed(wanted, timeout=30)
-    finally:
-        consumer.close()
-    found = [f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in committed if tp.offset >= 0]
+    with kafka.consumer(config.app_id) as consumer:
+        committed = consumer.committed(wanted)
+    found = [f"{t}[{p}]@{offset}" for (t, p), offset in committed.items()]
     if not found:
         return []
     more = f" and {len(found) - 8} more" if len(found) > 8 else ""

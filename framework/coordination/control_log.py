@@ -14,7 +14,7 @@ replay would change. With a key per record compaction removes nothing, and the l
 to the same state however much of it was compacted.
 
 The topic is created compacted with ``retention.ms=-1`` and ``retention.bytes=-1``, and
-``framework.kafka_io.check_retention`` refuses to use it (or the topic registry) when its
+``framework.kafka.check_retention`` refuses to use it (or the topic registry) when its
 config would delete records.
 """
 
@@ -23,20 +23,11 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, overload
 
 import orjson
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
-from framework.kafka.io import (
-    COMPACTED,
-    KafkaIOError,
-    TopicSpec,
-    append,
-    ensure_topics,
-    read_log,
-)
+from framework.kafka import COMPACTED, Kafka, KafkaIOError, TopicSpec, UnknownPartitionError, compat
 from rebalance.control import ControlState
 
 __all__ = ["ControlLog", "record_key"]
@@ -62,16 +53,29 @@ def record_key(record: Mapping[str, Any]) -> bytes:
 
 
 class ControlLog:
-    """Read and append the control log of one app."""
+    """Read and append the control log of one app (topic ``topic``), through ``kafka``."""
 
-    def __init__(self, client: Mapping[str, Any], admin: AdminClient, topic: str) -> None:
-        self._client = dict(client)
-        self._admin = admin
-        self.topic = topic
+    @overload
+    def __init__(self, kafka: Kafka, topic: str, /) -> None: ...
+
+    @overload  # TEMPORARY: how framework/runtime makes it until it uses the port
+    def __init__(
+        self, kafka: Mapping[str, Any], admin: compat.LegacyAdmin, topic: str, /
+    ) -> None: ...
+
+    def __init__(
+        self,
+        kafka: Kafka | Mapping[str, Any],
+        where: str | compat.LegacyAdmin,
+        topic: str | None = None,
+        /,
+    ) -> None:
+        self._kafka = compat.port(kafka)
+        self.topic = where if isinstance(where, str) else str(topic)
 
     def ensure_topic(self) -> None:
         """Create the control log topic when missing (compacted, never deleting records)."""
-        ensure_topics(self._admin, [TopicSpec(self.topic, 1, config=COMPACTED)])
+        self._kafka.create_topics([TopicSpec(self.topic, 1, config=COMPACTED)])
 
     def read(self) -> ControlState:
         """Apply every record, in order."""
@@ -84,7 +88,7 @@ class ControlLog:
         """
         state = ControlState()
         reason = None
-        for _key, value in read_log(self._client, self.topic):
+        for _key, value in self._kafka.read_log(self.topic):
             if value is None:
                 continue
             record = orjson.loads(value)
@@ -98,28 +102,19 @@ class ControlLog:
 
     def end_offset(self) -> int:
         """The log's end offset (0 when the topic is missing or empty)."""
-        consumer = Consumer(
-            {
-                **self._client,
-                "group.id": f"splitstate-reader-{uuid.uuid4().hex[:12]}",
-                "enable.auto.commit": False,
-            }
-        )
+        position = (self.topic, 0)
         try:
-            _low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=30)
-        except KafkaException as error:
-            code = error.args[0].code()
-            if code in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART):
-                return 0
+            with self._kafka.consumer(f"splitstate-reader-{uuid.uuid4().hex[:12]}") as consumer:
+                high = consumer.watermarks([position])[position].end
+        except UnknownPartitionError:
+            return 0
+        except KafkaIOError as error:
             raise KafkaIOError(
                 f"could not read the end offset of {self.topic!r}: {error}. Fix: make Kafka "
                 "reachable."
             ) from None
-        finally:
-            consumer.close()
         return max(int(high), 0)
 
     def append(self, *records: Mapping[str, Any]) -> None:
         """Write ``records`` and wait until they are stored."""
-        producer = Producer({**self._client, "enable.idempotence": True})
-        append(producer, self.topic, [(record_key(r), orjson.dumps(dict(r))) for r in records])
+        self._kafka.append(self.topic, [(record_key(r), orjson.dumps(dict(r))) for r in records])

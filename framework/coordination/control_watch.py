@@ -15,10 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from framework.coordination.control_guard import remember
-from framework.kafka.io import KafkaIOError
+from framework.kafka import Kafka, KafkaIOError, compat
 from rebalance.control import ControlState
 from statestore import ProcessorDatabase
 
@@ -30,17 +29,14 @@ log = logging.getLogger(__name__)
 class ControlWatcher:
     """Applies new control-log records to a ``ControlState`` whenever ``poll`` is called."""
 
-    def __init__(self, client: Mapping[str, Any], topic: str) -> None:
+    def __init__(self, kafka: Kafka | Mapping[str, Any], topic: str) -> None:
+        # (client settings as ``kafka``: TEMPORARY, how framework/runtime makes it for now)
         self.topic = topic
         self.state = ControlState()
-        self._consumer = Consumer(
-            {
-                **client,
-                "group.id": f"splitstate-control-{uuid.uuid4().hex[:12]}",
-                "enable.auto.commit": False,
-            }
+        self._consumer = compat.port(kafka).consumer(
+            f"splitstate-control-{uuid.uuid4().hex[:12]}", name=f"control log {topic}"
         )
-        self._consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        self._consumer.assign({(topic, 0): None})
         self._database: ProcessorDatabase | None = None
 
     def record_in(self, database: ProcessorDatabase) -> None:
@@ -54,22 +50,16 @@ class ControlWatcher:
 
     def position(self) -> int:
         """The offset of the next record to read."""
-        offset = self._consumer.position([TopicPartition(self.topic, 0)])[0].offset
-        return max(int(offset), 0)
+        return max(self._consumer.position((self.topic, 0)) or 0, 0)
 
     def poll(self, timeout: float = 0.0) -> bool:
         """Apply what arrived; returns whether the state changed."""
         changed = False
         while True:
-            messages = self._consumer.consume(num_messages=500, timeout=timeout)
+            messages = self._consumer.consume(500, timeout)
             if not messages:
                 return changed
             for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.code() != KafkaError._PARTITION_EOF:
-                        log.warning("control log %s: %s", self.topic, error)
-                    continue
                 value = message.value()
                 if value is None:
                     continue
@@ -104,8 +94,8 @@ class ControlWatcher:
 
     def end_offset(self) -> int:
         """The control log's current end."""
-        _low, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=30)
-        return int(high)
+        position = (self.topic, 0)
+        return self._consumer.watermarks([position])[position].end
 
     def close(self) -> None:
         """Close the consumer."""

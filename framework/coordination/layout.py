@@ -13,14 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from confluent_kafka.admin import AdminClient
-
 from framework.app import App
 from framework.config import AppConfig, ConfigError
 from framework.coordination.control_guard import check_history
 from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
-from framework.kafka.io import TopicSpec, check_retention, ensure_topics, partition_counts
+from framework.kafka import Kafka, TopicSpec, check_retention, compat
 from rebalance import check_layout
 from rebalance.control import AppDefinition, ControlState, Generation
 
@@ -55,30 +53,34 @@ class AppLayout:
         }
 
 
-def prepare_app(app: App, admin: AdminClient, processor: int | None = None) -> AppLayout:
+def prepare_app(
+    app: App, kafka: Kafka | compat.LegacyAdmin, processor: int | None = None
+) -> AppLayout:
     """Check and (first time) record the app's layout; raise ``ConfigError`` on contradictions.
 
-    ``processor``: the processor about to run here, whose state the control log must not be
-    behind (see ``framework.coordination.control_guard``).
+    ``kafka``: the port to the app's cluster (an ``AdminClient``: TEMPORARY, what
+    framework/runtime passes until it uses the port); ``processor``: the processor about to
+    run here, whose state the control log must not be behind (see
+    ``framework.coordination.control_guard``).
     """
     app.check()
     config = app.config
-    client = config.kafka.client_settings()
+    kafka = compat.port(kafka, config.kafka.client_settings())
     names = [t.topic for t in config.inputs] + [t.topic for t in config.outputs]
-    counts = partition_counts(admin, names)
+    counts = kafka.partition_counts(names)
     missing = [name for name in names if name not in counts]
     if missing:
         raise ConfigError(
             f"topics {missing} do not exist. Fix: `splitstate topics create "
             f"MODULE:APP` creates the app's topics with the configured partition counts."
         )
-    ensure_topics(admin, [TopicSpec(config.dead_letters, 1)])
+    kafka.create_topics([TopicSpec(config.dead_letters, 1)])
 
-    registry = TopicRegistry(client, admin)
+    registry = TopicRegistry(kafka)
     registry.ensure_topic()
-    control_log = ControlLog(client, admin, config.control_topic)
+    control_log = ControlLog(kafka, config.control_topic)
     control_log.ensure_topic()
-    check_retention(admin, [REGISTRY_TOPIC, config.control_topic])
+    check_retention(kafka, [REGISTRY_TOPIC, config.control_topic])
     known = registry.read()
     entries: dict[str, TopicEntry] = {}
     topics = {t.topic: t for t in [*config.inputs, *config.outputs]}
@@ -107,7 +109,7 @@ def prepare_app(app: App, admin: AdminClient, processor: int | None = None) -> A
     end_offset = control_log.end_offset()
     control = control_log.read()
     positions = [(t.topic, p) for t in config.inputs for p in range(entries[t.topic].partitions)]
-    check_history(config, control, end_offset, positions, processor)
+    check_history(kafka, config, control, end_offset, positions, processor=processor)
     wanted = AppDefinition(
         app_id=config.app_id,
         initial_processors=config.initial_processors,

@@ -6,7 +6,7 @@ of its growths, the key hash, the producers' lease and delivery timeout, and a g
 progress (``splitstate expand``). The last record of a topic wins (as compaction keeps it).
 The topic is created compacted with ``retention.ms=-1`` and ``retention.bytes=-1``; apps,
 ``scale`` and ``expand`` refuse to run while its config would delete records
-(``framework.kafka_io.check_retention``).
+(``framework.kafka.check_retention``).
 
 Producers place keys with the last count and must re-read the registry within ``lease_ms``;
 a record placed with an older count is delivered (or failed) within ``delivery_timeout_ms``.
@@ -18,13 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import orjson
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
 
-from framework.kafka.io import COMPACTED, TopicSpec, append, ensure_topics, read_log
+from framework.kafka import COMPACTED, Kafka, TopicSpec, compat
 from rebalance import TopicHistory
 
 __all__ = [
@@ -154,20 +152,27 @@ class TopicEntry:
 
 
 class TopicRegistry:
-    """Read and write the cluster's topic registry."""
+    """Read and write the cluster's topic registry, through ``kafka``."""
 
-    def __init__(self, client: Mapping[str, Any], admin: AdminClient) -> None:
-        self._client = dict(client)
-        self._admin = admin
+    @overload
+    def __init__(self, kafka: Kafka, /) -> None: ...
+
+    @overload  # TEMPORARY: how framework/runtime makes it until it uses the port
+    def __init__(self, kafka: Mapping[str, Any], admin: compat.LegacyAdmin, /) -> None: ...
+
+    def __init__(
+        self, kafka: Kafka | Mapping[str, Any], _admin: compat.LegacyAdmin | None = None, /
+    ) -> None:
+        self._kafka = compat.port(kafka)
 
     def ensure_topic(self) -> None:
         """Create the registry topic when missing (compacted, never deleting records)."""
-        ensure_topics(self._admin, [TopicSpec(REGISTRY_TOPIC, 1, config=COMPACTED)])
+        self._kafka.create_topics([TopicSpec(REGISTRY_TOPIC, 1, config=COMPACTED)])
 
     def read(self) -> dict[str, TopicEntry]:
         """Every registered topic."""
         entries: dict[str, TopicEntry] = {}
-        for key, value in read_log(self._client, REGISTRY_TOPIC):
+        for key, value in self._kafka.read_log(REGISTRY_TOPIC):
             if key is None:
                 continue
             if value is None:
@@ -178,8 +183,9 @@ class TopicRegistry:
 
     def write(self, entry: TopicEntry) -> None:
         """Record ``entry`` (replacing what was known about its topic)."""
-        producer = Producer({**self._client, "enable.idempotence": True})
-        append(producer, REGISTRY_TOPIC, [(entry.topic.encode(), orjson.dumps(entry.to_record()))])
+        self._kafka.append(
+            REGISTRY_TOPIC, [(entry.topic.encode(), orjson.dumps(entry.to_record()))]
+        )
 
     def register(
         self,

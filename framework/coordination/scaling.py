@@ -12,33 +12,33 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from confluent_kafka.admin import AdminClient
-
 from framework.app import App
 from framework.config import ConfigError
 from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
-from framework.kafka.io import check_retention, watermarks
+from framework.kafka import Clients, Kafka, check_retention, watermarks
 from rebalance import check_layout, plan_scale
 from rebalance.control import ControlState, Scale, abort_record, history_record
 
 __all__ = ["abort_scale", "read_control", "request_scale"]
 
 
-def read_control(app: App) -> ControlState:
-    """The app's control state, read from its control log."""
+def read_control(app: App, kafka: Kafka | None = None) -> ControlState:
+    """The app's control state, read from its control log (through ``kafka``, by default
+    the clients of the app's config)."""
     config = app.config
-    client = config.kafka.client_settings()
-    return ControlLog(client, AdminClient(client), config.control_topic).read()
+    return ControlLog(Clients.of(config) if kafka is None else kafka, config.control_topic).read()
 
 
-def request_scale(app: App, processors: int) -> Scale:
-    """Start a scale to ``processors``; ``ConfigError`` naming the reason when it cannot be."""
+def request_scale(app: App, processors: int, kafka: Kafka | None = None) -> Scale:
+    """Start a scale to ``processors``; ``ConfigError`` naming the reason when it cannot be.
+
+    ``kafka``: the port to the app's cluster (by default the clients of the app's config).
+    """
     config = app.config
-    client = config.kafka.client_settings()
-    admin = AdminClient(client)
-    log = ControlLog(client, admin, config.control_topic)
-    check_retention(admin, [REGISTRY_TOPIC, config.control_topic])
+    kafka = Clients.of(config) if kafka is None else kafka
+    log = ControlLog(kafka, config.control_topic)
+    check_retention(kafka, [REGISTRY_TOPIC, config.control_topic])
     state = log.read()
     if state.app is None or state.generation is None:
         raise ConfigError(
@@ -57,7 +57,7 @@ def request_scale(app: App, processors: int) -> Scale:
         raise ConfigError(_growing(config.control_topic, growth.topic, growth.partitions))
     if processors == state.generation.processors:
         raise ConfigError(f"app {config.app_id!r} already runs {processors} processors")
-    entries = TopicRegistry(client, admin).read()
+    entries = TopicRegistry(kafka).read()
     growing = {
         topic: entries[topic]
         for topic in state.app.inputs
@@ -78,7 +78,12 @@ def request_scale(app: App, processors: int) -> Scale:
         except ValueError as error:
             raise ConfigError(f"cannot scale to {processors}: topic {topic!r}: {error}") from None
     _check_history(
-        app, state.app.initial_processors, state.generation.processors, processors, entries
+        kafka,
+        app,
+        entries,
+        b=state.app.initial_processors,
+        current=state.generation.processors,
+        processors=processors,
     )
     generation = state.next_generation
     request = uuid.uuid4().hex
@@ -108,11 +113,13 @@ def request_scale(app: App, processors: int) -> Scale:
     return after.scale
 
 
-def abort_scale(app: App, reason: str) -> Scale:
-    """Abandon the scale in progress; ``ConfigError`` naming why when it cannot be."""
+def abort_scale(app: App, reason: str, kafka: Kafka | None = None) -> Scale:
+    """Abandon the scale in progress; ``ConfigError`` naming why when it cannot be.
+
+    ``kafka``: the port to the app's cluster (by default the clients of the app's config).
+    """
     config = app.config
-    client = config.kafka.client_settings()
-    log = ControlLog(client, AdminClient(client), config.control_topic)
+    log = ControlLog(Clients.of(config) if kafka is None else kafka, config.control_topic)
     state = log.read()
     scale = state.scaling
     if scale is None:
@@ -148,7 +155,13 @@ def _growing(control_topic: str, topic: str, partitions: int) -> str:
 
 
 def _check_history(
-    app: App, b: int, current: int, processors: int, entries: Mapping[str, TopicEntry]
+    kafka: Kafka,
+    app: App,
+    entries: Mapping[str, TopicEntry],
+    *,
+    b: int,
+    current: int,
+    processors: int,
 ) -> None:
     """Refuse a scale whose receivers would rebuild keys from history retention deleted.
 
@@ -164,7 +177,7 @@ def _check_history(
     needed = {(r.topic, r.partition) for receiver in plan.receivers.values() for r in receiver.s2}
     lost = {
         position: offsets.start
-        for position, offsets in watermarks(config.kafka.client_settings(), needed).items()
+        for position, offsets in watermarks(kafka, needed).items()
         if offsets.start > 0
     }
     if lost:

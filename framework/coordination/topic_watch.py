@@ -14,18 +14,14 @@ changed while the app was down.
 from __future__ import annotations
 
 import logging
-import struct
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-from confluent_kafka import TopicCollection
-from confluent_kafka.admin import AdminClient
 
 from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import TopicEntry, TopicRegistry
 from framework.errors import SplitstateError
+from framework.kafka import Kafka, compat
 from rebalance import group_hash, topic_hash
 
 __all__ = ["TopicWatcher", "input_group_hash"]
@@ -35,24 +31,13 @@ _EVERY_SECONDS = 2.0
 _UNREGISTERED_SECONDS = 60.0
 
 
-def input_group_hash(admin: AdminClient, topics: Sequence[str]) -> tuple[int, dict[str, int]]:
+def input_group_hash(kafka: Kafka, topics: Sequence[str]) -> tuple[int, dict[str, int]]:
     """The KIP-1101 group hash of ``topics`` and each topic's partition count in Kafka."""
-    described = admin.describe_topics(TopicCollection(list(topics)))
     hashes: dict[str, int] = {}
     counts: dict[str, int] = {}
-    for name, future in described.items():
-        description = future.result(30)
-        raw = struct.pack(
-            ">qq",
-            description.topic_id.get_most_significant_bits(),
-            description.topic_id.get_least_significant_bits(),
-        )
-        racks = [
-            [node.rack for node in partition.replicas if node.rack]
-            for partition in sorted(description.partitions, key=lambda p: p.id)
-        ]
-        hashes[name] = topic_hash(uuid.UUID(bytes=raw), name, racks)
-        counts[name] = len(description.partitions)
+    for name, description in kafka.describe_topics(topics).items():
+        hashes[name] = topic_hash(description.topic_id, name, description.racks)
+        counts[name] = description.partitions
     return group_hash(hashes), counts
 
 
@@ -61,12 +46,12 @@ class TopicWatcher:
 
     def __init__(
         self,
-        client: Mapping[str, Any],
+        kafka: Kafka | Mapping[str, Any],
         topics: Sequence[str],
         entries: Mapping[str, TopicEntry],
     ) -> None:
-        self._client = dict(client)
-        self._admin = AdminClient(self._client)
+        # (client settings as ``kafka``: TEMPORARY, how framework/runtime makes it for now)
+        self._kafka = compat.port(kafka)
         self._topics = list(topics)
         self.entries = dict(entries)
         self.hash: int | None = None
@@ -88,14 +73,14 @@ class TopicWatcher:
             return False
         self._checked = now
         try:
-            current, counts = input_group_hash(self._admin, self._topics)
+            current, counts = input_group_hash(self._kafka, self._topics)
         except Exception as error:  # metadata is retried on the next check
             log.warning("could not describe the input topics: %s", error)
             return False
         if current == self.hash and not self._pending:
             return False
         self.hash = current
-        known = TopicRegistry(self._client, self._admin).read()
+        known = TopicRegistry(self._kafka).read()
         fresh = {name: known[name] for name in self._topics if name in known}
         changed = fresh != self.entries
         self.entries = fresh

@@ -28,19 +28,16 @@ through one conditional append, not a check followed by an act.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 import orjson
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions
 
 from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import REGISTRY_TOPIC, Growth, TopicEntry, TopicRegistry
 from framework.growth.hold import ExpandError, hold_growth, release_growth
 from framework.growth.markers import MARKER_HEADER
-from framework.kafka.io import check_retention, partition_counts
+from framework.kafka import DeliveryError, Kafka, KafkaProducer, Message, check_retention
 from rebalance import TopicHistory, parent
 
 __all__ = ["ExpandError", "expand_topic"]
@@ -49,7 +46,7 @@ _MARGIN_MS = 1000
 
 
 def expand_topic(
-    client: Mapping[str, Any],
+    kafka: Kafka,
     topic: str,
     partitions: int,
     *,
@@ -59,25 +56,24 @@ def expand_topic(
 ) -> TopicEntry:
     """Grow ``topic`` to ``partitions`` (or finish a growth in progress); returns the entry.
 
-    ``control``: the control log of the app whose input ``topic`` is; the growth holds it
-    (no scale meanwhile). ``stop_after`` (``"recorded"`` or ``"fenced"``) returns early after
-    that step, as a crash would (for tests of resuming).
+    ``kafka``: the port to the topic's cluster; ``control``: the control log of the app whose
+    input ``topic`` is; the growth holds it (no scale meanwhile). ``stop_after``
+    (``"recorded"`` or ``"fenced"``) returns early after that step, as a crash would (for
+    tests of resuming).
     """
-    client = dict(client)
-    admin = AdminClient(client)
-    registry = TopicRegistry(client, admin)
+    registry = TopicRegistry(kafka)
     if control is not None:
         control.ensure_topic()
-    check_retention(admin, [REGISTRY_TOPIC] + ([control.topic] if control else []))
+    check_retention(kafka, [REGISTRY_TOPIC] + ([control.topic] if control else []))
     entry = _registered(registry, topic)
-    _check_request(admin, entry, partitions)
+    _check_request(kafka, entry, partitions)
     held = None
     if control is not None:
         needed = entry.growth is not None or partitions != entry.partitions
         held = hold_growth(control, topic, partitions, needed, report)
         entry = _registered(registry, topic)  # as it is now that no scale can start
         try:
-            _check_request(admin, entry, partitions)
+            _check_request(kafka, entry, partitions)
         except ExpandError:
             release_growth(control, held)
             raise
@@ -87,7 +83,7 @@ def expand_topic(
             release_growth(control, held)
             return entry
         try:
-            entry = _record_growth(admin, registry, entry, partitions, report)
+            entry = _record_growth(kafka, registry, entry, partitions, report)
         except Exception:
             if _registered(registry, topic).growth is None:
                 release_growth(control, held)  # nothing was recorded: a scale may go ahead
@@ -96,10 +92,10 @@ def expand_topic(
         report(f"resuming the growth of {topic} to {partitions} partitions")
     if stop_after == "recorded":
         return entry
-    entry = _fence(client, registry, entry, report)
+    entry = _fence(kafka, registry, entry, report)
     if stop_after == "fenced":
         return entry
-    entry = _mark(client, registry, entry, report)
+    entry = _mark(kafka, registry, entry, report)
     release_growth(control, held)
     return entry
 
@@ -114,7 +110,7 @@ def _registered(registry: TopicRegistry, topic: str) -> TopicEntry:
     return entry
 
 
-def _check_request(admin: AdminClient, entry: TopicEntry, partitions: int) -> None:
+def _check_request(kafka: Kafka, entry: TopicEntry, partitions: int) -> None:
     """Refuse a growth the registry and Kafka cannot take, before anything is written."""
     topic = entry.topic
     if entry.growth is not None:
@@ -132,7 +128,7 @@ def _check_request(admin: AdminClient, entry: TopicEntry, partitions: int) -> No
             f"{topic!r} has {entry.partitions} partitions; partitions can only grow. Fix: ask "
             f"for more than {entry.partitions}."
         )
-    actual = partition_counts(admin, [topic]).get(topic, 0)
+    actual = kafka.partition_counts([topic]).get(topic, 0)
     if actual > partitions:
         raise ExpandError(
             f"{topic!r} already has {actual} partitions in Kafka (added outside `splitstate "
@@ -141,17 +137,16 @@ def _check_request(admin: AdminClient, entry: TopicEntry, partitions: int) -> No
 
 
 def _record_growth(
-    admin: AdminClient,
+    kafka: Kafka,
     registry: TopicRegistry,
     entry: TopicEntry,
     partitions: int,
     report: Callable[[str], None],
 ) -> TopicEntry:
     topic = entry.topic
-    actual = partition_counts(admin, [topic]).get(topic, 0)
+    actual = kafka.partition_counts([topic]).get(topic, 0)
     if actual < partitions:
-        futures = admin.create_partitions([NewPartitions(topic, partitions)])
-        futures[topic].result(60)
+        kafka.create_partitions(topic, partitions)
         report(f"created partitions {actual}..{partitions - 1} of {topic}")
     history = TopicHistory.of(topic, [*entry.history.counts, partitions], entry.history.thresholds)
     growth = Growth(partitions, int(time.time() * 1000))
@@ -178,7 +173,7 @@ def _parent(child: int, initial: int) -> int:
 
 
 def _fence(
-    client: Mapping[str, Any],
+    kafka: Kafka,
     registry: TopicRegistry,
     entry: TopicEntry,
     report: Callable[[str], None],
@@ -195,21 +190,16 @@ def _fence(
         )
         time.sleep(wait_ms / 1000)
     parents = sorted(set(_children(entry).values()))
-    consumer = Consumer({**client, "group.id": "splitstate-expand", "enable.auto.commit": False})
-    try:
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(entry.topic, p), timeout=30)[1]
-            for p in parents
-        }
-    finally:
-        consumer.close()
+    with kafka.consumer("splitstate-expand") as consumer:
+        offsets = consumer.watermarks([(entry.topic, p) for p in parents])
+    ends = {p: offsets[(entry.topic, p)].end for p in parents}
     entry = replace(entry, growth=replace(growth, fence_ends=ends))
     registry.write(entry)
     return entry
 
 
 def _mark(
-    client: Mapping[str, Any],
+    kafka: Kafka,
     registry: TopicRegistry,
     entry: TopicEntry,
     report: Callable[[str], None],
@@ -218,13 +208,13 @@ def _mark(
     assert growth is not None and growth.fence_ends is not None
     topic = entry.topic
     markers = dict(growth.markers)
-    producer = Producer({**client, "enable.idempotence": True})
+    producer = kafka.producer()
     for child, parent_partition in sorted(_children(entry).items()):
         if child in markers:
             continue
         marker_id = f"{topic}/{growth.partitions}/{child}"
         found = _find_marker(
-            client, topic, parent_partition, growth.fence_ends[parent_partition], marker_id
+            kafka, topic, parent_partition, growth.fence_ends[parent_partition], marker_id
         )
         markers[child] = (
             found
@@ -241,12 +231,12 @@ def _mark(
 
 
 def _write_marker(
-    producer: Producer, topic: str, partition: int, child: int, marker_id: str
+    producer: KafkaProducer, topic: str, partition: int, child: int, marker_id: str
 ) -> int:
     delivered: list[Message] = []
-    errors: list[KafkaError] = []
+    errors: list[DeliveryError] = []
 
-    def on_delivery(error: KafkaError | None, message: Message) -> None:
+    def on_delivery(error: DeliveryError | None, message: Message) -> None:
         if error is not None:
             errors.append(error)
         else:
@@ -254,9 +244,9 @@ def _write_marker(
 
     producer.produce(
         topic,
-        key=None,
-        value=orjson.dumps({"splitstate_marker": marker_id, "child": child}),
-        partition=partition,
+        orjson.dumps({"splitstate_marker": marker_id, "child": child}),
+        None,
+        partition,
         headers=[(MARKER_HEADER, marker_id.encode())],
         on_delivery=on_delivery,
     )
@@ -272,20 +262,18 @@ def _write_marker(
 
 
 def _find_marker(
-    client: Mapping[str, Any], topic: str, partition: int, start: int, marker_id: str
+    kafka: Kafka, topic: str, partition: int, start: int, marker_id: str
 ) -> int | None:
     """The offset of marker ``marker_id`` in ``topic[partition]`` at or after ``start``."""
-    consumer = Consumer({**client, "group.id": "splitstate-expand", "enable.auto.commit": False})
-    try:
-        _low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+    position = (topic, partition)
+    with kafka.consumer("splitstate-expand") as consumer:
+        high = consumer.watermarks([position])[position].end
         if high <= start:
             return None
-        consumer.assign([TopicPartition(topic, partition, start)])
+        consumer.assign({position: start})
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            for message in consumer.consume(num_messages=1000, timeout=0.5):
-                if message.error() is not None:
-                    continue
+            for message in consumer.consume(1000, 0.5):
                 headers = message.headers() or []
                 if (MARKER_HEADER, marker_id.encode()) in headers:
                     return message.offset()
@@ -293,5 +281,3 @@ def _find_marker(
                 if offset is not None and offset + 1 >= high:
                     return None
         return None
-    finally:
-        consumer.close()

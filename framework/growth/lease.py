@@ -15,11 +15,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from confluent_kafka import Producer
-
 from framework.coordination.registry import TopicEntry
 from framework.errors import SplitstateError
 from framework.growth.placement import LinearHashPartitioner
+from framework.kafka import KafkaProducer, compat
 
 __all__ = ["ProducerLeaseError", "RegistryLease", "RegistryReader"]
 
@@ -72,13 +71,16 @@ class RegistryLease:
             (e.delivery_timeout_ms for e in entries.values()), default=30_000
         )
         self._renewed = clock() if read_at is None else read_at
-        self._producer: Producer | None = None
+        self._producer: KafkaProducer | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renew, name="registry-lease", daemon=True)
 
-    def start(self, producer: Producer) -> None:
-        """Start renewing; ``producer``'s metadata is refreshed before new counts are used."""
-        self._producer = producer
+    def start(self, producer: KafkaProducer | compat.LegacyProducer) -> None:
+        """Start renewing; ``producer``'s metadata is refreshed before new counts are used.
+
+        (A confluent-kafka ``Producer``: TEMPORARY, what framework/runtime passes for now.)
+        """
+        self._producer = compat.producer(producer)
         if self._topics:
             self._thread.start()
 
@@ -133,8 +135,7 @@ class RegistryLease:
         assert self._producer is not None
         deadline = time.monotonic() + self.lease_seconds
         while True:
-            metadata = self._producer.list_topics(topic, timeout=5)
-            if len(metadata.topics[topic].partitions) >= count:
+            if self._producer.partition_count(topic) >= count:
                 return
             if time.monotonic() > deadline:
                 raise SplitstateError(f"Kafka metadata of {topic!r} lacks the new partitions")

@@ -1,31 +1,52 @@
-"""The Kafka port: every Kafka client splitstate uses, and what it does with them.
+"""The Kafka port: every Kafka client splitstate uses comes from one ``Kafka`` object.
 
-Topic admin (create, grow, describe, check retention), watermarks, and the compacted logs
-splitstate coordinates through (read to their end, appended synchronously).
+``Kafka`` (the interface, ``port``) makes consumers and producers, does topic admin (create,
+grow, describe, configs) and reads and appends the compacted logs splitstate coordinates
+through. ``Clients`` implements it with confluent-kafka for one cluster's client settings;
+nothing outside this package imports confluent-kafka. ``check_retention`` and
+``watermarks`` work through any port.
 """
 
-from framework.kafka.io import (
-    COMPACTED,
+from framework.kafka.clients import Clients
+from framework.kafka.errors import (
     KafkaIOError,
+    OffsetResetError,
+    RecordTooLargeError,
     RetentionError,
-    TopicSpec,
-    append,
-    check_retention,
-    ensure_topics,
-    partition_counts,
-    read_log,
-    watermarks,
+    UnknownPartitionError,
 )
+from framework.kafka.port import (
+    DeliveryCallback,
+    DeliveryError,
+    Header,
+    Kafka,
+    KafkaConsumer,
+    KafkaProducer,
+    Message,
+    OffsetReset,
+    TopicDescription,
+    TopicSpec,
+)
+from framework.kafka.topics import COMPACTED, check_retention, watermarks
 
 __all__ = [
     "COMPACTED",
+    "Clients",
+    "DeliveryCallback",
+    "DeliveryError",
+    "Header",
+    "Kafka",
+    "KafkaConsumer",
     "KafkaIOError",
+    "KafkaProducer",
+    "Message",
+    "OffsetReset",
+    "OffsetResetError",
+    "RecordTooLargeError",
     "RetentionError",
+    "TopicDescription",
     "TopicSpec",
-    "append",
+    "UnknownPartitionError",
     "check_retention",
-    "ensure_topics",
-    "partition_counts",
-    "read_log",
     "watermarks",
 ]

@@ -7,15 +7,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
-
 from framework.app import App
 from framework.bootstrap.child_process import bootstrap_directory, read_bootstrap_progress
 from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import TopicRegistry
 from framework.growth.gates import blocked_partitions
 from framework.growth.placement import UNFENCED_SCOPE
+from framework.kafka import Clients, Kafka
 from framework.runtime.crashes import SkippedRecord, skipped_records
 from rebalance import bucket, expected_shares
 from statestore import ProcessorDatabase, StateStoreError
@@ -165,33 +163,38 @@ def _pids(state_dir: Path) -> dict[int, int]:
     return {int(j): int(pid) for j, pid in data.get("processors", {}).items()}
 
 
-def collect_status(app: App) -> AppStatus:
-    """Read the control log, registry, consumer group offsets and local state sizes."""
+def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
+    """Read the control log, registry, consumer group offsets and local state sizes.
+
+    ``kafka``: the port to the app's cluster (by default the clients of the app's config).
+    """
     config = app.config
-    client = config.kafka.client_settings()
-    admin = AdminClient(client)
-    control = ControlLog(client, admin, config.control_topic).read()
+    kafka = Clients.of(config) if kafka is None else kafka
+    control = ControlLog(kafka, config.control_topic).read()
     b = control.app.initial_processors if control.app else config.initial_processors
     p = control.processors or config.processor_count
-    entries = TopicRegistry(client, admin).read()
-    consumer = Consumer({**client, "group.id": config.app_id, "enable.auto.commit": False})
-    try:
-        positions = [
-            TopicPartition(t.topic, partition)
-            for t in config.inputs
-            if t.topic in entries
-            for partition in range(entries[t.topic].partitions)
-        ]
-        partitions = []
-        for tp in consumer.committed(positions, timeout=30):
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(tp.topic, tp.partition), timeout=30
-            )
-            committed = tp.offset if tp.offset >= 0 else None
-            owner = bucket(tp.partition, b, p)
-            partitions.append(PartitionStatus(tp.topic, tp.partition, owner, committed, high, low))
-    finally:
-        consumer.close()
+    entries = TopicRegistry(kafka).read()
+    positions = [
+        (t.topic, partition)
+        for t in config.inputs
+        if t.topic in entries
+        for partition in range(entries[t.topic].partitions)
+    ]
+    with kafka.consumer(config.app_id) as consumer:
+        # the group's committed offset (T1) of each input partition that has one, once
+        committed = consumer.committed(positions)
+        retained = consumer.watermarks(positions)
+    partitions = [
+        PartitionStatus(
+            topic,
+            partition,
+            bucket(partition, b, p),
+            committed.get((topic, partition)),
+            retained[(topic, partition)].end,
+            retained[(topic, partition)].start,
+        )
+        for topic, partition in positions
+    ]
     shares = expected_shares(b, p)
     pids = _pids(config.app_state_dir)
     processors = [
@@ -211,7 +214,6 @@ def collect_status(app: App) -> AppStatus:
     scale = control.scaling
     handoffs = []
     if scale is not None:
-        t1 = {(s.topic, s.partition): s.committed for s in partitions}
         for handoff in scale.handoffs.values():
             t2 = _catch_up_progress(config.app_state_dir, handoff.target, scale.generation)
             handoffs.append(
@@ -220,12 +222,11 @@ def collect_status(app: App) -> AppStatus:
                     handoff.target,
                     handoff.phase.value,
                     [
-                        (t, p, t1.get((t, p)), t2.get((t, p)), handoff.released.get((t, p)))
+                        (t, p, committed.get((t, p)), t2.get((t, p)), handoff.released.get((t, p)))
                         for t, p in handoff.partitions
                     ],
                 )
             )
-    committed_at = {(s.topic, s.partition): s.committed for s in partitions}
     topics = []
     for t in config.inputs:
         entry = entries.get(t.topic)
@@ -234,8 +235,7 @@ def collect_status(app: App) -> AppStatus:
         candidates = [
             (t.topic, c) for c in range(entry.history.initial_partitions, entry.partitions)
         ]
-        offsets = {k: v for k, v in committed_at.items() if v is not None}
-        blocked = blocked_partitions({t.topic: entry}, candidates, offsets, committed_at.get)
+        blocked = blocked_partitions({t.topic: entry}, candidates, committed, committed.get)
         topics.append(
             TopicStatus(
                 t.topic,

@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from confluent_kafka import KafkaException
-
 from framework.app import App
 from framework.config import AppConfig, ConfigError
 from framework.coordination.scaling import read_control, request_scale
@@ -119,7 +117,7 @@ class Supervisor:
         self._checked = time.monotonic()
         try:
             state = read_control(self.app)
-        except (SplitstateError, KafkaException) as error:
+        except SplitstateError as error:
             log.warning("could not read the control log: %s", error)
             return
         if state.scaling is not None:
@@ -145,7 +143,7 @@ class Supervisor:
         """One line per handoff of the scale in progress: a bar, T2 of T1, rate, ETA."""
         try:
             status = collect_status(self.app)
-        except (SplitstateError, KafkaException) as error:
+        except SplitstateError as error:
             log.warning("could not read catch-up progress: %s", error)
             return
         for bootstrap in status.bootstraps:
@@ -197,7 +195,7 @@ class Supervisor:
                 )
                 return
             scale = request_scale(self.app, wanted)
-        except (ConfigError, SplitstateError, KafkaException) as error:
+        except (ConfigError, SplitstateError) as error:
             self._still_pending(wanted, str(error).removesuffix("."))
             return
         self._pending, self._pending_reason = None, None

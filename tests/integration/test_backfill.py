@@ -24,6 +24,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from framework.coordination.registry import TopicEntry, TopicRegistry
+from framework.kafka import Clients
 from rebalance import TopicHistory
 from statestore import ProcessorDatabase
 from tests.integration.harness import Supervised, produce, splitstate, unique, write_config
@@ -95,7 +96,7 @@ def grow(bootstrap: str, topic: str, before: int, after: int) -> dict[int, int]:
     consumer.close()
     admin.create_partitions([NewPartitions(topic, after)])[topic].result(30)
     thresholds = {child: ends[child - before] for child in range(before, after)}
-    TopicRegistry(client, admin).write(
+    TopicRegistry(Clients(client)).write(
         TopicEntry(TopicHistory.of(topic, [before, after], thresholds))
     )
     return thresholds

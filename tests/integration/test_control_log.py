@@ -21,7 +21,7 @@ from framework.coordination.registry import TopicRegistry
 from framework.coordination.scaling import read_control, request_scale
 from framework.errors import SplitstateError
 from framework.growth.expand import ExpandError, expand_topic
-from framework.kafka.io import read_log
+from framework.kafka import Clients, Kafka
 from framework.loader import load_app
 from framework.runtime.loop import ProcessorRuntime
 from rebalance.control import AppDefinition, Generation
@@ -59,25 +59,25 @@ def new_app(tmp_path: Path, kafka: str, topics: TopicFactory, partitions: int = 
 
 
 def control_records(app: App) -> list[dict[str, object]]:
-    client = app.config.kafka.client_settings()
-    return [orjson.loads(v) for _k, v in read_log(client, app.config.control_topic) if v]
+    records = Clients.of(app.config).read_log(app.config.control_topic)
+    return [orjson.loads(v) for _k, v in records if v]
 
 
-def recreate_empty(admin: AdminClient, topic: str) -> None:
+def recreate_empty(admin: AdminClient, kafka: Kafka, topic: str) -> None:
     """Delete ``topic`` and create it again, empty (as an operator's mistake would)."""
     admin.delete_topics([topic])[topic].result(timeout=30)
     deadline = time.monotonic() + 60
     while topic in admin.list_topics(timeout=10).topics:
         assert time.monotonic() < deadline, f"{topic} was not deleted"
         time.sleep(0.2)
-    ControlLog({}, admin, topic).ensure_topic()
+    ControlLog(kafka, topic).ensure_topic()
 
 
 def test_the_control_log_is_created_to_keep_every_record(
     tmp_path: Path, kafka_bootstrap: str, kafka_admin: AdminClient, topic_factory: TopicFactory
 ) -> None:
     app = new_app(tmp_path, kafka_bootstrap, topic_factory)
-    prepare_app(app, kafka_admin)
+    prepare_app(app, Clients.of(app.config))
     resource = ConfigResource(ResourceType.TOPIC, app.config.control_topic)
     configs = kafka_admin.describe_configs([resource])[resource].result(timeout=30)
     assert configs["cleanup.policy"].value == "compact"
@@ -93,7 +93,7 @@ def test_a_control_log_that_would_delete_records_is_refused(
     deleting = {"cleanup.policy": "delete,compact", "retention.ms": "60000"}
     topic_factory(1, name=topic, config=deleting)
     with pytest.raises(SplitstateError) as refused:
-        prepare_app(app, kafka_admin)
+        prepare_app(app, Clients.of(app.config))
     message = str(refused.value)
     assert f"{topic!r}" in message
     assert "retention.ms=60000" in message
@@ -105,8 +105,8 @@ def test_catch_up_refuses_a_partial_read(
     tmp_path: Path, kafka_bootstrap: str, kafka_admin: AdminClient, topic_factory: TopicFactory
 ) -> None:
     app = new_app(tmp_path, kafka_bootstrap, topic_factory)
-    prepare_app(app, kafka_admin)
-    watcher = ControlWatcher(app.config.kafka.client_settings(), app.config.control_topic)
+    prepare_app(app, Clients.of(app.config))
+    watcher = ControlWatcher(Clients.of(app.config), app.config.control_topic)
     try:
         end = watcher.end_offset()
         assert end == 2
@@ -134,7 +134,7 @@ def test_an_empty_control_log_is_refused_when_the_group_has_offsets(
     finally:
         consumer.close()
     with pytest.raises(SplitstateError) as refused:
-        prepare_app(app, kafka_admin)
+        prepare_app(app, Clients.of(app.config))
     message = str(refused.value)
     assert config.control_topic in message
     assert f"consumer group {config.app_id!r} has committed offsets ({words}[3]@17)" in message
@@ -172,9 +172,9 @@ def test_a_processor_refuses_a_control_log_behind_its_state(
     assert request_scale(app, 3).generation == 1
     ProcessorRuntime(app, 0).run(until=lambda _stats: True)  # it sees generation 1 in progress
     # The control log is lost and rewritten as it was before the scale.
-    recreate_empty(kafka_admin, config.control_topic)
+    recreate_empty(kafka_admin, Clients.of(config), config.control_topic)
     definition = AppDefinition(config.app_id, 2, {config.inputs[0].topic: 8})
-    ControlLog(config.kafka.client_settings(), kafka_admin, config.control_topic).append(
+    ControlLog(Clients.of(config), config.control_topic).append(
         definition.to_record(), Generation(0, 2).to_record()
     )
     with pytest.raises(SplitstateError) as refused:
@@ -190,7 +190,7 @@ def test_two_racing_scale_requests_never_both_succeed(
 ) -> None:
     for _round in range(4):
         app = new_app(tmp_path, kafka_bootstrap, topic_factory)
-        prepare_app(app, kafka_admin)
+        prepare_app(app, Clients.of(app.config))
         barrier = threading.Barrier(2)
         outcomes: dict[int, str] = {}
 
@@ -227,10 +227,10 @@ def test_a_growth_in_the_control_log_excludes_a_scale_and_the_other_way_round(
 ) -> None:
     app = new_app(tmp_path, kafka_bootstrap, topic_factory, partitions=4)
     config = app.config
-    client = config.kafka.client_settings()
+    kafka = Clients.of(config)
     words = config.inputs[0].topic
-    control = ControlLog(client, kafka_admin, config.control_topic)
-    prepare_app(app, kafka_admin)
+    control = ControlLog(kafka, config.control_topic)
+    prepare_app(app, Clients.of(app.config))
 
     # a growth record in the control log alone (the registry knows nothing yet) stops a scale
     control.append({"type": "growth", "topic": words, "partitions": 8, "request": "other"})
@@ -240,22 +240,22 @@ def test_a_growth_in_the_control_log_excludes_a_scale_and_the_other_way_round(
     control.append({"type": "growth_done", "topic": words, "partitions": 8, "request": "other"})
 
     # expand takes the control log first; a scale asked meanwhile is refused
-    entry = expand_topic(client, words, 6, control=control, report=lambda _l: None,
+    entry = expand_topic(kafka, words, 6, control=control, report=lambda _l: None,
                          stop_after="recorded")  # fmt: skip
     assert entry.growth is not None
     assert read_control(app).growth is not None
     with pytest.raises(ConfigError, match=f"is growing input topic {words!r} to 6 partitions"):
         request_scale(app, 3)
     # a rerun resumes the growth it started, then lets scales through again
-    entry = expand_topic(client, words, 6, control=control, report=lambda _l: None)
+    entry = expand_topic(kafka, words, 6, control=control, report=lambda _l: None)
     assert entry.growth is None and entry.partitions == 6
     assert read_control(app).growth is None
     assert request_scale(app, 3).generation == 1
 
     # while that scale runs, expand is refused through the same log
     with pytest.raises(ExpandError, match="is scaling to 3 processors"):
-        expand_topic(client, words, 8, control=control, report=lambda _l: None)
-    assert TopicRegistry(client, kafka_admin).read()[words].partitions == 6
+        expand_topic(kafka, words, 8, control=control, report=lambda _l: None)
+    assert TopicRegistry(kafka).read()[words].partitions == 6
     records = control_records(app)
     assert [r["type"] for r in records].count("growth") == 2  # the rerun adopted its own
 
@@ -266,13 +266,13 @@ def test_an_initial_partition_count_that_differs_from_the_control_log_is_refused
     app = new_app(tmp_path, kafka_bootstrap, topic_factory)
     config = app.config
     words = config.inputs[0].topic
-    control = ControlLog(config.kafka.client_settings(), kafka_admin, config.control_topic)
+    control = ControlLog(Clients.of(config), config.control_topic)
     control.ensure_topic()
     # the app first ran when the topic had 4 partitions; the registry now says N = 8
     definition = AppDefinition(config.app_id, 2, {words: 4})
     control.append(definition.to_record(), Generation(0, 2).to_record())
     with pytest.raises(ConfigError) as refused:
-        prepare_app(app, kafka_admin)
+        prepare_app(app, Clients.of(app.config))
     message = str(refused.value)
     assert f"input topic {words!r}" in message
     assert "initial partition count 8 in the topic registry" in message

@@ -11,6 +11,7 @@ from confluent_kafka.admin import AdminClient
 from framework.coordination.registry import TopicEntry, TopicRegistry
 from framework.growth.lease import RegistryLease
 from framework.growth.placement import LinearHashPartitioner
+from framework.kafka import Clients
 from framework.processing import DeadLetter, EncodedOutput, StoredMessage
 from framework.runtime.delivery import (
     MAX_DEAD_LETTER_VALUE,
@@ -75,9 +76,7 @@ def test_an_output_that_waited_for_queue_room_is_placed_by_the_lease_after_the_w
     topic = topic_factory(partitions=4)
     before = {topic: TopicEntry(TopicHistory.of(topic, [2]))}
     grown = LinearHashPartitioner({topic: TopicEntry(TopicHistory.of(topic, [2, 4]))})
-    lease = RegistryLease(
-        TopicRegistry({"bootstrap.servers": kafka_bootstrap}, kafka_admin), before
-    )
+    lease = RegistryLease(TopicRegistry(Clients({"bootstrap.servers": kafka_bootstrap})), before)
     old = lease.partitioner
     key, later = [
         k
@@ -115,9 +114,7 @@ def test_outputs_after_a_renewal_in_the_middle_of_a_batch_use_the_new_counts(
     topic = topic_factory(partitions=4)
     before = {topic: TopicEntry(TopicHistory.of(topic, [2]))}
     grown = LinearHashPartitioner({topic: TopicEntry(TopicHistory.of(topic, [2, 4]))})
-    lease = RegistryLease(
-        TopicRegistry({"bootstrap.servers": kafka_bootstrap}, kafka_admin), before
-    )
+    lease = RegistryLease(TopicRegistry(Clients({"bootstrap.servers": kafka_bootstrap})), before)
     old = lease.partitioner
     moved = next(
         k
@@ -146,9 +143,7 @@ def test_a_stale_lease_holds_output_back_and_a_stop_gives_up(
 ) -> None:
     topic = topic_factory(partitions=2)
     entries = {topic: TopicEntry(TopicHistory.of(topic, [2]))}
-    lease = RegistryLease(
-        TopicRegistry({"bootstrap.servers": kafka_bootstrap}, kafka_admin), entries
-    )
+    lease = RegistryLease(TopicRegistry(Clients({"bootstrap.servers": kafka_bootstrap})), entries)
     lease.lease_seconds = 0.0  # never renewed: stale at once
     producer = Producer({"bootstrap.servers": kafka_bootstrap})
     writer = BatchWriter(producer, lease, unique("dead"), lambda: True)
@@ -169,7 +164,7 @@ def test_outputs_too_large_become_dead_letters_once_and_the_rest_arrives(
     topic = topic_factory(partitions=1, config={"max.message.bytes": "2000"})
     dead = topic_factory(partitions=1)
     entries = {topic: TopicEntry(TopicHistory.of(topic, [1]))}
-    registry = TopicRegistry({"bootstrap.servers": kafka_bootstrap}, kafka_admin)
+    registry = TopicRegistry(Clients({"bootstrap.servers": kafka_bootstrap}))
     lease = RegistryLease(registry, entries)
     producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
     writer = BatchWriter(producer, lease, dead, lambda: False)

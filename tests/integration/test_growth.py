@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from framework.coordination.registry import TopicRegistry
 from framework.growth.placement import COUNT_HEADER
+from framework.kafka import Clients
 from framework.producer import SplitstateProducer
 from rebalance import bucket, key_hash
 from statestore import ProcessorDatabase
@@ -176,7 +176,7 @@ def test_growth_keeps_per_key_order_and_processors(tmp_path: Path, kafka_bootstr
     # producers switched counts as the registry changed, without restarting
     assert {4, 13} <= set().union(*(p.counts_used for p in producers))
     client: dict[str, str | int | float | bool] = {"bootstrap.servers": kafka_bootstrap}
-    entry = TopicRegistry(client, AdminClient(client)).read()[topic]
+    entry = TopicRegistry(Clients(client)).read()[topic]
     assert entry.history.counts == (4, 6, 8, 13)
     assert sorted(entry.history.thresholds) == list(range(4, 13))
     assert entry.growth is None

@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from framework.coordination.registry import TopicRegistry
 from framework.coordination.scaling import read_control
 from framework.growth.expand import expand_topic
 from framework.growth.lease import ProducerLeaseError
+from framework.kafka import Clients, TopicSpec
 from framework.loader import load_app
 from framework.ops.broker import LocalBroker
 from framework.producer import SplitstateProducer
@@ -116,7 +116,9 @@ def test_a_growth_blocks_scaling_and_resumes_after_a_crash(
     runner = Supervised(SEQUENCES, config, tmp_path / "state", tmp_path / "run.log")
     time.sleep(4)
     assert runner.stop() == 0
-    entry = expand_topic(client, topic, 6, report=lambda _line: None, stop_after="recorded")
+    entry = expand_topic(
+        Clients(client), topic, 6, report=lambda _line: None, stop_after="recorded"
+    )
     assert entry.growth is not None
     assert entry.pending() == [4, 5]
     refused = splitstate("scale", SEQUENCES, "--config", str(config), "--processors", "3")
@@ -137,7 +139,7 @@ def test_a_growth_blocks_scaling_and_resumes_after_a_crash(
     )
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming the growth" in resumed.stdout
-    final = TopicRegistry(client, AdminClient(client)).read()[topic]
+    final = TopicRegistry(Clients(client)).read()[topic]
     assert final.growth is None
     assert final.history.counts == (4, 6)
     assert sorted(final.history.thresholds) == [4, 5]
@@ -156,12 +158,11 @@ def test_a_producer_that_cannot_renew_its_lease_stops(tmp_path: Path) -> None:
     try:
         client: dict[str, str | int | float | bool] = {"bootstrap.servers": info.bootstrap_servers}
         topic = "leased"
-        admin = AdminClient(client)
-        from framework.kafka.io import TopicSpec, ensure_topics  # noqa: PLC0415
+        kafka = Clients(client)
 
-        ensure_topics(admin, [TopicSpec(topic, 4)])
-        TopicRegistry(client, admin).ensure_topic()
-        TopicRegistry(client, admin).register(topic, 4, lease_ms=1500, delivery_timeout_ms=2000)
+        kafka.create_topics([TopicSpec(topic, 4)])
+        TopicRegistry(kafka).ensure_topic()
+        TopicRegistry(kafka).register(topic, 4, lease_ms=1500, delivery_timeout_ms=2000)
         producer = SplitstateProducer(client, [topic])
         producer.produce(topic, b"k", json.dumps({}).encode())
         assert producer.flush(30) == 0

@@ -9,6 +9,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from framework.coordination.scaling import read_control
 from framework.coordination.topic_watch import input_group_hash
+from framework.kafka import Clients
 from framework.loader import load_app
 from tests.integration.harness import (
     Supervised,
@@ -36,6 +37,7 @@ def test_control_log_keeps_the_inputs_metadata_hash(
         initial_processors=1,
     )
     app = load_app(APP, config)
+    kafka = Clients.of(app.config)
 
     def logged() -> int | None:
         return read_control(app).metadata_hash
@@ -43,13 +45,13 @@ def test_control_log_keeps_the_inputs_metadata_hash(
     def grow(partitions: int) -> int:
         kafka_admin.create_partitions([NewPartitions(words, partitions)])[words].result(30)
         wait_for(
-            lambda: input_group_hash(kafka_admin, [words])[1][words] == partitions,
+            lambda: input_group_hash(kafka, [words])[1][words] == partitions,
             30,
             f"{words} to have {partitions} partitions",
         )
-        return input_group_hash(kafka_admin, [words])[0]
+        return input_group_hash(kafka, [words])[0]
 
-    first = input_group_hash(kafka_admin, [words])[0]
+    first = input_group_hash(kafka, [words])[0]
     runner = Supervised(APP, config, tmp_path / "state", tmp_path / "run.log")
     try:
         wait_for(lambda: "processor 0 of" in runner.output(), 60, "the processor to start")

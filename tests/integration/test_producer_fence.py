@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient
 from framework.coordination.registry import TopicEntry, TopicRegistry
 from framework.growth.lease import ProducerLeaseError, RegistryLease
 from framework.growth.placement import COUNT_HEADER, LinearHashPartitioner
+from framework.kafka import Clients
 from framework.producer import SplitstateProducer
 from rebalance import TopicHistory, bucket, key_hash
 from tests.integration.harness import (
@@ -74,7 +75,7 @@ def _moving_key() -> bytes:
 
 
 def _producer(bootstrap: str, admin: AdminClient, topic: str) -> SplitstateProducer:
-    TopicRegistry({"bootstrap.servers": bootstrap}, admin).register(topic, 2)  # N = M = 2
+    TopicRegistry(Clients({"bootstrap.servers": bootstrap})).register(topic, 2)  # N = M = 2
     return SplitstateProducer({"bootstrap.servers": bootstrap}, [topic], TINY_QUEUE)
 
 
@@ -122,7 +123,7 @@ def test_a_produce_whose_lease_ran_out_while_it_waited_for_room_is_refused(
     now = [0.0]
     entry = TopicEntry(TopicHistory.of(topic, [2]))
     producer.lease.close()
-    producer.lease = RegistryLease(TopicRegistry({}, kafka_admin), {topic: entry}, lambda: now[0])
+    producer.lease = RegistryLease(TopicRegistry(Clients({})), {topic: entry}, lambda: now[0])
     calls: list[str] = []
 
     def lease_runs_out() -> None:  # the registry could not be read for a whole lease

@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from confluent_kafka.admin import AdminClient
-
 from framework.config import ConfigError
 from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import TopicRegistry
 from framework.coordination.scaling import read_control
 from framework.growth.expand import expand_topic
+from framework.kafka import Clients
 from framework.loader import load_app
 from framework.ops.cli._arguments import app_arguments
 
@@ -43,7 +42,8 @@ def _report(line: str) -> None:
 def _expand(args: argparse.Namespace) -> int:
     app = load_app(args.app, args.config)
     config = app.config
-    state = read_control(app)
+    kafka = Clients.of(config)
+    state = read_control(app, kafka)
     scale = state.scaling
     if scale is not None:
         raise ConfigError(
@@ -52,9 +52,7 @@ def _expand(args: argparse.Namespace) -> int:
             "partitions out of the handoffs. Fix: wait until the scale completes (`splitstate "
             "status`), then expand."
         )
-    client = config.kafka.client_settings()
-    admin = AdminClient(client)
-    control = ControlLog(client, admin, config.control_topic)
+    control = ControlLog(kafka, config.control_topic)
     inputs = {t.topic: t.partitions for t in config.inputs}
     if (args.topic is None) != (args.partitions is None):
         print(
@@ -71,7 +69,7 @@ def _expand(args: argparse.Namespace) -> int:
             )
         wanted = {args.topic: args.partitions}
     else:
-        known = TopicRegistry(client, admin).read()
+        known = TopicRegistry(kafka).read()
         growth = state.growth
         unfinished = growth.topic if growth is not None else None
         wanted = {
@@ -94,7 +92,7 @@ def _expand(args: argparse.Namespace) -> int:
             print("every input already has its configured partitions; nothing to do")
             return 0
     for topic, count in wanted.items():
-        entry = expand_topic(client, topic, count, control=control, report=_report)
+        entry = expand_topic(kafka, topic, count, control=control, report=_report)
         counts = " -> ".join(str(c) for c in entry.history.counts)
         print(f"{topic}: partitions {counts}")
     return 0

@@ -6,12 +6,10 @@ import argparse
 import logging
 import time
 
-from confluent_kafka.admin import AdminClient
-
 from framework.config import TopicConfig
 from framework.coordination.registry import TopicRegistry
 from framework.coordination.scaling import abort_scale, request_scale
-from framework.kafka.io import COMPACTED, TopicSpec, ensure_topics
+from framework.kafka import COMPACTED, Clients, TopicSpec
 from framework.loader import load_app
 from framework.ops.cli._arguments import app_arguments
 from framework.ops.progress import CatchUpProgress
@@ -105,8 +103,7 @@ def _run(args: argparse.Namespace) -> int:
 def _create_topics(args: argparse.Namespace) -> int:
     app = load_app(args.app, args.config)
     config = app.config
-    client = config.kafka.client_settings()
-    admin = AdminClient(client)
+    kafka = Clients.of(config)
     # inputs keep their whole history unless told otherwise: replaying it is how a joining
     # processor builds the keys it gains (outputs keep the broker's default unless given)
     specs = [
@@ -119,8 +116,8 @@ def _create_topics(args: argparse.Namespace) -> int:
     ]
     specs.append(TopicSpec(config.dead_letters, 1))
     specs.append(TopicSpec(config.control_topic, 1, config=COMPACTED))
-    created = ensure_topics(admin, specs)
-    registry = TopicRegistry(client, admin)
+    created = kafka.create_topics(specs)
+    registry = TopicRegistry(kafka)
     registry.ensure_topic()
     for topic in [*config.inputs, *config.outputs]:
         registry.register(

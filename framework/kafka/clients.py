@@ -1,0 +1,309 @@
+"""``Clients``: the Kafka port over confluent-kafka, for one cluster's client settings."""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
+from confluent_kafka import Message as ConfluentMessage
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, ResourceType
+
+from framework.config import AppConfig
+from framework.kafka.confluent_consumer import TIMEOUT, ConfluentConsumer, io_error
+from framework.kafka.confluent_producer import ConfluentProducer
+from framework.kafka.errors import KafkaIOError, UnknownPartitionError
+from framework.kafka.port import (
+    Kafka,
+    KafkaConsumer,
+    KafkaProducer,
+    OffsetReset,
+    TopicDescription,
+    TopicSpec,
+)
+
+__all__ = ["Clients"]
+
+_GROW_SECONDS = 60.0
+
+
+class Clients(Kafka):
+    """Every consumer, producer and admin client of one process for the cluster of
+    ``settings`` (``bootstrap.servers``, security: ``KafkaConfig.client_settings``).
+
+    The admin client and the producer that serves ``append`` (the control log's and the
+    topic registry's) are made once, when first needed, and kept.
+    """
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        self.settings = dict(settings)
+        self._lock = threading.Lock()
+        self._admin: AdminClient | None = None
+        self._appender: Producer | None = None
+
+    @classmethod
+    def of(cls, config: AppConfig) -> Clients:
+        """The clients of ``config``'s cluster."""
+        return cls(config.kafka.client_settings())
+
+    # -- clients ---------------------------------------------------------------------------
+
+    def consumer(
+        self,
+        group_id: str,
+        *,
+        reset: OffsetReset | None = None,
+        store_offsets: bool = True,
+        name: str = "consumer",
+    ) -> KafkaConsumer:
+        """A new consumer in group ``group_id`` that never commits on its own."""
+        settings: dict[str, Any] = {
+            **self.settings,
+            "group.id": group_id,
+            "enable.auto.commit": False,
+        }
+        if not store_offsets:
+            settings["enable.auto.offset.store"] = False
+        if reset is not None:
+            settings["auto.offset.reset"] = reset
+        return ConfluentConsumer(settings, name)
+
+    def producer(
+        self,
+        *,
+        linger_ms: int | None = None,
+        delivery_timeout_ms: int | None = None,
+        settings: Mapping[str, Any] | None = None,
+    ) -> KafkaProducer:
+        """A new idempotent producer (``settings`` last: the user's override ours)."""
+        wanted = self._producer_settings(linger_ms, delivery_timeout_ms, settings)
+        try:
+            return ConfluentProducer(Producer(wanted))
+        except KafkaException as error:
+            raise io_error(error) from None
+
+    def _producer_settings(
+        self,
+        linger_ms: int | None = None,
+        delivery_timeout_ms: int | None = None,
+        settings: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        wanted: dict[str, Any] = {**self.settings, "enable.idempotence": True}
+        if linger_ms is not None:
+            wanted["linger.ms"] = linger_ms
+        if delivery_timeout_ms is not None:
+            wanted["delivery.timeout.ms"] = delivery_timeout_ms
+        return {**wanted, **(settings or {})}
+
+    @property
+    def admin(self) -> AdminClient:
+        """The admin client (made on first use)."""
+        with self._lock:
+            if self._admin is None:
+                try:
+                    self._admin = AdminClient(self.settings)
+                except KafkaException as error:
+                    raise io_error(error) from None
+            return self._admin
+
+    # -- topics ----------------------------------------------------------------------------
+
+    def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        """Current partition count of each existing topic among ``topics``."""
+        wanted = set(topics)
+        try:
+            metadata = self.admin.list_topics(timeout=TIMEOUT)
+        except KafkaException as error:
+            raise KafkaIOError(
+                f"could not read Kafka metadata: {error}. Fix: check kafka.bootstrap_servers "
+                "and that the broker runs (`splitstate broker status`)."
+            ) from None
+        return {
+            name: len(topic.partitions)
+            for name, topic in metadata.topics.items()
+            if name in wanted and topic.error is None
+        }
+
+    def create_topics(self, specs: Sequence[TopicSpec]) -> list[str]:
+        """Create the topics of ``specs`` that do not exist; returns the names created."""
+        existing = self.partition_counts([spec.name for spec in specs])
+        missing = [spec for spec in specs if spec.name not in existing]
+        if not missing:
+            return []
+        new = [
+            NewTopic(
+                spec.name,
+                num_partitions=spec.partitions,
+                replication_factor=spec.replication_factor,
+                config=dict(spec.config or {}),
+            )
+            for spec in missing
+        ]
+        try:
+            futures = self.admin.create_topics(new)
+        except KafkaException as error:
+            raise io_error(error) from None
+        created = []
+        for name, future in futures.items():
+            try:
+                future.result(timeout=TIMEOUT)
+                created.append(name)
+            except KafkaException as error:
+                if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise KafkaIOError(f"could not create topic {name!r}: {error}") from None
+        self._wait_for_metadata(created)
+        return created
+
+    def _wait_for_metadata(self, topics: Sequence[str]) -> None:
+        deadline = time.monotonic() + TIMEOUT
+        while topics and time.monotonic() < deadline:
+            if set(self.partition_counts(topics)) == set(topics):
+                return
+            time.sleep(0.1)
+
+    def create_partitions(self, topic: str, count: int) -> None:
+        """Grow ``topic`` to ``count`` partitions."""
+        try:
+            futures = self.admin.create_partitions([NewPartitions(topic, count)])
+            futures[topic].result(_GROW_SECONDS)
+        except KafkaException as error:
+            raise io_error(error) from None
+
+    def topic_configs(self, topics: Sequence[str]) -> dict[str, dict[str, str | None]]:
+        """Each existing topic's configs; missing topics are left out."""
+        resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in topics]
+        if not resources:
+            return {}
+        try:
+            futures = self.admin.describe_configs(resources)
+        except KafkaException as error:
+            raise KafkaIOError(f"could not read the configs of {list(topics)}: {error}") from None
+        found: dict[str, dict[str, str | None]] = {}
+        for resource, future in futures.items():
+            topic = resource.name
+            try:
+                configs = future.result(timeout=TIMEOUT)
+            except KafkaException as error:
+                if error.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue
+                raise KafkaIOError(
+                    f"could not read the config of {topic!r}: {error}. Fix: make Kafka reachable."
+                ) from None
+            found[topic] = {name: entry.value for name, entry in configs.items()}
+        return found
+
+    def describe_topics(self, topics: Sequence[str]) -> dict[str, TopicDescription]:
+        """Each topic's id and replica racks."""
+        result: dict[str, TopicDescription] = {}
+        try:
+            described = self.admin.describe_topics(TopicCollection(list(topics)))
+            descriptions = {name: future.result(TIMEOUT) for name, future in described.items()}
+        except KafkaException as error:
+            raise io_error(error) from None
+        for name, description in descriptions.items():
+            raw = struct.pack(
+                ">qq",
+                description.topic_id.get_most_significant_bits(),
+                description.topic_id.get_least_significant_bits(),
+            )
+            racks = tuple(
+                tuple(node.rack for node in partition.replicas if node.rack)
+                for partition in sorted(description.partitions, key=lambda p: p.id)
+            )
+            result[name] = TopicDescription(name, uuid.UUID(bytes=raw), racks)
+        return result
+
+    # -- coordination logs -----------------------------------------------------------------
+
+    def read_log(self, topic: str, partition: int = 0) -> list[tuple[bytes | None, bytes | None]]:
+        """Every ``(key, value)`` of ``topic[partition]`` from its start to its current end."""
+        settings = {
+            **self.settings,
+            "group.id": f"splitstate-reader-{uuid.uuid4().hex[:12]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+        position = (topic, partition)
+        consumer = ConfluentConsumer(settings, f"reading {topic!r}", strict=True)
+        try:
+            records = _read_to_end(consumer, position)
+        except UnknownPartitionError:
+            return []
+        except KafkaIOError as error:
+            if consumer.failed:
+                raise  # an error while reading, named as such
+            raise KafkaIOError(f"could not read {topic!r}: {error}") from None
+        finally:
+            consumer.close()
+        if records is None:
+            raise KafkaIOError(f"reading {topic!r} to its end took over {TIMEOUT:.0f}s")
+        return records
+
+    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> None:
+        """Write ``records`` to partition 0 of ``topic`` and wait until all are written."""
+        failures: list[str] = []
+
+        def delivered(error: KafkaError | None, _message: ConfluentMessage) -> None:
+            if error is not None:
+                failures.append(str(error))
+
+        try:
+            producer = self._shared_producer()
+        except KafkaException as error:
+            raise io_error(error) from None
+        try:
+            for key, value in records:
+                producer.produce(topic, key=key, value=value, partition=0, on_delivery=delivered)
+            remaining = producer.flush(TIMEOUT)
+        except KafkaException as error:
+            failures.append(str(error))
+            remaining = 0
+        if remaining or failures:
+            self._drop_producer(producer)  # the next append starts with a fresh producer
+            raise KafkaIOError(
+                f"could not write to {topic!r}: {failures[:3] or f'{remaining} records unsent'}"
+            )
+
+    def _shared_producer(self) -> Producer:
+        with self._lock:
+            if self._appender is None:
+                self._appender = Producer(self._producer_settings())
+            return self._appender
+
+    def _drop_producer(self, producer: Producer) -> None:
+        with self._lock:
+            if self._appender is producer:
+                self._appender = None
+
+    def close(self) -> None:
+        """Wait for the appends' producer (appends wait for their records anyway)."""
+        with self._lock:
+            producer, self._appender = self._appender, None
+        if producer is not None:
+            producer.flush(TIMEOUT)
+
+
+def _read_to_end(
+    consumer: ConfluentConsumer, position: tuple[str, int]
+) -> list[tuple[bytes | None, bytes | None]] | None:
+    """Every record of ``position`` up to its end now; ``None`` when that takes too long."""
+    offsets = consumer.watermarks([position])[position]
+    end = offsets.end
+    if end <= offsets.start:
+        return []
+    consumer.assign({position: None})
+    records: list[tuple[bytes | None, bytes | None]] = []
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        for message in consumer.consume(1000, 0.5):
+            records.append((message.key(), message.value()))
+            offset = message.offset()
+            if offset is not None and offset + 1 >= end:
+                return records
+        if position in consumer.ended:
+            return records
+    return None

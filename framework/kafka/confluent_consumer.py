@@ -1,0 +1,173 @@
+"""The port's consumer over confluent-kafka, and how confluent-kafka's errors become ours."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from framework.kafka.errors import KafkaIOError, OffsetResetError, UnknownPartitionError
+from framework.kafka.port import KafkaConsumer, Message
+from rebalance.positions import OffsetRange, Position
+
+__all__ = ["ConfluentConsumer", "io_error"]
+
+log = logging.getLogger(__name__)
+
+#: How long a request to the broker may take.
+TIMEOUT = 30.0
+_UNKNOWN = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
+
+
+def io_error(error: KafkaException, message: str | None = None) -> KafkaIOError:
+    """Our error for ``error`` (its text, or ``message``): ``UnknownPartitionError`` when it
+    says the topic or partition does not exist."""
+    kafka_error = error.args[0] if error.args else None
+    unknown = isinstance(kafka_error, KafkaError) and kafka_error.code() in _UNKNOWN
+    kind = UnknownPartitionError if unknown else KafkaIOError
+    return kind(str(error) if message is None else message)
+
+
+def _partitions(positions: Iterable[Position]) -> list[TopicPartition]:
+    return [TopicPartition(topic, partition) for topic, partition in positions]
+
+
+def _starts(starts: Mapping[Position, int | None]) -> list[TopicPartition]:
+    return [
+        TopicPartition(topic, partition, OFFSET_BEGINNING if offset is None else offset)
+        for (topic, partition), offset in starts.items()
+    ]
+
+
+class ConfluentConsumer(KafkaConsumer):
+    """``KafkaConsumer`` over a confluent-kafka ``Consumer`` of ``settings``.
+
+    ``name``: how log lines name it. ``strict`` (reading a log to its end): any error event
+    raises (and sets ``failed``). Reaching a partition's end is noted in ``ended``.
+    """
+
+    def __init__(self, settings: Mapping[str, object], name: str, strict: bool = False) -> None:
+        try:
+            self._consumer = Consumer(dict(settings))
+        except KafkaException as error:
+            raise io_error(error) from None
+        self._name = name
+        self._strict = strict
+        self.ended: set[Position] = set()
+        self.failed = False
+
+    def assign(self, starts: Mapping[Position, int | None]) -> None:
+        """Read exactly these partitions, each from its offset (``None``: its beginning)."""
+        try:
+            self._consumer.assign(_starts(starts))
+        except KafkaException as error:
+            raise io_error(error) from None
+
+    def add(self, starts: Mapping[Position, int | None]) -> None:
+        """Also read these partitions, each from its offset (``None``: its beginning)."""
+        try:
+            self._consumer.incremental_assign(_starts(starts))
+        except KafkaException as error:
+            raise io_error(error) from None
+
+    def remove(self, positions: Iterable[Position]) -> None:
+        """Stop reading these partitions."""
+        try:
+            self._consumer.incremental_unassign(_partitions(positions))
+        except KafkaException as error:
+            raise io_error(error) from None
+
+    def consume(self, max_records: int, timeout: float) -> list[Message]:
+        """Up to ``max_records`` records (see ``KafkaConsumer.consume``)."""
+        try:
+            messages = self._consumer.consume(num_messages=max_records, timeout=timeout)
+        except KafkaException as error:
+            raise io_error(error) from None
+        records: list[Message] = []
+        for message in messages:
+            problem = message.error()
+            if problem is None:
+                records.append(message)
+            elif problem.code() == KafkaError._PARTITION_EOF:
+                topic, partition = message.topic(), message.partition()
+                if topic is not None and partition is not None:
+                    self.ended.add((topic, partition))
+            elif self._strict:
+                self.failed = True
+                raise KafkaIOError(f"{self._name}: {problem}")
+            elif problem.fatal():
+                raise KafkaIOError(f"Kafka consumer failed: {problem}")
+            elif problem.code() == KafkaError._AUTO_OFFSET_RESET:
+                raise OffsetResetError(f"{self._name}: {problem}", problem.str())
+            else:
+                log.warning("%s: %s", self._name, problem)
+        return records
+
+    def seek(self, position: Position, offset: int) -> None:
+        """Read ``position`` on from ``offset``."""
+        try:
+            self._consumer.seek(TopicPartition(*position, offset))
+        except KafkaException as error:
+            raise io_error(error) from None
+
+    def pause(self, positions: Iterable[Position]) -> None:
+        """Stop fetching these partitions until ``resume``."""
+        try:
+            self._consumer.pause(_partitions(positions))
+        except KafkaException as error:
+            raise io_error(error) from None
+
+    def resume(self, positions: Iterable[Position]) -> None:
+        """Fetch these paused partitions again."""
+        try:
+            self._consumer.resume(_partitions(positions))
+        except KafkaException as error:
+            raise io_error(error) from None
+
+    def position(self, position: Position) -> int | None:
+        """The offset of the next record of ``position`` to consume."""
+        try:
+            (found,) = self._consumer.position(_partitions([position]))
+        except KafkaException as error:
+            raise io_error(error) from None
+        return found.offset if found.offset >= 0 else None
+
+    def committed(self, positions: Iterable[Position]) -> dict[Position, int]:
+        """The group's committed offset of each partition that has one."""
+        wanted = _partitions(positions)
+        if not wanted:
+            return {}
+        try:
+            found = self._consumer.committed(wanted, timeout=TIMEOUT)
+        except KafkaException as error:
+            raise io_error(error) from None
+        return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
+
+    def commit(self, offsets: Mapping[Position, int], *, asynchronous: bool = False) -> None:
+        """Commit these next offsets to the group."""
+        partitions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+        try:
+            if asynchronous:
+                self._consumer.commit(offsets=partitions, asynchronous=True)
+            else:
+                self._consumer.commit(offsets=partitions, asynchronous=False)
+        except KafkaException as error:
+            raise io_error(error) from None
+
+    def watermarks(self, positions: Iterable[Position]) -> dict[Position, OffsetRange]:
+        """``[earliest retained, end)`` of each partition."""
+        result: dict[Position, OffsetRange] = {}
+        for topic, partition in positions:
+            try:
+                low, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=TIMEOUT
+                )
+            except KafkaException as error:
+                raise io_error(error) from None
+            result[(topic, partition)] = OffsetRange(low, high)
+        return result
+
+    def close(self) -> None:
+        """Leave; the consumer is not used again."""
+        self._consumer.close()

@@ -1,0 +1,45 @@
+"""The port's errors: what goes wrong talking to Kafka, in splitstate's own classes."""
+
+from __future__ import annotations
+
+from framework.errors import SplitstateError
+
+__all__ = [
+    "KafkaIOError",
+    "OffsetResetError",
+    "RecordTooLargeError",
+    "RetentionError",
+    "UnknownPartitionError",
+]
+
+
+class KafkaIOError(SplitstateError):
+    """Kafka could not be reached or refused a request."""
+
+
+class UnknownPartitionError(KafkaIOError):
+    """The topic or partition asked about does not exist (yet)."""
+
+
+class RecordTooLargeError(KafkaIOError):
+    """The producer refused a record as larger than it or the broker accepts.
+
+    ``reason``: Kafka's short description of the refusal.
+    """
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class OffsetResetError(KafkaIOError):
+    """A consumer that may not skip records met a position Kafka no longer holds (retention
+    deleted records under it). ``reason``: Kafka's description."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class RetentionError(SplitstateError):
+    """A coordination topic's config would let Kafka delete records."""

@@ -1,0 +1,296 @@
+"""The Kafka port: the interface every Kafka client splitstate uses is reached through.
+
+``Kafka`` makes consumers and producers and does topic admin and the coordination logs'
+reads and appends; ``Consumer`` and ``Producer`` are the few operations the code really
+uses. Values crossing the port are splitstate's own: positions (``(topic, partition)``),
+offset maps, ``OffsetRange``, the ``Message`` protocol, ``DeliveryError`` and the errors of
+``framework.kafka.errors``. ``framework.kafka.clients.Clients`` implements the port with
+confluent-kafka; a test or a simulation may implement it in memory.
+
+Consumers only ever read assigned partitions (never a subscription): where each reads from
+is the caller's decision, and what the consumer group holds are the offsets the caller
+commits.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal, Protocol
+
+from rebalance.positions import OffsetRange, Position
+
+__all__ = [
+    "DeliveryCallback",
+    "DeliveryError",
+    "Header",
+    "Kafka",
+    "KafkaConsumer",
+    "KafkaProducer",
+    "Message",
+    "OffsetReset",
+    "TopicDescription",
+    "TopicSpec",
+]
+
+#: A record header as a producer takes it.
+Header = tuple[str, str | bytes | None]
+#: What a consumer does at a position Kafka does not hold (no committed offset, or deleted):
+#: start at the earliest record, or stop with ``OffsetResetError``.
+OffsetReset = Literal["earliest", "error"]
+
+
+class Message(Protocol):
+    """A consumed (or delivered) record."""
+
+    def topic(self) -> str | None:
+        """Its topic."""
+        ...
+
+    def partition(self) -> int | None:
+        """Its partition."""
+        ...
+
+    def offset(self) -> int | None:
+        """Its offset."""
+        ...
+
+    def key(self) -> bytes | None:
+        """Its key."""
+        ...
+
+    def value(self) -> bytes | None:
+        """Its value."""
+        ...
+
+    def timestamp(self) -> tuple[int, int]:
+        """``(timestamp type, milliseconds)``."""
+        ...
+
+    def headers(self) -> Any:
+        """Its headers: ``[(name, value)]`` or ``None``."""
+        ...
+
+
+@dataclass(frozen=True)
+class DeliveryError:
+    """Why Kafka did not take a produced record (given to a delivery callback).
+
+    ``reason``: Kafka's short description; ``text``: the full error (what ``str`` gives);
+    ``too_large``: the record is larger than the broker or the topic accepts; ``fatal``: the
+    producer cannot go on.
+    """
+
+    reason: str
+    text: str
+    too_large: bool = False
+    fatal: bool = False
+
+    def __str__(self) -> str:
+        return self.text
+
+
+#: Called once per produced record, from ``poll`` or ``flush``: the error (``None`` when the
+#: record was written) and the record (with its offset once written).
+DeliveryCallback = Callable[[DeliveryError | None, Message], None]
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic to create when missing."""
+
+    name: str
+    partitions: int
+    replication_factor: int = 1
+    config: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    """What Kafka describes of a topic: its id, and the racks of each partition's replicas
+    (partitions in order of their id)."""
+
+    name: str
+    topic_id: uuid.UUID
+    racks: tuple[tuple[str, ...], ...]
+
+    @property
+    def partitions(self) -> int:
+        """The topic's partition count."""
+        return len(self.racks)
+
+
+class KafkaConsumer(Protocol):
+    """A consumer of assigned partitions, in consumer group ``group_id`` (for commits).
+
+    Timeouts of the calls that ask the broker are the implementation's (30s with
+    confluent-kafka). Failures raise ``KafkaIOError`` (``UnknownPartitionError`` for a
+    partition that does not exist).
+    """
+
+    def assign(self, starts: Mapping[Position, int | None]) -> None:
+        """Read exactly these partitions, each from its offset (``None``: its beginning)."""
+        ...
+
+    def add(self, starts: Mapping[Position, int | None]) -> None:
+        """Also read these partitions, each from its offset (``None``: its beginning)."""
+        ...
+
+    def remove(self, positions: Iterable[Position]) -> None:
+        """Stop reading these partitions."""
+        ...
+
+    def consume(self, max_records: int, timeout: float) -> list[Message]:
+        """Up to ``max_records`` records, waiting at most ``timeout`` seconds for the first.
+
+        Never returns error events: reaching a partition's end is not reported, a passing
+        error is logged, a fatal one raises ``KafkaIOError``, and a position Kafka no longer
+        holds raises ``OffsetResetError`` (for a consumer made with ``reset="error"``).
+        """
+        ...
+
+    def seek(self, position: Position, offset: int) -> None:
+        """Read ``position`` on from ``offset`` (an assigned partition)."""
+        ...
+
+    def pause(self, positions: Iterable[Position]) -> None:
+        """Stop fetching these assigned partitions until ``resume``."""
+        ...
+
+    def resume(self, positions: Iterable[Position]) -> None:
+        """Fetch these paused partitions again."""
+        ...
+
+    def position(self, position: Position) -> int | None:
+        """The offset of the next record of ``position`` to consume (``None``: not known)."""
+        ...
+
+    def committed(self, positions: Iterable[Position]) -> dict[Position, int]:
+        """The group's committed offset of each partition that has one."""
+        ...
+
+    def commit(self, offsets: Mapping[Position, int], *, asynchronous: bool = False) -> None:
+        """Commit these next offsets to the group (waiting for it, unless ``asynchronous``)."""
+        ...
+
+    def watermarks(self, positions: Iterable[Position]) -> dict[Position, OffsetRange]:
+        """``[earliest retained, end)`` of each partition, as Kafka reports them now."""
+        ...
+
+    def close(self) -> None:
+        """Leave; the consumer is not used again."""
+        ...
+
+    def __enter__(self) -> KafkaConsumer:
+        """The consumer itself, closed when the block ends."""
+        return self
+
+    def __exit__(
+        self,
+        _kind: type[BaseException] | None,
+        _error: BaseException | None,
+        _trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class KafkaProducer(Protocol):
+    """A producer (idempotent: a record is written once however often it is retried)."""
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        *,
+        headers: Sequence[Header] | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> None:
+        """Queue one record (for ``partition``, or where Kafka's default partitioner puts it).
+
+        Raises ``BufferError`` while the local queue is full (``poll``, then produce again),
+        ``RecordTooLargeError`` when the record is larger than the producer accepts, and
+        ``KafkaIOError`` for any other refusal.
+        """
+        ...
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Serve delivery callbacks, waiting up to ``timeout`` seconds; returns how many."""
+        ...
+
+    def flush(self, timeout: float) -> int:
+        """Wait for every queued record; returns how many are still queued."""
+        ...
+
+    def partition_count(self, topic: str) -> int:
+        """``topic``'s partition count in this producer's metadata, refreshed now (a new
+        partition can be produced to once it shows here)."""
+        ...
+
+
+class Kafka(Protocol):
+    """The port: every consumer, producer and admin request splitstate makes."""
+
+    def consumer(
+        self,
+        group_id: str,
+        *,
+        reset: OffsetReset | None = None,
+        store_offsets: bool = True,
+        name: str = "consumer",
+    ) -> KafkaConsumer:
+        """A new consumer in group ``group_id`` (offsets are only ever committed explicitly).
+
+        ``reset``: where to read when a position is not held (default: the client's);
+        ``store_offsets``: whether consumed offsets are kept by the client for a commit
+        without offsets (never relied on; the runtime turns it off); ``name``: how its
+        log lines name it.
+        """
+        ...
+
+    def producer(
+        self,
+        *,
+        linger_ms: int | None = None,
+        delivery_timeout_ms: int | None = None,
+        settings: Mapping[str, Any] | None = None,
+    ) -> KafkaProducer:
+        """A new idempotent producer; ``settings``: the user's own client settings."""
+        ...
+
+    def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        """Current partition count of each existing topic among ``topics``."""
+        ...
+
+    def create_topics(self, specs: Sequence[TopicSpec]) -> list[str]:
+        """Create the topics of ``specs`` that do not exist; returns the names created."""
+        ...
+
+    def create_partitions(self, topic: str, count: int) -> None:
+        """Grow ``topic`` to ``count`` partitions."""
+        ...
+
+    def topic_configs(self, topics: Sequence[str]) -> dict[str, dict[str, str | None]]:
+        """Each existing topic's configs (name -> value); missing topics are left out."""
+        ...
+
+    def describe_topics(self, topics: Sequence[str]) -> dict[str, TopicDescription]:
+        """Each topic's id and replica racks."""
+        ...
+
+    def read_log(self, topic: str, partition: int = 0) -> list[tuple[bytes | None, bytes | None]]:
+        """Every ``(key, value)`` of ``topic[partition]`` from its start to its current end,
+        in order; a topic that does not exist yet reads as empty."""
+        ...
+
+    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> None:
+        """Write ``(key, value)`` records to partition 0 of ``topic`` and wait until all are
+        written (one producer per port serves every append)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the port holds (its producer for appends)."""
+        ...

@@ -1,0 +1,113 @@
+"""What the Kafka port promises, checked against ``Clients`` and the real broker.
+
+These are the port's contract: another implementation (an in-memory Kafka) must pass them
+too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from framework.kafka import (
+    COMPACTED,
+    Clients,
+    DeliveryError,
+    Kafka,
+    Message,
+    RecordTooLargeError,
+    TopicSpec,
+    UnknownPartitionError,
+    check_retention,
+)
+from rebalance.positions import OffsetRange
+from tests.conftest import TopicFactory
+from tests.integration.harness import unique
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def kafka(kafka_bootstrap: str) -> Iterator[Kafka]:
+    clients = Clients({"bootstrap.servers": kafka_bootstrap})
+    yield clients
+    clients.close()
+
+
+def test_a_log_reads_back_what_was_appended_in_order(
+    kafka: Kafka, topic_factory: TopicFactory
+) -> None:
+    topic = topic_factory(1, config=COMPACTED)
+    assert kafka.read_log(topic) == []
+    kafka.append(topic, [(b"a", b"1"), (b"b", b"2")])
+    kafka.append(topic, [(b"a", b"3")])  # the same producer serves every append
+    assert kafka.read_log(topic) == [(b"a", b"1"), (b"b", b"2"), (b"a", b"3")]
+
+
+def test_a_missing_topic_reads_as_empty_and_has_no_watermarks(kafka: Kafka) -> None:
+    missing = unique("missing")
+    assert kafka.read_log(missing) == []
+    assert kafka.partition_counts([missing]) == {}
+    assert kafka.topic_configs([missing]) == {}
+    with kafka.consumer(unique("group")) as consumer, pytest.raises(UnknownPartitionError):
+        consumer.watermarks([(missing, 0)])
+
+
+def test_topics_are_created_once_and_described(kafka: Kafka) -> None:
+    name = unique("created")
+    specs = [TopicSpec(name, 3, config=COMPACTED)]
+    assert kafka.create_topics(specs) == [name]
+    assert kafka.create_topics(specs) == []
+    assert kafka.partition_counts([name]) == {name: 3}
+    kafka.create_partitions(name, 5)
+    assert kafka.describe_topics([name])[name].partitions == 5
+    assert kafka.topic_configs([name])[name]["cleanup.policy"] == "compact"
+    check_retention(kafka, [name])  # compacted, nothing deleted: accepted
+
+
+def test_a_consumer_reads_assigned_partitions_and_commits_offsets(
+    kafka: Kafka, topic_factory: TopicFactory
+) -> None:
+    topic = topic_factory(2)
+    producer = kafka.producer(linger_ms=5)
+    reports: list[tuple[DeliveryError | None, int | None]] = []
+
+    def delivered(error: DeliveryError | None, message: Message) -> None:
+        reports.append((error, message.offset()))
+
+    for i in range(5):
+        producer.produce(topic, f"v{i}".encode(), b"k", 1, on_delivery=delivered)
+    assert producer.flush(30) == 0
+    assert reports == [(None, i) for i in range(5)]
+    assert producer.partition_count(topic) == 2
+
+    group = unique("group")
+    with kafka.consumer(group, reset="earliest") as consumer:
+        assert consumer.watermarks([(topic, 1), (topic, 0)]) == {
+            (topic, 1): OffsetRange(0, 5),
+            (topic, 0): OffsetRange(0, 0),
+        }
+        assert consumer.committed([(topic, 0), (topic, 1)]) == {}
+        consumer.assign({(topic, 1): 2, (topic, 0): None})
+        values: list[bytes | None] = []
+        while len(values) < 3:
+            values += [m.value() for m in consumer.consume(10, 1.0)]
+        assert values == [b"v2", b"v3", b"v4"]
+        assert consumer.position((topic, 1)) == 5
+        consumer.commit({(topic, 1): 5})
+        consumer.seek((topic, 1), 4)
+        consumer.remove([(topic, 0)])
+        assert [m.offset() for m in consumer.consume(10, 5.0)] == [4]
+    with kafka.consumer(group) as other:
+        assert other.committed([(topic, 0), (topic, 1)]) == {(topic, 1): 5}
+
+
+def test_a_record_larger_than_the_producer_takes_is_refused_with_our_error(
+    kafka: Kafka, topic_factory: TopicFactory
+) -> None:
+    topic = topic_factory(1)
+    producer = kafka.producer(settings={"message.max.bytes": 2000})
+    with pytest.raises(RecordTooLargeError) as refused:
+        producer.produce(topic, b"x" * 5000, b"k", 0)
+    assert refused.value.reason

@@ -13,22 +13,23 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import Message
+from confluent_kafka import Message, Producer
 
 from framework.config import AppConfig
 from framework.errors import SplitstateError
+from framework.growth.lease import RegistryLease
 from framework.processing import (
     DeadLetter,
     EncodedOutput,
     ProcessorStoppedError,
     RecordProcessor,
 )
+from framework.runtime.assignment import Assignment
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.delivery import BatchWriter
-from framework.runtime.session import Session
 from rebalance import ancestors, bucket, key_hash
 from rebalance.positions import Position
-from statestore import StateBatch
+from statestore import ProcessorDatabase, StateBatch
 
 __all__ = ["BatchResult", "BatchRunner", "coordinates"]
 
@@ -57,21 +58,37 @@ class BatchResult:
 
 
 class BatchRunner:
-    """Runs polled batches for one processor run (one session)."""
+    """Runs polled batches for one processor run.
+
+    ``reading`` says which partitions the processor reads (and rebuilds without output);
+    ``owned_now`` what the control log says it owns now (see ``HandoffCoordinator.owned``).
+    """
 
     def __init__(
-        self, config: AppConfig, processor: int, session: Session, stopping: Callable[[], bool]
+        self,
+        config: AppConfig,
+        processor: int,
+        *,
+        reading: Assignment,
+        owned_now: Callable[[], set[Position]],
+        database: ProcessorDatabase,
+        records: RecordProcessor,
+        producer: Producer,
+        outputs: RegistryLease,
+        stopping: Callable[[], bool],
     ) -> None:
-        self.session = session
         self.processor = processor
         self._config = config
-        self._records: RecordProcessor = session.records
-        self.guard = CrashGuard(session.database, config.crash_limit, processor)
-        self._writer = BatchWriter(session.producer, session.outputs, config.dead_letters, stopping)
+        self._reading = reading
+        self._owned_now = owned_now
+        self._database = database
+        self._records: RecordProcessor = records
+        self.guard = CrashGuard(database, config.crash_limit, processor)
+        self._writer = BatchWriter(producer, outputs, config.dead_letters, stopping)
 
     def max_records(self) -> int:
         """How many records to poll: one at a time while crash suspects remain."""
-        if self.guard.careful(self.session.owned):
+        if self.guard.careful(self._reading.owned):
             return 1
         return self._config.batch.max_records
 
@@ -82,7 +99,7 @@ class BatchRunner:
         guard = self.guard
         if ranges:
             guard.attempt(ranges)  # a crash from here on counts against these records
-        batch = self.session.database.begin()
+        batch = self._database.begin()
         result = BatchResult()
         outputs: list[EncodedOutput] = []
         dead: list[DeadLetter] = []
@@ -107,7 +124,7 @@ class BatchRunner:
     ) -> tuple[list[tuple[Message, str, int, int]], dict[Position, list[int]]]:
         """The records to process, and the ranges (position -> [first, last]) the function
         will run on (not records skipped after crashes)."""
-        guard, owned = self.guard, self.session.owned
+        guard, owned = self.guard, self._reading.owned
         careful = bool(guard.suspects)
         records: list[tuple[Message, str, int, int]] = []
         ranges: dict[Position, list[int]] = {}
@@ -139,7 +156,7 @@ class BatchRunner:
         """Run the function on ``records`` (or skip those that crashed it too often)."""
         guard, process = self.guard, self._records.process
         careful = bool(guard.suspects)
-        restore_below, next_offsets = self.session.restore_below, result.next_offsets
+        restore_below, next_offsets = self._reading.restore_below, result.next_offsets
         mine = self._keys_of_mine() if restore_below else None
         for message, topic, partition, offset in records:
             bound = restore_below.get((topic, partition))
@@ -164,11 +181,11 @@ class BatchRunner:
         today's count) is one this processor owns. Rebuilding lost state from a parent
         partition's start meets records of keys split off to a child since; those belong to
         the child's owner."""
-        session = self.session
-        owned = session.owned_now(self.processor) | session.owned
+        reading = self._reading
+        owned = self._owned_now() | reading.owned
         layouts = {
             name: (entry.initial_partitions, entry.partitions)
-            for name, entry in session.layout.inputs.items()
+            for name, entry in reading.layout.inputs.items()
         }
 
         def mine(topic: str, partition: int, key: bytes | None) -> bool:

@@ -1,104 +1,188 @@
 """The processor's parts in a scale (the catch-up protocol, KIP-287), between batches.
 
-As an old owner it releases a READY handoff's partitions at a batch boundary, committing
-their final offsets F and writing RELEASE; once the log shows the handoff RELEASED it forgets
-the moved keys in steps between batches (``MovedKeys``). As a receiver it
-catches up (``CatchUp``, optionally after a Spark bootstrap), declares CAUGHT_UP when
-T1 - T2 is small, finishes to F after RELEASE, and takes the partitions over from F
-(COMPLETE). Every event it writes is recorded once per run (``Session.sent``).
+The loop owns one ``HandoffCoordinator`` per run and asks it, between batches; the
+coordinator answers from the control log and never reaches into the loop:
+
+- ``owned(layout)``: the partitions the processor should read now;
+- ``follow(layout)``: after the control state changed, act on it: register the purges of
+  keys given away (``MovedKeys``), start, follow or drop this receiver's catch-up;
+- ``releases(layout)`` then ``release(r)``: as an old owner, the READY handoffs to give away
+  at a batch boundary, each with its final offsets F; the loop stops reading their
+  partitions, then ``release`` commits F to the group and writes RELEASE;
+- ``catch_up()``: as a receiver, one step of its catch-up (``CatchUp``, optionally after a
+  Spark bootstrap): CAUGHT_UP when T1 - T2 is small, COMPLETE once finished to F after
+  RELEASE (the partitions are then its own: ``owned`` says so);
+- ``forget_step()``/``forget_all()``: delete moved keys' state in bounded steps;
+- ``report_stop(error)``: a receiver that stops says why in the control log.
+
+A catch-up that cannot go on stops (the processor's own partitions keep flowing) and says
+why in the control log. Every event the coordinator writes is written once per run.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import dataclass
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from framework.app import App
 from framework.bootstrap.child_process import BootstrapRun
-from framework.config import AppConfig
-from framework.processing import ProcessorStoppedError
+from framework.coordination.control_log import ControlLog
+from framework.coordination.control_watch import ControlWatcher
+from framework.coordination.layout import AppLayout
+from framework.errors import SplitstateError
+from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime.catchup import BootstrapStarter, CatchUp
 from framework.runtime.faults import maybe_crash
-from framework.runtime.session import Session
-from rebalance import HandoffEvent, HandoffPhase, parent
+from framework.runtime.final_offsets import final_offsets
+from framework.runtime.moved_keys import MovedKeys
+from rebalance import HandoffEvent, HandoffPhase
 from rebalance.control import Handoff, Scale, handoff_record
 from rebalance.positions import OffsetRange, Position
+from statestore import ProcessorDatabase
 
-__all__ = ["HandoffProtocol"]
+__all__ = ["HandoffCoordinator", "Release"]
 
+# the processor's lines keep the loop's logger name (they were written there)
 log = logging.getLogger("framework.runtime.loop")
 
 
-class HandoffProtocol:
-    """The scale-related steps of ``ProcessorRuntime`` (a mixin over its session)."""
+@dataclass(frozen=True)
+class Release:
+    """A READY handoff to give away now: stop reading ``partitions``, then ``release`` it."""
 
-    app: App
-    config: AppConfig
-    processor_id: int
-    # provided by ProcessorRuntime: read exactly these partitions / drop the gated ones
-    _assign: Callable[[Session, set[Position]], None]
-    _ungated: Callable[[Session, set[Position]], set[Position]]
+    generation: int
+    handoff: Handoff
+    partitions: frozenset[Position]
+    #: F, per moved partition
+    offsets: dict[Position, int]
 
-    def _coordinate(self, session: Session) -> None:
-        """Act on the control state: ownership, joining a scale, releasing, completing."""
-        state = session.watcher.state
-        self._assign(session, self._ungated(session, session.owned_now(self.processor_id)))
-        session.moved.sync(state)
+
+class HandoffCoordinator:
+    """Processor ``processor``'s parts in the scales of ``app``'s control log."""
+
+    def __init__(
+        self,
+        app: App,
+        processor: int,
+        *,
+        watcher: ControlWatcher,
+        control: ControlLog,
+        database: ProcessorDatabase,
+        records: RecordProcessor,
+        consumer: Consumer,
+    ) -> None:
+        self.processor = processor
+        self._app = app
+        self._config = app.config
+        self._watcher = watcher
+        self._control = control
+        self._database = database
+        self._records = records
+        self._consumer = consumer
+        self._moved = MovedKeys(processor, database)
+        self._catchup: CatchUp | None = None
+        #: (generation, source, target, event) of the handoff records written in this run
+        self._sent: set[tuple[int, int, int, str]] = set()
+        #: per generation, the partitions this processor released (before the log shows it)
+        self._released: dict[int, set[Position]] = {}
+        #: generations whose catch-up stopped here, with the reason (until a restart or abort)
+        self._failed: dict[int, str] = {}
+        #: things already logged once (not to repeat a line every batch)
+        self._notes: set[str] = set()
+
+    # -- what the loop asks ----------------------------------------------------------------
+
+    def owned(self, layout: AppLayout) -> set[Position]:
+        """What the control log says this processor owns, less what it released itself
+        (its own RELEASE may not have come back through the log yet)."""
+        state = self._watcher.state
+        counts = {name: entry.partitions for name, entry in layout.inputs.items()}
+        owned = state.owned(self.processor, counts)
+        scale = state.scaling
+        if scale is not None:
+            owned -= self._released.get(scale.generation, set())
+        return owned
+
+    @property
+    def catching_up(self) -> bool:
+        """Whether this processor is catching up as a receiver (or bootstrapping for it)."""
+        return self._catchup is not None
+
+    @property
+    def bootstrapping(self) -> bool:
+        """Whether its catch-up waits for a Spark bootstrap (nothing is read meanwhile)."""
+        return self._catchup is not None and self._catchup.bootstrapping
+
+    def progress(self) -> str:
+        """The catch-up's progress, for the loop's periodic log line ("" when none runs)."""
+        catchup = self._catchup
+        if catchup is not None and catchup.bootstrapping:
+            return ", building gained keys with Spark (see `splitstate status`)"
+        if catchup is not None:
+            return f", catching up (lag {catchup.lag()}, {catchup.applied} applied)"
+        return ""
+
+    # -- receiver --------------------------------------------------------------------------
+
+    def follow(self, layout: AppLayout) -> None:
+        """Act on the control state (after the loop read what ``owned`` says): register
+        purges, start or follow this receiver's catch-up, or drop one no longer wanted."""
+        state = self._watcher.state
+        self._moved.sync(state)
         scale = state.scaling
         incoming = (
             []
             if scale is None
-            else [
-                h for h in scale.incoming(self.processor_id) if h.phase is not HandoffPhase.COMPLETE
-            ]
+            else [h for h in scale.incoming(self.processor) if h.phase is not HandoffPhase.COMPLETE]
         )
-        if scale is None or not incoming or scale.generation in session.failed:
-            if session.catchup is not None:
-                session.catchup.close()
-                session.catchup = None
+        if scale is None or not incoming or scale.generation in self._failed:
+            if self._catchup is not None:
+                self._catchup.close()
+                self._catchup = None
             return
         try:
-            self._join(session, scale, incoming)
+            self._join(layout, scale, incoming)
         except ProcessorStoppedError as error:
-            self._stop_catch_up(session, scale, error)
+            self._stop_catch_up(scale, error)
 
-    def _join(self, session: Session, scale: Scale, incoming: list[Handoff]) -> None:
+    def _join(self, layout: AppLayout, scale: Scale, incoming: list[Handoff]) -> None:
         """Start (or follow) this receiver's catch-up for ``scale``."""
-        state = session.watcher.state
-        if session.catchup is None or session.catchup.generation != scale.generation:
-            if session.catchup is not None:
-                session.catchup.close()
-            session.moved.finish()  # an older purge must not delete keys rebuilt from now on
+        state = self._watcher.state
+        if self._catchup is None or self._catchup.generation != scale.generation:
+            if self._catchup is not None:
+                self._catchup.close()
+            self._moved.finish()  # an older purge must not delete keys rebuilt from now on
             assert state.app is not None
-            session.catchup = CatchUp(
-                self.processor_id,
+            self._catchup = CatchUp(
+                self.processor,
                 state.app.initial_processors,
                 scale,
-                client=self.config.kafka.client_settings(),
-                group_id=self.config.app_id,
-                database=session.database,
-                records=session.records,
-                histories={name: e.history for name, e in session.layout.inputs.items()},
+                client=self._config.kafka.client_settings(),
+                group_id=self._config.app_id,
+                database=self._database,
+                records=self._records,
+                histories={name: e.history for name, e in layout.inputs.items()},
                 bootstrap=self._bootstrap_starter(scale)
-                if self.config.bootstrap == "spark"
+                if self._config.bootstrap == "spark"
                 else None,
             )
         for handoff in incoming:
             if handoff.phase is HandoffPhase.PLANNED:
-                self._send(session, scale.generation, handoff, HandoffEvent.START_CATCH_UP)
+                self._send(scale.generation, handoff, HandoffEvent.START_CATCH_UP)
             elif handoff.phase is HandoffPhase.RELEASED:
-                session.catchup.release(handoff)
+                self._catchup.release(handoff)
 
     def _bootstrap_starter(self, scale: Scale) -> BootstrapStarter:
         def start(
             ranges: dict[Position, OffsetRange], covers: list[Position], sources: frozenset[int]
         ) -> BootstrapRun:
             return BootstrapRun.start(
-                self.app,
-                processor=self.processor_id,
+                self._app,
+                processor=self.processor,
                 generation=scale.generation,
                 processors=scale.new_processors,
                 gained_from=(scale.old_processors, sources),
@@ -108,64 +192,64 @@ class HandoffProtocol:
 
         return start
 
-    def _stop_catch_up(self, session: Session, scale: Scale, error: ProcessorStoppedError) -> None:
+    def _stop_catch_up(self, scale: Scale, error: ProcessorStoppedError) -> None:
         """The catch-up cannot go on: stop it (not the processor's own partitions), say why in
         the control log for ``status``, and wait for a fix and a restart, or an abort."""
-        if session.catchup is not None:
-            session.catchup.close()
-            session.catchup = None
-        session.failed[scale.generation] = str(error)
+        if self._catchup is not None:
+            self._catchup.close()
+            self._catchup = None
+        self._failed[scale.generation] = str(error)
         log.error(
             "processor %d stopped catching up for generation %d: %s Abandon the scale with "
             "`splitstate scale MODULE:APP --abort`, or fix the cause and restart processor %d.",
-            self.processor_id,
+            self.processor,
             scale.generation,
             error,
-            self.processor_id,
+            self.processor,
         )
-        session.control.append(
+        self._control.append(
             {
                 "type": "stopped",
                 "generation": scale.generation,
-                "processor": self.processor_id,
+                "processor": self.processor,
                 "reason": str(error),
             }
         )
 
-    def _catch_up(self, session: Session) -> None:
-        scale = session.watcher.state.scaling
+    def catch_up(self) -> None:
+        """One step of the running catch-up; CAUGHT_UP and COMPLETE when due."""
+        scale = self._watcher.state.scaling
         try:
-            self._follow_catch_up(session)
+            self._follow_catch_up()
         except ProcessorStoppedError as error:
             if scale is None:
                 raise
-            self._stop_catch_up(session, scale, error)
+            self._stop_catch_up(scale, error)
 
-    def _follow_catch_up(self, session: Session) -> None:
-        catchup = session.catchup
+    def _follow_catch_up(self) -> None:
+        catchup = self._catchup
         assert catchup is not None
-        catchup.step(self.config.scaling.catchup_batch)
-        scale = session.watcher.state.scaling
+        catchup.step(self._config.scaling.catchup_batch)
+        scale = self._watcher.state.scaling
         if scale is None:
             return
-        for handoff in scale.incoming(self.processor_id):
+        for handoff in scale.incoming(self.processor):
             if handoff.phase is HandoffPhase.CATCHING_UP and catchup.caught_up(
-                handoff, self.config.scaling.ready_lag
+                handoff, self._config.scaling.ready_lag
             ):
-                self._send(session, scale.generation, handoff, HandoffEvent.CAUGHT_UP)
+                self._send(scale.generation, handoff, HandoffEvent.CAUGHT_UP)
             elif (
                 handoff.phase is HandoffPhase.RELEASED
-                and (scale.generation, handoff.source, handoff.target, "COMPLETE")
-                not in session.sent
+                and (scale.generation, handoff.source, handoff.target, "COMPLETE") not in self._sent
                 and catchup.finished(handoff)
             ):
                 catchup.complete(handoff)
-                self._send(session, scale.generation, handoff, HandoffEvent.COMPLETE)
+                self._send(scale.generation, handoff, HandoffEvent.COMPLETE)
                 elapsed = max(time.monotonic() - catchup.started, 1e-9)
                 log.info(
                     "processor %d took over %s from processor %d at %s; replayed %d records "
                     "in %.1fs (%.0f/s); %d records folded by Spark before",
-                    self.processor_id,
+                    self.processor,
                     sorted(handoff.partitions),
                     handoff.source,
                     dict(handoff.released),
@@ -175,142 +259,116 @@ class HandoffProtocol:
                     catchup.bootstrapped,
                 )
 
-    def _release_ready(self, session: Session) -> None:
-        """At a batch boundary: give READY handoffs' partitions away at their offsets F."""
-        scale = session.watcher.state.scaling
+    # -- old owner -------------------------------------------------------------------------
+
+    def releases(self, layout: AppLayout) -> Iterator[Release]:
+        """At a batch boundary: the READY handoffs to give away now, each at its offsets F.
+
+        Lazy: each is worked out when the loop asks for it, and the loop stops reading its
+        partitions and calls ``release`` before asking for the next. Partitions yielded count
+        as released from then on (``owned`` leaves them out).
+        """
+        scale = self._watcher.state.scaling
         if scale is None:
             return
         if scale.stopped:
             # a receiver of this scale stopped: releasing now would make the scale impossible
             # to abort while it may never finish; wait until it moves again or an abort
             note = f"generation {scale.generation}: releases wait for {sorted(scale.stopped)}"
-            if note not in session.notes:
-                session.notes.add(note)
-                log.warning("processor %d: %s", self.processor_id, note)
+            if note not in self._notes:
+                self._notes.add(note)
+                log.warning("processor %d: %s", self.processor, note)
             return
-        for handoff in scale.outgoing(self.processor_id):
+        for handoff in scale.outgoing(self.processor):
             if handoff.phase is not HandoffPhase.READY:
                 continue
             key = (scale.generation, handoff.source, handoff.target, HandoffEvent.RELEASE.value)
-            if key in session.sent:
+            if key in self._sent:
                 continue
             moved = set(handoff.partitions)
-            final = self._final_offsets(session, moved)
+            final = final_offsets(
+                self.processor,
+                moved,
+                database=self._database,
+                consumer=self._consumer,
+                inputs=layout.inputs,
+                notes=self._notes,
+            )
             if final is None:
                 continue  # still rebuilding state the group already committed: not yet
-            session.released.setdefault(scale.generation, set()).update(moved)
-            self._assign(session, session.owned - moved)
-            session.consumer.commit(
-                offsets=[TopicPartition(t, p, o) for (t, p), o in final.items()],
-                asynchronous=False,
-            )
-            self._send(session, scale.generation, handoff, HandoffEvent.RELEASE, final)
-            log.info(
-                "processor %d released %s to processor %d at %s",
-                self.processor_id,
-                sorted(moved),
-                handoff.target,
-                final,
-            )
+            self._released.setdefault(scale.generation, set()).update(moved)
+            yield Release(scale.generation, handoff, frozenset(moved), final)
 
-    def _final_offsets(self, session: Session, moved: set[Position]) -> dict[Position, int] | None:
-        """F for each moved partition: where this processor's state ends, and never below
-        the group's committed offset (T1, which the receiver may already have rebuilt to).
+    def release(self, release: Release) -> None:
+        """Commit F to the group, then write RELEASE (the loop no longer reads them)."""
+        self._consumer.commit(
+            offsets=[TopicPartition(t, p, o) for (t, p), o in release.offsets.items()],
+            asynchronous=False,
+        )
+        self._send(release.generation, release.handoff, HandoffEvent.RELEASE, release.offsets)
+        log.info(
+            "processor %d released %s to processor %d at %s",
+            self.processor,
+            sorted(release.partitions),
+            release.handoff.target,
+            release.offsets,
+        )
 
-        ``None`` while the state is behind the group's offset (a lost or rolled-back state
-        directory being rebuilt in restore mode): releasing then would hand over at an F
-        below records the receiver already applied, so the release waits. Also ``None`` while
-        the state has not passed the growth threshold of a child of a moved partition: below
-        it the partition holds records of the child's keys, which the new owner of the
-        partition neither owns nor has the state of.
-        """
-        offsets = session.database.offsets()
-        committed = {
-            (tp.topic, tp.partition): tp.offset
-            for tp in session.consumer.committed(
-                [TopicPartition(t, p) for t, p in sorted(moved)], timeout=30
+    def forget_step(self) -> None:
+        """One bounded step of deleting the state of keys given away (if any is pending)."""
+        if self._moved.pending:
+            self._moved.step()
+
+    def forget_all(self) -> None:
+        """Delete the rest of the keys given away (before the processor stops for good)."""
+        self._moved.finish()
+
+    # -- both ------------------------------------------------------------------------------
+
+    def report_stop(self, error: ProcessorStoppedError) -> None:
+        """A receiver that stops during a scale says why in the control log (for ``status``)."""
+        scale = self._watcher.state.scaling
+        if scale is None or not scale.incoming(self.processor):
+            return
+        try:
+            self._control.append(
+                {
+                    "type": "stopped",
+                    "generation": scale.generation,
+                    "processor": self.processor,
+                    "reason": str(error),
+                }
             )
-            if tp.offset >= 0
-        }
-        final = {}
-        for position in sorted(moved):
-            state = offsets.get(position)
-            group = committed.get(position)
-            if group is not None and (state is None or state < group):
-                note = f"release of {position} waits for restore to {group}"
-                if note not in session.notes:
-                    session.notes.add(note)
-                    log.info(
-                        "processor %d: %s[%d] is rebuilt up to %s of the group's committed %d; "
-                        "it releases the partition once restored",
-                        self.processor_id,
-                        *position,
-                        state,
-                        group,
-                    )
-                return None
-            if state is None:
-                low, _high = session.consumer.get_watermark_offsets(
-                    TopicPartition(*position), timeout=30
-                )
-                state = low
-            fence = _children_fence(session, position)
-            if state < fence:
-                note = f"release of {position} waits for threshold {fence}"
-                if note not in session.notes:
-                    session.notes.add(note)
-                    log.info(
-                        "processor %d: %s[%d] is processed up to %d; it releases the partition "
-                        "once past %d, the growth threshold of a partition split from it",
-                        self.processor_id,
-                        *position,
-                        state,
-                        fence,
-                    )
-                return None
-            final[position] = state
-        return final
+        except SplitstateError as failure:
+            log.warning("could not record the stop in the control log: %s", failure)
+
+    def close(self) -> None:
+        """Close the running catch-up, if any."""
+        if self._catchup is not None:
+            self._catchup.close()
 
     def _send(
         self,
-        session: Session,
         generation: int,
         handoff: Handoff,
         event: HandoffEvent,
         offsets: dict[Position, int] | None = None,
     ) -> None:
         key = (generation, handoff.source, handoff.target, event.value)
-        if key in session.sent:
+        if key in self._sent:
             return
-        session.sent.add(key)
-        state_dir = self.config.app_state_dir
-        maybe_crash(f"before:{event.value}", self.processor_id, state_dir)
-        session.control.append(
+        self._sent.add(key)
+        state_dir = self._config.app_state_dir
+        maybe_crash(f"before:{event.value}", self.processor, state_dir)
+        self._control.append(
             handoff_record(generation, handoff.source, handoff.target, event, offsets)
         )
-        maybe_crash(f"after:{event.value}", self.processor_id, state_dir)
+        maybe_crash(f"after:{event.value}", self.processor, state_dir)
         log.info(
             "processor %d: generation %d handoff %d -> %d: %s",
-            self.processor_id,
+            self.processor,
             generation,
             handoff.source,
             handoff.target,
             event.value,
         )
-
-
-def _children_fence(session: Session, position: Position) -> int:
-    """The largest growth threshold of a partition split from ``position`` (0 if none)."""
-    topic, partition = position
-    entry = session.layout.inputs.get(topic)
-    if entry is None:
-        return 0
-    history = entry.history
-    return max(
-        (
-            offset
-            for child, offset in history.thresholds.items()
-            if parent(child, history.initial_partitions) == partition
-        ),
-        default=0,
-    )

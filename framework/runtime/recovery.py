@@ -3,20 +3,30 @@ never go below what the group already had."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
+
+from framework.coordination.registry import TopicEntry
 from framework.processing import ProcessorStoppedError
-from framework.runtime.session import Session
 from rebalance.positions import Position
 
 __all__ = ["check_rebuildable", "committable"]
 
 
 def check_rebuildable(
-    processor: int, session: Session, position: Position, owned: set[Position], start: int | None
+    processor: int,
+    position: Position,
+    owned: set[Position],
+    start: int | None,
+    *,
+    inputs: Mapping[str, TopicEntry],
+    state_dir: Path | None,
 ) -> None:
     """Refuse to rebuild a partition split off by a growth from its own records alone:
-    its keys' earlier records are in an ancestor another processor reads."""
+    its keys' earlier records are in an ancestor another processor reads (``inputs``: the
+    input topics' registry entries; ``state_dir``: the processor's state directory)."""
     topic, partition = position
-    entry = session.layout.inputs.get(topic)
+    entry = inputs.get(topic)
     if entry is None or start:
         return
     elsewhere = [
@@ -31,14 +41,17 @@ def check_rebuildable(
             f"off by a growth: its keys' earlier records are in {', '.join(elsewhere)}, "
             "which another processor reads. Rebuilding from the partition alone would "
             "leave those keys' state wrong, so it stops. Fix: restore the state directory "
-            f"{session.database.path} from a backup, or stop the app and rebuild every "
+            f"{state_dir} from a backup, or stop the app and rebuild every "
             "processor's state with `splitstate backfill MODULE:APP --replace`."
         )
 
 
-def committable(session: Session, offsets: dict[Position, int]) -> dict[Position, int]:
-    """The offsets the group may take: never below what it already had. A partition rebuilt
-    after a lost state directory commits again only once its state passed the group's offset,
-    so a crash or a release meanwhile still finds the group ahead (and rebuilds, or waits)."""
-    bounds = session.restore_below
+def committable(
+    restore_below: Mapping[Position, int], offsets: dict[Position, int]
+) -> dict[Position, int]:
+    """The offsets the group may take: never below what it already had (``restore_below``:
+    the group's offset of each partition being rebuilt). A partition rebuilt after a lost
+    state directory commits again only once its state passed the group's offset, so a crash
+    or a release meanwhile still finds the group ahead (and rebuilds, or waits)."""
+    bounds = restore_below
     return {p: o for p, o in offsets.items() if o >= bounds.get(p, 0)}

@@ -3,17 +3,13 @@ owner's release against the real broker with every other party played by the tes
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import cast
-
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
 from framework.coordination.registry import TopicEntry
 from framework.processing import ProcessorStoppedError
-from framework.runtime.handoffs import HandoffProtocol
-from framework.runtime.session import Session
+from framework.runtime.final_offsets import final_offsets
 from rebalance import HandoffEvent, bucket, key_hash
 from tests.integration.catchup_world import (
     World,
@@ -131,19 +127,18 @@ def test_an_old_owner_rebuilding_lost_state_does_not_release_below_the_group_off
     batch.set_offset(world.topic, 1, committed - 30)  # rebuilt only partly so far
     batch.commit()
     consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": world.app.app_id})
-    layout = SimpleNamespace(inputs={})
-    session = cast(
-        Session,
-        SimpleNamespace(database=database, consumer=consumer, notes=set(), layout=layout),
-    )
-    protocol = HandoffProtocol()
-    protocol.processor_id = 0
+
+    def final() -> dict[tuple[str, int], int] | None:
+        return final_offsets(
+            0, {moved}, database=database, consumer=consumer, inputs={}, notes=set()
+        )
+
     try:
-        assert protocol._final_offsets(session, {moved}) is None
+        assert final() is None
         batch = database.begin()
         batch.set_offset(world.topic, 1, committed)  # restored
         batch.commit()
-        assert protocol._final_offsets(session, {moved}) == {moved: committed}
+        assert final() == {moved: committed}
     finally:
         consumer.close()
 
@@ -165,19 +160,19 @@ def test_an_old_owner_does_not_release_a_parent_below_a_childs_threshold(
     batch.set_offset(world.topic, 0, threshold - 5)  # the old owner lags behind it
     batch.commit()
     world.commit_group({0: threshold - 5})
-    layout = SimpleNamespace(inputs={world.topic: TopicEntry(world.history)})
+    inputs = {world.topic: TopicEntry(world.history)}
     consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": world.app.app_id})
-    session = cast(
-        Session,
-        SimpleNamespace(database=database, consumer=consumer, notes=set(), layout=layout),
-    )
-    protocol = HandoffProtocol()
-    protocol.processor_id = 0
+
+    def final() -> dict[tuple[str, int], int] | None:
+        return final_offsets(
+            0, {moved}, database=database, consumer=consumer, inputs=inputs, notes=set()
+        )
+
     try:
-        assert protocol._final_offsets(session, {moved}) is None
+        assert final() is None
         batch = database.begin()
         batch.set_offset(world.topic, 0, threshold)
         batch.commit()
-        assert protocol._final_offsets(session, {moved}) == {moved: threshold}
+        assert final() == {moved: threshold}
     finally:
         consumer.close()

@@ -1,0 +1,176 @@
+"""Which input partitions a processor reads, and from which offset.
+
+The loop owns one ``Assignment`` per run. It is told what the processor owns (the handoff
+coordinator answers that from the control log) and makes the consumer read exactly that:
+less the new partitions a growth's ordering gate still holds back (``ungated``), each from
+the state's offset, rebuilding without output what the group processed but a lost state
+directory lacks (``restore_below``), and never reading past records retention deleted.
+It also holds the input topics' current layout (``adopt`` takes a growth from the registry).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from framework.coordination.layout import AppLayout
+from framework.coordination.registry import TopicEntry
+from framework.growth.gates import blocked_partitions
+from framework.runtime.recovery import check_rebuildable
+from framework.runtime.retention import check_retained
+from rebalance.positions import Position
+from statestore import ProcessorDatabase
+
+__all__ = ["Assignment"]
+
+# the processor's lines keep the loop's logger name (they were written there)
+log = logging.getLogger("framework.runtime.loop")
+_GATE_SECONDS = 0.5
+
+
+class Assignment:
+    """The partitions processor ``processor`` reads with ``consumer``, and from where."""
+
+    def __init__(
+        self, processor: int, consumer: Consumer, database: ProcessorDatabase, layout: AppLayout
+    ) -> None:
+        self.processor = processor
+        self.layout = layout
+        #: the partitions the consumer reads
+        self.owned: set[Position] = set()
+        #: partitions being rebuilt without output, up to the group's committed offset
+        self.restore_below: dict[Position, int] = {}
+        #: new partitions a growth's ordering gate holds back, with the reason
+        self.blocked: dict[Position, str] = {}
+        self._consumer = consumer
+        self._database = database
+        self._gates_checked = 0.0
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Each input topic's partition count."""
+        return {name: entry.partitions for name, entry in self.layout.inputs.items()}
+
+    def adopt(self, entries: Mapping[str, TopicEntry]) -> None:
+        """Take the registry's current view of the input topics (a growth, its thresholds)."""
+        before = self.counts
+        self.layout = replace(
+            self.layout,
+            inputs={name: entries.get(name, e) for name, e in self.layout.inputs.items()},
+        )
+        for name, count in self.counts.items():
+            if count != before.get(name):
+                log.info(
+                    "processor %d: input %s now has %d partitions (was %d); keys stay on "
+                    "their processors",
+                    self.processor,
+                    name,
+                    count,
+                    before.get(name, 0),
+                )
+
+    def gates_due(self) -> bool:
+        """Whether partitions are held back and the gates were last checked a while ago."""
+        return bool(self.blocked) and time.monotonic() - self._gates_checked > _GATE_SECONDS
+
+    def ungated(self, owned: set[Position]) -> set[Position]:
+        """``owned`` less the new partitions a growth's ordering gate still holds back."""
+        self._gates_checked = time.monotonic()
+        candidates = owned - self.owned
+        if not candidates:
+            self.blocked = {}
+            return owned
+        offsets = self._database.offsets()
+        committed: dict[Position, int] = {}
+
+        def parent_position(position: Position) -> int | None:
+            if position in owned:
+                return offsets.get(position)
+            if not committed:
+                others = [TopicPartition(t, p) for t, p in self.layout.input_positions()]
+                for tp in self._consumer.committed(others, timeout=30):
+                    if tp.offset >= 0:
+                        committed[(tp.topic, tp.partition)] = tp.offset
+            return committed.get(position)
+
+        blocked = blocked_partitions(self.layout.inputs, candidates, offsets, parent_position)
+        for position in blocked.keys() - self.blocked.keys():
+            log.info(
+                "processor %d: %s[%d] is held back: %s",
+                self.processor,
+                *position,
+                blocked[position],
+            )
+        for position in self.blocked.keys() - blocked.keys():
+            log.info("processor %d: %s[%d] may be read now", self.processor, *position)
+        self.blocked = blocked
+        return owned - set(blocked)
+
+    def assign(self, owned: set[Position]) -> None:
+        """Make the consumer read exactly ``owned``, each from the state's offset."""
+        added, removed = owned - self.owned, self.owned - owned
+        if removed:
+            self._consumer.incremental_unassign([TopicPartition(t, p) for t, p in removed])
+        if added:
+            state_offsets = self._database.offsets()
+            committed = self._consumer.committed(
+                [TopicPartition(t, p) for t, p in added], timeout=30
+            )
+            # stop rather than let the consumer skip records retention deleted unread
+            check_retained(
+                self.processor,
+                self._consumer,
+                {
+                    (tp.topic, tp.partition): (
+                        state_offsets.get((tp.topic, tp.partition)),
+                        tp.offset if tp.offset >= 0 else None,
+                    )
+                    for tp in committed
+                },
+                grown={
+                    (name, p)
+                    for name, entry in self.layout.inputs.items()
+                    for p in range(entry.initial_partitions, entry.partitions)
+                },
+            )
+            starts = []
+            behind = []
+            for tp in committed:
+                position = (tp.topic, tp.partition)
+                start = state_offsets.get(position)
+                if tp.offset >= 0 and tp.offset > (start or 0):
+                    # The group processed records this state lacks (a lost state directory):
+                    # rebuild them without repeating their outputs.
+                    check_rebuildable(
+                        self.processor,
+                        position,
+                        owned,
+                        start,
+                        inputs=self.layout.inputs,
+                        state_dir=self._database.path,
+                    )
+                    self.restore_below[position] = tp.offset
+                    log.warning(
+                        "processor %d: rebuilding %s[%d] up to %d without output",
+                        self.processor,
+                        tp.topic,
+                        tp.partition,
+                        tp.offset,
+                    )
+                elif start is not None and tp.offset < start:
+                    # state built elsewhere (a backfill, a catch-up): the group's offset is T1
+                    # for catch-ups reading this partition, so it says what the state holds
+                    behind.append(TopicPartition(tp.topic, tp.partition, start))
+                starts.append(
+                    TopicPartition(
+                        tp.topic, tp.partition, OFFSET_BEGINNING if start is None else start
+                    )
+                )
+            if behind:
+                self._consumer.commit(offsets=behind, asynchronous=False)
+            self._consumer.incremental_assign(starts)
+        self.owned = set(owned)

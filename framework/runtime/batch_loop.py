@@ -1,0 +1,247 @@
+"""One processor's single-threaded loop (seed 004): poll, process, produce, commit, coordinate.
+
+Per batch, in this order:
+
+1. poll up to ``batch.max_records`` records from the partitions this processor owns;
+2. run the processor function on each, collecting outputs and dead letters;
+3. produce them and wait until Kafka has them all (``flush``);
+4. commit the state changes and the next input offsets as one RocksDB WriteBatch;
+5. commit those offsets to the app's consumer group (T1).
+
+A crash before 4 replays the batch from the old offsets (state untouched, outputs repeated:
+at-least-once output); after 4 the batch is never applied again: exactly-once state.
+
+Between batches the processor follows the control log (``ControlWatcher``) and asks its
+``HandoffCoordinator`` what to do in a scale (the catch-up protocol, KIP-287): which
+partitions to read (``Assignment`` makes the consumer read exactly those), which READY
+handoffs to release at this batch boundary (it stops reading them, the coordinator commits F
+and writes RELEASE), and it lets the coordinator step a receiver's catch-up and forget keys
+given away. Exactly one processor emits output for each record.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+
+from framework.config import AppConfig
+from framework.coordination.control_log import ControlLog
+from framework.coordination.control_watch import ControlWatcher
+from framework.coordination.topic_watch import TopicWatcher
+from framework.errors import SplitstateError
+from framework.growth.lease import RegistryLease
+from framework.processing import RecordProcessor
+from framework.runtime.assignment import Assignment
+from framework.runtime.batches import BatchRunner
+from framework.runtime.clients import RunClients
+from framework.runtime.handoffs import HandoffCoordinator
+from framework.runtime.recovery import committable
+from statestore import ProcessorDatabase
+
+__all__ = ["BatchLoop", "RuntimeStats"]
+
+# the processor's lines keep the loop's logger name
+log = logging.getLogger("framework.runtime.loop")
+_LOG_EVERY_SECONDS = 10.0
+
+
+@dataclass
+class RuntimeStats:
+    """Counters of one processor run."""
+
+    records: int = 0
+    restored: int = 0
+    outputs: int = 0
+    dead_letters: int = 0
+    batches: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class BatchLoop:
+    """The loop of one run of processor ``processor`` over the parts the run opened."""
+
+    def __init__(
+        self,
+        config: AppConfig,
+        processor: int,
+        stats: RuntimeStats,
+        *,
+        clients: RunClients,
+        database: ProcessorDatabase,
+        watcher: ControlWatcher,
+        control: ControlLog,
+        topics: TopicWatcher,
+        records: RecordProcessor,
+        outputs: RegistryLease,
+        reading: Assignment,
+        handoffs: HandoffCoordinator,
+        stopping: Callable[[], bool],
+    ) -> None:
+        self.config = config
+        self.processor = processor
+        self.stats = stats
+        self._clients = clients
+        self._database = database
+        self._watcher = watcher
+        self._control = control
+        self._topics = topics
+        self._records = records
+        self._outputs = outputs
+        self._reading = reading
+        self._handoffs = handoffs
+        self._stopping = stopping
+        self._runner: BatchRunner | None = None
+        self._lease_warned = 0.0
+
+    def adopt_topics(self) -> None:
+        """Take the registry's current view of the input topics (a growth, its thresholds)."""
+        self._reading.adopt(self._topics.entries)
+
+    def read_owned(self) -> None:
+        """Read what the coordinator says this processor owns, less what gates hold back."""
+        layout = self._reading.layout
+        self._reading.assign(self._reading.ungated(self._handoffs.owned(layout)))
+
+    def coordinate(self) -> None:
+        """Act on the control state: ownership, then joining a scale or completing."""
+        self.read_owned()
+        self._handoffs.follow(self._reading.layout)
+
+    def run(self, until: Callable[[RuntimeStats], bool] | None) -> None:
+        """Loop until stopped, ``until(stats)`` holds, or no work is left; then commit."""
+        last_log = time.monotonic()
+        while not self._stopping() and (until is None or not until(self.stats)):
+            if not self.step():
+                break
+            now = time.monotonic()
+            if now - last_log >= _LOG_EVERY_SECONDS:
+                self._log_progress(now)
+                last_log = now
+        self._commit_final()
+
+    def step(self) -> bool:
+        """Follow the logs, process one batch, play the scale parts; ``False`` once this
+        processor has no work left (it stops)."""
+        handoffs = self._handoffs
+        if self._watcher.poll():
+            self.coordinate()
+        if self._topics.poll():
+            self.adopt_topics()
+            self.coordinate()
+        self._topics.record_hash(self._control, self._watcher.state.metadata_hash)
+        if self._reading.gates_due():
+            self.read_owned()
+        if not self._watcher.state.has_work(self.processor):
+            handoffs.forget_all()
+            log.info(
+                "processor %d has no partitions left; it stops. Its state stays in %s "
+                "until you remove it.",
+                self.processor,
+                self._database.path,
+            )
+            return False
+        wait = 0.0 if handoffs.catching_up else self.config.batch.max_wait_ms / 1000
+        if self._reading.owned:
+            self._process_batch(wait)
+            self._release_ready()
+        elif not handoffs.catching_up or handoffs.bootstrapping:
+            time.sleep(self.config.batch.max_wait_ms / 1000)
+        if handoffs.catching_up:
+            handoffs.catch_up()
+        handoffs.forget_step()
+        return True
+
+    def _commit_final(self) -> None:
+        owned = self._reading.owned
+        committed = committable(
+            self._reading.restore_below,
+            {p: o for p, o in self._database.offsets().items() if p in owned},
+        )
+        if committed:
+            try:
+                self._clients.consumer.commit(
+                    offsets=[TopicPartition(t, p, o) for (t, p), o in committed.items()],
+                    asynchronous=False,
+                )
+            except KafkaException as error:
+                log.warning("final consumer group commit failed: %s", error)
+
+    def _process_batch(self, wait: float) -> None:
+        if not self._outputs.fresh():
+            # the output counts may be stale: process nothing until the registry is readable
+            now = time.monotonic()
+            if now - self._lease_warned > _LOG_EVERY_SECONDS:
+                self._lease_warned = now
+                log.warning(
+                    "processor %d: cannot re-read the topic registry within the output "
+                    "topics' lease; processing waits (outputs could land on the wrong "
+                    "partition). Fix: make Kafka reachable.",
+                    self.processor,
+                )
+            time.sleep(0.5)
+            return
+        runner = self._runner
+        if runner is None:
+            runner = BatchRunner(
+                self.config,
+                self.processor,
+                reading=self._reading,
+                owned_now=lambda: self._handoffs.owned(self._reading.layout),
+                database=self._database,
+                records=self._records,
+                producer=self._clients.producer,
+                outputs=self._outputs,
+                stopping=self._stopping,
+            )
+            self._runner = runner
+        consumer = self._clients.consumer
+        messages = consumer.consume(num_messages=runner.max_records(), timeout=max(wait, 0.01))
+        if not messages:
+            return
+        result = runner.run(messages, self._usable)
+        commits = committable(self._reading.restore_below, result.next_offsets)
+        if commits:
+            consumer.commit(
+                offsets=[TopicPartition(t, p, o) for (t, p), o in commits.items()],
+                asynchronous=True,
+            )
+        self.stats.records += result.processed
+        self.stats.restored += result.restored
+        self.stats.outputs += result.outputs
+        self.stats.dead_letters += result.dead_letters
+        self.stats.batches += 1
+
+    def _release_ready(self) -> None:
+        """At a batch boundary: stop reading the partitions of READY handoffs the coordinator
+        gives away, then let it commit their F and write RELEASE, one handoff at a time."""
+        for release in self._handoffs.releases(self._reading.layout):
+            self._reading.assign(self._reading.owned - release.partitions)
+            self._handoffs.release(release)
+
+    def _usable(self, message: Message) -> bool:
+        error = message.error()
+        if error is None:
+            return True
+        if error.fatal():
+            raise SplitstateError(f"Kafka consumer failed: {error}")
+        if error.code() != KafkaError._PARTITION_EOF:
+            log.warning("consumer: %s", error)
+        return False
+
+    def _log_progress(self, now: float) -> None:
+        stats = self.stats
+        elapsed = max(now - stats.started, 1e-9)
+        log.info(
+            "processor %d: %d records (%.0f/s), %d restored, %d outputs, %d dead letters%s",
+            self.processor,
+            stats.records,
+            stats.records / elapsed,
+            stats.restored,
+            stats.outputs,
+            stats.dead_letters,
+            self._handoffs.progress(),
+        )

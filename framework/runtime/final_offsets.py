@@ -1,0 +1,104 @@
+"""F: the offsets at which an old owner gives moved partitions away.
+
+F is where the old owner's state ends, never below the group's committed offset (T1, which
+the receiver may already have rebuilt to), and never below the growth threshold of a partition
+split from a moved one. While either does not hold yet, the release waits.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from confluent_kafka import Consumer, TopicPartition
+
+from framework.coordination.registry import TopicEntry
+from rebalance import parent
+from rebalance.positions import Position
+from statestore import ProcessorDatabase
+
+__all__ = ["children_fence", "final_offsets"]
+
+# the processor's lines keep the loop's logger name (they were written there)
+log = logging.getLogger("framework.runtime.loop")
+
+
+def final_offsets(
+    processor: int,
+    moved: set[Position],
+    *,
+    database: ProcessorDatabase,
+    consumer: Consumer,
+    inputs: Mapping[str, TopicEntry],
+    notes: set[str],
+) -> dict[Position, int] | None:
+    """F for each moved partition: where this processor's state ends, and never below
+    the group's committed offset (T1, which the receiver may already have rebuilt to).
+
+    ``None`` while the state is behind the group's offset (a lost or rolled-back state
+    directory being rebuilt in restore mode): releasing then would hand over at an F
+    below records the receiver already applied, so the release waits. Also ``None`` while
+    the state has not passed the growth threshold of a child of a moved partition: below
+    it the partition holds records of the child's keys, which the new owner of the
+    partition neither owns nor has the state of. Why it waits is logged once (``notes``
+    holds the lines already logged).
+    """
+    offsets = database.offsets()
+    committed = {
+        (tp.topic, tp.partition): tp.offset
+        for tp in consumer.committed([TopicPartition(t, p) for t, p in sorted(moved)], timeout=30)
+        if tp.offset >= 0
+    }
+    final = {}
+    for position in sorted(moved):
+        state = offsets.get(position)
+        group = committed.get(position)
+        if group is not None and (state is None or state < group):
+            note = f"release of {position} waits for restore to {group}"
+            if note not in notes:
+                notes.add(note)
+                log.info(
+                    "processor %d: %s[%d] is rebuilt up to %s of the group's committed %d; "
+                    "it releases the partition once restored",
+                    processor,
+                    *position,
+                    state,
+                    group,
+                )
+            return None
+        if state is None:
+            low, _high = consumer.get_watermark_offsets(TopicPartition(*position), timeout=30)
+            state = low
+        fence = children_fence(inputs, position)
+        if state < fence:
+            note = f"release of {position} waits for threshold {fence}"
+            if note not in notes:
+                notes.add(note)
+                log.info(
+                    "processor %d: %s[%d] is processed up to %d; it releases the partition "
+                    "once past %d, the growth threshold of a partition split from it",
+                    processor,
+                    *position,
+                    state,
+                    fence,
+                )
+            return None
+        final[position] = state
+    return final
+
+
+def children_fence(inputs: Mapping[str, TopicEntry], position: Position) -> int:
+    """The largest growth threshold of a partition split from ``position`` (0 if none)."""
+    topic, partition = position
+    entry = inputs.get(topic)
+    if entry is None:
+        return 0
+    history = entry.history
+    return max(
+        (
+            offset
+            for child, offset in history.thresholds.items()
+            if parent(child, history.initial_partitions) == partition
+        ),
+        default=0,
+    )

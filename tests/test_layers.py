@@ -126,6 +126,19 @@ def test_rebalance_and_statestore_import_nothing_above_them() -> None:
             assert above == set(), module
 
 
+#: The most lines a module of ours may have: past it, it holds more than one job.
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_is_over_the_line_limit() -> None:
+    long = {
+        name: lines
+        for name, path in _modules().items()
+        if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}, f"split these modules by job (at most {MAX_MODULE_LINES} lines each)"
+
+
 def test_framework_modules_import_only_their_layer_or_lower() -> None:
     wrong = []
     for module, targets in _graph().items():

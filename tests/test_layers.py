@@ -156,13 +156,10 @@ def test_framework_modules_import_only_their_layer_or_lower() -> None:
 
 #: Where ``confluent_kafka`` may appear: the Kafka port, and the local broker's health checks.
 KAFKA_CLIENT_PACKAGES = ("framework.kafka", "framework.ops.broker")
-#: TEMPORARY: the runtime still builds its own clients; it is converted to the port next
-#: (issue 13), and then this allowance goes.
-KAFKA_CLIENT_PENDING = ("framework.runtime",)
 
 
 def test_confluent_kafka_is_used_only_behind_the_kafka_port() -> None:
-    allowed = KAFKA_CLIENT_PACKAGES + KAFKA_CLIENT_PENDING
+    allowed = KAFKA_CLIENT_PACKAGES
     wrong = sorted(
         name
         for name, path in _modules().items()

@@ -23,11 +23,11 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping
-from typing import Any, overload
+from typing import Any
 
 import orjson
 
-from framework.kafka import COMPACTED, Kafka, KafkaIOError, TopicSpec, UnknownPartitionError, compat
+from framework.kafka import COMPACTED, Kafka, KafkaIOError, TopicSpec, UnknownPartitionError
 from rebalance.control import ControlState
 
 __all__ = ["ControlLog", "record_key"]
@@ -55,23 +55,9 @@ def record_key(record: Mapping[str, Any]) -> bytes:
 class ControlLog:
     """Read and append the control log of one app (topic ``topic``), through ``kafka``."""
 
-    @overload
-    def __init__(self, kafka: Kafka, topic: str, /) -> None: ...
-
-    @overload  # TEMPORARY: how framework/runtime makes it until it uses the port
-    def __init__(
-        self, kafka: Mapping[str, Any], admin: compat.LegacyAdmin, topic: str, /
-    ) -> None: ...
-
-    def __init__(
-        self,
-        kafka: Kafka | Mapping[str, Any],
-        where: str | compat.LegacyAdmin,
-        topic: str | None = None,
-        /,
-    ) -> None:
-        self._kafka = compat.port(kafka)
-        self.topic = where if isinstance(where, str) else str(topic)
+    def __init__(self, kafka: Kafka, topic: str) -> None:
+        self._kafka = kafka
+        self.topic = topic
 
     def ensure_topic(self) -> None:
         """Create the control log topic when missing (compacted, never deleting records)."""

@@ -11,13 +11,11 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Mapping
-from typing import Any
 
 import orjson
 
 from framework.coordination.control_guard import remember
-from framework.kafka import Kafka, KafkaIOError, compat
+from framework.kafka import Kafka, KafkaIOError
 from rebalance.control import ControlState
 from statestore import ProcessorDatabase
 
@@ -29,11 +27,10 @@ log = logging.getLogger(__name__)
 class ControlWatcher:
     """Applies new control-log records to a ``ControlState`` whenever ``poll`` is called."""
 
-    def __init__(self, kafka: Kafka | Mapping[str, Any], topic: str) -> None:
-        # (client settings as ``kafka``: TEMPORARY, how framework/runtime makes it for now)
+    def __init__(self, kafka: Kafka, topic: str) -> None:
         self.topic = topic
         self.state = ControlState()
-        self._consumer = compat.port(kafka).consumer(
+        self._consumer = kafka.consumer(
             f"splitstate-control-{uuid.uuid4().hex[:12]}", name=f"control log {topic}"
         )
         self._consumer.assign({(topic, 0): None})

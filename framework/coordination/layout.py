@@ -18,7 +18,7 @@ from framework.config import AppConfig, ConfigError
 from framework.coordination.control_guard import check_history
 from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
-from framework.kafka import Kafka, TopicSpec, check_retention, compat
+from framework.kafka import Kafka, TopicSpec, check_retention
 from rebalance import check_layout
 from rebalance.control import AppDefinition, ControlState, Generation
 
@@ -53,19 +53,15 @@ class AppLayout:
         }
 
 
-def prepare_app(
-    app: App, kafka: Kafka | compat.LegacyAdmin, processor: int | None = None
-) -> AppLayout:
+def prepare_app(app: App, kafka: Kafka, processor: int | None = None) -> AppLayout:
     """Check and (first time) record the app's layout; raise ``ConfigError`` on contradictions.
 
-    ``kafka``: the port to the app's cluster (an ``AdminClient``: TEMPORARY, what
-    framework/runtime passes until it uses the port); ``processor``: the processor about to
+    ``kafka``: the port to the app's cluster; ``processor``: the processor about to
     run here, whose state the control log must not be behind (see
     ``framework.coordination.control_guard``).
     """
     app.check()
     config = app.config
-    kafka = compat.port(kafka, config.kafka.client_settings())
     names = [t.topic for t in config.inputs] + [t.topic for t in config.outputs]
     counts = kafka.partition_counts(names)
     missing = [name for name in names if name not in counts]

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any
 
 import orjson
 
-from framework.kafka import COMPACTED, Kafka, TopicSpec, compat
+from framework.kafka import COMPACTED, Kafka, TopicSpec
 from rebalance import TopicHistory
 
 __all__ = [
@@ -154,16 +154,8 @@ class TopicEntry:
 class TopicRegistry:
     """Read and write the cluster's topic registry, through ``kafka``."""
 
-    @overload
-    def __init__(self, kafka: Kafka, /) -> None: ...
-
-    @overload  # TEMPORARY: how framework/runtime makes it until it uses the port
-    def __init__(self, kafka: Mapping[str, Any], admin: compat.LegacyAdmin, /) -> None: ...
-
-    def __init__(
-        self, kafka: Kafka | Mapping[str, Any], _admin: compat.LegacyAdmin | None = None, /
-    ) -> None:
-        self._kafka = compat.port(kafka)
+    def __init__(self, kafka: Kafka) -> None:
+        self._kafka = kafka
 
     def ensure_topic(self) -> None:
         """Create the registry topic when missing (compacted, never deleting records)."""

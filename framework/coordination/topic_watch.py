@@ -16,12 +16,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import TopicEntry, TopicRegistry
 from framework.errors import SplitstateError
-from framework.kafka import Kafka, compat
+from framework.kafka import Kafka
 from rebalance import group_hash, topic_hash
 
 __all__ = ["TopicWatcher", "input_group_hash"]
@@ -46,12 +45,11 @@ class TopicWatcher:
 
     def __init__(
         self,
-        kafka: Kafka | Mapping[str, Any],
+        kafka: Kafka,
         topics: Sequence[str],
         entries: Mapping[str, TopicEntry],
     ) -> None:
-        # (client settings as ``kafka``: TEMPORARY, how framework/runtime makes it for now)
-        self._kafka = compat.port(kafka)
+        self._kafka = kafka
         self._topics = list(topics)
         self.entries = dict(entries)
         self.hash: int | None = None

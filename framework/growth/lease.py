@@ -18,7 +18,7 @@ from typing import Protocol
 from framework.coordination.registry import TopicEntry
 from framework.errors import SplitstateError
 from framework.growth.placement import LinearHashPartitioner
-from framework.kafka import KafkaProducer, compat
+from framework.kafka import KafkaProducer
 
 __all__ = ["ProducerLeaseError", "RegistryLease", "RegistryReader"]
 
@@ -75,12 +75,9 @@ class RegistryLease:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renew, name="registry-lease", daemon=True)
 
-    def start(self, producer: KafkaProducer | compat.LegacyProducer) -> None:
-        """Start renewing; ``producer``'s metadata is refreshed before new counts are used.
-
-        (A confluent-kafka ``Producer``: TEMPORARY, what framework/runtime passes for now.)
-        """
-        self._producer = compat.producer(producer)
+    def start(self, producer: KafkaProducer) -> None:
+        """Start renewing; ``producer``'s metadata is refreshed before new counts are used."""
+        self._producer = producer
         if self._topics:
             self._thread.start()
 

@@ -15,11 +15,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
 from framework.coordination.layout import AppLayout
 from framework.coordination.registry import TopicEntry
 from framework.growth.gates import blocked_partitions
+from framework.kafka import KafkaConsumer
 from framework.runtime.recovery import check_rebuildable
 from framework.runtime.retention import check_retained
 from rebalance.positions import Position
@@ -36,7 +35,11 @@ class Assignment:
     """The partitions processor ``processor`` reads with ``consumer``, and from where."""
 
     def __init__(
-        self, processor: int, consumer: Consumer, database: ProcessorDatabase, layout: AppLayout
+        self,
+        processor: int,
+        consumer: KafkaConsumer,
+        database: ProcessorDatabase,
+        layout: AppLayout,
     ) -> None:
         self.processor = processor
         self.layout = layout
@@ -91,10 +94,7 @@ class Assignment:
             if position in owned:
                 return offsets.get(position)
             if not committed:
-                others = [TopicPartition(t, p) for t, p in self.layout.input_positions()]
-                for tp in self._consumer.committed(others, timeout=30):
-                    if tp.offset >= 0:
-                        committed[(tp.topic, tp.partition)] = tp.offset
+                committed.update(self._consumer.committed(self.layout.input_positions()))
             return committed.get(position)
 
         blocked = blocked_partitions(self.layout.inputs, candidates, offsets, parent_position)
@@ -114,35 +114,27 @@ class Assignment:
         """Make the consumer read exactly ``owned``, each from the state's offset."""
         added, removed = owned - self.owned, self.owned - owned
         if removed:
-            self._consumer.incremental_unassign([TopicPartition(t, p) for t, p in removed])
+            self._consumer.remove(removed)
         if added:
             state_offsets = self._database.offsets()
-            committed = self._consumer.committed(
-                [TopicPartition(t, p) for t, p in added], timeout=30
-            )
+            committed = self._consumer.committed(added)
             # stop rather than let the consumer skip records retention deleted unread
             check_retained(
                 self.processor,
                 self._consumer,
-                {
-                    (tp.topic, tp.partition): (
-                        state_offsets.get((tp.topic, tp.partition)),
-                        tp.offset if tp.offset >= 0 else None,
-                    )
-                    for tp in committed
-                },
+                {p: (state_offsets.get(p), committed.get(p)) for p in added},
                 grown={
                     (name, p)
                     for name, entry in self.layout.inputs.items()
                     for p in range(entry.initial_partitions, entry.partitions)
                 },
             )
-            starts = []
-            behind = []
-            for tp in committed:
-                position = (tp.topic, tp.partition)
+            starts: dict[Position, int | None] = {}
+            behind: dict[Position, int] = {}
+            for position in added:
                 start = state_offsets.get(position)
-                if tp.offset >= 0 and tp.offset > (start or 0):
+                group = committed.get(position)
+                if group is not None and group > (start or 0):
                     # The group processed records this state lacks (a lost state directory):
                     # rebuild them without repeating their outputs.
                     check_rebuildable(
@@ -153,24 +145,19 @@ class Assignment:
                         inputs=self.layout.inputs,
                         state_dir=self._database.path,
                     )
-                    self.restore_below[position] = tp.offset
+                    self.restore_below[position] = group
                     log.warning(
                         "processor %d: rebuilding %s[%d] up to %d without output",
                         self.processor,
-                        tp.topic,
-                        tp.partition,
-                        tp.offset,
+                        *position,
+                        group,
                     )
-                elif start is not None and tp.offset < start:
+                elif start is not None and (group is None or group < start):
                     # state built elsewhere (a backfill, a catch-up): the group's offset is T1
                     # for catch-ups reading this partition, so it says what the state holds
-                    behind.append(TopicPartition(tp.topic, tp.partition, start))
-                starts.append(
-                    TopicPartition(
-                        tp.topic, tp.partition, OFFSET_BEGINNING if start is None else start
-                    )
-                )
+                    behind[position] = start
+                starts[position] = start
             if behind:
-                self._consumer.commit(offsets=behind, asynchronous=False)
-            self._consumer.incremental_assign(starts)
+                self._consumer.commit(behind)
+            self._consumer.add(starts)
         self.owned = set(owned)

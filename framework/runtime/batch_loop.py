@@ -26,14 +26,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
-
 from framework.config import AppConfig
 from framework.coordination.control_log import ControlLog
 from framework.coordination.control_watch import ControlWatcher
 from framework.coordination.topic_watch import TopicWatcher
-from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
+from framework.kafka import KafkaIOError
 from framework.processing import RecordProcessor
 from framework.runtime.assignment import Assignment
 from framework.runtime.batches import BatchRunner
@@ -163,11 +161,8 @@ class BatchLoop:
         )
         if committed:
             try:
-                self._clients.consumer.commit(
-                    offsets=[TopicPartition(t, p, o) for (t, p), o in committed.items()],
-                    asynchronous=False,
-                )
-            except KafkaException as error:
+                self._clients.consumer.commit(committed)
+            except KafkaIOError as error:
                 log.warning("final consumer group commit failed: %s", error)
 
     def _process_batch(self, wait: float) -> None:
@@ -199,16 +194,13 @@ class BatchLoop:
             )
             self._runner = runner
         consumer = self._clients.consumer
-        messages = consumer.consume(num_messages=runner.max_records(), timeout=max(wait, 0.01))
+        messages = consumer.consume(runner.max_records(), max(wait, 0.01))
         if not messages:
             return
-        result = runner.run(messages, self._usable)
+        result = runner.run(messages)
         commits = committable(self._reading.restore_below, result.next_offsets)
         if commits:
-            consumer.commit(
-                offsets=[TopicPartition(t, p, o) for (t, p), o in commits.items()],
-                asynchronous=True,
-            )
+            consumer.commit(commits, asynchronous=True)
         self.stats.records += result.processed
         self.stats.restored += result.restored
         self.stats.outputs += result.outputs
@@ -221,16 +213,6 @@ class BatchLoop:
         for release in self._handoffs.releases(self._reading.layout):
             self._reading.assign(self._reading.owned - release.partitions)
             self._handoffs.release(release)
-
-    def _usable(self, message: Message) -> bool:
-        error = message.error()
-        if error is None:
-            return True
-        if error.fatal():
-            raise SplitstateError(f"Kafka consumer failed: {error}")
-        if error.code() != KafkaError._PARTITION_EOF:
-            log.warning("consumer: %s", error)
-        return False
 
     def _log_progress(self, now: float) -> None:
         stats = self.stats

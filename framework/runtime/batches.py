@@ -13,11 +13,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import Message, Producer
-
 from framework.config import AppConfig
 from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
+from framework.kafka import KafkaProducer, Message
 from framework.processing import (
     DeadLetter,
     EncodedOutput,
@@ -73,7 +72,7 @@ class BatchRunner:
         owned_now: Callable[[], set[Position]],
         database: ProcessorDatabase,
         records: RecordProcessor,
-        producer: Producer,
+        producer: KafkaProducer,
         outputs: RegistryLease,
         stopping: Callable[[], bool],
     ) -> None:
@@ -92,10 +91,10 @@ class BatchRunner:
             return 1
         return self._config.batch.max_records
 
-    def run(self, messages: list[Message], usable: Callable[[Message], bool]) -> BatchResult:
-        """Process ``messages`` (those ``usable`` and of owned partitions), write their
-        outputs and dead letters, and commit."""
-        records, ranges = self._take(messages, usable)
+    def run(self, messages: list[Message]) -> BatchResult:
+        """Process ``messages`` (those of owned partitions), write their outputs and dead
+        letters, and commit."""
+        records, ranges = self._take(messages)
         guard = self.guard
         if ranges:
             guard.attempt(ranges)  # a crash from here on counts against these records
@@ -120,7 +119,7 @@ class BatchRunner:
         return result
 
     def _take(
-        self, messages: list[Message], usable: Callable[[Message], bool]
+        self, messages: list[Message]
     ) -> tuple[list[tuple[Message, str, int, int]], dict[Position, list[int]]]:
         """The records to process, and the ranges (position -> [first, last]) the function
         will run on (not records skipped after crashes)."""
@@ -129,8 +128,6 @@ class BatchRunner:
         records: list[tuple[Message, str, int, int]] = []
         ranges: dict[Position, list[int]] = {}
         for message in messages:
-            if message.error() is not None and not usable(message):
-                continue
             topic, partition, offset = coordinates(message)
             position = (topic, partition)
             if position not in owned:

@@ -22,11 +22,9 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
-
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from framework.bootstrap.child_process import BootstrapRun
+from framework.kafka import Kafka, OffsetResetError
 from framework.processing import ProcessorStoppedError, RecordProcessor
 from rebalance import HandoffPhase, TopicHistory, bucket, key_hash
 from rebalance.control import Handoff, Scale
@@ -56,7 +54,7 @@ class CatchUp:
         initial_processors: int,
         scale: Scale,
         *,
-        client: Mapping[str, Any],
+        kafka: Kafka,
         group_id: str,
         database: ProcessorDatabase,
         records: RecordProcessor,
@@ -96,15 +94,8 @@ class CatchUp:
 
         self._gained: Callable[[bytes], bool] = gained
         self._clear_stale(gained)
-        self._consumer = Consumer(
-            {
-                **client,
-                "group.id": group_id,
-                "enable.auto.commit": False,
-                # records deleted under the reader must stop it, not make it skip or jump
-                "auto.offset.reset": "error",
-            }
-        )
+        # records deleted under the reader must stop it, not make it skip or jump
+        self._consumer = kafka.consumer(group_id, reset="error", name="catch-up consumer")
         progress = database.progress(self.scope)
         self.positions: dict[Position, int] = {p: progress.get(p, 0) for p in self.bounds}
         self.t1: dict[Position, int] = {}
@@ -186,7 +177,7 @@ class CatchUp:
         """Refuse when Kafka lost history from ``progress`` on; else start reading there."""
         lost: list[str] = []
         for position in self.bounds:
-            low, _high = self._consumer.get_watermark_offsets(TopicPartition(*position), timeout=30)
+            low = self._consumer.watermarks([position])[position].start
             if low > progress.get(position, 0):
                 lost.append(f"{position[0]}[{position[1]}] starts at offset {low}")
             self.positions[position] = max(progress.get(position, low), low)
@@ -200,9 +191,7 @@ class CatchUp:
                 "(retention.ms=-1 on input topics of stateful apps), or bootstrap from a "
                 "Parquet archive (bootstrap: spark with spark.archive)."
             )
-        self._consumer.assign(
-            [TopicPartition(t, p, progress.get((t, p), OFFSET_BEGINNING)) for t, p in self.bounds]
-        )
+        self._consumer.assign({position: progress.get(position) for position in self.bounds})
         self.refresh(force=True)
         log.info(
             "processor %d: catching up for generation %d: S1 %s, S2 %s, from %s",
@@ -273,23 +262,21 @@ class CatchUp:
             return
         self._refreshed = now
         pending = [
-            TopicPartition(t, p)
-            for (t, p), bound in self.bounds.items()
-            if (t, p) not in self.released
-            and ((t, p) in self.s1 or bound is None or self.positions[(t, p)] < bound)
+            position
+            for position, bound in self.bounds.items()
+            if position not in self.released
+            and (position in self.s1 or bound is None or self.positions[position] < bound)
         ]
         if pending:
-            for tp in self._consumer.committed(pending, timeout=30):
-                if tp.offset >= 0:
-                    self.t1[(tp.topic, tp.partition)] = tp.offset
+            self.t1.update(self._consumer.committed(pending))
         self._resume_ready()
 
     def _resume_ready(self) -> None:
         for position in list(self._paused):
             limit = self.limit(position)
             if limit is None or self.positions[position] < limit:
-                self._consumer.seek(TopicPartition(*position, self.positions[position]))
-                self._consumer.resume([TopicPartition(*position)])
+                self._consumer.seek(position, self.positions[position])
+                self._consumer.resume([position])
                 self._paused.discard(position)
 
     def step(self, max_records: int, timeout: float = 0.05) -> int:
@@ -298,27 +285,23 @@ class CatchUp:
             self._poll_bootstrap()
             return 0
         self.refresh()
-        messages = self._consumer.consume(num_messages=max_records, timeout=timeout)
+        try:
+            messages = self._consumer.consume(max_records, timeout)
+        except OffsetResetError as error:
+            raise ProcessorStoppedError(
+                f"processor {self.processor} cannot rebuild the keys it gains in "
+                f"generation {self.generation}: retention deleted records it had not "
+                f"read yet ({error.reason}). Building state from partial history would "
+                "be wrong, so it stops catching up. Fix: abort the scale (`splitstate "
+                "scale MODULE:APP --abort`) and keep the inputs' history "
+                "(retention.ms=-1), or bootstrap from an archive (spark.archive)."
+            ) from None
         if not messages:
             return 0
         batch = self._database.begin()
         read = 0
         moved: dict[Position, int] = {}
         for message in messages:
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._AUTO_OFFSET_RESET:
-                    raise ProcessorStoppedError(
-                        f"processor {self.processor} cannot rebuild the keys it gains in "
-                        f"generation {self.generation}: retention deleted records it had not "
-                        f"read yet ({error.str()}). Building state from partial history would "
-                        "be wrong, so it stops catching up. Fix: abort the scale (`splitstate "
-                        "scale MODULE:APP --abort`) and keep the inputs' history "
-                        "(retention.ms=-1), or bootstrap from an archive (spark.archive)."
-                    )
-                if error.code() != KafkaError._PARTITION_EOF:
-                    log.warning("catch-up consumer: %s", error)
-                continue
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             if topic is None or partition is None or offset is None:
                 continue
@@ -327,7 +310,7 @@ class CatchUp:
                 continue
             limit = self.limit(position)
             if limit is not None and offset >= limit:
-                self._consumer.pause([TopicPartition(topic, partition)])
+                self._consumer.pause([position])
                 self._paused.add(position)
                 continue
             key = message.key()

@@ -27,11 +27,16 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
-
 from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
 from framework.growth.placement import COUNT_HEADER, LinearHashPartitioner
+from framework.kafka import (
+    DeliveryCallback,
+    DeliveryError,
+    KafkaProducer,
+    Message,
+    RecordTooLargeError,
+)
 from framework.processing import DeadLetter, EncodedOutput, InputMessage
 
 __all__ = ["MAX_DEAD_LETTER_VALUE", "BatchWriter", "output_dead_letter", "stripped_dead_letter"]
@@ -48,14 +53,8 @@ Where = tuple[str, int, int]
 Source = Callable[[Where | None], InputMessage | None]
 
 
-def _too_large(error: KafkaError | None) -> bool:
-    return error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE
-
-
-def _size_error(error: KafkaException) -> KafkaError | None:
-    """The error of ``error`` when it says a record is too large, else ``None``."""
-    kafka_error = error.args[0] if error.args else None
-    return kafka_error if isinstance(kafka_error, KafkaError) and _too_large(kafka_error) else None
+def _too_large(error: DeliveryError | None) -> bool:
+    return error is not None and error.too_large
 
 
 class _Report:
@@ -65,9 +64,9 @@ class _Report:
 
     def __init__(self, letter: DeadLetter | None = None) -> None:
         self.letter = letter
-        self.error: KafkaError | None = None
+        self.error: DeliveryError | None = None
 
-    def __call__(self, error: KafkaError | None, _message: Message) -> None:
+    def __call__(self, error: DeliveryError | None, _message: Message) -> None:
         self.error = error
 
 
@@ -122,7 +121,7 @@ class BatchWriter:
 
     def __init__(
         self,
-        producer: Producer,
+        producer: KafkaProducer,
         lease: RegistryLease,
         dead_letter_topic: str,
         stopping: Callable[[], bool],
@@ -131,7 +130,7 @@ class BatchWriter:
         self._lease = lease
         self._dead_letters = dead_letter_topic
         self._stopping = stopping
-        self._failed: list[tuple[KafkaError, Message]] = []
+        self._failed: list[tuple[DeliveryError, Message]] = []
         self._warned = {"lease": 0.0, "batch": 0.0}
 
     def write(
@@ -144,7 +143,7 @@ class BatchWriter:
         failed = self._failed
         failed.clear()
 
-        def delivered(error: KafkaError | None, message: Message) -> None:
+        def delivered(error: DeliveryError | None, message: Message) -> None:
             if error is not None:
                 failed.append((error, message))
 
@@ -174,11 +173,8 @@ class BatchWriter:
                     )
                 except BufferError:
                     self._send_output(output, delivered)
-            except KafkaException as error:
-                size = _size_error(error)
-                if size is None:
-                    raise
-                refused.append((output, size.str()))
+            except RecordTooLargeError as error:
+                refused.append((output, error.reason))
         reports = [self._send_letter(letter) for letter in dead]
         self._flush(failed)
         too_large = [(e, m) for e, m in failed if _too_large(e)]
@@ -221,9 +217,7 @@ class BatchWriter:
 
     # -- sending ----------------------------------------------------------------------------
 
-    def _send_output(
-        self, output: EncodedOutput, on_delivery: Callable[[KafkaError | None, Message], None]
-    ) -> None:
+    def _send_output(self, output: EncodedOutput, on_delivery: DeliveryCallback) -> None:
         """Produce ``output``, waiting for queue room; placed (and its count header taken)
         from the lease as it is when the producer takes it."""
         while True:
@@ -249,11 +243,8 @@ class BatchWriter:
         report = _Report(letter)
         try:
             self._produce_letter(letter, report)
-        except KafkaException as error:
-            size = _size_error(error)
-            if size is None:
-                raise
-            report.letter = stripped_dead_letter(letter, self._dead_letters, size.str())
+        except RecordTooLargeError as error:
+            report.letter = stripped_dead_letter(letter, self._dead_letters, error.reason)
             self._produce_letter(report.letter, report)
         return report
 
@@ -272,7 +263,7 @@ class BatchWriter:
             except BufferError:
                 self.producer.poll(0.1)
 
-    def _flush(self, failed: list[tuple[KafkaError, Message]]) -> None:
+    def _flush(self, failed: list[tuple[DeliveryError, Message]]) -> None:
         """Wait for every queued record; raise on any failure other than a size refusal."""
         remaining = self.producer.flush(_FLUSH_SECONDS)
         errors = [str(e) for e, _m in failed if not _too_large(e)]
@@ -287,7 +278,7 @@ class BatchWriter:
     def _resend(
         self,
         outputs: list[EncodedOutput],
-        too_large: list[tuple[KafkaError, Message]],
+        too_large: list[tuple[DeliveryError, Message]],
         unsent: set[int],
     ) -> list[tuple[EncodedOutput, str]]:
         """Send again, one at a time, the outputs of each partition from its first one the
@@ -312,16 +303,13 @@ class BatchWriter:
             report = _Report()
             try:
                 self._send_output(output, report)
-            except KafkaException as error:
-                size = _size_error(error)
-                if size is None:
-                    raise
-                alone.append((output, size.str()))
+            except RecordTooLargeError as error:
+                alone.append((output, error.reason))
                 continue
             self._flush([])
             if _too_large(report.error):
                 assert report.error is not None
-                alone.append((output, report.error.str()))
+                alone.append((output, report.error.reason))
             elif report.error is not None:
                 raise SplitstateError(
                     f"an output to {output.topic!r} could not be written ({report.error}); the "
@@ -348,7 +336,7 @@ class BatchWriter:
                     "committed and will be processed again after a restart"
                 )
             assert report.letter is not None
-            why = report.error.str()
+            why = report.error.reason
             report.error = None
             self._produce_letter(report.letter, report)  # alone now
             self._flush([])

@@ -10,9 +10,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from confluent_kafka import Consumer, TopicPartition
-
 from framework.coordination.registry import TopicEntry
+from framework.kafka import KafkaConsumer
 from rebalance import parent
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
@@ -28,7 +27,7 @@ def final_offsets(
     moved: set[Position],
     *,
     database: ProcessorDatabase,
-    consumer: Consumer,
+    consumer: KafkaConsumer,
     inputs: Mapping[str, TopicEntry],
     notes: set[str],
 ) -> dict[Position, int] | None:
@@ -44,11 +43,7 @@ def final_offsets(
     holds the lines already logged).
     """
     offsets = database.offsets()
-    committed = {
-        (tp.topic, tp.partition): tp.offset
-        for tp in consumer.committed([TopicPartition(t, p) for t, p in sorted(moved)], timeout=30)
-        if tp.offset >= 0
-    }
+    committed = consumer.committed(sorted(moved))
     final = {}
     for position in sorted(moved):
         state = offsets.get(position)
@@ -67,8 +62,7 @@ def final_offsets(
                 )
             return None
         if state is None:
-            low, _high = consumer.get_watermark_offsets(TopicPartition(*position), timeout=30)
-            state = low
+            state = consumer.watermarks([position])[position].start
         fence = children_fence(inputs, position)
         if state < fence:
             note = f"release of {position} waits for threshold {fence}"

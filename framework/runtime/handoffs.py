@@ -26,14 +26,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
-
 from framework.app import App
 from framework.bootstrap.child_process import BootstrapRun
 from framework.coordination.control_log import ControlLog
 from framework.coordination.control_watch import ControlWatcher
 from framework.coordination.layout import AppLayout
 from framework.errors import SplitstateError
+from framework.kafka import Kafka, KafkaConsumer
 from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime.catchup import BootstrapStarter, CatchUp
 from framework.runtime.faults import maybe_crash
@@ -73,7 +72,8 @@ class HandoffCoordinator:
         control: ControlLog,
         database: ProcessorDatabase,
         records: RecordProcessor,
-        consumer: Consumer,
+        kafka: Kafka,
+        consumer: KafkaConsumer,
     ) -> None:
         self.processor = processor
         self._app = app
@@ -82,6 +82,7 @@ class HandoffCoordinator:
         self._control = control
         self._database = database
         self._records = records
+        self._kafka = kafka
         self._consumer = consumer
         self._moved = MovedKeys(processor, database)
         self._catchup: CatchUp | None = None
@@ -161,7 +162,7 @@ class HandoffCoordinator:
                 self.processor,
                 state.app.initial_processors,
                 scale,
-                client=self._config.kafka.client_settings(),
+                kafka=self._kafka,
                 group_id=self._config.app_id,
                 database=self._database,
                 records=self._records,
@@ -301,10 +302,7 @@ class HandoffCoordinator:
 
     def release(self, release: Release) -> None:
         """Commit F to the group, then write RELEASE (the loop no longer reads them)."""
-        self._consumer.commit(
-            offsets=[TopicPartition(t, p, o) for (t, p), o in release.offsets.items()],
-            asynchronous=False,
-        )
+        self._consumer.commit(release.offsets)
         self._send(release.generation, release.handoff, HandoffEvent.RELEASE, release.offsets)
         log.info(
             "processor %d released %s to processor %d at %s",

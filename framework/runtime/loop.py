@@ -15,8 +15,6 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
-from confluent_kafka.admin import AdminClient
-
 from framework.app import App
 from framework.coordination.control_log import ControlLog
 from framework.coordination.control_watch import ControlWatcher
@@ -26,6 +24,7 @@ from framework.coordination.topic_watch import TopicWatcher
 from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
 from framework.growth.placement import UNFENCED_SCOPE
+from framework.kafka import Clients, Kafka
 from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime.assignment import Assignment
 from framework.runtime.batch_loop import BatchLoop, RuntimeStats
@@ -39,10 +38,15 @@ log = logging.getLogger(__name__)
 
 
 class ProcessorRuntime:
-    """Runs processor ``processor_id`` of ``app`` until stopped (or it has no work left)."""
+    """Runs processor ``processor_id`` of ``app`` until stopped (or it has no work left).
 
-    def __init__(self, app: App, processor_id: int) -> None:
+    ``kafka``: the port every Kafka client of the run comes from (default: confluent-kafka
+    clients of the app's config, closed when ``run`` returns).
+    """
+
+    def __init__(self, app: App, processor_id: int, kafka: Kafka | None = None) -> None:
         self.app = app
+        self._kafka = kafka
         self.processor_id = processor_id
         self.config = app.config
         self.stats = RuntimeStats()
@@ -66,11 +70,17 @@ class ProcessorRuntime:
 
     def run(self, until: Callable[[RuntimeStats], bool] | None = None) -> RuntimeStats:
         """Process until a stop is requested, ``until(stats)`` holds, or no work is left."""
-        client = self.config.kafka.client_settings()
-        admin = AdminClient(client)
+        kafka = Clients.of(self.config) if self._kafka is None else self._kafka
+        try:
+            return self._run(kafka, until)
+        finally:
+            if self._kafka is None:
+                kafka.close()
+
+    def _run(self, kafka: Kafka, until: Callable[[RuntimeStats], bool] | None) -> RuntimeStats:
         registry_read = time.monotonic()  # the outputs' lease runs from the registry read
-        layout = prepare_app(self.app, admin, self.processor_id)
-        watcher = ControlWatcher(client, self.config.control_topic)
+        layout = prepare_app(self.app, kafka, self.processor_id)
+        watcher = ControlWatcher(kafka, self.config.control_topic)
         watcher.catch_up(watcher.end_offset())
         if not watcher.state.has_work(self.processor_id):
             watcher.close()
@@ -86,15 +96,15 @@ class ProcessorRuntime:
         database = ProcessorDatabase.open(path, identity, self.app.store_specs())
         watcher.record_in(database)  # notes the generation seen (control_guard)
         # outputs may be other apps' inputs: place them under the registry's lease too
-        outputs = RegistryLease(TopicRegistry(client, admin), layout.outputs, read_at=registry_read)
-        clients = RunClients.open(client, self.config.app_id, outputs.delivery_timeout_ms)
-        control = ControlLog(client, admin, self.config.control_topic)
+        outputs = RegistryLease(TopicRegistry(kafka), layout.outputs, read_at=registry_read)
+        clients = RunClients.open(kafka, self.config.app_id, outputs.delivery_timeout_ms)
+        control = ControlLog(kafka, self.config.control_topic)
         records = RecordProcessor(
             self.app,
             {name: entry.initial_partitions for name, entry in layout.inputs.items()},
             database.progress(UNFENCED_SCOPE),
         )
-        topics = TopicWatcher(client, list(layout.inputs), layout.inputs)
+        topics = TopicWatcher(kafka, list(layout.inputs), layout.inputs)
         handoffs = HandoffCoordinator(
             self.app,
             self.processor_id,
@@ -102,6 +112,7 @@ class ProcessorRuntime:
             control=control,
             database=database,
             records=records,
+            kafka=kafka,
             consumer=clients.consumer,
         )
         reading = Assignment(self.processor_id, clients.consumer, database, layout)

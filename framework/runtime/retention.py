@@ -17,8 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping
 
-from confluent_kafka import Consumer, TopicPartition
-
+from framework.kafka import KafkaConsumer
 from framework.processing import ProcessorStoppedError
 from rebalance.positions import Position
 
@@ -29,7 +28,7 @@ log = logging.getLogger(__name__)
 
 def check_retained(
     processor: int,
-    consumer: Consumer,
+    consumer: KafkaConsumer,
     starts: Mapping[Position, tuple[int | None, int | None]],
     grown: Collection[Position] = (),
 ) -> None:
@@ -42,7 +41,7 @@ def check_retained(
     """
     lost: list[str] = []
     for (topic, partition), (stored, committed) in sorted(starts.items()):
-        low, _high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+        low = consumer.watermarks([(topic, partition)])[(topic, partition)].start
         where = f"{topic}[{partition}]"
         if stored is not None:
             if low > stored:

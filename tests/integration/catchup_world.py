@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from framework import App, AppConfig, Output, Record
+from framework.kafka import Clients
 from framework.processing import RecordProcessor
 from framework.runtime.catchup import CatchUp
 from rebalance import HandoffEvent, TopicHistory, bucket, key_hash
@@ -182,7 +183,7 @@ class World:
             processor,
             self.b,
             scale,
-            client={"bootstrap.servers": self.kafka},
+            kafka=Clients({"bootstrap.servers": self.kafka}),
             group_id=self.app.config.app_id,
             database=database,
             records=RecordProcessor(self.app),

@@ -4,10 +4,10 @@ owner's release against the real broker with every other party played by the tes
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
 from framework.coordination.registry import TopicEntry
+from framework.kafka import Clients
 from framework.processing import ProcessorStoppedError
 from framework.runtime.final_offsets import final_offsets
 from rebalance import HandoffEvent, bucket, key_hash
@@ -126,7 +126,7 @@ def test_an_old_owner_rebuilding_lost_state_does_not_release_below_the_group_off
     batch = database.begin()
     batch.set_offset(world.topic, 1, committed - 30)  # rebuilt only partly so far
     batch.commit()
-    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": world.app.app_id})
+    consumer = Clients({"bootstrap.servers": kafka_bootstrap}).consumer(world.app.app_id)
 
     def final() -> dict[tuple[str, int], int] | None:
         return final_offsets(
@@ -161,7 +161,7 @@ def test_an_old_owner_does_not_release_a_parent_below_a_childs_threshold(
     batch.commit()
     world.commit_group({0: threshold - 5})
     inputs = {world.topic: TopicEntry(world.history)}
-    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": world.app.app_id})
+    consumer = Clients({"bootstrap.servers": kafka_bootstrap}).consumer(world.app.app_id)
 
     def final() -> dict[tuple[str, int], int] | None:
         return final_offsets(

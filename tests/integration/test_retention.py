@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
+from framework.kafka import Clients
 from framework.processing import ProcessorStoppedError
 from framework.runtime.retention import check_retained
 from tests.integration.harness import (
@@ -172,7 +173,7 @@ def test_a_grown_partition_never_read_must_still_start_at_zero(
     assert producer.flush(30) == 0
     for future in kafka_admin.delete_records([TopicPartition(topic, 1, 5)]).values():
         future.result(timeout=30)
-    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": unique("ret")})
+    consumer = Clients({"bootstrap.servers": kafka_bootstrap}).consumer(unique("ret"))
     try:
         check_retained(0, consumer, {(topic, 1): (None, None)})  # an initial partition: fine
         with pytest.raises(ProcessorStoppedError, match="created by a growth"):

@@ -23,7 +23,7 @@ from typing import Any
 from framework.coordination.registry import TopicRegistry
 from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
-from framework.growth.placement import COUNT_HEADER, LinearHashPartitioner
+from framework.growth.placement import LinearHashPartitioner, produce_placed
 from framework.kafka import Clients, DeliveryCallback, Kafka
 
 __all__ = ["SplitstateProducer"]
@@ -104,18 +104,19 @@ class SplitstateProducer:
         Raises ``ProducerLeaseError`` when the counts may be stale, and
         ``framework.kafka.KafkaIOError`` (``RecordTooLargeError``) when Kafka refuses it.
         """
-        while True:
-            self.lease.check()
-            partitioner = self.lease.partitioner
-            partition = partitioner.partition(topic, key)
-            placed = [*(headers or []), (COUNT_HEADER, str(partitioner.partitions(topic)))]
-            try:
-                self._producer.produce(
-                    topic, value, key, partition, headers=placed, on_delivery=on_delivery
-                )
-                return
-            except BufferError:
-                self._producer.poll(0.1)  # the local queue is full: let deliveries drain
+        produce_placed(
+            self._producer,
+            self._checked,
+            topic,
+            key,
+            value,
+            headers=headers,
+            on_delivery=on_delivery,
+        )
+
+    def _checked(self) -> LinearHashPartitioner:
+        self.lease.check()
+        return self.lease.partitioner
 
     def poll(self, timeout: float = 0.0) -> int:
         """Serve delivery callbacks."""

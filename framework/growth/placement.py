@@ -11,13 +11,14 @@ in the processor's state (``UNFENCED_SCOPE``) for ``splitstate status``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import mmh3
 
 from framework.coordination.registry import TopicEntry
 from framework.errors import SplitstateError
+from framework.kafka import DeliveryCallback, Header, KafkaProducer
 from rebalance import bucket, level
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "NoCountHeader",
     "count_header",
     "misplacement",
+    "produce_placed",
 ]
 
 #: Header carrying the partition count a record was placed with.
@@ -103,10 +105,12 @@ class LinearHashPartitioner:
 
     def __init__(self, entries: Mapping[str, TopicEntry]) -> None:
         self._layout: dict[str, tuple[int, int, int]] = {}
+        self._headers: dict[str, tuple[str, str]] = {}
         for name, entry in entries.items():
             bucket(0, entry.initial_partitions, entry.partitions)  # validates the layout
             low = entry.initial_partitions << level(entry.initial_partitions, entry.partitions)
             self._layout[name] = (low, entry.partitions - low, entry.partitions)
+            self._headers[name] = (COUNT_HEADER, str(entry.partitions))
 
     def partition(self, topic: str, key: bytes) -> int:
         """The partition ``key`` belongs in: ``bucket(key_hash(key), N, M)``, inlined."""
@@ -126,7 +130,41 @@ class LinearHashPartitioner:
         """The partition count keys are placed with."""
         return self._layout[topic][2]
 
+    def count_header(self, topic: str) -> tuple[str, str]:
+        """The ``splitstate.count`` header of a record placed by this partitioner."""
+        return self._headers[topic]
+
     @property
     def topics(self) -> list[str]:
         """The topics it places keys for."""
         return list(self._layout)
+
+
+def produce_placed(
+    producer: KafkaProducer,
+    partitioner: Callable[[], LinearHashPartitioner],
+    topic: str,
+    key: bytes,
+    value: bytes | None,
+    *,
+    headers: Sequence[Header] | None = None,
+    on_delivery: DeliveryCallback | None = None,
+) -> int:
+    """Queue one keyed record on the partition its key belongs in, with the count it was
+    placed with in the ``splitstate.count`` header (last, after ``headers``); returns the
+    partition. The only way splitstate places keys: ``SplitstateProducer`` and the
+    runtime's outputs both produce through it.
+
+    ``partitioner()`` gives the counts to place with now (it checks, or waits for, the
+    registry lease). While the local queue is full it serves deliveries and places the key
+    again with the counts held then: they may have changed while it waited.
+    """
+    while True:
+        counts = partitioner()
+        partition = counts.partition(topic, key)
+        placed = [*(headers or ()), counts.count_header(topic)]
+        try:
+            producer.produce(topic, value, key, partition, headers=placed, on_delivery=on_delivery)
+            return partition
+        except BufferError:
+            producer.poll(0.1)  # the local queue is full: let deliveries drain

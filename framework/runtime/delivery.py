@@ -29,7 +29,7 @@ from dataclasses import replace
 
 from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
-from framework.growth.placement import COUNT_HEADER, LinearHashPartitioner
+from framework.growth.placement import LinearHashPartitioner, produce_placed
 from framework.kafka import (
     DeliveryCallback,
     DeliveryError,
@@ -148,31 +148,12 @@ class BatchWriter:
                 failed.append((error, message))
 
         refused: list[tuple[EncodedOutput, str]] = []
-        partitioner = self.partitioner()
-        produce, place = self.producer.produce, partitioner.partition
-        counts = {t: (COUNT_HEADER, str(partitioner.partitions(t))) for t in partitioner.topics}
-        lease = self._lease
         for output in outputs:
-            if lease.partitioner is not partitioner:
-                # the lease renewed with other counts (perhaps while an output waited for
-                # room): place the rest with them, never with the ones it replaced
-                partitioner = self.partitioner()
-                place = partitioner.partition
-                counts = {t: (COUNT_HEADER, str(partitioner.partitions(t))) for t in counts}
-            topic, key = output.topic, output.key
-            output.partition = partition = place(topic, key)
+            # each output is placed with the lease's counts as they are when it is taken: a
+            # renewal in the middle of the batch (or while an output waits for room) places
+            # the rest with the new counts, never with the ones it replaced
             try:
-                try:
-                    produce(
-                        topic,
-                        output.value,
-                        key,
-                        partition,
-                        on_delivery=delivered,
-                        headers=[*(output.headers or ()), counts[topic]],
-                    )
-                except BufferError:
-                    self._send_output(output, delivered)
+                self._send_output(output, delivered)
             except RecordTooLargeError as error:
                 refused.append((output, error.reason))
         reports = [self._send_letter(letter) for letter in dead]
@@ -220,23 +201,15 @@ class BatchWriter:
     def _send_output(self, output: EncodedOutput, on_delivery: DeliveryCallback) -> None:
         """Produce ``output``, waiting for queue room; placed (and its count header taken)
         from the lease as it is when the producer takes it."""
-        while True:
-            partitioner = self.partitioner()
-            topic, key = output.topic, output.key
-            output.partition = partitioner.partition(topic, key)
-            count = (COUNT_HEADER, str(partitioner.partitions(topic)))
-            try:
-                self.producer.produce(
-                    topic,
-                    output.value,
-                    key,
-                    output.partition,
-                    on_delivery=on_delivery,
-                    headers=[*(output.headers or ()), count],
-                )
-                return
-            except BufferError:
-                self.producer.poll(0.1)  # the local queue is full: let deliveries drain
+        output.partition = produce_placed(
+            self.producer,
+            self.partitioner,
+            output.topic,
+            output.key,
+            output.value,
+            headers=output.headers,
+            on_delivery=on_delivery,
+        )
 
     def _send_letter(self, letter: DeadLetter) -> _Report:
         """Produce ``letter`` (or its stand-in when the producer refuses it as too large)."""

@@ -13,6 +13,7 @@ import logging
 import signal
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from types import FrameType
 
 from framework.app import App
@@ -80,62 +81,68 @@ class ProcessorRuntime:
     def _run(self, kafka: Kafka, until: Callable[[RuntimeStats], bool] | None) -> RuntimeStats:
         registry_read = time.monotonic()  # the outputs' lease runs from the registry read
         layout = prepare_app(self.app, kafka, self.processor_id)
-        watcher = ControlWatcher(kafka, self.config.control_topic)
-        watcher.catch_up(watcher.end_offset())
-        if not watcher.state.has_work(self.processor_id):
-            watcher.close()
-            raise SplitstateError(
-                f"processor {self.processor_id} has no work: app {self.config.app_id!r} runs "
-                f"processors 0..{(watcher.state.processors or 1) - 1} and no scale adds it. "
-                "Fix: use an id in that range, or scale first (`splitstate scale`)."
+        # whatever was opened is closed however the run ends (last opened, first closed)
+        with ExitStack() as opened:
+            watcher = ControlWatcher(kafka, self.config.control_topic)
+            opened.callback(watcher.close)
+            watcher.catch_up(watcher.end_offset())
+            if not watcher.state.has_work(self.processor_id):
+                raise SplitstateError(
+                    f"processor {self.processor_id} has no work: app {self.config.app_id!r} "
+                    f"runs processors 0..{(watcher.state.processors or 1) - 1} and no scale "
+                    "adds it. Fix: use an id in that range, or scale first (`splitstate scale`)."
+                )
+            identity = DatabaseIdentity(
+                self.config.app_id, self.processor_id, layout.fixed_parameters()
             )
-        identity = DatabaseIdentity(
-            self.config.app_id, self.processor_id, layout.fixed_parameters()
-        )
-        path = processor_path(self.config.app_state_dir, self.processor_id)
-        database = ProcessorDatabase.open(path, identity, self.app.store_specs())
-        watcher.record_in(database)  # notes the generation seen (control_guard)
-        # outputs may be other apps' inputs: place them under the registry's lease too
-        outputs = RegistryLease(TopicRegistry(kafka), layout.outputs, read_at=registry_read)
-        clients = RunClients.open(kafka, self.config.app_id, outputs.delivery_timeout_ms)
-        control = ControlLog(kafka, self.config.control_topic)
-        records = RecordProcessor(
-            self.app,
-            {name: entry.initial_partitions for name, entry in layout.inputs.items()},
-            database.progress(UNFENCED_SCOPE),
-        )
-        topics = TopicWatcher(kafka, list(layout.inputs), layout.inputs)
-        handoffs = HandoffCoordinator(
-            self.app,
-            self.processor_id,
-            watcher=watcher,
-            control=control,
-            database=database,
-            records=records,
-            kafka=kafka,
-            consumer=clients.consumer,
-        )
-        reading = Assignment(self.processor_id, clients.consumer, database, layout)
-        loop = BatchLoop(
-            self.config,
-            self.processor_id,
-            self.stats,
-            clients=clients,
-            database=database,
-            watcher=watcher,
-            control=control,
-            topics=topics,
-            records=records,
-            outputs=outputs,
-            reading=reading,
-            handoffs=handoffs,
-            stopping=self._stopped,
-        )
-        outputs.start(clients.producer)
-        topics.poll(force=True)
-        topics.record_hash(control, watcher.state.metadata_hash, starting=True)
-        loop.adopt_topics()
-        try:
+            path = processor_path(self.config.app_state_dir, self.processor_id)
+            database = ProcessorDatabase.open(path, identity, self.app.store_specs())
+            opened.callback(database.close)
+            watcher.record_in(database)  # notes the generation seen (control_guard)
+            # outputs may be other apps' inputs: place them under the registry's lease too
+            outputs = RegistryLease(TopicRegistry(kafka), layout.outputs, read_at=registry_read)
+            clients = RunClients.open(kafka, self.config.app_id, outputs.delivery_timeout_ms)
+            opened.callback(clients.consumer.close)
+            opened.callback(outputs.close)
+            control = ControlLog(kafka, self.config.control_topic)
+            records = RecordProcessor(
+                self.app,
+                {name: entry.initial_partitions for name, entry in layout.inputs.items()},
+                database.progress(UNFENCED_SCOPE),
+            )
+            topics = TopicWatcher(kafka, list(layout.inputs), layout.inputs)
+            handoffs = HandoffCoordinator(
+                self.app,
+                self.processor_id,
+                watcher=watcher,
+                control=control,
+                database=database,
+                records=records,
+                kafka=kafka,
+                consumer=clients.consumer,
+            )
+            opened.callback(handoffs.close)
+            opened.callback(clients.producer.flush, 30)
+            reading = Assignment(self.processor_id, clients.consumer, database, layout)
+            loop = BatchLoop(
+                self.config,
+                self.processor_id,
+                self.stats,
+                clients=clients,
+                database=database,
+                watcher=watcher,
+                control=control,
+                topics=topics,
+                records=records,
+                outputs=outputs,
+                reading=reading,
+                handoffs=handoffs,
+                stopping=self._stopped,
+            )
+            outputs.start(clients.producer)
+            topics.poll(force=True)
+            topics.record_hash(control, watcher.state.metadata_hash, starting=True)
+            loop.adopt_topics()
             loop.read_owned()
             log.info(
                 "processor %d of %s: partitions %s, state in %s",
@@ -150,11 +157,4 @@ class ProcessorRuntime:
             except ProcessorStoppedError as error:
                 handoffs.report_stop(error)
                 raise
-        finally:
-            clients.producer.flush(30)
-            outputs.close()
-            handoffs.close()
-            watcher.close()
-            clients.consumer.close()
-            database.close()
         return self.stats

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -21,11 +22,12 @@ from framework.coordination.registry import TopicRegistry
 from framework.coordination.scaling import read_control, request_scale
 from framework.errors import SplitstateError
 from framework.growth.expand import ExpandError, expand_topic
-from framework.kafka import Clients, Kafka
+from framework.kafka import Clients, Kafka, KafkaConsumer
 from framework.loader import load_app
 from framework.runtime.loop import ProcessorRuntime
 from rebalance.control import AppDefinition, Generation
-from statestore import DatabaseIdentity, ProcessorDatabase, processor_path
+from statestore import DatabaseIdentity, ProcessorDatabase, StoreLockedError, processor_path
+from statestore.lock import DirectoryLock
 from tests.conftest import TopicFactory
 from tests.integration.harness import unique, write_config
 
@@ -278,3 +280,41 @@ def test_an_initial_partition_count_that_differs_from_the_control_log_is_refused
     assert "initial partition count 8 in the topic registry" in message
     assert "4 in the control log" in message
     assert "Fix:" in message
+
+
+class CountingClients(Clients):
+    """``Clients`` that count the consumers made and closed (a run must close all it opens)."""
+
+    def __init__(self, settings: dict[str, str]) -> None:
+        super().__init__(settings)
+        self.opened = 0
+        self.closed = 0
+
+    def consumer(self, group_id: str, **options: Any) -> KafkaConsumer:
+        made = super().consumer(group_id, **options)
+        self.opened += 1
+        close = made.close
+
+        def counted() -> None:
+            self.closed += 1
+            close()
+
+        made.close = counted  # type: ignore[method-assign]
+        return made
+
+
+def test_a_run_that_cannot_open_its_state_closes_the_clients_it_opened(
+    tmp_path: Path, kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    app = new_app(tmp_path, kafka_bootstrap, topic_factory)
+    ProcessorRuntime(app, 0).run(until=lambda _stats: True)  # records the app
+    path = processor_path(app.config.app_state_dir, 0)
+    kafka = CountingClients({"bootstrap.servers": kafka_bootstrap})
+    holder = DirectoryLock(path)  # as if another process held the state directory
+    try:
+        with pytest.raises(StoreLockedError):
+            ProcessorRuntime(app, 0, kafka).run(until=lambda _stats: True)
+    finally:
+        holder.release()
+    assert kafka.opened >= 1
+    assert kafka.closed == kafka.opened

@@ -8,8 +8,7 @@ scales, handoffs, growths and aborts; every processor replays it into
 ``request_scale`` and ``abort_scale`` are the operator's appends.
 """
 
-from framework.coordination.control_log import ControlLog
-from framework.coordination.control_watch import ControlWatcher
+from framework.coordination.control_log import ControlLog, ControlWatcher
 from framework.coordination.layout import AppLayout, prepare_app
 from framework.coordination.registry import REGISTRY_TOPIC, Growth, TopicEntry, TopicRegistry
 from framework.coordination.scaling import abort_scale, read_control, request_scale

@@ -1,7 +1,13 @@
 """The app's control log on Kafka: a compacted single-partition topic of JSON records.
 
 Records are applied in order to ``rebalance.ControlState`` (pure and deterministic), so every
-reader agrees.
+reader agrees. Reading and following are one thing here: ``ControlLog.read`` replays the log
+to its end once (the CLI, ``status``, a scale request); ``ControlWatcher`` (one consumer, no
+group) follows it as it grows, applying each new record to the same state. ``catch_up``
+reads to a given end offset or raises: a processor never computes ownership from part of the
+log. Once ``record_in`` names the processor's database, every change is noted there (the
+highest generation seen and how far the log was read), so a later start can tell a control
+log that lost records (``framework.coordination.control_guard``).
 
 Every record gets its own key: a readable prefix naming the fact (``scale/3``,
 ``handoff/3/0/2/CAUGHT_UP``, ``app``, ``generation/0``) plus a random id. A key per *fact*
@@ -21,16 +27,19 @@ config would delete records.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
+from framework.coordination.control_guard import remember
 from framework.kafka import COMPACTED, Kafka, KafkaIOError, TopicSpec, UnknownPartitionError
 from rebalance.control import ControlState
+from statestore import ProcessorDatabase
 
-__all__ = ["ControlLog", "record_key"]
+__all__ = ["ControlLog", "ControlWatcher", "record_key"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +59,14 @@ def record_key(record: Mapping[str, Any]) -> bytes:
     else:
         fact = kind
     return f"{fact}/{uuid.uuid4().hex}".encode()
+
+
+def _apply(state: ControlState, value: bytes, topic: str) -> ControlState:
+    """``state`` with the record ``value`` applied (an ignored record is logged)."""
+    after = state.apply(orjson.loads(value))
+    if len(after.ignored) > len(state.ignored):
+        log.warning("control log %s: ignored %s", topic, after.ignored[-1])
+    return after
 
 
 class ControlLog:
@@ -77,13 +94,11 @@ class ControlLog:
         for _key, value in self._kafka.read_log(self.topic):
             if value is None:
                 continue
-            record = orjson.loads(value)
             before = len(state.ignored)
-            state = state.apply(record)
-            if len(state.ignored) > before:
-                log.warning("control log %s: ignored %s", self.topic, state.ignored[-1])
-                if request is not None and record.get("request") == request:
-                    reason = state.ignored[-1]
+            state = _apply(state, value, self.topic)
+            ignored = len(state.ignored) > before
+            if ignored and request is not None and orjson.loads(value).get("request") == request:
+                reason = state.ignored[-1]
         return state, reason
 
     def end_offset(self) -> int:
@@ -101,6 +116,83 @@ class ControlLog:
             ) from None
         return max(int(high), 0)
 
+    def watch(self) -> ControlWatcher:
+        """A ``ControlWatcher`` following this log from its start."""
+        return ControlWatcher(self._kafka, self.topic)
+
     def append(self, *records: Mapping[str, Any]) -> None:
         """Write ``records`` and wait until they are stored."""
         self._kafka.append(self.topic, [(record_key(r), orjson.dumps(dict(r))) for r in records])
+
+
+class ControlWatcher:
+    """Applies new control-log records to a ``ControlState`` whenever ``poll`` is called."""
+
+    def __init__(self, kafka: Kafka, topic: str) -> None:
+        self.topic = topic
+        self.state = ControlState()
+        self._consumer = kafka.consumer(
+            f"splitstate-control-{uuid.uuid4().hex[:12]}", name=f"control log {topic}"
+        )
+        self._consumer.assign({(topic, 0): None})
+        self._database: ProcessorDatabase | None = None
+
+    def record_in(self, database: ProcessorDatabase) -> None:
+        """Note what was read in ``database`` now and after every change."""
+        self._database = database
+        self._remember()
+
+    def _remember(self) -> None:
+        if self._database is not None:
+            remember(self._database, self.topic, self.state, self.position())
+
+    def position(self) -> int:
+        """The offset of the next record to read."""
+        return max(self._consumer.position((self.topic, 0)) or 0, 0)
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        """Apply what arrived; returns whether the state changed."""
+        changed = False
+        while True:
+            messages = self._consumer.consume(500, timeout)
+            if not messages:
+                return changed
+            for message in messages:
+                value = message.value()
+                if value is None:
+                    continue
+                before = self.state
+                self.state = _apply(before, value, self.topic)
+                changed = changed or self.state != before
+            if changed:
+                self._remember()
+            timeout = 0.0
+
+    def catch_up(self, end_offset: int, timeout: float = 30.0) -> None:
+        """Poll until every record before ``end_offset`` was applied.
+
+        Raises ``KafkaIOError`` when that takes longer than ``timeout`` seconds: ownership
+        computed from part of the log could give a partition to two processors.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            self.poll(0.2)
+            position = self.position()
+            if position >= end_offset:
+                return
+            if time.monotonic() >= deadline:
+                raise KafkaIOError(
+                    f"could not read control log {self.topic!r} to its end within "
+                    f"{timeout:.0f}s: read to offset {position} of {end_offset}. A processor "
+                    "acts only on the whole log. Fix: make Kafka reachable (check "
+                    "kafka.bootstrap_servers and the broker), then start the processor again."
+                )
+
+    def end_offset(self) -> int:
+        """The control log's current end."""
+        position = (self.topic, 0)
+        return self._consumer.watermarks([position])[position].end
+
+    def close(self) -> None:
+        """Close the consumer."""
+        self._consumer.close()

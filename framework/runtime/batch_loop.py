@@ -27,8 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from framework.config import AppConfig
-from framework.coordination.control_log import ControlLog
-from framework.coordination.control_watch import ControlWatcher
+from framework.coordination.control_log import ControlLog, ControlWatcher
 from framework.coordination.topic_watch import TopicWatcher
 from framework.growth.lease import RegistryLease
 from framework.kafka import KafkaIOError

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 
 from framework.app import App
 from framework.bootstrap.child_process import BootstrapRun
-from framework.coordination.control_log import ControlLog
-from framework.coordination.control_watch import ControlWatcher
+from framework.coordination.control_log import ControlLog, ControlWatcher
 from framework.coordination.layout import AppLayout
 from framework.errors import SplitstateError
 from framework.kafka import Kafka, KafkaConsumer

@@ -18,7 +18,6 @@ from types import FrameType
 
 from framework.app import App
 from framework.coordination.control_log import ControlLog
-from framework.coordination.control_watch import ControlWatcher
 from framework.coordination.layout import prepare_app
 from framework.coordination.registry import TopicRegistry
 from framework.coordination.topic_watch import TopicWatcher
@@ -83,7 +82,8 @@ class ProcessorRuntime:
         layout = prepare_app(self.app, kafka, self.processor_id)
         # whatever was opened is closed however the run ends (last opened, first closed)
         with ExitStack() as opened:
-            watcher = ControlWatcher(kafka, self.config.control_topic)
+            control = ControlLog(kafka, self.config.control_topic)
+            watcher = control.watch()
             opened.callback(watcher.close)
             watcher.catch_up(watcher.end_offset())
             if not watcher.state.has_work(self.processor_id):
@@ -104,7 +104,6 @@ class ProcessorRuntime:
             clients = RunClients.open(kafka, self.config.app_id, outputs.delivery_timeout_ms)
             opened.callback(clients.consumer.close)
             opened.callback(outputs.close)
-            control = ControlLog(kafka, self.config.control_topic)
             records = RecordProcessor(
                 self.app,
                 {name: entry.initial_partitions for name, entry in layout.inputs.items()},

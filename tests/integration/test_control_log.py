@@ -15,8 +15,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from framework.app import App
 from framework.config import ConfigError
-from framework.coordination.control_log import ControlLog
-from framework.coordination.control_watch import ControlWatcher
+from framework.coordination.control_log import ControlLog, ControlWatcher
 from framework.coordination.layout import prepare_app
 from framework.coordination.registry import TopicRegistry
 from framework.coordination.scaling import read_control, request_scale

@@ -13,6 +13,7 @@ from framework.app import App
 from framework.config import AppConfig, BatchConfig, ConfigError, KafkaConfig, TopicConfig
 from framework.errors import SplitstateError
 from framework.growth.lease import ProducerLeaseError
+from framework.kafka import DeliveryError, KafkaIOError, RecordTooLargeError
 from framework.producer import SplitstateProducer
 from framework.records import Output, Record
 from framework.testing import TestDriver
@@ -23,11 +24,14 @@ __all__ = [
     "AppConfig",
     "BatchConfig",
     "ConfigError",
+    "DeliveryError",
     "KafkaConfig",
+    "KafkaIOError",
     "KeyState",
     "Output",
     "ProducerLeaseError",
     "Record",
+    "RecordTooLargeError",
     "SplitstateError",
     "SplitstateProducer",
     "TestDriver",

@@ -50,6 +50,8 @@ class SplitstateProducer:
         producer_settings: Mapping[str, Any] | None = None,
     ) -> None:
         kafka = Clients(client) if isinstance(client, Mapping) else client
+        #: the port this producer made itself (and closes with it)
+        self._own_kafka = kafka if isinstance(client, Mapping) else None
         registry = TopicRegistry(kafka)
         registry.ensure_topic()
         read_at = time.monotonic()  # the lease runs from before the registry read
@@ -129,4 +131,7 @@ class SplitstateProducer:
     def close(self, timeout: float = 30.0) -> int:
         """Flush and stop renewing the lease; returns how many records are still queued."""
         self.lease.close()
-        return self._producer.flush(timeout)
+        remaining = self._producer.flush(timeout)
+        if self._own_kafka is not None:
+            self._own_kafka.close()
+        return remaining

@@ -147,4 +147,6 @@ def _running(directory: Path) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (OSError, ValueError):
         return False
-    return b"framework.bootstrap.child_main" in cmdline and str(directory).encode() in cmdline
+    # the child's module, or its name before 0.1's subsystem folders (a job started then)
+    module = b"framework.bootstrap.child_main" in cmdline or b"framework.bootstrap_job" in cmdline
+    return module and str(directory).encode() in cmdline

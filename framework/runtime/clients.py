@@ -26,5 +26,9 @@ class RunClients:
         """The consumer of ``group_id`` (no automatic commits: offsets commit with the state)
         and a producer whose deliveries time out within the outputs' lease."""
         consumer = kafka.consumer(group_id, reset="earliest", store_offsets=False)
-        producer = kafka.producer(linger_ms=5, delivery_timeout_ms=delivery_timeout_ms)
+        try:
+            producer = kafka.producer(linger_ms=5, delivery_timeout_ms=delivery_timeout_ms)
+        except BaseException:
+            consumer.close()
+            raise
         return cls(consumer, producer)

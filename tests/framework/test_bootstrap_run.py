@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from framework import App, AppConfig
 from framework.bootstrap import Manifest, TargetState
-from framework.bootstrap.child_process import BootstrapRun, bootstrap_directory
+from framework.bootstrap.child_process import BootstrapRun, _running, bootstrap_directory
 from framework.processing import ProcessorStoppedError
 from rebalance.positions import OffsetRange
 
@@ -69,3 +71,24 @@ def test_a_failed_job_stops_the_joiner_with_its_reason(tmp_path: Path) -> None:
 def test_an_app_without_a_spec_cannot_start_a_job(tmp_path: Path) -> None:
     with pytest.raises(ProcessorStoppedError, match="splitstate run MODULE:APP"):
         start(make_app(tmp_path, spec=None))
+
+
+@pytest.mark.parametrize("module", ["framework.bootstrap.child_main", "framework.bootstrap_job"])
+def test_a_running_job_is_recognised_by_its_module_old_name_or_new(
+    tmp_path: Path, module: str
+) -> None:
+    """A job a processor started before an upgrade (module ``framework.bootstrap_job``) is
+    still running: a restarted processor must adopt it, not start a second job."""
+    directory = tmp_path / "processor-1-generation-2"
+    directory.mkdir()
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", module, str(directory)]
+    )
+    try:
+        (directory / "pid").write_text(str(child.pid))
+        assert _running(directory)
+        assert not _running(tmp_path)  # another directory's job
+    finally:
+        child.kill()
+        child.wait()
+    assert not _running(directory)

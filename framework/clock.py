@@ -1,0 +1,61 @@
+"""The clock: the one place splitstate reads time, waits, and starts background work.
+
+Every timeout, backoff, lease and wait in the runtime, the coordination and the growth code is
+measured with a ``Clock``. ``SYSTEM_CLOCK`` is the real one (``time.monotonic``, ``time.time``,
+``time.sleep``, daemon threads); the deterministic simulation (``tests/sim``) gives the same
+code a simulated clock whose time only moves when the simulated world lets it, and whose
+background work is one more party of its seeded schedule.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+__all__ = ["SYSTEM_CLOCK", "Clock", "SystemClock"]
+
+
+class Clock(Protocol):
+    """Time, waiting, and background work."""
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back (only differences mean anything)."""
+        ...
+
+    def time(self) -> float:
+        """Seconds since the epoch (wall time)."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``."""
+        ...
+
+    def start(self, name: str, target: Callable[[], None]) -> None:
+        """Run ``target`` in the background (it must return once its owner tells it to)."""
+        ...
+
+
+class SystemClock:
+    """The real clock: the ``time`` module and daemon threads."""
+
+    def monotonic(self) -> float:
+        """``time.monotonic()``."""
+        return time.monotonic()
+
+    def time(self) -> float:
+        """``time.time()``."""
+        return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        """``time.sleep(seconds)``."""
+        time.sleep(seconds)
+
+    def start(self, name: str, target: Callable[[], None]) -> None:
+        """Start ``target`` on a daemon thread named ``name``."""
+        threading.Thread(target=target, name=name, daemon=True).start()
+
+
+#: The real clock every process uses unless given another (the simulation gives its own).
+SYSTEM_CLOCK: Clock = SystemClock()

@@ -16,7 +16,6 @@ still land.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,7 +53,7 @@ class SplitstateProducer:
         self._own_kafka = kafka if isinstance(client, Mapping) else None
         registry = TopicRegistry(kafka)
         registry.ensure_topic()
-        read_at = time.monotonic()  # the lease runs from before the registry read
+        read_at = kafka.clock.monotonic()  # the lease runs from before the registry read
         entries = registry.read()
         counts = kafka.partition_counts(topics)
         for topic in topics:
@@ -65,7 +64,9 @@ class SplitstateProducer:
                         "(`splitstate topics create MODULE:APP`)."
                     )
                 entries[topic] = registry.register(topic, counts[topic])
-        self.lease = RegistryLease(registry, {t: entries[t] for t in topics}, read_at=read_at)
+        self.lease = RegistryLease(
+            registry, {t: entries[t] for t in topics}, kafka.clock, read_at=read_at
+        )
         timeout_ms = self.lease.delivery_timeout_ms
         settings = dict(producer_settings or {})
         for name in _TIMEOUT_SETTINGS:

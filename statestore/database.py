@@ -127,13 +127,24 @@ class ProcessorDatabase:
 
     @classmethod
     def in_memory(
-        cls, identity: DatabaseIdentity, stores: Sequence[StoreSpec]
+        cls,
+        identity: DatabaseIdentity,
+        stores: Sequence[StoreSpec],
+        backend: MemoryBackend | None = None,
+        path: Path | None = None,
     ) -> ProcessorDatabase:
-        """A database that lives in this process only (tests, the test driver)."""
-        backend = MemoryBackend()
-        backend.create_store(META_STORE)
-        backend.write({META_STORE: [(META_KEY, json.dumps(identity.to_json()).encode())]})
-        return cls._attach(backend, identity, stores, None, None)
+        """A database that lives in this process only (tests, the test driver).
+
+        ``backend``: the in-memory backend to keep it in (default: a new one); one that
+        already holds a database is opened as ``open`` opens a directory (its identity is
+        checked). ``path`` only names where it is in messages (the simulation's disks).
+        """
+        if backend is None:
+            backend = MemoryBackend()
+        if META_STORE not in backend.store_names():
+            backend.create_store(META_STORE)
+            backend.write({META_STORE: [(META_KEY, json.dumps(identity.to_json()).encode())]})
+        return cls._attach(backend, identity, stores, path, None)
 
     @classmethod
     def open_read_only(cls, path: Path) -> ProcessorDatabase:

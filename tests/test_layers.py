@@ -19,7 +19,13 @@ PACKAGES = ("framework", "statestore", "rebalance")
 
 #: ``framework``'s layers, lowest first: a module imports only from its own layer or lower.
 FRAMEWORK_LAYERS: tuple[tuple[str, ...], ...] = (
-    ("framework.errors", "framework.config", "framework.records", "framework.app"),
+    (
+        "framework.errors",
+        "framework.clock",
+        "framework.config",
+        "framework.records",
+        "framework.app",
+    ),
     ("framework.loader", "framework.jvm"),
     ("framework.kafka",),
     ("framework.coordination",),

@@ -27,7 +27,6 @@ config would delete records.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -131,6 +130,7 @@ class ControlWatcher:
     def __init__(self, kafka: Kafka, topic: str) -> None:
         self.topic = topic
         self.state = ControlState()
+        self._clock = kafka.clock
         self._consumer = kafka.consumer(
             f"splitstate-control-{uuid.uuid4().hex[:12]}", name=f"control log {topic}"
         )
@@ -174,13 +174,13 @@ class ControlWatcher:
         Raises ``KafkaIOError`` when that takes longer than ``timeout`` seconds: ownership
         computed from part of the log could give a partition to two processors.
         """
-        deadline = time.monotonic() + timeout
+        deadline = self._clock.monotonic() + timeout
         while True:
             self.poll(0.2)
             position = self.position()
             if position >= end_offset:
                 return
-            if time.monotonic() >= deadline:
+            if self._clock.monotonic() >= deadline:
                 raise KafkaIOError(
                     f"could not read control log {self.topic!r} to its end within "
                     f"{timeout:.0f}s: read to offset {position} of {end_offset}. A processor "

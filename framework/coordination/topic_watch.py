@@ -14,7 +14,6 @@ changed while the app was down.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping, Sequence
 
 from framework.coordination.control_log import ControlLog
@@ -66,7 +65,7 @@ class TopicWatcher:
         While a growth waits for its thresholds, the registry is read on every check even if
         the metadata hash did not change (thresholds are recorded after the partitions).
         """
-        now = time.monotonic()
+        now = self._kafka.clock.monotonic()
         if not force and now - self._checked < _EVERY_SECONDS:
             return False
         self._checked = now
@@ -112,7 +111,7 @@ class TopicWatcher:
                 logged,
                 current,
             )
-        now = time.monotonic()
+        now = self._kafka.clock.monotonic()
         if now < self._record_after:
             return
         try:

@@ -27,7 +27,6 @@ through one conditional append, not a check followed by an act.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -149,7 +148,7 @@ def _record_growth(
         kafka.create_partitions(topic, partitions)
         report(f"created partitions {actual}..{partitions - 1} of {topic}")
     history = TopicHistory.of(topic, [*entry.history.counts, partitions], entry.history.thresholds)
-    growth = Growth(partitions, int(time.time() * 1000))
+    growth = Growth(partitions, int(kafka.clock.time() * 1000))
     entry = replace(entry, history=history, growth=growth)
     registry.write(entry)
     report(
@@ -182,13 +181,13 @@ def _fence(
     assert growth is not None
     if growth.fence_ends is not None:
         return entry
-    wait_ms = growth.recorded_ms + entry.fence_ms + _MARGIN_MS - int(time.time() * 1000)
+    wait_ms = growth.recorded_ms + entry.fence_ms + _MARGIN_MS - int(kafka.clock.time() * 1000)
     if wait_ms > 0:
         report(
             f"waiting {wait_ms / 1000:.1f}s: producers' lease ({entry.lease_ms} ms) plus their "
             f"delivery timeout ({entry.delivery_timeout_ms} ms)"
         )
-        time.sleep(wait_ms / 1000)
+        kafka.clock.sleep(wait_ms / 1000)
     parents = sorted(set(_children(entry).values()))
     with kafka.consumer("splitstate-expand") as consumer:
         offsets = consumer.watermarks([(entry.topic, p) for p in parents])
@@ -271,8 +270,8 @@ def _find_marker(
         if high <= start:
             return None
         consumer.assign({position: start})
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        deadline = kafka.clock.monotonic() + 60
+        while kafka.clock.monotonic() < deadline:
             for message in consumer.consume(1000, 0.5):
                 headers = message.headers() or []
                 if (MARKER_HEADER, marker_id.encode()) in headers:

@@ -2,19 +2,19 @@
 
 A writer of an app's input (``SplitstateProducer``, or a processor's outputs) places keys with
 the counts its lease holds. The lease is renewed from the registry several times per
-``lease_ms`` in a background thread and runs out when no read succeeded for that long, so a
-growth (``splitstate expand``) knows when no record placed with an old count can still land.
+``lease_ms`` in the background (a thread of the ``Clock``) and runs out when no read
+succeeded for that long, so a growth (``splitstate expand``) knows when no record placed with
+an old count can still land.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Protocol
 
+from framework.clock import SYSTEM_CLOCK, Clock
 from framework.coordination.registry import TopicEntry
 from framework.errors import SplitstateError
 from framework.growth.placement import LinearHashPartitioner
@@ -42,7 +42,7 @@ class RegistryReader(Protocol):
 class RegistryLease:
     """Partition counts of ``topics`` held under a lease renewed from the topic registry.
 
-    A background thread re-reads the registry several times per lease and swaps in new
+    Background work of ``clock`` re-reads the registry several times per lease and swaps in new
     counts once ``producer``'s metadata shows the new partitions; ``check`` raises
     ``ProducerLeaseError`` when the last renewal is older than the lease. ``delivery_timeout_ms``
     is the registry's: producers using the lease must not retry longer. Without topics there
@@ -50,14 +50,14 @@ class RegistryLease:
 
     A lease runs from the *start* of the registry read that renewed it (the counts are as of
     then): ``read_at`` is the ``clock`` time taken before ``entries`` were read (default: now).
-    ``clock`` is the monotonic clock the lease is measured with.
+    ``clock`` measures the lease and runs the renewals (``SYSTEM_CLOCK``: a daemon thread).
     """
 
     def __init__(
         self,
         registry: RegistryReader,
         entries: Mapping[str, TopicEntry],
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
         read_at: float | None = None,
     ) -> None:
         self._registry = registry
@@ -70,24 +70,23 @@ class RegistryLease:
         self.delivery_timeout_ms = min(
             (e.delivery_timeout_ms for e in entries.values()), default=30_000
         )
-        self._renewed = clock() if read_at is None else read_at
+        self._renewed = clock.monotonic() if read_at is None else read_at
         self._producer: KafkaProducer | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._renew, name="registry-lease", daemon=True)
+        self._closed = False
 
     def start(self, producer: KafkaProducer) -> None:
         """Start renewing; ``producer``'s metadata is refreshed before new counts are used."""
         self._producer = producer
         if self._topics:
-            self._thread.start()
+            self._clock.start("registry-lease", self._renew)
 
     def fresh(self) -> bool:
         """Whether the counts are within their lease (always, without topics)."""
-        return not self._topics or self._clock() - self._renewed <= self.lease_seconds
+        return not self._topics or self._clock.monotonic() - self._renewed <= self.lease_seconds
 
     def check(self) -> None:
         """Raise ``ProducerLeaseError`` when the counts may be stale."""
-        age = self._clock() - self._renewed
+        age = self._clock.monotonic() - self._renewed
         if self._topics and age > self.lease_seconds:
             raise ProducerLeaseError(
                 f"the producer could not re-read the splitstate topic registry for {age:.1f}s "
@@ -98,17 +97,20 @@ class RegistryLease:
             )
 
     def close(self) -> None:
-        """Stop renewing."""
-        self._stop.set()
+        """Stop renewing (a renewal under way finishes; no other starts)."""
+        self._closed = True
 
     def _renew(self) -> None:
-        while not self._stop.wait(self.lease_seconds / _RENEWALS_PER_LEASE):
+        while True:
+            self._clock.sleep(self.lease_seconds / _RENEWALS_PER_LEASE)
+            if self._closed:
+                return
             self.renew()
 
     def renew(self) -> bool:
         """Re-read the registry once (the background thread does this several times per
         lease); returns whether the lease was renewed."""
-        started = self._clock()  # the counts read are as of the read's start, not its end
+        started = self._clock.monotonic()  # the counts read are as of the read's start, not its end
         try:
             entries = self._registry.read()
             partitioner = LinearHashPartitioner({t: entries[t] for t in self._topics})
@@ -130,10 +132,10 @@ class RegistryLease:
     def _wait_for_partitions(self, topic: str, count: int) -> None:
         """Refresh librdkafka's metadata until ``topic`` shows ``count`` partitions."""
         assert self._producer is not None
-        deadline = time.monotonic() + self.lease_seconds
+        deadline = self._clock.monotonic() + self.lease_seconds
         while True:
             if self._producer.partition_count(topic) >= count:
                 return
-            if time.monotonic() > deadline:
+            if self._clock.monotonic() > deadline:
                 raise SplitstateError(f"Kafka metadata of {topic!r} lacks the new partitions")
-            time.sleep(0.1)
+            self._clock.sleep(0.1)

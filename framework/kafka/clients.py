@@ -13,6 +13,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollectio
 from confluent_kafka import Message as ConfluentMessage
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, ResourceType
 
+from framework.clock import SYSTEM_CLOCK, Clock
 from framework.config import AppConfig
 from framework.kafka.confluent_consumer import TIMEOUT, ConfluentConsumer, io_error
 from framework.kafka.confluent_producer import ConfluentProducer
@@ -41,6 +42,7 @@ class Clients(Kafka):
 
     def __init__(self, settings: Mapping[str, Any]) -> None:
         self.settings = dict(settings)
+        self.clock: Clock = SYSTEM_CLOCK
         self._lock = threading.Lock()
         self._admin: AdminClient | None = None
         self._appender: Producer | None = None

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Protocol
 
+from framework.clock import Clock
 from rebalance.positions import OffsetRange, Position
 
 __all__ = [
@@ -232,7 +233,13 @@ class KafkaProducer(Protocol):
 
 
 class Kafka(Protocol):
-    """The port: every consumer, producer and admin request splitstate makes."""
+    """The port: every consumer, producer and admin request splitstate makes.
+
+    ``clock``: the clock everything using the port measures time, waits and starts
+    background work with (the real one for Kafka; a simulated one in the simulation).
+    """
+
+    clock: Clock
 
     def consumer(
         self,

@@ -11,10 +11,10 @@ It also holds the input topics' current layout (``adopt`` takes a growth from th
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import replace
 
+from framework.clock import SYSTEM_CLOCK, Clock
 from framework.coordination.layout import AppLayout
 from framework.coordination.registry import TopicEntry
 from framework.growth.gates import blocked_partitions
@@ -40,8 +40,10 @@ class Assignment:
         consumer: KafkaConsumer,
         database: ProcessorDatabase,
         layout: AppLayout,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.processor = processor
+        self._clock = clock
         self.layout = layout
         #: the partitions the consumer reads
         self.owned: set[Position] = set()
@@ -78,11 +80,11 @@ class Assignment:
 
     def gates_due(self) -> bool:
         """Whether partitions are held back and the gates were last checked a while ago."""
-        return bool(self.blocked) and time.monotonic() - self._gates_checked > _GATE_SECONDS
+        return bool(self.blocked) and self._clock.monotonic() - self._gates_checked > _GATE_SECONDS
 
     def ungated(self, owned: set[Position]) -> set[Position]:
         """``owned`` less the new partitions a growth's ordering gate still holds back."""
-        self._gates_checked = time.monotonic()
+        self._gates_checked = self._clock.monotonic()
         candidates = owned - self.owned
         if not candidates:
             self.blocked = {}

@@ -22,10 +22,10 @@ given away. Exactly one processor emits output for each record.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from framework.clock import Clock
 from framework.config import AppConfig
 from framework.coordination.control_log import ControlLog, ControlWatcher
 from framework.coordination.topic_watch import TopicWatcher
@@ -55,7 +55,8 @@ class RuntimeStats:
     outputs: int = 0
     dead_letters: int = 0
     batches: int = 0
-    started: float = field(default_factory=time.monotonic)
+    #: when the run started, on its clock
+    started: float = 0.0
 
 
 class BatchLoop:
@@ -77,8 +78,10 @@ class BatchLoop:
         reading: Assignment,
         handoffs: HandoffCoordinator,
         stopping: Callable[[], bool],
+        clock: Clock,
     ) -> None:
         self.config = config
+        self._clock = clock
         self.processor = processor
         self.stats = stats
         self._clients = clients
@@ -110,11 +113,11 @@ class BatchLoop:
 
     def run(self, until: Callable[[RuntimeStats], bool] | None) -> None:
         """Loop until stopped, ``until(stats)`` holds, or no work is left; then commit."""
-        last_log = time.monotonic()
+        last_log = self._clock.monotonic()
         while not self._stopping() and (until is None or not until(self.stats)):
             if not self.step():
                 break
-            now = time.monotonic()
+            now = self._clock.monotonic()
             if now - last_log >= _LOG_EVERY_SECONDS:
                 self._log_progress(now)
                 last_log = now
@@ -146,7 +149,7 @@ class BatchLoop:
             self._process_batch(wait)
             self._release_ready()
         elif not handoffs.catching_up or handoffs.bootstrapping:
-            time.sleep(self.config.batch.max_wait_ms / 1000)
+            self._clock.sleep(self.config.batch.max_wait_ms / 1000)
         if handoffs.catching_up:
             handoffs.catch_up()
         handoffs.forget_step()
@@ -167,7 +170,7 @@ class BatchLoop:
     def _process_batch(self, wait: float) -> None:
         if not self._outputs.fresh():
             # the output counts may be stale: process nothing until the registry is readable
-            now = time.monotonic()
+            now = self._clock.monotonic()
             if now - self._lease_warned > _LOG_EVERY_SECONDS:
                 self._lease_warned = now
                 log.warning(
@@ -176,7 +179,7 @@ class BatchLoop:
                     "partition). Fix: make Kafka reachable.",
                     self.processor,
                 )
-            time.sleep(0.5)
+            self._clock.sleep(0.5)
             return
         runner = self._runner
         if runner is None:

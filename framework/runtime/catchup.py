@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import time
 from collections.abc import Callable, Mapping
 
 from framework.bootstrap.child_process import BootstrapRun
@@ -105,7 +104,8 @@ class CatchUp:
         self.applied = 0
         self.replayed = 0
         self.bootstrapped = 0
-        self.started = time.monotonic()
+        self._clock = kafka.clock
+        self.started = self._clock.monotonic()
         self.bootstrap: BootstrapRun | None = None
         self._bootstrap_polled = 0.0
         if bootstrap is not None and not progress and not database.has_flag(self._loaded_flag):
@@ -148,7 +148,7 @@ class CatchUp:
     def _poll_bootstrap(self) -> None:
         """Ingest the Spark bootstrap once it finished, then read on from what it covered."""
         assert self.bootstrap is not None
-        now = time.monotonic()
+        now = self._clock.monotonic()
         if now - self._bootstrap_polled < _REFRESH_SECONDS:
             return
         self._bootstrap_polled = now
@@ -257,7 +257,7 @@ class CatchUp:
 
     def refresh(self, force: bool = False) -> None:
         """Re-read T1 (the group's committed offsets of what is read) every half second."""
-        now = time.monotonic()
+        now = self._clock.monotonic()
         if not force and now - self._refreshed < _REFRESH_SECONDS:
             return
         self._refreshed = now

@@ -22,7 +22,6 @@ why in the control log. Every event the coordinator writes is written once per r
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -245,7 +244,7 @@ class HandoffCoordinator:
             ):
                 catchup.complete(handoff)
                 self._send(scale.generation, handoff, HandoffEvent.COMPLETE)
-                elapsed = max(time.monotonic() - catchup.started, 1e-9)
+                elapsed = max(self._kafka.clock.monotonic() - catchup.started, 1e-9)
                 log.info(
                     "processor %d took over %s from processor %d at %s; replayed %d records "
                     "in %.1fs (%.0f/s); %d records folded by Spark before",

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 import signal
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from pathlib import Path
 from types import FrameType
 
 from framework.app import App
@@ -30,9 +30,12 @@ from framework.runtime.assignment import Assignment
 from framework.runtime.batch_loop import BatchLoop, RuntimeStats
 from framework.runtime.clients import RunClients
 from framework.runtime.handoffs import HandoffCoordinator
-from statestore import DatabaseIdentity, ProcessorDatabase, processor_path
+from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec, processor_path
 
-__all__ = ["ProcessorRuntime", "RuntimeStats"]
+__all__ = ["DatabaseOpener", "ProcessorRuntime", "RuntimeStats"]
+
+#: Opens (or creates) a processor's database at a path, as ``ProcessorDatabase.open`` does.
+DatabaseOpener = Callable[[Path, DatabaseIdentity, Sequence[StoreSpec]], ProcessorDatabase]
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +44,22 @@ class ProcessorRuntime:
     """Runs processor ``processor_id`` of ``app`` until stopped (or it has no work left).
 
     ``kafka``: the port every Kafka client of the run comes from (default: confluent-kafka
-    clients of the app's config, closed when ``run`` returns).
+    clients of the app's config, closed when ``run`` returns); its clock is the run's.
+    ``open_database``: how the processor's state is opened (default:
+    ``ProcessorDatabase.open``; the simulation keeps its own disks).
     """
 
-    def __init__(self, app: App, processor_id: int, kafka: Kafka | None = None) -> None:
+    def __init__(
+        self,
+        app: App,
+        processor_id: int,
+        kafka: Kafka | None = None,
+        *,
+        open_database: DatabaseOpener = ProcessorDatabase.open,
+    ) -> None:
         self.app = app
         self._kafka = kafka
+        self._open_database = open_database
         self.processor_id = processor_id
         self.config = app.config
         self.stats = RuntimeStats()
@@ -78,7 +91,9 @@ class ProcessorRuntime:
                 kafka.close()
 
     def _run(self, kafka: Kafka, until: Callable[[RuntimeStats], bool] | None) -> RuntimeStats:
-        registry_read = time.monotonic()  # the outputs' lease runs from the registry read
+        clock = kafka.clock
+        self.stats.started = clock.monotonic()
+        registry_read = clock.monotonic()  # the outputs' lease runs from the registry read
         layout = prepare_app(self.app, kafka, self.processor_id)
         # whatever was opened is closed however the run ends (last opened, first closed)
         with ExitStack() as opened:
@@ -96,11 +111,13 @@ class ProcessorRuntime:
                 self.config.app_id, self.processor_id, layout.fixed_parameters()
             )
             path = processor_path(self.config.app_state_dir, self.processor_id)
-            database = ProcessorDatabase.open(path, identity, self.app.store_specs())
+            database = self._open_database(path, identity, self.app.store_specs())
             opened.callback(database.close)
             watcher.record_in(database)  # notes the generation seen (control_guard)
             # outputs may be other apps' inputs: place them under the registry's lease too
-            outputs = RegistryLease(TopicRegistry(kafka), layout.outputs, read_at=registry_read)
+            outputs = RegistryLease(
+                TopicRegistry(kafka), layout.outputs, clock, read_at=registry_read
+            )
             clients = RunClients.open(kafka, self.config.app_id, outputs.delivery_timeout_ms)
             opened.callback(clients.consumer.close)
             opened.callback(outputs.close)
@@ -122,7 +139,7 @@ class ProcessorRuntime:
             )
             opened.callback(handoffs.close)
             opened.callback(clients.producer.flush, 30)
-            reading = Assignment(self.processor_id, clients.consumer, database, layout)
+            reading = Assignment(self.processor_id, clients.consumer, database, layout, clock)
             loop = BatchLoop(
                 self.config,
                 self.processor_id,
@@ -137,6 +154,7 @@ class ProcessorRuntime:
                 reading=reading,
                 handoffs=handoffs,
                 stopping=self._stopped,
+                clock=clock,
             )
             outputs.start(clients.producer)
             topics.poll(force=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from framework.coordination.registry import TopicEntry
@@ -10,13 +12,22 @@ from rebalance import TopicHistory
 
 
 class FakeClock:
-    """A monotonic clock that moves only when told."""
+    """A clock that moves only when told (or slept on); background work is not started."""
 
     def __init__(self) -> None:
         self.now = 1000.0
 
-    def __call__(self) -> float:
+    def monotonic(self) -> float:
         return self.now
+
+    def time(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def start(self, name: str, target: Callable[[], None]) -> None:
+        raise AssertionError(f"{name}: the tests renew by hand")
 
 
 class SlowRegistry:

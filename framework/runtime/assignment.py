@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import replace
 
-from framework.clock import SYSTEM_CLOCK, Clock
+from framework.clock import Clock
 from framework.coordination.layout import AppLayout
 from framework.coordination.registry import TopicEntry
 from framework.growth.gates import blocked_partitions
@@ -32,7 +32,8 @@ _GATE_SECONDS = 0.5
 
 
 class Assignment:
-    """The partitions processor ``processor`` reads with ``consumer``, and from where."""
+    """The partitions processor ``processor`` reads with ``consumer``, and from where
+    (``clock``, the run's, spaces out the checks of growth gates)."""
 
     def __init__(
         self,
@@ -40,7 +41,7 @@ class Assignment:
         consumer: KafkaConsumer,
         database: ProcessorDatabase,
         layout: AppLayout,
-        clock: Clock = SYSTEM_CLOCK,
+        clock: Clock,
     ) -> None:
         self.processor = processor
         self._clock = clock

@@ -193,6 +193,7 @@ class BatchLoop:
                 producer=self._clients.producer,
                 outputs=self._outputs,
                 stopping=self._stopping,
+                clock=self._clock,
             )
             self._runner = runner
         consumer = self._clients.consumer

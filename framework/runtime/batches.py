@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from framework.clock import Clock
 from framework.config import AppConfig
 from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
@@ -60,7 +61,8 @@ class BatchRunner:
     """Runs polled batches for one processor run.
 
     ``reading`` says which partitions the processor reads (and rebuilds without output);
-    ``owned_now`` what the control log says it owns now (see ``HandoffCoordinator.owned``).
+    ``owned_now`` what the control log says it owns now (see ``HandoffCoordinator.owned``);
+    ``clock`` is the run's.
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class BatchRunner:
         producer: KafkaProducer,
         outputs: RegistryLease,
         stopping: Callable[[], bool],
+        clock: Clock,
     ) -> None:
         self.processor = processor
         self._config = config
@@ -82,8 +85,8 @@ class BatchRunner:
         self._owned_now = owned_now
         self._database = database
         self._records: RecordProcessor = records
-        self.guard = CrashGuard(database, config.crash_limit, processor)
-        self._writer = BatchWriter(producer, outputs, config.dead_letters, stopping)
+        self.guard = CrashGuard(database, config.crash_limit, processor, clock=clock)
+        self._writer = BatchWriter(producer, outputs, config.dead_letters, stopping, clock)
 
     def max_records(self) -> int:
         """How many records to poll: one at a time while crash suspects remain."""

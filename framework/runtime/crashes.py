@@ -25,11 +25,11 @@ are not counted; neither is a stop of ``on_error: stop``.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 
 import orjson
 
+from framework.clock import Clock
 from framework.processing import DeadLetter, InputMessage
 from rebalance.positions import Position
 from statestore import META_STORE, ProcessorDatabase, StateBatch
@@ -61,10 +61,16 @@ class SkippedRecord:
 
 
 class CrashGuard:
-    """One processor run's view of crashes: suspects from the last run, attempts, skips."""
+    """One processor run's view of crashes: suspects from the last run, attempts, skips.
 
-    def __init__(self, database: ProcessorDatabase, limit: int, processor: int) -> None:
+    ``clock`` dates the skips (the run's clock).
+    """
+
+    def __init__(
+        self, database: ProcessorDatabase, limit: int, processor: int, *, clock: Clock
+    ) -> None:
         self.limit = limit
+        self._clock = clock
         self._backend = database.backend
         self._processor = processor
         self.suspects: dict[Position, Suspect] = {}
@@ -136,7 +142,7 @@ class CrashGuard:
         rebuilding state: it was dead-lettered when first processed)."""
         topic, partition, offset = where
         crashes = self.crashes(topic, partition, offset)
-        detail = {"crashes": crashes, "at": round(time.time(), 3)}
+        detail = {"crashes": crashes, "at": round(self._clock.time(), 3)}
         batch.record_skip(topic, partition, offset, orjson.dumps(detail))
         log.error(
             "processor %d: %s[%d]@%d (key %r) killed the processor %d times; it is skipped%s",

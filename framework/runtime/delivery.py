@@ -23,10 +23,10 @@ lease: after waiting for room in the producer's queue it is computed again.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+from framework.clock import Clock
 from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
 from framework.growth.placement import LinearHashPartitioner, produce_placed
@@ -117,7 +117,10 @@ def stripped_dead_letter(letter: DeadLetter, topic: str, why: str) -> DeadLetter
 
 
 class BatchWriter:
-    """Produces one batch's outputs and dead letters and waits for them (see the module)."""
+    """Produces one batch's outputs and dead letters and waits for them (see the module).
+
+    ``clock`` (the run's) spaces out the repeated warnings.
+    """
 
     def __init__(
         self,
@@ -125,8 +128,10 @@ class BatchWriter:
         lease: RegistryLease,
         dead_letter_topic: str,
         stopping: Callable[[], bool],
+        clock: Clock,
     ) -> None:
         self.producer = producer
+        self._clock = clock
         self._lease = lease
         self._dead_letters = dead_letter_topic
         self._stopping = stopping
@@ -326,7 +331,7 @@ class BatchWriter:
                 )
 
     def _warn(self, what: str, message: str) -> None:
-        now = time.monotonic()
+        now = self._clock.monotonic()
         if now - self._warned[what] > _WARN_EVERY_SECONDS:
             self._warned[what] = now
             log.warning(message)

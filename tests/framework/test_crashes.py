@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import orjson
 
 from framework.processing import StoredMessage
@@ -11,13 +13,35 @@ from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
 T0, T1 = ("t", 0), ("t", 1)
 
 
+class StillClock:
+    """A clock that stays at one instant (the guard only reads the wall time)."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        raise AssertionError("the crash guard never waits")
+
+    def start(self, name: str, target: Callable[[], None]) -> None:
+        raise AssertionError("the crash guard starts no background work")
+
+
+CLOCK = StillClock(1_700_000_123.25)
+
+
 def database() -> ProcessorDatabase:
     return ProcessorDatabase.in_memory(DatabaseIdentity("crashes", 0), [StoreSpec("s")])
 
 
 def guard(db: ProcessorDatabase) -> CrashGuard:
     """What a (re)start of the processor sees."""
-    return CrashGuard(db, limit=3, processor=0)
+    return CrashGuard(db, limit=3, processor=0, clock=CLOCK)
 
 
 def test_a_batch_that_finished_leaves_no_suspects() -> None:
@@ -64,6 +88,7 @@ def test_a_crash_counts_against_the_records_in_flight_until_one_is_skipped() -> 
     assert (letter.key, letter.value, letter.headers) == (b"k", b"v", (("h", b"1"),))
     [skipped] = skipped_records(db)
     assert (skipped.topic, skipped.partition, skipped.offset, skipped.crashes) == ("t", 0, 6, 3)
+    assert skipped.at == CLOCK.now  # when it was skipped, on the run's clock
 
 
 def test_suspects_start_at_the_committed_offset_and_leave_with_their_partition() -> None:
@@ -89,8 +114,8 @@ def test_the_attempt_record_is_small_json() -> None:
 
 def test_with_a_limit_of_one_a_crash_amid_a_batch_skips_no_good_record() -> None:
     db = database()
-    CrashGuard(db, limit=1, processor=0).attempt({T0: [0, 9]})  # offset 5 kills it
-    after = CrashGuard(db, limit=1, processor=0)
+    CrashGuard(db, limit=1, processor=0, clock=CLOCK).attempt({T0: [0, 9]})  # offset 5 kills it
+    after = CrashGuard(db, limit=1, processor=0, clock=CLOCK)
     assert after.careful({T0})
     assert all(after.crashes("t", 0, o) < after.limit for o in range(10))
     after.attempt({T0: [0, 0]})  # offset 0 alone survives...
@@ -100,6 +125,6 @@ def test_with_a_limit_of_one_a_crash_amid_a_batch_skips_no_good_record() -> None
     batch.commit()
     after.committed({T0: 5})
     after.attempt({T0: [5, 5]})  # offset 5 alone kills it: now it is named
-    last = CrashGuard(db, limit=1, processor=0)
+    last = CrashGuard(db, limit=1, processor=0, clock=CLOCK)
     assert last.crashes("t", 0, 5) == 1 == last.limit
     assert last.crashes("t", 0, 6) == 0

@@ -8,6 +8,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from framework.clock import SYSTEM_CLOCK
 from framework.coordination.registry import TopicEntry, TopicRegistry
 from framework.growth.lease import RegistryLease
 from framework.growth.placement import LinearHashPartitioner
@@ -92,7 +93,9 @@ def test_an_output_that_waited_for_queue_room_is_placed_by_the_lease_after_the_w
         lease.partitioner = grown
 
     producer.on_wait = grow
-    writer = BatchWriter(ConfluentProducer(producer), lease, unique("dead"), lambda: False)
+    writer = BatchWriter(
+        ConfluentProducer(producer), lease, unique("dead"), lambda: False, SYSTEM_CLOCK
+    )
     outputs = [
         EncodedOutput(topic, b"first", b"1", None, (topic, 0, 0)),
         EncodedOutput(topic, key, b"2", None, (topic, 0, 1)),  # the queue is full: it waits
@@ -128,7 +131,9 @@ def test_outputs_after_a_renewal_in_the_middle_of_a_batch_use_the_new_counts(
         lease.partitioner = grown
 
     producer.on_first = grow
-    writer = BatchWriter(ConfluentProducer(producer), lease, unique("dead"), lambda: False)
+    writer = BatchWriter(
+        ConfluentProducer(producer), lease, unique("dead"), lambda: False, SYSTEM_CLOCK
+    )
     outputs = [
         EncodedOutput(topic, b"first", b"1", None, (topic, 0, 0)),
         EncodedOutput(topic, moved, b"2", None, (topic, 0, 1)),
@@ -147,7 +152,9 @@ def test_a_stale_lease_holds_output_back_and_a_stop_gives_up(
     lease = RegistryLease(TopicRegistry(Clients({"bootstrap.servers": kafka_bootstrap})), entries)
     lease.lease_seconds = 0.0  # never renewed: stale at once
     producer = Producer({"bootstrap.servers": kafka_bootstrap})
-    writer = BatchWriter(ConfluentProducer(producer), lease, unique("dead"), lambda: True)
+    writer = BatchWriter(
+        ConfluentProducer(producer), lease, unique("dead"), lambda: True, SYSTEM_CLOCK
+    )
     output = EncodedOutput(topic, b"k", b"v", None, (topic, 0, 0))
     try:
         writer.write([output], [], lambda _where: None)
@@ -168,7 +175,7 @@ def test_outputs_too_large_become_dead_letters_once_and_the_rest_arrives(
     registry = TopicRegistry(Clients({"bootstrap.servers": kafka_bootstrap}))
     lease = RegistryLease(registry, entries)
     producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
-    writer = BatchWriter(ConfluentProducer(producer), lease, dead, lambda: False)
+    writer = BatchWriter(ConfluentProducer(producer), lease, dead, lambda: False, SYSTEM_CLOCK)
     small = [EncodedOutput(topic, b"s%d" % i, b"x" * 60, None, (topic, 0, i)) for i in range(40)]
     big = EncodedOutput(topic, b"big", b"b" * 5000, None, (topic, 0, 40))  # over the topic's
     huge = EncodedOutput(topic, b"huge", b"h" * 1_100_000, None, (topic, 0, 41))  # producer's

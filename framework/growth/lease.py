@@ -97,15 +97,20 @@ class RegistryLease:
             )
 
     def close(self) -> None:
-        """Stop renewing (a renewal under way finishes; no other starts)."""
+        """Stop renewing: the renewer returns after its current sleep (a registry read under
+        way finishes but a wait for new partitions ends, unused; no other read starts)."""
         self._closed = True
 
+    def closed(self) -> bool:
+        """Whether ``close`` was called."""
+        return self._closed
+
     def _renew(self) -> None:
-        while True:
+        # checked after every wait (also one inside a renewal), so a closed lease stops
+        while not self.closed():
             self._clock.sleep(self.lease_seconds / _RENEWALS_PER_LEASE)
-            if self._closed:
-                return
-            self.renew()
+            if not self.closed():
+                self.renew()
 
     def renew(self) -> bool:
         """Re-read the registry once (the background thread does this several times per
@@ -117,6 +122,8 @@ class RegistryLease:
             for topic in self._topics:
                 if partitioner.partitions(topic) != self.partitioner.partitions(topic):
                     self._wait_for_partitions(topic, partitioner.partitions(topic))
+        except _ClosedError:
+            return False
         except Exception as error:  # the lease runs out unless a later read works
             log.warning("could not refresh the topic registry: %s", error)
             return False
@@ -139,3 +146,9 @@ class RegistryLease:
             if self._clock.monotonic() > deadline:
                 raise SplitstateError(f"Kafka metadata of {topic!r} lacks the new partitions")
             self._clock.sleep(0.1)
+            if self.closed():
+                raise _ClosedError
+
+
+class _ClosedError(Exception):
+    """The lease was closed while a renewal waited."""

@@ -21,6 +21,13 @@ ProducerFactory = Callable[..., Producer]
 ConsumerFactory = Callable[..., Consumer]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--seed N``: the simulation schedule ``pytest tests/sim -k replay`` runs."""
+    parser.addoption(
+        "--seed", type=int, default=None, help="replay this simulation seed (tests/sim)"
+    )
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``bootstrap.servers`` of a real broker: KAFKA_BOOTSTRAP_SERVERS, or one started here."""

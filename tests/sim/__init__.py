@@ -1,0 +1,1 @@
+"""The deterministic simulation of splitstate (see tests/sim/driver.py and the README)."""

@@ -1,0 +1,119 @@
+"""The invariants a simulated world must hold once it settled.
+
+- every key's state is the fold of exactly the records of that key in the input (no loss, no
+  double apply, each producer's records in the order it wrote them), held by its owner only;
+- every input record has outputs, a key's outputs follow each producer's order, and repeats
+  appear only where a kill or a failed call cut a batch short;
+- the outputs of one input record all come from one processor (never two at once);
+- no processor of the generation in force keeps state for keys it does not own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from framework.growth.markers import is_marker
+from rebalance import bucket, key_hash
+from statestore import processor_path
+from tests.sim.app import INPUT, OUTPUT, FoldState
+from tests.sim.world import World
+
+__all__ = ["Violation", "check_world"]
+
+
+@dataclass
+class Violation:
+    """Broken invariants, with the details that show them."""
+
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, problem: str) -> None:
+        """Note one problem (the first few per kind are enough to read)."""
+        if len(self.problems) < 30:
+            self.problems.append(problem)
+
+
+def _input(world: World) -> dict[bytes, dict[str, list[int]]]:
+    """Each key's delivered seqs per producer, as the input holds them."""
+    seqs: dict[bytes, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for partition in range(world.broker.partition_count(INPUT)):
+        for record in world.broker.records(INPUT, partition):
+            if is_marker(record.headers):
+                continue
+            assert record.key is not None and record.value is not None
+            producer, seq = record.value.decode().rsplit(":", 1)
+            seqs[record.key][producer].append(int(seq))
+    return seqs
+
+
+def _owner(world: World, key: bytes, processors: int) -> int:
+    config = world.app.config
+    initial = config.inputs[0].partitions
+    partition = bucket(key_hash(key), initial, world.broker.partition_count(INPUT))
+    return bucket(partition, config.initial_processors, processors)
+
+
+def check_world(world: World, processors: int) -> Violation:
+    """Check the settled world whose generation in force has ``processors`` processors."""
+    found = Violation()
+    truth = _input(world)
+    states: dict[int, dict[bytes, FoldState]] = {}
+    for j in range(processors):
+        path = processor_path(world.app.config.app_state_dir, j)
+        database = world.disks.read(path)
+        if database is None:
+            states[j] = {}
+            continue
+        try:
+            states[j] = {k: v for k, v in database.items("folds")}
+        finally:
+            database.close()
+    for j, held in states.items():
+        for key in held:
+            if _owner(world, key, processors) != j:
+                found.add(f"processor {j} holds state for {key!r}, owned by another")
+    for key, producers in sorted(truth.items()):
+        owner = _owner(world, key, processors)
+        state = states.get(owner, {}).get(key)
+        expected_n = sum(len(s) for s in producers.values())
+        expected_last = {p: max(s) for p, s in producers.items()}
+        if state is None:
+            found.add(f"{key!r}: no state at its owner {owner} (expected {expected_n} records)")
+            continue
+        if state["n"] != expected_n or state["last"] != expected_last or state["bad"]:
+            found.add(
+                f"{key!r} at processor {owner}: state n={state['n']} last={state['last']} "
+                f"bad={state['bad']}; the input holds n={expected_n} last={expected_last}"
+            )
+    _check_outputs(world, truth, found)
+    return found
+
+
+def _check_outputs(
+    world: World, truth: dict[bytes, dict[str, list[int]]], found: Violation
+) -> None:
+    emitted: dict[bytes, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    emitters: dict[tuple[str, int, int], set[str]] = defaultdict(set)
+    for partition in range(world.broker.partition_count(OUTPUT)):
+        for record in world.broker.records(OUTPUT, partition):
+            assert record.key is not None and record.value is not None
+            producer, seq, _n, topic, part, offset = json.loads(record.value)
+            emitted[record.key][producer].append(seq)
+            emitters[(topic, part, offset)].add(record.origin)
+    for where, names in emitters.items():
+        if len(names) > 1:
+            found.add(f"outputs of input {where} came from {sorted(names)}")
+    repeats_allowed = bool(world.events.kills or world.chaos.failures or world.events.errors)
+    for key, producers in sorted(truth.items()):
+        for producer, seqs in producers.items():
+            out = emitted.get(key, {}).get(producer, [])
+            firsts = list(dict.fromkeys(out))
+            if firsts != sorted(seqs):
+                found.add(
+                    f"{key!r} {producer}: outputs in order {firsts[:20]}, the input holds "
+                    f"{sorted(seqs)[:20]}"
+                )
+            elif len(out) != len(firsts) and not repeats_allowed:
+                found.add(f"{key!r} {producer}: repeated outputs {out[:20]} with no fault")

@@ -1,0 +1,142 @@
+"""``MemoryConsumer``: the port's consumer over a simulated broker (assigned partitions only)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from framework.kafka import KafkaConsumer, KafkaIOError, Message
+from rebalance.positions import OffsetRange, Position
+
+if TYPE_CHECKING:
+    from tests.sim.broker import StoredRecord
+    from tests.sim.kafka import MemoryKafka
+
+__all__ = ["MemoryConsumer"]
+
+
+class MemoryConsumer(KafkaConsumer):
+    """A consumer of ``kafka``'s broker in group ``group_id``; ``reset``: ``earliest``,
+    ``latest`` or ``error`` for a position the log does not hold."""
+
+    def __init__(self, kafka: MemoryKafka, group_id: str, reset: str, name: str) -> None:
+        self._kafka = kafka
+        self.group_id = group_id
+        self._reset = reset
+        self._name = name
+        #: position -> next offset to read (``None``: the log's start)
+        self._positions: dict[Position, int | None] = {}
+        self._paused: set[Position] = set()
+        self._turn = 0
+        self.closed = False
+
+    def _call(self, operation: str) -> str | None:
+        if self.closed:
+            raise KafkaIOError(f"{self._name}: the consumer is closed")
+        return self._kafka.before(f"consumer.{operation}")
+
+    def assign(self, starts: Mapping[Position, int | None]) -> None:
+        """Read exactly these partitions."""
+        self._call("assign")
+        self._positions = dict(starts)
+        self._paused &= set(starts)
+
+    def add(self, starts: Mapping[Position, int | None]) -> None:
+        """Also read these partitions."""
+        self._call("add")
+        self._positions.update(starts)
+
+    def remove(self, positions: Iterable[Position]) -> None:
+        """Stop reading these partitions."""
+        self._call("remove")
+        for position in positions:
+            self._positions.pop(position, None)
+            self._paused.discard(position)
+
+    def consume(self, max_records: int, timeout: float) -> list[Message]:
+        """Up to ``max_records`` records; waits ``timeout`` once when none is there."""
+        from tests.sim.kafka import SimMessage  # noqa: PLC0415 - the two modules pair up
+
+        self._call("consume")
+        records = self._fetch(max_records)
+        if not records and timeout > 0:
+            self._kafka.clock.sleep(timeout)
+            if self.closed:
+                return []
+            records = self._fetch(max_records)
+        return [SimMessage(record) for record in records]
+
+    def _fetch(self, max_records: int) -> list[StoredRecord]:
+        broker = self._kafka.broker
+        live = [p for p in self._positions if p not in self._paused]
+        if not live:
+            return []
+        out: list[StoredRecord] = []
+        self._turn += 1
+        order = live[self._turn % len(live) :] + live[: self._turn % len(live)]
+        for position in order:
+            if len(out) >= max_records:
+                break
+            if broker.partition_count(position[0]) <= position[1]:
+                continue  # not there yet (metadata): nothing to read
+            log = broker.partition(position)
+            offset = self._positions[position]
+            if offset is None:
+                offset = log.start
+            if offset < log.start or offset > log.end:
+                if self._reset == "error":
+                    raise self._kafka.reset_error(position, offset)
+                offset = log.start if self._reset == "earliest" else log.end
+            found = log.from_offset(offset, max_records - len(out))
+            out.extend(found)
+            self._positions[position] = found[-1].offset + 1 if found else offset
+        return out
+
+    def seek(self, position: Position, offset: int) -> None:
+        """Read ``position`` from ``offset`` on."""
+        self._call("seek")
+        if position not in self._positions:
+            raise KafkaIOError(f"{self._name}: seek on unassigned {position}")
+        self._positions[position] = offset
+
+    def pause(self, positions: Iterable[Position]) -> None:
+        """Stop fetching these."""
+        self._call("pause")
+        self._paused |= set(positions) & set(self._positions)
+
+    def resume(self, positions: Iterable[Position]) -> None:
+        """Fetch these again."""
+        self._call("resume")
+        self._paused -= set(positions)
+
+    def position(self, position: Position) -> int | None:
+        """The next offset to consume, when known."""
+        self._call("position")
+        return self._positions.get(position)
+
+    def committed(self, positions: Iterable[Position]) -> dict[Position, int]:
+        """The group's committed offsets."""
+        self._call("committed")
+        group = self._kafka.broker.groups.get(self.group_id, {})
+        return {p: group[p] for p in positions if p in group}
+
+    def commit(self, offsets: Mapping[Position, int], *, asynchronous: bool = False) -> None:
+        """Commit these next offsets to the group."""
+        after = self._call("commit") == "after"
+        broker = self._kafka.broker
+        for position in offsets:
+            broker.partition(position)  # UnknownPartitionError for a missing one
+        broker.groups.setdefault(self.group_id, {}).update(offsets)
+        if after and not asynchronous:
+            raise KafkaIOError(f"{self._name}: commit timed out (it was written)")
+
+    def watermarks(self, positions: Iterable[Position]) -> dict[Position, OffsetRange]:
+        """``[start, end)`` of each partition."""
+        self._call("watermarks")
+        return self._kafka.watermarks_of(positions)
+
+    def close(self) -> None:
+        """Leave."""
+        if not self.closed:
+            self._call("close")
+        self.closed = True

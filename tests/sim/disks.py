@@ -1,0 +1,80 @@
+"""Processors' state directories in a simulated world: they outlive a killed process.
+
+By default a directory is an in-memory backend whose stores survive the process (every
+write of a batch is atomic, so a kill leaves the last committed batch); a fraction of
+schedules use real RocksDB directories under a temporary path. Losing a disk deletes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from framework.runtime.loop import DatabaseOpener
+from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
+from statestore.memory import MemoryBackend
+from tests.sim.scheduler import Party
+
+__all__ = ["Disks", "KeptBackend"]
+
+
+class KeptBackend(MemoryBackend):
+    """An in-memory backend over stores someone else keeps (``close`` keeps them)."""
+
+    def __init__(self, stores: dict[str, dict[bytes, bytes]]) -> None:
+        super().__init__()
+        self._stores = stores
+
+    def close(self) -> None:
+        """Refuse further use; the stores stay."""
+        self._closed = True
+
+
+class Disks:
+    """Every processor's state directory of one world."""
+
+    def __init__(self, root: Path, rocksdb: bool) -> None:
+        self.root = root
+        self.rocksdb = rocksdb
+        self._memory: dict[Path, dict[str, dict[bytes, bytes]]] = {}
+        self._identities: dict[Path, DatabaseIdentity] = {}
+
+    def opener(self, party: Party) -> DatabaseOpener:
+        """How ``party`` opens its database (closed for it when it is killed)."""
+
+        def open_database(
+            path: Path, identity: DatabaseIdentity, stores: Sequence[StoreSpec]
+        ) -> ProcessorDatabase:
+            self._identities[path] = identity
+            if self.rocksdb:
+                database = ProcessorDatabase.open(path, identity, stores)
+                party.on_kill.append(lambda: _close_quietly(database))
+                return database
+            disk = self._memory.setdefault(path, {})
+            return ProcessorDatabase.in_memory(identity, stores, KeptBackend(disk), path)
+
+        return open_database
+
+    def read(self, path: Path) -> ProcessorDatabase | None:
+        """The database at ``path`` for reading (``None`` when there is none)."""
+        if self.rocksdb:
+            if not (path / "CURRENT").exists():
+                return None
+            return ProcessorDatabase.open_read_only(path)
+        disk = self._memory.get(path)
+        if not disk:
+            return None
+        identity = self._identities[path]  # the one it was created with (checked on open)
+        return ProcessorDatabase.in_memory(identity, [StoreSpec("folds")], KeptBackend(disk), path)
+
+    def lose(self, path: Path) -> None:
+        """The directory is gone (a lost disk)."""
+        self._memory.pop(path, None)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _close_quietly(database: ProcessorDatabase) -> None:
+    with contextlib.suppress(Exception):
+        database.close()

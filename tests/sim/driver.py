@@ -1,0 +1,232 @@
+"""Running one schedule: chaos, then settling, then the checks; and shrinking a failure.
+
+``run_schedule(plan, root)`` builds the world of ``plan``, starts its processors, producers
+and operator, and steps the scheduler. During the chaos phase it kills processors and
+producers (between any two of their broker calls), loses disks, compacts the coordination
+logs and fails broker calls at the plan's rates. Then the faults stop, killed producers
+are not replaced, and the world must settle within a bounded number of steps: every scale
+and growth ended, every input record processed (liveness). The checks then run on the
+settled world.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from unittest import mock
+
+from framework.kafka import KafkaIOError
+from statestore import processor_path
+from tests.sim.app import INPUT
+from tests.sim.checks import check_world
+from tests.sim.plan import Plan
+from tests.sim.world import World
+
+__all__ = ["Outcome", "run_schedule", "shrink"]
+
+#: Steps the world gets to settle once the faults stop.
+SETTLE_STEPS = 60_000
+#: Simulated seconds between the supervisor's looks at the control state.
+SUPERVISE_SECONDS = 0.5
+
+
+@dataclass
+class Outcome:
+    """How a schedule ended."""
+
+    plan: Plan
+    problems: list[str] = field(default_factory=list)
+    steps: int = 0
+    simulated_seconds: float = 0.0
+    events: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """No invariant broken."""
+        return not self.problems
+
+    def report(self) -> str:
+        """The plan, what happened, and what broke."""
+        lines = [self.plan.describe(), f"ran {self.steps} steps, {self.simulated_seconds:.1f}s"]
+        lines += [f"  event: {event}" for event in self.events[:40]]
+        lines += [f"  PROBLEM: {problem}" for problem in self.problems]
+        return "\n".join(lines)
+
+
+def run_schedule(plan: Plan, root: Path | None = None) -> Outcome:
+    """Run ``plan``'s schedule; the outcome lists every broken invariant."""
+    owned = root is None
+    root = Path(tempfile.mkdtemp(prefix="splitstate-sim-")) if root is None else root
+    logging.disable(logging.WARNING)  # the runtime's warnings are expected under faults
+    ids = random.Random(plan.seed * 7 + 4)  # request ids, record keys, group names
+
+    def seeded_uuid4() -> uuid.UUID:
+        return uuid.UUID(int=ids.getrandbits(128), version=4)
+
+    try:
+        with mock.patch("uuid.uuid4", seeded_uuid4):
+            return _run(plan, root)
+    finally:
+        logging.disable(logging.NOTSET)
+        if owned:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _run(plan: Plan, root: Path) -> Outcome:
+    world = World(plan, root)
+    outcome = Outcome(plan)
+    scheduler = world.scheduler
+    try:
+        world.create_topics()
+        for processor in range(plan.initial_processors):
+            world.start_processor(processor)
+        for _ in range(plan.producers):
+            world.start_producer(plan.records)
+        world.start_operator(plan.operations)
+        _chaos(world, plan)
+        world.chaos.fail_rate = 0.0
+        settled = _settle(world)
+        outcome.steps = scheduler.steps
+        outcome.simulated_seconds = scheduler.now
+        outcome.events = _events(world)
+        if settled is None:
+            outcome.problems.append(_stuck(world))
+            return outcome
+        outcome.problems += check_world(world, settled).problems
+        return outcome
+    finally:
+        scheduler.end()
+
+
+def _chaos(world: World, plan: Plan) -> None:
+    scheduler = world.scheduler
+    rng = world.rng
+    next_look = 0.0
+    kills = 0
+    for _ in range(plan.chaos_steps):
+        if scheduler.now >= next_look:
+            _supervise(world)
+            next_look = scheduler.now + SUPERVISE_SECONDS
+        if scheduler.step() is None:
+            scheduler.now += SUPERVISE_SECONDS
+        if plan.kill_rate and rng.random() < plan.kill_rate:
+            if plan.max_kills is not None and kills >= plan.max_kills:
+                continue
+            kills += 1
+            _kill_someone(world, plan)
+        if plan.compact_rate and rng.random() < plan.compact_rate:
+            world.compact()
+
+
+def _kill_someone(world: World, plan: Plan) -> None:
+    rng = world.rng
+    live = [j for j, party in sorted(world.processors.items()) if party.runnable]
+    producers = [p for p in world.producers if p.runnable]
+    if producers and (not live or rng.random() < 0.2):
+        party = rng.choice(producers)
+        world.scheduler.kill(party)
+        world.events.kills.append(f"t={world.clock.monotonic():.2f} {party.name}")
+        return
+    if live:
+        world.kill_processor(rng.choice(live), rng.random() < plan.lose_disk_rate)
+
+
+def _supervise(world: World) -> None:
+    with contextlib.suppress(KafkaIOError):
+        world.supervise()
+
+
+def _settle(world: World) -> int | None:
+    """Step until the world is quiet; the processor count in force, or ``None`` if stuck."""
+    scheduler = world.scheduler
+    next_look = 0.0
+    for _ in range(SETTLE_STEPS):
+        if scheduler.now >= next_look:
+            _supervise(world)
+            next_look = scheduler.now + SUPERVISE_SECONDS
+            processors = _quiet(world)
+            if processors is not None:
+                return processors
+        if scheduler.step() is None:
+            scheduler.now += SUPERVISE_SECONDS
+    return None
+
+
+def _quiet(world: World) -> int | None:
+    """The processor count in force once nothing is left to do, else ``None``."""
+    if any(p.runnable for p in world.producers):
+        return None
+    if world.operator is not None and world.operator.runnable:
+        return None
+    state = world.control()
+    if state.generation is None or state.scaling is not None or state.growth is not None:
+        return None
+    processors = state.generation.processors
+    ends = {
+        (INPUT, p): world.broker.end_offset(INPUT, p)
+        for p in range(world.broker.partition_count(INPUT))
+    }
+    done: dict[tuple[str, int], int] = {}
+    for j in range(processors):
+        database = world.disks.read(processor_path(world.app.config.app_state_dir, j))
+        if database is None:
+            return None
+        try:
+            for position, offset in database.offsets().items():
+                done[position] = max(done.get(position, 0), offset)
+        finally:
+            database.close()
+    if any(done.get(position, 0) < end for position, end in ends.items() if end):
+        return None
+    return processors
+
+
+def _stuck(world: World) -> str:
+    state = world.control()
+    scale = state.scaling
+    phases = {f"{s}->{t}": h.phase.value for (s, t), h in scale.handoffs.items()} if scale else None
+    running = sorted(j for j, p in world.processors.items() if p.runnable)
+    return (
+        f"not settled after {SETTLE_STEPS} steps once faults stopped: generation "
+        f"{state.generation}, scale {phases}, growth {state.growth}, processors running "
+        f"{running}"
+    )
+
+
+def _events(world: World) -> list[str]:
+    events = world.events
+    lines = [f"kill {k}" for k in events.kills]
+    lines += [f"lost disk of processor {j}" for j in events.lost_disks]
+    lines += [f"crash {e}" for e in events.errors]
+    lines += [f"refused {r}" for r in events.refusals]
+    if events.compactions:
+        lines.append(f"{events.compactions} compactions")
+    if world.chaos.failures:
+        lines.append(f"{world.chaos.failures} failed broker calls")
+    return lines
+
+
+def shrink(outcome: Outcome, budget: int = 60) -> Outcome:
+    """A smaller failing schedule than ``outcome``'s (greedy: keep any simpler plan that
+    still fails, until none does or ``budget`` runs are spent)."""
+    best = outcome
+    runs = 0
+    improved = True
+    while improved and runs < budget:
+        improved = False
+        for candidate in best.plan.simpler():
+            runs += 1
+            result = run_schedule(candidate)
+            if not result.ok:
+                best = result
+                improved = True
+                break
+            if runs >= budget:
+                break
+    return best

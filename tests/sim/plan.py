@@ -1,0 +1,131 @@
+"""What one simulated schedule does, drawn from its seed (and shrunk by removing parts)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+
+__all__ = ["Operation", "Plan", "draw_plan"]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operator action: ``scale`` to ``value`` processors, ``expand`` the input to
+    ``value`` partitions, or ``abort`` the scale in progress; after ``delay`` seconds."""
+
+    kind: str
+    value: int = 0
+    delay: float = 0.0
+
+    def __str__(self) -> str:
+        what = self.kind if self.kind == "abort" else f"{self.kind} {self.value}"
+        return f"after {self.delay:.1f}s {what}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A schedule's world, work, operations and faults."""
+
+    seed: int
+    partitions: int = 2
+    initial_processors: int = 2
+    keys: int = 6
+    producers: int = 1
+    records: int = 40
+    max_records: int = 5
+    ready_lag: int = 5
+    operations: tuple[Operation, ...] = ()
+    #: chance per scheduler step that a random processor or producer is killed
+    kill_rate: float = 0.0
+    #: chance per broker call that it fails (KafkaIOError)
+    fail_rate: float = 0.0
+    #: chance per step that the control log and the registry are compacted
+    compact_rate: float = 0.0
+    #: chance per kill that the killed processor's state directory is lost too
+    lose_disk_rate: float = 0.0
+    rocksdb: bool = False
+    #: steps of the chaos phase (then faults stop and the world must settle)
+    chaos_steps: int = 4000
+    #: kills the shrinker allows at most (None: as the rates say)
+    max_kills: int | None = None
+
+    def describe(self) -> str:
+        """The plan as readable lines."""
+        lines = [
+            f"seed {self.seed}: input {self.partitions} partitions, {self.initial_processors} "
+            f"processors, {self.keys} keys, {self.producers} producer(s) x {self.records} "
+            f"records, batches of {self.max_records}, ready_lag {self.ready_lag}, "
+            f"{'RocksDB' if self.rocksdb else 'memory'} stores",
+            f"faults: kill {self.kill_rate:.4f}/step (at most {self.max_kills}), fail "
+            f"{self.fail_rate:.4f}/call, compact {self.compact_rate:.4f}/step, lose disk "
+            f"{self.lose_disk_rate:.2f}/kill, chaos for {self.chaos_steps} steps",
+        ]
+        lines += [f"  {i + 1}. {op}" for i, op in enumerate(self.operations)]
+        return "\n".join(lines)
+
+    def simpler(self) -> list[Plan]:
+        """Smaller variants of this plan, most aggressive first (for shrinking)."""
+        out: list[Plan] = []
+        ops = self.operations
+        for i in range(len(ops)):
+            out.append(replace(self, operations=ops[:i] + ops[i + 1 :]))
+        if self.kill_rate:
+            out.append(replace(self, kill_rate=0.0, lose_disk_rate=0.0))
+        if self.max_kills is None or self.max_kills > 1:
+            out.append(replace(self, max_kills=1 if self.max_kills is None else self.max_kills - 1))
+        if self.fail_rate:
+            out.append(replace(self, fail_rate=0.0))
+        if self.compact_rate:
+            out.append(replace(self, compact_rate=0.0))
+        if self.lose_disk_rate:
+            out.append(replace(self, lose_disk_rate=0.0))
+        if self.rocksdb:
+            out.append(replace(self, rocksdb=False))
+        if self.producers > 1:
+            out.append(replace(self, producers=self.producers - 1))
+        if self.keys > 1:
+            out.append(replace(self, keys=max(1, self.keys // 2)))
+        if self.records > 4:
+            out.append(replace(self, records=self.records // 2))
+        if self.chaos_steps > 500:
+            out.append(replace(self, chaos_steps=self.chaos_steps // 2))
+        return out
+
+
+def draw_plan(seed: int) -> Plan:
+    """The plan of schedule ``seed``."""
+    rng = random.Random(seed)
+    initial_processors = rng.choice([1, 2, 2])
+    partitions = initial_processors * rng.choice([1, 2, 2])
+    operations: list[Operation] = []
+    grown, processors = partitions, initial_processors
+    for _ in range(rng.choice([1, 2, 2, 3, 4])):
+        kind = rng.choice(["scale", "scale", "scale", "expand", "abort"])
+        if kind == "scale":  # mostly a count the layout allows, sometimes one it refuses
+            choices = [p for p in range(initial_processors, grown + 1) if p != processors]
+            value = rng.choice(choices) if choices and rng.random() < 0.9 else grown + 1
+            processors = value if value <= grown else processors
+        elif kind == "expand":
+            value = grown * rng.choice([2, 2, 3]) // rng.choice([1, 1, 2])
+            grown = max(grown, value)
+        else:
+            value = 0
+        operations.append(Operation(kind, value, round(rng.uniform(0.0, 3.0), 1)))
+    chaotic = rng.random() < 0.8
+    return Plan(
+        seed=seed,
+        partitions=partitions,
+        initial_processors=initial_processors,
+        keys=rng.randint(2, 8),
+        producers=rng.choice([1, 1, 2]),
+        records=rng.randint(10, 60),
+        max_records=rng.choice([1, 3, 5, 20]),
+        ready_lag=rng.choice([0, 2, 10]),
+        operations=tuple(operations),
+        kill_rate=rng.choice([0.0, 0.001, 0.003, 0.01]) if chaotic else 0.0,
+        fail_rate=rng.choice([0.0, 0.0, 0.002, 0.01]) if chaotic else 0.0,
+        compact_rate=rng.choice([0.0, 0.002, 0.01]),
+        lose_disk_rate=rng.choice([0.0, 0.0, 0.3]) if chaotic else 0.0,
+        rocksdb=rng.random() < 0.1,
+        chaos_steps=rng.choice([1000, 3000, 6000]),
+    )

@@ -1,0 +1,323 @@
+"""A simulated world: one in-memory Kafka cluster, the app's processors, producers writing
+per-key sequences, an operator scaling and growing, and the chaos that kills and fails them.
+
+Every party runs the real code (``ProcessorRuntime``, ``SplitstateProducer``,
+``request_scale``, ``abort_scale``, ``expand_topic``) through its own ``MemoryKafka`` port;
+the driver's own reads (the supervisor's, the checks') go through a port of its own that
+never fails. The supervisor is the driver: between steps it starts a processor for every id
+the control state gives work and that is not running, as ``splitstate run --all`` does.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from framework.app import App
+from framework.clock import Clock
+from framework.coordination.control_log import ControlLog
+from framework.coordination.registry import REGISTRY_TOPIC, TopicRegistry
+from framework.coordination.scaling import abort_scale, request_scale
+from framework.errors import SplitstateError
+from framework.growth.expand import expand_topic
+from framework.kafka import COMPACTED, KafkaIOError, TopicSpec
+from framework.producer import SplitstateProducer
+from framework.runtime.loop import ProcessorRuntime
+from rebalance.control import ControlState
+from statestore import processor_path
+from tests.sim.app import INPUT, OUTPUT, make_app
+from tests.sim.broker import Broker
+from tests.sim.disks import Disks
+from tests.sim.kafka import MemoryKafka
+from tests.sim.plan import Operation, Plan
+from tests.sim.scheduler import Party, Scheduler
+
+__all__ = ["Chaos", "World"]
+
+log = logging.getLogger(__name__)
+
+#: Simulated seconds a crashed processor waits before the supervisor starts it again.
+RESTART_SECONDS = 1.0
+
+
+#: Calls that fail in the chaos phase (the others never raise with a real broker either:
+#: consume, poll and flush report problems in other ways).
+FALLIBLE = frozenset(
+    {
+        "kafka.consumer",
+        "kafka.producer",
+        "kafka.partition_counts",
+        "kafka.create_topics",
+        "kafka.create_partitions",
+        "kafka.topic_configs",
+        "kafka.describe_topics",
+        "kafka.read_log",
+        "kafka.append",
+        "consumer.committed",
+        "consumer.commit",
+        "consumer.watermarks",
+    }
+)
+#: Calls whose failure may come after their write landed (a timeout).
+AMBIGUOUS = frozenset({"kafka.append", "consumer.commit"})
+
+
+class Chaos:
+    """The faults of a world's broker calls: every call is a switch point, and while the
+    chaos phase lasts a call may fail."""
+
+    def __init__(self, scheduler: Scheduler, rng: random.Random, fail_rate: float) -> None:
+        self.scheduler = scheduler
+        self.rng = rng
+        self.fail_rate = fail_rate
+        self.failures = 0
+
+    def before(self, operation: str) -> str | None:
+        """Switch, then maybe fail ``operation`` (before or after its write)."""
+        scheduler = self.scheduler
+        scheduler.switch()
+        if scheduler.current is None or not self.fail_rate or operation not in FALLIBLE:
+            return None
+        if self.rng.random() < self.fail_rate:
+            self.failures += 1
+            if operation in AMBIGUOUS and self.rng.random() < 0.5:
+                return "after"
+            raise KafkaIOError(f"simulated failure of {operation}")
+        return None
+
+
+@dataclass
+class Events:
+    """What happened in a world (for the checks and the failure report)."""
+
+    kills: list[str] = field(default_factory=list)
+    lost_disks: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)
+    compactions: int = 0
+
+
+class World:
+    """One schedule's world."""
+
+    def __init__(self, plan: Plan, root: Path) -> None:
+        self.plan = plan
+        self.rng = random.Random(plan.seed)
+        self.scheduler = Scheduler(random.Random(plan.seed * 7 + 1))
+        self.clock = self.scheduler.clock
+        self.broker = Broker(random.Random(plan.seed * 7 + 2))
+        self.chaos = Chaos(self.scheduler, random.Random(plan.seed * 7 + 3), plan.fail_rate)
+        self.disks = Disks(root / "state", plan.rocksdb)
+        self.app: App = make_app(
+            root / "state",
+            partitions=plan.partitions,
+            initial_processors=plan.initial_processors,
+            max_records=plan.max_records,
+            lease_ms=2000,
+            ready_lag=plan.ready_lag,
+        )
+        self.events = Events()
+        self.driver = MemoryKafka(self.broker, self.clock, name="driver")
+        self.processors: dict[int, Party] = {}
+        self.restart_at: dict[int, float] = {}
+        self.producers: list[Party] = []
+        self.operator: Party | None = None
+        self.produced = 0
+        self._incarnations = 0
+
+    # -- setting up ----------------------------------------------------------------------
+
+    def create_topics(self) -> None:
+        """The app's topics and registry entries, as ``splitstate topics create`` makes them."""
+        config = self.app.config
+        self.driver.create_topics(
+            [
+                TopicSpec(INPUT, self.plan.partitions),
+                TopicSpec(OUTPUT, 2),
+                TopicSpec(config.dead_letters, 1),
+                TopicSpec(config.control_topic, 1, config=COMPACTED),
+            ]
+        )
+        registry = TopicRegistry(self.driver)
+        registry.ensure_topic()
+        for topic in [*config.inputs, *config.outputs]:
+            registry.register(
+                topic.topic,
+                topic.partitions,
+                lease_ms=topic.producer_lease_ms,
+                delivery_timeout_ms=topic.producer_delivery_timeout_ms,
+            )
+
+    def port(self, name: str) -> MemoryKafka:
+        """A new process's port to the cluster."""
+        return MemoryKafka(self.broker, self.clock, name=name, faults=self.chaos)
+
+    def spawn(self, name: str, body: Callable[[MemoryKafka, Party], None]) -> Party:
+        """A new process running ``body`` with its own port; a kill crashes that port."""
+        port = self.port(name)
+        holder: list[Party] = []
+        party = self.scheduler.spawn(name, lambda: body(port, holder[0]))
+        holder.append(party)
+        party.on_kill.append(lambda: port.crash(self.rng))
+        return party
+
+    # -- processors ----------------------------------------------------------------------
+
+    def start_processor(self, processor: int) -> None:
+        """Run processor ``processor`` (as ``splitstate run`` would)."""
+
+        def body(port: MemoryKafka, party: Party) -> None:
+            runtime = ProcessorRuntime(
+                self.app, processor, kafka=port, open_database=self.disks.opener(party)
+            )
+            runtime.run()
+
+        self.processors[processor] = self.spawn(f"processor-{processor}", body)
+
+    def control(self) -> ControlState:
+        """The control state as the driver reads it now."""
+        return ControlLog(self.driver, self.app.config.control_topic).read()
+
+    def supervise(self) -> None:
+        """Start every processor that has work and is not running; note crashes."""
+        state = self.control()
+        if state.generation is None:  # never started (or killed before it recorded the app)
+            for processor in range(self.plan.initial_processors):
+                party = self.processors.get(processor)
+                if party is None or not party.runnable:
+                    self._note_crash(processor)
+                    if self.restart_at.get(processor, 0.0) <= self.clock.monotonic():
+                        self.start_processor(processor)
+            return
+        top = state.generation.processors
+        if state.scaling is not None:
+            top = max(top, state.scaling.new_processors)
+        for processor in range(top + 1):
+            party = self.processors.get(processor)
+            if party is not None and party.runnable:
+                continue
+            self._note_crash(processor)
+            if self.restart_at.get(processor, 0.0) > self.clock.monotonic():
+                continue
+            if state.has_work(processor):
+                self.start_processor(processor)
+
+    def _note_crash(self, processor: int) -> None:
+        """Note how a processor that stopped on an error stopped; it restarts after a pause."""
+        party = self.processors.get(processor)
+        if party is None or party.error is None:
+            return
+        self.events.errors.append(
+            f"t={self.clock.monotonic():.2f} processor-{processor}: "
+            f"{type(party.error).__name__}: {party.error}"
+        )
+        party.error = None
+        self.restart_at[processor] = self.clock.monotonic() + RESTART_SECONDS
+
+    def kill_processor(self, processor: int, lose_disk: bool) -> None:
+        """Kill a processor between two of its calls; maybe its disk goes too."""
+        party = self.processors.get(processor)
+        if party is None or not party.runnable:
+            return
+        self.scheduler.kill(party)
+        self.events.kills.append(f"t={self.clock.monotonic():.2f} processor-{processor}")
+        self.restart_at[processor] = self.clock.monotonic() + RESTART_SECONDS
+        if lose_disk:
+            self.disks.lose(processor_path(self.app.config.app_state_dir, processor))
+            self.events.lost_disks.append(processor)
+
+    # -- producers -----------------------------------------------------------------------
+
+    def start_producer(self, records: int) -> None:
+        """A producer writing ``records`` records over the plan's keys."""
+        self._incarnations += 1
+        name = f"p{self._incarnations}"
+        rng = random.Random(self.plan.seed * 31 + self._incarnations)
+        keys = [f"k{i}".encode() for i in range(self.plan.keys)]
+
+        def body(port: MemoryKafka, _party: Party) -> None:
+            producer = _open_producer(port, self.clock)
+            seqs: dict[bytes, int] = {}
+            for _ in range(records):
+                key = rng.choice(keys)
+                seqs[key] = seqs.get(key, 0) + 1
+                value = f"{name}:{seqs[key]}".encode()
+                _produce_retrying(producer, key, value, self.clock)
+                self.produced += 1
+                if rng.random() < 0.3:
+                    producer.flush(5)
+                self.clock.sleep(rng.uniform(0.0, 0.2))
+            producer.close(5)
+
+        self.producers.append(self.spawn(name, body))
+
+    # -- the operator --------------------------------------------------------------------
+
+    def start_operator(self, operations: tuple[Operation, ...]) -> None:
+        """An operator doing ``operations`` in order (refusals are noted, not errors)."""
+
+        def body(port: MemoryKafka, _party: Party) -> None:
+            for operation in operations:
+                self.clock.sleep(operation.delay)
+                self._operate(port, operation)
+            self._finish_growth(port)
+
+        self.operator = self.spawn("operator", body)
+
+    def _operate(self, port: MemoryKafka, operation: Operation) -> None:
+        try:
+            if operation.kind == "scale":
+                request_scale(self.app, operation.value, kafka=port)
+            elif operation.kind == "abort":
+                abort_scale(self.app, "the simulation's operator", kafka=port)
+            else:
+                self._expand(port, operation.value)
+        except (SplitstateError, KafkaIOError) as error:
+            self.events.refusals.append(f"{operation}: {type(error).__name__}: {error}")
+
+    def _expand(self, port: MemoryKafka, partitions: int) -> None:
+        control = ControlLog(port, self.app.config.control_topic)
+        expand_topic(port, INPUT, partitions, control=control, report=lambda _line: None)
+
+    def _finish_growth(self, port: MemoryKafka) -> None:
+        """Run ``expand`` again while a growth it started is unfinished (as an operator
+        told by ``status`` would)."""
+        for _ in range(50):
+            entry = TopicRegistry(port).read().get(INPUT)
+            growing = self.control().growth
+            if entry is None or (entry.growth is None and not entry.pending() and not growing):
+                return
+            target = entry.partitions if growing is None else growing.partitions
+            try:
+                self._expand(port, target)
+            except (SplitstateError, KafkaIOError) as error:
+                self.events.refusals.append(f"finishing growth: {type(error).__name__}: {error}")
+                self.clock.sleep(1.0)
+
+    # -- adversary -----------------------------------------------------------------------
+
+    def compact(self) -> None:
+        """Compact the control log and the topic registry."""
+        self.broker.compact(self.app.config.control_topic, self.rng)
+        self.broker.compact(REGISTRY_TOPIC, self.rng)
+        self.events.compactions += 1
+
+
+def _open_producer(port: MemoryKafka, clock: Clock) -> SplitstateProducer:
+    while True:
+        try:
+            return SplitstateProducer(port, [INPUT])
+        except KafkaIOError:
+            clock.sleep(0.5)
+
+
+def _produce_retrying(producer: SplitstateProducer, key: bytes, value: bytes, clock: Clock) -> None:
+    while True:
+        try:
+            producer.produce(INPUT, key, value)
+            return
+        except SplitstateError:  # the lease ran out (the registry was unreadable): wait
+            clock.sleep(0.2)

@@ -45,6 +45,8 @@ class Assignment:
     ) -> None:
         self.processor = processor
         self._clock = clock
+        #: the state held no input offset when the run began: a new or a lost state directory
+        self._fresh_state = not database.offsets()
         self.layout = layout
         #: the partitions the consumer reads
         self.owned: set[Position] = set()
@@ -154,6 +156,17 @@ class Assignment:
                         self.processor,
                         *position,
                         group,
+                    )
+                elif start is None and self._fresh_state:
+                    # nothing processed here, but the keys may have history in an ancestor
+                    # another processor reads (the state built for them is what was lost)
+                    check_rebuildable(
+                        self.processor,
+                        position,
+                        owned,
+                        start,
+                        inputs=self.layout.inputs,
+                        state_dir=self._database.path,
                     )
                 elif start is not None and (group is None or group < start):
                     # state built elsewhere (a backfill, a catch-up): the group's offset is T1

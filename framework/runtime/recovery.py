@@ -24,7 +24,10 @@ def check_rebuildable(
 ) -> None:
     """Refuse to rebuild a partition split off by a growth from its own records alone:
     its keys' earlier records are in an ancestor another processor reads (``inputs``: the
-    input topics' registry entries; ``state_dir``: the processor's state directory)."""
+    input topics' registry entries; ``state_dir``: the processor's state directory). Called
+    for a partition the group processed further than the state holds, and for every
+    partition of a state directory that holds no offsets at all (new, or lost): the keys'
+    state built from the ancestor (by a catch-up) is gone either way."""
     topic, partition = position
     entry = inputs.get(topic)
     if entry is None or start:
@@ -36,9 +39,10 @@ def check_rebuildable(
     ]
     if elsewhere:
         raise ProcessorStoppedError(
-            f"processor {processor} has no state for {topic}[{partition}] although "
-            "the group processed it (a lost state directory), and that partition was split "
-            f"off by a growth: its keys' earlier records are in {', '.join(elsewhere)}, "
+            f"processor {processor} has no state for {topic}[{partition}] (a lost state "
+            "directory: the group processed it, or the directory holds nothing at all), and "
+            "that partition was split off by a growth: its keys' earlier records are in "
+            f"{', '.join(elsewhere)}, "
             "which another processor reads. Rebuilding from the partition alone would "
             "leave those keys' state wrong, so it stops. Fix: restore the state directory "
             f"{state_dir} from a backup, or stop the app and rebuild every "

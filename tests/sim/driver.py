@@ -24,7 +24,7 @@ from unittest import mock
 from framework.kafka import KafkaIOError
 from statestore import processor_path
 from tests.sim.app import INPUT
-from tests.sim.checks import check_world
+from tests.sim.checks import check_outputs, check_world
 from tests.sim.plan import Plan
 from tests.sim.world import World
 
@@ -45,6 +45,8 @@ class Outcome:
     steps: int = 0
     simulated_seconds: float = 0.0
     events: list[str] = field(default_factory=list)
+    #: why a processor stopped for the operator, when one did (the schedule ends there)
+    halted: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -55,6 +57,8 @@ class Outcome:
         """The plan, what happened, and what broke."""
         lines = [self.plan.describe(), f"ran {self.steps} steps, {self.simulated_seconds:.1f}s"]
         lines += [f"  event: {event}" for event in self.events[:40]]
+        if self.halted:
+            lines.append(f"  halted: {self.halted[:300]}")
         lines += [f"  PROBLEM: {problem}" for problem in self.problems]
         return "\n".join(lines)
 
@@ -91,10 +95,20 @@ def _run(plan: Plan, root: Path) -> Outcome:
         world.start_operator(plan.operations)
         _chaos(world, plan)
         world.chaos.fail_rate = 0.0
-        settled = _settle(world)
+        settled = None if world.events.halted else _settle(world)
         outcome.steps = scheduler.steps
         outcome.simulated_seconds = scheduler.now
         outcome.events = _events(world)
+        halted = world.events.halted
+        if halted is not None:
+            # a processor stopped and asks the operator for a fix (restore or backfill): a
+            # documented stop after a lost disk, a defect otherwise; what was emitted until
+            # then must still hold
+            outcome.halted = halted
+            if not world.events.lost_disks:
+                outcome.problems.append(f"stopped without a lost disk: {halted}")
+            outcome.problems += check_outputs(world).problems
+            return outcome
         if settled is None:
             outcome.problems.append(_stuck(world))
             return outcome
@@ -110,6 +124,8 @@ def _chaos(world: World, plan: Plan) -> None:
     next_look = 0.0
     kills = 0
     for _ in range(plan.chaos_steps):
+        if world.events.halted:
+            return
         if scheduler.now >= next_look:
             _supervise(world)
             next_look = scheduler.now + SUPERVISE_SECONDS
@@ -147,6 +163,8 @@ def _settle(world: World) -> int | None:
     scheduler = world.scheduler
     next_look = 0.0
     for _ in range(SETTLE_STEPS):
+        if world.events.halted:
+            return None
         if scheduler.now >= next_look:
             _supervise(world)
             next_look = scheduler.now + SUPERVISE_SECONDS

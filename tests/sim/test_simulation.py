@@ -18,7 +18,9 @@ import pytest
 SEEDS = int(os.environ.get("SIM_SEEDS", "1000"))
 WORKERS = 2
 #: Seeds that found defects once (kept so they stay fixed).
-REGRESSIONS: list[int] = []
+#: 274, 361, 363, 865, 892: a state directory lost after a growth and a scale restarted
+#: empty and silently lost the state of the keys whose records are in the parent partition.
+REGRESSIONS: list[int] = [274, 361, 363, 865, 892]
 ROOT = Path(__file__).resolve().parents[2]
 
 

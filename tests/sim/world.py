@@ -24,6 +24,7 @@ from framework.coordination.scaling import abort_scale, request_scale
 from framework.errors import SplitstateError
 from framework.growth.expand import expand_topic
 from framework.kafka import COMPACTED, KafkaIOError, TopicSpec
+from framework.processing import ProcessorStoppedError
 from framework.producer import SplitstateProducer
 from framework.runtime.loop import ProcessorRuntime
 from rebalance.control import ControlState
@@ -98,6 +99,8 @@ class Events:
     errors: list[str] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
     compactions: int = 0
+    #: why a processor stopped for the operator (``ProcessorStoppedError``), if one did
+    halted: str | None = None
 
 
 class World:
@@ -210,6 +213,8 @@ class World:
         party = self.processors.get(processor)
         if party is None or party.error is None:
             return
+        if isinstance(party.error, ProcessorStoppedError) and self.events.halted is None:
+            self.events.halted = f"processor-{processor}: {party.error}"
         self.events.errors.append(
             f"t={self.clock.monotonic():.2f} processor-{processor}: "
             f"{type(party.error).__name__}: {party.error}"

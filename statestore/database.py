@@ -81,6 +81,8 @@ class ProcessorDatabase:
         self.backend = backend
         self.identity = identity
         self.path = path
+        #: whether opening it created it (a new, or a lost, state directory)
+        self.created = False
         self._codecs = dict(codecs)
         self._lock = lock
         self._offsets = self._read_offsets()
@@ -106,7 +108,8 @@ class ProcessorDatabase:
         path = path.expanduser().resolve()
         lock = DirectoryLock(path)
         try:
-            if not path.exists() or not any(path.iterdir()):
+            created = not path.exists() or not any(path.iterdir())
+            if created:
                 cls._create(path, identity)
             elif not (path / "CURRENT").exists():
                 raise StoreCorruptError(
@@ -120,6 +123,7 @@ class ProcessorDatabase:
             except BaseException:
                 backend.close()
                 raise
+            database.created = created
         except BaseException:
             lock.release()
             raise
@@ -141,10 +145,13 @@ class ProcessorDatabase:
         """
         if backend is None:
             backend = MemoryBackend()
-        if META_STORE not in backend.store_names():
+        created = META_STORE not in backend.store_names()
+        if created:
             backend.create_store(META_STORE)
             backend.write({META_STORE: [(META_KEY, json.dumps(identity.to_json()).encode())]})
-        return cls._attach(backend, identity, stores, path, None)
+        database = cls._attach(backend, identity, stores, path, None)
+        database.created = created
+        return database
 
     @classmethod
     def open_read_only(cls, path: Path) -> ProcessorDatabase:

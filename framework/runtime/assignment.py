@@ -45,8 +45,9 @@ class Assignment:
     ) -> None:
         self.processor = processor
         self._clock = clock
-        #: the state held no input offset when the run began: a new or a lost state directory
-        self._fresh_state = not database.offsets()
+        #: the run created the state directory (new, or lost): the partitions of the first
+        #: assignment are checked for keys whose history another processor reads
+        self._check_lost = database.created
         self.layout = layout
         #: the partitions the consumer reads
         self.owned: set[Position] = set()
@@ -157,7 +158,7 @@ class Assignment:
                         *position,
                         group,
                     )
-                elif start is None and self._fresh_state:
+                elif start is None and self._check_lost:
                     # nothing processed here, but the keys may have history in an ancestor
                     # another processor reads (the state built for them is what was lost)
                     check_rebuildable(
@@ -177,3 +178,4 @@ class Assignment:
                 self._consumer.commit(behind)
             self._consumer.add(starts)
         self.owned = set(owned)
+        self._check_lost = False  # later partitions come from scales (built by a catch-up)

@@ -48,7 +48,7 @@ def final_offsets(
     for position in sorted(moved):
         state = offsets.get(position)
         group = committed.get(position)
-        if group is not None and (state is None or state < group):
+        if group is not None and group > (state or 0):  # as assignment decides a rebuild
             note = f"release of {position} waits for restore to {group}"
             if note not in notes:
                 notes.add(note)

@@ -34,6 +34,9 @@ __all__ = ["Outcome", "run_schedule", "shrink"]
 SETTLE_STEPS = 60_000
 #: Simulated seconds between the supervisor's looks at the control state.
 SUPERVISE_SECONDS = 0.5
+#: How long the world must stay quiet, with no processor (re)started meanwhile, to be
+#: settled (longer than a slow reply: a processor may still be starting).
+QUIET_SECONDS = 10.0
 
 
 @dataclass
@@ -123,12 +126,15 @@ def _chaos(world: World, plan: Plan) -> None:
     rng = world.rng
     next_look = 0.0
     kills = 0
+    phases: dict[tuple[int, int], str] = {}
     for _ in range(plan.chaos_steps):
         if world.events.halted:
             return
         if scheduler.now >= next_look:
             _supervise(world)
             next_look = scheduler.now + SUPERVISE_SECONDS
+            if plan.protocol_kill_rate and (plan.max_kills is None or kills < plan.max_kills):
+                kills += _kill_at_protocol_steps(world, plan, phases)
         if scheduler.step() is None:
             scheduler.now += SUPERVISE_SECONDS
         if plan.kill_rate and rng.random() < plan.kill_rate:
@@ -138,6 +144,28 @@ def _chaos(world: World, plan: Plan) -> None:
             _kill_someone(world, plan)
         if plan.compact_rate and rng.random() < plan.compact_rate:
             world.compact()
+
+
+def _kill_at_protocol_steps(world: World, plan: Plan, phases: dict[tuple[int, int], str]) -> int:
+    """Kill a participant of a handoff that moved on since the last look (maybe); how many
+    were killed."""
+    try:
+        scale = world.control().scale
+    except KafkaIOError:
+        return 0
+    if scale is None:
+        return 0
+    killed = 0
+    for (source, target), handoff in sorted(scale.handoffs.items()):
+        phase = handoff.phase.value
+        key = (scale.generation * 1000 + source, target)
+        if phases.get(key) != phase:
+            phases[key] = phase
+            if world.rng.random() < plan.protocol_kill_rate:
+                victim = world.rng.choice([source, target])
+                world.kill_processor(victim, world.rng.random() < plan.lose_disk_rate)
+                killed += 1
+    return killed
 
 
 def _kill_someone(world: World, plan: Plan) -> None:
@@ -162,6 +190,7 @@ def _settle(world: World) -> int | None:
     """Step until the world is quiet; the processor count in force, or ``None`` if stuck."""
     scheduler = world.scheduler
     next_look = 0.0
+    quiet_since: float | None = None
     for _ in range(SETTLE_STEPS):
         if world.events.halted:
             return None
@@ -169,7 +198,11 @@ def _settle(world: World) -> int | None:
             _supervise(world)
             next_look = scheduler.now + SUPERVISE_SECONDS
             processors = _quiet(world)
-            if processors is not None:
+            if processors is None or scheduler.now - world.last_start < QUIET_SECONDS:
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = scheduler.now
+            elif scheduler.now - quiet_since >= QUIET_SECONDS:
                 return processors
         if scheduler.step() is None:
             scheduler.now += SUPERVISE_SECONDS
@@ -227,6 +260,8 @@ def _events(world: World) -> list[str]:
         lines.append(f"{events.compactions} compactions")
     if world.chaos.failures:
         lines.append(f"{world.chaos.failures} failed broker calls")
+    if world.chaos.slow:
+        lines.append(f"{world.chaos.slow} slow replies")
     return lines
 
 

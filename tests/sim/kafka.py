@@ -42,6 +42,11 @@ class Faults(Protocol):
         """Called first in every call; may raise, or return ``"after"``."""
         ...
 
+    def after(self, operation: str) -> None:
+        """Called once a read has its answer, before returning it: may wait (a slow reply
+        whose answer is as of before the wait)."""
+        ...
+
 
 class NoFaults:
     """Nothing goes wrong."""
@@ -49,6 +54,9 @@ class NoFaults:
     def before(self, operation: str) -> str | None:
         """Nothing."""
         return None
+
+    def after(self, operation: str) -> None:
+        """Nothing."""
 
 
 class SimMessage:
@@ -95,10 +103,12 @@ class _Unsent(SimMessage):
 class MemoryProducer(KafkaProducer):
     """A producer queueing records until ``poll``/``flush`` (or a crash) delivers them."""
 
-    def __init__(self, kafka: MemoryKafka, max_bytes: int) -> None:
+    def __init__(self, kafka: MemoryKafka, max_bytes: int, timeout_ms: int) -> None:
         self._kafka = kafka
         self._max_bytes = max_bytes
-        self.queue: list[tuple[Position, dict[str, Any], DeliveryCallback | None]] = []
+        self._timeout = timeout_ms / 1000
+        #: (position, record, callback, when queued)
+        self.queue: list[tuple[Position, dict[str, Any], DeliveryCallback | None, float]] = []
 
     def produce(
         self,
@@ -133,7 +143,7 @@ class MemoryProducer(KafkaProducer):
         count = broker.partition_count(topic)
         if partition is None:
             partition = _default_partition(key, max(count, 1))
-        self.queue.append(((topic, partition), record, on_delivery))
+        self.queue.append(((topic, partition), record, on_delivery, self._kafka.clock.monotonic()))
 
     def poll(self, timeout: float = 0.0) -> int:
         """Deliver what is queued and serve the callbacks."""
@@ -154,19 +164,23 @@ class MemoryProducer(KafkaProducer):
     def _deliver(self, count: int) -> int:
         served = 0
         while self.queue and served < count:
-            position, record, callback = self.queue.pop(0)
-            error, message = self._write(position, record)
+            position, record, callback, queued = self.queue.pop(0)
+            error, message = self._write(position, record, queued)
             served += 1
             if callback is not None:
                 callback(error, message)
         return served
 
     def _write(
-        self, position: Position, record: dict[str, Any]
+        self, position: Position, record: dict[str, Any], queued: float
     ) -> tuple[DeliveryError | None, Message]:
         broker = self._kafka.broker
         topic, partition = position
         unsent = _Unsent(StoredRecord(topic, partition, -1, **record))
+        if self._kafka.clock.monotonic() - queued > self._timeout:
+            # librdkafka fails a record it could not write within delivery.timeout.ms
+            text = f"Local: Message timed out ({topic}[{partition}])"
+            return DeliveryError("Local: Message timed out", text), unsent
         if not 0 <= partition < broker.partition_count(topic):
             text = f"Broker: Unknown topic or partition: {topic}[{partition}]"
             return DeliveryError("Unknown topic or partition", text), unsent
@@ -179,11 +193,11 @@ class MemoryProducer(KafkaProducer):
     def crash(self, rng: random.Random) -> None:
         """The process died: per partition, a random prefix of the queue reaches Kafka."""
         cut: dict[Position, bool] = {}
-        for position, record, _callback in self.queue:
+        for position, record, _callback, queued in self.queue:
             if position not in cut:
                 cut[position] = rng.random() < 0.5
             if not cut[position]:
-                self._write(position, record)
+                self._write(position, record, queued)
                 cut[position] = rng.random() < 0.3
         self.queue.clear()
 
@@ -235,8 +249,11 @@ class MemoryKafka:
     ) -> KafkaProducer:
         """A new producer (``message.max.bytes`` of ``settings`` limits what it takes)."""
         self.before("kafka.producer")
-        limit = int((settings or {}).get("message.max.bytes", MAX_MESSAGE_BYTES))
-        producer = MemoryProducer(self, limit)
+        wanted = settings or {}
+        limit = int(wanted.get("message.max.bytes", MAX_MESSAGE_BYTES))
+        timeout = delivery_timeout_ms if delivery_timeout_ms is not None else 120_000
+        timeout = int(wanted.get("delivery.timeout.ms", timeout))
+        producer = MemoryProducer(self, limit, timeout)
         self.producers.append(producer)
         return producer
 
@@ -245,7 +262,9 @@ class MemoryKafka:
     def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
         """Counts of the existing topics among ``topics``."""
         self.before("kafka.partition_counts")
-        return {t: self.broker.partition_count(t) for t in topics if t in self.broker.topics}
+        counts = {t: self.broker.partition_count(t) for t in topics if t in self.broker.topics}
+        self.faults.after("kafka.partition_counts")
+        return counts
 
     def create_topics(self, specs: Sequence[TopicSpec]) -> list[str]:
         """Create the missing topics of ``specs``."""
@@ -283,7 +302,9 @@ class MemoryKafka:
         self.before("kafka.read_log")
         if topic not in self.broker.topics:
             return []
-        return [(r.key, r.value) for r in self.broker.records(topic, partition)]
+        records = [(r.key, r.value) for r in self.broker.records(topic, partition)]
+        self.faults.after("kafka.read_log")
+        return records
 
     def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> None:
         """Write ``records`` to ``topic[0]``."""

@@ -39,6 +39,10 @@ class Plan:
     kill_rate: float = 0.0
     #: chance per broker call that it fails (KafkaIOError)
     fail_rate: float = 0.0
+    #: chance per registry/metadata read that its reply comes late (up to 4s)
+    slow_rate: float = 0.0
+    #: chance that a participant of a handoff is killed right after the handoff moved on
+    protocol_kill_rate: float = 0.0
     #: chance per step that the control log and the registry are compacted
     compact_rate: float = 0.0
     #: chance per kill that the killed processor's state directory is lost too
@@ -56,40 +60,38 @@ class Plan:
             f"processors, {self.keys} keys, {self.producers} producer(s) x {self.records} "
             f"records, batches of {self.max_records}, ready_lag {self.ready_lag}, "
             f"{'RocksDB' if self.rocksdb else 'memory'} stores",
-            f"faults: kill {self.kill_rate:.4f}/step (at most {self.max_kills}), fail "
-            f"{self.fail_rate:.4f}/call, compact {self.compact_rate:.4f}/step, lose disk "
+            f"faults: kill {self.kill_rate:.4f}/step and {self.protocol_kill_rate:.2f}/handoff "
+            f"step (at most {self.max_kills}), fail {self.fail_rate:.4f}/call, slow "
+            f"{self.slow_rate:.3f}/read, compact {self.compact_rate:.4f}/step, lose disk "
             f"{self.lose_disk_rate:.2f}/kill, chaos for {self.chaos_steps} steps",
         ]
         lines += [f"  {i + 1}. {op}" for i, op in enumerate(self.operations)]
         return "\n".join(lines)
 
+    def literal(self) -> str:
+        """The plan as Python (to keep a failing schedule as a regression case)."""
+        return repr(self).replace("tests.sim.plan.", "")
+
     def simpler(self) -> list[Plan]:
         """Smaller variants of this plan, most aggressive first (for shrinking)."""
-        out: list[Plan] = []
         ops = self.operations
-        for i in range(len(ops)):
-            out.append(replace(self, operations=ops[:i] + ops[i + 1 :]))
-        if self.kill_rate:
-            out.append(replace(self, kill_rate=0.0, lose_disk_rate=0.0))
-        if self.max_kills is None or self.max_kills > 1:
-            out.append(replace(self, max_kills=1 if self.max_kills is None else self.max_kills - 1))
-        if self.fail_rate:
-            out.append(replace(self, fail_rate=0.0))
-        if self.compact_rate:
-            out.append(replace(self, compact_rate=0.0))
-        if self.lose_disk_rate:
-            out.append(replace(self, lose_disk_rate=0.0))
-        if self.rocksdb:
-            out.append(replace(self, rocksdb=False))
-        if self.producers > 1:
-            out.append(replace(self, producers=self.producers - 1))
-        if self.keys > 1:
-            out.append(replace(self, keys=max(1, self.keys // 2)))
-        if self.records > 4:
-            out.append(replace(self, records=self.records // 2))
-        if self.chaos_steps > 500:
-            out.append(replace(self, chaos_steps=self.chaos_steps // 2))
-        return out
+        out = [replace(self, operations=ops[:i] + ops[i + 1 :]) for i in range(len(ops))]
+        fewer_kills = 1 if self.max_kills is None else max(0, self.max_kills - 1)
+        candidates = [
+            replace(self, kill_rate=0.0),
+            replace(self, protocol_kill_rate=0.0),
+            replace(self, max_kills=fewer_kills),
+            replace(self, fail_rate=0.0),
+            replace(self, slow_rate=0.0),
+            replace(self, compact_rate=0.0),
+            replace(self, lose_disk_rate=0.0),
+            replace(self, rocksdb=False),
+            replace(self, producers=max(1, self.producers - 1)),
+            replace(self, keys=max(1, self.keys // 2)),
+            replace(self, records=max(4, self.records // 2)),
+            replace(self, chaos_steps=max(500, self.chaos_steps // 2)),
+        ]
+        return out + [candidate for candidate in candidates if candidate != self]
 
 
 def draw_plan(seed: int) -> Plan:
@@ -124,6 +126,8 @@ def draw_plan(seed: int) -> Plan:
         operations=tuple(operations),
         kill_rate=rng.choice([0.0, 0.001, 0.003, 0.01]) if chaotic else 0.0,
         fail_rate=rng.choice([0.0, 0.0, 0.002, 0.01]) if chaotic else 0.0,
+        slow_rate=rng.choice([0.0, 0.0, 0.05, 0.2]) if chaotic else 0.0,
+        protocol_kill_rate=rng.choice([0.0, 0.2, 0.5]) if chaotic else 0.0,
         compact_rate=rng.choice([0.0, 0.002, 0.01]),
         lose_disk_rate=rng.choice([0.0, 0.0, 0.3]) if chaotic else 0.0,
         rocksdb=rng.random() < 0.1,

@@ -16,14 +16,20 @@ import time
 
 from tests.sim.driver import Outcome, run_schedule, shrink
 from tests.sim.plan import draw_plan
+from tests.sim.regressions import REGRESSIONS
 
 __all__ = ["main", "run_seeds"]
 
 
-def run_seeds(seeds: list[int], *, shrink_failures: bool = True) -> list[Outcome]:
-    """Run ``seeds``; the failed outcomes (each shrunk when asked)."""
-    failed = []
+def run_seeds(
+    seeds: list[int], *, shrink_failures: bool = True, stop_first: bool = False
+) -> list[Outcome]:
+    """Run ``seeds``; the failed outcomes (each shrunk when asked; only the first one when
+    ``stop_first``)."""
+    failed: list[Outcome] = []
     for seed in seeds:
+        if stop_first and failed:
+            break
         outcome = run_schedule(draw_plan(seed))
         if not outcome.ok:
             failed.append(outcome)
@@ -41,6 +47,7 @@ def _failure(outcome: Outcome, small: Outcome) -> str:
         f"=== schedule {seed} FAILED\n{outcome.report()}\n\n"
         f"--- smallest failing variant found:\n{small.report()}\n"
         f"--- replay: pytest tests/sim -k replay --seed {seed}\n"
+        f"--- keep as a regression case: {small.plan.literal()}\n"
     )
 
 
@@ -54,14 +61,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first", type=int, default=0, help="first seed")
     parser.add_argument("--count", type=int, default=1, help="how many seeds")
     parser.add_argument("--seed", type=int, help="one seed (replay)")
+    parser.add_argument("--regression", help="one kept plan of tests/sim/regressions.py")
     parser.add_argument("--verbose", action="store_true", help="report every schedule")
     parser.add_argument("--no-shrink", action="store_true", help="report failures as they are")
+    parser.add_argument("--stop-first", action="store_true", help="stop at the first failure")
     args = parser.parse_args(argv)
     if args.seed is not None:
         seeds = [args.seed]
     else:
         seeds = list(range(args.first, args.first + args.count))
     started = time.monotonic()
+    if args.regression is not None:
+        outcome = run_schedule(REGRESSIONS[args.regression])
+        print(outcome.report(), flush=True)
+        return 0 if outcome.ok else 1
     if args.verbose:
         failed = 0
         for seed in seeds:
@@ -72,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.no_shrink:
                     print(_failure(outcome, shrink(outcome)), flush=True)
     else:
-        failed = len(run_seeds(seeds, shrink_failures=not args.no_shrink))
+        shrinking = not args.no_shrink
+        failed = len(run_seeds(seeds, shrink_failures=shrinking, stop_first=args.stop_first))
     elapsed = time.monotonic() - started
     print(
         f"{len(seeds)} schedules, {failed} failed, {elapsed:.1f}s "

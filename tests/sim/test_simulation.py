@@ -15,12 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.sim.regressions import REGRESSIONS
+
 SEEDS = int(os.environ.get("SIM_SEEDS", "1000"))
 WORKERS = 2
-#: Seeds that found defects once (kept so they stay fixed).
-#: 274, 361, 363, 865, 892: a state directory lost after a growth and a scale restarted
-#: empty and silently lost the state of the keys whose records are in the parent partition.
-REGRESSIONS: list[int] = [274, 361, 363, 865, 892]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -52,9 +50,9 @@ def test_seeded_schedules_hold_every_invariant() -> None:
     _finish(runs)
 
 
-@pytest.mark.parametrize("seed", REGRESSIONS)
-def test_regression_seed(seed: int) -> None:
-    _finish([_runner("--seed", str(seed))])
+@pytest.mark.parametrize("name", sorted(REGRESSIONS))
+def test_kept_schedules_that_once_found_a_defect(name: str) -> None:
+    _finish([_runner("--regression", name)])
 
 
 def test_replay(request: pytest.FixtureRequest) -> None:

@@ -70,11 +70,15 @@ class Chaos:
     """The faults of a world's broker calls: every call is a switch point, and while the
     chaos phase lasts a call may fail."""
 
-    def __init__(self, scheduler: Scheduler, rng: random.Random, fail_rate: float) -> None:
+    def __init__(
+        self, scheduler: Scheduler, rng: random.Random, fail_rate: float, slow_rate: float
+    ) -> None:
         self.scheduler = scheduler
         self.rng = rng
         self.fail_rate = fail_rate
+        self.slow_rate = slow_rate
         self.failures = 0
+        self.slow = 0
 
     def before(self, operation: str) -> str | None:
         """Switch, then maybe fail ``operation`` (before or after its write)."""
@@ -88,6 +92,14 @@ class Chaos:
                 return "after"
             raise KafkaIOError(f"simulated failure of {operation}")
         return None
+
+    def after(self, operation: str) -> None:
+        """Maybe answer late: the reply (read before) arrives up to 4s later."""
+        if self.scheduler.current is None or not self.slow_rate:
+            return
+        if self.rng.random() < self.slow_rate:
+            self.slow += 1
+            self.scheduler.sleep(self.rng.uniform(0.1, 4.0))
 
 
 @dataclass
@@ -112,7 +124,9 @@ class World:
         self.scheduler = Scheduler(random.Random(plan.seed * 7 + 1))
         self.clock = self.scheduler.clock
         self.broker = Broker(random.Random(plan.seed * 7 + 2))
-        self.chaos = Chaos(self.scheduler, random.Random(plan.seed * 7 + 3), plan.fail_rate)
+        self.chaos = Chaos(
+            self.scheduler, random.Random(plan.seed * 7 + 3), plan.fail_rate, plan.slow_rate
+        )
         self.disks = Disks(root / "state", plan.rocksdb)
         self.app: App = make_app(
             root / "state",
@@ -125,6 +139,8 @@ class World:
         self.events = Events()
         self.driver = MemoryKafka(self.broker, self.clock, name="driver")
         self.processors: dict[int, Party] = {}
+        #: when a processor was last started (the world is not settled right after)
+        self.last_start = 0.0
         self.restart_at: dict[int, float] = {}
         self.producers: list[Party] = []
         self.operator: Party | None = None
@@ -179,6 +195,7 @@ class World:
             runtime.run()
 
         self.processors[processor] = self.spawn(f"processor-{processor}", body)
+        self.last_start = self.clock.monotonic()
 
     def control(self) -> ControlState:
         """The control state as the driver reads it now."""
@@ -228,7 +245,8 @@ class World:
         if party is None or not party.runnable:
             return
         self.scheduler.kill(party)
-        self.events.kills.append(f"t={self.clock.monotonic():.2f} processor-{processor}")
+        lost = " and its state directory" if lose_disk else ""
+        self.events.kills.append(f"t={self.clock.monotonic():.2f} processor-{processor}{lost}")
         self.restart_at[processor] = self.clock.monotonic() + RESTART_SECONDS
         if lose_disk:
             self.disks.lose(processor_path(self.app.config.app_state_dir, processor))
@@ -254,7 +272,8 @@ class World:
                 self.produced += 1
                 if rng.random() < 0.3:
                     producer.flush(5)
-                self.clock.sleep(rng.uniform(0.0, 0.2))
+                if rng.random() < 0.5:  # bursts: processors fall behind now and then
+                    self.clock.sleep(rng.uniform(0.0, 0.4))
             producer.close(5)
 
         self.producers.append(self.spawn(name, body))

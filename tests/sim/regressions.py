@@ -1,11 +1,80 @@
 """Schedules that once found a defect, kept as plans (a seed alone would draw another
 schedule as soon as the plan generator changes). ``python -m tests.sim.runner --regression
-NAME`` replays one; the suite runs them all."""
+NAME`` replays one; the suite runs them all. Each failed before its fix."""
 
 from __future__ import annotations
 
-from tests.sim.plan import Plan
+from tests.sim.plan import Operation, Plan
 
 __all__ = ["REGRESSIONS"]
 
-REGRESSIONS: dict[str, Plan] = {}
+REGRESSIONS: dict[str, Plan] = {
+    # A state directory lost after a growth and a scale: the processor restarted empty and
+    # silently lost the state of the keys whose records are in the parent partition (seeds
+    # 274, 361, 363, 865, 892 of the first generator; it now stops and names the fix).
+    "lost-disk-after-growth-361": Plan(
+        seed=361,
+        partitions=2,
+        initial_processors=2,
+        keys=1,
+        producers=1,
+        records=4,
+        max_records=3,
+        ready_lag=0,
+        operations=(Operation("expand", 4, 2.8), Operation("scale", 3, 1.6)),
+        kill_rate=0.01,
+        lose_disk_rate=0.3,
+        chaos_steps=3000,
+    ),
+    "lost-disk-after-growth-667": Plan(
+        seed=667,
+        partitions=2,
+        initial_processors=1,
+        keys=3,
+        producers=1,
+        records=13,
+        max_records=1,
+        ready_lag=0,
+        operations=(Operation("expand", 4, 1.1), Operation("scale", 3, 1.0)),
+        kill_rate=0.01,
+        lose_disk_rate=0.3,
+        chaos_steps=1000,
+    ),
+    # An old owner whose state held no offset of a moved partition the group had committed
+    # at 0 waited for a restore that never came: the scale stayed READY forever.
+    "release-waits-for-nothing-80": Plan(
+        seed=80,
+        partitions=4,
+        initial_processors=2,
+        keys=6,
+        producers=1,
+        records=20,
+        max_records=3,
+        ready_lag=2,
+        operations=(
+            Operation("expand", 8, 1.6),
+            Operation("scale", 6, 2.8),
+            Operation("abort", 0, 0.2),
+            Operation("scale", 7, 1.7),
+        ),
+        kill_rate=0.003,
+        protocol_kill_rate=0.2,
+        compact_rate=0.002,
+        chaos_steps=3000,
+    ),
+    "release-waits-for-nothing-544": Plan(
+        seed=544,
+        partitions=4,
+        initial_processors=2,
+        keys=8,
+        producers=2,
+        records=11,
+        max_records=20,
+        ready_lag=2,
+        operations=(Operation("scale", 4, 2.8),),
+        kill_rate=0.01,
+        slow_rate=0.2,
+        protocol_kill_rate=0.2,
+        chaos_steps=500,
+    ),
+}

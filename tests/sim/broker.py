@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +91,8 @@ class Broker:
         self.topics: dict[str, Topic] = {}
         #: group id -> position -> committed next offset
         self.groups: dict[str, dict[Position, int]] = {}
+        #: called with every record written (the adversary reacts to protocol steps)
+        self.watchers: list[Callable[[StoredRecord], None]] = []
 
     # -- topics --------------------------------------------------------------------------
 
@@ -153,6 +156,8 @@ class Broker:
         stored = StoredRecord(position[0], position[1], log.end, **record)
         log.records.append(stored)
         log.end += 1
+        for watcher in self.watchers:
+            watcher(stored)
         return stored
 
     def records(self, name: str, partition: int) -> list[StoredRecord]:

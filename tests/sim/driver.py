@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from unittest import mock
 
+from framework.coordination.registry import TopicRegistry
 from framework.kafka import KafkaIOError
 from statestore import processor_path
 from tests.sim.app import INPUT
@@ -96,8 +97,10 @@ def _run(plan: Plan, root: Path) -> Outcome:
         for _ in range(plan.producers):
             world.start_producer(plan.records)
         world.start_operator(plan.operations)
+        world.kill_at_protocol_steps()
         _chaos(world, plan)
-        world.chaos.fail_rate = 0.0
+        world.chaos.active = False
+        world.protocol_kills = 0.0
         settled = None if world.events.halted else _settle(world)
         outcome.steps = scheduler.steps
         outcome.simulated_seconds = scheduler.now
@@ -126,15 +129,12 @@ def _chaos(world: World, plan: Plan) -> None:
     rng = world.rng
     next_look = 0.0
     kills = 0
-    phases: dict[tuple[int, int], str] = {}
     for _ in range(plan.chaos_steps):
         if world.events.halted:
             return
         if scheduler.now >= next_look:
             _supervise(world)
             next_look = scheduler.now + SUPERVISE_SECONDS
-            if plan.protocol_kill_rate and (plan.max_kills is None or kills < plan.max_kills):
-                kills += _kill_at_protocol_steps(world, plan, phases)
         if scheduler.step() is None:
             scheduler.now += SUPERVISE_SECONDS
         if plan.kill_rate and rng.random() < plan.kill_rate:
@@ -144,28 +144,8 @@ def _chaos(world: World, plan: Plan) -> None:
             _kill_someone(world, plan)
         if plan.compact_rate and rng.random() < plan.compact_rate:
             world.compact()
-
-
-def _kill_at_protocol_steps(world: World, plan: Plan, phases: dict[tuple[int, int], str]) -> int:
-    """Kill a participant of a handoff that moved on since the last look (maybe); how many
-    were killed."""
-    try:
-        scale = world.control().scale
-    except KafkaIOError:
-        return 0
-    if scale is None:
-        return 0
-    killed = 0
-    for (source, target), handoff in sorted(scale.handoffs.items()):
-        phase = handoff.phase.value
-        key = (scale.generation * 1000 + source, target)
-        if phases.get(key) != phase:
-            phases[key] = phase
-            if world.rng.random() < plan.protocol_kill_rate:
-                victim = world.rng.choice([source, target])
-                world.kill_processor(victim, world.rng.random() < plan.lose_disk_rate)
-                killed += 1
-    return killed
+        if plan.outage_rate and rng.random() < plan.outage_rate:
+            world.chaos.outage(rng.uniform(1.0, 6.0))
 
 
 def _kill_someone(world: World, plan: Plan) -> None:
@@ -196,6 +176,7 @@ def _settle(world: World) -> int | None:
             return None
         if scheduler.now >= next_look:
             _supervise(world)
+            _resume_growth(world)
             next_look = scheduler.now + SUPERVISE_SECONDS
             processors = _quiet(world)
             if processors is None or scheduler.now - world.last_start < QUIET_SECONDS:
@@ -207,6 +188,17 @@ def _settle(world: World) -> int | None:
         if scheduler.step() is None:
             scheduler.now += SUPERVISE_SECONDS
     return None
+
+
+def _resume_growth(world: World) -> None:
+    """An operator runs ``expand`` again while a growth it started is unfinished (as
+    ``status`` tells one to)."""
+    if world.operator is not None and world.operator.runnable:
+        return
+    entry = TopicRegistry(world.driver).read().get(INPUT)
+    pending = entry is not None and (entry.growth is not None or entry.pending())
+    if pending or world.control().growth is not None:
+        world.start_operator(())
 
 
 def _quiet(world: World) -> int | None:
@@ -262,6 +254,8 @@ def _events(world: World) -> list[str]:
         lines.append(f"{world.chaos.failures} failed broker calls")
     if world.chaos.slow:
         lines.append(f"{world.chaos.slow} slow replies")
+    if world.chaos.outages:
+        lines.append(f"{world.chaos.outages} broker outages")
     return lines
 
 

@@ -43,6 +43,8 @@ class Plan:
     slow_rate: float = 0.0
     #: chance that a participant of a handoff is killed right after the handoff moved on
     protocol_kill_rate: float = 0.0
+    #: chance per step that the broker becomes unreachable for 1-6 seconds
+    outage_rate: float = 0.0
     #: chance per step that the control log and the registry are compacted
     compact_rate: float = 0.0
     #: chance per kill that the killed processor's state directory is lost too
@@ -62,7 +64,8 @@ class Plan:
             f"{'RocksDB' if self.rocksdb else 'memory'} stores",
             f"faults: kill {self.kill_rate:.4f}/step and {self.protocol_kill_rate:.2f}/handoff "
             f"step (at most {self.max_kills}), fail {self.fail_rate:.4f}/call, slow "
-            f"{self.slow_rate:.3f}/read, compact {self.compact_rate:.4f}/step, lose disk "
+            f"{self.slow_rate:.3f}/read, outage {self.outage_rate:.4f}/step, compact "
+            f"{self.compact_rate:.4f}/step, lose disk "
             f"{self.lose_disk_rate:.2f}/kill, chaos for {self.chaos_steps} steps",
         ]
         lines += [f"  {i + 1}. {op}" for i, op in enumerate(self.operations)]
@@ -83,6 +86,7 @@ class Plan:
             replace(self, max_kills=fewer_kills),
             replace(self, fail_rate=0.0),
             replace(self, slow_rate=0.0),
+            replace(self, outage_rate=0.0),
             replace(self, compact_rate=0.0),
             replace(self, lose_disk_rate=0.0),
             replace(self, rocksdb=False),
@@ -105,6 +109,9 @@ def draw_plan(seed: int) -> Plan:
         kind = rng.choice(["scale", "scale", "scale", "expand", "abort"])
         if kind == "scale":  # mostly a count the layout allows, sometimes one it refuses
             choices = [p for p in range(initial_processors, grown + 1) if p != processors]
+            extremes = [p for p in (initial_processors, grown) if p != processors]
+            if extremes and rng.random() < 0.4:  # all the way in or out: several sources
+                choices = extremes
             value = rng.choice(choices) if choices and rng.random() < 0.9 else grown + 1
             processors = value if value <= grown else processors
         elif kind == "expand":
@@ -128,6 +135,7 @@ def draw_plan(seed: int) -> Plan:
         fail_rate=rng.choice([0.0, 0.0, 0.002, 0.01]) if chaotic else 0.0,
         slow_rate=rng.choice([0.0, 0.0, 0.05, 0.2]) if chaotic else 0.0,
         protocol_kill_rate=rng.choice([0.0, 0.2, 0.5]) if chaotic else 0.0,
+        outage_rate=rng.choice([0.0, 0.0, 0.0005, 0.002]) if chaotic else 0.0,
         compact_rate=rng.choice([0.0, 0.002, 0.01]),
         lose_disk_rate=rng.choice([0.0, 0.0, 0.3]) if chaotic else 0.0,
         rocksdb=rng.random() < 0.1,

@@ -10,6 +10,7 @@ the control state gives work and that is not running, as ``splitstate run --all`
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from framework.runtime.loop import ProcessorRuntime
 from rebalance.control import ControlState
 from statestore import processor_path
 from tests.sim.app import INPUT, OUTPUT, make_app
-from tests.sim.broker import Broker
+from tests.sim.broker import Broker, StoredRecord
 from tests.sim.disks import Disks
 from tests.sim.kafka import MemoryKafka
 from tests.sim.plan import Operation, Plan
@@ -79,23 +80,35 @@ class Chaos:
         self.slow_rate = slow_rate
         self.failures = 0
         self.slow = 0
+        #: the chaos phase is on (faults stop when it ends)
+        self.active = True
+        #: the broker is unreachable until this simulated time
+        self.outage_until = 0.0
+        self.outages = 0
 
     def before(self, operation: str) -> str | None:
         """Switch, then maybe fail ``operation`` (before or after its write)."""
         scheduler = self.scheduler
         scheduler.switch()
-        if scheduler.current is None or not self.fail_rate or operation not in FALLIBLE:
+        if scheduler.current is None or not self.active or operation not in FALLIBLE:
             return None
-        if self.rng.random() < self.fail_rate:
+        if scheduler.now < self.outage_until:
+            raise KafkaIOError(f"simulated outage: {operation} failed (broker unreachable)")
+        if self.fail_rate and self.rng.random() < self.fail_rate:
             self.failures += 1
             if operation in AMBIGUOUS and self.rng.random() < 0.5:
                 return "after"
             raise KafkaIOError(f"simulated failure of {operation}")
         return None
 
+    def outage(self, seconds: float) -> None:
+        """The broker is unreachable for ``seconds`` from now."""
+        self.outages += 1
+        self.outage_until = self.scheduler.now + seconds
+
     def after(self, operation: str) -> None:
         """Maybe answer late: the reply (read before) arrives up to 4s later."""
-        if self.scheduler.current is None or not self.slow_rate:
+        if self.scheduler.current is None or not self.slow_rate or not self.active:
             return
         if self.rng.random() < self.slow_rate:
             self.slow += 1
@@ -137,6 +150,8 @@ class World:
             ready_lag=plan.ready_lag,
         )
         self.events = Events()
+        #: the chance of a kill right after a handoff record (0 once the chaos phase ends)
+        self.protocol_kills = plan.protocol_kill_rate
         self.driver = MemoryKafka(self.broker, self.clock, name="driver")
         self.processors: dict[int, Party] = {}
         #: when a processor was last started (the world is not settled right after)
@@ -322,6 +337,22 @@ class World:
                 self.clock.sleep(1.0)
 
     # -- adversary -----------------------------------------------------------------------
+
+    def kill_at_protocol_steps(self) -> None:
+        """From now on, right after a handoff record lands, kill one of its two processors
+        (at the plan's rate): the writer between two calls, or the other side."""
+        config_topic = self.app.config.control_topic
+
+        def watch(record: StoredRecord) -> None:
+            if record.topic != config_topic or record.value is None or not self.chaos.active:
+                return
+            if b'"handoff"' not in record.value or self.rng.random() >= self.protocol_kills:
+                return
+            fact = json.loads(record.value)
+            victim = self.rng.choice([int(fact["source"]), int(fact["target"])])
+            self.kill_processor(victim, self.rng.random() < self.plan.lose_disk_rate)
+
+        self.broker.watchers.append(watch)
 
     def compact(self) -> None:
         """Compact the control log and the topic registry."""

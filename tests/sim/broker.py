@@ -91,6 +91,9 @@ class Broker:
         self.topics: dict[str, Topic] = {}
         #: group id -> position -> committed next offset
         self.groups: dict[str, dict[Position, int]] = {}
+        #: every record ever written to each topic (compaction and retention delete from the
+        #: logs, not from here: the checks' truth)
+        self.ledger: dict[str, list[StoredRecord]] = {}
         #: called with every record written (the adversary reacts to protocol steps)
         self.watchers: list[Callable[[StoredRecord], None]] = []
 
@@ -156,6 +159,7 @@ class Broker:
         stored = StoredRecord(position[0], position[1], log.end, **record)
         log.records.append(stored)
         log.end += 1
+        self.ledger.setdefault(position[0], []).append(stored)
         for watcher in self.watchers:
             watcher(stored)
         return stored

@@ -15,6 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from framework.growth.markers import is_marker
+from framework.ops.status import collect_status
 from rebalance import bucket, key_hash
 from statestore import processor_path
 from tests.sim.app import INPUT, OUTPUT, FoldState
@@ -36,15 +37,15 @@ class Violation:
 
 
 def _input(world: World) -> dict[bytes, dict[str, list[int]]]:
-    """Each key's delivered seqs per producer, as the input holds them."""
+    """Each key's delivered seqs per producer: every record the input ever held (retention
+    may have deleted some since)."""
     seqs: dict[bytes, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for partition in range(world.broker.partition_count(INPUT)):
-        for record in world.broker.records(INPUT, partition):
-            if is_marker(record.headers):
-                continue
-            assert record.key is not None and record.value is not None
-            producer, seq = record.value.decode().rsplit(":", 1)
-            seqs[record.key][producer].append(int(seq))
+    for record in world.broker.ledger.get(INPUT, []):
+        if is_marker(record.headers):
+            continue
+        assert record.key is not None and record.value is not None
+        producer, seq = record.value.decode().rsplit(":", 1)
+        seqs[record.key][producer].append(int(seq))
     return seqs
 
 
@@ -88,7 +89,36 @@ def check_world(world: World, processors: int) -> Violation:
                 f"bad={state['bad']}; the input holds n={expected_n} last={expected_last}"
             )
     _check_outputs(world, truth, found, complete=True)
+    _check_status(world, processors, found)
     return found
+
+
+def _check_status(world: World, processors: int, found: Violation) -> None:
+    """``splitstate status`` agrees with the control state: generation, owners, no lag."""
+    status = collect_status(world.app, kafka=world.driver)
+    state = world.control()
+    generation = state.generation.generation if state.generation else None
+    if status.generation != generation or status.scaling_to is not None:
+        found.add(
+            f"status says generation {status.generation} (scaling to {status.scaling_to}), "
+            f"the control log {generation} (scale {state.scaling})"
+        )
+    counts = {INPUT: world.broker.partition_count(INPUT)}
+    owners = {p: j for j in range(processors) for p in state.owned(j, counts)}
+    listed = [p for processor in status.processors for p in processor.partitions]
+    for partition in listed:
+        position = (partition.topic, partition.partition)
+        if partition.topic != INPUT:
+            continue
+        if owners.get(position) != partition.owner:
+            found.add(
+                f"status says {position} is processor {partition.owner}'s, the control "
+                f"state says {owners.get(position)}'s"
+            )
+        if partition.lag:
+            found.add(f"status shows {position} lagging by {partition.lag} once settled")
+    if sorted((p.topic, p.partition) for p in listed) != sorted(owners):
+        found.add(f"status lists {sorted((p.topic, p.partition) for p in listed)}")
 
 
 def check_outputs(world: World) -> Violation:

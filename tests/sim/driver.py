@@ -26,7 +26,7 @@ from framework.kafka import KafkaIOError
 from statestore import processor_path
 from tests.sim.app import INPUT
 from tests.sim.checks import check_outputs, check_world
-from tests.sim.plan import Plan
+from tests.sim.plan import Operation, Plan
 from tests.sim.world import World
 
 __all__ = ["Outcome", "run_schedule", "shrink"]
@@ -144,6 +144,8 @@ def _chaos(world: World, plan: Plan) -> None:
             _kill_someone(world, plan)
         if plan.compact_rate and rng.random() < plan.compact_rate:
             world.compact()
+        if plan.retention_rate and rng.random() < plan.retention_rate:
+            world.delete_processed()
         if plan.outage_rate and rng.random() < plan.outage_rate:
             world.chaos.outage(rng.uniform(1.0, 6.0))
 
@@ -176,7 +178,7 @@ def _settle(world: World) -> int | None:
             return None
         if scheduler.now >= next_look:
             _supervise(world)
-            _resume_growth(world)
+            _operator_fixes(world)
             next_look = scheduler.now + SUPERVISE_SECONDS
             processors = _quiet(world)
             if processors is None or scheduler.now - world.last_start < QUIET_SECONDS:
@@ -190,14 +192,18 @@ def _settle(world: World) -> int | None:
     return None
 
 
-def _resume_growth(world: World) -> None:
-    """An operator runs ``expand`` again while a growth it started is unfinished (as
-    ``status`` tells one to)."""
+def _operator_fixes(world: World) -> None:
+    """What ``status`` tells an operator to do: run ``expand`` again while a growth is
+    unfinished, abort a scale whose receiver stopped."""
     if world.operator is not None and world.operator.runnable:
+        return
+    state = world.control()
+    if state.scaling is not None and state.scaling.stopped:
+        world.start_operator((Operation("abort"),))
         return
     entry = TopicRegistry(world.driver).read().get(INPUT)
     pending = entry is not None and (entry.growth is not None or entry.pending())
-    if pending or world.control().growth is not None:
+    if pending or state.growth is not None:
         world.start_operator(())
 
 
@@ -250,6 +256,8 @@ def _events(world: World) -> list[str]:
     lines += [f"refused {r}" for r in events.refusals]
     if events.compactions:
         lines.append(f"{events.compactions} compactions")
+    if events.retention:
+        lines.append(f"retention deleted input {events.retention} times")
     if world.chaos.failures:
         lines.append(f"{world.chaos.failures} failed broker calls")
     if world.chaos.slow:

@@ -45,6 +45,8 @@ class Plan:
     protocol_kill_rate: float = 0.0
     #: chance per step that the broker becomes unreachable for 1-6 seconds
     outage_rate: float = 0.0
+    #: chance per step that retention deletes a processed prefix of an input partition
+    retention_rate: float = 0.0
     #: chance per step that the control log and the registry are compacted
     compact_rate: float = 0.0
     #: chance per kill that the killed processor's state directory is lost too
@@ -64,7 +66,8 @@ class Plan:
             f"{'RocksDB' if self.rocksdb else 'memory'} stores",
             f"faults: kill {self.kill_rate:.4f}/step and {self.protocol_kill_rate:.2f}/handoff "
             f"step (at most {self.max_kills}), fail {self.fail_rate:.4f}/call, slow "
-            f"{self.slow_rate:.3f}/read, outage {self.outage_rate:.4f}/step, compact "
+            f"{self.slow_rate:.3f}/read, outage {self.outage_rate:.4f}/step, retention "
+            f"{self.retention_rate:.4f}/step, compact "
             f"{self.compact_rate:.4f}/step, lose disk "
             f"{self.lose_disk_rate:.2f}/kill, chaos for {self.chaos_steps} steps",
         ]
@@ -87,6 +90,7 @@ class Plan:
             replace(self, fail_rate=0.0),
             replace(self, slow_rate=0.0),
             replace(self, outage_rate=0.0),
+            replace(self, retention_rate=0.0),
             replace(self, compact_rate=0.0),
             replace(self, lose_disk_rate=0.0),
             replace(self, rocksdb=False),
@@ -136,6 +140,7 @@ def draw_plan(seed: int) -> Plan:
         slow_rate=rng.choice([0.0, 0.0, 0.05, 0.2]) if chaotic else 0.0,
         protocol_kill_rate=rng.choice([0.0, 0.2, 0.5]) if chaotic else 0.0,
         outage_rate=rng.choice([0.0, 0.0, 0.0005, 0.002]) if chaotic else 0.0,
+        retention_rate=rng.choice([0.0, 0.0, 0.0, 0.001]) if chaotic else 0.0,
         compact_rate=rng.choice([0.0, 0.002, 0.01]),
         lose_disk_rate=rng.choice([0.0, 0.0, 0.3]) if chaotic else 0.0,
         rocksdb=rng.random() < 0.1,

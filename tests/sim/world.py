@@ -124,6 +124,7 @@ class Events:
     errors: list[str] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
     compactions: int = 0
+    retention: int = 0
     #: why a processor stopped for the operator (``ProcessorStoppedError``), if one did
     halted: str | None = None
 
@@ -353,6 +354,18 @@ class World:
             self.kill_processor(victim, self.rng.random() < self.plan.lose_disk_rate)
 
         self.broker.watchers.append(watch)
+
+    def delete_processed(self) -> None:
+        """Retention deletes a prefix of an input partition that the app's group already
+        committed (what a retention longer than the processing lag deletes)."""
+        partitions = self.broker.partition_count(INPUT)
+        if not partitions:
+            return
+        partition = self.rng.randrange(partitions)
+        committed = self.broker.groups.get(self.app.config.app_id, {}).get((INPUT, partition))
+        if committed:
+            self.broker.delete_before(INPUT, partition, self.rng.randint(1, committed))
+            self.events.retention += 1
 
     def compact(self) -> None:
         """Compact the control log and the topic registry."""

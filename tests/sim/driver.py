@@ -107,12 +107,15 @@ def _run(plan: Plan, root: Path) -> Outcome:
         outcome.events = _events(world)
         halted = world.events.halted
         if halted is not None:
-            # a processor stopped and asks the operator for a fix (restore or backfill): a
-            # documented stop after a lost disk, a defect otherwise; what was emitted until
-            # then must still hold
+            # a processor stopped and asks the operator for a fix (restore, backfill, an
+            # archive): documented after a lost disk or deleted history, a defect otherwise;
+            # what was emitted until then must still hold
             outcome.halted = halted
-            if not world.events.lost_disks:
-                outcome.problems.append(f"stopped without a lost disk: {halted}")
+            documented = (world.events.lost_disks and "lost state directory" in halted) or (
+                world.events.retention and "retention deleted" in halted
+            )
+            if not documented:
+                outcome.problems.append(f"stopped without a lost disk or retention: {halted}")
             outcome.problems += check_outputs(world).problems
             return outcome
         if settled is None:
@@ -137,6 +140,8 @@ def _chaos(world: World, plan: Plan) -> None:
             next_look = scheduler.now + SUPERVISE_SECONDS
         if scheduler.step() is None:
             scheduler.now += SUPERVISE_SECONDS
+        if world.kills_due:
+            world.kill_due()
         if plan.kill_rate and rng.random() < plan.kill_rate:
             if plan.max_kills is not None and kills >= plan.max_kills:
                 continue
@@ -198,8 +203,14 @@ def _operator_fixes(world: World) -> None:
     if world.operator is not None and world.operator.runnable:
         return
     state = world.control()
-    if state.scaling is not None and state.scaling.stopped:
-        world.start_operator((Operation("abort"),))
+    scale = state.scaling
+    if scale is not None and scale.stopped:
+        released = [h for h in scale.handoffs.values() if h.phase.value in ("RELEASED", "COMPLETE")]
+        if released:  # it can neither finish nor be aborted: the operator must step in
+            reasons = "; ".join(f"processor {j}: {why}" for j, why in sorted(scale.stopped.items()))
+            world.events.halted = f"a scale that can only finish has a stopped receiver: {reasons}"
+        else:
+            world.start_operator((Operation("abort"),))
         return
     entry = TopicRegistry(world.driver).read().get(INPUT)
     pending = entry is not None and (entry.growth is not None or entry.pending())

@@ -153,6 +153,8 @@ class World:
         self.events = Events()
         #: the chance of a kill right after a handoff record (0 once the chaos phase ends)
         self.protocol_kills = plan.protocol_kill_rate
+        #: kills decided at a handoff record, due a little later: (simulated time, processor)
+        self.kills_due: list[tuple[float, int]] = []
         self.driver = MemoryKafka(self.broker, self.clock, name="driver")
         self.processors: dict[int, Party] = {}
         #: when a processor was last started (the world is not settled right after)
@@ -341,7 +343,8 @@ class World:
 
     def kill_at_protocol_steps(self) -> None:
         """From now on, right after a handoff record lands, kill one of its two processors
-        (at the plan's rate): the writer between two calls, or the other side."""
+        (at the plan's rate): the writer between two calls, or the other side; half of the
+        kills come 0.2-3 seconds later instead."""
         config_topic = self.app.config.control_topic
 
         def watch(record: StoredRecord) -> None:
@@ -351,7 +354,11 @@ class World:
                 return
             fact = json.loads(record.value)
             victim = self.rng.choice([int(fact["source"]), int(fact["target"])])
-            self.kill_processor(victim, self.rng.random() < self.plan.lose_disk_rate)
+            if self.rng.random() < 0.5:  # now, or a little later (live records meanwhile)
+                self.kill_processor(victim, self.rng.random() < self.plan.lose_disk_rate)
+            else:
+                due = self.clock.monotonic() + self.rng.uniform(0.2, 3.0)
+                self.kills_due.append((due, victim))
 
         self.broker.watchers.append(watch)
 
@@ -366,6 +373,14 @@ class World:
         if committed:
             self.broker.delete_before(INPUT, partition, self.rng.randint(1, committed))
             self.events.retention += 1
+
+    def kill_due(self) -> None:
+        """Carry out the kills whose time came."""
+        now = self.clock.monotonic()
+        due = [victim for at, victim in self.kills_due if at <= now]
+        self.kills_due = [(at, victim) for at, victim in self.kills_due if at > now]
+        for victim in due:
+            self.kill_processor(victim, self.rng.random() < self.plan.lose_disk_rate)
 
     def compact(self) -> None:
         """Compact the control log and the topic registry."""

@@ -116,6 +116,18 @@ class Assignment:
         self.blocked = blocked
         return owned - set(blocked)
 
+    def _check_rebuildable(
+        self, position: Position, owned: set[Position], start: int | None
+    ) -> None:
+        check_rebuildable(
+            self.processor,
+            position,
+            owned,
+            start,
+            inputs=self.layout.inputs,
+            state_dir=self._database.path,
+        )
+
     def assign(self, owned: set[Position]) -> None:
         """Make the consumer read exactly ``owned``, each from the state's offset."""
         added, removed = owned - self.owned, self.owned - owned
@@ -143,14 +155,7 @@ class Assignment:
                 if group is not None and group > (start or 0):
                     # The group processed records this state lacks (a lost state directory):
                     # rebuild them without repeating their outputs.
-                    check_rebuildable(
-                        self.processor,
-                        position,
-                        owned,
-                        start,
-                        inputs=self.layout.inputs,
-                        state_dir=self._database.path,
-                    )
+                    self._check_rebuildable(position, owned, start)
                     self.restore_below[position] = group
                     log.warning(
                         "processor %d: rebuilding %s[%d] up to %d without output",
@@ -161,14 +166,7 @@ class Assignment:
                 elif start is None and self._check_lost:
                     # nothing processed here, but the keys may have history in an ancestor
                     # another processor reads (the state built for them is what was lost)
-                    check_rebuildable(
-                        self.processor,
-                        position,
-                        owned,
-                        start,
-                        inputs=self.layout.inputs,
-                        state_dir=self._database.path,
-                    )
+                    self._check_rebuildable(position, owned, start)
                 elif start is not None and (group is None or group < start):
                     # state built elsewhere (a backfill, a catch-up): the group's offset is T1
                     # for catch-ups reading this partition, so it says what the state holds

@@ -2,37 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import orjson
 
 from framework.processing import StoredMessage
 from framework.runtime.crashes import CrashGuard, skipped_records
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
+from tests.clocks import ManualClock
 
 T0, T1 = ("t", 0), ("t", 1)
 
 
-class StillClock:
-    """A clock that stays at one instant (the guard only reads the wall time)."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def time(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        raise AssertionError("the crash guard never waits")
-
-    def start(self, name: str, target: Callable[[], None]) -> None:
-        raise AssertionError("the crash guard starts no background work")
-
-
-CLOCK = StillClock(1_700_000_123.25)
+CLOCK = ManualClock(1_700_000_123.25, may_sleep=False)
 
 
 def database() -> ProcessorDatabase:

@@ -2,38 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
 from framework.coordination.registry import TopicEntry
 from framework.growth.lease import ProducerLeaseError, RegistryLease
 from rebalance import TopicHistory
-
-
-class FakeClock:
-    """A clock that moves only when told (or slept on); background work is not started."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def time(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-    def start(self, name: str, target: Callable[[], None]) -> None:
-        raise AssertionError(f"{name}: the tests renew by hand")
+from tests.clocks import ManualClock
 
 
 class SlowRegistry:
     """A registry whose read takes ``read_seconds`` of the fake clock."""
 
-    def __init__(self, clock: FakeClock, entries: dict[str, TopicEntry], read_seconds: float):
+    def __init__(self, clock: ManualClock, entries: dict[str, TopicEntry], read_seconds: float):
         self.clock = clock
         self.entries = entries
         self.read_seconds = read_seconds
@@ -50,7 +30,7 @@ def _entry(topic: str, lease_ms: int = 10_000) -> TopicEntry:
 
 
 def test_a_lease_without_topics_never_runs_out() -> None:
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     lease = RegistryLease(SlowRegistry(clock, {}, 0.0), {}, clock=clock)
     clock.now += 12 * 24 * 3600.0  # past the ~11.6 days of the old 10**9 ms fallback
     assert lease.fresh()
@@ -61,7 +41,7 @@ def test_a_lease_without_topics_never_runs_out() -> None:
 
 
 def test_a_lease_runs_out_after_its_lease_without_renewal() -> None:
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     entries = {"t": _entry("t", lease_ms=10_000)}
     lease = RegistryLease(SlowRegistry(clock, entries, 0.0), entries, clock=clock)
     clock.now += 9.9
@@ -75,7 +55,7 @@ def test_a_lease_runs_out_after_its_lease_without_renewal() -> None:
 def test_renewal_counts_from_the_start_of_the_registry_read() -> None:
     # The counts a read returns are as of when it started: a growth recorded while it ran
     # is not in them. So the lease they are held under starts then, not when the read ends.
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     entries = {"t": _entry("t", lease_ms=10_000)}
     registry = SlowRegistry(clock, entries, 8.0)
     lease = RegistryLease(registry, entries, clock=clock)
@@ -92,7 +72,7 @@ def test_renewal_counts_from_the_start_of_the_registry_read() -> None:
 
 
 def test_a_failed_read_does_not_renew() -> None:
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     entries = {"t": _entry("t", lease_ms=10_000)}
     lease = RegistryLease(SlowRegistry(clock, {}, 1.0), entries, clock=clock)  # "t" missing
     assert not lease.renew()

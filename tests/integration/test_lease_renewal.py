@@ -7,38 +7,12 @@ producer whose metadata is read from the broker.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from framework.coordination.registry import TopicEntry
 from framework.growth.lease import RegistryLease
 from framework.kafka.confluent_producer import ConfluentProducer
 from rebalance import TopicHistory
+from tests.clocks import ManualClock
 from tests.conftest import ProducerFactory, TopicFactory
-
-
-class StepClock:
-    """A clock whose sleeps move time and call ``on_sleep``; background work is kept to be
-    run by the test."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps = 0
-        self.on_sleep: Callable[[int], None] = lambda _n: None
-        self.started: list[tuple[str, Callable[[], None]]] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def time(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-        self.sleeps += 1
-        self.on_sleep(self.sleeps)
-
-    def start(self, name: str, target: Callable[[], None]) -> None:
-        self.started.append((name, target))
 
 
 class CountingRegistry:
@@ -59,7 +33,7 @@ def test_the_renewer_renews_after_each_sleep_and_returns_once_closed(
     topic = topic_factory(partitions=4)
     entries = {topic: TopicEntry(TopicHistory.of(topic, [4]), lease_ms=10_000)}
     registry = CountingRegistry(entries)
-    clock = StepClock()
+    clock = ManualClock(1000.0)
     lease = RegistryLease(registry, entries, clock)
     lease.start(ConfluentProducer(producer_factory()))
     [(name, renewer)] = clock.started
@@ -84,7 +58,7 @@ def test_a_lease_closed_while_it_waits_for_new_partitions_stops_waiting(
     held = {topic: TopicEntry(TopicHistory.of(topic, [4]), lease_ms=10_000)}
     grown = {topic: TopicEntry(TopicHistory.of(topic, [4, 8]), lease_ms=10_000)}
     registry = CountingRegistry(grown)
-    clock = StepClock()
+    clock = ManualClock(1000.0)
     lease = RegistryLease(registry, held, clock)
     lease.start(ConfluentProducer(producer_factory()))
     [(_name, renewer)] = clock.started

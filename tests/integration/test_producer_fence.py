@@ -25,6 +25,7 @@ from framework.growth.placement import COUNT_HEADER, LinearHashPartitioner
 from framework.kafka import Clients
 from framework.producer import SplitstateProducer
 from rebalance import TopicHistory, bucket, key_hash
+from tests.clocks import ManualClock
 from tests.integration.harness import (
     Supervised,
     TopicReader,
@@ -74,25 +75,6 @@ def _moving_key() -> bytes:
     return _key_moved_by(2, 4)
 
 
-class HeldClock:
-    """A clock that moves only when the test moves it (``now``); nothing waits on it."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def time(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        raise AssertionError("nothing sleeps on this clock")
-
-    def start(self, name: str, target: Callable[[], None]) -> None:
-        raise AssertionError(f"{name}: this test renews nothing")
-
-
 def _producer(bootstrap: str, admin: AdminClient, topic: str) -> SplitstateProducer:
     TopicRegistry(Clients({"bootstrap.servers": bootstrap})).register(topic, 2)  # N = M = 2
     return SplitstateProducer({"bootstrap.servers": bootstrap}, [topic], TINY_QUEUE)
@@ -139,7 +121,7 @@ def test_a_produce_whose_lease_ran_out_while_it_waited_for_room_is_refused(
 ) -> None:
     topic = topic_factory(partitions=4)
     producer = _producer(kafka_bootstrap, kafka_admin, topic)
-    clock = HeldClock()
+    clock = ManualClock(may_sleep=False)
     entry = TopicEntry(TopicHistory.of(topic, [2]))
     producer.lease.close()
     producer.lease = RegistryLease(TopicRegistry(Clients({})), {topic: entry}, clock)

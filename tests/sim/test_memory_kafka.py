@@ -1,0 +1,133 @@
+"""The in-memory Kafka keeps the port's contract: the same tests as the real broker's
+(``tests/integration/test_kafka_port.py``), plus what only the simulation's adversary does."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from framework.kafka import (
+    COMPACTED,
+    DeliveryError,
+    KafkaIOError,
+    Message,
+    OffsetResetError,
+    TopicSpec,
+)
+from tests.clocks import ManualClock
+from tests.conftest import TopicFactory
+from tests.integration.test_kafka_port import (
+    test_a_consumer_reads_assigned_partitions_and_commits_offsets,
+    test_a_log_reads_back_what_was_appended_in_order,
+    test_a_missing_topic_reads_as_empty_and_has_no_watermarks,
+    test_a_record_larger_than_the_producer_takes_is_refused_with_our_error,
+    test_topics_are_created_once_and_described,
+)
+from tests.sim.broker import Broker
+from tests.sim.kafka import MemoryKafka
+
+__all__ = [
+    "test_a_consumer_reads_assigned_partitions_and_commits_offsets",
+    "test_a_log_reads_back_what_was_appended_in_order",
+    "test_a_missing_topic_reads_as_empty_and_has_no_watermarks",
+    "test_a_record_larger_than_the_producer_takes_is_refused_with_our_error",
+    "test_topics_are_created_once_and_described",
+]
+
+
+@pytest.fixture
+def kafka() -> MemoryKafka:
+    return MemoryKafka(Broker(random.Random(0)), ManualClock())
+
+
+@pytest.fixture
+def topic_factory(kafka: MemoryKafka) -> TopicFactory:
+    def create(
+        partitions: int = 1, name: str | None = None, config: dict[str, str] | None = None
+    ) -> str:
+        topic = name or f"test-{uuid.uuid4().hex[:10]}"
+        assert kafka.create_topics([TopicSpec(topic, partitions, config=config)]) == [topic]
+        return topic
+
+    return create
+
+
+def test_compaction_keeps_the_last_record_of_each_key_and_its_offset(kafka: MemoryKafka) -> None:
+    kafka.create_topics([TopicSpec("log", 1, config=COMPACTED)])
+    kafka.append("log", [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"c", b"1"), (b"b", b"2")])
+    rng = random.Random(3)
+    while len(kafka.read_log("log")) > 3:  # each pass cleans a random prefix
+        kafka.broker.compact("log", rng)
+    assert kafka.read_log("log") == [(b"a", b"2"), (b"c", b"1"), (b"b", b"2")]
+    assert [r.offset for r in kafka.broker.records("log", 0)] == [2, 3, 4]
+    assert kafka.broker.end_offset("log", 0) == 5
+
+
+def test_retention_makes_an_error_consumer_stop_and_an_earliest_one_jump(
+    kafka: MemoryKafka,
+) -> None:
+    kafka.create_topics([TopicSpec("in", 1)])
+    producer = kafka.producer()
+    for i in range(4):
+        producer.produce("in", str(i).encode(), b"k", 0)
+    producer.flush(1)
+    kafka.broker.delete_before("in", 0, 2)
+    with kafka.consumer("g", reset="error") as strict, pytest.raises(OffsetResetError):
+        strict.assign({("in", 0): 0})
+        strict.consume(10, 0.1)
+    with kafka.consumer("g", reset="earliest") as lenient:
+        lenient.assign({("in", 0): 0})
+        assert [m.offset() for m in lenient.consume(10, 0.1)] == [2, 3]
+
+
+def test_a_crash_delivers_a_prefix_of_each_partitions_queue_and_no_callbacks(
+    kafka: MemoryKafka,
+) -> None:
+    kafka.create_topics([TopicSpec("in", 2)])
+    called: list[int | None] = []
+
+    def delivered(_error: DeliveryError | None, message: Message) -> None:
+        called.append(message.offset())
+
+    for run in range(20):
+        producer = kafka.producer()
+        for i in range(6):
+            producer.produce("in", f"{run}:{i}".encode(), b"k", i % 2, on_delivery=delivered)
+        kafka.crash(random.Random(run))
+    assert not called
+    for partition in (0, 1):
+        by_run: dict[str, list[int]] = {}
+        for record in kafka.broker.records("in", partition):
+            assert record.value is not None
+            run, i = record.value.decode().split(":")
+            by_run.setdefault(run, []).append(int(i))
+        for written in by_run.values():  # a prefix of what was queued for the partition
+            assert written == list(range(partition, 6, 2))[: len(written)]
+    assert 0 < sum(len(kafka.broker.records("in", p)) for p in (0, 1)) < 20 * 6
+
+
+def test_an_append_that_times_out_after_landing_raises_yet_is_written() -> None:
+    class LateFailure:
+        def before(self, operation: str) -> str | None:
+            return "after" if operation == "kafka.append" else None
+
+        def after(self, operation: str) -> None:
+            pass
+
+    kafka = MemoryKafka(Broker(random.Random(0)), ManualClock(), faults=LateFailure())
+    kafka.create_topics([TopicSpec("log", 1, config=COMPACTED)])
+    with pytest.raises(KafkaIOError, match="landed"):
+        kafka.append("log", [(b"a", b"1")])
+    assert kafka.read_log("log") == [(b"a", b"1")]
+
+
+def test_consuming_nothing_waits_its_timeout_on_the_clock() -> None:
+    clock = ManualClock()
+    kafka = MemoryKafka(Broker(random.Random(0)), clock)
+    kafka.create_topics([TopicSpec("in", 1)])
+    with kafka.consumer("g") as consumer:
+        consumer.assign({("in", 0): None})
+        assert consumer.consume(10, 2.5) == []
+    assert clock.now == 2.5

@@ -101,8 +101,8 @@ def test_a_crash_delivers_a_prefix_of_each_partitions_queue_and_no_callbacks(
         by_run: dict[str, list[int]] = {}
         for record in kafka.broker.records("in", partition):
             assert record.value is not None
-            label, i = record.value.decode().split(":")
-            by_run.setdefault(label, []).append(int(i))
+            label, index = record.value.decode().split(":")
+            by_run.setdefault(label, []).append(int(index))
         for written in by_run.values():  # a prefix of what was queued for the partition
             assert written == list(range(partition, 6, 2))[: len(written)]
     assert 0 < sum(len(kafka.broker.records("in", p)) for p in (0, 1)) < 20 * 6

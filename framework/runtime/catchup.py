@@ -244,16 +244,26 @@ class CatchUp:
         threshold, and never past T1 (their owner's commits) either, so no record is applied
         here before its owner emitted it.
         """
-        gate = self.gates.get(position)
-        if gate is not None and self.positions[position] == 0:
-            parent, threshold = gate
-            if threshold is None or self.positions[parent] < threshold:
-                return self.positions[position]  # held back until the parent reached it
+        if self.positions[position] == 0 and self._held_back(position):
+            return self.positions[position]  # held back until its ancestors reached it
         if position in self.released:
             return self.released[position]
         committed = self.t1.get(position, self.positions[position])
         bound = None if position in self.s1 else self.bounds.get(position)
         return committed if bound is None else min(bound, committed)
+
+    def _held_back(self, position: Position) -> bool:
+        """Whether an ancestor of ``position`` has not reached the threshold below which it
+        holds records of ``position``'s keys: its parent, and the parent's own ancestors (a
+        growth by more than twice makes grandchildren whose parent was empty at the growth:
+        the parent reaching its threshold says nothing of the grandparent)."""
+        gate = self.gates.get(position)
+        if gate is None:
+            return False
+        parent, threshold = gate
+        if threshold is None or self.positions[parent] < threshold:
+            return True
+        return self.positions[parent] == 0 and self._held_back(parent)
 
     def refresh(self, force: bool = False) -> None:
         """Re-read T1 (the group's committed offsets of what is read) every half second."""

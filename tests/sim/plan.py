@@ -107,23 +107,10 @@ def draw_plan(seed: int) -> Plan:
     rng = random.Random(seed)
     initial_processors = rng.choice([1, 2, 2])
     partitions = initial_processors * rng.choice([1, 2, 2])
-    operations: list[Operation] = []
-    grown, processors = partitions, initial_processors
-    for _ in range(rng.choice([1, 2, 2, 3, 4])):
-        kind = rng.choice(["scale", "scale", "scale", "expand", "abort"])
-        if kind == "scale":  # mostly a count the layout allows, sometimes one it refuses
-            choices = [p for p in range(initial_processors, grown + 1) if p != processors]
-            extremes = [p for p in (initial_processors, grown) if p != processors]
-            if extremes and rng.random() < 0.4:  # all the way in or out: several sources
-                choices = extremes
-            value = rng.choice(choices) if choices and rng.random() < 0.9 else grown + 1
-            processors = value if value <= grown else processors
-        elif kind == "expand":
-            value = grown * rng.choice([2, 2, 3]) // rng.choice([1, 1, 2])
-            grown = max(grown, value)
-        else:
-            value = 0
-        operations.append(Operation(kind, value, round(rng.uniform(0.0, 3.0), 1)))
+    if rng.random() < 0.3:
+        operations = _out_and_back(rng, initial_processors, partitions)
+    else:
+        operations = _random_operations(rng, initial_processors, partitions)
     chaotic = rng.random() < 0.8
     return Plan(
         seed=seed,
@@ -146,3 +133,42 @@ def draw_plan(seed: int) -> Plan:
         rocksdb=rng.random() < 0.1,
         chaos_steps=rng.choice([1000, 3000, 6000]),
     )
+
+
+def _out_and_back(rng: random.Random, initial: int, partitions: int) -> list[Operation]:
+    """Grow the input, scale out past the initial partitions, then all the way back in (a
+    receiver with several sources), maybe out again."""
+    grown = partitions * rng.choice([2, 4])
+    top = rng.randint(max(initial + 1, partitions + 1), grown)
+    operations = [
+        Operation("expand", grown, round(rng.uniform(0.0, 2.0), 1)),
+        Operation("scale", top, round(rng.uniform(0.0, 2.0), 1)),
+        Operation("scale", initial, round(rng.uniform(0.0, 3.0), 1)),
+    ]
+    if rng.random() < 0.5:
+        again = rng.randint(initial + 1, grown)
+        operations.append(Operation("scale", again, round(rng.uniform(0.0, 3.0), 1)))
+    return operations
+
+
+def _random_operations(rng: random.Random, initial: int, partitions: int) -> list[Operation]:
+    """One to four scales, growths and aborts, mostly ones the layout allows."""
+    initial_processors = initial
+    operations: list[Operation] = []
+    grown, processors = partitions, initial_processors
+    for _ in range(rng.choice([1, 2, 2, 3, 4])):
+        kind = rng.choice(["scale", "scale", "scale", "expand", "abort"])
+        if kind == "scale":  # mostly a count the layout allows, sometimes one it refuses
+            choices = [p for p in range(initial_processors, grown + 1) if p != processors]
+            extremes = [p for p in (initial_processors, grown) if p != processors]
+            if extremes and rng.random() < 0.4:  # all the way in or out: several sources
+                choices = extremes
+            value = rng.choice(choices) if choices and rng.random() < 0.9 else grown + 1
+            processors = value if value <= grown else processors
+        elif kind == "expand":
+            value = grown * rng.choice([2, 2, 3]) // rng.choice([1, 1, 2])
+            grown = max(grown, value)
+        else:
+            value = 0
+        operations.append(Operation(kind, value, round(rng.uniform(0.0, 3.0), 1)))
+    return operations

@@ -77,4 +77,25 @@ REGRESSIONS: dict[str, Plan] = {
         protocol_kill_rate=0.2,
         chaos_steps=500,
     ),
+    # A growth by four made grandchildren (13 -> 5 -> 1 for N=4, M=16); a scale-in's catch-up
+    # read partition 13 as soon as its parent 5 (empty at the growth) reached its threshold,
+    # before the grandparent 1 reached 5's: a key's later record was applied before its
+    # earlier one (found with no fault at all).
+    "grandchild-before-grandparent-209": Plan(
+        seed=209,
+        partitions=4,
+        initial_processors=2,
+        keys=4,
+        producers=1,
+        records=22,
+        max_records=5,
+        ready_lag=0,
+        operations=(
+            Operation("expand", 16, 1.3),
+            Operation("scale", 6, 0.4),
+            Operation("scale", 2, 1.1),
+        ),
+        chaos_steps=500,
+        max_kills=0,
+    ),
 }

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from framework.app import App
 from framework.clock import Clock
+from framework.config import ConfigError
 from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import REGISTRY_TOPIC, TopicRegistry
 from framework.coordination.scaling import abort_scale, request_scale
@@ -312,13 +313,26 @@ class World:
     def _operate(self, port: MemoryKafka, operation: Operation) -> None:
         try:
             if operation.kind == "scale":
-                request_scale(self.app, operation.value, kafka=port)
+                self._scale(port, operation.value)
             elif operation.kind == "abort":
                 abort_scale(self.app, "the simulation's operator", kafka=port)
             else:
                 self._expand(port, operation.value)
         except (SplitstateError, KafkaIOError) as error:
             self.events.refusals.append(f"{operation}: {type(error).__name__}: {error}")
+
+    def _scale(self, port: MemoryKafka, processors: int) -> None:
+        """Ask for a scale, again a while later while another scale or a growth is in the
+        way (as an operator would)."""
+        for _ in range(30):
+            try:
+                request_scale(self.app, processors, kafka=port)
+                return
+            except ConfigError as error:
+                if "in progress" not in str(error) and "growing" not in str(error):
+                    raise
+                self.clock.sleep(1.0)
+        request_scale(self.app, processors, kafka=port)
 
     def _expand(self, port: MemoryKafka, partitions: int) -> None:
         control = ControlLog(port, self.app.config.control_topic)

@@ -191,7 +191,9 @@ class CatchUp:
                 "(retention.ms=-1 on input topics of stateful apps), or bootstrap from a "
                 "Parquet archive (bootstrap: spark with spark.archive)."
             )
-        self._consumer.assign({position: progress.get(position) for position in self.bounds})
+        # from an explicit offset, never "the beginning": retention deleting records between
+        # the check above and the first fetch must stop the reader, not move it past them
+        self._consumer.assign({position: progress.get(position, 0) for position in self.bounds})
         self.refresh(force=True)
         log.info(
             "processor %d: catching up for generation %d: S1 %s, S2 %s, from %s",

@@ -98,4 +98,23 @@ REGRESSIONS: dict[str, Plan] = {
         chaos_steps=500,
         max_kills=0,
     ),
+    # Retention deleted a receiver's history between the catch-up's retention check and its
+    # first fetch; the catch-up read from "the beginning", which Kafka moved past the deleted
+    # records: gained keys silently lost records (it now reads from offset 0 and stops).
+    "history-deleted-under-catch-up-831": Plan(
+        seed=831,
+        partitions=2,
+        initial_processors=1,
+        keys=7,
+        producers=1,
+        records=21,
+        max_records=5,
+        ready_lag=10,
+        operations=(Operation("scale", 2, 2.0), Operation("scale", 1, 1.7)),
+        kill_rate=0.003,
+        slow_rate=0.2,
+        retention_rate=0.001,
+        compact_rate=0.002,
+        chaos_steps=1000,
+    ),
 }

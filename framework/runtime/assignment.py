@@ -45,9 +45,11 @@ class Assignment:
     ) -> None:
         self.processor = processor
         self._clock = clock
-        #: the run created the state directory (new, or lost): the partitions of the first
-        #: assignment are checked for keys whose history another processor reads
-        self._check_lost = database.created
+        #: the run created the state directory (new, or lost): the partitions owned when the
+        #: run began (gated or not) are checked for keys whose history another processor
+        #: reads; partitions gained later come from a scale's catch-up, which builds them
+        self._created = database.created
+        self._owned_at_start: set[Position] | None = None
         self.layout = layout
         #: the partitions the consumer reads
         self.owned: set[Position] = set()
@@ -89,6 +91,8 @@ class Assignment:
     def ungated(self, owned: set[Position]) -> set[Position]:
         """``owned`` less the new partitions a growth's ordering gate still holds back."""
         self._gates_checked = self._clock.monotonic()
+        if self._owned_at_start is None:
+            self._owned_at_start = set(owned)
         candidates = owned - self.owned
         if not candidates:
             self.blocked = {}
@@ -163,7 +167,7 @@ class Assignment:
                         *position,
                         group,
                     )
-                elif start is None and self._check_lost:
+                elif start is None and self._created and position in (self._owned_at_start or ()):
                     # nothing processed here, but the keys may have history in an ancestor
                     # another processor reads (the state built for them is what was lost)
                     self._check_rebuildable(position, owned, start)
@@ -176,4 +180,3 @@ class Assignment:
                 self._consumer.commit(behind)
             self._consumer.add(starts)
         self.owned = set(owned)
-        self._check_lost = False  # later partitions come from scales (built by a catch-up)

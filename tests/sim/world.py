@@ -42,8 +42,9 @@ __all__ = ["Chaos", "World"]
 
 log = logging.getLogger(__name__)
 
-#: Simulated seconds a crashed processor waits before the supervisor starts it again.
-RESTART_SECONDS = 1.0
+#: Simulated seconds a crashed or killed processor stays down before the supervisor starts
+#: it again (drawn per restart: a long one leaves a scale half done for a while).
+RESTART_SECONDS = (0.5, 5.0)
 
 
 #: Calls that fail in the chaos phase (the others never raise with a real broker either:
@@ -256,7 +257,7 @@ class World:
             f"{type(party.error).__name__}: {party.error}"
         )
         party.error = None
-        self.restart_at[processor] = self.clock.monotonic() + RESTART_SECONDS
+        self.restart_at[processor] = self.clock.monotonic() + self.rng.uniform(*RESTART_SECONDS)
 
     def kill_processor(self, processor: int, lose_disk: bool) -> None:
         """Kill a processor between two of its calls; maybe its disk goes too."""
@@ -266,7 +267,7 @@ class World:
         self.scheduler.kill(party)
         lost = " and its state directory" if lose_disk else ""
         self.events.kills.append(f"t={self.clock.monotonic():.2f} processor-{processor}{lost}")
-        self.restart_at[processor] = self.clock.monotonic() + RESTART_SECONDS
+        self.restart_at[processor] = self.clock.monotonic() + self.rng.uniform(*RESTART_SECONDS)
         if lose_disk:
             self.disks.lose(processor_path(self.app.config.app_state_dir, processor))
             self.events.lost_disks.append(processor)

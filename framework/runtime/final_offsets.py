@@ -62,7 +62,21 @@ def final_offsets(
                 )
             return None
         if state is None:
-            state = consumer.watermarks([position])[position].start
+            held = consumer.watermarks([position])[position]
+            if held.end > held.start:
+                # records this state has not read (a lost directory whose group commits lag
+                # its outputs): read them first, so no other processor repeats their outputs
+                note = f"release of {position} waits until it is read"
+                if note not in notes:
+                    notes.add(note)
+                    log.info(
+                        "processor %d: %s[%d] has records its state has not read; it "
+                        "releases the partition once they are read",
+                        processor,
+                        *position,
+                    )
+                return None
+            state = held.start  # nothing to read: release where the log starts
         fence = children_fence(inputs, position)
         if state < fence:
             note = f"release of {position} waits for threshold {fence}"

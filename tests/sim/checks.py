@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -129,6 +130,35 @@ def check_outputs(world: World) -> Violation:
     return found
 
 
+def _check_one_emitter_at_a_time(
+    world: World, timeline: dict[tuple[str, int], list[tuple[int, str]]], found: Violation
+) -> None:
+    """The processor emitting a partition's outputs changes only where a handoff of that
+    partition completed: never back and forth (two owners at once). A record may still be
+    emitted by both sides of a handoff when a kill cut the old owner's batch short."""
+    state = world.control()
+    handoffs: dict[tuple[str, int], int] = defaultdict(int)
+    for scale in (*state.past, *([state.scale] if state.scale is not None else [])):
+        for handoff in scale.handoffs.values():
+            if handoff.phase.value == "COMPLETE":
+                for position in handoff.partitions:
+                    handoffs[position] += 1
+    for position, outputs in timeline.items():
+        order = [name for _when, name in sorted(outputs, key=lambda item: item[0])]
+        changes = sum(1 for a, b in itertools.pairwise(order) if a != b)
+        if changes > handoffs[position]:
+            found.add(
+                f"outputs of {position} switched emitter {changes} times with "
+                f"{handoffs[position]} completed handoffs of it: {_runs(order)}"
+            )
+
+
+def _runs(order: list[str]) -> str:
+    """``a x3, b x2``: who emitted, run by run."""
+    runs = [(name, len(list(group))) for name, group in itertools.groupby(order)]
+    return ", ".join(f"{name} x{count}" for name, count in runs[:12])
+
+
 def _check_outputs(
     world: World,
     truth: dict[bytes, dict[str, list[int]]],
@@ -138,16 +168,20 @@ def _check_outputs(
 ) -> None:
     emitted: dict[bytes, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     emitters: dict[tuple[str, int, int], set[str]] = defaultdict(set)
+    #: input partition -> (when, emitter) of each output of its records
+    timeline: dict[tuple[str, int], list[tuple[int, str]]] = defaultdict(list)
     for partition in range(world.broker.partition_count(OUTPUT)):
         for record in world.broker.records(OUTPUT, partition):
             assert record.key is not None and record.value is not None
             producer, seq, _n, topic, part, offset = json.loads(record.value)
             emitted[record.key][producer].append(seq)
             emitters[(topic, part, offset)].add(record.origin)
-    for where, names in emitters.items():
-        if len(names) > 1:
-            found.add(f"outputs of input {where} came from {sorted(names)}")
+            timeline[(topic, part)].append((record.timestamp_ms, record.origin))
     repeats_allowed = bool(world.events.kills or world.chaos.failures or world.events.errors)
+    for where, names in emitters.items():
+        if len(names) > 1 and not repeats_allowed:
+            found.add(f"outputs of input {where} came from {sorted(names)} with no fault")
+    _check_one_emitter_at_a_time(world, timeline, found)
     for key, producers in sorted(truth.items()):
         for producer, seqs in producers.items():
             out = emitted.get(key, {}).get(producer, [])

@@ -137,16 +137,11 @@ class ProcessorDatabase:
         backend: MemoryBackend | None = None,
         path: Path | None = None,
     ) -> ProcessorDatabase:
-        """A database that lives in this process only (tests, the test driver).
-
-        ``backend``: the in-memory backend to keep it in (default: a new one); one that
-        already holds a database is opened as ``open`` opens a directory (its identity is
-        checked). ``path`` only names where it is in messages (the simulation's disks).
-        """
+        """A database in this process only (tests); ``backend``: one to keep it in, opened
+        as ``open`` opens a directory when it holds one; ``path``: its name in messages."""
         if backend is None:
             backend = MemoryBackend()
-        created = META_STORE not in backend.store_names()
-        if created:
+        if created := META_STORE not in backend.store_names():
             backend.create_store(META_STORE)
             backend.write({META_STORE: [(META_KEY, json.dumps(identity.to_json()).encode())]})
         database = cls._attach(backend, identity, stores, path, None)

@@ -174,6 +174,11 @@ class Clients(Kafka):
             futures[topic].result(_GROW_SECONDS)
         except KafkaException as error:
             raise io_error(error) from None
+        deadline = time.monotonic() + TIMEOUT  # until the metadata shows them, as for topics
+        while self.partition_counts([topic]).get(topic, 0) < count:
+            if time.monotonic() > deadline:
+                raise KafkaIOError(f"Kafka metadata of {topic!r} lacks its new partitions")
+            time.sleep(0.1)
 
     def topic_configs(self, topics: Sequence[str]) -> dict[str, dict[str, str | None]]:
         """Each existing topic's configs; missing topics are left out."""

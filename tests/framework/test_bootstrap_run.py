@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,9 @@ def test_a_running_job_is_recognised_by_its_module_old_name_or_new(
     )
     try:
         (directory / "pid").write_text(str(child.pid))
+        deadline = time.monotonic() + 10  # until the child has exec'd (its cmdline is ours before)
+        while not _running(directory) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert _running(directory)
         assert not _running(tmp_path)  # another directory's job
     finally:

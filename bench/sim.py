@@ -10,9 +10,13 @@ Run: PYTHONHASHSEED=0 .venv/bin/python bench/sim.py [--seeds N]
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the simulation lives in tests/
 
 from tests.sim.driver import run_schedule
 from tests.sim.plan import Plan, draw_plan

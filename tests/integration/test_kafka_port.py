@@ -15,6 +15,7 @@ from framework.kafka import (
     Clients,
     DeliveryError,
     Kafka,
+    KafkaIOError,
     Message,
     RecordTooLargeError,
     TopicSpec,
@@ -111,3 +112,90 @@ def test_a_record_larger_than_the_producer_takes_is_refused_with_our_error(
     with pytest.raises(RecordTooLargeError) as refused:
         producer.produce(topic, b"x" * 5000, b"k", 0)
     assert refused.value.reason
+
+
+def test_a_missing_partition_of_a_topic_reads_as_empty(
+    kafka: Kafka, topic_factory: TopicFactory
+) -> None:
+    topic = topic_factory(1)
+    kafka.append(topic, [(b"a", b"1")])
+    assert kafka.read_log(topic, 3) == []
+    assert kafka.read_log(topic) == [(b"a", b"1")]
+
+
+def test_a_producer_refuses_a_partition_its_metadata_lacks(
+    kafka: Kafka, topic_factory: TopicFactory
+) -> None:
+    topic = topic_factory(2)
+    producer = kafka.producer()
+    with pytest.raises(UnknownPartitionError):
+        producer.produce(topic, b"v", b"k", 2)
+    kafka.create_partitions(topic, 3)
+    while producer.partition_count(topic) < 3:  # refreshes the producer's metadata
+        kafka.clock.sleep(0.1)
+    reports: list[tuple[DeliveryError | None, int | None]] = []
+
+    def delivered(error: DeliveryError | None, message: Message) -> None:
+        reports.append((error, message.offset()))
+
+    producer.produce(topic, b"v", b"k", 2, on_delivery=delivered)
+    assert producer.flush(30) == 0
+    assert reports == [(None, 0)]
+
+
+def test_poll_with_nothing_to_serve_waits_its_timeout(kafka: Kafka) -> None:
+    producer = kafka.producer()
+    before = kafka.clock.monotonic()
+    assert producer.poll(0.3) == 0
+    assert kafka.clock.monotonic() - before >= 0.25
+
+
+def test_a_consumer_adds_only_unassigned_partitions_and_removes_only_assigned_ones(
+    kafka: Kafka, topic_factory: TopicFactory
+) -> None:
+    topic = topic_factory(2)
+    with kafka.consumer(unique("group")) as consumer:
+        consumer.assign({(topic, 0): None})
+        with pytest.raises(KafkaIOError, match="already"):
+            consumer.add({(topic, 0): 3})
+        with pytest.raises(KafkaIOError, match="not in the current assignment"):
+            consumer.remove([(topic, 1)])
+        consumer.add({(topic, 1): None})
+        consumer.remove([(topic, 0)])
+
+
+def test_a_position_is_known_once_a_record_was_consumed_there(
+    kafka: Kafka, topic_factory: TopicFactory
+) -> None:
+    topic = topic_factory(1)
+    kafka.append(topic, [(b"k", str(i).encode()) for i in range(5)])
+    position = (topic, 0)
+    with kafka.consumer(unique("group")) as consumer:
+        consumer.assign({position: 2})
+        assert consumer.position(position) is None
+        offsets: list[int | None] = []
+        while len(offsets) < 3:
+            offsets += [m.offset() for m in consumer.consume(10, 1.0)]
+        assert offsets == [2, 3, 4]
+        assert consumer.position(position) == 5
+        consumer.seek(position, 1)
+        assert consumer.position(position) is None
+
+
+def test_a_paused_partition_stays_paused_when_removed_and_added_again(
+    kafka: Kafka, topic_factory: TopicFactory
+) -> None:
+    topic = topic_factory(1)
+    kafka.append(topic, [(b"k", b"v")])
+    position = (topic, 0)
+    with kafka.consumer(unique("group")) as consumer:
+        consumer.assign({position: 0})
+        consumer.pause([position])
+        consumer.remove([position])
+        consumer.add({position: 0})
+        assert consumer.consume(10, 2.0) == []
+        consumer.resume([position])
+        found: list[int | None] = []
+        while not found:
+            found = [m.offset() for m in consumer.consume(10, 1.0)]
+        assert found == [0]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from framework.kafka import KafkaConsumer, KafkaIOError, Message
 from rebalance.positions import OffsetRange, Position
+from tests.sim.producer import SimMessage
 
 if TYPE_CHECKING:
     from tests.sim.broker import StoredRecord
@@ -24,8 +25,11 @@ class MemoryConsumer(KafkaConsumer):
         self.group_id = group_id
         self._reset = reset
         self._name = name
-        #: position -> next offset to read (``None``: the log's start)
+        #: position -> next offset to fetch (``None``: the log's start)
         self._positions: dict[Position, int | None] = {}
+        #: position -> offset after the last record consumed since its assign or seek (what
+        #: ``position`` reports; librdkafka knows none before a record is consumed)
+        self._consumed: dict[Position, int] = {}
         self._paused: set[Position] = set()
         self._turn = 0
         self.closed = False
@@ -39,24 +43,35 @@ class MemoryConsumer(KafkaConsumer):
         """Read exactly these partitions."""
         self._call("assign")
         self._positions = dict(starts)
-        self._paused &= set(starts)
+        self._consumed.clear()
 
     def add(self, starts: Mapping[Position, int | None]) -> None:
-        """Also read these partitions."""
+        """Also read these partitions (librdkafka refuses one already assigned)."""
         self._call("add")
+        for topic, partition in starts:
+            if (topic, partition) in self._positions:
+                raise KafkaIOError(
+                    f"{self._name}: {topic} [{partition}] is already part of the current assignment"
+                )
         self._positions.update(starts)
 
     def remove(self, positions: Iterable[Position]) -> None:
-        """Stop reading these partitions."""
+        """Stop reading these partitions (librdkafka refuses one not assigned). A paused
+        partition stays paused, as in librdkafka, if it is added again."""
         self._call("remove")
-        for position in positions:
-            self._positions.pop(position, None)
-            self._paused.discard(position)
+        wanted = list(positions)
+        for topic, partition in wanted:
+            if (topic, partition) not in self._positions:
+                raise KafkaIOError(
+                    f"{self._name}: {topic} [{partition}] can't be unassigned since it is not "
+                    "in the current assignment"
+                )
+        for position in wanted:
+            del self._positions[position]
+            self._consumed.pop(position, None)
 
     def consume(self, max_records: int, timeout: float) -> list[Message]:
         """Up to ``max_records`` records; waits ``timeout`` once when none is there."""
-        from tests.sim.kafka import SimMessage  # noqa: PLC0415 - the two modules pair up
-
         self._call("consume")
         records = self._fetch(max_records)
         if not records and timeout > 0:
@@ -90,6 +105,8 @@ class MemoryConsumer(KafkaConsumer):
             found = log.from_offset(offset, max_records - len(out))
             out.extend(found)
             self._positions[position] = found[-1].offset + 1 if found else offset
+            if found:
+                self._consumed[position] = found[-1].offset + 1
         return out
 
     def seek(self, position: Position, offset: int) -> None:
@@ -98,9 +115,10 @@ class MemoryConsumer(KafkaConsumer):
         if position not in self._positions:
             raise KafkaIOError(f"{self._name}: seek on unassigned {position}")
         self._positions[position] = offset
+        self._consumed.pop(position, None)
 
     def pause(self, positions: Iterable[Position]) -> None:
-        """Stop fetching these."""
+        """Stop fetching these (until ``resume``, even across ``remove`` and ``add``)."""
         self._call("pause")
         self._paused |= set(positions) & set(self._positions)
 
@@ -110,9 +128,10 @@ class MemoryConsumer(KafkaConsumer):
         self._paused -= set(positions)
 
     def position(self, position: Position) -> int | None:
-        """The next offset to consume, when known."""
+        """The offset after the last record consumed (``None`` before one was consumed
+        since the partition was assigned or sought)."""
         self._call("position")
-        return self._positions.get(position)
+        return self._consumed.get(position)
 
     def committed(self, positions: Iterable[Position]) -> dict[Position, int]:
         """The group's committed offsets."""

@@ -17,20 +17,18 @@ from typing import Any, Protocol
 
 from framework.clock import Clock
 from framework.kafka import (
-    DeliveryError,
     KafkaConsumer,
     KafkaIOError,
     KafkaProducer,
-    Message,
     OffsetResetError,
-    RecordTooLargeError,
     TopicDescription,
     TopicSpec,
 )
-from framework.kafka.port import DeliveryCallback, Header, OffsetReset
+from framework.kafka.port import OffsetReset
 from rebalance.positions import OffsetRange, Position
-from tests.sim.broker import MAX_MESSAGE_BYTES, Broker, StoredRecord
+from tests.sim.broker import MAX_MESSAGE_BYTES, Broker
 from tests.sim.consumer import MemoryConsumer
+from tests.sim.producer import MemoryProducer, SimMessage
 
 __all__ = ["Faults", "MemoryKafka", "MemoryProducer", "NoFaults", "SimMessage"]
 
@@ -57,149 +55,6 @@ class NoFaults:
 
     def after(self, operation: str) -> None:
         """Nothing."""
-
-
-class SimMessage:
-    """A record as a consumer or a delivery callback sees it (the ``Message`` protocol)."""
-
-    __slots__ = ("_record",)
-
-    def __init__(self, record: StoredRecord) -> None:
-        self._record = record
-
-    def topic(self) -> str | None:
-        """Its topic."""
-        return self._record.topic
-
-    def partition(self) -> int | None:
-        """Its partition."""
-        return self._record.partition
-
-    def offset(self) -> int | None:
-        """Its offset."""
-        return self._record.offset
-
-    def key(self) -> bytes | None:
-        """Its key."""
-        return self._record.key
-
-    def value(self) -> bytes | None:
-        """Its value."""
-        return self._record.value
-
-    def timestamp(self) -> tuple[int, int]:
-        """``(1: create time, milliseconds)``."""
-        return (1, self._record.timestamp_ms)
-
-    def headers(self) -> Any:
-        """``[(name, value)]`` or ``None``."""
-        return list(self._record.headers) or None
-
-
-class _Unsent(SimMessage):
-    """A record not written (what a failed delivery's callback gets)."""
-
-
-class MemoryProducer(KafkaProducer):
-    """A producer queueing records until ``poll``/``flush`` (or a crash) delivers them."""
-
-    def __init__(self, kafka: MemoryKafka, max_bytes: int, timeout_ms: int) -> None:
-        self._kafka = kafka
-        self._max_bytes = max_bytes
-        self._timeout = timeout_ms / 1000
-        #: (position, record, callback, when queued)
-        self.queue: list[tuple[Position, dict[str, Any], DeliveryCallback | None, float]] = []
-
-    def produce(
-        self,
-        topic: str,
-        value: bytes | None,
-        key: bytes | None = None,
-        partition: int | None = None,
-        *,
-        headers: Sequence[Header] | None = None,
-        on_delivery: DeliveryCallback | None = None,
-    ) -> None:
-        """Queue one record (see ``KafkaProducer.produce``)."""
-        self._kafka.before("producer.produce")
-        stored = tuple(
-            (name, raw.encode() if isinstance(raw, str) else raw) for name, raw in headers or ()
-        )
-        record = {
-            "key": key,
-            "value": value,
-            "headers": stored,
-            "timestamp_ms": int(self._kafka.clock.time() * 1000),
-            "origin": self._kafka.name,
-        }
-        size = len(key or b"") + len(value or b"")
-        if size > self._max_bytes:
-            raise RecordTooLargeError(
-                f'KafkaError{{code=MSG_SIZE_TOO_LARGE,val=10,str="Unable to produce message: '
-                f'Broker: Message size too large"}} ({size} bytes)',
-                "Broker: Message size too large",
-            )
-        broker = self._kafka.broker
-        count = broker.partition_count(topic)
-        if partition is None:
-            partition = _default_partition(key, max(count, 1))
-        self.queue.append(((topic, partition), record, on_delivery, self._kafka.clock.monotonic()))
-
-    def poll(self, timeout: float = 0.0) -> int:
-        """Deliver what is queued and serve the callbacks."""
-        self._kafka.before("producer.poll")
-        return self._deliver(len(self.queue))
-
-    def flush(self, timeout: float) -> int:
-        """Deliver everything queued; 0 remain."""
-        self._kafka.before("producer.flush")
-        self._deliver(len(self.queue))
-        return 0
-
-    def partition_count(self, topic: str) -> int:
-        """The broker's count now."""
-        self._kafka.before("producer.partition_count")
-        return self._kafka.broker.partition_count(topic)
-
-    def _deliver(self, count: int) -> int:
-        served = 0
-        while self.queue and served < count:
-            position, record, callback, queued = self.queue.pop(0)
-            error, message = self._write(position, record, queued)
-            served += 1
-            if callback is not None:
-                callback(error, message)
-        return served
-
-    def _write(
-        self, position: Position, record: dict[str, Any], queued: float
-    ) -> tuple[DeliveryError | None, Message]:
-        broker = self._kafka.broker
-        topic, partition = position
-        unsent = _Unsent(StoredRecord(topic, partition, -1, **record))
-        if self._kafka.clock.monotonic() - queued > self._timeout:
-            # librdkafka fails a record it could not write within delivery.timeout.ms
-            text = f"Local: Message timed out ({topic}[{partition}])"
-            return DeliveryError("Local: Message timed out", text), unsent
-        if not 0 <= partition < broker.partition_count(topic):
-            text = f"Broker: Unknown topic or partition: {topic}[{partition}]"
-            return DeliveryError("Unknown topic or partition", text), unsent
-        size = len(record["key"] or b"") + len(record["value"] or b"")
-        if size > broker.limit(topic):
-            text = f"Broker: Message size too large ({size} bytes to {topic})"
-            return DeliveryError("Broker: Message size too large", text, too_large=True), unsent
-        return None, SimMessage(broker.append(position, record))
-
-    def crash(self, rng: random.Random) -> None:
-        """The process died: per partition, a random prefix of the queue reaches Kafka."""
-        cut: dict[Position, bool] = {}
-        for position, record, _callback, queued in self.queue:
-            if position not in cut:
-                cut[position] = rng.random() < 0.5
-            if not cut[position]:
-                self._write(position, record, queued)
-                cut[position] = rng.random() < 0.3
-        self.queue.clear()
 
 
 class MemoryKafka:
@@ -300,8 +155,8 @@ class MemoryKafka:
     def read_log(self, topic: str, partition: int = 0) -> list[tuple[bytes | None, bytes | None]]:
         """Every record of ``topic[partition]`` now; a missing topic reads as empty."""
         self.before("kafka.read_log")
-        if topic not in self.broker.topics:
-            return []
+        if not 0 <= partition < self.broker.partition_count(topic):
+            return []  # a missing topic or partition reads as empty
         records = [(r.key, r.value) for r in self.broker.records(topic, partition)]
         self.faults.after("kafka.read_log")
         return records
@@ -353,9 +208,3 @@ class MemoryKafka:
             f"(log [{log.start}, {log.end})): Local: No offset stored"
         )
         return OffsetResetError(f"reset: {reason}", reason)
-
-
-def _default_partition(key: bytes | None, count: int) -> int:
-    import zlib  # noqa: PLC0415
-
-    return zlib.crc32(key or b"") % count

@@ -15,24 +15,37 @@ from framework.kafka import (
     Message,
     OffsetResetError,
     TopicSpec,
+    UnknownPartitionError,
 )
 from tests.clocks import ManualClock
 from tests.conftest import TopicFactory
 from tests.integration.test_kafka_port import (
+    test_a_consumer_adds_only_unassigned_partitions_and_removes_only_assigned_ones,
     test_a_consumer_reads_assigned_partitions_and_commits_offsets,
     test_a_log_reads_back_what_was_appended_in_order,
+    test_a_missing_partition_of_a_topic_reads_as_empty,
     test_a_missing_topic_reads_as_empty_and_has_no_watermarks,
+    test_a_paused_partition_stays_paused_when_removed_and_added_again,
+    test_a_position_is_known_once_a_record_was_consumed_there,
+    test_a_producer_refuses_a_partition_its_metadata_lacks,
     test_a_record_larger_than_the_producer_takes_is_refused_with_our_error,
+    test_poll_with_nothing_to_serve_waits_its_timeout,
     test_topics_are_created_once_and_described,
 )
 from tests.sim.broker import Broker
 from tests.sim.kafka import MemoryKafka
 
 __all__ = [
+    "test_a_consumer_adds_only_unassigned_partitions_and_removes_only_assigned_ones",
     "test_a_consumer_reads_assigned_partitions_and_commits_offsets",
     "test_a_log_reads_back_what_was_appended_in_order",
+    "test_a_missing_partition_of_a_topic_reads_as_empty",
     "test_a_missing_topic_reads_as_empty_and_has_no_watermarks",
+    "test_a_paused_partition_stays_paused_when_removed_and_added_again",
+    "test_a_position_is_known_once_a_record_was_consumed_there",
+    "test_a_producer_refuses_a_partition_its_metadata_lacks",
     "test_a_record_larger_than_the_producer_takes_is_refused_with_our_error",
+    "test_poll_with_nothing_to_serve_waits_its_timeout",
     "test_topics_are_created_once_and_described",
 ]
 
@@ -131,3 +144,19 @@ def test_consuming_nothing_waits_its_timeout_on_the_clock() -> None:
         consumer.assign({("in", 0): None})
         assert consumer.consume(10, 2.5) == []
     assert clock.now == 2.5
+
+
+def test_a_producer_places_with_its_own_metadata_until_it_is_refreshed() -> None:
+    clock = ManualClock()
+    kafka = MemoryKafka(Broker(random.Random(0)), clock)
+    kafka.create_topics([TopicSpec("in", 2)])
+    producer = kafka.producer()
+    producer.produce("in", b"v", b"k", 1)  # the producer reads the topic's metadata
+    producer.flush(1)
+    kafka.create_partitions("in", 3)
+    with pytest.raises(UnknownPartitionError):  # its metadata still says 2 partitions
+        producer.produce("in", b"v", b"k", 2)
+    clock.now += 300  # librdkafka re-reads metadata every topic.metadata.refresh.interval.ms
+    producer.produce("in", b"v", b"k", 2)
+    producer.flush(1)
+    assert [len(kafka.broker.records("in", p)) for p in range(3)] == [0, 1, 1]

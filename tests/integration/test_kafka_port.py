@@ -128,6 +128,8 @@ def test_a_producer_refuses_a_partition_its_metadata_lacks(
 ) -> None:
     topic = topic_factory(2)
     producer = kafka.producer()
+    producer.produce(topic, b"v", b"k", 1)
+    assert producer.flush(30) == 0  # the producer holds the topic's metadata now
     with pytest.raises(UnknownPartitionError):
         producer.produce(topic, b"v", b"k", 2)
     kafka.create_partitions(topic, 3)
@@ -182,20 +184,26 @@ def test_a_position_is_known_once_a_record_was_consumed_there(
         assert consumer.position(position) is None
 
 
-def test_a_paused_partition_stays_paused_when_removed_and_added_again(
+def test_a_producer_takes_records_up_to_about_a_million_bytes_by_default(
     kafka: Kafka, topic_factory: TopicFactory
 ) -> None:
     topic = topic_factory(1)
-    kafka.append(topic, [(b"k", b"v")])
-    position = (topic, 0)
-    with kafka.consumer(unique("group")) as consumer:
-        consumer.assign({position: 0})
-        consumer.pause([position])
-        consumer.remove([position])
-        consumer.add({position: 0})
-        assert consumer.consume(10, 2.0) == []
-        consumer.resume([position])
-        found: list[int | None] = []
-        while not found:
-            found = [m.offset() for m in consumer.consume(10, 1.0)]
-        assert found == [0]
+    producer = kafka.producer()
+    with pytest.raises(RecordTooLargeError):  # librdkafka's message.max.bytes: 1,000,000
+        producer.produce(topic, b"x" * 1_000_000, b"k", 0)
+    reports: list[DeliveryError | None] = []
+    producer.produce(topic, b"x" * 999_000, b"k", 0, on_delivery=lambda e, _m: reports.append(e))
+    assert producer.flush(30) == 0
+    assert reports == [None]
+
+
+def test_an_append_of_a_record_larger_than_kafka_takes_fails(
+    kafka: Kafka, topic_factory: TopicFactory
+) -> None:
+    topic = topic_factory(1, config={"max.message.bytes": "20000"})
+    with pytest.raises(KafkaIOError):  # over the producer's message.max.bytes
+        kafka.append(topic, [(b"k", b"x" * 1_000_000)])
+    with pytest.raises(KafkaIOError):  # over the topic's max.message.bytes
+        kafka.append(topic, [(b"k", b"x" * 50_000)])
+    kafka.append(topic, [(b"k", b"small")])  # a later append works
+    assert kafka.read_log(topic)[-1] == (b"k", b"small")

@@ -43,6 +43,7 @@ class MemoryConsumer(KafkaConsumer):
         """Read exactly these partitions."""
         self._call("assign")
         self._positions = dict(starts)
+        self._paused &= set(starts)
         self._consumed.clear()
 
     def add(self, starts: Mapping[Position, int | None]) -> None:
@@ -56,8 +57,7 @@ class MemoryConsumer(KafkaConsumer):
         self._positions.update(starts)
 
     def remove(self, positions: Iterable[Position]) -> None:
-        """Stop reading these partitions (librdkafka refuses one not assigned). A paused
-        partition stays paused, as in librdkafka, if it is added again."""
+        """Stop reading these partitions (librdkafka refuses one not assigned)."""
         self._call("remove")
         wanted = list(positions)
         for topic, partition in wanted:
@@ -69,6 +69,7 @@ class MemoryConsumer(KafkaConsumer):
         for position in wanted:
             del self._positions[position]
             self._consumed.pop(position, None)
+            self._paused.discard(position)
 
     def consume(self, max_records: int, timeout: float) -> list[Message]:
         """Up to ``max_records`` records; waits ``timeout`` once when none is there."""
@@ -118,7 +119,7 @@ class MemoryConsumer(KafkaConsumer):
         self._consumed.pop(position, None)
 
     def pause(self, positions: Iterable[Position]) -> None:
-        """Stop fetching these (until ``resume``, even across ``remove`` and ``add``)."""
+        """Stop fetching these."""
         self._call("pause")
         self._paused |= set(positions) & set(self._positions)
 

@@ -26,9 +26,9 @@ from framework.kafka import (
 )
 from framework.kafka.port import OffsetReset
 from rebalance.positions import OffsetRange, Position
-from tests.sim.broker import MAX_MESSAGE_BYTES, Broker
+from tests.sim.broker import Broker
 from tests.sim.consumer import MemoryConsumer
-from tests.sim.producer import MemoryProducer, SimMessage
+from tests.sim.producer import PRODUCER_MAX_BYTES, MemoryProducer, SimMessage, too_large
 
 __all__ = ["Faults", "MemoryKafka", "MemoryProducer", "NoFaults", "SimMessage"]
 
@@ -105,7 +105,7 @@ class MemoryKafka:
         """A new producer (``message.max.bytes`` of ``settings`` limits what it takes)."""
         self.before("kafka.producer")
         wanted = settings or {}
-        limit = int(wanted.get("message.max.bytes", MAX_MESSAGE_BYTES))
+        limit = int(wanted.get("message.max.bytes", PRODUCER_MAX_BYTES))
         timeout = delivery_timeout_ms if delivery_timeout_ms is not None else 120_000
         timeout = int(wanted.get("delivery.timeout.ms", timeout))
         producer = MemoryProducer(self, limit, timeout)
@@ -162,11 +162,20 @@ class MemoryKafka:
         return records
 
     def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> None:
-        """Write ``records`` to ``topic[0]``."""
+        """Write ``records`` to ``topic[0]``. A record over the producer's limit stops the
+        append there (those before it are written), one over the topic's is not written;
+        either fails the append with ``KafkaIOError``."""
         after = self.before("kafka.append") == "after"
         if topic not in self.broker.topics:
             raise KafkaIOError(f"could not write to {topic!r}: Unknown topic or partition")
+        refused: list[str] = []
         for key, value in records:
+            size = len(key) + len(value)
+            if size > PRODUCER_MAX_BYTES:
+                raise KafkaIOError(f"could not write to {topic!r}: {too_large(size)}")
+            if size > self.broker.limit(topic):
+                refused.append(f"Broker: Message size too large ({size} bytes)")
+                continue
             self.broker.append(
                 (topic, 0),
                 {
@@ -177,6 +186,8 @@ class MemoryKafka:
                     "origin": self.name,
                 },
             )
+        if refused:
+            raise KafkaIOError(f"could not write to {topic!r}: {refused[:3]}")
         if after:
             raise KafkaIOError(f"could not write to {topic!r}: timed out (the write landed)")
 

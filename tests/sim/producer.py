@@ -22,7 +22,16 @@ from tests.sim.broker import StoredRecord
 if TYPE_CHECKING:
     from tests.sim.kafka import MemoryKafka
 
-__all__ = ["METADATA_REFRESH_SECONDS", "MemoryProducer", "SimMessage"]
+__all__ = [
+    "METADATA_REFRESH_SECONDS",
+    "PRODUCER_MAX_BYTES",
+    "MemoryProducer",
+    "SimMessage",
+    "too_large",
+]
+
+#: librdkafka's default ``message.max.bytes``: the largest record a producer takes.
+PRODUCER_MAX_BYTES = 1_000_000
 
 #: librdkafka's ``topic.metadata.refresh.interval.ms``: how old a producer's partition counts
 #: get before it re-reads them on its own.
@@ -73,9 +82,12 @@ class _Unsent(SimMessage):
 class MemoryProducer(KafkaProducer):
     """A producer queueing records until ``poll``/``flush`` (or a crash) delivers them.
 
-    Like librdkafka it places records with the partition counts of its own metadata: read
-    when it first produces to a topic, and again by ``partition_count`` or once they are
-    ``METADATA_REFRESH_SECONDS`` old; a partition they lack is refused at ``produce``.
+    Like librdkafka it places records with the partition counts of its own metadata: asked
+    for when it first produces to a topic (that record is not refused: a partition the topic
+    lacks fails its delivery), again by ``partition_count`` or once they are
+    ``METADATA_REFRESH_SECONDS`` old; a partition they lack is refused at ``produce``. It
+    refuses a record over ``max_bytes`` (librdkafka's ``message.max.bytes``, by default
+    ``PRODUCER_MAX_BYTES``) at ``produce``.
     """
 
     def __init__(self, kafka: MemoryKafka, max_bytes: int, timeout_ms: int) -> None:
@@ -111,15 +123,12 @@ class MemoryProducer(KafkaProducer):
         }
         size = len(key or b"") + len(value or b"")
         if size > self._max_bytes:
-            raise RecordTooLargeError(
-                f'KafkaError{{code=MSG_SIZE_TOO_LARGE,val=10,str="Unable to produce message: '
-                f'Broker: Message size too large"}} ({size} bytes)',
-                "Broker: Message size too large",
-            )
+            raise too_large(size)
+        known = topic in self._metadata  # else it is asked for; this record waits for it
         count = self._count(topic, refresh=False)
         if partition is None:
             partition = _default_partition(key, max(count, 1))
-        elif count and not 0 <= partition < count:
+        elif known and not 0 <= partition < count:
             raise UnknownPartitionError(
                 'KafkaError{code=_UNKNOWN_PARTITION,val=-190,str="Unable to produce message: '
                 f'Local: Unknown partition"}} ({topic} [{partition}] of {count} partitions)'
@@ -200,3 +209,12 @@ class MemoryProducer(KafkaProducer):
 
 def _default_partition(key: bytes | None, count: int) -> int:
     return zlib.crc32(key or b"") % count
+
+
+def too_large(size: int) -> RecordTooLargeError:
+    """What librdkafka's ``produce`` raises for a record of ``size`` bytes over its limit."""
+    return RecordTooLargeError(
+        f'KafkaError{{code=MSG_SIZE_TOO_LARGE,val=10,str="Unable to produce message: '
+        f'Broker: Message size too large"}} ({size} bytes)',
+        "Broker: Message size too large",
+    )

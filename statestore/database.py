@@ -23,7 +23,7 @@ from statestore.errors import StateStoreError, StoreConflictError, StoreCorruptE
 from statestore.layout import (
     BULK_LOAD_KEY,
     FORMAT_VERSION,
-    META_KEY,
+    FRESH_DIRECTORY_FLAG,
     META_STORE,
     OFFSET_PREFIX,
     check_store_name,
@@ -34,6 +34,7 @@ from statestore.layout import (
 )
 from statestore.lock import DirectoryLock
 from statestore.memory import MemoryBackend
+from statestore.meta import creation_records, prefix_end, read_meta
 
 __all__ = ["DatabaseIdentity", "ProcessorDatabase", "StoreSpec"]
 
@@ -143,7 +144,7 @@ class ProcessorDatabase:
             backend = MemoryBackend()
         if created := META_STORE not in backend.store_names():
             backend.create_store(META_STORE)
-            backend.write({META_STORE: [(META_KEY, json.dumps(identity.to_json()).encode())]})
+            backend.write({META_STORE: creation_records(identity.to_json())})
         database = cls._attach(backend, identity, stores, path, None)
         database.created = created
         return database
@@ -160,7 +161,7 @@ class ProcessorDatabase:
                 "Fix: pass the directory that holds processor-<J> directories with --dir."
             )
         backend = RocksBackend(path, read_only=True)
-        meta = _read_meta(backend, path)
+        meta = read_meta(backend, path)
         identity = DatabaseIdentity(meta["app_id"], meta["processor"], meta.get("fixed", {}))
         codecs = {name: codec_for(None) for name in backend.store_names() if name != META_STORE}
         return cls(backend, identity, codecs, path, None)
@@ -176,7 +177,7 @@ class ProcessorDatabase:
         backend = RocksBackend(staging)
         try:
             backend.create_store(META_STORE)
-            backend.write({META_STORE: [(META_KEY, json.dumps(identity.to_json()).encode())]})
+            backend.write({META_STORE: creation_records(identity.to_json())})
         finally:
             backend.close()
         if path.exists():
@@ -193,7 +194,7 @@ class ProcessorDatabase:
         lock: DirectoryLock | None,
     ) -> ProcessorDatabase:
         where = str(path) if path else "memory"
-        meta = _read_meta(backend, path)
+        meta = read_meta(backend, path)
         stored = DatabaseIdentity(meta["app_id"], meta["processor"], meta.get("fixed", {}))
         if stored.app_id != identity.app_id or stored.processor != identity.processor:
             raise StoreConflictError(
@@ -235,12 +236,23 @@ class ProcessorDatabase:
         prefix = offset_prefix(scope)
         return {
             parse_offset_key(key, scope): int(value)
-            for key, value in self.backend.scan(META_STORE, prefix, _prefix_end(prefix))
+            for key, value in self.backend.scan(META_STORE, prefix, prefix_end(prefix))
         }
 
     def has_flag(self, name: str) -> bool:
         """Whether ``StateBatch.set_flag(name)`` was committed."""
         return self.backend.get(META_STORE, flag_key(name)) is not None
+
+    @property
+    def fresh(self) -> bool:
+        """Whether this database was created (new, or after its directory was lost) and no
+        run has yet confirmed that what it owned then can be built here (``checked_fresh``).
+        Unlike ``created`` it survives a run killed before that check."""
+        return self.has_flag(FRESH_DIRECTORY_FLAG)
+
+    def checked_fresh(self) -> None:
+        """Note that a run checked the partitions this new database owned (``fresh``)."""
+        self.backend.write({META_STORE: [(flag_key(FRESH_DIRECTORY_FLAG), None)]})
 
     def delete_keys(self, belongs: Callable[[bytes], bool], chunk: int = 10_000) -> int:
         """Delete every key (in every store) for which ``belongs(key)``; returns how many.
@@ -372,28 +384,6 @@ class ProcessorDatabase:
         return {
             parse_offset_key(key): int(value)
             for key, value in self.backend.scan(
-                META_STORE, OFFSET_PREFIX, _prefix_end(OFFSET_PREFIX)
+                META_STORE, OFFSET_PREFIX, prefix_end(OFFSET_PREFIX)
             )
         }
-
-
-def _prefix_end(prefix: bytes) -> bytes:
-    """The first key after every key starting with ``prefix`` (which ends below 0xff)."""
-    return prefix[:-1] + bytes([prefix[-1] + 1])
-
-
-def _read_meta(backend: Backend, path: Path | None) -> dict[str, Any]:
-    raw = backend.get(META_STORE, META_KEY) if META_STORE in backend.store_names() else None
-    if raw is None:
-        raise StoreCorruptError(
-            f"{path} is a RocksDB database without splitstate's metadata: not a splitstate "
-            "state directory, or damaged. Nothing was deleted. Fix: move it aside, or point "
-            "state_dir elsewhere."
-        )
-    meta: dict[str, Any] = json.loads(raw)
-    if meta.get("format") != FORMAT_VERSION:
-        raise StoreConflictError(
-            f"{path} uses state format {meta.get('format')}, this splitstate reads format "
-            f"{FORMAT_VERSION}. Fix: use the splitstate version that wrote it."
-        )
-    return meta

@@ -4,7 +4,9 @@ Besides the user's named stores, every database has the store ``__splitstate`` h
 
 - ``offset/<topic>/<partition>`` -> the next input offset to process (ASCII decimal);
 - ``progress/<scope>/<topic>/<partition>`` -> offsets of other reads, e.g. a catch-up;
-- ``flag/<name>`` -> ``1`` for steps done once (e.g. stale state cleared for a catch-up);
+- ``flag/<name>`` -> ``1`` for steps done once (e.g. stale state cleared for a catch-up), and
+  ``flag/fresh-directory`` from the database's creation until the runtime has checked that
+  nothing the new (or lost) directory should hold lives only elsewhere;
 - ``purge/<name>`` -> JSON of a key purge in progress: its spec and where it stopped;
 - ``meta`` -> JSON: format version, app id, processor id and the app's fixed parameters;
 - ``bulk-load`` -> JSON describing a bulk load in progress (absent otherwise);
@@ -26,6 +28,7 @@ __all__ = [
     "CRASH_ATTEMPT_KEY",
     "CRASH_SKIPPED_PREFIX",
     "FORMAT_VERSION",
+    "FRESH_DIRECTORY_FLAG",
     "META_KEY",
     "META_STORE",
     "OFFSET_PREFIX",
@@ -45,6 +48,8 @@ OFFSET_PREFIX = b"offset/"
 CRASH_ATTEMPT_KEY = b"crash/attempt"
 CRASH_SKIPPED_PREFIX = b"crash/skipped/"
 FORMAT_VERSION = 1
+#: set when a database is created, cleared once a run checked what it owned then
+FRESH_DIRECTORY_FLAG = "fresh-directory"
 _STORE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 

@@ -45,11 +45,14 @@ class Assignment:
     ) -> None:
         self.processor = processor
         self._clock = clock
-        #: the run created the state directory (new, or lost): the partitions owned when the
-        #: run began (gated or not) are checked for keys whose history another processor
-        #: reads; partitions gained later come from a scale's catch-up, which builds them
-        self._created = database.created
+        #: the state directory is new (or was lost) and not checked yet, even by an earlier
+        #: run killed first: the partitions owned when this run began (gated or not) are
+        #: checked for keys whose history another processor reads, each as it is first
+        #: read; partitions gained later come from a scale's catch-up, which builds them
+        self._fresh = database.fresh
         self._owned_at_start: set[Position] | None = None
+        #: partitions of ``_owned_at_start`` still to check (the flag goes once none is)
+        self._unchecked: set[Position] = set()
         self.layout = layout
         #: the partitions the consumer reads
         self.owned: set[Position] = set()
@@ -93,6 +96,9 @@ class Assignment:
         self._gates_checked = self._clock.monotonic()
         if self._owned_at_start is None:
             self._owned_at_start = set(owned)
+            self._unchecked = set(owned) if self._fresh else set()
+        self._unchecked &= owned  # a partition scaled away is checked by its new owner
+        self._note_checked()
         candidates = owned - self.owned
         if not candidates:
             self.blocked = {}
@@ -167,7 +173,7 @@ class Assignment:
                         *position,
                         group,
                     )
-                elif start is None and self._created and position in (self._owned_at_start or ()):
+                elif start is None and position in self._unchecked:
                     # nothing processed here, but the keys may have history in an ancestor
                     # another processor reads (the state built for them is what was lost)
                     self._check_rebuildable(position, owned, start)
@@ -179,4 +185,12 @@ class Assignment:
             if behind:
                 self._consumer.commit(behind)
             self._consumer.add(starts)
+            self._unchecked -= added
+            self._note_checked()
         self.owned = set(owned)
+
+    def _note_checked(self) -> None:
+        """Clear the database's fresh flag once every partition it owned is checked."""
+        if self._fresh and not self._unchecked:
+            self._database.checked_fresh()
+            self._fresh = False

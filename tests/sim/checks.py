@@ -2,9 +2,11 @@
 
 - every key's state is the fold of exactly the records of that key in the input (no loss, no
   double apply, each producer's records in the order it wrote them), held by its owner only;
-- every input record has outputs, a key's outputs follow each producer's order, and repeats
-  appear only where a kill or a failed call cut a batch short;
-- the outputs of one input record all come from one processor (never two at once);
+- every input record has outputs, a key's outputs follow each producer's order and carry the
+  key's record count right after that record, and a record's outputs are emitted again only
+  after the process that emitted them was killed or stopped on an error (a batch cut short);
+- a partition's outputs change emitter no more often than its handoffs completed (never two
+  owners at once);
 - no processor of the generation in force keeps state for keys it does not own.
 """
 
@@ -131,7 +133,7 @@ def check_outputs(world: World) -> Violation:
 
 
 def _check_one_emitter_at_a_time(
-    world: World, timeline: dict[tuple[str, int], list[tuple[int, str]]], found: Violation
+    world: World, timeline: dict[tuple[str, int], list[str]], found: Violation
 ) -> None:
     """The processor emitting a partition's outputs changes only where a handoff of that
     partition completed: never back and forth (two owners at once). A record may still be
@@ -143,8 +145,7 @@ def _check_one_emitter_at_a_time(
             if handoff.phase.value == "COMPLETE":
                 for position in handoff.partitions:
                     handoffs[position] += 1
-    for position, outputs in timeline.items():
-        order = [name for _when, name in sorted(outputs, key=lambda item: item[0])]
+    for position, order in timeline.items():
         changes = sum(1 for a, b in itertools.pairwise(order) if a != b)
         if changes > handoffs[position]:
             found.add(
@@ -159,6 +160,23 @@ def _runs(order: list[str]) -> str:
     return ", ".join(f"{name} x{count}" for name, count in runs[:12])
 
 
+def _expected_counts(world: World) -> dict[tuple[str, int, int], int]:
+    """The count a key's state must show right after each input record: a key's records
+    are applied in partition order (a growth's child partitions are numbered above their
+    ancestors, and the producer fence puts a key's records there only after its last one
+    in the ancestor), then in offset order."""
+    by_key: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
+    for record in world.broker.ledger.get(INPUT, []):
+        if not is_marker(record.headers):
+            assert record.key is not None
+            by_key[record.key].append((record.partition, record.offset))
+    counts: dict[tuple[str, int, int], int] = {}
+    for records in by_key.values():
+        for n, (partition, offset) in enumerate(sorted(records), start=1):
+            counts[(INPUT, partition, offset)] = n
+    return counts
+
+
 def _check_outputs(
     world: World,
     truth: dict[bytes, dict[str, list[int]]],
@@ -166,31 +184,43 @@ def _check_outputs(
     *,
     complete: bool,
 ) -> None:
+    """Every record's outputs: present (``complete``), in each producer's order, with the
+    key's count right after it, and emitted again only after the process that emitted it
+    was killed or stopped on an error (a batch cut short before its state was committed)."""
     emitted: dict[bytes, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-    emitters: dict[tuple[str, int, int], set[str]] = defaultdict(set)
-    #: input partition -> (when, emitter) of each output of its records
-    timeline: dict[tuple[str, int], list[tuple[int, str]]] = defaultdict(list)
-    for partition in range(world.broker.partition_count(OUTPUT)):
-        for record in world.broker.records(OUTPUT, partition):
-            assert record.key is not None and record.value is not None
-            producer, seq, _n, topic, part, offset = json.loads(record.value)
-            emitted[record.key][producer].append(seq)
-            emitters[(topic, part, offset)].add(record.origin)
-            timeline[(topic, part)].append((record.timestamp_ms, record.origin))
-    repeats_allowed = bool(world.events.kills or world.chaos.failures or world.events.errors)
-    for where, names in emitters.items():
-        if len(names) > 1 and not repeats_allowed:
-            found.add(f"outputs of input {where} came from {sorted(names)} with no fault")
+    #: input record -> the processes that emitted its outputs, in the order they did
+    emissions: dict[tuple[str, int, int], list[str]] = defaultdict(list)
+    #: input partition -> the processor of each output of its records, in order
+    timeline: dict[tuple[str, int], list[str]] = defaultdict(list)
+    expected = _expected_counts(world)
+    for record in world.broker.ledger.get(OUTPUT, []):
+        assert record.key is not None and record.value is not None
+        producer, seq, n, topic, part, offset = json.loads(record.value)
+        emitted[record.key][producer].append(seq)
+        emissions[(topic, part, offset)].append(record.origin)
+        timeline[(topic, part)].append(record.origin.partition("#")[0])
+        if n != expected.get((topic, part, offset)):
+            found.add(
+                f"output of {topic}[{part}]@{offset} ({record.key!r} {producer}:{seq}) from "
+                f"{record.origin} says the key had {n} records, the input says "
+                f"{expected.get((topic, part, offset))}"
+            )
+    cut_short = world.events.cut_short
+    for where, origins in emissions.items():
+        uncut = [origin for origin in origins[:-1] if origin not in cut_short]
+        if uncut:
+            found.add(
+                f"outputs of input {where} were emitted by {origins}, though {uncut} was "
+                "neither killed nor stopped on an error"
+            )
     _check_one_emitter_at_a_time(world, timeline, found)
     for key, producers in sorted(truth.items()):
         for producer, seqs in producers.items():
             out = emitted.get(key, {}).get(producer, [])
             firsts = list(dict.fromkeys(out))
-            expected = sorted(seqs) if complete else sorted(seqs)[: len(firsts)]
-            if firsts != expected:
+            wanted = sorted(seqs) if complete else sorted(seqs)[: len(firsts)]
+            if firsts != wanted:
                 found.add(
                     f"{key!r} {producer}: outputs in order {firsts[:20]}, the input holds "
                     f"{sorted(seqs)[:20]}"
                 )
-            elif len(out) != len(firsts) and not repeats_allowed:
-                found.add(f"{key!r} {producer}: repeated outputs {out[:20]} with no fault")

@@ -38,6 +38,10 @@ SUPERVISE_SECONDS = 0.5
 #: How long the world must stay quiet, with no processor (re)started meanwhile, to be
 #: settled (longer than a slow reply: a processor may still be starting).
 QUIET_SECONDS = 10.0
+#: after a processor stopped for the operator: how long (simulated) and how many steps the
+#: world runs on, restarting it
+AFTER_HALT_SECONDS = 15.0
+AFTER_HALT_STEPS = 10_000
 
 
 @dataclass
@@ -108,12 +112,17 @@ def _run(plan: Plan, root: Path) -> Outcome:
         halted = world.events.halted
         if halted is not None:
             # a processor stopped and asks the operator for a fix (restore, backfill, an
-            # archive): documented after a lost disk or deleted history, a defect otherwise;
-            # what was emitted until then must still hold
+            # archive): documented after its own lost disk or deleted history, a defect
+            # otherwise; restarted without the fix it must stop again, and what was emitted
+            # until then must still hold
+            _after_halt(world)
+            outcome.steps = scheduler.steps
             outcome.halted = halted
-            documented = (world.events.lost_disks and "lost state directory" in halted) or (
-                world.events.retention and "retention deleted" in halted
-            )
+            lost = {f"processor {j}" for j in world.events.lost_disks}
+            documented = (
+                "lost state directory" in halted
+                and any(name in halted.replace("-", " ") for name in lost)
+            ) or (world.events.retention and "retention deleted" in halted)
             if not documented:
                 outcome.problems.append(f"stopped without a lost disk or retention: {halted}")
             outcome.problems += check_outputs(world).problems
@@ -140,7 +149,7 @@ def _chaos(world: World, plan: Plan) -> None:
             next_look = scheduler.now + SUPERVISE_SECONDS
         if scheduler.step() is None:
             scheduler.now += SUPERVISE_SECONDS
-        if world.kills_due:
+        if world.kills_due or world.kills_now:
             world.kill_due()
         if plan.kill_rate and rng.random() < plan.kill_rate:
             if plan.max_kills is not None and kills >= plan.max_kills:
@@ -171,6 +180,22 @@ def _kill_someone(world: World, plan: Plan) -> None:
 def _supervise(world: World) -> None:
     with contextlib.suppress(KafkaIOError):
         world.supervise()
+
+
+def _after_halt(world: World) -> None:
+    """Run on for a while after a processor stopped for the operator: the supervisor keeps
+    restarting it (and the rest), as a process manager would."""
+    scheduler = world.scheduler
+    until = scheduler.now + AFTER_HALT_SECONDS
+    next_look = 0.0
+    for _ in range(AFTER_HALT_STEPS):
+        if scheduler.now >= until:
+            return
+        if scheduler.now >= next_look:
+            _supervise(world)
+            next_look = scheduler.now + SUPERVISE_SECONDS
+        if scheduler.step() is None:
+            scheduler.now += SUPERVISE_SECONDS
 
 
 def _settle(world: World) -> int | None:

@@ -51,6 +51,8 @@ class Plan:
     compact_rate: float = 0.0
     #: chance per kill that the killed processor's state directory is lost too
     lose_disk_rate: float = 0.0
+    #: chance that the run re-creating a lost state directory is killed at its next call
+    reopen_kill_rate: float = 0.0
     rocksdb: bool = False
     #: steps of the chaos phase (then faults stop and the world must settle)
     chaos_steps: int = 4000
@@ -69,7 +71,8 @@ class Plan:
             f"{self.slow_rate:.3f}/read, outage {self.outage_rate:.4f}/step, retention "
             f"{self.retention_rate:.4f}/step, compact "
             f"{self.compact_rate:.4f}/step, lose disk "
-            f"{self.lose_disk_rate:.2f}/kill, chaos for {self.chaos_steps} steps",
+            f"{self.lose_disk_rate:.2f}/kill (then killed again at once "
+            f"{self.reopen_kill_rate:.1f}), chaos for {self.chaos_steps} steps",
         ]
         lines += [f"  {i + 1}. {op}" for i, op in enumerate(self.operations)]
         return "\n".join(lines)
@@ -93,6 +96,7 @@ class Plan:
             replace(self, retention_rate=0.0),
             replace(self, compact_rate=0.0),
             replace(self, lose_disk_rate=0.0),
+            replace(self, reopen_kill_rate=0.0),
             replace(self, rocksdb=False),
             replace(self, producers=max(1, self.producers - 1)),
             replace(self, keys=max(1, self.keys // 2)),
@@ -112,7 +116,7 @@ def draw_plan(seed: int) -> Plan:
     else:
         operations = _random_operations(rng, initial_processors, partitions)
     chaotic = rng.random() < 0.8
-    return Plan(
+    plan = Plan(
         seed=seed,
         partitions=partitions,
         initial_processors=initial_processors,
@@ -133,6 +137,9 @@ def draw_plan(seed: int) -> Plan:
         rocksdb=rng.random() < 0.1,
         chaos_steps=rng.choice([1000, 3000, 6000]),
     )
+    if plan.lose_disk_rate:  # drawn last: the fields above stay what they were
+        plan = replace(plan, reopen_kill_rate=rng.choice([0.0, 0.5, 1.0]))
+    return plan
 
 
 def _out_and_back(rng: random.Random, initial: int, partitions: int) -> list[Operation]:

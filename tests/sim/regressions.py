@@ -26,6 +26,23 @@ REGRESSIONS: dict[str, Plan] = {
         lose_disk_rate=0.3,
         chaos_steps=3000,
     ),
+    # The same, when the run that re-created the lost directory was killed before its first
+    # assignment: the next run found a directory of its own and skipped the check.
+    "lost-disk-then-killed-at-once-361": Plan(
+        seed=361,
+        partitions=2,
+        initial_processors=2,
+        keys=1,
+        producers=1,
+        records=4,
+        max_records=3,
+        ready_lag=0,
+        operations=(Operation("expand", 4, 2.8), Operation("scale", 3, 1.6)),
+        kill_rate=0.01,
+        lose_disk_rate=0.3,
+        reopen_kill_rate=1.0,
+        chaos_steps=3000,
+    ),
     "lost-disk-after-growth-667": Plan(
         seed=667,
         partitions=2,

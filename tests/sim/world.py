@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,91 +30,22 @@ from framework.processing import ProcessorStoppedError
 from framework.producer import SplitstateProducer
 from framework.runtime.loop import ProcessorRuntime
 from rebalance.control import ControlState
-from statestore import processor_path
+from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec, processor_path
 from tests.sim.app import INPUT, OUTPUT, make_app
 from tests.sim.broker import Broker, StoredRecord
+from tests.sim.chaos import Chaos
 from tests.sim.disks import Disks
 from tests.sim.kafka import MemoryKafka
 from tests.sim.plan import Operation, Plan
 from tests.sim.scheduler import Party, Scheduler
 
-__all__ = ["Chaos", "World"]
+__all__ = ["World"]
 
 log = logging.getLogger(__name__)
 
 #: Simulated seconds a crashed or killed processor stays down before the supervisor starts
 #: it again (drawn per restart: a long one leaves a scale half done for a while).
 RESTART_SECONDS = (0.5, 5.0)
-
-
-#: Calls that fail in the chaos phase (the others never raise with a real broker either:
-#: consume, poll and flush report problems in other ways).
-FALLIBLE = frozenset(
-    {
-        "kafka.consumer",
-        "kafka.producer",
-        "kafka.partition_counts",
-        "kafka.create_topics",
-        "kafka.create_partitions",
-        "kafka.topic_configs",
-        "kafka.describe_topics",
-        "kafka.read_log",
-        "kafka.append",
-        "consumer.committed",
-        "consumer.commit",
-        "consumer.watermarks",
-    }
-)
-#: Calls whose failure may come after their write landed (a timeout).
-AMBIGUOUS = frozenset({"kafka.append", "consumer.commit"})
-
-
-class Chaos:
-    """The faults of a world's broker calls: every call is a switch point, and while the
-    chaos phase lasts a call may fail."""
-
-    def __init__(
-        self, scheduler: Scheduler, rng: random.Random, fail_rate: float, slow_rate: float
-    ) -> None:
-        self.scheduler = scheduler
-        self.rng = rng
-        self.fail_rate = fail_rate
-        self.slow_rate = slow_rate
-        self.failures = 0
-        self.slow = 0
-        #: the chaos phase is on (faults stop when it ends)
-        self.active = True
-        #: the broker is unreachable until this simulated time
-        self.outage_until = 0.0
-        self.outages = 0
-
-    def before(self, operation: str) -> str | None:
-        """Switch, then maybe fail ``operation`` (before or after its write)."""
-        scheduler = self.scheduler
-        scheduler.switch()
-        if scheduler.current is None or not self.active or operation not in FALLIBLE:
-            return None
-        if scheduler.now < self.outage_until:
-            raise KafkaIOError(f"simulated outage: {operation} failed (broker unreachable)")
-        if self.fail_rate and self.rng.random() < self.fail_rate:
-            self.failures += 1
-            if operation in AMBIGUOUS and self.rng.random() < 0.5:
-                return "after"
-            raise KafkaIOError(f"simulated failure of {operation}")
-        return None
-
-    def outage(self, seconds: float) -> None:
-        """The broker is unreachable for ``seconds`` from now."""
-        self.outages += 1
-        self.outage_until = self.scheduler.now + seconds
-
-    def after(self, operation: str) -> None:
-        """Maybe answer late: the reply (read before) arrives up to 4s later."""
-        if self.scheduler.current is None or not self.slow_rate or not self.active:
-            return
-        if self.rng.random() < self.slow_rate:
-            self.slow += 1
-            self.scheduler.sleep(self.rng.uniform(0.1, 4.0))
 
 
 @dataclass
@@ -127,6 +58,9 @@ class Events:
     refusals: list[str] = field(default_factory=list)
     compactions: int = 0
     retention: int = 0
+    #: processes (``name#incarnation``, the origin of what they wrote) that were killed or
+    #: stopped on an error: only their batches may have been cut short
+    cut_short: set[str] = field(default_factory=set)
     #: why a processor stopped for the operator (``ProcessorStoppedError``), if one did
     halted: str | None = None
 
@@ -157,6 +91,8 @@ class World:
         self.protocol_kills = plan.protocol_kill_rate
         #: kills decided at a handoff record, due a little later: (simulated time, processor)
         self.kills_due: list[tuple[float, int]] = []
+        #: processors to kill at their next call, keeping their disks
+        self.kills_now: list[int] = []
         self.driver = MemoryKafka(self.broker, self.clock, name="driver")
         self.processors: dict[int, Party] = {}
         #: when a processor was last started (the world is not settled right after)
@@ -166,6 +102,9 @@ class World:
         self.operator: Party | None = None
         self.produced = 0
         self._incarnations = 0
+        self._processes = 0
+        #: processors whose state directory was lost and not yet re-created
+        self._disk_lost: set[int] = set()
 
     # -- setting up ----------------------------------------------------------------------
 
@@ -195,11 +134,22 @@ class World:
         return MemoryKafka(self.broker, self.clock, name=name, faults=self.chaos)
 
     def spawn(self, name: str, body: Callable[[MemoryKafka, Party], None]) -> Party:
-        """A new process running ``body`` with its own port; a kill crashes that port."""
-        port = self.port(name)
+        """A new process running ``body`` with its own port (named ``name#incarnation``);
+        a kill crashes that port."""
+        self._processes += 1
+        port = self.port(f"{name}#{self._processes}")
         holder: list[Party] = []
-        party = self.scheduler.spawn(name, lambda: body(port, holder[0]))
+
+        def run() -> None:
+            try:
+                body(port, holder[0])
+            except BaseException:
+                self.events.cut_short.add(port.name)
+                raise
+
+        party = self.scheduler.spawn(name, run)
         holder.append(party)
+        party.on_kill.append(lambda: self.events.cut_short.add(port.name))
         party.on_kill.append(lambda: port.crash(self.rng))
         return party
 
@@ -209,9 +159,20 @@ class World:
         """Run processor ``processor`` (as ``splitstate run`` would)."""
 
         def body(port: MemoryKafka, party: Party) -> None:
-            runtime = ProcessorRuntime(
-                self.app, processor, kafka=port, open_database=self.disks.opener(party)
-            )
+            opener = self.disks.opener(party)
+
+            def open_database(
+                path: Path, identity: DatabaseIdentity, stores: Sequence[StoreSpec]
+            ) -> ProcessorDatabase:
+                database = opener(path, identity, stores)
+                if database.created and processor in self._disk_lost:
+                    # a crash loop: the run that re-creates a lost directory dies at once
+                    self._disk_lost.discard(processor)
+                    if self.chaos.active and self.rng.random() < self.plan.reopen_kill_rate:
+                        self.kills_now.append(processor)
+                return database
+
+            runtime = ProcessorRuntime(self.app, processor, kafka=port, open_database=open_database)
             runtime.run()
 
         self.processors[processor] = self.spawn(f"processor-{processor}", body)
@@ -259,18 +220,20 @@ class World:
         party.error = None
         self.restart_at[processor] = self.clock.monotonic() + self.rng.uniform(*RESTART_SECONDS)
 
-    def kill_processor(self, processor: int, lose_disk: bool) -> None:
+    def kill_processor(self, processor: int, lose_disk: bool, why: str = "") -> None:
         """Kill a processor between two of its calls; maybe its disk goes too."""
         party = self.processors.get(processor)
         if party is None or not party.runnable:
             return
         self.scheduler.kill(party)
         lost = " and its state directory" if lose_disk else ""
-        self.events.kills.append(f"t={self.clock.monotonic():.2f} processor-{processor}{lost}")
+        why = f" {why}" if why else ""
+        self.events.kills.append(f"t={self.clock.monotonic():.2f} processor-{processor}{lost}{why}")
         self.restart_at[processor] = self.clock.monotonic() + self.rng.uniform(*RESTART_SECONDS)
         if lose_disk:
             self.disks.lose(processor_path(self.app.config.app_state_dir, processor))
             self.events.lost_disks.append(processor)
+            self._disk_lost.add(processor)
 
     # -- producers -----------------------------------------------------------------------
 
@@ -396,6 +359,9 @@ class World:
         self.kills_due = [(at, victim) for at, victim in self.kills_due if at > now]
         for victim in due:
             self.kill_processor(victim, self.rng.random() < self.plan.lose_disk_rate)
+        for victim in self.kills_now:
+            self.kill_processor(victim, False, "right after it re-created its lost state directory")
+        self.kills_now = []
 
     def compact(self) -> None:
         """Compact the control log and the topic registry."""

@@ -140,3 +140,16 @@ def test_read_only_open_works_while_the_owner_runs(tmp_path: Path) -> None:
             assert reader.identity.app_id == "test-app"
         finally:
             reader.close()
+
+
+def test_a_new_database_stays_fresh_until_checked_even_across_reopens(tmp_path: Path) -> None:
+    """The fresh flag (a new or lost directory whose owned partitions no run has checked)
+    is written with the database and survives reopening until ``checked_fresh``."""
+    path = tmp_path / "processor-0"
+    with ProcessorDatabase.open(path, IDENTITY, STORES) as database:
+        assert database.created and database.fresh
+    with ProcessorDatabase.open(path, IDENTITY, STORES) as database:
+        assert not database.created and database.fresh  # a run killed before its check
+        database.checked_fresh()
+    with ProcessorDatabase.open(path, IDENTITY, STORES) as database:
+        assert not database.created and not database.fresh

@@ -1,0 +1,46 @@
+"""A database's metadata store records: what a new database holds, and reading its meta."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from statestore.backend import Backend
+from statestore.errors import StoreConflictError, StoreCorruptError
+from statestore.layout import FORMAT_VERSION, FRESH_DIRECTORY_FLAG, META_KEY, META_STORE, flag_key
+
+__all__ = ["creation_records", "prefix_end", "read_meta"]
+
+
+def creation_records(identity: dict[str, Any]) -> list[tuple[bytes, bytes | None]]:
+    """What a new database's metadata store holds: its ``identity`` (the ``meta`` record's
+    JSON), and the fresh flag."""
+    return [
+        (META_KEY, json.dumps(identity).encode()),
+        (flag_key(FRESH_DIRECTORY_FLAG), b"1"),
+    ]
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The first key after every key starting with ``prefix`` (which ends below 0xff)."""
+    return prefix[:-1] + bytes([prefix[-1] + 1])
+
+
+def read_meta(backend: Backend, path: Path | None) -> dict[str, Any]:
+    """The metadata of the database in ``backend`` (at ``path``, for messages); raises
+    ``StoreCorruptError`` without it and ``StoreConflictError`` for another format."""
+    raw = backend.get(META_STORE, META_KEY) if META_STORE in backend.store_names() else None
+    if raw is None:
+        raise StoreCorruptError(
+            f"{path} is a RocksDB database without splitstate's metadata: not a splitstate "
+            "state directory, or damaged. Nothing was deleted. Fix: move it aside, or point "
+            "state_dir elsewhere."
+        )
+    meta: dict[str, Any] = json.loads(raw)
+    if meta.get("format") != FORMAT_VERSION:
+        raise StoreConflictError(
+            f"{path} uses state format {meta.get('format')}, this splitstate reads format "
+            f"{FORMAT_VERSION}. Fix: use the splitstate version that wrote it."
+        )
+    return meta

@@ -1,0 +1,81 @@
+"""The faults of a simulated world's broker calls: failures (some after their write
+landed), slow replies and outages, while the chaos phase lasts."""
+
+from __future__ import annotations
+
+import random
+
+from framework.kafka import KafkaIOError
+from tests.sim.scheduler import Scheduler
+
+__all__ = ["AMBIGUOUS", "FALLIBLE", "Chaos"]
+
+
+#: Calls that fail in the chaos phase (the others never raise with a real broker either:
+#: consume, poll and flush report problems in other ways).
+FALLIBLE = frozenset(
+    {
+        "kafka.consumer",
+        "kafka.producer",
+        "kafka.partition_counts",
+        "kafka.create_topics",
+        "kafka.create_partitions",
+        "kafka.topic_configs",
+        "kafka.describe_topics",
+        "kafka.read_log",
+        "kafka.append",
+        "consumer.committed",
+        "consumer.commit",
+        "consumer.watermarks",
+    }
+)
+#: Calls whose failure may come after their write landed (a timeout).
+AMBIGUOUS = frozenset({"kafka.append", "consumer.commit"})
+
+
+class Chaos:
+    """The faults of a world's broker calls: every call is a switch point, and while the
+    chaos phase lasts a call may fail."""
+
+    def __init__(
+        self, scheduler: Scheduler, rng: random.Random, fail_rate: float, slow_rate: float
+    ) -> None:
+        self.scheduler = scheduler
+        self.rng = rng
+        self.fail_rate = fail_rate
+        self.slow_rate = slow_rate
+        self.failures = 0
+        self.slow = 0
+        #: the chaos phase is on (faults stop when it ends)
+        self.active = True
+        #: the broker is unreachable until this simulated time
+        self.outage_until = 0.0
+        self.outages = 0
+
+    def before(self, operation: str) -> str | None:
+        """Switch, then maybe fail ``operation`` (before or after its write)."""
+        scheduler = self.scheduler
+        scheduler.switch()
+        if scheduler.current is None or not self.active or operation not in FALLIBLE:
+            return None
+        if scheduler.now < self.outage_until:
+            raise KafkaIOError(f"simulated outage: {operation} failed (broker unreachable)")
+        if self.fail_rate and self.rng.random() < self.fail_rate:
+            self.failures += 1
+            if operation in AMBIGUOUS and self.rng.random() < 0.5:
+                return "after"
+            raise KafkaIOError(f"simulated failure of {operation}")
+        return None
+
+    def outage(self, seconds: float) -> None:
+        """The broker is unreachable for ``seconds`` from now."""
+        self.outages += 1
+        self.outage_until = self.scheduler.now + seconds
+
+    def after(self, operation: str) -> None:
+        """Maybe answer late: the reply (read before) arrives up to 4s later."""
+        if self.scheduler.current is None or not self.slow_rate or not self.active:
+            return
+        if self.rng.random() < self.slow_rate:
+            self.slow += 1
+            self.scheduler.sleep(self.rng.uniform(0.1, 4.0))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from framework.app import App
 from framework.config import AppConfig, ConfigError
-from framework.coordination.control_guard import check_history
+from framework.coordination.control_guard import ControlLogLostError, check_history
 from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
 from framework.kafka import Kafka, TopicSpec, check_retention
@@ -51,6 +51,12 @@ class AppLayout:
             "inputs": dict(sorted(self.definition.inputs.items())),
             "key_hash": self.definition.key_hash,
         }
+
+
+#: how often the control log is read before it is reported lost
+_LOG_READS = 3
+#: how long a start waits for partitions a growth recorded but has not created yet
+_GROWTH_WAIT_SECONDS = 30.0
 
 
 def prepare_app(app: App, kafka: Kafka, processor: int | None = None) -> AppLayout:
@@ -95,17 +101,11 @@ def prepare_app(app: App, kafka: Kafka, processor: int | None = None) -> AppLayo
                 f"says {config.key_hash!r}. Fix: use {entry.key_hash!r}."
             )
         if counts[name] < entry.partitions:
-            raise ConfigError(
-                f"topic {name!r} has {counts[name]} partitions but the registry recorded "
-                f"{entry.partitions}; partitions cannot shrink. Fix: recreate the topic with at "
-                f"least {entry.partitions} partitions."
-            )
+            counts[name] = _await_growth(kafka, name, counts[name], entry.partitions)
         entries[name] = entry
 
-    end_offset = control_log.end_offset()
-    control = control_log.read()
     positions = [(t.topic, p) for t in config.inputs for p in range(entries[t.topic].partitions)]
-    check_history(kafka, config, control, end_offset, positions, processor=processor)
+    control = _read_checked(kafka, config, control_log, positions, processor)
     wanted = AppDefinition(
         app_id=config.app_id,
         initial_processors=config.initial_processors,
@@ -126,6 +126,52 @@ def prepare_app(app: App, kafka: Kafka, processor: int | None = None) -> AppLayo
     inputs = {t.topic: entries[t.topic] for t in config.inputs}
     outputs = {t.topic: entries[t.topic] for t in config.outputs}
     return AppLayout(control.app, processors, inputs, outputs, control)
+
+
+def _await_growth(kafka: Kafka, name: str, count: int, recorded: int) -> int:
+    """Wait for topic ``name`` to have the ``recorded`` partitions of the registry: a growth
+    records the count before it creates the partitions. Raise ``ConfigError`` if it does
+    not within ``_GROWTH_WAIT_SECONDS``."""
+    clock = kafka.clock
+    deadline = clock.monotonic() + _GROWTH_WAIT_SECONDS
+    while count < recorded and clock.monotonic() < deadline:
+        clock.sleep(1.0)
+        count = kafka.partition_counts([name]).get(name, count)
+    if count < recorded:
+        raise ConfigError(
+            f"topic {name!r} has {count} partitions but the registry recorded {recorded} "
+            f"(waited {_GROWTH_WAIT_SECONDS:.0f}s for them); partitions cannot shrink. Fix: if "
+            f"`splitstate expand` to {recorded} was interrupted, run it again to finish the "
+            f"growth; if the topic was deleted and created again, recreate it with at least "
+            f"{recorded} partitions."
+        )
+    return count
+
+
+def _read_checked(
+    kafka: Kafka,
+    config: AppConfig,
+    control_log: ControlLog,
+    positions: list[tuple[str, int]],
+    processor: int | None,
+) -> ControlState:
+    """The control log's state, refused (``check_history``) when shorter than the
+    app's traces prove. The traces are read after the log, so a log read just before
+    another processor's first start landed (or answered late) looks lost: it is read again,
+    a second apart, and refused only if it still is (traces only grow, so a lost log stays
+    lost)."""
+    for attempt in range(1, _LOG_READS + 1):
+        end_offset = control_log.end_offset()
+        control = control_log.read()
+        try:
+            check_history(kafka, config, control, end_offset, positions, processor=processor)
+        except ControlLogLostError:
+            if attempt == _LOG_READS:
+                raise
+            kafka.clock.sleep(1.0)
+            continue
+        return control
+    raise AssertionError("unreachable")
 
 
 def _check_layouts(

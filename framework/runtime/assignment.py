@@ -46,13 +46,10 @@ class Assignment:
         self.processor = processor
         self._clock = clock
         #: the state directory is new (or was lost) and not checked yet, even by an earlier
-        #: run killed first: the partitions owned when this run began (gated or not) are
-        #: checked for keys whose history another processor reads, each as it is first
-        #: read; partitions gained later come from a scale's catch-up, which builds them
+        #: run killed first: the partitions owned when this run begins (gated or not) are
+        #: checked at once for keys whose history another processor reads; partitions
+        #: gained later come from a scale's catch-up, which builds them
         self._fresh = database.fresh
-        self._owned_at_start: set[Position] | None = None
-        #: partitions of ``_owned_at_start`` still to check (the flag goes once none is)
-        self._unchecked: set[Position] = set()
         self.layout = layout
         #: the partitions the consumer reads
         self.owned: set[Position] = set()
@@ -94,11 +91,8 @@ class Assignment:
     def ungated(self, owned: set[Position]) -> set[Position]:
         """``owned`` less the new partitions a growth's ordering gate still holds back."""
         self._gates_checked = self._clock.monotonic()
-        if self._owned_at_start is None:
-            self._owned_at_start = set(owned)
-            self._unchecked = set(owned) if self._fresh else set()
-        self._unchecked &= owned  # a partition scaled away is checked by its new owner
-        self._note_checked()
+        if self._fresh:
+            self._check_fresh(owned)
         candidates = owned - self.owned
         if not candidates:
             self.blocked = {}
@@ -125,6 +119,17 @@ class Assignment:
             log.info("processor %d: %s[%d] may be read now", self.processor, *position)
         self.blocked = blocked
         return owned - set(blocked)
+
+    def _check_fresh(self, owned: set[Position]) -> None:
+        """A new (or lost) state directory holds nothing: refuse to start if a partition it
+        owns has keys whose earlier records another processor reads (the state built for
+        them elsewhere is what was lost); then note that the directory was checked."""
+        offsets = self._database.offsets()
+        for position in sorted(owned):
+            if offsets.get(position) is None:
+                self._check_rebuildable(position, owned, None)
+        self._database.checked_fresh()
+        self._fresh = False
 
     def _check_rebuildable(
         self, position: Position, owned: set[Position], start: int | None
@@ -173,10 +178,6 @@ class Assignment:
                         *position,
                         group,
                     )
-                elif start is None and position in self._unchecked:
-                    # nothing processed here, but the keys may have history in an ancestor
-                    # another processor reads (the state built for them is what was lost)
-                    self._check_rebuildable(position, owned, start)
                 elif start is not None and (group is None or group < start):
                     # state built elsewhere (a backfill, a catch-up): the group's offset is T1
                     # for catch-ups reading this partition, so it says what the state holds
@@ -185,12 +186,4 @@ class Assignment:
             if behind:
                 self._consumer.commit(behind)
             self._consumer.add(starts)
-            self._unchecked -= added
-            self._note_checked()
         self.owned = set(owned)
-
-    def _note_checked(self) -> None:
-        """Clear the database's fresh flag once every partition it owned is checked."""
-        if self._fresh and not self._unchecked:
-            self._database.checked_fresh()
-            self._fresh = False

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from framework.runtime.loop import DatabaseOpener
-from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
+from statestore import DatabaseIdentity, ProcessorDatabase, StoreCorruptError, StoreSpec
 from statestore.memory import MemoryBackend
 from tests.sim.scheduler import Party
 
@@ -62,6 +62,9 @@ class Disks:
         if self.rocksdb:
             if not (path / "CURRENT").exists():
                 return None
+            for _attempt in range(4):  # a live writer may delete a file the open just listed
+                with contextlib.suppress(StoreCorruptError):
+                    return ProcessorDatabase.open_read_only(path)
             return ProcessorDatabase.open_read_only(path)
         disk = self._memory.get(path)
         if not disk:

@@ -75,7 +75,7 @@ def run_schedule(plan: Plan, root: Path | None = None) -> Outcome:
     """Run ``plan``'s schedule; the outcome lists every broken invariant."""
     owned = root is None
     root = Path(tempfile.mkdtemp(prefix="splitstate-sim-")) if root is None else root
-    logging.disable(logging.WARNING)  # the runtime's warnings are expected under faults
+    logging.disable(logging.CRITICAL)  # the runtime's warnings and errors are expected under faults
     ids = random.Random(plan.seed * 7 + 4)  # request ids, record keys, group names
 
     def seeded_uuid4() -> uuid.UUID:
@@ -126,14 +126,23 @@ def _run(plan: Plan, root: Path) -> Outcome:
             if not documented:
                 outcome.problems.append(f"stopped without a lost disk or retention: {halted}")
             outcome.problems += check_outputs(world).problems
+            outcome.problems += _false_alarms(world)
             return outcome
         if settled is None:
             outcome.problems.append(_stuck(world))
             return outcome
         outcome.problems += check_world(world, settled).problems
+        outcome.problems += _false_alarms(world)
         return outcome
     finally:
         scheduler.end()
+
+
+def _false_alarms(world: World) -> list[str]:
+    return [
+        f"a processor stopped on a cause the world never had: {e}"
+        for e in world.events.false_alarms
+    ]
 
 
 def _chaos(world: World, plan: Plan) -> None:

@@ -43,6 +43,25 @@ REGRESSIONS: dict[str, Plan] = {
         reopen_kill_rate=1.0,
         chaos_steps=3000,
     ),
+    # A directory whose check was still pending when a gated child of a partition given
+    # away in a scale was first read: checked that late, the child looked rebuilt from
+    # another processor's records (a false stop). The check now runs when the run begins.
+    "fresh-check-after-a-handoff-445": Plan(
+        seed=445,
+        partitions=4,
+        initial_processors=2,
+        keys=8,
+        producers=1,
+        records=14,
+        max_records=20,
+        ready_lag=2,
+        operations=(Operation("expand", 16, 1.9), Operation("scale", 15, 1.8)),
+        kill_rate=0.003,
+        fail_rate=0.002,
+        slow_rate=0.2,
+        chaos_steps=750,
+        max_kills=1,
+    ),
     "lost-disk-after-growth-667": Plan(
         seed=667,
         partitions=2,

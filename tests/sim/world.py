@@ -20,6 +20,7 @@ from pathlib import Path
 from framework.app import App
 from framework.clock import Clock
 from framework.config import ConfigError
+from framework.coordination.control_guard import ControlLogLostError
 from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import REGISTRY_TOPIC, TopicRegistry
 from framework.coordination.scaling import abort_scale, request_scale
@@ -48,6 +49,11 @@ log = logging.getLogger(__name__)
 RESTART_SECONDS = (0.5, 5.0)
 
 
+#: Errors a processor must never stop with here: the simulated world never loses or rolls
+#: back the control log, and its config is valid and never changes.
+FALSE_ALARMS = (ControlLogLostError, ConfigError)
+
+
 @dataclass
 class Events:
     """What happened in a world (for the checks and the failure report)."""
@@ -61,6 +67,8 @@ class Events:
     #: processes (``name#incarnation``, the origin of what they wrote) that were killed or
     #: stopped on an error: only their batches may have been cut short
     cut_short: set[str] = field(default_factory=set)
+    #: processors that stopped naming a cause the world never had (see ``FALSE_ALARMS``)
+    false_alarms: list[str] = field(default_factory=list)
     #: why a processor stopped for the operator (``ProcessorStoppedError``), if one did
     halted: str | None = None
 
@@ -213,10 +221,13 @@ class World:
             return
         if isinstance(party.error, ProcessorStoppedError) and self.events.halted is None:
             self.events.halted = f"processor-{processor}: {party.error}"
-        self.events.errors.append(
+        line = (
             f"t={self.clock.monotonic():.2f} processor-{processor}: "
             f"{type(party.error).__name__}: {party.error}"
         )
+        self.events.errors.append(line)
+        if isinstance(party.error, FALSE_ALARMS):
+            self.events.false_alarms.append(line)
         party.error = None
         self.restart_at[processor] = self.clock.monotonic() + self.rng.uniform(*RESTART_SECONDS)
 

@@ -1,0 +1,99 @@
+"""A processor's start racing another's: the control log read just before another
+processor's first start landed, and a growth that recorded its count before creating the
+partitions, are waited out, not reported as a lost log or a shrunk topic (the simulation found
+both as false alarms)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from framework import App
+from framework.config import ConfigError
+from framework.coordination.control_guard import ControlLogLostError
+from framework.coordination.layout import prepare_app
+from framework.coordination.registry import TopicRegistry
+from framework.kafka import TopicSpec
+from tests.clocks import ManualClock
+from tests.sim.app import INPUT, OUTPUT, make_app
+from tests.sim.broker import Broker
+from tests.sim.kafka import MemoryKafka
+
+
+def _world(tmp_path: Path, *, registered: int = 2) -> tuple[MemoryKafka, ManualClock]:
+    clock = ManualClock()
+    kafka = MemoryKafka(Broker(random.Random(1)), clock)
+    kafka.create_topics([TopicSpec(INPUT, 2), TopicSpec(OUTPUT, 2)])
+    registry = TopicRegistry(kafka)
+    registry.ensure_topic()
+    registry.register(INPUT, registered)
+    registry.register(OUTPUT, 2)
+    return kafka, clock
+
+
+def _app(tmp_path: Path) -> App:
+    return make_app(
+        tmp_path, partitions=2, initial_processors=2, max_records=5, lease_ms=2000, ready_lag=0
+    )
+
+
+class _SlowControlLogRead(MemoryKafka):
+    """A port whose first read of the control log answers as of before another processor's
+    first start landed (its app definition, then a processed batch's group commit)."""
+
+    def __init__(self, kafka: MemoryKafka, app: App) -> None:
+        super().__init__(kafka.broker, kafka.clock)
+        self.app = app
+        self.slowed = 0
+
+    def read_log(self, topic: str, partition: int = 0) -> list[tuple[bytes | None, bytes | None]]:
+        answer = super().read_log(topic, partition)
+        config = self.app.config
+        if topic == config.control_topic and not self.slowed:
+            self.slowed += 1
+            other = MemoryKafka(self.broker, self.clock, name="processor-1")
+            prepare_app(self.app, other, 1)
+            with other.consumer(config.app_id) as consumer:
+                consumer.commit({(INPUT, 1): 5})
+        return answer
+
+
+def test_a_control_log_read_just_before_another_first_start_is_read_again(
+    tmp_path: Path,
+) -> None:
+    kafka, _clock = _world(tmp_path)
+    app = _app(tmp_path)
+    slow = _SlowControlLogRead(kafka, app)
+    layout = prepare_app(app, slow, 0)
+    assert slow.slowed == 1
+    assert layout.processors == 2 and layout.control.app is not None
+
+
+def test_a_control_log_that_stays_empty_under_group_offsets_is_still_refused(
+    tmp_path: Path,
+) -> None:
+    kafka, clock = _world(tmp_path)
+    app = _app(tmp_path)
+    with kafka.consumer(app.config.app_id) as consumer:
+        consumer.commit({(INPUT, 0): 3})
+    with pytest.raises(ControlLogLostError, match="has no app definition"):
+        prepare_app(app, kafka, 0)
+    assert clock.sleeps == 2  # read three times, a second apart
+
+
+def test_a_start_waits_for_the_partitions_a_growth_recorded(tmp_path: Path) -> None:
+    kafka, clock = _world(tmp_path, registered=4)
+    clock.on_sleep = lambda count: kafka.broker.grow(INPUT, 4) if count == 3 else None
+    layout = prepare_app(_app(tmp_path), kafka, 0)
+    assert layout.inputs[INPUT].partitions == 4 and clock.sleeps >= 3
+
+
+def test_a_topic_that_never_gets_the_recorded_partitions_is_refused_naming_expand(
+    tmp_path: Path,
+) -> None:
+    kafka, clock = _world(tmp_path, registered=4)
+    with pytest.raises(ConfigError, match="run it again to finish the growth"):
+        prepare_app(_app(tmp_path), kafka, 0)
+    assert clock.now >= 30

@@ -50,6 +50,8 @@ class Chaos:
         self.active = True
         #: the broker is unreachable until this simulated time
         self.outage_until = 0.0
+        #: processes cut off from the broker until a simulated time (a network partition)
+        self.isolated_until: dict[str, float] = {}
         self.outages = 0
 
     def before(self, operation: str) -> str | None:
@@ -60,12 +62,21 @@ class Chaos:
             return None
         if scheduler.now < self.outage_until:
             raise KafkaIOError(f"simulated outage: {operation} failed (broker unreachable)")
+        process = scheduler.current.name.split("/")[0]
+        if scheduler.now < self.isolated_until.get(process, 0.0):
+            raise KafkaIOError(f"simulated partition: {operation} failed (broker unreachable)")
         if self.fail_rate and self.rng.random() < self.fail_rate:
             self.failures += 1
             if operation in AMBIGUOUS and self.rng.random() < 0.5:
                 return "after"
             raise KafkaIOError(f"simulated failure of {operation}")
         return None
+
+    def isolate(self, processes: list[str], seconds: float) -> None:
+        """``processes`` (and their threads) cannot reach the broker for ``seconds``."""
+        self.outages += 1
+        for process in processes:
+            self.isolated_until[process] = self.scheduler.now + seconds
 
     def outage(self, seconds: float) -> None:
         """The broker is unreachable for ``seconds`` from now."""

@@ -24,6 +24,7 @@ from unittest import mock
 from framework.coordination.registry import TopicRegistry
 from framework.kafka import KafkaIOError
 from statestore import processor_path
+from tests.sim.aimed import aim_at_protocol_windows
 from tests.sim.app import INPUT
 from tests.sim.checks import check_outputs, check_world
 from tests.sim.plan import Operation, Plan
@@ -31,6 +32,9 @@ from tests.sim.world import World
 
 __all__ = ["Outcome", "run_schedule", "shrink"]
 
+#: Steps the chaos phase may run past the plan's ``chaos_steps`` while the operator is still
+#: at work or a scale is under way.
+CHAOS_EXTENSION_STEPS = 20_000
 #: Steps the world gets to settle once the faults stop.
 SETTLE_STEPS = 60_000
 #: Simulated seconds between the supervisor's looks at the control state.
@@ -102,6 +106,7 @@ def _run(plan: Plan, root: Path) -> Outcome:
             world.start_producer(plan.records)
         world.start_operator(plan.operations)
         world.kill_at_protocol_steps()
+        aim_at_protocol_windows(world)
         _chaos(world, plan)
         world.chaos.active = False
         world.protocol_kills = 0.0
@@ -150,12 +155,16 @@ def _chaos(world: World, plan: Plan) -> None:
     rng = world.rng
     next_look = 0.0
     kills = 0
-    for _ in range(plan.chaos_steps):
+    busy = True
+    for step in range(plan.chaos_steps + CHAOS_EXTENSION_STEPS):
         if world.events.halted:
+            return
+        if step >= plan.chaos_steps and not busy:
             return
         if scheduler.now >= next_look:
             _supervise(world)
             next_look = scheduler.now + SUPERVISE_SECONDS
+            busy = _operating(world)
         if scheduler.step() is None:
             scheduler.now += SUPERVISE_SECONDS
         if world.kills_due or world.kills_now:
@@ -171,6 +180,16 @@ def _chaos(world: World, plan: Plan) -> None:
             world.delete_processed()
         if plan.outage_rate and rng.random() < plan.outage_rate:
             world.chaos.outage(rng.uniform(1.0, 6.0))
+
+
+def _operating(world: World) -> bool:
+    """Whether the operator is still at its plan or a scale is under way (the chaos phase
+    lasts at least as long, so that faults reach the plan's last scales too)."""
+    if world.operator is not None and world.operator.runnable:
+        return True
+    with contextlib.suppress(KafkaIOError):
+        return world.control().scaling is not None
+    return True
 
 
 def _kill_someone(world: World, plan: Plan) -> None:

@@ -53,6 +53,8 @@ class Plan:
     lose_disk_rate: float = 0.0
     #: chance that the run re-creating a lost state directory is killed at its next call
     reopen_kill_rate: float = 0.0
+    #: chance of each fault aimed at a protocol window (``tests/sim/aimed.py``)
+    aimed_rate: float = 0.0
     rocksdb: bool = False
     #: steps of the chaos phase (then faults stop and the world must settle)
     chaos_steps: int = 4000
@@ -72,7 +74,8 @@ class Plan:
             f"{self.retention_rate:.4f}/step, compact "
             f"{self.compact_rate:.4f}/step, lose disk "
             f"{self.lose_disk_rate:.2f}/kill (then killed again at once "
-            f"{self.reopen_kill_rate:.1f}), chaos for {self.chaos_steps} steps",
+            f"{self.reopen_kill_rate:.1f}), aimed faults {self.aimed_rate:.1f}, chaos for "
+            f"{self.chaos_steps} steps",
         ]
         lines += [f"  {i + 1}. {op}" for i, op in enumerate(self.operations)]
         return "\n".join(lines)
@@ -97,6 +100,7 @@ class Plan:
             replace(self, compact_rate=0.0),
             replace(self, lose_disk_rate=0.0),
             replace(self, reopen_kill_rate=0.0),
+            replace(self, aimed_rate=0.0),
             replace(self, rocksdb=False),
             replace(self, producers=max(1, self.producers - 1)),
             replace(self, keys=max(1, self.keys // 2)),
@@ -137,8 +141,11 @@ def draw_plan(seed: int) -> Plan:
         rocksdb=rng.random() < 0.1,
         chaos_steps=rng.choice([1000, 3000, 6000]),
     )
-    if plan.lose_disk_rate:  # drawn last: the fields above stay what they were
+    # drawn last, so that the fields above stay what they were for a seed
+    if plan.lose_disk_rate:
         plan = replace(plan, reopen_kill_rate=rng.choice([0.0, 0.5, 1.0]))
+    if chaotic:
+        plan = replace(plan, aimed_rate=rng.choice([0.0, 0.5, 1.0]))
     return plan
 
 

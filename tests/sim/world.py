@@ -303,6 +303,8 @@ class World:
             try:
                 request_scale(self.app, processors, kafka=port)
                 return
+            except KafkaIOError:
+                self.clock.sleep(1.0)
             except ConfigError as error:
                 if "in progress" not in str(error) and "growing" not in str(error):
                     raise
@@ -310,7 +312,15 @@ class World:
         request_scale(self.app, processors, kafka=port)
 
     def _expand(self, port: MemoryKafka, partitions: int) -> None:
+        """Grow the input, again a while later when the broker failed it (``status`` would
+        show the growth unfinished)."""
         control = ControlLog(port, self.app.config.control_topic)
+        for _ in range(10):
+            try:
+                expand_topic(port, INPUT, partitions, control=control, report=lambda _line: None)
+                return
+            except KafkaIOError:
+                self.clock.sleep(1.0)
         expand_topic(port, INPUT, partitions, control=control, report=lambda _line: None)
 
     def _finish_growth(self, port: MemoryKafka) -> None:

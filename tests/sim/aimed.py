@@ -1,0 +1,73 @@
+"""Faults aimed at the protocol's narrow windows, which random kills reach too rarely.
+
+At the plan's ``aimed_rate``, while the chaos phase lasts:
+
+- when a handoff is released while other handoffs into the same receiver are not yet (a
+  scale-in with several sources), the sources of those are killed (their releases come
+  late) and the receiver is killed 0.3-2 s later: it restarts between two COMPLETEs, having
+  processed the completed partitions live;
+- when a growth is recorded in the control log, a random processor is killed: it lags behind
+  the growth's thresholds when a scale right after moves its partitions;
+- when a growth lands in the topic registry, the producers are cut off from the broker for
+  0.5-2 s: a lease renewal in flight (maybe answered late) cannot be followed by another.
+"""
+
+from __future__ import annotations
+
+import json
+
+from framework.coordination.registry import REGISTRY_TOPIC
+from tests.sim.broker import StoredRecord
+from tests.sim.world import World
+
+__all__ = ["aim_at_protocol_windows"]
+
+_RELEASED = ("RELEASE", "COMPLETE", "ABORT")
+
+
+def aim_at_protocol_windows(world: World) -> None:
+    """Watch the control log and the registry and strike at the windows above."""
+    rate = world.plan.aimed_rate
+    if not rate:
+        return
+    control_topic = world.app.config.control_topic
+    rng = world.rng
+    #: the last event of each handoff seen: (generation, source, target) -> event
+    handoffs: dict[tuple[int, int, int], str] = {}
+
+    def on_handoff(fact: dict[str, object]) -> None:
+        key = (int(str(fact["generation"])), int(str(fact["source"])), int(str(fact["target"])))
+        handoffs[key] = str(fact["event"])
+        if fact["event"] != "RELEASE":
+            return
+        generation, _source, target = key
+        still_open = [
+            s
+            for (g, s, t), event in handoffs.items()
+            if g == generation and t == target and event not in _RELEASED
+        ]
+        if still_open and rng.random() < rate:
+            for source in still_open:
+                world.kill_processor(source, False, "(aimed: a release comes late)")
+            due = world.clock.monotonic() + rng.uniform(0.3, 2.0)
+            world.kills_due.append((due, target))
+
+    def watch(record: StoredRecord) -> None:
+        if not world.chaos.active or record.value is None:
+            return
+        if record.topic == control_topic:
+            fact = json.loads(record.value)
+            if fact.get("type") == "handoff":
+                on_handoff(fact)
+            elif fact.get("type") == "growth" and rng.random() < rate:
+                live = sorted(j for j, party in world.processors.items() if party.runnable)
+                if live:
+                    victim = rng.choice(live)
+                    world.kill_processor(victim, False, "(aimed: it lags behind a growth)")
+        elif record.topic == REGISTRY_TOPIC:
+            entry = json.loads(record.value)
+            if isinstance(entry, dict) and entry.get("growth") and rng.random() < rate:
+                producers = [p.name for p in world.producers if p.runnable]
+                world.chaos.isolate(producers, rng.uniform(0.5, 2.0))
+
+    world.broker.watchers.append(watch)

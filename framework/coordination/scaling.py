@@ -165,16 +165,23 @@ def _check_history(
 ) -> None:
     """Refuse a scale whose receivers would rebuild keys from history retention deleted.
 
-    Replaying (and a Spark build from Kafka) reads every S2 partition from offset 0; with
-    records gone a receiver could only stop, and once another receiver's handoff released
-    its partitions the scale could neither finish nor be aborted. An archive serves instead.
+    Replaying (and a Spark build from Kafka) reads every S2 partition from offset 0 (an
+    ancestor up to its threshold: one with threshold 0, empty at the growth, is not read);
+    with records gone a receiver could only stop, and once another receiver's handoff
+    released its partitions the scale could neither finish nor be aborted. An archive
+    serves instead.
     """
     config = app.config
     if config.bootstrap == "spark" and config.spark.archive is not None:
         return
     inputs = [entries[t.topic].history for t in config.inputs]
     plan = plan_scale(b, inputs, current, processors)
-    needed = {(r.topic, r.partition) for receiver in plan.receivers.values() for r in receiver.s2}
+    needed = {
+        (r.topic, r.partition)
+        for receiver in plan.receivers.values()
+        for r in receiver.s2
+        if r.end_offset != 0
+    }
     lost = {
         position: offsets.start
         for position, offsets in watermarks(kafka, needed).items()

@@ -174,13 +174,21 @@ class CatchUp:
         self._start_reading(self._database.progress(self.scope))
 
     def _start_reading(self, progress: Mapping[Position, int]) -> None:
-        """Refuse when Kafka lost history from ``progress`` on; else start reading there."""
+        """Refuse when Kafka lost history still needed from ``progress`` on; else start
+        reading there. An ancestor read to its threshold already, or with threshold 0 (empty
+        at the growth), needs nothing more: it is neither checked nor read, so retention
+        deleting its records (the keys its owner keeps) does not stop the catch-up."""
         lost: list[str] = []
-        for position in self.bounds:
+        needed: dict[Position, int] = {}
+        for position, bound in self.bounds.items():
+            start = progress.get(position, 0)
+            self.positions[position] = start
+            if position not in self.s1 and bound is not None and start >= bound:
+                continue
+            needed[position] = start
             low = self._consumer.watermarks([position])[position].start
-            if low > progress.get(position, 0):
+            if low > start:
                 lost.append(f"{position[0]}[{position[1]}] starts at offset {low}")
-            self.positions[position] = max(progress.get(position, low), low)
         if lost:
             self._consumer.close()
             raise ProcessorStoppedError(
@@ -193,7 +201,7 @@ class CatchUp:
             )
         # from an explicit offset, never "the beginning": retention deleting records between
         # the check above and the first fetch must stop the reader, not move it past them
-        self._consumer.assign({position: progress.get(position, 0) for position in self.bounds})
+        self._consumer.assign(needed)
         self.refresh(force=True)
         log.info(
             "processor %d: catching up for generation %d: S1 %s, S2 %s, from %s",

@@ -164,7 +164,7 @@ def _chaos(world: World, plan: Plan) -> None:
         if scheduler.now >= next_look:
             _supervise(world)
             next_look = scheduler.now + SUPERVISE_SECONDS
-            busy = _operating(world)
+            busy = world.operating()  # the faults reach the plan's last scales too
         if scheduler.step() is None:
             scheduler.now += SUPERVISE_SECONDS
         if world.kills_due or world.kills_now:
@@ -180,16 +180,6 @@ def _chaos(world: World, plan: Plan) -> None:
             world.delete_processed()
         if plan.outage_rate and rng.random() < plan.outage_rate:
             world.chaos.outage(rng.uniform(1.0, 6.0))
-
-
-def _operating(world: World) -> bool:
-    """Whether the operator is still at its plan or a scale is under way (the chaos phase
-    lasts at least as long, so that faults reach the plan's last scales too)."""
-    if world.operator is not None and world.operator.runnable:
-        return True
-    with contextlib.suppress(KafkaIOError):
-        return world.control().scaling is not None
-    return True
 
 
 def _kill_someone(world: World, plan: Plan) -> None:

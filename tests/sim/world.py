@@ -249,7 +249,9 @@ class World:
     # -- producers -----------------------------------------------------------------------
 
     def start_producer(self, records: int) -> None:
-        """A producer writing ``records`` records over the plan's keys."""
+        """A producer writing ``records`` records over the plan's keys, then up to as many
+        more, slowly, while the operator's plan or a scale is still under way (live records
+        during the handoffs)."""
         self._incarnations += 1
         name = f"p{self._incarnations}"
         rng = random.Random(self.plan.seed * 31 + self._incarnations)
@@ -258,7 +260,11 @@ class World:
         def body(port: MemoryKafka, _party: Party) -> None:
             producer = _open_producer(port, self.clock)
             seqs: dict[bytes, int] = {}
-            for _ in range(records):
+            for written in range(2 * records):
+                if written >= records:
+                    if not self.operating():
+                        break
+                    self.clock.sleep(rng.uniform(0.2, 1.0))
                 key = rng.choice(keys)
                 seqs[key] = seqs.get(key, 0) + 1
                 value = f"{name}:{seqs[key]}".encode()
@@ -273,6 +279,12 @@ class World:
         self.producers.append(self.spawn(name, body))
 
     # -- the operator --------------------------------------------------------------------
+
+    def operating(self) -> bool:
+        """Whether the operator is still at its plan or a scale is under way."""
+        if self.operator is not None and self.operator.runnable:
+            return True
+        return self.control().scaling is not None
 
     def start_operator(self, operations: tuple[Operation, ...]) -> None:
         """An operator doing ``operations`` in order (refusals are noted, not errors)."""

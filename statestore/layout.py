@@ -26,6 +26,7 @@ from pathlib import Path
 __all__ = [
     "BULK_LOAD_KEY",
     "CRASH_ATTEMPT_KEY",
+    "CRASH_CATCHUP_ATTEMPT_PREFIX",
     "CRASH_SKIPPED_PREFIX",
     "FORMAT_VERSION",
     "FRESH_DIRECTORY_FLAG",
@@ -46,6 +47,8 @@ META_KEY = b"meta"
 BULK_LOAD_KEY = b"bulk-load"
 OFFSET_PREFIX = b"offset/"
 CRASH_ATTEMPT_KEY = b"crash/attempt"
+#: ``crash/attempt/<catch-up scope>``: what a receiver's catch-up runs the function on now
+CRASH_CATCHUP_ATTEMPT_PREFIX = b"crash/attempt/"
 CRASH_SKIPPED_PREFIX = b"crash/skipped/"
 FORMAT_VERSION = 1
 #: set when a database is created, cleared once a run checked what it owned then

@@ -25,11 +25,14 @@ from collections.abc import Callable, Mapping
 from framework.bootstrap.child_process import BootstrapRun
 from framework.kafka import Kafka, OffsetResetError
 from framework.processing import ProcessorStoppedError, RecordProcessor
+from framework.runtime.catchup_apply import Taken, apply_taken
+from framework.runtime.crashes import CrashGuard
 from rebalance import HandoffPhase, TopicHistory, bucket, key_hash
 from rebalance.control import Handoff, Scale
 from rebalance.plan import read_set
 from rebalance.positions import OffsetRange, Position
 from statestore import ProcessorDatabase
+from statestore.layout import CRASH_CATCHUP_ATTEMPT_PREFIX
 
 __all__ = ["BootstrapStarter", "CatchUp"]
 
@@ -59,6 +62,7 @@ class CatchUp:
         records: RecordProcessor,
         bootstrap: BootstrapStarter | None = None,
         histories: Mapping[str, TopicHistory] | None = None,
+        crash_limit: int = 3,
     ) -> None:
         self.processor = processor
         self.generation = scale.generation
@@ -68,6 +72,7 @@ class CatchUp:
         self.sources = frozenset(h.source for h in pending)
         self.s1: set[Position] = {p for h in pending for p in h.partitions}
         topics = {**(histories or {}), **scale.histories}
+        self._topics = topics
         self.bounds: dict[Position, int | None] = {
             (read.topic, read.partition): read.end_offset
             for read in read_set(topics, sorted(self.s1))
@@ -97,6 +102,14 @@ class CatchUp:
         self._consumer = kafka.consumer(group_id, reset="error", name="catch-up consumer")
         progress = database.progress(self.scope)
         self.positions: dict[Position, int] = {p: progress.get(p, 0) for p in self.bounds}
+        self._guard = CrashGuard(
+            database,
+            crash_limit,
+            processor,
+            clock=kafka.clock,
+            attempt_key=CRASH_CATCHUP_ATTEMPT_PREFIX + self.scope.encode(),
+            offsets=self.positions,
+        )
         self.t1: dict[Position, int] = {}
         self.released: dict[Position, int] = {}
         self._paused: set[Position] = set()
@@ -305,6 +318,8 @@ class CatchUp:
             self._poll_bootstrap()
             return 0
         self.refresh()
+        if self._guard.careful(set(self.bounds)):
+            max_records = 1  # one record per step while records that killed it are suspect
         try:
             messages = self._consumer.consume(max_records, timeout)
         except OffsetResetError as error:
@@ -318,8 +333,7 @@ class CatchUp:
             ) from None
         if not messages:
             return 0
-        batch = self._database.begin()
-        read = 0
+        taken: list[Taken] = []
         moved: dict[Position, int] = {}
         for message in messages:
             topic, partition, offset = message.topic(), message.partition(), message.offset()
@@ -334,18 +348,21 @@ class CatchUp:
                 self._paused.add(position)
                 continue
             key = message.key()
-            if key is not None and self._gained(key):
-                self._records.process(batch, message, restore=True)
-                self.applied += 1
+            taken.append((message, position, offset, key is not None and self._gained(key)))
             self.positions[position] = offset + 1
             moved[position] = offset + 1
-            read += 1
-        self.replayed += read
-        for (topic, partition), next_offset in moved.items():
-            batch.set_progress(self.scope, topic, partition, next_offset)
-        batch.commit()
+        self.applied += apply_taken(
+            taken,
+            moved,
+            database=self._database,
+            records=self._records,
+            guard=self._guard,
+            scope=self.scope,
+        )
+        self.replayed += len(taken)
+        self._guard.committed(moved)
         self._resume_ready()
-        return read
+        return len(taken)
 
     def lag(self) -> dict[Position, int]:
         """T1 - T2 per S1 partition (F - T2 once released)."""
@@ -364,12 +381,34 @@ class CatchUp:
             if p not in self.s1 and bound is not None
         )
         lag = self.lag()
-        return ancestors_done and all(lag[p] <= max_lag for p in handoff.partitions)
+        return (
+            ancestors_done
+            and self._ancestors_read(handoff)
+            and all(lag[p] <= max_lag for p in handoff.partitions)
+        )
 
     def finished(self, handoff: Handoff) -> bool:
-        """Whether every partition of a released ``handoff`` was read exactly to F."""
-        return self.bootstrap is None and all(
-            p in self.released and self.positions[p] == self.released[p] for p in handoff.partitions
+        """Whether every partition of a released ``handoff`` was read exactly to F (and its
+        ancestors to their thresholds)."""
+        return (
+            self.bootstrap is None
+            and all(
+                p in self.released and self.positions[p] == self.released[p]
+                for p in handoff.partitions
+            )
+            and self._ancestors_read(handoff)
+        )
+
+    def _ancestors_read(self, handoff: Handoff) -> bool:
+        """Whether every ancestor of ``handoff``'s partitions was read to the threshold below
+        which it holds records of their keys, also an ancestor that is another handoff's
+        partition (read to T1, not to a bound): completed first, the handoff's keys would
+        miss those records, and a restarted catch-up no longer gains them."""
+        own = set(handoff.partitions)
+        return all(
+            self.positions[(read.topic, read.partition)] >= read.end_offset
+            for read in read_set(self._topics, sorted(own))
+            if read.end_offset is not None and (read.topic, read.partition) not in own
         )
 
     def complete(self, handoff: Handoff) -> None:

@@ -20,11 +20,17 @@ RocksDB write, and one to clear it once every record of the batch has run):
 
 Deaths after the function has run (producing, committing) are not the records' doing and
 are not counted; neither is a stop of ``on_error: stop``.
+
+A receiver's catch-up runs the function too (in restore mode, on the keys it gains), so it
+keeps its own guard (``crash/attempt/<catch-up>``): a record that killed the old owner kills
+the receiver as well, and without the guard the receiver would restart into it forever and
+the scale never finish. There it is skipped without a dead letter (the old owner wrote one).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import orjson
@@ -63,21 +69,32 @@ class SkippedRecord:
 class CrashGuard:
     """One processor run's view of crashes: suspects from the last run, attempts, skips.
 
-    ``clock`` dates the skips (the run's clock).
+    ``clock`` dates the skips (the run's clock). A receiver's catch-up keeps its own guard:
+    its attempts under ``attempt_key``, its suspects trimmed by its own progress
+    (``offsets``; the input offsets by default).
     """
 
     def __init__(
-        self, database: ProcessorDatabase, limit: int, processor: int, *, clock: Clock
+        self,
+        database: ProcessorDatabase,
+        limit: int,
+        processor: int,
+        *,
+        clock: Clock,
+        attempt_key: bytes = CRASH_ATTEMPT_KEY,
+        offsets: Mapping[Position, int] | None = None,
     ) -> None:
         self.limit = limit
         self._clock = clock
         self._backend = database.backend
         self._processor = processor
+        self._attempt_key = attempt_key
         self.suspects: dict[Position, Suspect] = {}
-        raw = self._backend.get(META_STORE, CRASH_ATTEMPT_KEY)
+        raw = self._backend.get(META_STORE, attempt_key)
         if raw is None:
             return
-        offsets = database.offsets()
+        if offsets is None:
+            offsets = database.offsets()
         for topic, partition, first, last, crashes in orjson.loads(raw)["ranges"]:
             committed = offsets.get((topic, partition))
             start = first if committed is None else max(first, committed)
@@ -115,11 +132,11 @@ class CrashGuard:
             [topic, partition, first, last, self.crashes(topic, partition, first)]
             for (topic, partition), (first, last) in ranges.items()
         ]
-        self._backend.write({META_STORE: [(CRASH_ATTEMPT_KEY, orjson.dumps({"ranges": entries}))]})
+        self._backend.write({META_STORE: [(self._attempt_key, orjson.dumps({"ranges": entries}))]})
 
     def survived(self) -> None:
         """The function ran on every record of the attempt (or stopped by policy)."""
-        self._backend.write({META_STORE: [(CRASH_ATTEMPT_KEY, None)]})
+        self._backend.write({META_STORE: [(self._attempt_key, None)]})
 
     def committed(self, next_offsets: dict[Position, int]) -> None:
         """A batch committed: forget suspects it moved past."""

@@ -165,6 +165,7 @@ class HandoffCoordinator:
                 database=self._database,
                 records=self._records,
                 histories={name: e.history for name, e in layout.inputs.items()},
+                crash_limit=self._config.crash_limit,
                 bootstrap=self._bootstrap_starter(scale)
                 if self._config.bootstrap == "spark"
                 else None,

@@ -1,0 +1,56 @@
+"""Applying one step's records of a receiver's catch-up: in restore mode, the gained keys'
+records only, under the catch-up's own crash guard (a record that killed the receiver
+``crash_limit`` times alone is skipped, as the old owner's loop skips it)."""
+
+from __future__ import annotations
+
+from framework.kafka import Message
+from framework.processing import ProcessorStoppedError, RecordProcessor
+from framework.runtime.crashes import CrashGuard
+from rebalance.positions import Position
+from statestore import ProcessorDatabase
+
+__all__ = ["Taken", "apply_taken"]
+
+#: a record read: the message, its position, its offset, and whether its key is gained
+Taken = tuple[Message, Position, int, bool]
+
+
+def apply_taken(
+    taken: list[Taken],
+    moved: dict[Position, int],
+    *,
+    database: ProcessorDatabase,
+    records: RecordProcessor,
+    guard: CrashGuard,
+    scope: str,
+) -> int:
+    """Run the function on the gained keys' records of ``taken`` and commit them with the
+    catch-up's progress ``moved`` (in ``scope``); returns how many were applied."""
+    careful = bool(guard.suspects)
+    ranges: dict[Position, list[int]] = {}
+    for _message, position, offset, gained in taken:
+        if gained:
+            ranges.setdefault(position, [offset, offset])[1] = offset
+    if ranges:
+        guard.attempt(ranges)  # a death from here on counts against these records
+    batch = database.begin()
+    applied = 0
+    try:
+        for message, (topic, partition), offset, gained in taken:
+            if not gained:
+                continue
+            if careful and guard.crashes(topic, partition, offset) >= guard.limit:
+                guard.skip(batch, message, (topic, partition, offset), "", restore=True)
+            else:
+                records.process(batch, message, restore=True)
+                applied += 1
+    except ProcessorStoppedError:
+        guard.survived()  # a stop by policy is no crash: a restart tries the record again
+        raise
+    if ranges:
+        guard.survived()
+    for (topic, partition), next_offset in moved.items():
+        batch.set_progress(scope, topic, partition, next_offset)
+    batch.commit()
+    return applied

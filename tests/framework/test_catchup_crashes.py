@@ -1,0 +1,124 @@
+"""A record that kills the process kills a receiver's catch-up too (restore mode runs the same
+function): after ``crash_limit`` deaths on it alone the catch-up skips it, as the old owner's
+loop does, instead of restarting into it forever and never finishing the scale."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from framework import App, AppConfig, KafkaConfig, KeyState, Record
+from framework.config import TopicConfig
+from framework.kafka import TopicSpec
+from framework.processing import RecordProcessor
+from framework.runtime.catchup import CatchUp
+from framework.runtime.crashes import skipped_records
+from rebalance import bucket, key_hash
+from rebalance.control import ControlState, Scale
+from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
+from tests.clocks import ManualClock
+from tests.sim.broker import Broker
+from tests.sim.kafka import MemoryKafka
+
+TOPIC = "in"
+
+
+class Died(BaseException):
+    """The process died while the function ran (what no ``except Exception`` catches)."""
+
+
+def counting_app(tmp_path: Path) -> App:
+    app = App(
+        AppConfig(
+            app_id="crashy",
+            kafka=KafkaConfig(bootstrap_servers="simulated:9092"),
+            inputs=[TopicConfig(topic=TOPIC, partitions=2)],
+            initial_processors=1,
+            state_dir=tmp_path,
+        )
+    )
+    app.store("counts")
+
+    @app.processor()
+    def count(record: Record[bytes | None], state: KeyState[int]) -> None:
+        if record.value == b"killer":
+            raise Died(f"{TOPIC}[{record.partition}]@{record.offset}")
+        state.set((state.get() or 0) + 1)
+
+    return app
+
+
+def scale_1_to_2() -> Scale:
+    state = ControlState()
+    for record in (
+        {
+            "type": "app",
+            "app_id": "crashy",
+            "initial_processors": 1,
+            "inputs": {TOPIC: 2},
+            "key_hash": "murmur3",
+        },
+        {"type": "generation", "generation": 0, "processors": 1},
+        {
+            "type": "scale",
+            "generation": 1,
+            "processors": 2,
+            "partitions": {TOPIC: 2},
+            "histories": {TOPIC: {"counts": [2], "thresholds": {}}},
+        },
+    ):
+        state = state.apply(record)
+    assert state.scaling is not None, state.ignored
+    return state.scaling
+
+
+def test_a_catch_up_skips_a_record_that_killed_it_crash_limit_times(tmp_path: Path) -> None:
+    kafka = MemoryKafka(Broker(random.Random(0)), ManualClock())
+    kafka.create_topics([TopicSpec(TOPIC, 2)])
+    keys = [k for k in (f"k{i}".encode() for i in range(40)) if bucket(key_hash(k), 2, 2) == 1]
+    values = [b"plain"] * 6 + [b"killer"] + [b"plain"] * 5
+    for i, value in enumerate(values):
+        kafka.broker.append(
+            (TOPIC, 1),
+            {
+                "key": keys[i % 3],
+                "value": value,
+                "headers": (),
+                "timestamp_ms": 0,
+                "origin": "test",
+            },
+        )
+    kafka.broker.groups["crashy"] = {(TOPIC, 1): len(values)}  # T1: the old owner's commits
+    app = counting_app(tmp_path)
+    database = ProcessorDatabase.in_memory(DatabaseIdentity("crashy", 1), [StoreSpec("counts")])
+    deaths = 0
+    for _run in range(10):  # each run: a new process on the same state directory
+        catchup = CatchUp(
+            1,
+            1,
+            scale_1_to_2(),
+            kafka=kafka,
+            group_id="crashy",
+            database=database,
+            records=RecordProcessor(app),
+            crash_limit=2,
+        )
+        try:
+            while catchup.step(5):
+                pass
+        except Died:
+            deaths += 1
+            continue
+        break
+    assert catchup.positions[(TOPIC, 1)] == len(values)
+    assert deaths == 3  # once amid a batch (counted against no record), then twice alone
+    skipped = skipped_records(database)
+    assert [(s.partition, s.offset, s.crashes) for s in skipped] == [(1, 6, 2)]
+    batch = database.begin()
+    counts = {key: batch.store("counts").get(key) for key in keys[:3]}
+    batch.abort()
+    expected = {key: 0 for key in keys[:3]}
+    for i, value in enumerate(values):
+        if value == b"plain":
+            expected[keys[i % 3]] += 1
+    assert counts == expected

@@ -55,6 +55,8 @@ class Assignment:
         self.owned: set[Position] = set()
         #: partitions being rebuilt without output, up to the group's committed offset
         self.restore_below: dict[Position, int] = {}
+        #: the partitions of ``restore_below`` not yet seen rebuilt to their bound
+        self._rebuilding: set[Position] = set()
         #: new partitions a growth's ordering gate holds back, with the reason
         self.blocked: dict[Position, str] = {}
         self._consumer = consumer
@@ -143,6 +145,23 @@ class Assignment:
             state_dir=self._database.path,
         )
 
+    def rebuilding(self) -> bool:
+        """Whether an owned partition is still being rebuilt up to the group's offset.
+
+        A receiver's catch-up waits for that: the rebuild applies the records of every key
+        this processor owns, and a handoff completing while it runs would make the keys the
+        catch-up rebuilt from the same ancestor partition "owned", and applied twice.
+        """
+        if not self._rebuilding:
+            return False
+        offsets = self._database.offsets()
+        self._rebuilding = {
+            p
+            for p in self._rebuilding
+            if p in self.owned and (offsets.get(p) or 0) < self.restore_below[p]
+        }
+        return bool(self._rebuilding)
+
     def assign(self, owned: set[Position]) -> None:
         """Make the consumer read exactly ``owned``, each from the state's offset."""
         added, removed = owned - self.owned, self.owned - owned
@@ -172,6 +191,7 @@ class Assignment:
                     # rebuild them without repeating their outputs.
                     self._check_rebuildable(position, owned, start)
                     self.restore_below[position] = group
+                    self._rebuilding.add(position)
                     log.warning(
                         "processor %d: rebuilding %s[%d] up to %d without output",
                         self.processor,

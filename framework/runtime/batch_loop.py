@@ -150,7 +150,7 @@ class BatchLoop:
             self._release_ready()
         elif not handoffs.catching_up or handoffs.bootstrapping:
             self._clock.sleep(self.config.batch.max_wait_ms / 1000)
-        if handoffs.catching_up:
+        if handoffs.catching_up and not self._reading.rebuilding():
             handoffs.catch_up()
         handoffs.forget_step()
         return True

@@ -23,20 +23,32 @@ from rebalance import HandoffPhase, bucket, key_hash
 from rebalance.control import ControlState, Scale
 from statestore import KeyPurge, ProcessorDatabase, pending_purges, start_purge
 
-__all__ = ["MovedKeys"]
+__all__ = ["PURGE_STEP_KEYS", "MovedKeys"]
 
 log = logging.getLogger(__name__)
 _GONE = (HandoffPhase.RELEASED, HandoffPhase.COMPLETE)
 
+#: keys a purge deletes per step of the loop (one step between two batches), so that deleting
+#: many keys never holds the loop up
+PURGE_STEP_KEYS = 5_000
+
 
 def _doomed(spec: Mapping[str, Any]) -> Callable[[bytes], bool]:
-    """Keys owned by ``target`` at ``new`` processors whose owner at ``old`` is a source."""
+    """Keys owned by ``target`` at ``new`` processors whose owner at ``old`` is a source,
+    less the keys of ``kept``: keys this processor received again in a later scale (its
+    catch-up rebuilt them; they are its own again)."""
     b, old, new, target = int(spec["b"]), int(spec["old"]), int(spec["new"]), int(spec["target"])
     sources = frozenset(int(s) for s in spec["sources"])
+    kept = [
+        (int(k["old"]), int(k["new"]), int(k["target"]), frozenset(int(s) for s in k["sources"]))
+        for k in spec.get("kept", [])
+    ]
 
     def doomed(key: bytes) -> bool:
         h = key_hash(key)
-        return bucket(h, b, new) == target and bucket(h, b, old) in sources
+        if bucket(h, b, new) != target or bucket(h, b, old) not in sources:
+            return False
+        return not any(bucket(h, b, n) == t and bucket(h, b, o) in s for o, n, t, s in kept)
 
     return doomed
 
@@ -61,20 +73,27 @@ class MovedKeys:
         """Register the purges the control state calls for (each once).
 
         Every scale in the log's history counts (a processor that was down may find several
-        ended since), except scales before the last one this processor received keys in: its
-        catch-up then cleared what it gained, and an older purge could delete keys it owns
-        again.
+        ended since). A purge keeps the keys this processor received again in a later scale:
+        that catch-up cleared and rebuilt them, and they are its own again.
         """
         if state.app is None or state.scale is None:
             return
         me, b = self.processor, state.app.initial_processors
         scales = [*state.past, state.scale]
-        received = [s.generation for s in scales if s.incoming(me)]
         wanted: dict[str, dict[str, Any]] = {}
         for scale in scales:
-            later = [g for g in received if g > scale.generation]
-            if not later:
-                wanted.update(self._purges(b, scale))
+            kept = [
+                {
+                    "old": later.old_processors,
+                    "new": later.new_processors,
+                    "target": me,
+                    "sources": sorted(h.source for h in later.incoming(me)),
+                }
+                for later in scales
+                if later.generation > scale.generation and later.incoming(me)
+            ]
+            for name, spec in self._purges(b, scale).items():
+                wanted[name] = {**spec, "kept": kept} if kept else spec
         for name, spec in wanted.items():
             if start_purge(self._database, name, spec):
                 self._active[name] = KeyPurge(self._database, name, _doomed(spec))
@@ -94,10 +113,10 @@ class MovedKeys:
             wanted[f"aborted-{g}-{me}"] = {**base, "target": me, "sources": sources}
         return wanted
 
-    def step(self, budget: int = 5_000) -> None:
-        """One bounded step of the first pending purge."""
+    def step(self, budget: int | None = None) -> None:
+        """One bounded step of the first pending purge (``PURGE_STEP_KEYS`` keys at most)."""
         for name, purge in list(self._active.items()):
-            if purge.step(budget):
+            if purge.step(PURGE_STEP_KEYS if budget is None else budget):
                 del self._active[name]
                 log.info(
                     "processor %d: %s done, %d keys deleted", self.processor, name, purge.deleted

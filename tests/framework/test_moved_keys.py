@@ -111,5 +111,36 @@ def test_no_old_purge_deletes_keys_received_again_in_a_later_scale() -> None:
     assert back.scaling is not None and back.scaling.incoming(0)
     moved = MovedKeys(0, database)
     moved.sync(back)
-    assert not is_pending(moved)
+    moved.finish()
     assert keys_of(database) == {k for k in KEYS if bucket(key_hash(k), 2, 2) == 0}
+
+
+def all_completed(state: ControlState) -> ControlState:
+    """Every handoff of the scale in progress played to COMPLETE."""
+    scaling = state.scaling
+    assert scaling is not None
+    g = scaling.generation
+    for handoff in list(scaling.handoffs.values()):
+        source, target = handoff.source, handoff.target
+        state = event(state, g, source, target, HandoffEvent.START_CATCH_UP)
+        state = event(state, g, source, target, HandoffEvent.CAUGHT_UP)
+        offsets = dict.fromkeys(handoff.partitions, 5)
+        state = state.apply(handoff_record(g, source, target, HandoffEvent.RELEASE, offsets))
+        state = event(state, g, source, target, HandoffEvent.COMPLETE)
+    return state
+
+
+def test_keys_given_away_before_a_later_scale_that_brings_other_keys_are_still_forgotten() -> None:
+    """Simulation seed 77: 2 -> 5, then 5 -> 2 (2 gives its keys to 0; down before it saw its
+    release), then 2 -> 7 (2 receives other keys from 0). The keys it gave away in the second
+    scale go, though it received keys in the third; the keys it receives stay for its
+    catch-up."""
+    database = database_of(2, lambda k: bucket(key_hash(k), 2, 5) == 2)
+    held = keys_of(database)
+    back = all_completed(scale(all_completed(scale(started(2), 1, 5)), 2, 2))
+    again = scale(back, 3, 7)
+    assert again.scaling is not None and again.scaling.incoming(2)
+    moved = MovedKeys(2, database)
+    moved.sync(again)
+    moved.finish()
+    assert keys_of(database) == {k for k in held if bucket(key_hash(k), 2, 7) == 2}

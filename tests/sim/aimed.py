@@ -9,7 +9,10 @@ At the plan's ``aimed_rate``, while the chaos phase lasts:
 - when a growth is recorded in the control log, a random processor is killed: it lags behind
   the growth's thresholds when a scale right after moves its partitions;
 - when a growth lands in the topic registry, the producers are cut off from the broker for
-  0.5-2 s: a lease renewal in flight (maybe answered late) cannot be followed by another.
+  0.5-2 s: a lease renewal in flight (maybe answered late) cannot be followed by another;
+- when a processor's fetch of the control log stops short of its end (a fetch cut short),
+  the processor is cut off from the broker for 28-34 s: its read of the log to the end
+  times out around then, with only a part of the log read.
 """
 
 from __future__ import annotations
@@ -70,4 +73,14 @@ def aim_at_protocol_windows(world: World) -> None:
                 producers = [p.name for p in world.producers if p.runnable]
                 world.chaos.isolate(producers, rng.uniform(0.5, 2.0))
 
+    def on_fetch(process: str, records: list[StoredRecord]) -> None:
+        if not world.chaos.active or not records or records[-1].topic != control_topic:
+            return
+        name = process.split("#", maxsplit=1)[0]
+        end = world.broker.end_offset(control_topic, 0)
+        short = records[-1].offset + 1 < end
+        if name.startswith("processor-") and short and rng.random() < rate:
+            world.chaos.isolate([name], rng.uniform(28.0, 34.0))
+
     world.broker.watchers.append(watch)
+    world.broker.fetch_watchers.append(on_fetch)

@@ -6,29 +6,50 @@ producer. The processor function keeps, per key, how many records it applied, th
 that producer's last: a double apply or a reorder). It emits ``[producer, seq, count,
 topic, partition, offset]`` for every record, so the checks can see which record each
 output came from.
+
+Some plans also write *special* records, ``"<producer>:<seq>:<kind>"``:
+
+- ``poison``: the function changes the state it read in place, then raises. The record
+  must become a dead letter and leave the state as it was (its ``seq`` is never applied);
+- ``huge``: the function applies the record, then returns an output too large for Kafka.
+  The state counts the record; the output must become a dead letter, never fail the batch;
+- ``killer``: the process dies while the function runs on it, every time (``die``). After
+  ``crash_limit`` crashes the record must be skipped as a dead letter, by the old owner and by
+  a receiver's catch-up alike, and never applied.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from framework import App, AppConfig, BatchConfig, KafkaConfig, KeyState, Output, Record
 from framework.config import ScalingConfig, TopicConfig
 
-__all__ = ["INPUT", "OUTPUT", "FoldState", "make_app"]
+__all__ = ["HUGE", "INPUT", "KILLER", "OUTPUT", "POISON", "FoldState", "make_app", "parse"]
 
 INPUT = "sim-in"
 OUTPUT = "sim-out"
+POISON = "poison"
+HUGE = "huge"
+KILLER = "killer"
+
+#: the size of a ``huge`` record's output: above the producer's largest record
+_HUGE_BYTES = 1_100_000
 
 #: ``{"n": records applied, "last": {producer: last seq}, "bad": order violations}``
 FoldState = dict[str, Any]
 
 
-def fold(state: FoldState | None, value: str) -> FoldState:
-    """``state`` after one more record ``value``."""
-    producer, seq_text = value.rsplit(":", 1)
-    seq = int(seq_text)
+def parse(value: str) -> tuple[str, int, str]:
+    """``(producer, seq, kind)`` of a record's value (``kind`` is ``""`` for a plain one)."""
+    producer, seq, *kind = value.split(":")
+    return producer, int(seq), kind[0] if kind else ""
+
+
+def fold(state: FoldState | None, producer: str, seq: int) -> FoldState:
+    """``state`` after one more record, number ``seq`` of ``producer``."""
     current: FoldState = state or {"n": 0, "last": {}, "bad": 0}
     last = dict(current["last"])
     bad = current["bad"] + (1 if seq <= last.get(producer, 0) else 0)
@@ -44,6 +65,7 @@ def make_app(
     max_records: int,
     lease_ms: int,
     ready_lag: int,
+    die: Callable[[], NoReturn] | None = None,
 ) -> App:
     """The fold app over ``partitions`` input partitions."""
     config = AppConfig(
@@ -70,11 +92,21 @@ def make_app(
     @app.processor()
     def apply(record: Record[bytes | None], state: KeyState[FoldState]) -> Output:
         """Fold the record into its key's state and say so."""
-        value = (record.value or b"").decode()
-        new = fold(state.get(), value)
+        producer, seq, kind = parse((record.value or b"").decode())
+        if kind == KILLER:
+            assert die is not None, "a killer record needs a world to die in"
+            die()
+        if kind == POISON:
+            held = state.get()
+            if held is not None:  # changed in place, then the function fails
+                held["n"] += 1000
+                held["last"][producer] = -seq
+            raise ValueError(f"record {producer}:{seq} is poison")
+        new = fold(state.get(), producer, seq)
         state.set(new)
-        producer, seq = value.rsplit(":", 1)
         where = [record.topic, record.partition, record.offset]
-        return Output([producer, int(seq), new["n"], *where])
+        if kind == HUGE:
+            return Output([producer, seq, new["n"], *where, "x" * _HUGE_BYTES])
+        return Output([producer, seq, new["n"], *where])
 
     return app

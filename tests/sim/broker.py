@@ -96,6 +96,8 @@ class Broker:
         self.ledger: dict[str, list[StoredRecord]] = {}
         #: called with every record written (the adversary reacts to protocol steps)
         self.watchers: list[Callable[[StoredRecord], None]] = []
+        #: called with a process's name and the records each of its consumers' fetches got
+        self.fetch_watchers: list[Callable[[str, list[StoredRecord]], None]] = []
 
     # -- topics --------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """The faults of a simulated world's broker calls: failures (some after their write
-landed), slow replies and outages, while the chaos phase lasts."""
+landed), slow replies, fetches cut short and outages, while the chaos phase lasts."""
 
 from __future__ import annotations
 
@@ -71,6 +71,20 @@ class Chaos:
                 return "after"
             raise KafkaIOError(f"simulated failure of {operation}")
         return None
+
+    def fetch(self, wanted: int) -> int:
+        """None while the caller is cut off from the broker; at the slow rate a random part
+        (a fetch response cut short: the rest comes with later fetches)."""
+        scheduler = self.scheduler
+        if scheduler.current is None or not self.active:
+            return wanted
+        process = scheduler.current.name.split("/")[0]
+        now = scheduler.now
+        if now < self.outage_until or now < self.isolated_until.get(process, 0.0):
+            return 0
+        if wanted > 1 and self.slow_rate and self.rng.random() < self.slow_rate:
+            return self.rng.randint(1, wanted - 1)
+        return wanted
 
     def isolate(self, processes: list[str], seconds: float) -> None:
         """``processes`` (and their threads) cannot reach the broker for ``seconds``."""

@@ -7,7 +7,10 @@
   after the process that emitted them was killed or stopped on an error (a batch cut short);
 - a partition's outputs change emitter no more often than its handoffs completed (never two
   owners at once);
-- no processor of the generation in force keeps state for keys it does not own.
+- no processor of the generation in force keeps state for keys it does not own;
+- the control log's last metadata hash is the input topics' (KIP-1101) hash;
+- a special record (``tests/sim/app.py``) is a dead letter: a poison or killer one is never
+  applied, a huge one is applied and has no output; no plain record is a dead letter.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from framework.coordination.topic_watch import input_group_hash
 from framework.growth.markers import is_marker
 from framework.ops.status import collect_status
 from rebalance import bucket, key_hash
 from statestore import processor_path
-from tests.sim.app import INPUT, OUTPUT, FoldState
+from tests.sim.app import HUGE, INPUT, KILLER, OUTPUT, POISON, FoldState, parse
 from tests.sim.world import World
 
 __all__ = ["Violation", "check_outputs", "check_world"]
@@ -39,16 +43,22 @@ class Violation:
             self.problems.append(problem)
 
 
-def _input(world: World) -> dict[bytes, dict[str, list[int]]]:
-    """Each key's delivered seqs per producer: every record the input ever held (retention
-    may have deleted some since)."""
+#: the kinds of record the function applies to the state, and those that have outputs
+_APPLIED = ("", HUGE)
+_WITH_OUTPUT = ("",)
+
+
+def _input(world: World, kinds: tuple[str, ...]) -> dict[bytes, dict[str, list[int]]]:
+    """Each key's delivered seqs per producer, of records of ``kinds``: every record the
+    input ever held (retention may have deleted some since)."""
     seqs: dict[bytes, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for record in world.broker.ledger.get(INPUT, []):
         if is_marker(record.headers):
             continue
         assert record.key is not None and record.value is not None
-        producer, seq = record.value.decode().rsplit(":", 1)
-        seqs[record.key][producer].append(int(seq))
+        producer, seq, kind = parse(record.value.decode())
+        if kind in kinds:
+            seqs[record.key][producer].append(seq)
     return seqs
 
 
@@ -62,7 +72,7 @@ def _owner(world: World, key: bytes, processors: int) -> int:
 def check_world(world: World, processors: int) -> Violation:
     """Check the settled world whose generation in force has ``processors`` processors."""
     found = Violation()
-    truth = _input(world)
+    truth = _input(world, _APPLIED)
     states: dict[int, dict[bytes, FoldState]] = {}
     for j in range(processors):
         path = processor_path(world.app.config.app_state_dir, j)
@@ -91,9 +101,41 @@ def check_world(world: World, processors: int) -> Violation:
                 f"{key!r} at processor {owner}: state n={state['n']} last={state['last']} "
                 f"bad={state['bad']}; the input holds n={expected_n} last={expected_last}"
             )
-    _check_outputs(world, truth, found, complete=True)
+    _check_outputs(world, _input(world, _WITH_OUTPUT), found, complete=True)
+    _check_dead_letters(world, found)
     _check_status(world, processors, found)
+    inputs_hash = input_group_hash(world.driver, [INPUT])[0]
+    if world.control().metadata_hash != inputs_hash:
+        found.add(
+            f"the control log's metadata hash is {world.control().metadata_hash}, the "
+            f"inputs' {inputs_hash}"
+        )
     return found
+
+
+def _check_dead_letters(world: World, found: Violation) -> None:
+    """Every special record is a dead letter, and no plain one is."""
+    special: dict[tuple[int, int], str] = {}
+    for record in world.broker.ledger.get(INPUT, []):
+        if record.value is not None and not is_marker(record.headers):
+            kind = parse(record.value.decode())[2]
+            if kind:
+                special[(record.partition, record.offset)] = kind
+    lettered: set[tuple[int, int]] = set()
+    for letter in world.broker.ledger.get(world.app.config.dead_letters, []):
+        headers = {name: value for name, value in letter.headers}
+        if headers.get("splitstate.topic") != INPUT.encode():
+            continue
+        where = (
+            int(headers["splitstate.partition"] or b"-1"),
+            int(headers["splitstate.offset"] or b"-1"),
+        )
+        lettered.add(where)
+        if where not in special:
+            found.add(f"plain record {INPUT}[{where[0]}]@{where[1]} is a dead letter: {headers}")
+    for where, kind in sorted(special.items()):
+        if where not in lettered:
+            found.add(f"{kind} record {INPUT}[{where[0]}]@{where[1]} is no dead letter")
 
 
 def _check_status(world: World, processors: int, found: Violation) -> None:
@@ -128,7 +170,7 @@ def check_outputs(world: World) -> Violation:
     """The output invariants of a world that stopped before it settled: what was emitted
     came from one processor per input record and follows each producer's order."""
     found = Violation()
-    _check_outputs(world, _input(world), found, complete=False)
+    _check_outputs(world, _input(world, _WITH_OUTPUT), found, complete=False)
     return found
 
 
@@ -168,8 +210,9 @@ def _expected_counts(world: World) -> dict[tuple[str, int, int], int]:
     by_key: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
     for record in world.broker.ledger.get(INPUT, []):
         if not is_marker(record.headers):
-            assert record.key is not None
-            by_key[record.key].append((record.partition, record.offset))
+            assert record.key is not None and record.value is not None
+            if parse(record.value.decode())[2] not in (POISON, KILLER):
+                by_key[record.key].append((record.partition, record.offset))
     counts: dict[tuple[str, int, int], int] = {}
     for records in by_key.values():
         for n, (partition, offset) in enumerate(sorted(records), start=1):

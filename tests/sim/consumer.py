@@ -74,18 +74,20 @@ class MemoryConsumer(KafkaConsumer):
     def consume(self, max_records: int, timeout: float) -> list[Message]:
         """Up to ``max_records`` records; waits ``timeout`` once when none is there."""
         self._call("consume")
-        records = self._fetch(max_records)
+        records = self._fetch(self._kafka.faults.fetch(max_records))
         if not records and timeout > 0:
             self._kafka.clock.sleep(timeout)
             if self.closed:
                 return []
-            records = self._fetch(max_records)
+            records = self._fetch(self._kafka.faults.fetch(max_records))
+        for watcher in self._kafka.broker.fetch_watchers:
+            watcher(self._kafka.name, records)
         return [SimMessage(record) for record in records]
 
     def _fetch(self, max_records: int) -> list[StoredRecord]:
         broker = self._kafka.broker
         live = [p for p in self._positions if p not in self._paused]
-        if not live:
+        if not live or not max_records:
             return []
         out: list[StoredRecord] = []
         self._turn += 1

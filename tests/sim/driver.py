@@ -23,6 +23,7 @@ from unittest import mock
 
 from framework.coordination.registry import TopicRegistry
 from framework.kafka import KafkaIOError
+from framework.runtime import moved_keys
 from statestore import processor_path
 from tests.sim.aimed import aim_at_protocol_windows
 from tests.sim.app import INPUT
@@ -86,7 +87,10 @@ def run_schedule(plan: Plan, root: Path | None = None) -> Outcome:
         return uuid.UUID(int=ids.getrandbits(128), version=4)
 
     try:
-        with mock.patch("uuid.uuid4", seeded_uuid4):
+        with (
+            mock.patch("uuid.uuid4", seeded_uuid4),
+            mock.patch.object(moved_keys, "PURGE_STEP_KEYS", plan.purge_step),
+        ):
             return _run(plan, root)
     finally:
         logging.disable(logging.NOTSET)

@@ -45,6 +45,11 @@ class Faults(Protocol):
         whose answer is as of before the wait)."""
         ...
 
+    def fetch(self, wanted: int) -> int:
+        """How many of ``wanted`` records a consumer's fetch may return now: none while the
+        caller cannot reach the broker, sometimes fewer (a fetch response cut short)."""
+        ...
+
 
 class NoFaults:
     """Nothing goes wrong."""
@@ -55,6 +60,10 @@ class NoFaults:
 
     def after(self, operation: str) -> None:
         """Nothing."""
+
+    def fetch(self, wanted: int) -> int:
+        """All of them."""
+        return wanted
 
 
 class MemoryKafka:

@@ -55,6 +55,12 @@ class Plan:
     reopen_kill_rate: float = 0.0
     #: chance of each fault aimed at a protocol window (``tests/sim/aimed.py``)
     aimed_rate: float = 0.0
+    #: chance per record that it is special: poison or huge (``tests/sim/app.py``)
+    special_rate: float = 0.0
+    #: whether special records include killers (else only poison and huge ones)
+    killers: bool = False
+    #: keys a purge of keys given away deletes per loop step (few: a kill between two steps)
+    purge_step: int = 5_000
     rocksdb: bool = False
     #: steps of the chaos phase (then faults stop and the world must settle)
     chaos_steps: int = 4000
@@ -74,8 +80,9 @@ class Plan:
             f"{self.retention_rate:.4f}/step, compact "
             f"{self.compact_rate:.4f}/step, lose disk "
             f"{self.lose_disk_rate:.2f}/kill (then killed again at once "
-            f"{self.reopen_kill_rate:.1f}), aimed faults {self.aimed_rate:.1f}, chaos for "
-            f"{self.chaos_steps} steps",
+            f"{self.reopen_kill_rate:.1f}), aimed faults {self.aimed_rate:.1f}, special records "
+            f"{self.special_rate:.2f}/record{' with killers' if self.killers else ''}, purges "
+            f"of {self.purge_step} keys/step, chaos for {self.chaos_steps} steps",
         ]
         lines += [f"  {i + 1}. {op}" for i, op in enumerate(self.operations)]
         return "\n".join(lines)
@@ -101,6 +108,9 @@ class Plan:
             replace(self, lose_disk_rate=0.0),
             replace(self, reopen_kill_rate=0.0),
             replace(self, aimed_rate=0.0),
+            replace(self, special_rate=0.0),
+            replace(self, killers=False),
+            replace(self, purge_step=5_000),
             replace(self, rocksdb=False),
             replace(self, producers=max(1, self.producers - 1)),
             replace(self, keys=max(1, self.keys // 2)),
@@ -146,7 +156,9 @@ def draw_plan(seed: int) -> Plan:
         plan = replace(plan, reopen_kill_rate=rng.choice([0.0, 0.5, 1.0]))
     if chaotic:
         plan = replace(plan, aimed_rate=rng.choice([0.0, 0.5, 1.0]))
-    return plan
+    plan = replace(plan, special_rate=rng.choice([0.0, 0.0, 0.03, 0.1]))
+    plan = replace(plan, purge_step=rng.choice([5_000, 5_000, 1, 2]))
+    return replace(plan, killers=bool(plan.special_rate) and rng.random() < 0.5)
 
 
 def _out_and_back(rng: random.Random, initial: int, partitions: int) -> list[Operation]:

@@ -34,7 +34,9 @@ from tests.integration.test_kafka_port import (
     test_topics_are_created_once_and_described,
 )
 from tests.sim.broker import Broker
+from tests.sim.chaos import Chaos
 from tests.sim.kafka import MemoryKafka
+from tests.sim.scheduler import Scheduler
 
 __all__ = [
     "test_a_consumer_adds_only_unassigned_partitions_and_removes_only_assigned_ones",
@@ -131,6 +133,9 @@ def test_an_append_that_times_out_after_landing_raises_yet_is_written() -> None:
         def after(self, operation: str) -> None:
             pass
 
+        def fetch(self, wanted: int) -> int:
+            return wanted
+
     kafka = MemoryKafka(Broker(random.Random(0)), ManualClock(), faults=LateFailure())
     kafka.create_topics([TopicSpec("log", 1, config=COMPACTED)])
     with pytest.raises(KafkaIOError, match="landed"):
@@ -162,3 +167,26 @@ def test_a_producer_places_with_its_own_metadata_until_it_is_refreshed() -> None
     producer.produce("in", b"v", b"k", 2)
     producer.flush(1)
     assert [len(kafka.broker.records("in", p)) for p in range(3)] == [0, 1, 1]
+
+
+def test_a_consumer_cut_off_from_the_broker_fetches_nothing_until_it_is_back() -> None:
+    scheduler = Scheduler(random.Random(0))
+    chaos = Chaos(scheduler, random.Random(1), fail_rate=0.0, slow_rate=0.0)
+    kafka = MemoryKafka(Broker(random.Random(0)), scheduler.clock, name="p#1", faults=chaos)
+    kafka.create_topics([TopicSpec("in", 1)])
+    kafka.append("in", [(b"k", b"v")])
+    fetched: list[tuple[float, int]] = []
+
+    def reader() -> None:
+        with kafka.consumer("g") as consumer:
+            consumer.assign({("in", 0): 0})
+            chaos.isolate(["reader"], 5.0)
+            while not fetched or not fetched[-1][1]:
+                count = len(consumer.consume(10, 1.0))
+                fetched.append((scheduler.clock.monotonic(), count))
+
+    scheduler.spawn("reader", reader)
+    while scheduler.step() is not None:
+        pass
+    assert fetched[-1][1] == 1 and fetched[-1][0] >= 5.0
+    assert all(count == 0 for _, count in fetched[:-1]) and len(fetched) >= 4

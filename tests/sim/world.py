@@ -16,6 +16,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 from framework.app import App
 from framework.clock import Clock
@@ -32,13 +33,13 @@ from framework.producer import SplitstateProducer
 from framework.runtime.loop import ProcessorRuntime
 from rebalance.control import ControlState
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec, processor_path
-from tests.sim.app import INPUT, OUTPUT, make_app
+from tests.sim.app import HUGE, INPUT, KILLER, OUTPUT, POISON, make_app
 from tests.sim.broker import Broker, StoredRecord
 from tests.sim.chaos import Chaos
 from tests.sim.disks import Disks
 from tests.sim.kafka import MemoryKafka
 from tests.sim.plan import Operation, Plan
-from tests.sim.scheduler import Party, Scheduler
+from tests.sim.scheduler import Killed, Party, Scheduler
 
 __all__ = ["World"]
 
@@ -93,6 +94,7 @@ class World:
             max_records=plan.max_records,
             lease_ms=2000,
             ready_lag=plan.ready_lag,
+            die=self._die,
         )
         self.events = Events()
         #: the chance of a kill right after a handoff record (0 once the chaos phase ends)
@@ -231,6 +233,15 @@ class World:
         party.error = None
         self.restart_at[processor] = self.clock.monotonic() + self.rng.uniform(*RESTART_SECONDS)
 
+    def _die(self) -> NoReturn:
+        """The calling process dies here (a record that kills it while the function runs)."""
+        party = self.scheduler.current
+        assert party is not None, "only a process dies"
+        while party.parent is not None:
+            party = party.parent
+        self.scheduler.kill(party)
+        raise Killed(f"{party.name}: killed by a record")
+
     def kill_processor(self, processor: int, lose_disk: bool, why: str = "") -> None:
         """Kill a processor between two of its calls; maybe its disk goes too."""
         party = self.processors.get(processor)
@@ -256,6 +267,7 @@ class World:
         name = f"p{self._incarnations}"
         rng = random.Random(self.plan.seed * 31 + self._incarnations)
         keys = [f"k{i}".encode() for i in range(self.plan.keys)]
+        kinds = [POISON, POISON, HUGE, HUGE, KILLER] if self.plan.killers else [POISON, HUGE]
 
         def body(port: MemoryKafka, _party: Party) -> None:
             producer = _open_producer(port, self.clock)
@@ -267,7 +279,10 @@ class World:
                     self.clock.sleep(rng.uniform(0.2, 1.0))
                 key = rng.choice(keys)
                 seqs[key] = seqs.get(key, 0) + 1
-                value = f"{name}:{seqs[key]}".encode()
+                kind = ""
+                if self.plan.special_rate and rng.random() < self.plan.special_rate:
+                    kind = ":" + rng.choice(kinds)
+                value = f"{name}:{seqs[key]}{kind}".encode()
                 _produce_retrying(producer, key, value, self.clock)
                 self.produced += 1
                 if rng.random() < 0.3:

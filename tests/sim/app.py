@@ -66,8 +66,10 @@ def make_app(
     lease_ms: int,
     ready_lag: int,
     die: Callable[[], NoReturn] | None = None,
+    outputs: bool = True,
 ) -> App:
-    """The fold app over ``partitions`` input partitions."""
+    """The fold app over ``partitions`` input partitions (``outputs``: with an output topic;
+    without one the function returns nothing)."""
     config = AppConfig(
         app_id="sim",
         kafka=KafkaConfig(bootstrap_servers="simulated:9092"),
@@ -79,7 +81,7 @@ def make_app(
                 producer_delivery_timeout_ms=lease_ms // 2,
             )
         ],
-        outputs=[TopicConfig(topic=OUTPUT, partitions=2)],
+        outputs=[TopicConfig(topic=OUTPUT, partitions=2)] if outputs else [],
         initial_processors=initial_processors,
         processors=initial_processors,
         state_dir=state_dir,
@@ -90,7 +92,7 @@ def make_app(
     app.store("folds")
 
     @app.processor()
-    def apply(record: Record[bytes | None], state: KeyState[FoldState]) -> Output:
+    def apply(record: Record[bytes | None], state: KeyState[FoldState]) -> Output | None:
         """Fold the record into its key's state and say so."""
         producer, seq, kind = parse((record.value or b"").decode())
         if kind == KILLER:
@@ -104,6 +106,8 @@ def make_app(
             raise ValueError(f"record {producer}:{seq} is poison")
         new = fold(state.get(), producer, seq)
         state.set(new)
+        if not outputs:
+            return None
         where = [record.topic, record.partition, record.offset]
         if kind == HUGE:
             return Output([producer, seq, new["n"], *where, "x" * _HUGE_BYTES])

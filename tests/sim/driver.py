@@ -36,6 +36,10 @@ __all__ = ["Outcome", "run_schedule", "shrink"]
 #: Steps the chaos phase may run past the plan's ``chaos_steps`` while the operator is still
 #: at work or a scale is under way.
 CHAOS_EXTENSION_STEPS = 20_000
+#: How far the clock jumps in a plan with ``days_later`` (more than any lease or timeout,
+#: and more than 2^30 ms: a "never" written as a large number of milliseconds runs out).
+DAYS_LATER_SECONDS = 12 * 86_400.0
+
 #: Steps the world gets to settle once the faults stop.
 SETTLE_STEPS = 60_000
 #: Simulated seconds between the supervisor's looks at the control state.
@@ -171,6 +175,9 @@ def _chaos(world: World, plan: Plan) -> None:
             busy = world.operating()  # the faults reach the plan's last scales too
         if scheduler.step() is None:
             scheduler.now += SUPERVISE_SECONDS
+        if plan.days_later and step == plan.chaos_steps // 2:
+            scheduler.now += DAYS_LATER_SECONDS  # the machine was suspended: every wait ends
+            world.events.jumped_at = scheduler.now
         if world.kills_due or world.kills_now:
             world.kill_due()
         if plan.kill_rate and rng.random() < plan.kill_rate:
@@ -322,6 +329,8 @@ def _events(world: World) -> list[str]:
         lines.append(f"{world.chaos.slow} slow replies")
     if world.chaos.outages:
         lines.append(f"{world.chaos.outages} broker outages")
+    if events.jumped_at is not None:
+        lines.append(f"the clock jumped 12 days, to t={events.jumped_at:.2f}")
     return lines
 
 

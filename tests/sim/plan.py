@@ -61,6 +61,10 @@ class Plan:
     killers: bool = False
     #: keys a purge of keys given away deletes per loop step (few: a kill between two steps)
     purge_step: int = 5_000
+    #: whether the app has an output topic (without one, nothing renews its output lease)
+    outputs: bool = True
+    #: whether the clock jumps 12 days half-way through the chaos phase (a suspended machine)
+    days_later: bool = False
     rocksdb: bool = False
     #: steps of the chaos phase (then faults stop and the world must settle)
     chaos_steps: int = 4000
@@ -82,7 +86,9 @@ class Plan:
             f"{self.lose_disk_rate:.2f}/kill (then killed again at once "
             f"{self.reopen_kill_rate:.1f}), aimed faults {self.aimed_rate:.1f}, special records "
             f"{self.special_rate:.2f}/record{' with killers' if self.killers else ''}, purges "
-            f"of {self.purge_step} keys/step, chaos for {self.chaos_steps} steps",
+            f"of {self.purge_step} keys/step, {'an' if self.outputs else 'no'} output topic, "
+            f"{'a 12-day clock jump, ' if self.days_later else ''}"
+            f"chaos for {self.chaos_steps} steps",
         ]
         lines += [f"  {i + 1}. {op}" for i, op in enumerate(self.operations)]
         return "\n".join(lines)
@@ -110,6 +116,8 @@ class Plan:
             replace(self, aimed_rate=0.0),
             replace(self, special_rate=0.0),
             replace(self, killers=False),
+            replace(self, days_later=False),
+            replace(self, outputs=True),
             replace(self, purge_step=5_000),
             replace(self, rocksdb=False),
             replace(self, producers=max(1, self.producers - 1)),
@@ -158,7 +166,8 @@ def draw_plan(seed: int) -> Plan:
         plan = replace(plan, aimed_rate=rng.choice([0.0, 0.5, 1.0]))
     plan = replace(plan, special_rate=rng.choice([0.0, 0.0, 0.03, 0.1]))
     plan = replace(plan, purge_step=rng.choice([5_000, 5_000, 1, 2]))
-    return replace(plan, killers=bool(plan.special_rate) and rng.random() < 0.5)
+    plan = replace(plan, killers=bool(plan.special_rate) and rng.random() < 0.5)
+    return replace(plan, outputs=rng.random() >= 0.15, days_later=rng.random() < 0.2)
 
 
 def _out_and_back(rng: random.Random, initial: int, partitions: int) -> list[Operation]:

@@ -72,6 +72,8 @@ class Events:
     false_alarms: list[str] = field(default_factory=list)
     #: why a processor stopped for the operator (``ProcessorStoppedError``), if one did
     halted: str | None = None
+    #: when the clock jumped 12 days (a plan with ``days_later``), if it did
+    jumped_at: float | None = None
 
 
 class World:
@@ -95,6 +97,7 @@ class World:
             lease_ms=2000,
             ready_lag=plan.ready_lag,
             die=self._die,
+            outputs=plan.outputs,
         )
         self.events = Events()
         #: the chance of a kill right after a handoff record (0 once the chaos phase ends)
@@ -268,6 +271,8 @@ class World:
         rng = random.Random(self.plan.seed * 31 + self._incarnations)
         keys = [f"k{i}".encode() for i in range(self.plan.keys)]
         kinds = [POISON, POISON, HUGE, HUGE, KILLER] if self.plan.killers else [POISON, HUGE]
+        if not self.plan.outputs:  # a huge record's output is what makes it special
+            kinds = [kind for kind in kinds if kind != HUGE]
 
         def body(port: MemoryKafka, _party: Party) -> None:
             producer = _open_producer(port, self.clock)

@@ -171,7 +171,7 @@ class Assignment:
             state_offsets = self._database.offsets()
             committed = self._consumer.committed(added)
             # stop rather than let the consumer skip records retention deleted unread
-            check_retained(
+            firsts = check_retained(
                 self.processor,
                 self._consumer,
                 {p: (state_offsets.get(p), committed.get(p)) for p in added},
@@ -181,7 +181,7 @@ class Assignment:
                     for p in range(entry.initial_partitions, entry.partitions)
                 },
             )
-            starts: dict[Position, int | None] = {}
+            starts: dict[Position, int | None] = {}  # explicit: see check_retained
             behind: dict[Position, int] = {}
             for position in added:
                 start = state_offsets.get(position)
@@ -202,7 +202,7 @@ class Assignment:
                     # state built elsewhere (a backfill, a catch-up): the group's offset is T1
                     # for catch-ups reading this partition, so it says what the state holds
                     behind[position] = start
-                starts[position] = start
+                starts[position] = firsts[position]
             if behind:
                 self._consumer.commit(behind)
             self._consumer.add(starts)

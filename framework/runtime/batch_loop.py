@@ -30,8 +30,8 @@ from framework.config import AppConfig
 from framework.coordination.control_log import ControlLog, ControlWatcher
 from framework.coordination.topic_watch import TopicWatcher
 from framework.growth.lease import RegistryLease
-from framework.kafka import KafkaIOError
-from framework.processing import RecordProcessor
+from framework.kafka import KafkaIOError, OffsetResetError
+from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime.assignment import Assignment
 from framework.runtime.batches import BatchRunner
 from framework.runtime.clients import RunClients
@@ -197,7 +197,17 @@ class BatchLoop:
             )
             self._runner = runner
         consumer = self._clients.consumer
-        messages = consumer.consume(runner.max_records(), max(wait, 0.01))
+        try:
+            messages = consumer.consume(runner.max_records(), max(wait, 0.01))
+        except OffsetResetError as error:
+            raise ProcessorStoppedError(
+                f"processor {self.processor} cannot read on: retention deleted records it had "
+                f"not read yet ({error.reason}). Reading on would leave them out of the state "
+                "for good, so it stops. Fix: rebuild the state from an archive that holds them "
+                "(`splitstate backfill MODULE:APP --source parquet PATH --replace`), or accept "
+                "the loss by starting the app over; and keep the whole input history "
+                "(retention.ms=-1 on input topics, what `splitstate topics create` sets)."
+            ) from None
         if not messages:
             return
         result = runner.run(messages)

@@ -25,7 +25,9 @@ class RunClients:
     def open(cls, kafka: Kafka, group_id: str, delivery_timeout_ms: int) -> RunClients:
         """The consumer of ``group_id`` (no automatic commits: offsets commit with the state)
         and a producer whose deliveries time out within the outputs' lease."""
-        consumer = kafka.consumer(group_id, reset="earliest", store_offsets=False)
+        # every partition is read from an explicit offset; one Kafka no longer holds (records
+        # deleted by retention before they were read) raises instead of being skipped
+        consumer = kafka.consumer(group_id, reset="error", store_offsets=False)
         try:
             producer = kafka.producer(linger_ms=5, delivery_timeout_ms=delivery_timeout_ms)
         except BaseException:

@@ -31,8 +31,12 @@ def check_retained(
     consumer: KafkaConsumer,
     starts: Mapping[Position, tuple[int | None, int | None]],
     grown: Collection[Position] = (),
-) -> None:
-    """Raise ``ProcessorStoppedError`` when Kafka no longer holds records ``processor`` needs.
+) -> dict[Position, int]:
+    """Raise ``ProcessorStoppedError`` when Kafka no longer holds records ``processor`` needs;
+    else return the offset each partition starts at: the state's, 0 for a rebuild or a grown
+    partition never read, the earliest retained one for a partition the app never read.
+    Reading from explicit offsets (with ``reset="error"``) makes records deleted after this
+    check stop the processor too, instead of making the consumer skip them.
 
     ``starts`` maps each partition about to be read to (the state's next offset, the
     consumer group's committed offset), either ``None`` when there is none. ``grown``: the
@@ -40,9 +44,12 @@ def check_retained(
     yet must still start at offset 0.
     """
     lost: list[str] = []
+    firsts: dict[Position, int] = {}
     for (topic, partition), (stored, committed) in sorted(starts.items()):
         low = consumer.watermarks([(topic, partition)])[(topic, partition)].start
         where = f"{topic}[{partition}]"
+        never_read = stored is None and committed is None and (topic, partition) not in grown
+        firsts[(topic, partition)] = stored if stored is not None else low if never_read else 0
         if stored is not None:
             if low > stored:
                 lost.append(
@@ -79,3 +86,4 @@ def check_retained(
             "directories and delete its consumer group); and keep the whole input history "
             "(retention.ms=-1 on input topics, what `splitstate topics create` sets)."
         )
+    return firsts

@@ -1,7 +1,8 @@
 """A processor's start racing another's: the control log read just before another
 processor's first start landed, and a growth that recorded its count before creating the
 partitions, are waited out, not reported as a lost log or a shrunk topic (the simulation found
-both as false alarms)."""
+both as false alarms). And a start racing retention: records deleted after the start checked
+them stop the processor."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from framework.config import ConfigError
 from framework.coordination.control_guard import ControlLogLostError
 from framework.coordination.layout import prepare_app
 from framework.coordination.registry import TopicRegistry
-from framework.kafka import TopicSpec
+from framework.kafka import OffsetResetError, TopicSpec
+from framework.runtime.assignment import Assignment
+from framework.runtime.clients import RunClients
+from statestore import DatabaseIdentity, ProcessorDatabase
 from tests.clocks import ManualClock
 from tests.sim.app import INPUT, OUTPUT, make_app
 from tests.sim.broker import Broker
@@ -97,3 +101,29 @@ def test_a_topic_that_never_gets_the_recorded_partitions_is_refused_naming_expan
     with pytest.raises(ConfigError, match="run it again to finish the growth"):
         prepare_app(_app(tmp_path), kafka, 0)
     assert clock.now >= 30
+
+
+def test_records_deleted_between_the_start_check_and_the_first_read_stop_the_rebuild(
+    tmp_path: Path,
+) -> None:
+    """A lost state directory is rebuilt from offset 0; retention deleting the first records
+    after the start checked what Kafka holds must stop it, not make it skip them (the
+    simulation found a rebuild that started at the new earliest record, seed 369)."""
+    kafka, clock = _world(tmp_path)
+    app = _app(tmp_path)
+    layout = prepare_app(app, kafka, 0)
+    for i in range(5):
+        record = {"key": b"k", "value": f"p:{i + 1}".encode(), "headers": ()}
+        kafka.broker.append((INPUT, 0), {**record, "timestamp_ms": 0, "origin": "p"})
+    with kafka.consumer(app.config.app_id) as consumer:
+        consumer.commit({(INPUT, 0): 5})  # processed; then the state directory was lost
+    clients = RunClients.open(kafka, app.config.app_id, 30_000)
+    identity = DatabaseIdentity(app.config.app_id, 0)
+    reading = Assignment(
+        0, clients.consumer, ProcessorDatabase.in_memory(identity, []), layout, clock
+    )
+    reading.assign({(INPUT, 0)})
+    assert reading.restore_below == {(INPUT, 0): 5}
+    kafka.broker.delete_before(INPUT, 0, 2)  # retention, right after the start's check
+    with pytest.raises(OffsetResetError):
+        clients.consumer.consume(10, 0.0)

@@ -76,8 +76,11 @@ class MemoryKafka:
         *,
         name: str = "process",
         faults: Faults | None = None,
+        max_queued: int = 100_000,
     ) -> None:
         self.broker = broker
+        #: librdkafka's ``queue.buffering.max.messages`` for this process's producers
+        self.max_queued = max_queued
         self.clock = clock
         self.name = name
         self.faults: Faults = NoFaults() if faults is None else faults
@@ -117,7 +120,8 @@ class MemoryKafka:
         limit = int(wanted.get("message.max.bytes", PRODUCER_MAX_BYTES))
         timeout = delivery_timeout_ms if delivery_timeout_ms is not None else 120_000
         timeout = int(wanted.get("delivery.timeout.ms", timeout))
-        producer = MemoryProducer(self, limit, timeout)
+        queued = int(wanted.get("queue.buffering.max.messages", self.max_queued))
+        producer = MemoryProducer(self, limit, timeout, queued)
         self.producers.append(producer)
         return producer
 

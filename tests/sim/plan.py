@@ -65,6 +65,9 @@ class Plan:
     outputs: bool = True
     #: whether the clock jumps 12 days half-way through the chaos phase (a suspended machine)
     days_later: bool = False
+    #: records a producer queues before ``produce`` raises ``BufferError`` (librdkafka's
+    #: ``queue.buffering.max.messages``): a few make producers wait for room
+    max_queued: int = 100_000
     rocksdb: bool = False
     #: steps of the chaos phase (then faults stop and the world must settle)
     chaos_steps: int = 4000
@@ -87,7 +90,8 @@ class Plan:
             f"{self.reopen_kill_rate:.1f}), aimed faults {self.aimed_rate:.1f}, special records "
             f"{self.special_rate:.2f}/record{' with killers' if self.killers else ''}, purges "
             f"of {self.purge_step} keys/step, {'an' if self.outputs else 'no'} output topic, "
-            f"{'a 12-day clock jump, ' if self.days_later else ''}"
+            f"{'a 12-day clock jump, ' if self.days_later else ''}producers queue at most "
+            f"{self.max_queued}, "
             f"chaos for {self.chaos_steps} steps",
         ]
         lines += [f"  {i + 1}. {op}" for i, op in enumerate(self.operations)]
@@ -118,6 +122,7 @@ class Plan:
             replace(self, killers=False),
             replace(self, days_later=False),
             replace(self, outputs=True),
+            replace(self, max_queued=100_000),
             replace(self, purge_step=5_000),
             replace(self, rocksdb=False),
             replace(self, producers=max(1, self.producers - 1)),
@@ -167,7 +172,8 @@ def draw_plan(seed: int) -> Plan:
     plan = replace(plan, special_rate=rng.choice([0.0, 0.0, 0.03, 0.1]))
     plan = replace(plan, purge_step=rng.choice([5_000, 5_000, 1, 2]))
     plan = replace(plan, killers=bool(plan.special_rate) and rng.random() < 0.5)
-    return replace(plan, outputs=rng.random() >= 0.15, days_later=rng.random() < 0.2)
+    plan = replace(plan, outputs=rng.random() >= 0.15, days_later=rng.random() < 0.2)
+    return replace(plan, max_queued=rng.choice([100_000, 100_000, 1, 3]))
 
 
 def _out_and_back(rng: random.Random, initial: int, partitions: int) -> list[Operation]:

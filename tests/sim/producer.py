@@ -87,12 +87,16 @@ class MemoryProducer(KafkaProducer):
     lacks fails its delivery), again by ``partition_count`` or once they are
     ``METADATA_REFRESH_SECONDS`` old; a partition they lack is refused at ``produce``. It
     refuses a record over ``max_bytes`` (librdkafka's ``message.max.bytes``, by default
-    ``PRODUCER_MAX_BYTES``) at ``produce``.
+    ``PRODUCER_MAX_BYTES``) at ``produce``, and one more than ``max_queued`` records
+    (``queue.buffering.max.messages``) with ``BufferError``, as librdkafka does.
     """
 
-    def __init__(self, kafka: MemoryKafka, max_bytes: int, timeout_ms: int) -> None:
+    def __init__(
+        self, kafka: MemoryKafka, max_bytes: int, timeout_ms: int, max_queued: int
+    ) -> None:
         self._kafka = kafka
         self._max_bytes = max_bytes
+        self._max_queued = max_queued
         self._timeout = timeout_ms / 1000
         #: (position, record, callback, when queued)
         self.queue: list[tuple[Position, dict[str, Any], DeliveryCallback | None, float]] = []
@@ -124,6 +128,8 @@ class MemoryProducer(KafkaProducer):
         size = len(key or b"") + len(value or b"")
         if size > self._max_bytes:
             raise too_large(size)
+        if len(self.queue) >= self._max_queued:
+            raise BufferError("Local: Queue full")
         known = topic in self._metadata  # else it is asked for; this record waits for it
         count = self._count(topic, refresh=False)
         if partition is None:
@@ -139,16 +145,38 @@ class MemoryProducer(KafkaProducer):
         """Deliver what is queued and serve the callbacks; with nothing to serve, wait
         ``timeout`` on the clock (as librdkafka does)."""
         self._kafka.before("producer.poll")
-        served = self._deliver(len(self.queue))
+        served = self._expire() if self._cut_off() else self._deliver(len(self.queue))
         if not served and timeout > 0:
             self._kafka.clock.sleep(timeout)
         return served
 
     def flush(self, timeout: float) -> int:
-        """Deliver everything queued; 0 remain."""
+        """Deliver everything queued (0 remain); while the process cannot reach the broker,
+        wait ``timeout`` and return how many are still queued (only those past the delivery
+        timeout fail meanwhile)."""
         self._kafka.before("producer.flush")
+        if self._cut_off():
+            self._kafka.clock.sleep(timeout)
+            self._expire()
+            if self._cut_off():
+                return len(self.queue)
         self._deliver(len(self.queue))
         return 0
+
+    def _cut_off(self) -> bool:
+        """Whether this process cannot reach the broker now (nothing is delivered)."""
+        return self._kafka.faults.fetch(1) == 0
+
+    def _expire(self) -> int:
+        """Fail the queued records older than the delivery timeout; returns how many."""
+        now = self._kafka.clock.monotonic()
+        expired = [item for item in self.queue if now - item[3] > self._timeout]
+        self.queue = [item for item in self.queue if now - item[3] <= self._timeout]
+        for position, record, callback, queued in expired:
+            error, message = self._write(position, record, queued)
+            if callback is not None:
+                callback(error, message)
+        return len(expired)
 
     def partition_count(self, topic: str) -> int:
         """The broker's count now (this producer's metadata is refreshed)."""

@@ -277,4 +277,29 @@ REGRESSIONS: dict[str, Plan] = {
         reopen_kill_rate=0.5,
         chaos_steps=6000,
     ),
+    # A lost state directory rebuilt from "the beginning" of partition 0 (no explicit offset):
+    # retention deleted its first records right after the start had checked that Kafka held
+    # them, and the rebuild began at the new earliest record, its outputs counting one record
+    # too few. Every partition is now read from an explicit offset and such a deletion stops
+    # the processor. Found once producers had tiny queues (which changed the schedule).
+    "rebuild-started-after-retention-deleted-369": Plan(
+        seed=369,
+        partitions=4,
+        initial_processors=2,
+        keys=3,
+        producers=2,
+        records=41,
+        max_records=1,
+        ready_lag=2,
+        operations=(Operation("abort", 0, 0.1), Operation("expand", 4, 0.3)),
+        kill_rate=0.01,
+        slow_rate=0.05,
+        retention_rate=0.001,
+        compact_rate=0.01,
+        lose_disk_rate=0.3,
+        reopen_kill_rate=1.0,
+        special_rate=0.1,
+        max_queued=1,
+        chaos_steps=3000,
+    ),
 }

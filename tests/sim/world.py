@@ -144,7 +144,9 @@ class World:
 
     def port(self, name: str) -> MemoryKafka:
         """A new process's port to the cluster."""
-        return MemoryKafka(self.broker, self.clock, name=name, faults=self.chaos)
+        return MemoryKafka(
+            self.broker, self.clock, name=name, faults=self.chaos, max_queued=self.plan.max_queued
+        )
 
     def spawn(self, name: str, body: Callable[[MemoryKafka, Party], None]) -> Party:
         """A new process running ``body`` with its own port (named ``name#incarnation``);

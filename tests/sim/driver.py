@@ -28,7 +28,7 @@ from statestore import processor_path
 from tests.sim.aimed import aim_at_protocol_windows
 from tests.sim.app import INPUT
 from tests.sim.checks import check_outputs, check_world
-from tests.sim.plan import Operation, Plan
+from tests.sim.plan import Operation, Plan, rival_operations
 from tests.sim.world import World
 
 __all__ = ["Outcome", "run_schedule", "shrink"]
@@ -113,6 +113,8 @@ def _run(plan: Plan, root: Path) -> Outcome:
         for _ in range(plan.producers):
             world.start_producer(plan.records)
         world.start_operator(plan.operations)
+        if plan.rival:
+            world.start_operator(rival_operations(plan), name="rival")
         world.kill_at_protocol_steps()
         aim_at_protocol_windows(world)
         _chaos(world, plan)
@@ -155,7 +157,7 @@ def _false_alarms(world: World) -> list[str]:
     return [
         f"a processor stopped on a cause the world never had: {e}"
         for e in world.events.false_alarms
-    ]
+    ] + [f"false report: {line}" for line in world.events.false_reports]
 
 
 def _chaos(world: World, plan: Plan) -> None:
@@ -254,7 +256,7 @@ def _settle(world: World) -> int | None:
 def _operator_fixes(world: World) -> None:
     """What ``status`` tells an operator to do: run ``expand`` again while a growth is
     unfinished, abort a scale whose receiver stopped."""
-    if world.operator is not None and world.operator.runnable:
+    if any(operator.runnable for operator in world.operators):
         return
     state = world.control()
     scale = state.scaling
@@ -276,7 +278,7 @@ def _quiet(world: World) -> int | None:
     """The processor count in force once nothing is left to do, else ``None``."""
     if any(p.runnable for p in world.producers):
         return None
-    if world.operator is not None and world.operator.runnable:
+    if any(operator.runnable for operator in world.operators):
         return None
     state = world.control()
     if state.generation is None or state.scaling is not None or state.growth is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-__all__ = ["Operation", "Plan", "draw_plan"]
+__all__ = ["Operation", "Plan", "draw_plan", "rival_operations"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,8 @@ class Plan:
     #: records a producer queues before ``produce`` raises ``BufferError`` (librdkafka's
     #: ``queue.buffering.max.messages``): a few make producers wait for room
     max_queued: int = 100_000
+    #: whether a second operator races the first, scaling to neighbouring counts
+    rival: bool = False
     rocksdb: bool = False
     #: steps of the chaos phase (then faults stop and the world must settle)
     chaos_steps: int = 4000
@@ -91,7 +93,7 @@ class Plan:
             f"{self.special_rate:.2f}/record{' with killers' if self.killers else ''}, purges "
             f"of {self.purge_step} keys/step, {'an' if self.outputs else 'no'} output topic, "
             f"{'a 12-day clock jump, ' if self.days_later else ''}producers queue at most "
-            f"{self.max_queued}, "
+            f"{self.max_queued}, {'a rival operator, ' if self.rival else ''}"
             f"chaos for {self.chaos_steps} steps",
         ]
         lines += [f"  {i + 1}. {op}" for i, op in enumerate(self.operations)]
@@ -123,6 +125,7 @@ class Plan:
             replace(self, days_later=False),
             replace(self, outputs=True),
             replace(self, max_queued=100_000),
+            replace(self, rival=False),
             replace(self, purge_step=5_000),
             replace(self, rocksdb=False),
             replace(self, producers=max(1, self.producers - 1)),
@@ -173,7 +176,21 @@ def draw_plan(seed: int) -> Plan:
     plan = replace(plan, purge_step=rng.choice([5_000, 5_000, 1, 2]))
     plan = replace(plan, killers=bool(plan.special_rate) and rng.random() < 0.5)
     plan = replace(plan, outputs=rng.random() >= 0.15, days_later=rng.random() < 0.2)
-    return replace(plan, max_queued=rng.choice([100_000, 100_000, 1, 3]))
+    plan = replace(plan, max_queued=rng.choice([100_000, 100_000, 1, 3]))
+    return replace(plan, rival=bool(plan.operations) and rng.random() < 0.2)
+
+
+def rival_operations(plan: Plan) -> tuple[Operation, ...]:
+    """What a second operator does, racing the first: the same operations a moment later,
+    each scale to a neighbouring count, the first one last (so that its scales meet the
+    first's growths and the other way round)."""
+    rival = []
+    for operation in (*plan.operations[1:], *plan.operations[:1]):
+        value = operation.value
+        if operation.kind == "scale":
+            value = value - 1 if value - 1 >= plan.initial_processors else value + 1
+        rival.append(Operation(operation.kind, value, operation.delay + 0.05))
+    return tuple(rival)
 
 
 def _out_and_back(rng: random.Random, initial: int, partitions: int) -> list[Operation]:

@@ -74,6 +74,8 @@ class Events:
     halted: str | None = None
     #: when the clock jumped 12 days (a plan with ``days_later``), if it did
     jumped_at: float | None = None
+    #: commands that reported success for what did not happen (a racing operator's scale)
+    false_reports: list[str] = field(default_factory=list)
 
 
 class World:
@@ -112,7 +114,7 @@ class World:
         self.last_start = 0.0
         self.restart_at: dict[int, float] = {}
         self.producers: list[Party] = []
-        self.operator: Party | None = None
+        self.operators: list[Party] = []
         self.produced = 0
         self._incarnations = 0
         self._processes = 0
@@ -303,13 +305,14 @@ class World:
     # -- the operator --------------------------------------------------------------------
 
     def operating(self) -> bool:
-        """Whether the operator is still at its plan or a scale is under way."""
-        if self.operator is not None and self.operator.runnable:
+        """Whether an operator is still at its plan or a scale is under way."""
+        if any(operator.runnable for operator in self.operators):
             return True
         return self.control().scaling is not None
 
-    def start_operator(self, operations: tuple[Operation, ...]) -> None:
-        """An operator doing ``operations`` in order (refusals are noted, not errors)."""
+    def start_operator(self, operations: tuple[Operation, ...], name: str = "operator") -> None:
+        """An operator doing ``operations`` in order (refusals are noted, not errors); a
+        second one (``rival``) races the first."""
 
         def body(port: MemoryKafka, _party: Party) -> None:
             for operation in operations:
@@ -317,7 +320,7 @@ class World:
                 self._operate(port, operation)
             self._finish_growth(port)
 
-        self.operator = self.spawn("operator", body)
+        self.operators.append(self.spawn(name, body))
 
     def _operate(self, port: MemoryKafka, operation: Operation) -> None:
         try:
@@ -335,7 +338,13 @@ class World:
         way (as an operator would)."""
         for _ in range(30):
             try:
-                request_scale(self.app, processors, kafka=port)
+                accepted = request_scale(self.app, processors, kafka=port)
+                if accepted.new_processors != processors:
+                    self.events.false_reports.append(
+                        f"t={self.clock.monotonic():.2f} a scale to {processors} was reported "
+                        f"accepted as generation {accepted.generation}, a scale to "
+                        f"{accepted.new_processors}"
+                    )
                 return
             except KafkaIOError:
                 self.clock.sleep(1.0)

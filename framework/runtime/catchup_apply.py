@@ -41,6 +41,14 @@ def apply_taken(
             if not gained:
                 continue
             if careful and guard.crashes(topic, partition, offset) >= guard.limit:
+                if records.stop_on_error:
+                    raise ProcessorStoppedError(
+                        f"{topic}[{partition}]@{offset} (key {message.key()!r}) killed this "
+                        f"processor {guard.crashes(topic, partition, offset)} times while it "
+                        "caught up; with on_error: stop it is not skipped (its state change would "
+                        "be missing here, while the old owner applied it). Fix the function or "
+                        "the record and restart, or abort the scale."
+                    )
                 guard.skip(batch, message, (topic, partition, offset), "", restore=True)
             else:
                 records.process(batch, message, restore=True)

@@ -31,12 +31,13 @@ def check_retained(
     consumer: KafkaConsumer,
     starts: Mapping[Position, tuple[int | None, int | None]],
     grown: Collection[Position] = (),
-) -> dict[Position, int]:
+) -> dict[Position, int | None]:
     """Raise ``ProcessorStoppedError`` when Kafka no longer holds records ``processor`` needs;
     else return the offset each partition starts at: the state's, 0 for a rebuild or a grown
-    partition never read, the earliest retained one for a partition the app never read.
-    Reading from explicit offsets (with ``reset="error"``) makes records deleted after this
-    check stop the processor too, instead of making the consumer skip them.
+    partition never read, ``None`` (the earliest retained record when it is first fetched)
+    for a partition the app never read. Reading from explicit offsets (with
+    ``reset="error"``) makes records deleted after this check stop the processor too, instead
+    of making the consumer skip them.
 
     ``starts`` maps each partition about to be read to (the state's next offset, the
     consumer group's committed offset), either ``None`` when there is none. ``grown``: the
@@ -44,12 +45,12 @@ def check_retained(
     yet must still start at offset 0.
     """
     lost: list[str] = []
-    firsts: dict[Position, int] = {}
+    firsts: dict[Position, int | None] = {}
     for (topic, partition), (stored, committed) in sorted(starts.items()):
         low = consumer.watermarks([(topic, partition)])[(topic, partition)].start
         where = f"{topic}[{partition}]"
         never_read = stored is None and committed is None and (topic, partition) not in grown
-        firsts[(topic, partition)] = stored if stored is not None else low if never_read else 0
+        firsts[(topic, partition)] = stored if stored is not None else None if never_read else 0
         if stored is not None:
             if low > stored:
                 lost.append(

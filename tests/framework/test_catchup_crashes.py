@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Literal
+
+import pytest
 
 from framework import App, AppConfig, KafkaConfig, KeyState, Record
 from framework.config import TopicConfig
 from framework.kafka import TopicSpec
-from framework.processing import RecordProcessor
+from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime.catchup import CatchUp
 from framework.runtime.crashes import skipped_records
 from rebalance import bucket, key_hash
@@ -27,7 +30,7 @@ class Died(BaseException):
     """The process died while the function ran (what no ``except Exception`` catches)."""
 
 
-def counting_app(tmp_path: Path) -> App:
+def counting_app(tmp_path: Path, on_error: Literal["dead-letter", "stop"] = "dead-letter") -> App:
     app = App(
         AppConfig(
             app_id="crashy",
@@ -35,6 +38,7 @@ def counting_app(tmp_path: Path) -> App:
             inputs=[TopicConfig(topic=TOPIC, partitions=2)],
             initial_processors=1,
             state_dir=tmp_path,
+            on_error=on_error,
         )
     )
     app.store("counts")
@@ -72,12 +76,15 @@ def scale_1_to_2() -> Scale:
     return state.scaling
 
 
-def test_a_catch_up_skips_a_record_that_killed_it_crash_limit_times(tmp_path: Path) -> None:
+VALUES = [b"plain"] * 6 + [b"killer"] + [b"plain"] * 5
+
+
+def killer_world() -> tuple[MemoryKafka, list[bytes]]:
+    """Partition 1 (moving from processor 0 to 1) holding a record that kills the process."""
     kafka = MemoryKafka(Broker(random.Random(0)), ManualClock())
     kafka.create_topics([TopicSpec(TOPIC, 2)])
     keys = [k for k in (f"k{i}".encode() for i in range(40)) if bucket(key_hash(k), 2, 2) == 1]
-    values = [b"plain"] * 6 + [b"killer"] + [b"plain"] * 5
-    for i, value in enumerate(values):
+    for i, value in enumerate(VALUES):
         kafka.broker.append(
             (TOPIC, 1),
             {
@@ -88,11 +95,14 @@ def test_a_catch_up_skips_a_record_that_killed_it_crash_limit_times(tmp_path: Pa
                 "origin": "test",
             },
         )
-    kafka.broker.groups["crashy"] = {(TOPIC, 1): len(values)}  # T1: the old owner's commits
-    app = counting_app(tmp_path)
-    database = ProcessorDatabase.in_memory(DatabaseIdentity("crashy", 1), [StoreSpec("counts")])
+    kafka.broker.groups["crashy"] = {(TOPIC, 1): len(VALUES)}  # T1: the old owner's commits
+    return kafka, keys
+
+
+def run_catch_ups(kafka: MemoryKafka, app: App, database: ProcessorDatabase) -> tuple[CatchUp, int]:
+    """Catch up as processor 1, in a new process after each death; the last one and deaths."""
     deaths = 0
-    for _run in range(10):  # each run: a new process on the same state directory
+    for _run in range(10):
         catchup = CatchUp(
             1,
             1,
@@ -109,7 +119,16 @@ def test_a_catch_up_skips_a_record_that_killed_it_crash_limit_times(tmp_path: Pa
         except Died:
             deaths += 1
             continue
-        break
+        return catchup, deaths
+    raise AssertionError("still dying after 10 runs")
+
+
+def test_a_catch_up_skips_a_record_that_killed_it_crash_limit_times(tmp_path: Path) -> None:
+    kafka, keys = killer_world()
+    values = VALUES
+    app = counting_app(tmp_path)
+    database = ProcessorDatabase.in_memory(DatabaseIdentity("crashy", 1), [StoreSpec("counts")])
+    catchup, deaths = run_catch_ups(kafka, app, database)
     assert catchup.positions[(TOPIC, 1)] == len(values)
     assert deaths == 3  # once amid a batch (counted against no record), then twice alone
     skipped = skipped_records(database)
@@ -122,3 +141,14 @@ def test_a_catch_up_skips_a_record_that_killed_it_crash_limit_times(tmp_path: Pa
         if value == b"plain":
             expected[keys[i % 3]] += 1
     assert counts == expected
+
+
+def test_with_on_error_stop_the_catch_up_stops_instead_of_skipping(tmp_path: Path) -> None:
+    """The old owner applied the record (it killed only the receiver): skipping it here would
+    leave the key's state without it, which ``on_error: stop`` rules out."""
+    kafka, _keys = killer_world()
+    app = counting_app(tmp_path, on_error="stop")
+    database = ProcessorDatabase.in_memory(DatabaseIdentity("crashy", 1), [StoreSpec("counts")])
+    with pytest.raises(ProcessorStoppedError, match="with on_error: stop it is not skipped"):
+        run_catch_ups(kafka, app, database)
+    assert skipped_records(database) == []

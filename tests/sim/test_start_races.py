@@ -127,3 +127,25 @@ def test_records_deleted_between_the_start_check_and_the_first_read_stop_the_reb
     kafka.broker.delete_before(INPUT, 0, 2)  # retention, right after the start's check
     with pytest.raises(OffsetResetError):
         clients.consumer.consume(10, 0.0)
+
+
+def test_a_partition_never_read_starts_at_the_earliest_record_when_retention_moves_it(
+    tmp_path: Path,
+) -> None:
+    """Nothing of a partition the app never read was processed: retention deleting its first
+    records right after the start's check moves where it starts, and stops nothing."""
+    kafka, clock = _world(tmp_path)
+    app = _app(tmp_path)
+    layout = prepare_app(app, kafka, 0)
+    for i in range(5):
+        record = {"key": b"k", "value": f"p:{i + 1}".encode(), "headers": ()}
+        kafka.broker.append((INPUT, 0), {**record, "timestamp_ms": 0, "origin": "p"})
+    kafka.broker.delete_before(INPUT, 0, 1)  # history partly gone before the app's first start
+    clients = RunClients.open(kafka, app.config.app_id, 30_000)
+    identity = DatabaseIdentity(app.config.app_id, 0)
+    reading = Assignment(
+        0, clients.consumer, ProcessorDatabase.in_memory(identity, []), layout, clock
+    )
+    reading.assign({(INPUT, 0)})
+    kafka.broker.delete_before(INPUT, 0, 3)  # retention again, right after the start's check
+    assert [m.offset() for m in clients.consumer.consume(10, 0.0)] == [3, 4]

@@ -11,8 +11,9 @@ At the plan's ``aimed_rate``, while the chaos phase lasts:
 - when a growth lands in the topic registry, the producers are cut off from the broker for
   0.5-2 s: a lease renewal in flight (maybe answered late) cannot be followed by another;
 - when a processor's fetch of the control log stops short of its end (a fetch cut short),
-  the processor is cut off from the broker for 28-34 s: its read of the log to the end
-  times out around then, with only a part of the log read.
+  the processor is cut off from the broker for 28-34 s, or only its fetches of the control
+  log get nothing for 31-40 s: its read of the log to the end times out with only a part of
+  the log read.
 """
 
 from __future__ import annotations
@@ -80,7 +81,10 @@ def aim_at_protocol_windows(world: World) -> None:
         end = world.broker.end_offset(control_topic, 0)
         short = records[-1].offset + 1 < end
         if name.startswith("processor-") and short and rng.random() < rate:
-            world.chaos.isolate([name], rng.uniform(28.0, 34.0))
+            if rng.random() < 0.5:
+                world.chaos.isolate([name], rng.uniform(28.0, 34.0))
+            else:  # only the control log's leader is away: its other calls work
+                world.chaos.starve(name, control_topic, rng.uniform(31.0, 40.0))
 
     world.broker.watchers.append(watch)
     world.broker.fetch_watchers.append(on_fetch)

@@ -52,6 +52,8 @@ class Chaos:
         self.outage_until = 0.0
         #: processes cut off from the broker until a simulated time (a network partition)
         self.isolated_until: dict[str, float] = {}
+        #: (process, topic) whose fetches get nothing until a simulated time
+        self.starved_until: dict[tuple[str, str], float] = {}
         self.outages = 0
 
     def before(self, operation: str) -> str | None:
@@ -85,6 +87,20 @@ class Chaos:
         if wanted > 1 and self.slow_rate and self.rng.random() < self.slow_rate:
             return self.rng.randint(1, wanted - 1)
         return wanted
+
+    def starved(self, topic: str) -> bool:
+        """Whether the caller's fetches of ``topic`` get nothing now (``starve``)."""
+        scheduler = self.scheduler
+        if scheduler.current is None or not self.active:
+            return False
+        process = scheduler.current.name.split("/")[0]
+        return scheduler.now < self.starved_until.get((process, topic), 0.0)
+
+    def starve(self, process: str, topic: str, seconds: float) -> None:
+        """``process``'s fetches of ``topic`` get nothing for ``seconds`` (the partition's
+        leader is unavailable to it); its other calls work."""
+        self.outages += 1
+        self.starved_until[(process, topic)] = self.scheduler.now + seconds
 
     def isolate(self, processes: list[str], seconds: float) -> None:
         """``processes`` (and their threads) cannot reach the broker for ``seconds``."""

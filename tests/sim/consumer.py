@@ -95,6 +95,8 @@ class MemoryConsumer(KafkaConsumer):
         for position in order:
             if len(out) >= max_records:
                 break
+            if self._kafka.faults.starved(position[0]):
+                continue
             if broker.partition_count(position[0]) <= position[1]:
                 continue  # not there yet (metadata): nothing to read
             log = broker.partition(position)

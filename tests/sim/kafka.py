@@ -50,6 +50,10 @@ class Faults(Protocol):
         caller cannot reach the broker, sometimes fewer (a fetch response cut short)."""
         ...
 
+    def starved(self, topic: str) -> bool:
+        """Whether the caller's fetches of ``topic`` get nothing now (its leader is away)."""
+        ...
+
 
 class NoFaults:
     """Nothing goes wrong."""
@@ -64,6 +68,10 @@ class NoFaults:
     def fetch(self, wanted: int) -> int:
         """All of them."""
         return wanted
+
+    def starved(self, topic: str) -> bool:
+        """Never."""
+        return False
 
 
 class MemoryKafka:

@@ -136,6 +136,9 @@ def test_an_append_that_times_out_after_landing_raises_yet_is_written() -> None:
         def fetch(self, wanted: int) -> int:
             return wanted
 
+        def starved(self, topic: str) -> bool:
+            return False
+
     kafka = MemoryKafka(Broker(random.Random(0)), ManualClock(), faults=LateFailure())
     kafka.create_topics([TopicSpec("log", 1, config=COMPACTED)])
     with pytest.raises(KafkaIOError, match="landed"):

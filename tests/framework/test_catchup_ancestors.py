@@ -16,11 +16,11 @@ from rebalance import HandoffEvent, bucket, key_hash
 from rebalance.control import ControlState, handoff_record
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
 from tests.clocks import ManualClock
+from tests.framework.test_catchup_crashes import TOPIC, started
 from tests.framework.test_moved_keys import all_completed
 from tests.sim.broker import Broker
 from tests.sim.kafka import MemoryKafka
 
-TOPIC = "in"
 HISTORY = {"counts": [4, 8], "thresholds": {"4": 0, "5": 0, "6": 3, "7": 0}}
 
 
@@ -55,18 +55,7 @@ def scaled(state: ControlState, generation: int, processors: int) -> ControlStat
 
 
 def eight_to_two() -> ControlState:
-    state = ControlState()
-    for record in (
-        {
-            "type": "app",
-            "app_id": "grown",
-            "initial_processors": 2,
-            "inputs": {TOPIC: 4},
-            "key_hash": "murmur3",
-        },
-        {"type": "generation", "generation": 0, "processors": 2},
-    ):
-        state = state.apply(record)
+    state = started("grown", 2, 4)
     state = scaled(all_completed(scaled(state, 1, 8)), 2, 2)
     assert state.scaling is not None, state.ignored
     return state

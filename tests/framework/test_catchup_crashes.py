@@ -52,26 +52,33 @@ def counting_app(tmp_path: Path, on_error: Literal["dead-letter", "stop"] = "dea
     return app
 
 
-def scale_1_to_2() -> Scale:
+def started(app_id: str, initial: int, partitions: int) -> ControlState:
+    """The control state of app ``app_id`` (``initial`` processors over ``partitions``
+    partitions of ``TOPIC``) at its first generation."""
     state = ControlState()
     for record in (
         {
             "type": "app",
-            "app_id": "crashy",
-            "initial_processors": 1,
-            "inputs": {TOPIC: 2},
+            "app_id": app_id,
+            "initial_processors": initial,
+            "inputs": {TOPIC: partitions},
             "key_hash": "murmur3",
         },
-        {"type": "generation", "generation": 0, "processors": 1},
-        {
-            "type": "scale",
-            "generation": 1,
-            "processors": 2,
-            "partitions": {TOPIC: 2},
-            "histories": {TOPIC: {"counts": [2], "thresholds": {}}},
-        },
+        {"type": "generation", "generation": 0, "processors": initial},
     ):
         state = state.apply(record)
+    return state
+
+
+def scale_1_to_2() -> Scale:
+    scale = {
+        "type": "scale",
+        "generation": 1,
+        "processors": 2,
+        "partitions": {TOPIC: 2},
+        "histories": {TOPIC: {"counts": [2], "thresholds": {}}},
+    }
+    state = started("crashy", 1, 2).apply(scale)
     assert state.scaling is not None, state.ignored
     return state.scaling
 

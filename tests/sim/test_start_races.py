@@ -103,26 +103,37 @@ def test_a_topic_that_never_gets_the_recorded_partitions_is_refused_naming_expan
     assert clock.now >= 30
 
 
-def test_records_deleted_between_the_start_check_and_the_first_read_stop_the_rebuild(
-    tmp_path: Path,
-) -> None:
-    """A lost state directory is rebuilt from offset 0; retention deleting the first records
-    after the start checked what Kafka holds must stop it, not make it skip them (the
-    simulation found a rebuild that started at the new earliest record, seed 369)."""
+def _started_with_five_records(
+    tmp_path: Path, *, committed: int | None = None, deleted_before_start: int = 0
+) -> tuple[MemoryKafka, RunClients, Assignment]:
+    """Partition 0 of the input holding 5 records (the group processed ``committed`` of
+    them; retention deleted those before ``deleted_before_start``), and processor 0's
+    reading assigned to it from a new state directory."""
     kafka, clock = _world(tmp_path)
     app = _app(tmp_path)
     layout = prepare_app(app, kafka, 0)
     for i in range(5):
         record = {"key": b"k", "value": f"p:{i + 1}".encode(), "headers": ()}
         kafka.broker.append((INPUT, 0), {**record, "timestamp_ms": 0, "origin": "p"})
-    with kafka.consumer(app.config.app_id) as consumer:
-        consumer.commit({(INPUT, 0): 5})  # processed; then the state directory was lost
+    if committed is not None:
+        with kafka.consumer(app.config.app_id) as consumer:
+            consumer.commit({(INPUT, 0): committed})
+    if deleted_before_start:
+        kafka.broker.delete_before(INPUT, 0, deleted_before_start)
     clients = RunClients.open(kafka, app.config.app_id, 30_000)
-    identity = DatabaseIdentity(app.config.app_id, 0)
-    reading = Assignment(
-        0, clients.consumer, ProcessorDatabase.in_memory(identity, []), layout, clock
-    )
+    database = ProcessorDatabase.in_memory(DatabaseIdentity(app.config.app_id, 0), [])
+    reading = Assignment(0, clients.consumer, database, layout, clock)
     reading.assign({(INPUT, 0)})
+    return kafka, clients, reading
+
+
+def test_records_deleted_between_the_start_check_and_the_first_read_stop_the_rebuild(
+    tmp_path: Path,
+) -> None:
+    """A lost state directory is rebuilt from offset 0; retention deleting the first records
+    after the start checked what Kafka holds must stop it, not make it skip them (the
+    simulation found a rebuild that started at the new earliest record, seed 369)."""
+    kafka, clients, reading = _started_with_five_records(tmp_path, committed=5)
     assert reading.restore_below == {(INPUT, 0): 5}
     kafka.broker.delete_before(INPUT, 0, 2)  # retention, right after the start's check
     with pytest.raises(OffsetResetError):
@@ -134,18 +145,6 @@ def test_a_partition_never_read_starts_at_the_earliest_record_when_retention_mov
 ) -> None:
     """Nothing of a partition the app never read was processed: retention deleting its first
     records right after the start's check moves where it starts, and stops nothing."""
-    kafka, clock = _world(tmp_path)
-    app = _app(tmp_path)
-    layout = prepare_app(app, kafka, 0)
-    for i in range(5):
-        record = {"key": b"k", "value": f"p:{i + 1}".encode(), "headers": ()}
-        kafka.broker.append((INPUT, 0), {**record, "timestamp_ms": 0, "origin": "p"})
-    kafka.broker.delete_before(INPUT, 0, 1)  # history partly gone before the app's first start
-    clients = RunClients.open(kafka, app.config.app_id, 30_000)
-    identity = DatabaseIdentity(app.config.app_id, 0)
-    reading = Assignment(
-        0, clients.consumer, ProcessorDatabase.in_memory(identity, []), layout, clock
-    )
-    reading.assign({(INPUT, 0)})
+    kafka, clients, _reading = _started_with_five_records(tmp_path, deleted_before_start=1)
     kafka.broker.delete_before(INPUT, 0, 3)  # retention again, right after the start's check
     assert [m.offset() for m in clients.consumer.consume(10, 0.0)] == [3, 4]

@@ -1,6 +1,11 @@
 """Schedules that once found a defect, kept as plans (a seed alone would draw another
 schedule as soon as the plan generator changes). ``python -m tests.sim.runner --regression
-NAME`` replays one; the suite runs them all. Each failed before its fix."""
+NAME`` replays one; the suite runs them all. Each failed before its fix.
+
+A plan's schedule still changes when the simulated world does (a new fault, a more faithful
+broker): a kept plan then runs on as a schedule that must hold every invariant, but may no
+longer reach its defect. Put the defect back and replay the plan to know.
+"""
 
 from __future__ import annotations
 

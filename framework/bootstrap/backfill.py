@@ -65,7 +65,7 @@ def backfill(
         app.configure(config.model_copy(update={"processors": processors}))
         config = app.config
     kafka = Clients.of(config) if kafka is None else kafka
-    layout = prepare_app(app, kafka)
+    layout = prepare_app(app, kafka, backfilling=True)
     _check_not_scaling(layout, processors)
     growing = [name for name, entry in layout.inputs.items() if entry.growth or entry.pending()]
     if growing:

@@ -3,9 +3,11 @@
 On the very first start this records the app's fixed parameters (each input topic's ``N`` and
 key hash in the topic registry; ``B`` and the inputs in the control log, with generation 0).
 Every later start checks the config against them and refuses, naming the fix, when they
-contradict. It also refuses when the registry or the control log would let Kafka delete
-records, and when the control log is empty or shorter than the app's consumer group or the
-processor's state prove it was (``framework.coordination.control_guard``): it never writes a
+contradict. A first start with more processors than ``B`` is refused when an earlier growth
+split off partitions whose keys' earlier records sit in other processors' partitions (start
+with ``B``, then scale). It also refuses when the registry or the control log would let
+Kafka delete records, and when the control log is empty or shorter than the app's consumer
+group or the processor's state prove it was (``framework.coordination.control_guard``): it never writes a
 fresh app definition over a lost one.
 """
 
@@ -19,7 +21,7 @@ from framework.coordination.control_guard import ControlLogLostError, check_hist
 from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
 from framework.kafka import Kafka, TopicSpec, check_retention
-from rebalance import check_layout
+from rebalance import bucket, check_layout
 from rebalance.control import AppDefinition, ControlState, Generation
 
 __all__ = ["AppLayout", "prepare_app"]
@@ -59,12 +61,16 @@ _LOG_READS = 3
 _GROWTH_WAIT_SECONDS = 30.0
 
 
-def prepare_app(app: App, kafka: Kafka, processor: int | None = None) -> AppLayout:
+def prepare_app(
+    app: App, kafka: Kafka, processor: int | None = None, *, backfilling: bool = False
+) -> AppLayout:
     """Check and (first time) record the app's layout; raise ``ConfigError`` on contradictions.
 
     ``kafka``: the port to the app's cluster; ``processor``: the processor about to
     run here, whose state the control log must not be behind (see
-    ``framework.coordination.control_guard``).
+    ``framework.coordination.control_guard``); ``backfilling``: the caller builds every
+    processor's state from the inputs' whole history, so a first start may run processors
+    that own partitions split off from other processors' partitions (``_check_first_start``).
     """
     app.check()
     config = app.config
@@ -115,6 +121,8 @@ def prepare_app(app: App, kafka: Kafka, processor: int | None = None) -> AppLayo
     if control.app is None:
         processors = config.processor_count
         _check_layouts(config, wanted, entries, processors)
+        if not backfilling:
+            _check_first_start(config, entries, processors)
         control_log.append(wanted.to_record(), Generation(0, processors).to_record())
         control = control_log.read()
     assert control.app is not None
@@ -191,6 +199,54 @@ def _check_layouts(
             )
         except ValueError as error:
             raise ConfigError(f"app {config.app_id!r}, input topic {name!r}: {error}") from None
+
+
+def _check_first_start(config: AppConfig, entries: dict[str, TopicEntry], processors: int) -> None:
+    """Refuse a first start whose processors would own partitions split off by an earlier
+    growth (another app's `expand`) from partitions another processor owns, while those parents may
+    hold the split keys' earlier records: nothing at a first start builds a processor's
+    state from another's partitions (a scale's catch-up does), so those keys' state would
+    lack them. Starting with ``B`` processors and then scaling is exact."""
+    b = config.initial_processors
+    if processors == b:
+        return
+    missing: list[str] = []
+    for topic in config.inputs:
+        entry = entries[topic.topic]
+        for partition in range(entry.initial_partitions, entry.partitions):
+            owner = bucket(partition, b, processors)
+            elsewhere = [
+                f"{read.topic}[{read.partition}] up to "
+                + (
+                    "the growth's threshold (not recorded yet)"
+                    if read.end_offset is None
+                    else f"offset {read.end_offset}"
+                )
+                + f" (processor {bucket(read.partition, b, processors)})"
+                for read in entry.history.key_history(partition)[:-1]
+                if bucket(read.partition, b, processors) != owner and read.end_offset != 0
+            ]
+            if elsewhere:
+                missing.append(
+                    f"processor {owner} would own {topic.topic}[{partition}], whose keys' "
+                    f"earlier records are in {', '.join(elsewhere)}"
+                )
+    if missing:
+        raise ConfigError(
+            f"app {config.app_id!r} is starting for the first time with {processors} "
+            f"processors, more than its initial_processors ({b}), on inputs that already "
+            f"grew: {_listed(missing)}. A first start builds no processor's state from "
+            "another processor's partitions, so those keys' state would be wrong. Fix: start "
+            f"the app with processors: {b} (its initial_processors), then scale with "
+            f"`splitstate scale MODULE:APP --processors {processors}` (the catch-up replays "
+            "those records), or build every processor's state first with `splitstate "
+            f"backfill MODULE:APP --processors {processors}`."
+        )
+
+
+def _listed(items: list[str], most: int = 4) -> str:
+    shown = "; ".join(items[:most])
+    return shown if len(items) <= most else f"{shown}; and {len(items) - most} more"
 
 
 def _check_against_log(config: AppConfig, wanted: AppDefinition, recorded: AppDefinition) -> None:

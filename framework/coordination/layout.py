@@ -7,8 +7,8 @@ contradict. A first start with more processors than ``B`` is refused when an ear
 split off partitions whose keys' earlier records sit in other processors' partitions (start
 with ``B``, then scale). It also refuses when the registry or the control log would let
 Kafka delete records, and when the control log is empty or shorter than the app's consumer
-group or the processor's state prove it was (``framework.coordination.control_guard``): it never writes a
-fresh app definition over a lost one.
+group or the processor's state prove it was (``framework.coordination.control_guard``): it
+never writes a fresh app definition over a lost one.
 """
 
 from __future__ import annotations

@@ -19,14 +19,14 @@ earlier membership): gained keys are always rebuilt from empty.
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Callable, Mapping
 
 from framework.bootstrap.child_process import BootstrapRun
 from framework.kafka import Kafka, OffsetResetError
 from framework.processing import ProcessorStoppedError, RecordProcessor
-from framework.runtime.catchup_apply import Taken, apply_taken
+from framework.runtime.catchup_apply import Taken, apply_taken, ingest_finished
 from framework.runtime.crashes import CrashGuard
+from framework.runtime.retention import check_catch_up_history
 from rebalance import HandoffPhase, TopicHistory, bucket, key_hash
 from rebalance.control import Handoff, Scale
 from rebalance.plan import read_set
@@ -67,6 +67,7 @@ class CatchUp:
         self.processor = processor
         self.generation = scale.generation
         self.scope = f"catchup-{scale.generation}"
+        self._loaded_flag = f"{self.scope}-bootstrapped"  # set once a Spark bootstrap is in
         # only handoffs still open: a completed one's partitions are processed live already
         pending = [h for h in scale.incoming(processor) if h.phase not in _CLOSED]
         self.sources = frozenset(h.source for h in pending)
@@ -140,10 +141,6 @@ class CatchUp:
         """Whether the Spark bootstrap is still running (nothing is read meanwhile)."""
         return self.bootstrap is not None
 
-    @property
-    def _loaded_flag(self) -> str:
-        return f"{self.scope}-bootstrapped"
-
     def _bootstrap_ranges(self) -> dict[Position, OffsetRange] | None:
         """What Spark should fold: every S2 partition from its start up to T1 (S1) or its
         threshold (ancestors); ``None`` when an ancestor's threshold is not known yet."""
@@ -165,53 +162,25 @@ class CatchUp:
         if now - self._bootstrap_polled < _REFRESH_SECONDS:
             return
         self._bootstrap_polled = now
-        manifest = self.bootstrap.poll()
-        if manifest is None:
-            return
-        target = manifest.targets[self.processor]
-        self._database.bulk_load(manifest.files(self.processor), target.offsets, scope=self.scope)
-        batch = self._database.begin()
-        batch.set_flag(self._loaded_flag)
-        batch.commit()
-        log.info(
-            "processor %d: ingested the Spark bootstrap: %d keys from %d records; catching up "
-            "from %s",
-            self.processor,
-            target.keys,
-            manifest.records_read,
-            target.offsets,
+        records = ingest_finished(
+            self.bootstrap, self._database, self.processor, self.scope, self._loaded_flag
         )
-        shutil.rmtree(self.bootstrap.directory, ignore_errors=True)
+        if records is None:
+            return
         self.bootstrap = None
-        self.bootstrapped = manifest.records_read
+        self.bootstrapped = records
         self._start_reading(self._database.progress(self.scope))
 
     def _start_reading(self, progress: Mapping[Position, int]) -> None:
-        """Refuse when Kafka lost history still needed from ``progress`` on; else start
-        reading there. An ancestor read to its threshold already, or with threshold 0 (empty
-        at the growth), needs nothing more: it is neither checked nor read, so retention
-        deleting its records (the keys its owner keeps) does not stop the catch-up."""
-        lost: list[str] = []
-        needed: dict[Position, int] = {}
-        for position, bound in self.bounds.items():
-            start = progress.get(position, 0)
-            self.positions[position] = start
-            if position not in self.s1 and bound is not None and start >= bound:
-                continue
-            needed[position] = start
-            low = self._consumer.watermarks([position])[position].start
-            if low > start:
-                lost.append(f"{position[0]}[{position[1]}] starts at offset {low}")
-        if lost:
-            self._consumer.close()
-            raise ProcessorStoppedError(
-                f"processor {self.processor} cannot rebuild the keys it gains in generation "
-                f"{self.generation}: their history is no longer complete in Kafka ("
-                f"{'; '.join(lost)}: retention deleted earlier records). Building state from "
-                "partial history would be wrong, so it stops. Fix: keep the whole history "
-                "(retention.ms=-1 on input topics of stateful apps), or bootstrap from a "
-                "Parquet archive (bootstrap: spark with spark.archive)."
-            )
+        """Refuse when Kafka lost history still needed from ``progress`` on (see
+        ``check_catch_up_history``); else start reading there."""
+        needed = check_catch_up_history(
+            self._consumer,
+            self.processor,
+            self.generation,
+            {p: (progress.get(p, 0), None if p in self.s1 else b) for p, b in self.bounds.items()},
+        )
+        self.positions.update({position: progress.get(position, 0) for position in self.bounds})
         # from an explicit offset, never "the beginning": retention deleting records between
         # the check above and the first fetch must stop the reader, not move it past them
         self._consumer.assign(needed)

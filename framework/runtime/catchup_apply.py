@@ -1,16 +1,23 @@
-"""Applying one step's records of a receiver's catch-up: in restore mode, the gained keys'
-records only, under the catch-up's own crash guard (a record that killed the receiver
-``crash_limit`` times alone is skipped, as the old owner's loop skips it)."""
+"""Putting state into a receiver's catch-up: one step's records, applied in restore mode (the
+gained keys' records only, under the catch-up's own crash guard: a record that killed the
+receiver ``crash_limit`` times alone is skipped, as the old owner's loop skips it), or a
+finished Spark bootstrap's files, ingested."""
 
 from __future__ import annotations
 
+import logging
+import shutil
+
+from framework.bootstrap.child_process import BootstrapRun
 from framework.kafka import Message
 from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime.crashes import CrashGuard
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
 
-__all__ = ["Taken", "apply_taken"]
+__all__ = ["Taken", "apply_taken", "ingest_finished"]
+
+log = logging.getLogger(__name__)
 
 #: a record read: the message, its position, its offset, and whether its key is gained
 Taken = tuple[Message, Position, int, bool]
@@ -62,3 +69,27 @@ def apply_taken(
         batch.set_progress(scope, topic, partition, next_offset)
     batch.commit()
     return applied
+
+
+def ingest_finished(
+    run: BootstrapRun, database: ProcessorDatabase, processor: int, scope: str, flag: str
+) -> int | None:
+    """Ingest ``run``'s files into ``database`` (progress in ``scope``, then ``flag`` set)
+    once it finished; returns the records it folded, ``None`` while it runs."""
+    manifest = run.poll()
+    if manifest is None:
+        return None
+    target = manifest.targets[processor]
+    database.bulk_load(manifest.files(processor), target.offsets, scope=scope)
+    batch = database.begin()
+    batch.set_flag(flag)
+    batch.commit()
+    log.info(
+        "processor %d: ingested the Spark bootstrap: %d keys from %d records; catching up from %s",
+        processor,
+        target.keys,
+        manifest.records_read,
+        target.offsets,
+    )
+    shutil.rmtree(run.directory, ignore_errors=True)
+    return manifest.records_read

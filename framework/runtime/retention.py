@@ -21,7 +21,7 @@ from framework.kafka import KafkaConsumer
 from framework.processing import ProcessorStoppedError
 from rebalance.positions import Position
 
-__all__ = ["check_retained"]
+__all__ = ["check_catch_up_history", "check_retained"]
 
 log = logging.getLogger(__name__)
 
@@ -88,3 +88,36 @@ def check_retained(
             "(retention.ms=-1 on input topics, what `splitstate topics create` sets)."
         )
     return firsts
+
+
+def check_catch_up_history(
+    consumer: KafkaConsumer,
+    processor: int,
+    generation: int,
+    reads: Mapping[Position, tuple[int, int | None]],
+) -> dict[Position, int]:
+    """The partitions a catch-up must still read, each from its progress; ``reads`` maps each
+    S2 partition to (its progress, its bound: ``None`` for S1 or an unknown threshold). An
+    ancestor read to its bound already (or with bound 0, empty at the growth) needs nothing
+    more: neither checked nor read, so retention deleting its records does not stop the
+    catch-up. Raises ``ProcessorStoppedError`` when Kafka lost records still needed."""
+    lost: list[str] = []
+    needed: dict[Position, int] = {}
+    for position, (start, bound) in reads.items():
+        if bound is not None and start >= bound:
+            continue
+        needed[position] = start
+        low = consumer.watermarks([position])[position].start
+        if low > start:
+            lost.append(f"{position[0]}[{position[1]}] starts at offset {low}")
+    if lost:
+        consumer.close()
+        raise ProcessorStoppedError(
+            f"processor {processor} cannot rebuild the keys it gains in generation "
+            f"{generation}: their history is no longer complete in Kafka ("
+            f"{'; '.join(lost)}: retention deleted earlier records). Building state from "
+            "partial history would be wrong, so it stops. Fix: keep the whole history "
+            "(retention.ms=-1 on input topics of stateful apps), or bootstrap from a "
+            "Parquet archive (bootstrap: spark with spark.archive)."
+        )
+    return needed

@@ -19,9 +19,18 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from framework.app import App, Handler
 from framework.errors import SplitstateError
-from framework.growth.markers import is_marker
-from framework.growth.placement import UNFENCED_SCOPE, NoCountHeader, count_header, misplacement
-from framework.records import InputMessage, Output, Record
+from framework.growth.markers import is_marker, marker_child
+from framework.growth.placement import (
+    UNFENCED_SCOPE,
+    Fence,
+    NoCountHeader,
+    count_header,
+    fences_of,
+    late_record,
+    misplacement,
+)
+from framework.records import InputMessage, Output, Record, StoredMessage
+from rebalance import TopicHistory
 from statestore import BatchStatus, StateBatch
 
 __all__ = [
@@ -33,48 +42,6 @@ __all__ = [
     "StoredMessage",
     "encode_value",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class StoredMessage:
-    """A record that did not come from a consumer (test driver, history read by Spark),
-    presented as confluent-kafka's ``Message`` presents one."""
-
-    _topic: str
-    _partition: int
-    _offset: int
-    _key: bytes | None
-    _value: bytes | None
-    _timestamp: int | None
-    _headers: list[tuple[str, bytes | None]] | None
-
-    def topic(self) -> str:
-        """The record's topic."""
-        return self._topic
-
-    def partition(self) -> int:
-        """The record's partition."""
-        return self._partition
-
-    def offset(self) -> int:
-        """The record's offset."""
-        return self._offset
-
-    def key(self) -> bytes | None:
-        """The record's key."""
-        return self._key
-
-    def value(self) -> bytes | None:
-        """The record's value."""
-        return self._value
-
-    def timestamp(self) -> tuple[int, int]:
-        """``(type, epoch ms)`` as confluent-kafka gives it (type 0: none)."""
-        return (0, 0) if self._timestamp is None else (1, self._timestamp)
-
-    def headers(self) -> list[tuple[str, bytes | None]] | None:
-        """The record's headers."""
-        return self._headers
 
 
 class ProcessorStoppedError(SplitstateError):
@@ -174,6 +141,9 @@ class RecordProcessor:
     ``initial_partitions``: each input topic's initial partition count ``N`` (the topic
     registry's); a keyed record of such a topic must sit on the partition its
     ``splitstate.count`` header places it on (topics it lacks are not checked).
+    ``histories``: each input topic's partition history (counts and thresholds, the topic
+    registry's, kept current with ``adopt``); with the growth markers met in the input, they
+    say which records landed after their growth's fence (dead-lettered: ``late_record``).
     ``unfenced``: how many records without that header this processor processed before
     (``database.progress(UNFENCED_SCOPE)``); the count is kept up to date in the batches.
     """
@@ -183,9 +153,13 @@ class RecordProcessor:
         app: App,
         initial_partitions: Mapping[str, int] | None = None,
         unfenced: Mapping[tuple[str, int], int] | None = None,
+        histories: Mapping[str, TopicHistory] | None = None,
     ) -> None:
         self.app = app
         self.initial_partitions = dict(initial_partitions or {})
+        #: each input partition's growth fences, by child: the registry's and markers met
+        self._fences: dict[tuple[str, int], dict[int, Fence]] = {}
+        self.adopt(histories or {})
         self.unfenced = dict(unfenced or {})
         self._counting: StateBatch | None = None  # the batch ``_pending`` counts belong to
         self._pending: dict[tuple[str, int], int] = {}
@@ -197,6 +171,22 @@ class RecordProcessor:
             handler = app.handler(topic.topic)
             self._routes[topic.topic] = _Route(handler, handler.stores or list(app.stores))
         self.dead_letter_count = 0
+
+    def adopt(self, histories: Mapping[str, TopicHistory]) -> None:
+        """Take the input topics' current histories (a growth recorded its thresholds)."""
+        for topic, history in histories.items():
+            for partition, fences in fences_of(history).items():
+                known = self._fences.setdefault((topic, partition), {})
+                known.update((fence[0], fence) for fence in fences)
+
+    def _note_marker(self, topic: str, partition: int, offset: int, headers: Any) -> None:
+        """A growth marker met in ``topic[partition]``: its child's keys end here (the first
+        marker of a child is its threshold), even before the registry says so."""
+        growth = marker_child(headers)
+        if growth is not None:
+            count, child = growth
+            fences = self._fences.setdefault((topic, partition), {})
+            fences.setdefault(child, (child, count, offset))
 
     def process(  # noqa: PLR0911 - one return per way a record can end
         self,
@@ -220,10 +210,11 @@ class RecordProcessor:
             return [], self._dead(message, where, "route", reason, restore)
         if key is None:
             if is_marker(message.headers()):
+                self._note_marker(topic, partition, offset, message.headers())
                 return [], None  # a growth marker: not a record of the app's
             reason = "the record has no key; splitstate keeps state per key"
             return [], self._dead(message, where, "decode", reason, restore)
-        misplaced = self._check_placement(batch, message, key, (topic, partition), restore=restore)
+        misplaced = self._check_placement(batch, message, key, where, restore=restore)
         if misplaced is not None:
             return [], self._dead(message, where, *misplaced, restore)
         try:
@@ -262,13 +253,15 @@ class RecordProcessor:
         batch: StateBatch,
         message: InputMessage,
         key: bytes,
-        position: tuple[str, int],
+        where: tuple[str, int, int],
         *,
         restore: bool,
     ) -> tuple[str, str] | None:
         """``("placement", reason)`` when the record is not where its count header places its
-        key; a record without the header is counted (unless restored) and processed."""
-        topic, partition = position
+        key, or landed after its growth's fence; a record without the header is counted
+        (unless restored) and processed."""
+        topic, partition, _offset = where
+        position = (topic, partition)
         initial = self.initial_partitions.get(topic)
         if initial is None:
             return None
@@ -278,6 +271,9 @@ class RecordProcessor:
                 self._count_unfenced(batch, position)
             return None
         reason = misplacement(key, topic, partition, initial, placed)
+        fences = self._fences.get(position)
+        if reason is None and fences:
+            reason = late_record(key, where, initial, fences.values())
         return None if reason is None else ("placement", reason)
 
     def _count_unfenced(self, batch: StateBatch, position: tuple[str, int]) -> None:

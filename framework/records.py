@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-__all__ = ["InputMessage", "Output", "Record"]
+__all__ = ["InputMessage", "Output", "Record", "StoredMessage"]
 
 V = TypeVar("V")
 
@@ -94,3 +94,45 @@ class Output:
     topic: str | None = None
     key: bytes | None = None
     headers: Mapping[str, bytes] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A record that did not come from a consumer (test driver, history read by Spark),
+    presented as confluent-kafka's ``Message`` presents one."""
+
+    _topic: str
+    _partition: int
+    _offset: int
+    _key: bytes | None
+    _value: bytes | None
+    _timestamp: int | None
+    _headers: list[tuple[str, bytes | None]] | None
+
+    def topic(self) -> str:
+        """The record's topic."""
+        return self._topic
+
+    def partition(self) -> int:
+        """The record's partition."""
+        return self._partition
+
+    def offset(self) -> int:
+        """The record's offset."""
+        return self._offset
+
+    def key(self) -> bytes | None:
+        """The record's key."""
+        return self._key
+
+    def value(self) -> bytes | None:
+        """The record's value."""
+        return self._value
+
+    def timestamp(self) -> tuple[int, int]:
+        """``(type, epoch ms)`` as confluent-kafka gives it (type 0: none)."""
+        return (0, 0) if self._timestamp is None else (1, self._timestamp)
+
+    def headers(self) -> list[tuple[str, bytes | None]] | None:
+        """The record's headers."""
+        return self._headers

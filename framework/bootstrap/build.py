@@ -91,7 +91,8 @@ def build_state(
                 gained_from=request.gained_from,
             )
             initial = {name: entry.initial_partitions for name, entry in request.entries.items()}
-            fold = AppFold(app, initial)
+            histories = {name: entry.history for name, entry in request.entries.items()}
+            fold = AppFold(app, initial, histories)
             return run_bootstrap(spark, history, plan, fold, destination, on_progress=on_progress)
     finally:
         spark.stop()

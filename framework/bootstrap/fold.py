@@ -17,6 +17,7 @@ import orjson
 
 from framework.app import App
 from framework.processing import RecordProcessor, StoredMessage
+from rebalance import TopicHistory
 from statestore import DatabaseIdentity, ProcessorDatabase
 
 if TYPE_CHECKING:
@@ -40,28 +41,42 @@ def _headers(text: str | None) -> list[tuple[str, bytes | None]] | None:
 class AppFold:
     """Folds records with ``app``'s processor functions (restore mode) into state items.
 
-    ``initial_partitions``: each input topic's ``N`` (the topic registry's), to skip the
-    records the runtime would dead-letter as misplaced.
+    ``initial_partitions``: each input topic's ``N`` (the topic registry's), and
+    ``histories``: their partition histories, to skip the records the runtime would
+    dead-letter as misplaced or late.
     """
 
-    def __init__(self, app: App, initial_partitions: Mapping[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        app: App,
+        initial_partitions: Mapping[str, int] | None = None,
+        histories: Mapping[str, TopicHistory] | None = None,
+    ) -> None:
         app.check()
         self.app = app
         self.initial_partitions = dict(initial_partitions or {})
+        self.histories = dict(histories or {})
         self._processor: RecordProcessor | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"app": self.app, "initial_partitions": self.initial_partitions}
+        return {
+            "app": self.app,
+            "initial_partitions": self.initial_partitions,
+            "histories": self.histories,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.app = state["app"]
         self.initial_partitions = dict(state.get("initial_partitions", {}))
+        self.histories = dict(state.get("histories", {}))
         self._processor = None
 
     def __call__(self, records: pd.DataFrame) -> Iterator[tuple[str, bytes, bytes]]:
         """``(store, key, encoded value)`` of each key's state after ``records`` (in order)."""
         if self._processor is None:
-            self._processor = RecordProcessor(self.app, self.initial_partitions)
+            self._processor = RecordProcessor(
+                self.app, self.initial_partitions, histories=self.histories
+            )
         processor = self._processor
         database = ProcessorDatabase.in_memory(
             DatabaseIdentity(self.app.config.app_id, -1), self.app.store_specs()

@@ -3,7 +3,10 @@ its ``splitstate.count`` header (the count its producer placed it with) gives it
 
 ``SplitstateProducer`` and the runtime's outputs set the header. A record whose header places
 it elsewhere is dead-lettered (stage ``placement``, reason ``misplaced ...``) and changes no
-state: processing it would split its key's state across processors. Records without the header
+state: processing it would split its key's state across processors. So is a record that its
+header does place there but that landed after the growth fence (``late_record``, reason
+``late ...``): a key a growth split off to a child partition has no record in the parent after
+the child's marker. Records without the header
 come from producers that bypass the fence; they are processed, and counted per input partition
 in the processor's state (``UNFENCED_SCOPE``) for ``splitstate status``.
 """
@@ -19,15 +22,18 @@ import mmh3
 from framework.coordination.registry import TopicEntry
 from framework.errors import SplitstateError
 from framework.kafka import DeliveryCallback, Header, KafkaProducer
-from rebalance import bucket, level
+from rebalance import TopicHistory, bucket, key_hash, level, parent
 
 __all__ = [
     "COUNT_HEADER",
     "NO_COUNT_HEADER",
     "UNFENCED_SCOPE",
+    "Fence",
     "LinearHashPartitioner",
     "NoCountHeader",
     "count_header",
+    "fences_of",
+    "late_record",
     "misplacement",
     "produce_placed",
 ]
@@ -84,6 +90,59 @@ def misplacement(
         "(or place keys with bucket(key_hash(key), N, M) from the topic registry), then send "
         "the record again."
     )
+
+
+#: a growth fence in a parent partition: the child split off, the partition count that created
+#: it, and the offset of its marker in the parent (the child's threshold)
+Fence = tuple[int, int, int]
+
+
+def fences_of(history: TopicHistory) -> dict[int, list[Fence]]:
+    """Each parent partition's recorded growth fences, from the topic's history."""
+    found: dict[int, list[Fence]] = {}
+    for child, threshold in sorted(history.thresholds.items()):
+        up = parent(child, history.initial_partitions)
+        assert up is not None  # thresholds are recorded for partitions a growth created
+        count = history.counts[history.created_at(child)]
+        found.setdefault(up, []).append((child, count, threshold))
+    return found
+
+
+def late_record(
+    key: bytes, where: tuple[str, int, int], initial: int, fences: Iterable[Fence]
+) -> str | None:
+    """Why a keyed record at ``where`` (topic, partition, offset) of a topic of ``initial``
+    partitions at first may not be processed although its
+    ``splitstate.count`` header places it there; ``None`` if it may.
+
+    A growth split the record's key off to a child of ``partition`` (``fences``: the
+    partition's fences), and the record sits after that child's marker, where the fence
+    promises no record of the child's keys: its producer placed it with the count before the
+    growth, then paused (a suspended machine, a long GC pause) for longer than its lease
+    before sending it. Processed here it would come after the key's newer records in the
+    child."""
+    topic, partition, offset = where
+    h = key_hash(key)
+    for child, count, threshold in fences:
+        if offset > threshold and _descends(bucket(h, initial, count), child, initial):
+            return (
+                f"late: key {key!r} moved to {topic}[{child}] when the topic grew to {count} "
+                f"partitions, and this record landed in {topic}[{partition}] after that "
+                f"partition's marker (offset {threshold}): its producer placed it with the count "
+                "before the growth and paused (a suspended machine, a long GC pause) for longer "
+                "than its lease before sending it. Processing it here would apply it after the "
+                "key's newer records, so it was not processed. Fix: send the record again "
+                "(SplitstateProducer places it with the current count)."
+            )
+    return None
+
+
+def _descends(partition: int, ancestor: int, initial: int) -> bool:
+    """Whether ``partition`` is ``ancestor`` or was split from it (by one or more growths)."""
+    current: int | None = partition
+    while current is not None and current > ancestor:
+        current = parent(current, initial)
+    return current == ancestor
 
 
 @functools.lru_cache(maxsize=1024)

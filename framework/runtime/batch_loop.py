@@ -100,6 +100,7 @@ class BatchLoop:
     def adopt_topics(self) -> None:
         """Take the registry's current view of the input topics (a growth, its thresholds)."""
         self._reading.adopt(self._topics.entries)
+        self._records.adopt({name: entry.history for name, entry in self._topics.entries.items()})
 
     def read_owned(self) -> None:
         """Read what the coordinator says this processor owns, less what gates hold back."""

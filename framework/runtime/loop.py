@@ -125,6 +125,7 @@ class ProcessorRuntime:
                 self.app,
                 {name: entry.initial_partitions for name, entry in layout.inputs.items()},
                 database.progress(UNFENCED_SCOPE),
+                {name: entry.history for name, entry in layout.inputs.items()},
             )
             topics = TopicWatcher(kafka, list(layout.inputs), layout.inputs)
             handoffs = HandoffCoordinator(

@@ -7,10 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from framework import App, AppConfig, Output, Record
-from framework.growth.placement import COUNT_HEADER, misplacement
+from framework.growth.placement import COUNT_HEADER, fences_of, late_record, misplacement
 from framework.processing import RecordProcessor, StoredMessage
 from framework.testing import TestDriver
-from rebalance import bucket, key_hash
+from rebalance import TopicHistory, bucket, key_hash
 from statestore import DatabaseIdentity, KeyState, ProcessorDatabase
 
 N = 4  # the input's initial partition count
@@ -153,3 +153,102 @@ def test_misplacement_agrees_with_bucket(key: bytes, initial: int, growth: int, 
         if reason is not None:
             assert reason.startswith("misplaced") and f"t[{expected}]" in reason
     assert misplacement(key, "t", expected, initial, str(initial - 1)) is not None
+
+
+def _grown(children_thresholds: dict[int, int], *counts: int) -> TopicHistory:
+    return TopicHistory.of("in", [N, *counts], children_thresholds)
+
+
+def test_a_record_placed_before_a_growth_that_landed_after_the_fence_is_dead_lettered() -> None:
+    # a producer placed the key with 4 partitions, then paused longer than its lease; the
+    # record landed in the parent after the marker of the child its key moved to
+    app = counting_app()
+    key = moved_key(6)
+    child = bucket(key_hash(key), N, 6)
+    parent_partition = bucket(key_hash(key), N, N)
+    history = _grown({4: 10, 5: 12}, 6)
+    marker = history.thresholds[child]
+    processor = RecordProcessor(app, {"in": N}, histories={"in": history})
+    database = ProcessorDatabase.in_memory(DatabaseIdentity("placement", 0), app.store_specs())
+    batch = database.begin()
+    before = StoredMessage(
+        "in", parent_partition, marker - 1, key, b"", None, [(COUNT_HEADER, b"4")]
+    )
+    late = StoredMessage("in", parent_partition, marker + 1, key, b"", None, [(COUNT_HEADER, b"4")])
+    assert processor.process(batch, before)[1] is None
+    outputs, dead = processor.process(batch, late)
+    batch.commit()
+    assert outputs == [] and dead is not None
+    assert dead.stage == "placement" and dead.reason.startswith("late")
+    assert f"in[{child}]" in dead.reason and f"offset {marker}" in dead.reason
+    assert database.get("counts", key) == 1  # only the record before the marker
+
+
+def test_a_late_record_is_skipped_when_restored_too() -> None:
+    # a rebuild (lost directory, catch-up of the whole parent) builds what the live run built
+    app = counting_app()
+    key = moved_key(6)
+    parent_partition = bucket(key_hash(key), N, N)
+    processor = RecordProcessor(app, {"in": N}, histories={"in": _grown({4: 10, 5: 12}, 6)})
+    database = ProcessorDatabase.in_memory(DatabaseIdentity("placement", 0), app.store_specs())
+    batch = database.begin()
+    late = StoredMessage("in", parent_partition, 20, key, b"", None, [(COUNT_HEADER, b"4")])
+    assert processor.process(batch, late, restore=True) == ([], None)
+    batch.commit()
+    assert database.get("counts", key) is None
+
+
+def test_records_of_keys_that_stayed_and_growths_in_progress_are_not_late() -> None:
+    app = counting_app()
+    moved = moved_key(6)
+    stayed = next(
+        k
+        for k in (f"key-{i}".encode() for i in range(1000))
+        if bucket(key_hash(k), N, 6) == bucket(key_hash(k), N, N) == bucket(key_hash(moved), N, N)
+    )
+    parent_partition = bucket(key_hash(moved), N, N)
+    unrecorded = RecordProcessor(app, {"in": N}, histories={"in": _grown({}, 6)})
+    recorded = RecordProcessor(app, {"in": N}, histories={"in": _grown({4: 10, 5: 12}, 6)})
+    database = ProcessorDatabase.in_memory(DatabaseIdentity("placement", 0), app.store_specs())
+    batch = database.begin()
+    for processor, key in ((unrecorded, moved), (recorded, stayed)):
+        message = StoredMessage("in", parent_partition, 50, key, b"", None, [(COUNT_HEADER, b"4")])
+        assert processor.process(batch, message)[1] is None
+    batch.commit()
+    assert database.get("counts", moved) == database.get("counts", stayed) == 1
+
+
+def test_a_late_record_two_levels_down_is_late_by_the_marker_of_the_child_on_its_path() -> None:
+    # 4 -> 16 at once: a key now in a grandchild (13, split from the new 5, split from 1) is
+    # late in 1 after 5's marker; in 5 after 13's
+    key = next(
+        k for k in (f"key-{i}".encode() for i in range(5000)) if bucket(key_hash(k), N, 16) == 13
+    )
+    history = TopicHistory.of("in", [N, 16], {**dict.fromkeys(range(4, 16), 100), 5: 7})
+    fences = fences_of(history)
+    assert late_record(key, ("in", 1, 7), N, fences[1]) is None
+    reason = late_record(key, ("in", 1, 8), N, fences[1])
+    assert reason is not None and "in[5]" in reason and "16 partitions" in reason
+    assert late_record(key, ("in", 5, 100), N, fences[5]) is None
+    assert late_record(key, ("in", 5, 101), N, fences[5]) is not None
+    assert late_record(key, ("in", 0, 101), N, fences[0]) is None  # not on the key's path
+
+
+def test_a_marker_met_before_the_registry_records_its_threshold_fences_its_partition() -> None:
+    # the processor has not re-read the registry since the growth: the marker itself says
+    # where the child's keys end in the parent
+    app = counting_app()
+    key = moved_key(6)
+    child = bucket(key_hash(key), N, 6)
+    parent_partition = bucket(key_hash(key), N, N)
+    processor = RecordProcessor(app, {"in": N}, histories={"in": _grown({}, 6)})
+    database = ProcessorDatabase.in_memory(DatabaseIdentity("placement", 0), app.store_specs())
+    batch = database.begin()
+    placed: list[tuple[str, bytes | None]] = [(COUNT_HEADER, b"4")]
+    marker: list[tuple[str, bytes | None]] = [("splitstate.marker", f"in/6/{child}".encode())]
+    for offset, k, headers in ((0, key, placed), (1, None, marker), (2, key, placed)):
+        message = StoredMessage("in", parent_partition, offset, k, b"", None, headers)
+        processor.process(batch, message)
+    batch.commit()
+    assert database.get("counts", key) == 1  # the record after the marker was late
+    assert processor.dead_letter_count == 1

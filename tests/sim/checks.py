@@ -10,7 +10,9 @@
 - no processor of the generation in force keeps state for keys it does not own;
 - the control log's last metadata hash is the input topics' (KIP-1101) hash;
 - a special record (``tests/sim/app.py``) is a dead letter: a poison or killer one is never
-  applied, a huge one is applied and has no output; no plain record is a dead letter.
+  applied, a huge one is applied and has no output; so is a late record (placed before a
+  growth, landed in the parent after the marker of the child its key moved to: its producer
+  paused longer than its lease), never applied; no other record is a dead letter.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from framework.coordination.registry import TopicRegistry
 from framework.coordination.topic_watch import input_group_hash
 from framework.growth.markers import is_marker
 from framework.ops.status import collect_status
-from rebalance import bucket, key_hash
+from rebalance import bucket, key_hash, parent
 from statestore import processor_path
 from tests.sim.app import HUGE, INPUT, KILLER, OUTPUT, POISON, FoldState, parse
 from tests.sim.world import World
@@ -48,12 +51,36 @@ _APPLIED = ("", HUGE)
 _WITH_OUTPUT = ("",)
 
 
+def late_records(world: World) -> set[tuple[int, int]]:
+    """``(partition, offset)`` of the input records that sit in an ancestor of their key's
+    partition after the marker of the child on the key's path (the growth fence says none
+    may): placed before a growth by a producer that paused for longer than its lease."""
+    entry = TopicRegistry(world.driver).read().get(INPUT)
+    if entry is None or not entry.history.thresholds:
+        return set()
+    history = entry.history
+    initial = history.initial_partitions
+    late = set()
+    for record in world.broker.ledger.get(INPUT, []):
+        if record.key is None:
+            continue
+        child = bucket(key_hash(record.key), initial, history.partitions)
+        up = parent(child, initial)
+        while up is not None and up != record.partition:
+            child, up = up, parent(up, initial)
+        threshold = history.thresholds.get(child)
+        if up is not None and threshold is not None and record.offset > threshold:
+            late.add((record.partition, record.offset))
+    return late
+
+
 def _input(world: World, kinds: tuple[str, ...]) -> dict[bytes, dict[str, list[int]]]:
     """Each key's delivered seqs per producer, of records of ``kinds``: every record the
-    input ever held (retention may have deleted some since)."""
+    input ever held (retention may have deleted some since), less the late ones."""
     seqs: dict[bytes, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    late = late_records(world)
     for record in world.broker.ledger.get(INPUT, []):
-        if is_marker(record.headers):
+        if is_marker(record.headers) or (record.partition, record.offset) in late:
             continue
         assert record.key is not None and record.value is not None
         producer, seq, kind = parse(record.value.decode())
@@ -115,12 +142,13 @@ def check_world(world: World, processors: int) -> Violation:
 
 
 def _check_dead_letters(world: World, found: Violation) -> None:
-    """Every special record is a dead letter, and no plain one is."""
-    special: dict[tuple[int, int], str] = {}
+    """Every special or late record is a dead letter, and no other one is."""
+    late = late_records(world)
+    special: dict[tuple[int, int], str] = dict.fromkeys(late, "late")
     for record in world.broker.ledger.get(INPUT, []):
         if record.value is not None and not is_marker(record.headers):
             kind = parse(record.value.decode())[2]
-            if kind:
+            if kind and (record.partition, record.offset) not in late:
                 special[(record.partition, record.offset)] = kind
     lettered: set[tuple[int, int]] = set()
     for letter in world.broker.ledger.get(world.app.config.dead_letters, []):
@@ -132,6 +160,8 @@ def _check_dead_letters(world: World, found: Violation) -> None:
             int(headers["splitstate.offset"] or b"-1"),
         )
         lettered.add(where)
+        if where in late and headers.get("splitstate.stage") != b"placement":
+            found.add(f"late record {INPUT}[{where[0]}]@{where[1]} was processed: {headers}")
         if where not in special:
             found.add(f"plain record {INPUT}[{where[0]}]@{where[1]} is a dead letter: {headers}")
     for where, kind in sorted(special.items()):
@@ -210,8 +240,9 @@ def _expected_counts(world: World) -> dict[tuple[str, int, int], int]:
     ancestors, and the producer fence puts a key's records there only after its last one
     in the ancestor), then in offset order."""
     by_key: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
+    late = late_records(world)
     for record in world.broker.ledger.get(INPUT, []):
-        if not is_marker(record.headers):
+        if not is_marker(record.headers) and (record.partition, record.offset) not in late:
             assert record.key is not None and record.value is not None
             if parse(record.value.decode())[2] not in (POISON, KILLER):
                 by_key[record.key].append((record.partition, record.offset))

@@ -307,4 +307,30 @@ REGRESSIONS: dict[str, Plan] = {
         max_queued=1,
         chaos_steps=3000,
     ),
+    # A producer placed a record with the count before a growth 4 -> 16, then the machine was
+    # suspended for 12 days before the record was queued: it landed in the parent after the
+    # fence and the child's marker, and the parent's owner processed it after the key's newer
+    # records in the child had been processed elsewhere (state and outputs one record short).
+    # Such a late record is now dead-lettered (stage placement, reason "late ...").
+    "late-record-after-a-pause-1800": Plan(
+        seed=1800,
+        partitions=4,
+        initial_processors=2,
+        keys=8,
+        producers=1,
+        records=25,
+        max_records=1,
+        ready_lag=2,
+        operations=(
+            Operation("expand", 16, 1.2),
+            Operation("scale", 10, 1.8),
+            Operation("scale", 2, 1.3),
+            Operation("scale", 9, 0.2),
+        ),
+        compact_rate=0.01,
+        special_rate=0.03,
+        killers=True,
+        days_later=True,
+        chaos_steps=1000,
+    ),
 }

@@ -94,6 +94,9 @@ class Broker:
         #: every record ever written to each topic (compaction and retention delete from the
         #: logs, not from here: the checks' truth)
         self.ledger: dict[str, list[StoredRecord]] = {}
+        #: processes (``name#incarnation``) some of whose records timed out in their
+        #: producer's queue (a later record of theirs may have landed before the retry)
+        self.expired_origins: set[str] = set()
         #: called with every record written (the adversary reacts to protocol steps)
         self.watchers: list[Callable[[StoredRecord], None]] = []
         #: called with a process's name and the records each of its consumers' fetches got

@@ -213,6 +213,7 @@ class MemoryProducer(KafkaProducer):
         if self._kafka.clock.monotonic() - queued > self._timeout:
             # librdkafka fails a record it could not write within delivery.timeout.ms
             text = f"Local: Message timed out ({topic}[{partition}])"
+            broker.expired_origins.add(self._kafka.name)
             return DeliveryError("Local: Message timed out", text), unsent
         if not 0 <= partition < broker.partition_count(topic):
             text = f"Broker: Unknown topic or partition: {topic}[{partition}]"

@@ -9,7 +9,9 @@ At the plan's ``aimed_rate``, while the chaos phase lasts:
 - when a growth is recorded in the control log, a random processor is killed: it lags behind
   the growth's thresholds when a scale right after moves its partitions;
 - when a growth lands in the topic registry, the producers are cut off from the broker for
-  0.5-2 s: a lease renewal in flight (maybe answered late) cannot be followed by another;
+  0.5-2 s: a lease renewal in flight (maybe answered late) cannot be followed by another; or,
+  one time in three, for 45-60 s, past the growth's fence: a producer whose queue is full
+  waits until its records expire, then must place the next one with a current count;
 - when a processor's fetch of the control log stops short of its end (a fetch cut short),
   the processor is cut off from the broker for 28-34 s, or only its fetches of the control
   log get nothing for 31-40 s: its read of the log to the end times out with only a part of
@@ -72,7 +74,9 @@ def aim_at_protocol_windows(world: World) -> None:
             entry = json.loads(record.value)
             if isinstance(entry, dict) and entry.get("growth") and rng.random() < rate:
                 producers = [p.name for p in world.producers if p.runnable]
-                world.chaos.isolate(producers, rng.uniform(0.5, 2.0))
+                long = rng.random() < 0.3  # past the fence: a full queue waits for expiry
+                seconds = rng.uniform(45.0, 60.0) if long else rng.uniform(0.5, 2.0)
+                world.chaos.isolate(producers, seconds)
 
     def on_fetch(process: str, records: list[StoredRecord]) -> None:
         if not world.chaos.active or not records or records[-1].topic != control_topic:

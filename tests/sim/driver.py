@@ -180,6 +180,7 @@ def _chaos(world: World, plan: Plan) -> None:
         if plan.days_later and step == plan.chaos_steps // 2:
             scheduler.now += DAYS_LATER_SECONDS  # the machine was suspended: every wait ends
             world.events.jumped_at = scheduler.now
+            world.events.jumped_ms = int(world.clock.time() * 1000)
         if world.kills_due or world.kills_now:
             world.kill_due()
         if plan.kill_rate and rng.random() < plan.kill_rate:

@@ -74,6 +74,8 @@ class Events:
     halted: str | None = None
     #: when the clock jumped 12 days (a plan with ``days_later``), if it did
     jumped_at: float | None = None
+    #: the wall clock (epoch ms, as record timestamps) right after the jump
+    jumped_ms: int | None = None
     #: commands that reported success for what did not happen (a racing operator's scale)
     false_reports: list[str] = field(default_factory=list)
 

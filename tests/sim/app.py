@@ -78,7 +78,9 @@ def make_app(
                 topic=INPUT,
                 partitions=partitions,
                 producer_lease_ms=lease_ms,
-                producer_delivery_timeout_ms=lease_ms // 2,
+                # longer than `expand`'s 1 s margin, as in production (30 s against 1 s):
+                # a producer that misuses counts past its lease can land after the fence
+                producer_delivery_timeout_ms=lease_ms,
             )
         ],
         outputs=[TopicConfig(topic=OUTPUT, partitions=2)] if outputs else [],

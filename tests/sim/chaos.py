@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 from framework.kafka import KafkaIOError
+from tests.sim.broker import StoredRecord
 from tests.sim.scheduler import Scheduler
 
 __all__ = ["AMBIGUOUS", "FALLIBLE", "Chaos"]
@@ -54,6 +55,9 @@ class Chaos:
         self.isolated_until: dict[str, float] = {}
         #: (process, topic) whose fetches get nothing until a simulated time
         self.starved_until: dict[tuple[str, str], float] = {}
+        #: (process, topic) whose next fetch of more than one record of topic is cut short,
+        #: then starved for so many seconds
+        self.cut_next: dict[tuple[str, str], float] = {}
         self.outages = 0
 
     def before(self, operation: str) -> str | None:
@@ -120,3 +124,16 @@ class Chaos:
         if self.rng.random() < self.slow_rate:
             self.slow += 1
             self.scheduler.sleep(self.rng.uniform(0.1, 4.0))
+
+    def cut(self, topic: str, found: list[StoredRecord]) -> list[StoredRecord]:
+        """``found``, or a part of it when the caller's fetch of ``topic`` was to be cut short
+        (``cut_next``): then the caller's fetches of ``topic`` get nothing for a while."""
+        scheduler = self.scheduler
+        if scheduler.current is None or not self.active or len(found) < 2:
+            return found
+        process = scheduler.current.name.split("/")[0]
+        seconds = self.cut_next.pop((process, topic), None)
+        if seconds is None:
+            return found
+        self.starve(process, topic, seconds)
+        return found[: self.rng.randint(1, len(found) - 1)]

@@ -107,7 +107,9 @@ class MemoryConsumer(KafkaConsumer):
                 if self._reset == "error":
                     raise self._kafka.reset_error(position, offset)
                 offset = log.start if self._reset == "earliest" else log.end
-            found = log.from_offset(offset, max_records - len(out))
+            found = self._kafka.faults.cut(
+                position[0], log.from_offset(offset, max_records - len(out))
+            )
             out.extend(found)
             self._positions[position] = found[-1].offset + 1 if found else offset
             if found:

@@ -26,7 +26,7 @@ from framework.kafka import (
 )
 from framework.kafka.port import OffsetReset
 from rebalance.positions import OffsetRange, Position
-from tests.sim.broker import Broker
+from tests.sim.broker import Broker, StoredRecord
 from tests.sim.consumer import MemoryConsumer
 from tests.sim.producer import PRODUCER_MAX_BYTES, MemoryProducer, SimMessage, too_large
 
@@ -54,6 +54,11 @@ class Faults(Protocol):
         """Whether the caller's fetches of ``topic`` get nothing now (its leader is away)."""
         ...
 
+    def cut(self, topic: str, found: list[StoredRecord]) -> list[StoredRecord]:
+        """What the caller gets of ``found``, the records a fetch read from ``topic``: all,
+        or a part when the fetch is cut short there."""
+        ...
+
 
 class NoFaults:
     """Nothing goes wrong."""
@@ -72,6 +77,10 @@ class NoFaults:
     def starved(self, topic: str) -> bool:
         """Never."""
         return False
+
+    def cut(self, topic: str, found: list[StoredRecord]) -> list[StoredRecord]:
+        """All of them."""
+        return found
 
 
 class MemoryKafka:

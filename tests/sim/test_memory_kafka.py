@@ -35,7 +35,7 @@ from tests.integration.test_kafka_port import (
 )
 from tests.sim.broker import Broker
 from tests.sim.chaos import Chaos
-from tests.sim.kafka import MemoryKafka
+from tests.sim.kafka import MemoryKafka, NoFaults
 from tests.sim.scheduler import Scheduler
 
 __all__ = [
@@ -126,18 +126,9 @@ def test_a_crash_delivers_a_prefix_of_each_partitions_queue_and_no_callbacks(
 
 
 def test_an_append_that_times_out_after_landing_raises_yet_is_written() -> None:
-    class LateFailure:
+    class LateFailure(NoFaults):
         def before(self, operation: str) -> str | None:
             return "after" if operation == "kafka.append" else None
-
-        def after(self, operation: str) -> None:
-            pass
-
-        def fetch(self, wanted: int) -> int:
-            return wanted
-
-        def starved(self, topic: str) -> bool:
-            return False
 
     kafka = MemoryKafka(Broker(random.Random(0)), ManualClock(), faults=LateFailure())
     kafka.create_topics([TopicSpec("log", 1, config=COMPACTED)])
@@ -193,3 +184,28 @@ def test_a_consumer_cut_off_from_the_broker_fetches_nothing_until_it_is_back() -
         pass
     assert fetched[-1][1] == 1 and fetched[-1][0] >= 5.0
     assert all(count == 0 for _, count in fetched[:-1]) and len(fetched) >= 4
+
+
+def test_a_fetch_to_be_cut_short_gets_a_part_then_the_topic_is_away_for_a_while() -> None:
+    scheduler = Scheduler(random.Random(0))
+    chaos = Chaos(scheduler, random.Random(1), fail_rate=0.0, slow_rate=0.0)
+    kafka = MemoryKafka(Broker(random.Random(0)), scheduler.clock, name="p#1", faults=chaos)
+    kafka.create_topics([TopicSpec("log", 1)])
+    kafka.append("log", [(b"k", str(i).encode()) for i in range(5)])
+    chaos.cut_next[("reader", "log")] = 8.0
+    fetched: list[tuple[float, int]] = []
+
+    def reader() -> None:
+        with kafka.consumer("g") as consumer:
+            consumer.assign({("log", 0): 0})
+            while sum(count for _, count in fetched) < 5:
+                fetched.append((scheduler.clock.monotonic(), len(consumer.consume(10, 1.0))))
+
+    scheduler.spawn("reader", reader)
+    while scheduler.step() is not None:
+        pass
+    first, rest = fetched[0][1], [(t, n) for t, n in fetched[1:] if n]
+    assert 1 <= first < 5  # cut short
+    assert rest == [(rest[0][0], 5 - first)]
+    assert rest[0][0] - fetched[0][0] >= 7.0  # the rest after the wait (8 s from the cut)
+    assert ("reader", "log") not in chaos.cut_next  # once

@@ -194,7 +194,12 @@ class World:
             runtime = ProcessorRuntime(self.app, processor, kafka=port, open_database=open_database)
             runtime.run()
 
-        self.processors[processor] = self.spawn(f"processor-{processor}", body)
+        name = f"processor-{processor}"
+        if self.chaos.active and self.rng.random() < self.plan.aimed_rate * 0.3:
+            # aimed: its first read of the control log stops short, then the log is away
+            control = (name, self.app.config.control_topic)
+            self.chaos.cut_next[control] = self.rng.uniform(31.0, 40.0)
+        self.processors[processor] = self.spawn(name, body)
         self.last_start = self.clock.monotonic()
 
     def control(self) -> ControlState:

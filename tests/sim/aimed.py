@@ -10,7 +10,7 @@ At the plan's ``aimed_rate``, while the chaos phase lasts:
   the growth's thresholds when a scale right after moves its partitions;
 - when a growth lands in the topic registry, the producers are cut off from the broker for
   0.5-2 s: a lease renewal in flight (maybe answered late) cannot be followed by another; or,
-  three times in ten, until after the growth's fence (lease + delivery timeout + 1 s) but
+  one time in two, until after the growth's fence (lease + delivery timeout + 1 s) but
   before a record queued one delivery timeout late expires: a producer whose queue is full
   waits until its records expire, then must place the next one with a current count;
 - when a processor's fetch of the control log stops short of its end (a fetch cut short),
@@ -84,7 +84,7 @@ def aim_at_protocol_windows(world: World) -> None:
                     topic.producer_lease_ms / 1000,
                     topic.producer_delivery_timeout_ms / 1000,
                 )
-                if rng.random() < 0.3:  # past the fence, before a record queued late expires
+                if rng.random() < 0.5:  # past the fence, before a record queued late expires
                     seconds = rng.uniform(lease + timeout + 1.0, lease + 2 * timeout)
                 else:
                     seconds = rng.uniform(0.5, 2.0)

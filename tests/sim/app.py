@@ -78,9 +78,10 @@ def make_app(
                 topic=INPUT,
                 partitions=partitions,
                 producer_lease_ms=lease_ms,
-                # longer than `expand`'s 1 s margin, as in production (30 s against 1 s):
-                # a producer that misuses counts past its lease can land after the fence
-                producer_delivery_timeout_ms=lease_ms,
+                # three leases, as the defaults (10 s and 30 s), and much longer than `expand`'s
+                # 1 s margin: a producer that misuses counts past its lease can land after
+                # the fence
+                producer_delivery_timeout_ms=3 * lease_ms,
             )
         ],
         outputs=[TopicConfig(topic=OUTPUT, partitions=2)] if outputs else [],

@@ -210,8 +210,11 @@ class MemoryProducer(KafkaProducer):
         broker = self._kafka.broker
         topic, partition = position
         unsent = _Unsent(StoredRecord(topic, partition, -1, **record))
-        if self._kafka.clock.monotonic() - queued > self._timeout:
-            # librdkafka fails a record it could not write within delivery.timeout.ms
+        if self._kafka.clock.monotonic() - queued > self._timeout and self._kafka.faults.away_since(
+            queued
+        ):
+            # librdkafka fails a record it could not write within delivery.timeout.ms (it
+            # sends one within milliseconds unless the process is cut off or suspended)
             text = f"Local: Message timed out ({topic}[{partition}])"
             broker.expired_origins.add(self._kafka.name)
             return DeliveryError("Local: Message timed out", text), unsent

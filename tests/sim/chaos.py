@@ -55,8 +55,6 @@ class Chaos:
         self.isolated_until: dict[str, float] = {}
         #: (process, topic) whose fetches get nothing until a simulated time
         self.starved_until: dict[tuple[str, str], float] = {}
-        #: when processes could not reach the broker: (process, or None for all, from, until)
-        self.away: list[tuple[str | None, float, float]] = []
         #: (process, topic) whose next fetch of more than one record of topic is cut short,
         #: then starved for so many seconds
         self.cut_next: dict[tuple[str, str], float] = {}
@@ -111,30 +109,13 @@ class Chaos:
     def isolate(self, processes: list[str], seconds: float) -> None:
         """``processes`` (and their threads) cannot reach the broker for ``seconds``."""
         self.outages += 1
-        now = self.scheduler.now
         for process in processes:
-            self.isolated_until[process] = now + seconds
-            self.away.append((process, now, now + seconds))
+            self.isolated_until[process] = self.scheduler.now + seconds
 
     def outage(self, seconds: float) -> None:
         """The broker is unreachable for ``seconds`` from now."""
         self.outages += 1
         self.outage_until = self.scheduler.now + seconds
-        self.away.append((None, self.scheduler.now, self.outage_until))
-
-    def suspended(self, start: float, end: float) -> None:
-        """Every process was suspended from ``start`` to ``end`` (the clock jumped)."""
-        self.away.append((None, start, end))
-
-    def away_since(self, since: float) -> bool:
-        """Whether the caller could not reach the broker at some moment since ``since`` (a
-        record it queued then may not have been sent: librdkafka sends within milliseconds
-        otherwise)."""
-        current = self.scheduler.current
-        if current is None:
-            return True
-        process = current.name.split("/")[0]
-        return any(who in (None, process) and until > since for who, _, until in self.away)
 
     def after(self, operation: str) -> None:
         """Maybe answer late: the reply (read before) arrives up to 4s later."""

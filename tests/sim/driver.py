@@ -178,7 +178,6 @@ def _chaos(world: World, plan: Plan) -> None:
         if scheduler.step() is None:
             scheduler.now += SUPERVISE_SECONDS
         if plan.days_later and step == plan.chaos_steps // 2:
-            world.chaos.suspended(scheduler.now, scheduler.now + DAYS_LATER_SECONDS)
             scheduler.now += DAYS_LATER_SECONDS  # the machine was suspended: every wait ends
             world.events.jumped_at = scheduler.now
             world.events.jumped_ms = int(world.clock.time() * 1000)

@@ -59,10 +59,6 @@ class Faults(Protocol):
         or a part when the fetch is cut short there."""
         ...
 
-    def away_since(self, since: float) -> bool:
-        """Whether the caller could not reach the broker at some moment since ``since``."""
-        ...
-
 
 class NoFaults:
     """Nothing goes wrong."""
@@ -85,10 +81,6 @@ class NoFaults:
     def cut(self, topic: str, found: list[StoredRecord]) -> list[StoredRecord]:
         """All of them."""
         return found
-
-    def away_since(self, since: float) -> bool:
-        """Always (a record's delivery timeout counts from its queueing)."""
-        return True
 
 
 class MemoryKafka:

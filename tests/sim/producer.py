@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from framework.kafka import (
@@ -79,8 +80,23 @@ class _Unsent(SimMessage):
     """A record not written (what a failed delivery's callback gets)."""
 
 
+@dataclass
+class _Queued:
+    """A record in the producer's queue: written to the broker (``result`` set) as soon as
+    the process can reach it, its delivery report served by ``poll``/``flush``."""
+
+    position: Position
+    record: dict[str, Any]
+    callback: DeliveryCallback | None
+    queued: float
+    result: tuple[DeliveryError | None, Message] | None = None
+
+
 class MemoryProducer(KafkaProducer):
-    """A producer queueing records until ``poll``/``flush`` (or a crash) delivers them.
+    """A producer that writes each record to the broker when it is queued, as librdkafka's
+    background thread sends it within milliseconds, unless the process cannot reach the
+    broker (then when it can again, or it fails once older than the delivery timeout); a
+    record counts against the queue until ``poll``/``flush`` served its delivery report.
 
     Like librdkafka it places records with the partition counts of its own metadata: asked
     for when it first produces to a topic (that record is not refused: a partition the topic
@@ -98,8 +114,8 @@ class MemoryProducer(KafkaProducer):
         self._max_bytes = max_bytes
         self._max_queued = max_queued
         self._timeout = timeout_ms / 1000
-        #: (position, record, callback, when queued)
-        self.queue: list[tuple[Position, dict[str, Any], DeliveryCallback | None, float]] = []
+        #: the records queued, in order, until their delivery report is served
+        self.queue: list[_Queued] = []
         #: topic -> (partition count, when read) of this producer's metadata
         self._metadata: dict[str, tuple[int, float]] = {}
 
@@ -139,13 +155,16 @@ class MemoryProducer(KafkaProducer):
                 'KafkaError{code=_UNKNOWN_PARTITION,val=-190,str="Unable to produce message: '
                 f'Local: Unknown partition"}} ({topic} [{partition}] of {count} partitions)'
             )
-        self.queue.append(((topic, partition), record, on_delivery, self._kafka.clock.monotonic()))
+        now = self._kafka.clock.monotonic()
+        self.queue.append(_Queued((topic, partition), record, on_delivery, now))
+        self._send()
 
     def poll(self, timeout: float = 0.0) -> int:
         """Deliver what is queued and serve the callbacks; with nothing to serve, wait
         ``timeout`` on the clock (as librdkafka does)."""
         self._kafka.before("producer.poll")
-        served = self._expire() if self._cut_off() else self._deliver(len(self.queue))
+        self._send()
+        served = self._serve()
         if not served and timeout > 0:
             self._kafka.clock.sleep(timeout)
         return served
@@ -155,28 +174,41 @@ class MemoryProducer(KafkaProducer):
         wait ``timeout`` and return how many are still queued (only those past the delivery
         timeout fail meanwhile)."""
         self._kafka.before("producer.flush")
-        if self._cut_off():
+        self._send()
+        if any(item.result is None for item in self.queue):
             self._kafka.clock.sleep(timeout)
-            self._expire()
-            if self._cut_off():
-                return len(self.queue)
-        self._deliver(len(self.queue))
-        return 0
+            self._send()
+        self._serve()
+        return len(self.queue)
 
     def _cut_off(self) -> bool:
         """Whether this process cannot reach the broker now (nothing is delivered)."""
         return self._kafka.faults.fetch(1) == 0
 
-    def _expire(self) -> int:
-        """Fail the queued records older than the delivery timeout; returns how many."""
-        now = self._kafka.clock.monotonic()
-        expired = [item for item in self.queue if now - item[3] > self._timeout]
-        self.queue = [item for item in self.queue if now - item[3] <= self._timeout]
-        for position, record, callback, queued in expired:
-            error, message = self._write(position, record, queued)
-            if callback is not None:
-                callback(error, message)
-        return len(expired)
+    def _send(self) -> None:
+        """Write the unsent records, in order, if the process can reach the broker; fail
+        those older than the delivery timeout if it cannot."""
+        unsent = [item for item in self.queue if item.result is None]
+        if not unsent:
+            return
+        if self._cut_off():
+            now = self._kafka.clock.monotonic()
+            for item in unsent:
+                if now - item.queued > self._timeout:
+                    item.result = self._write(item)
+            return
+        for item in unsent:
+            item.result = self._write(item)
+
+    def _serve(self) -> int:
+        """Serve the delivery reports of the records written (or failed); returns how many."""
+        done = [item for item in self.queue if item.result is not None]
+        self.queue = [item for item in self.queue if item.result is None]
+        for item in done:
+            assert item.result is not None
+            if item.callback is not None:
+                item.callback(*item.result)
+        return len(done)
 
     def partition_count(self, topic: str) -> int:
         """The broker's count now (this producer's metadata is refreshed)."""
@@ -194,27 +226,13 @@ class MemoryProducer(KafkaProducer):
             return count
         return known[0]
 
-    def _deliver(self, count: int) -> int:
-        served = 0
-        while self.queue and served < count:
-            position, record, callback, queued = self.queue.pop(0)
-            error, message = self._write(position, record, queued)
-            served += 1
-            if callback is not None:
-                callback(error, message)
-        return served
-
-    def _write(
-        self, position: Position, record: dict[str, Any], queued: float
-    ) -> tuple[DeliveryError | None, Message]:
+    def _write(self, item: _Queued) -> tuple[DeliveryError | None, Message]:
         broker = self._kafka.broker
+        position, record = item.position, item.record
         topic, partition = position
         unsent = _Unsent(StoredRecord(topic, partition, -1, **record))
-        if self._kafka.clock.monotonic() - queued > self._timeout and self._kafka.faults.away_since(
-            queued
-        ):
-            # librdkafka fails a record it could not write within delivery.timeout.ms (it
-            # sends one within milliseconds unless the process is cut off or suspended)
+        if self._kafka.clock.monotonic() - item.queued > self._timeout:
+            # librdkafka fails a record it could not write within delivery.timeout.ms
             text = f"Local: Message timed out ({topic}[{partition}])"
             broker.expired_origins.add(self._kafka.name)
             return DeliveryError("Local: Message timed out", text), unsent
@@ -228,14 +246,17 @@ class MemoryProducer(KafkaProducer):
         return None, SimMessage(broker.append(position, record))
 
     def crash(self, rng: random.Random) -> None:
-        """The process died: per partition, a random prefix of the queue reaches Kafka."""
+        """The process died: per partition, a random prefix of the records not written yet
+        reaches Kafka (the broker came back as it died)."""
         cut: dict[Position, bool] = {}
-        for position, record, _callback, queued in self.queue:
-            if position not in cut:
-                cut[position] = rng.random() < 0.5
-            if not cut[position]:
-                self._write(position, record, queued)
-                cut[position] = rng.random() < 0.3
+        for item in self.queue:
+            if item.result is not None:
+                continue
+            if item.position not in cut:
+                cut[item.position] = rng.random() < 0.5
+            if not cut[item.position]:
+                self._write(item)
+                cut[item.position] = rng.random() < 0.3
         self.queue.clear()
 
 

@@ -99,9 +99,27 @@ def test_retention_makes_an_error_consumer_stop_and_an_earliest_one_jump(
         assert [m.offset() for m in lenient.consume(10, 0.1)] == [2, 3]
 
 
-def test_a_crash_delivers_a_prefix_of_each_partitions_queue_and_no_callbacks(
-    kafka: MemoryKafka,
-) -> None:
+class _CutOff(NoFaults):
+    """The process cannot reach the broker."""
+
+    def fetch(self, wanted: int) -> int:
+        return 0
+
+
+def test_a_record_is_written_when_queued_and_reported_at_the_next_poll(kafka: MemoryKafka) -> None:
+    kafka.create_topics([TopicSpec("in", 1)])
+    called: list[int | None] = []
+    producer = kafka.producer()
+    producer.produce("in", b"v", b"k", 0, on_delivery=lambda _e, m: called.append(m.offset()))
+    assert len(kafka.broker.records("in", 0)) == 1  # sent at once, as librdkafka does
+    assert not called
+    assert producer.poll(0) == 1 and called == [0]
+
+
+def test_a_crash_delivers_a_prefix_of_each_partitions_unsent_records_and_no_callbacks() -> None:
+    # records queued while the process is cut off from the broker; it dies as the broker
+    # comes back: per partition, some of them got out, in order
+    kafka = MemoryKafka(Broker(random.Random(0)), ManualClock(), faults=_CutOff())
     kafka.create_topics([TopicSpec("in", 2)])
     called: list[int | None] = []
 

@@ -17,6 +17,7 @@ import random
 import shutil
 import tempfile
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from unittest import mock
@@ -80,8 +81,11 @@ class Outcome:
         return "\n".join(lines)
 
 
-def run_schedule(plan: Plan, root: Path | None = None) -> Outcome:
-    """Run ``plan``'s schedule; the outcome lists every broken invariant."""
+def run_schedule(
+    plan: Plan, root: Path | None = None, aim: Callable[[World], None] | None = None
+) -> Outcome:
+    """Run ``plan``'s schedule; the outcome lists every broken invariant. ``aim`` is called
+    with the world before it starts (a test's own fault, aimed at one window)."""
     owned = root is None
     root = Path(tempfile.mkdtemp(prefix="splitstate-sim-")) if root is None else root
     logging.disable(logging.CRITICAL)  # the runtime's warnings and errors are expected under faults
@@ -95,15 +99,17 @@ def run_schedule(plan: Plan, root: Path | None = None) -> Outcome:
             mock.patch("uuid.uuid4", seeded_uuid4),
             mock.patch.object(moved_keys, "PURGE_STEP_KEYS", plan.purge_step),
         ):
-            return _run(plan, root)
+            return _run(plan, root, aim)
     finally:
         logging.disable(logging.NOTSET)
         if owned:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _run(plan: Plan, root: Path) -> Outcome:
+def _run(plan: Plan, root: Path, aim: Callable[[World], None] | None) -> Outcome:
     world = World(plan, root)
+    if aim is not None:
+        aim(world)
     outcome = Outcome(plan)
     scheduler = world.scheduler
     try:

@@ -17,6 +17,9 @@ At the plan's ``aimed_rate``, while the chaos phase lasts:
   the processor is cut off from the broker for 28-34 s, or only its fetches of the control
   log get nothing for 31-40 s: its read of the log to the end times out with only a part of
   the log read;
+- when a growth lands in the registry of a plan with ``days_later``, the 12-day clock jump
+  comes as a producer next queues a record (placed with its lease's counts, the old ones):
+  the others run first, so it may land after the growth's fence (a late record);
 - when a processor starts, its first fetch of the control log (of more than one record) is
   cut short and its fetches of the control log then get nothing for 31-40 s (a chance of
   0.3 x ``aimed_rate``, drawn in ``World.start_processor``): it must not act on ownership
@@ -79,6 +82,10 @@ def aim_at_protocol_windows(world: World) -> None:
             entry = json.loads(record.value)
             if isinstance(entry, dict) and entry.get("growth") and rng.random() < rate:
                 producers = [p.name for p in world.producers if p.runnable]
+                if world.plan.days_later and world.events.jumped_at is None:
+                    # the machine is suspended as a producer places a record with the counts
+                    # of its lease, still the old ones, and queues it only after the fence
+                    world.chaos.pause_in_produce = (world.jump_days, frozenset(producers))
                 topic = world.app.config.inputs[0]
                 lease, timeout = (
                     topic.producer_lease_ms / 1000,

@@ -4,6 +4,7 @@ landed), slow replies, fetches cut short and outages, while the chaos phase last
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from framework.kafka import KafkaIOError
 from tests.sim.broker import StoredRecord
@@ -55,6 +56,8 @@ class Chaos:
         self.isolated_until: dict[str, float] = {}
         #: (process, topic) whose fetches get nothing until a simulated time
         self.starved_until: dict[tuple[str, str], float] = {}
+        #: called when one of these processes next queues a record (a pause there)
+        self.pause_in_produce: tuple[Callable[[], None], frozenset[str]] | None = None
         #: (process, topic) whose next fetch of more than one record of topic is cut short,
         #: then starved for so many seconds
         self.cut_next: dict[tuple[str, str], float] = {}
@@ -63,6 +66,13 @@ class Chaos:
     def before(self, operation: str) -> str | None:
         """Switch, then maybe fail ``operation`` (before or after its write)."""
         scheduler = self.scheduler
+        if operation == "producer.produce" and self.pause_in_produce is not None:
+            current = scheduler.current
+            process = "" if current is None else current.name.split("/")[0]
+            pause, processes = self.pause_in_produce
+            if process in processes:
+                self.pause_in_produce = None
+                pause()  # between the placement and the queueing: then others run first
         scheduler.switch()
         if scheduler.current is None or not self.active or operation not in FALLIBLE:
             return None

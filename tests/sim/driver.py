@@ -39,7 +39,6 @@ __all__ = ["Outcome", "run_schedule", "shrink"]
 CHAOS_EXTENSION_STEPS = 20_000
 #: How far the clock jumps in a plan with ``days_later`` (more than any lease or timeout,
 #: and more than 2^30 ms: a "never" written as a large number of milliseconds runs out).
-DAYS_LATER_SECONDS = 12 * 86_400.0
 
 #: Steps the world gets to settle once the faults stop.
 SETTLE_STEPS = 60_000
@@ -183,10 +182,8 @@ def _chaos(world: World, plan: Plan) -> None:
             busy = world.operating()  # the faults reach the plan's last scales too
         if scheduler.step() is None:
             scheduler.now += SUPERVISE_SECONDS
-        if plan.days_later and step == plan.chaos_steps // 2:
-            scheduler.now += DAYS_LATER_SECONDS  # the machine was suspended: every wait ends
-            world.events.jumped_at = scheduler.now
-            world.events.jumped_ms = int(world.clock.time() * 1000)
+        if plan.days_later and step == plan.chaos_steps // 2 and world.events.jumped_at is None:
+            world.jump_days()  # unless aimed at a producer already (``tests/sim/aimed.py``)
         if world.kills_due or world.kills_now:
             world.kill_due()
         if plan.kill_rate and rng.random() < plan.kill_rate:

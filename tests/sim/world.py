@@ -41,6 +41,9 @@ from tests.sim.kafka import MemoryKafka
 from tests.sim.plan import Operation, Plan
 from tests.sim.scheduler import Killed, Party, Scheduler
 
+#: how long the suspended machine of a plan with ``days_later`` sleeps
+DAYS_LATER_SECONDS = 12 * 86_400.0
+
 __all__ = ["World"]
 
 log = logging.getLogger(__name__)
@@ -255,6 +258,12 @@ class World:
             party = party.parent
         self.scheduler.kill(party)
         raise Killed(f"{party.name}: killed by a record")
+
+    def jump_days(self) -> None:
+        """The machine was suspended for 12 days: the clock jumps, every wait ends."""
+        self.scheduler.now += DAYS_LATER_SECONDS
+        self.events.jumped_at = self.scheduler.now
+        self.events.jumped_ms = int(self.clock.time() * 1000)
 
     def kill_processor(self, processor: int, lose_disk: bool, why: str = "") -> None:
         """Kill a processor between two of its calls; maybe its disk goes too."""

@@ -102,6 +102,15 @@ class Chaos:
             return self.rng.randint(1, wanted - 1)
         return wanted
 
+    def unreachable(self, process: str) -> bool:
+        """Whether ``process`` (``name#incarnation``, or a party's name) cannot reach the
+        broker now."""
+        if not self.active:
+            return False
+        now = self.scheduler.now
+        name = process.split("#", maxsplit=1)[0]
+        return now < self.outage_until or now < self.isolated_until.get(name, 0.0)
+
     def starved(self, topic: str) -> bool:
         """Whether the caller's fetches of ``topic`` get nothing now (``starve``)."""
         scheduler = self.scheduler

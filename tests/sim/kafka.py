@@ -54,6 +54,10 @@ class Faults(Protocol):
         """Whether the caller's fetches of ``topic`` get nothing now (its leader is away)."""
         ...
 
+    def unreachable(self, process: str) -> bool:
+        """Whether ``process`` (``name#incarnation``) cannot reach the broker now."""
+        ...
+
     def cut(self, topic: str, found: list[StoredRecord]) -> list[StoredRecord]:
         """What the caller gets of ``found``, the records a fetch read from ``topic``: all,
         or a part when the fetch is cut short there."""
@@ -75,6 +79,10 @@ class NoFaults:
         return wanted
 
     def starved(self, topic: str) -> bool:
+        """Never."""
+        return False
+
+    def unreachable(self, process: str) -> bool:
         """Never."""
         return False
 
@@ -105,8 +113,13 @@ class MemoryKafka:
         self.consumers: list[MemoryConsumer] = []
 
     def before(self, operation: str) -> str | None:
-        """Ask the faults about ``operation``."""
-        return self.faults.before(operation)
+        """Ask the faults about ``operation`` (a switch point); then, as time passed, every
+        producer sends what it can in the background."""
+        try:
+            return self.faults.before(operation)
+        finally:
+            for send in list(self.broker.senders):
+                send()
 
     # -- clients -------------------------------------------------------------------------
 
@@ -140,6 +153,7 @@ class MemoryKafka:
         queued = int(wanted.get("queue.buffering.max.messages", self.max_queued))
         producer = MemoryProducer(self, limit, timeout, queued)
         self.producers.append(producer)
+        self.broker.senders.append(producer.send_in_background)
         return producer
 
     # -- admin ---------------------------------------------------------------------------
@@ -228,6 +242,7 @@ class MemoryKafka:
         """The process died (see the module docstring)."""
         for producer in self.producers:
             producer.crash(rng)
+            self.broker.senders.remove(producer.send_in_background)
         for consumer in self.consumers:
             consumer.closed = True
         self.producers.clear()

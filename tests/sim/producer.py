@@ -181,9 +181,9 @@ class MemoryProducer(KafkaProducer):
         self._serve()
         return len(self.queue)
 
-    def _cut_off(self) -> bool:
-        """Whether this process cannot reach the broker now (nothing is delivered)."""
-        return self._kafka.faults.fetch(1) == 0
+    def send_in_background(self) -> None:
+        """What librdkafka's thread does whenever it runs: ``_send``."""
+        self._send()
 
     def _send(self) -> None:
         """Write the unsent records, in order, if the process can reach the broker; fail
@@ -191,7 +191,7 @@ class MemoryProducer(KafkaProducer):
         unsent = [item for item in self.queue if item.result is None]
         if not unsent:
             return
-        if self._cut_off():
+        if self._kafka.faults.unreachable(self._kafka.name):
             now = self._kafka.clock.monotonic()
             for item in unsent:
                 if now - item.queued > self._timeout:

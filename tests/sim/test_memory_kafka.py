@@ -105,6 +105,9 @@ class _CutOff(NoFaults):
     def fetch(self, wanted: int) -> int:
         return 0
 
+    def unreachable(self, process: str) -> bool:
+        return True
+
 
 def test_a_record_is_written_when_queued_and_reported_at_the_next_poll(kafka: MemoryKafka) -> None:
     kafka.create_topics([TopicSpec("in", 1)])
@@ -227,3 +230,32 @@ def test_a_fetch_to_be_cut_short_gets_a_part_then_the_topic_is_away_for_a_while(
     assert rest == [(rest[0][0], 5 - first)]
     assert rest[0][0] - fetched[0][0] >= 7.0  # the rest after the wait (8 s from the cut)
     assert ("reader", "log") not in chaos.cut_next  # once
+
+
+def test_a_record_queued_while_cut_off_is_sent_once_back_though_its_owner_makes_no_call() -> None:
+    scheduler = Scheduler(random.Random(0))
+    chaos = Chaos(scheduler, random.Random(1), fail_rate=0.0, slow_rate=0.0)
+    broker = Broker(random.Random(0))
+    owner = MemoryKafka(broker, scheduler.clock, name="writer#1", faults=chaos)
+    other = MemoryKafka(broker, scheduler.clock, name="other#2", faults=chaos)
+    owner.create_topics([TopicSpec("in", 1)])
+    landed: list[float] = []
+
+    def writer() -> None:
+        producer = owner.producer(delivery_timeout_ms=10_000)
+        chaos.isolate(["writer"], 3.0)
+        producer.produce("in", b"v", b"k", 0)
+        scheduler.clock.sleep(20.0)  # busy elsewhere: no poll, no flush
+
+    def bystander() -> None:
+        while not landed and scheduler.clock.monotonic() < 30.0:
+            other.partition_counts(["in"])  # any call of any process lets time pass
+            if broker.records("in", 0):
+                landed.append(scheduler.clock.monotonic())
+            scheduler.clock.sleep(0.5)
+
+    scheduler.spawn("writer", writer)
+    scheduler.spawn("bystander", bystander)
+    while scheduler.step() is not None:
+        pass
+    assert landed and 3.0 <= landed[0] <= 4.0

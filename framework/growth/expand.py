@@ -263,10 +263,12 @@ def _write_marker(
 def _find_marker(
     kafka: Kafka, topic: str, partition: int, start: int, marker_id: str
 ) -> int | None:
-    """The offset of marker ``marker_id`` in ``topic[partition]`` at or after ``start``."""
+    """The offset of marker ``marker_id`` in ``topic[partition]`` at or after ``start``
+    (``None`` when retention deleted it: a new marker is as good, the fence held since)."""
     position = (topic, partition)
     with kafka.consumer("splitstate-expand") as consumer:
-        high = consumer.watermarks([position])[position].end
+        retained = consumer.watermarks([position])[position]
+        high, start = retained.end, max(start, retained.start)
         if high <= start:
             return None
         consumer.assign({position: start})

@@ -97,9 +97,10 @@ class Broker:
         #: processes (``name#incarnation``) some of whose records timed out in their
         #: producer's queue (a later record of theirs may have landed before the retry)
         self.expired_origins: set[str] = set()
-        #: each live producer's background sender, run at every call of any process (as
-        #: librdkafka's thread sends what is queued whenever the broker is reachable)
-        self.senders: list[Callable[[], None]] = []
+        #: the background sender of each producer holding records it could not send yet, run
+        #: at every call of any process (as librdkafka's thread sends what is queued whenever
+        #: the broker is reachable), by the producer's id
+        self.senders: dict[int, Callable[[], None]] = {}
         #: called with every record written (the adversary reacts to protocol steps)
         self.watchers: list[Callable[[StoredRecord], None]] = []
         #: called with a process's name and the records each of its consumers' fetches got

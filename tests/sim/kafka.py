@@ -118,7 +118,7 @@ class MemoryKafka:
         try:
             return self.faults.before(operation)
         finally:
-            for send in list(self.broker.senders):
+            for send in list(self.broker.senders.values()):
                 send()
 
     # -- clients -------------------------------------------------------------------------
@@ -153,7 +153,6 @@ class MemoryKafka:
         queued = int(wanted.get("queue.buffering.max.messages", self.max_queued))
         producer = MemoryProducer(self, limit, timeout, queued)
         self.producers.append(producer)
-        self.broker.senders.append(producer.send_in_background)
         return producer
 
     # -- admin ---------------------------------------------------------------------------
@@ -242,7 +241,7 @@ class MemoryKafka:
         """The process died (see the module docstring)."""
         for producer in self.producers:
             producer.crash(rng)
-            self.broker.senders.remove(producer.send_in_background)
+            self.broker.senders.pop(id(producer), None)
         for consumer in self.consumers:
             consumer.closed = True
         self.producers.clear()

@@ -189,16 +189,19 @@ class MemoryProducer(KafkaProducer):
         """Write the unsent records, in order, if the process can reach the broker; fail
         those older than the delivery timeout if it cannot."""
         unsent = [item for item in self.queue if item.result is None]
-        if not unsent:
-            return
-        if self._kafka.faults.unreachable(self._kafka.name):
+        if unsent and self._kafka.faults.unreachable(self._kafka.name):
             now = self._kafka.clock.monotonic()
             for item in unsent:
                 if now - item.queued > self._timeout:
                     item.result = self._write(item)
-            return
-        for item in unsent:
-            item.result = self._write(item)
+        else:
+            for item in unsent:
+                item.result = self._write(item)
+        senders = self._kafka.broker.senders
+        if any(item.result is None for item in self.queue):
+            senders[id(self)] = self.send_in_background
+        else:
+            senders.pop(id(self), None)
 
     def _serve(self) -> int:
         """Serve the delivery reports of the records written (or failed); returns how many."""

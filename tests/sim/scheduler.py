@@ -92,8 +92,10 @@ class Scheduler:
             self._graveyard.append(party.glet)
 
     def live(self) -> list[Party]:
-        """Parties that may still run."""
-        return [p for p in self.parties if p.runnable]
+        """Parties that may still run (the others are forgotten: a world with many restarts
+        would scan every party it ever had at every step)."""
+        self.parties = [p for p in self.parties if p.runnable]
+        return list(self.parties)
 
     # -- inside a party ------------------------------------------------------------------
 

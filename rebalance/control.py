@@ -32,7 +32,10 @@ Records are JSON objects with a ``type``:
   never leaves a scale half applied. The next scale takes the next generation number.
 - ``stopped``: a receiving ``processor`` of ``generation`` stopped on its own (history lost to
   retention, a failed Spark job) with a ``reason``; shown by ``status`` until that processor
-  writes its next handoff event or the scale ends.
+  writes its next handoff event or the scale ends. A ``RELEASE`` to it that comes after the
+  stop is ignored (its source decided before it read the stop; the scale notes the record's
+  ``request`` id as ``refused``, so its writer knows): the source keeps responsibility, so
+  the scale can still be aborted.
 - ``metadata_hash``: the last KIP-1101 group hash the processors acted on.
 """
 
@@ -308,12 +311,10 @@ class ControlState:
             )
         released = handoff.released
         if event is HandoffEvent.RELEASE:
-            released = {(str(t), int(p)): int(o) for t, p, o in record.get("offsets", [])}
-            if set(released) != set(handoff.partitions):
-                return self._ignore(
-                    f"handoff {pair[0]} -> {pair[1]}: RELEASE must give the offsets of exactly "
-                    f"{sorted(handoff.partitions)}"
-                )
+            refused = self._refuse_release(scale, handoff, record)
+            if refused is not None:
+                return refused
+            released = {(str(t), int(p)): int(o) for t, p, o in record["offsets"]}
         updated = replace(
             handoff, phase=HANDOFF_MACHINE.apply(handoff.phase, event), released=released
         )
@@ -323,6 +324,31 @@ class ControlState:
         if new_scale.complete:
             state = replace(state, generation=Generation(number, new_scale.new_processors))
         return state
+
+    def _refuse_release(
+        self, scale: Scale, handoff: Handoff, record: Mapping[str, Any]
+    ) -> ControlState | None:
+        """The state with ``record``, a RELEASE of ``handoff``, ignored, or ``None`` when it
+        applies. Ignored when its offsets are not exactly the handoff's partitions, and when
+        the receiver stopped first (its source decided before it read the stop: once
+        released, the scale could neither finish nor be aborted); then its ``request`` id is
+        noted, so that the source takes its partitions back."""
+        offsets = {(str(t), int(p)) for t, p, _o in record.get("offsets", [])}
+        if offsets != set(handoff.partitions):
+            return self._ignore(
+                f"handoff {handoff.source} -> {handoff.target}: RELEASE must give the offsets "
+                f"of exactly {sorted(handoff.partitions)}"
+            )
+        if handoff.target not in scale.stopped:
+            return None
+        request = request_of(record)
+        refused = scale.refused if request is None else scale.refused | {request}
+        ignored = self._ignore(
+            f"handoff {handoff.source} -> {handoff.target} of generation {scale.generation}: "
+            f"RELEASE to processor {handoff.target}, which stopped first; the source keeps "
+            "its partitions"
+        )
+        return replace(ignored, scale=replace(scale, refused=refused))
 
     def _apply_abort(self, record: Mapping[str, Any]) -> ControlState:
         scale = self.scaling

@@ -118,6 +118,8 @@ class Scale:
     aborted: str | None = None
     stopped: Mapping[int, str] = field(default_factory=dict)
     request: str | None = None
+    #: request ids of RELEASEs ignored because their receiver had stopped first
+    refused: frozenset[str] = frozenset()
 
     @property
     def complete(self) -> bool:
@@ -162,8 +164,10 @@ def handoff_record(
     target: int,
     event: HandoffEvent,
     offsets: Mapping[Position, int] | None = None,
+    *,
+    request: str | None = None,
 ) -> dict[str, Any]:
-    """A ``handoff`` record."""
+    """A ``handoff`` record (``request``: an id its writer can find it by)."""
     record: dict[str, Any] = {
         "type": "handoff",
         "generation": generation,
@@ -173,6 +177,8 @@ def handoff_record(
     }
     if offsets is not None:
         record["offsets"] = [[t, p, o] for (t, p), o in sorted(offsets.items())]
+    if request is not None:
+        record["request"] = request
     return record
 
 

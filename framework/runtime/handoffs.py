@@ -22,6 +22,7 @@ why in the control log. Every event the coordinator writes is written once per r
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -88,6 +89,8 @@ class HandoffCoordinator:
         self._sent: set[tuple[int, int, int, str]] = set()
         #: per generation, the partitions this processor released (before the log shows it)
         self._released: dict[int, set[Position]] = {}
+        #: request id of each RELEASE written in this run: (generation, source, target) -> id
+        self._release_requests: dict[tuple[int, int, int], str] = {}
         #: generations whose catch-up stopped here, with the reason (until a restart or abort)
         self._failed: dict[int, str] = {}
         #: things already logged once (not to repeat a line every batch)
@@ -103,8 +106,27 @@ class HandoffCoordinator:
         owned = state.owned(self.processor, counts)
         scale = state.scaling
         if scale is not None:
+            self._take_back_refused(scale)
             owned -= self._released.get(scale.generation, set())
         return owned
+
+    def _take_back_refused(self, scale: Scale) -> None:
+        """Own again the partitions of a RELEASE the log ignored (its receiver had stopped
+        first): that record can never apply, so they are this processor's until it releases
+        them again."""
+        for (generation, source, target), request in list(self._release_requests.items()):
+            if generation != scale.generation or request not in scale.refused:
+                continue
+            del self._release_requests[(generation, source, target)]
+            self._sent.discard((generation, source, target, HandoffEvent.RELEASE.value))
+            handoff = scale.handoffs[(source, target)]
+            self._released.get(generation, set()).difference_update(handoff.partitions)
+            log.warning(
+                "processor %d keeps %s: processor %d stopped before its release",
+                self.processor,
+                sorted(handoff.partitions),
+                target,
+            )
 
     @property
     def catching_up(self) -> bool:
@@ -355,10 +377,15 @@ class HandoffCoordinator:
         if key in self._sent:
             return
         self._sent.add(key)
+        request = None
+        if event is HandoffEvent.RELEASE:  # found by its id if the log ignores it
+            request = self._release_requests[key[:3]] = uuid.uuid4().hex
         state_dir = self._config.app_state_dir
         maybe_crash(f"before:{event.value}", self.processor, state_dir)
         self._control.append(
-            handoff_record(generation, handoff.source, handoff.target, event, offsets)
+            handoff_record(
+                generation, handoff.source, handoff.target, event, offsets, request=request
+            )
         )
         maybe_crash(f"after:{event.value}", self.processor, state_dir)
         log.info(

@@ -63,3 +63,26 @@ def test_a_stopped_receiver_is_shown_until_it_moves_again() -> None:
     assert ignored.scaling is not None and 0 not in ignored.scaling.stopped
     state = event(state, 1, 0, 2, HandoffEvent.START_CATCH_UP)
     assert state.scaling is not None and state.scaling.stopped == {}
+
+
+def test_a_release_to_a_receiver_that_stopped_first_is_ignored_and_the_scale_can_abort() -> None:
+    # the old owner read READY, decided to release, and its RELEASE landed after the
+    # receiver's stop (its catch-up met history retention had deleted): the stop came first,
+    # so the source keeps its partitions and the scale can still be abandoned (simulation
+    # seed 258: the RELEASE wiped the stop, and the scale could neither finish nor abort)
+    state = scale(started(2), 1, 3)
+    state = event(state, 1, 0, 2, HandoffEvent.START_CATCH_UP)
+    state = event(state, 1, 0, 2, HandoffEvent.CAUGHT_UP)
+    state = state.apply(
+        {"type": "stopped", "generation": 1, "processor": 2, "reason": "retention deleted"}
+    )
+    late = state.apply(
+        handoff_record(1, 0, 2, HandoffEvent.RELEASE, {("words", 2): 4, ("words", 6): 4})
+    )
+    assert late.scaling is not None
+    assert late.scaling.handoffs[(0, 2)].phase is HandoffPhase.READY
+    assert late.scaling.stopped == {2: "retention deleted"}
+    assert "stopped" in late.ignored[-1]
+    assert late.owned(0, COUNTS) == state.owned(0, COUNTS)
+    aborted = late.apply(abort_record(1, "the receiver stopped"))
+    assert aborted.scaling is None and aborted.generation == Generation(0, 2)

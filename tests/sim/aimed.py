@@ -8,11 +8,12 @@ At the plan's ``aimed_rate``, while the chaos phase lasts:
   processed the completed partitions live;
 - when a growth is recorded in the control log, a random processor is killed: it lags behind
   the growth's thresholds when a scale right after moves its partitions;
-- when a growth lands in the topic registry, the producers are cut off from the broker for
-  0.5-2 s: a lease renewal in flight (maybe answered late) cannot be followed by another; or,
-  one time in two, until after the growth's fence (lease + delivery timeout + 1 s) but
-  before a record queued one delivery timeout late expires: a producer whose queue is full
-  waits until its records expire, then must place the next one with a current count;
+- when a growth is recorded in the topic registry, the producers are cut off from the
+  broker for 0.5-2 s: a lease renewal in flight (maybe answered late) cannot be followed by
+  another; or, one time in two, until 0-2 s after the growth's fence (lease + delivery
+  timeout + 1 s), before a record queued one delivery timeout late expires: a producer whose
+  queue is full waits until its records expire, then must place the next one with a current
+  count, and a record placed under a lease that ran out must not be sent;
 - when a processor's fetch of the control log stops short of its end (a fetch cut short),
   the processor is cut off from the broker for 28-34 s, or only its fetches of the control
   log get nothing for 31-40 s: its read of the log to the end times out with only a part of
@@ -20,10 +21,21 @@ At the plan's ``aimed_rate``, while the chaos phase lasts:
 - when a growth lands in the registry of a plan with ``days_later``, the 12-day clock jump
   comes as a producer next queues a record (placed with its lease's counts, the old ones):
   the others run first, so it may land after the growth's fence (a late record);
-- when a processor starts, its first fetch of the control log (of more than one record) is
-  cut short and its fetches of the control log then get nothing for 31-40 s (a chance of
-  0.3 x ``aimed_rate``, drawn in ``World.start_processor``): it must not act on ownership
-  from the part it read.
+- when a processor starts while the control log holds more than one record, its first
+  fetch of the control log is cut short and its fetches of the control log then get
+  nothing for 31-40 s (a chance of 0.3 x ``aimed_rate``, drawn in
+  ``World.start_processor``): it must not act on ownership from the part it read;
+- when a growth is recorded in the control log (``expand`` holds it), the reads the
+  operators begin in the next 0.1 s reply 0.2-0.6 s late, and those the producers begin in
+  the next 0.5 s reply 3-5 s late: a lease renewal that read the old counts before the
+  growth reached the registry ends well after it (its lease runs from the read's start);
+- when an operator begins a scale or an expand (at half the rate), a second operator tries
+  the other at once: a scale to a neighbouring count, or the input grown to twice its
+  partitions (at most 16). A scale and a growth must exclude each other however their
+  reads and appends interleave;
+- when a receiver's catch-up fetches a part of an input partition that the old owner has
+  already committed past (at a fifth of the rate, once a world), retention deletes records
+  after the part it fetched: the catch-up must stop, not read on from the earliest record.
 """
 
 from __future__ import annotations
@@ -31,7 +43,9 @@ from __future__ import annotations
 import json
 
 from framework.coordination.registry import REGISTRY_TOPIC
+from tests.sim.app import INPUT
 from tests.sim.broker import StoredRecord
+from tests.sim.plan import Operation
 from tests.sim.world import World
 
 __all__ = ["aim_at_protocol_windows"]
@@ -78,9 +92,16 @@ def aim_at_protocol_windows(world: World) -> None:
                 if live:
                     victim = rng.choice(live)
                     world.kill_processor(victim, False, "(aimed: it lags behind a growth)")
+            if fact.get("type") == "growth" and rng.random() < rate:
+                operators = [o.name for o in world.operators if o.runnable]
+                world.chaos.late_replies(operators, 0.1, (0.2, 0.6))
+                producers = [p.name for p in world.producers if p.runnable]
+                world.chaos.late_replies(producers, 0.5, (3.0, 5.0))
         elif record.topic == REGISTRY_TOPIC:
             entry = json.loads(record.value)
-            if isinstance(entry, dict) and entry.get("growth") and rng.random() < rate:
+            growth = entry.get("growth") if isinstance(entry, dict) else None
+            recorded = isinstance(growth, dict) and growth.get("fence_ends") is None
+            if recorded and rng.random() < rate:
                 producers = [p.name for p in world.producers if p.runnable]
                 if world.plan.days_later and world.events.jumped_at is None:
                     # the machine is suspended as a producer places a record with the counts
@@ -92,13 +113,32 @@ def aim_at_protocol_windows(world: World) -> None:
                     topic.producer_delivery_timeout_ms / 1000,
                 )
                 if rng.random() < 0.5:  # past the fence, before a record queued late expires
-                    seconds = rng.uniform(lease + timeout + 1.0, lease + 2 * timeout)
+                    seconds = rng.uniform(lease + timeout + 1.0, lease + timeout + 3.0)
                 else:
                     seconds = rng.uniform(0.5, 2.0)
                 world.chaos.isolate(producers, seconds)
 
-    def on_fetch(process: str, records: list[StoredRecord]) -> None:
-        if not world.chaos.active or not records or records[-1].topic != control_topic:
+    deleted_under_catch_up = False
+
+    def on_catch_up_fetch(records: list[StoredRecord]) -> None:
+        nonlocal deleted_under_catch_up
+        last = records[-1]
+        committed = world.broker.groups.get(world.app.config.app_id, {}).get(
+            (INPUT, last.partition), 0
+        )
+        if deleted_under_catch_up or committed <= last.offset + 1 or rng.random() >= rate * 0.2:
+            return
+        deleted_under_catch_up = True
+        world.broker.delete_before(INPUT, last.partition, rng.randint(last.offset + 2, committed))
+        world.events.retention += 1
+
+    def on_fetch(process: str, consumer: str, records: list[StoredRecord]) -> None:
+        if not world.chaos.active or not records:
+            return
+        if consumer == "catch-up consumer" and records[-1].topic == INPUT:
+            on_catch_up_fetch(records)
+            return
+        if records[-1].topic != control_topic:
             return
         name = process.split("#", maxsplit=1)[0]
         end = world.broker.end_offset(control_topic, 0)
@@ -109,5 +149,32 @@ def aim_at_protocol_windows(world: World) -> None:
             else:  # only the control log's leader is away: its other calls work
                 world.chaos.starve(name, control_topic, rng.uniform(31.0, 40.0))
 
+    def on_operation(operation: Operation) -> None:
+        current = world.scheduler.current
+        if not world.chaos.active or current is None or current.name == "racer":
+            return
+        if operation.kind in ("scale", "expand") and rng.random() < rate * 0.5:
+            racing = _racing(world, operation)
+            if racing is not None:
+                world.start_racer(racing)
+
     world.broker.watchers.append(watch)
     world.broker.fetch_watchers.append(on_fetch)
+    world.operation_watchers.append(on_operation)
+
+
+def _racing(world: World, operation: Operation) -> Operation | None:
+    """What a second operator tries as ``operation`` begins: a growth against a scale, a
+    scale to a neighbouring count against a growth (``None`` when none fits)."""
+    partitions = world.broker.partition_count(INPUT)
+    if operation.kind == "scale":
+        return Operation("expand", partitions * 2) if partitions * 2 <= 16 else None
+    generation = world.control().generation
+    if generation is None:
+        return None
+    processors = generation.processors
+    if processors + 1 <= partitions:
+        return Operation("scale", processors + 1)
+    if processors - 1 >= world.plan.initial_processors:
+        return Operation("scale", processors - 1)
+    return None

@@ -103,8 +103,9 @@ class Broker:
         self.senders: dict[int, Callable[[], None]] = {}
         #: called with every record written (the adversary reacts to protocol steps)
         self.watchers: list[Callable[[StoredRecord], None]] = []
-        #: called with a process's name and the records each of its consumers' fetches got
-        self.fetch_watchers: list[Callable[[str, list[StoredRecord]], None]] = []
+        #: called with a process's name, the consumer's name and the records each of its
+        #: consumers' fetches got
+        self.fetch_watchers: list[Callable[[str, str, list[StoredRecord]], None]] = []
 
     # -- topics --------------------------------------------------------------------------
 

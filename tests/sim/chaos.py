@@ -58,9 +58,12 @@ class Chaos:
         self.starved_until: dict[tuple[str, str], float] = {}
         #: called when one of these processes next queues a record (a pause there)
         self.pause_in_produce: tuple[Callable[[], None], frozenset[str]] | None = None
-        #: (process, topic) whose next fetch of more than one record of topic is cut short,
-        #: then starved for so many seconds
+        #: (process, topic) whose next fetch of topic is cut short (when it has more than one
+        #: record), then starved for so many seconds
         self.cut_next: dict[tuple[str, str], float] = {}
+        #: process -> (until when, shortest, longest delay): its reads (``kafka.read_log``,
+        #: ``kafka.partition_counts``) begun before that simulated time reply so late
+        self.late_until: dict[str, tuple[float, float, float]] = {}
         self.outages = 0
 
     def before(self, operation: str) -> str | None:
@@ -131,16 +134,32 @@ class Chaos:
         for process in processes:
             self.isolated_until[process] = self.scheduler.now + seconds
 
+    def late_replies(
+        self, processes: list[str], seconds: float, delays: tuple[float, float]
+    ) -> None:
+        """For ``seconds`` from now, reads that ``processes`` begin reply ``delays`` late (a
+        reply as of when it was read)."""
+        for process in processes:
+            self.late_until[process] = (self.scheduler.now + seconds, *delays)
+
     def outage(self, seconds: float) -> None:
         """The broker is unreachable for ``seconds`` from now."""
         self.outages += 1
         self.outage_until = self.scheduler.now + seconds
 
     def after(self, operation: str) -> None:
-        """Maybe answer late: the reply (read before) arrives up to 4s later."""
-        if self.scheduler.current is None or not self.slow_rate or not self.active:
+        """Maybe answer late: the reply (read before) arrives up to 4s later, or as
+        ``late_replies`` asked."""
+        current = self.scheduler.current
+        if current is None or not self.active:
             return
-        if self.rng.random() < self.slow_rate:
+        process = current.name.split("/")[0]
+        until, shortest, longest = self.late_until.get(process, (0.0, 0.0, 0.0))
+        if self.scheduler.now < until:
+            self.slow += 1
+            self.scheduler.sleep(self.rng.uniform(shortest, longest))
+            return
+        if self.slow_rate and self.rng.random() < self.slow_rate:
             self.slow += 1
             self.scheduler.sleep(self.rng.uniform(0.1, 4.0))
 
@@ -148,11 +167,11 @@ class Chaos:
         """``found``, or a part of it when the caller's fetch of ``topic`` was to be cut short
         (``cut_next``): then the caller's fetches of ``topic`` get nothing for a while."""
         scheduler = self.scheduler
-        if scheduler.current is None or not self.active or len(found) < 2:
+        if scheduler.current is None or not self.active or not found:
             return found
         process = scheduler.current.name.split("/")[0]
-        seconds = self.cut_next.pop((process, topic), None)
-        if seconds is None:
+        seconds = self.cut_next.pop((process, topic), None)  # only the next fetch
+        if seconds is None or len(found) < 2:
             return found
         self.starve(process, topic, seconds)
         return found[: self.rng.randint(1, len(found) - 1)]

@@ -139,9 +139,9 @@ def check_world(world: World, processors: int) -> Violation:
     _check_dead_letters(world, found)
     _check_status(world, processors, found)
     inputs_hash = input_group_hash(world.driver, [INPUT])[0]
-    if world.control().metadata_hash != inputs_hash:
+    if world.replay_control().metadata_hash != inputs_hash:
         found.add(
-            f"the control log's metadata hash is {world.control().metadata_hash}, the "
+            f"the control log's metadata hash is {world.replay_control().metadata_hash}, the "
             f"inputs' {inputs_hash}"
         )
     return found
@@ -187,7 +187,7 @@ def _check_dead_letters(world: World, found: Violation) -> None:
 def _check_status(world: World, processors: int, found: Violation) -> None:
     """``splitstate status`` agrees with the control state: generation, owners, no lag."""
     status = collect_status(world.app, kafka=world.driver)
-    state = world.control()
+    state = world.replay_control()
     generation = state.generation.generation if state.generation else None
     if status.generation != generation or status.scaling_to is not None:
         found.add(
@@ -227,7 +227,7 @@ def _check_one_emitter_at_a_time(
     """The processor emitting a partition's outputs changes only where a handoff of that
     partition completed: never back and forth (two owners at once). A record may still be
     emitted by both sides of a handoff when a kill cut the old owner's batch short."""
-    state = world.control()
+    state = world.replay_control()
     handoffs: dict[tuple[str, int], int] = defaultdict(int)
     for scale in (*state.past, *([state.scale] if state.scale is not None else [])):
         for handoff in scale.handoffs.values():

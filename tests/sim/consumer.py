@@ -81,7 +81,7 @@ class MemoryConsumer(KafkaConsumer):
                 return []
             records = self._fetch(self._kafka.faults.fetch(max_records))
         for watcher in self._kafka.broker.fetch_watchers:
-            watcher(self._kafka.name, records)
+            watcher(self._kafka.name, self._name, records)
         return [SimMessage(record) for record in records]
 
     def _fetch(self, max_records: int) -> list[StoredRecord]:

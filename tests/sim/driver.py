@@ -280,9 +280,7 @@ def _operator_fixes(world: World) -> None:
 
 def _quiet(world: World) -> int | None:
     """The processor count in force once nothing is left to do, else ``None``."""
-    if any(p.runnable for p in world.producers):
-        return None
-    if any(operator.runnable for operator in world.operators):
+    if any(party.runnable for party in [*world.producers, *world.operators]):
         return None
     state = world.control()
     if state.generation is None or state.scaling is not None or state.growth is not None:
@@ -292,6 +290,9 @@ def _quiet(world: World) -> int | None:
         (INPUT, p): world.broker.end_offset(INPUT, p)
         for p in range(world.broker.partition_count(INPUT))
     }
+    seen = (processors, tuple(sorted(ends.items())))
+    if world.caught_up == seen:
+        return processors  # the stores' offsets only grow once faults stopped: read once
     done: dict[tuple[str, int], int] = {}
     for j in range(processors):
         database = world.disks.read(processor_path(world.app.config.app_state_dir, j))
@@ -304,6 +305,7 @@ def _quiet(world: World) -> int | None:
             database.close()
     if any(done.get(position, 0) < end for position, end in ends.items() if end):
         return None
+    world.caught_up = seen
     return processors
 
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+import orjson
+
 from framework.app import App
 from framework.clock import Clock
 from framework.config import ConfigError
@@ -31,7 +33,7 @@ from framework.kafka import COMPACTED, KafkaIOError, TopicSpec
 from framework.processing import ProcessorStoppedError
 from framework.producer import SplitstateProducer
 from framework.runtime.loop import ProcessorRuntime
-from rebalance.control import ControlState
+from rebalance.control import ControlState, Scale
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec, processor_path
 from tests.sim.app import HUGE, INPUT, KILLER, OUTPUT, POISON, make_app
 from tests.sim.broker import Broker, StoredRecord
@@ -120,11 +122,19 @@ class World:
         self.restart_at: dict[int, float] = {}
         self.producers: list[Party] = []
         self.operators: list[Party] = []
+        #: called with each operation as an operator begins it (``tests/sim/aimed.py``)
+        self.operation_watchers: list[Callable[[Operation], None]] = []
         self.produced = 0
         self._incarnations = 0
         self._processes = 0
         #: processors whose state directory was lost and not yet re-created
         self._disk_lost: set[int] = set()
+        #: (processors, each input partition's end) once the stores were seen to hold every
+        #: input record (``tests/sim/driver.py``: the settle reads them once)
+        self.caught_up: tuple[int, tuple[tuple[tuple[str, int], int], ...]] | None = None
+        #: the driver's control state, and the control log's offset it has read to
+        self._control = ControlState()
+        self._control_next = 0
 
     # -- setting up ----------------------------------------------------------------------
 
@@ -198,15 +208,32 @@ class World:
             runtime.run()
 
         name = f"processor-{processor}"
-        if self.chaos.active and self.rng.random() < self.plan.aimed_rate * 0.3:
+        topic = self.app.config.control_topic
+        records = len(self.broker.partition((topic, 0)).records)
+        if self.chaos.active and records > 1 and self.rng.random() < self.plan.aimed_rate * 0.3:
             # aimed: its first read of the control log stops short, then the log is away
-            control = (name, self.app.config.control_topic)
-            self.chaos.cut_next[control] = self.rng.uniform(31.0, 40.0)
+            self.chaos.cut_next[(name, topic)] = self.rng.uniform(31.0, 40.0)
         self.processors[processor] = self.spawn(name, body)
         self.last_start = self.clock.monotonic()
 
     def control(self) -> ControlState:
-        """The control state as the driver reads it now."""
+        """The control state as the driver follows it now: the records appended since its
+        last look applied to what it had (as a ``ControlWatcher`` does; a record compaction
+        removes has a newer one after it, so the state is the whole log's)."""
+        log = self.broker.partition((self.app.config.control_topic, 0))
+        new: list[StoredRecord] = []
+        for record in reversed(log.records):
+            if record.offset < self._control_next:
+                break
+            new.append(record)
+        for record in reversed(new):
+            if record.value is not None:
+                self._control = self._control.apply(orjson.loads(record.value))
+            self._control_next = record.offset + 1
+        return self._control
+
+    def replay_control(self) -> ControlState:
+        """The control state read from the whole control log, as a new reader would."""
         return ControlLog(self.driver, self.app.config.control_topic).read()
 
     def supervise(self) -> None:
@@ -339,6 +366,8 @@ class World:
         self.operators.append(self.spawn(name, body))
 
     def _operate(self, port: MemoryKafka, operation: Operation) -> None:
+        for watcher in self.operation_watchers:
+            watcher(operation)
         try:
             if operation.kind == "scale":
                 self._scale(port, operation.value)
@@ -349,18 +378,38 @@ class World:
         except (SplitstateError, KafkaIOError) as error:
             self.events.refusals.append(f"{operation}: {type(error).__name__}: {error}")
 
+    def start_racer(self, operation: Operation) -> None:
+        """An operator who tries ``operation`` once, at once (racing another operator's
+        command), then finishes a growth it started."""
+
+        def body(port: MemoryKafka, _party: Party) -> None:
+            try:
+                if operation.kind == "scale":
+                    accepted = request_scale(self.app, operation.value, kafka=port)
+                    self._check_report(operation.value, accepted)
+                else:
+                    self._expand(port, operation.value)
+            except (SplitstateError, KafkaIOError) as error:
+                self.events.refusals.append(f"racing {operation}: {type(error).__name__}: {error}")
+            self._finish_growth(port)
+
+        self.operators.append(self.spawn("racer", body))
+
+    def _check_report(self, processors: int, accepted: Scale) -> None:
+        """Note a scale command that reported another scale as its own."""
+        if accepted.new_processors != processors:
+            self.events.false_reports.append(
+                f"t={self.clock.monotonic():.2f} a scale to {processors} was reported "
+                f"accepted as generation {accepted.generation}, a scale to "
+                f"{accepted.new_processors}"
+            )
+
     def _scale(self, port: MemoryKafka, processors: int) -> None:
         """Ask for a scale, again a while later while another scale or a growth is in the
         way (as an operator would)."""
         for _ in range(30):
             try:
-                accepted = request_scale(self.app, processors, kafka=port)
-                if accepted.new_processors != processors:
-                    self.events.false_reports.append(
-                        f"t={self.clock.monotonic():.2f} a scale to {processors} was reported "
-                        f"accepted as generation {accepted.generation}, a scale to "
-                        f"{accepted.new_processors}"
-                    )
+                self._check_report(processors, request_scale(self.app, processors, kafka=port))
                 return
             except KafkaIOError:
                 self.clock.sleep(1.0)

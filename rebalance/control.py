@@ -35,7 +35,8 @@ Records are JSON objects with a ``type``:
   writes its next handoff event or the scale ends. A ``RELEASE`` to it that comes after the
   stop is ignored (its source decided before it read the stop; the scale notes the record's
   ``request`` id as ``refused``, so its writer knows): the source keeps responsibility, so
-  the scale can still be aborted.
+  the scale can still be aborted unless another of its handoffs was released already. A
+  RELEASE without a ``request`` id (written before they carried one) applies as it did.
 - ``metadata_hash``: the last KIP-1101 group hash the processors acted on.
 """
 
@@ -339,10 +340,10 @@ class ControlState:
                 f"handoff {handoff.source} -> {handoff.target}: RELEASE must give the offsets "
                 f"of exactly {sorted(handoff.partitions)}"
             )
-        if handoff.target not in scale.stopped:
-            return None
         request = request_of(record)
-        refused = scale.refused if request is None else scale.refused | {request}
+        if handoff.target not in scale.stopped or request is None:
+            return None  # (written before RELEASEs carried an id: applied, as it was then)
+        refused = scale.refused | {request}
         ignored = self._ignore(
             f"handoff {handoff.source} -> {handoff.target} of generation {scale.generation}: "
             f"RELEASE to processor {handoff.target}, which stopped first; the source keeps "

@@ -76,13 +76,17 @@ def test_a_release_to_a_receiver_that_stopped_first_is_ignored_and_the_scale_can
     state = state.apply(
         {"type": "stopped", "generation": 1, "processor": 2, "reason": "retention deleted"}
     )
-    late = state.apply(
-        handoff_record(1, 0, 2, HandoffEvent.RELEASE, {("words", 2): 4, ("words", 6): 4})
-    )
+    offsets = {("words", 2): 4, ("words", 6): 4}
+    late = state.apply(handoff_record(1, 0, 2, HandoffEvent.RELEASE, offsets, request="r1"))
     assert late.scaling is not None
     assert late.scaling.handoffs[(0, 2)].phase is HandoffPhase.READY
     assert late.scaling.stopped == {2: "retention deleted"}
+    assert late.scaling.refused == {"r1"}  # how the source knows to take its partitions back
     assert "stopped" in late.ignored[-1]
     assert late.owned(0, COUNTS) == state.owned(0, COUNTS)
     aborted = late.apply(abort_record(1, "the receiver stopped"))
     assert aborted.scaling is None and aborted.generation == Generation(0, 2)
+    # a log written before RELEASEs carried an id replays as it did then
+    legacy = state.apply(handoff_record(1, 0, 2, HandoffEvent.RELEASE, offsets))
+    assert legacy.scaling is not None
+    assert legacy.scaling.handoffs[(0, 2)].phase is HandoffPhase.RELEASED

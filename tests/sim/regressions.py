@@ -4,7 +4,8 @@ NAME`` replays one; the suite runs them all. Each failed before its fix.
 
 A plan's schedule still changes when the simulated world does (a new fault, a more faithful
 broker): a kept plan then runs on as a schedule that must hold every invariant, but may no
-longer reach its defect. Put the defect back and replay the plan to know.
+longer reach its defect. Put the defect back (its patch in ``bench/mutations/``) and replay
+the plan to know; ``bench/mutations.py`` says which seeds find each defect now.
 """
 
 from __future__ import annotations
@@ -335,5 +336,27 @@ REGRESSIONS: dict[str, Plan] = {
         aimed_rate=1.0,
         days_later=True,
         chaos_steps=6000,
+    ),
+    # A receiver's catch-up stopped (retention deleted records just ahead of it) after it
+    # wrote CAUGHT_UP, and its source's RELEASE, decided before the source read the stop,
+    # landed after it: applied, it wiped the stop, and the scale (started by a racing
+    # operator as the growth began) could neither finish nor be aborted. A RELEASE after
+    # its receiver's stop is now ignored and its source takes the partitions back. Found as
+    # seeds 258 and 940 once the catch-up met deleted records.
+    "release-after-the-receiver-stopped-940": Plan(
+        seed=940,
+        partitions=4,
+        initial_processors=2,
+        keys=6,
+        producers=1,
+        records=17,
+        max_records=1,
+        ready_lag=10,
+        operations=(Operation("expand", 16, 1.2),),
+        slow_rate=0.2,
+        aimed_rate=1.0,
+        max_queued=1,
+        chaos_steps=500,
+        max_kills=0,
     ),
 }

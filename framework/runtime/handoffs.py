@@ -16,7 +16,8 @@ coordinator answers from the control log and never reaches into the loop:
 - ``report_stop(error)``: a receiver that stops says why in the control log.
 
 A catch-up that cannot go on stops (the processor's own partitions keep flowing) and says
-why in the control log. Every event the coordinator writes is written once per run.
+why in the control log. Every event the coordinator writes is written once per run, but a
+RELEASE the log refused (its receiver had stopped first) may be written again later.
 """
 
 from __future__ import annotations

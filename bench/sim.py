@@ -21,14 +21,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the simulation l
 from tests.sim.driver import run_schedule
 from tests.sim.plan import Plan, draw_plan
 
+
+def _without_faults(plan: Plan) -> Plan:
+    """``plan`` with every fault, aimed fault, special record and racing operator off."""
+    return replace(
+        plan,
+        kill_rate=0.0,
+        fail_rate=0.0,
+        slow_rate=0.0,
+        protocol_kill_rate=0.0,
+        outage_rate=0.0,
+        retention_rate=0.0,
+        compact_rate=0.0,
+        lose_disk_rate=0.0,
+        reopen_kill_rate=0.0,
+        aimed_rate=0.0,
+        special_rate=0.0,
+        killers=False,
+        days_later=False,
+        max_queued=100_000,
+        rival=False,
+    )
+
+
 VARIANTS: list[tuple[str, Callable[[Plan], Plan]]] = [
     ("as drawn (10% RocksDB)", lambda plan: plan),
     ("memory stores", lambda plan: replace(plan, rocksdb=False)),
     ("RocksDB stores", lambda plan: replace(plan, rocksdb=True)),
-    (
-        "no faults",
-        lambda plan: replace(plan, kill_rate=0.0, fail_rate=0.0, compact_rate=0.0),
-    ),
+    ("no faults", _without_faults),
 ]
 
 

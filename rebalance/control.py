@@ -32,9 +32,7 @@ Records are JSON objects with a ``type``:
   never leaves a scale half applied. The next scale takes the next generation number.
 - ``stopped``: a receiving ``processor`` of ``generation`` stopped on its own (history lost to
   retention, a failed Spark job) with a ``reason``; shown by ``status`` until that processor
-  writes its next handoff event, a ``resumed`` record (once restarted, it caught up again
-  on every READY handoff: without it, a receiver whose handoffs all wait for their RELEASE
-  would write nothing), or the scale ends. A ``RELEASE`` to it that comes after the
+  writes its next handoff event or the scale ends. A ``RELEASE`` to it that comes after the
   stop is ignored (its source decided before it read the stop; the scale notes the record's
   ``request`` id as ``refused``, so its writer knows): the source keeps responsibility, so
   the scale can still be aborted unless another of its handoffs was released already. A
@@ -59,8 +57,6 @@ from rebalance.control_records import (
     history_from_record,
     history_record,
     request_of,
-    resumed_record,
-    stopped_record,
 )
 from rebalance.lineage import TopicHistory
 from rebalance.linear_hash import bucket
@@ -79,8 +75,6 @@ __all__ = [
     "handoff_record",
     "history_from_record",
     "history_record",
-    "resumed_record",
-    "stopped_record",
 ]
 
 
@@ -126,7 +120,6 @@ class ControlState:
             "handoff": self._apply_handoff,
             "abort": self._apply_abort,
             "stopped": self._apply_stopped,
-            "resumed": self._apply_stopped,
             "growth": self._apply_growth,
             "growth_done": self._apply_growth_done,
             "metadata_hash": lambda r: replace(self, metadata_hash=int(r["hash"])),
@@ -383,17 +376,12 @@ class ControlState:
     def _apply_stopped(self, record: Mapping[str, Any]) -> ControlState:
         scale = self.scaling
         number, processor = int(record["generation"]), int(record["processor"])
-        resumed = record["type"] == "resumed"
         if scale is None or scale.generation != number or not scale.incoming(processor):
             return self._ignore(
-                f"a {record['type']} record of processor {processor} in generation {number}, "
-                "where it receives nothing in a scale in progress"
+                f"a stop of processor {processor} in generation {number}, where it receives "
+                "nothing in a scale in progress"
             )
-        if resumed and processor not in scale.stopped:
-            return self._ignore(f"a resume of processor {processor}, which is not stopped")
-        stopped = {j: why for j, why in scale.stopped.items() if j != processor}
-        if not resumed:
-            stopped[processor] = str(record.get("reason") or "stopped")
+        stopped = {**scale.stopped, processor: str(record.get("reason") or "stopped")}
         return replace(self, scale=replace(scale, stopped=stopped))
 
     def _ignore(self, reason: str) -> ControlState:

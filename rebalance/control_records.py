@@ -23,8 +23,6 @@ __all__ = [
     "history_from_record",
     "history_record",
     "request_of",
-    "resumed_record",
-    "stopped_record",
 ]
 
 
@@ -84,16 +82,6 @@ class Handoff:
 def abort_record(generation: int, reason: str) -> dict[str, Any]:
     """An ``abort`` record for the scale of ``generation``."""
     return {"type": "abort", "generation": generation, "reason": reason}
-
-
-def stopped_record(generation: int, processor: int, reason: str) -> dict[str, Any]:
-    """A ``stopped`` record: receiver ``processor`` of ``generation`` cannot go on."""
-    return {"type": "stopped", "generation": generation, "processor": processor, "reason": reason}
-
-
-def resumed_record(generation: int, processor: int) -> dict[str, Any]:
-    """A ``resumed`` record: stopped receiver ``processor`` caught up again."""
-    return {"type": "resumed", "generation": generation, "processor": processor}
 
 
 def history_record(history: TopicHistory) -> dict[str, Any]:

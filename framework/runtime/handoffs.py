@@ -39,7 +39,7 @@ from framework.runtime.faults import maybe_crash
 from framework.runtime.final_offsets import final_offsets
 from framework.runtime.moved_keys import MovedKeys
 from rebalance import HandoffEvent, HandoffPhase
-from rebalance.control import Handoff, Scale, handoff_record, resumed_record, stopped_record
+from rebalance.control import Handoff, Scale, handoff_record
 from rebalance.positions import OffsetRange, Position
 from statestore import ProcessorDatabase
 
@@ -94,8 +94,6 @@ class HandoffCoordinator:
         self._release_requests: dict[tuple[int, int, int], str] = {}
         #: generations whose catch-up stopped here, with the reason (until a restart or abort)
         self._failed: dict[int, str] = {}
-        #: generations whose earlier stop this run ended (``resumed`` written)
-        self._resumed: set[int] = set()
         #: things already logged once (not to repeat a line every batch)
         self._notes: set[str] = set()
 
@@ -232,7 +230,14 @@ class HandoffCoordinator:
             error,
             self.processor,
         )
-        self._control.append(stopped_record(scale.generation, self.processor, str(error)))
+        self._control.append(
+            {
+                "type": "stopped",
+                "generation": scale.generation,
+                "processor": self.processor,
+                "reason": str(error),
+            }
+        )
 
     def catch_up(self) -> None:
         """One step of the running catch-up; CAUGHT_UP and COMPLETE when due."""
@@ -251,7 +256,6 @@ class HandoffCoordinator:
         scale = self._watcher.state.scaling
         if scale is None:
             return
-        self._resume_if_caught_up(scale, catchup)
         for handoff in scale.incoming(self.processor):
             if handoff.phase is HandoffPhase.CATCHING_UP and catchup.caught_up(
                 handoff, self._config.scaling.ready_lag
@@ -277,18 +281,6 @@ class HandoffCoordinator:
                     catchup.replayed / elapsed,
                     catchup.bootstrapped,
                 )
-
-    def _resume_if_caught_up(self, scale: Scale, catchup: CatchUp) -> None:
-        """A stop an earlier run wrote ends once this run caught up again on every READY
-        handoff: those wait for their RELEASE, so no handoff event of this run would end it."""
-        ready = [h for h in scale.incoming(self.processor) if h.phase is HandoffPhase.READY]
-        lag = self._config.scaling.ready_lag
-        if self.processor not in scale.stopped or not ready or scale.generation in self._resumed:
-            return
-        if all(catchup.caught_up(handoff, lag) for handoff in ready):
-            self._resumed.add(scale.generation)
-            self._control.append(resumed_record(scale.generation, self.processor))
-            log.info("processor %d caught up again; releases to it go ahead", self.processor)
 
     # -- old owner -------------------------------------------------------------------------
 
@@ -359,7 +351,14 @@ class HandoffCoordinator:
         if scale is None or not scale.incoming(self.processor):
             return
         try:
-            self._control.append(stopped_record(scale.generation, self.processor, str(error)))
+            self._control.append(
+                {
+                    "type": "stopped",
+                    "generation": scale.generation,
+                    "processor": self.processor,
+                    "reason": str(error),
+                }
+            )
         except SplitstateError as failure:
             log.warning("could not record the stop in the control log: %s", failure)
 

@@ -90,24 +90,3 @@ def test_a_release_to_a_receiver_that_stopped_first_is_ignored_and_the_scale_can
     legacy = state.apply(handoff_record(1, 0, 2, HandoffEvent.RELEASE, offsets))
     assert legacy.scaling is not None
     assert legacy.scaling.handoffs[(0, 2)].phase is HandoffPhase.RELEASED
-
-
-def test_a_stopped_receiver_whose_handoffs_wait_for_release_resumes_with_a_resumed_record() -> None:
-    # restarted and caught up again, a receiver whose every handoff is READY writes no handoff
-    # event; without ``resumed`` the sources would hold their releases for good
-    state = scale(started(2), 1, 3)
-    state = event(state, 1, 0, 2, HandoffEvent.START_CATCH_UP)
-    state = event(state, 1, 0, 2, HandoffEvent.CAUGHT_UP)
-    stop = {"type": "stopped", "generation": 1, "processor": 2, "reason": "Spark job failed"}
-    state = state.apply(stop)
-    resumed = state.apply({"type": "resumed", "generation": 1, "processor": 2})
-    assert resumed.scaling is not None and resumed.scaling.stopped == {}
-    offsets = {("words", 2): 4, ("words", 6): 4}
-    released = resumed.apply(handoff_record(1, 0, 2, HandoffEvent.RELEASE, offsets, request="r"))
-    assert released.scaling is not None
-    assert released.scaling.handoffs[(0, 2)].phase is HandoffPhase.RELEASED
-    # a resume of a processor that is not stopped (or of another generation) changes nothing
-    again = resumed.apply({"type": "resumed", "generation": 1, "processor": 2})
-    assert again.scaling == resumed.scaling and "not stopped" in again.ignored[-1]
-    other = state.apply({"type": "resumed", "generation": 2, "processor": 2})
-    assert other.scaling == state.scaling

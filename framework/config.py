@@ -25,6 +25,7 @@ __all__ = [
     "ConfigError",
     "KafkaConfig",
     "ScalingConfig",
+    "SnapshotConfig",
     "SparkConfig",
     "TopicConfig",
     "mask_secrets",
@@ -137,6 +138,28 @@ class SparkConfig(BaseModel):
     )
 
 
+class SnapshotConfig(BaseModel):
+    """Durable snapshots of each processor's state: how joiners get state, and how a
+    processor that lost its disk comes back, without the input's whole history."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    url: str | None = Field(
+        default=None,
+        description="a directory or pyarrow.fs URL (s3://, gs://, hdfs://, file://) all "
+        "processors reach; default <state_dir>-snapshots next to the state directory",
+    )
+    interval_seconds: float = Field(default=300.0, gt=0, description="take one this often")
+    interval_records: int | None = Field(
+        default=1_000_000, ge=1, description="... or after this many records (None: by time only)"
+    )
+    keep: int = Field(default=3, ge=1, le=1000, description="snapshots kept per processor")
+    slice_bytes: int = Field(
+        default=8 << 20, ge=1 << 16, description="bytes copied between two batches at most"
+    )
+
+
 class AppConfig(BaseSettings):
     """Everything an app needs: identity, Kafka, topics, processors, state, batching, errors."""
 
@@ -163,8 +186,9 @@ class AppConfig(BaseSettings):
         description="crashes of the processor by one record before it is dead-lettered and "
         "skipped (with on_error: stop, the processor stops instead)",
     )
-    bootstrap: Literal["replay", "spark"] = "replay"
+    bootstrap: Literal["snapshot", "replay", "spark"] = "snapshot"
     spark: SparkConfig = Field(default_factory=SparkConfig)
+    snapshots: SnapshotConfig = Field(default_factory=SnapshotConfig)
 
     @field_validator("app_id")
     @classmethod
@@ -182,6 +206,11 @@ class AppConfig(BaseSettings):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"topics listed twice in inputs/outputs: {duplicates}")
+        if self.bootstrap == "snapshot" and not self.snapshots.enabled:
+            raise ValueError(
+                "bootstrap: snapshot needs snapshots (snapshots.enabled is false). Fix: enable "
+                "snapshots, or set bootstrap: replay (or spark)"
+            )
         if self.processors is not None and self.processors < self.initial_processors:
             raise ValueError(
                 f"processors ({self.processors}) cannot be below initial_processors "
@@ -203,6 +232,14 @@ class AppConfig(BaseSettings):
     def app_state_dir(self) -> Path:
         """Where this app's processors keep state (default ``.splitstate/state/<app_id>``)."""
         return self.state_dir or Path(".splitstate") / "state" / self.app_id
+
+    @property
+    def snapshot_url(self) -> str:
+        """Where snapshots go (``snapshots.url``, default ``<state_dir>-snapshots``)."""
+        if self.snapshots.url:
+            return self.snapshots.url
+        state = self.app_state_dir
+        return str(state.with_name(f"{state.name}-snapshots"))
 
     @property
     def bootstrap_dir(self) -> Path:

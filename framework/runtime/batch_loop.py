@@ -37,6 +37,7 @@ from framework.runtime.batches import BatchRunner
 from framework.runtime.clients import RunClients
 from framework.runtime.handoffs import HandoffCoordinator
 from framework.runtime.recovery import committable
+from framework.snapshots.taker import SnapshotTaker
 from statestore import ProcessorDatabase
 
 __all__ = ["BatchLoop", "RuntimeStats"]
@@ -77,6 +78,7 @@ class BatchLoop:
         outputs: RegistryLease,
         reading: Assignment,
         handoffs: HandoffCoordinator,
+        snapshots: SnapshotTaker | None = None,
         stopping: Callable[[], bool],
         clock: Clock,
     ) -> None:
@@ -93,6 +95,7 @@ class BatchLoop:
         self._outputs = outputs
         self._reading = reading
         self._handoffs = handoffs
+        self._snapshots = snapshots
         self._stopping = stopping
         self._runner: BatchRunner | None = None
         self._lease_warned = 0.0
@@ -154,6 +157,9 @@ class BatchLoop:
         if handoffs.catching_up and not self._reading.rebuilding():
             handoffs.catch_up()
         handoffs.forget_step()
+        if self._snapshots is not None:
+            owned = handoffs.owned(self._reading.layout)
+            self._snapshots.step(owned, self._watcher.state)
         return True
 
     def _commit_final(self) -> None:
@@ -216,6 +222,8 @@ class BatchLoop:
         if commits:
             consumer.commit(commits, asynchronous=True)
         self.stats.records += result.processed
+        if self._snapshots is not None:
+            self._snapshots.processed(result.processed + result.restored)
         self.stats.restored += result.restored
         self.stats.outputs += result.outputs
         self.stats.dead_letters += result.dead_letters

@@ -21,16 +21,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from framework.bootstrap.child_process import BootstrapRun
 from framework.kafka import Kafka, OffsetResetError
 from framework.processing import ProcessorStoppedError, RecordProcessor
-from framework.runtime.catchup_apply import Taken, apply_taken, ingest_finished
+from framework.runtime.catchup_apply import BulkBuild, Taken, apply_taken
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.retention import check_catch_up_history
+from framework.snapshots.transfer import source_starts
 from rebalance import HandoffPhase, TopicHistory, bucket, key_hash
 from rebalance.control import Handoff, Scale
 from rebalance.plan import read_set
-from rebalance.positions import OffsetRange, Position
+from rebalance.positions import Position
 from statestore import ProcessorDatabase
 from statestore.layout import CRASH_CATCHUP_ATTEMPT_PREFIX
 
@@ -38,11 +38,9 @@ __all__ = ["BootstrapStarter", "CatchUp"]
 
 log = logging.getLogger(__name__)
 
-#: Starts a Spark bootstrap of the given ranges, covering the given partitions, building the
-#: keys gained from the given source processors.
-BootstrapStarter = Callable[
-    [dict[Position, OffsetRange], list[Position], frozenset[int]], BootstrapRun
-]
+#: Starts building the gained keys' state in bulk (Spark, or the sources' snapshots) for a
+#: catch-up that has none yet; ``None``: replay instead.
+BootstrapStarter = Callable[["CatchUp"], "BulkBuild | None"]
 _REFRESH_SECONDS = 0.5
 _CLOSED = (HandoffPhase.COMPLETE, HandoffPhase.ABORTED)
 
@@ -73,7 +71,8 @@ class CatchUp:
         self.sources = frozenset(h.source for h in pending)
         self.s1: set[Position] = {p for h in pending for p in h.partitions}
         topics = {**(histories or {}), **scale.histories}
-        self._topics = topics
+        #: the input topics' partition histories (ancestors and thresholds)
+        self.topics = topics
         self.bounds: dict[Position, int | None] = {
             (read.topic, read.partition): read.end_offset
             for read in read_set(topics, sorted(self.s1))
@@ -93,12 +92,16 @@ class CatchUp:
             self.sources,
         )
 
-        def gained(key: bytes) -> bool:
+        def gained_from(key: bytes) -> int | None:
             h = key_hash(key)
-            return bucket(h, b, new) == processor and bucket(h, b, old) in sources
+            if bucket(h, b, new) != processor:
+                return None
+            source = bucket(h, b, old)
+            return source if source in sources else None
 
-        self._gained: Callable[[bytes], bool] = gained
-        self._clear_stale(gained)
+        #: the source a key is gained from (``None``: not gained)
+        self.gained_from: Callable[[bytes], int | None] = gained_from
+        self._clear_stale(lambda key: gained_from(key) is not None)
         # records deleted under the reader must stop it, not make it skip or jump
         self._consumer = kafka.consumer(group_id, reset="error", name="catch-up consumer")
         progress = database.progress(self.scope)
@@ -120,18 +123,19 @@ class CatchUp:
         self.bootstrapped = 0
         self._clock = kafka.clock
         self.started = self._clock.monotonic()
-        self.bootstrap: BootstrapRun | None = None
+        self.bootstrap: BulkBuild | None = None
         self._bootstrap_polled = 0.0
+        #: per partition, per source: from which offset that source's keys are applied
+        self._starts = source_starts(database, self.scope, self.sources)
         if bootstrap is not None and not progress and not database.has_flag(self._loaded_flag):
-            ranges = self._bootstrap_ranges()
-            if ranges is not None:
-                self.bootstrap = bootstrap(ranges, sorted(self.bounds), self.sources)
+            self.bootstrap = bootstrap(self)
+            if self.bootstrap is not None:
                 log.info(
-                    "processor %d: building the keys it gains in generation %d with Spark "
-                    "(%s); catch-up follows",
+                    "processor %d: building the keys it gains in generation %d in bulk (%s); "
+                    "catch-up follows",
                     processor,
                     self.generation,
-                    self.bootstrap.directory,
+                    self.bootstrap.describe(),
                 )
         if self.bootstrap is None:
             self._start_reading(progress)
@@ -141,34 +145,19 @@ class CatchUp:
         """Whether the Spark bootstrap is still running (nothing is read meanwhile)."""
         return self.bootstrap is not None
 
-    def _bootstrap_ranges(self) -> dict[Position, OffsetRange] | None:
-        """What Spark should fold: every S2 partition from its start up to T1 (S1) or its
-        threshold (ancestors); ``None`` when an ancestor's threshold is not known yet."""
-        unknown = [p for p in self.bounds if p not in self.s1 and self.bounds[p] is None]
-        if unknown:
-            log.warning(
-                "processor %d: thresholds of %s are not recorded yet; catching up by replay",
-                self.processor,
-                sorted(unknown),
-            )
-            return None
-        self.refresh(force=True)
-        return {position: OffsetRange(0, self.limit(position) or 0) for position in self.bounds}
-
     def _poll_bootstrap(self) -> None:
-        """Ingest the Spark bootstrap once it finished, then read on from what it covered."""
+        """Step the bulk build; once it is in, read on from what it covered."""
         assert self.bootstrap is not None
         now = self._clock.monotonic()
-        if now - self._bootstrap_polled < _REFRESH_SECONDS:
+        if self.bootstrap.polled_every and now - self._bootstrap_polled < _REFRESH_SECONDS:
             return
         self._bootstrap_polled = now
-        records = ingest_finished(
-            self.bootstrap, self._database, self.processor, self.scope, self._loaded_flag
-        )
+        records = self.bootstrap.poll()
         if records is None:
             return
         self.bootstrap = None
         self.bootstrapped = records
+        self._starts = source_starts(self._database, self.scope, self.sources)
         self._start_reading(self._database.progress(self.scope))
 
     def _start_reading(self, progress: Mapping[Position, int]) -> None:
@@ -317,7 +306,9 @@ class CatchUp:
                 self._paused.add(position)
                 continue
             key = message.key()
-            taken.append((message, position, offset, key is not None and self._gained(key)))
+            source = None if key is None else self.gained_from(key)
+            applies = source is not None and offset >= self._starts.get(position, {}).get(source, 0)
+            taken.append((message, position, offset, applies))
             self.positions[position] = offset + 1
             moved[position] = offset + 1
         self.applied += apply_taken(
@@ -376,7 +367,7 @@ class CatchUp:
         own = set(handoff.partitions)
         return all(
             self.positions[(read.topic, read.partition)] >= read.end_offset
-            for read in read_set(self._topics, sorted(own))
+            for read in read_set(self.topics, sorted(own))
             if read.end_offset is not None and (read.topic, read.partition) not in own
         )
 

@@ -1,12 +1,13 @@
 """Putting state into a receiver's catch-up: one step's records, applied in restore mode (the
 gained keys' records only, under the catch-up's own crash guard: a record that killed the
 receiver ``crash_limit`` times alone is skipped, as the old owner's loop skips it), or a
-finished Spark bootstrap's files, ingested."""
+bulk build of them (Spark, or the sources' snapshots)."""
 
 from __future__ import annotations
 
 import logging
 import shutil
+from typing import Protocol
 
 from framework.bootstrap.child_process import BootstrapRun
 from framework.kafka import Message
@@ -15,7 +16,7 @@ from framework.runtime.crashes import CrashGuard
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
 
-__all__ = ["Taken", "apply_taken", "ingest_finished"]
+__all__ = ["BulkBuild", "SparkBuild", "Taken", "apply_taken"]
 
 log = logging.getLogger(__name__)
 
@@ -71,25 +72,68 @@ def apply_taken(
     return applied
 
 
-def ingest_finished(
-    run: BootstrapRun, database: ProcessorDatabase, processor: int, scope: str, flag: str
-) -> int | None:
-    """Ingest ``run``'s files into ``database`` (progress in ``scope``, then ``flag`` set)
-    once it finished; returns the records it folded, ``None`` while it runs."""
-    manifest = run.poll()
-    if manifest is None:
-        return None
-    target = manifest.targets[processor]
-    database.bulk_load(manifest.files(processor), target.offsets, scope=scope)
-    batch = database.begin()
-    batch.set_flag(flag)
-    batch.commit()
-    log.info(
-        "processor %d: ingested the Spark bootstrap: %d keys from %d records; catching up from %s",
-        processor,
-        target.keys,
-        manifest.records_read,
-        target.offsets,
-    )
-    shutil.rmtree(run.directory, ignore_errors=True)
-    return manifest.records_read
+class BulkBuild(Protocol):
+    """Builds a catch-up's gained keys in bulk before it reads (Spark, or the sources'
+    snapshots): ``poll`` does a step and, once the state is in (ingested, the catch-up's
+    progress and loaded flag written), returns how many records or keys it covered."""
+
+    #: whether ``poll`` waits half a second between calls (a job polled from outside)
+    polled_every: bool
+
+    def poll(self) -> int | None:
+        """One step; the count once finished, else ``None``."""
+        ...
+
+    def describe(self) -> str:
+        """What it does, for the log."""
+        ...
+
+    def cancel(self) -> None:
+        """Stop it; nothing already ingested is undone."""
+        ...
+
+
+class SparkBuild:
+    """A Spark bootstrap job building processor ``processor``'s gained keys, ingested once
+    it finished (progress in ``scope``, then ``flag`` set)."""
+
+    polled_every = True
+
+    def __init__(
+        self, run: BootstrapRun, database: ProcessorDatabase, processor: int, scope: str, flag: str
+    ) -> None:
+        self.run = run
+        self._database = database
+        self._processor = processor
+        self._scope = scope
+        self._flag = flag
+
+    def describe(self) -> str:
+        """The job's directory."""
+        return f"Spark, in {self.run.directory}"
+
+    def cancel(self) -> None:
+        """Cancel the job."""
+        self.run.cancel()
+
+    def poll(self) -> int | None:
+        """Ingest the job's files once it finished; returns the records it folded."""
+        manifest = self.run.poll()
+        if manifest is None:
+            return None
+        database, processor = self._database, self._processor
+        target = manifest.targets[processor]
+        database.bulk_load(manifest.files(processor), target.offsets, scope=self._scope)
+        batch = database.begin()
+        batch.set_flag(self._flag)
+        batch.commit()
+        log.info(
+            "processor %d: ingested the Spark bootstrap: %d keys from %d records; catching up "
+            "from %s",
+            processor,
+            target.keys,
+            manifest.records_read,
+            target.offsets,
+        )
+        shutil.rmtree(self.run.directory, ignore_errors=True)
+        return manifest.records_read

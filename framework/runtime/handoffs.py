@@ -28,19 +28,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from framework.app import App
-from framework.bootstrap.child_process import BootstrapRun
 from framework.coordination.control_log import ControlLog, ControlWatcher
 from framework.coordination.layout import AppLayout
 from framework.errors import SplitstateError
 from framework.kafka import Kafka, KafkaConsumer
 from framework.processing import ProcessorStoppedError, RecordProcessor
-from framework.runtime.catchup import BootstrapStarter, CatchUp
+from framework.runtime.bulk_starts import bulk_starter
+from framework.runtime.catchup import CatchUp
 from framework.runtime.faults import maybe_crash
 from framework.runtime.final_offsets import final_offsets
 from framework.runtime.moved_keys import MovedKeys
 from rebalance import HandoffEvent, HandoffPhase
 from rebalance.control import Handoff, Scale, handoff_record
-from rebalance.positions import OffsetRange, Position
+from rebalance.positions import Position
 from statestore import ProcessorDatabase
 
 __all__ = ["HandoffCoordinator", "Release"]
@@ -136,14 +136,14 @@ class HandoffCoordinator:
 
     @property
     def bootstrapping(self) -> bool:
-        """Whether its catch-up waits for a Spark bootstrap (nothing is read meanwhile)."""
+        """Whether its catch-up waits for a bulk build (nothing is read meanwhile)."""
         return self._catchup is not None and self._catchup.bootstrapping
 
     def progress(self) -> str:
         """The catch-up's progress, for the loop's periodic log line ("" when none runs)."""
         catchup = self._catchup
-        if catchup is not None and catchup.bootstrapping:
-            return ", building gained keys with Spark (see `splitstate status`)"
+        if catchup is not None and catchup.bootstrap is not None:
+            return f", building gained keys in bulk: {catchup.bootstrap.describe()}"
         if catchup is not None:
             return f", catching up (lag {catchup.lag()}, {catchup.applied} applied)"
         return ""
@@ -189,31 +189,15 @@ class HandoffCoordinator:
                 records=self._records,
                 histories={name: e.history for name, e in layout.inputs.items()},
                 crash_limit=self._config.crash_limit,
-                bootstrap=self._bootstrap_starter(scale)
-                if self._config.bootstrap == "spark"
-                else None,
+                bootstrap=bulk_starter(
+                    self._app, self.processor, scale, self._database, self._kafka.clock
+                ),
             )
         for handoff in incoming:
             if handoff.phase is HandoffPhase.PLANNED:
                 self._send(scale.generation, handoff, HandoffEvent.START_CATCH_UP)
             elif handoff.phase is HandoffPhase.RELEASED:
                 self._catchup.release(handoff)
-
-    def _bootstrap_starter(self, scale: Scale) -> BootstrapStarter:
-        def start(
-            ranges: dict[Position, OffsetRange], covers: list[Position], sources: frozenset[int]
-        ) -> BootstrapRun:
-            return BootstrapRun.start(
-                self._app,
-                processor=self.processor,
-                generation=scale.generation,
-                processors=scale.new_processors,
-                gained_from=(scale.old_processors, sources),
-                ranges=ranges,
-                covers=covers,
-            )
-
-        return start
 
     def _stop_catch_up(self, scale: Scale, error: ProcessorStoppedError) -> None:
         """The catch-up cannot go on: stop it (not the processor's own partitions), say why in

@@ -30,7 +30,10 @@ from framework.runtime.assignment import Assignment
 from framework.runtime.batch_loop import BatchLoop, RuntimeStats
 from framework.runtime.clients import RunClients
 from framework.runtime.handoffs import HandoffCoordinator
+from framework.snapshots.restore import restore_lost_state
+from framework.snapshots.taker import SnapshotTaker
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec, processor_path
+from statestore.snapshot_store import SnapshotStore
 
 __all__ = ["DatabaseOpener", "ProcessorRuntime", "RuntimeStats"]
 
@@ -111,8 +114,18 @@ class ProcessorRuntime:
                 self.config.app_id, self.processor_id, layout.fixed_parameters()
             )
             path = processor_path(self.config.app_state_dir, self.processor_id)
+            on_disk = self._open_database == ProcessorDatabase.open
+            if on_disk:
+                counts = {name: entry.partitions for name, entry in layout.inputs.items()}
+                owned = watcher.state.owned(self.processor_id, counts)
+                restore_lost_state(self.config, identity, path, owned)
             database = self._open_database(path, identity, self.app.store_specs())
             opened.callback(database.close)
+            snapshots = None
+            if on_disk and self.config.snapshots.enabled:
+                store = SnapshotStore(self.config.snapshot_url, self.config.app_id)
+                snapshots = SnapshotTaker(self.config, self.processor_id, database, store, clock)
+                opened.callback(snapshots.close)
             watcher.record_in(database)  # notes the generation seen (control_guard)
             # outputs may be other apps' inputs: place them under the registry's lease too
             outputs = RegistryLease(
@@ -154,6 +167,7 @@ class ProcessorRuntime:
                 outputs=outputs,
                 reading=reading,
                 handoffs=handoffs,
+                snapshots=snapshots,
                 stopping=self._stopped,
                 clock=clock,
             )

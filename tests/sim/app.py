@@ -90,6 +90,8 @@ def make_app(
         state_dir=state_dir,
         batch=BatchConfig(max_records=max_records, max_wait_ms=20),
         scaling=ScalingConfig(ready_lag=ready_lag, catchup_batch=max(1, max_records)),
+        # the simulated processors keep no snapshots yet: their catch-ups replay
+        bootstrap="replay",
     )
     app = App(config)
     app.store("folds")

@@ -1,0 +1,87 @@
+"""How a receiver's catch-up gets its gained keys in bulk, per ``bootstrap`` in the config:
+``snapshot`` (its sources' snapshots, the default), ``spark`` (a Spark job over history or an
+archive) or ``replay`` (nothing: the catch-up reads from the beginning)."""
+
+from __future__ import annotations
+
+import logging
+
+from framework.app import App
+from framework.bootstrap.child_process import BootstrapRun
+from framework.clock import Clock
+from framework.runtime.catchup import BootstrapStarter, CatchUp
+from framework.runtime.catchup_apply import BulkBuild, SparkBuild
+from framework.snapshots.transfer import SnapshotTransfer
+from rebalance.control import Scale
+from rebalance.positions import OffsetRange, Position
+from statestore import ProcessorDatabase
+from statestore.snapshot_store import SnapshotStore
+
+__all__ = ["bulk_starter"]
+
+log = logging.getLogger("framework.runtime.catchup")
+
+
+def bulk_starter(
+    app: App, processor: int, scale: Scale, database: ProcessorDatabase, clock: Clock
+) -> BootstrapStarter | None:
+    """What builds processor ``processor``'s gained keys in ``scale`` (``None``: replay)."""
+    config = app.config
+    if config.bootstrap == "spark":
+
+        def spark(catchup: CatchUp) -> BulkBuild | None:
+            ranges = _spark_ranges(catchup)
+            if ranges is None:
+                return None
+            run = BootstrapRun.start(
+                app,
+                processor=processor,
+                generation=scale.generation,
+                processors=scale.new_processors,
+                gained_from=(scale.old_processors, catchup.sources),
+                ranges=ranges,
+                covers=sorted(catchup.bounds),
+            )
+            flag = f"{catchup.scope}-bootstrapped"
+            return SparkBuild(run, database, processor, catchup.scope, flag)
+
+        return spark
+    if config.bootstrap == "snapshot":
+
+        def snapshot(catchup: CatchUp) -> BulkBuild | None:
+            pending = [h for h in scale.incoming(processor) if h.source in catchup.sources]
+            return SnapshotTransfer(
+                processor,
+                scale.generation,
+                scope=catchup.scope,
+                loaded_flag=f"{catchup.scope}-bootstrapped",
+                handoffs={h.source: frozenset(h.partitions) for h in pending},
+                topics=catchup.topics,
+                gained_from=catchup.gained_from,
+                database=database,
+                store=SnapshotStore(config.snapshot_url, config.app_id),
+                work_dir=config.app_state_dir
+                / ".snapshots-staging"
+                / f"transfer-{processor}-{scale.generation}",
+                clock=clock,
+                slice_bytes=config.snapshots.slice_bytes,
+            )
+
+        return snapshot
+    return None
+
+
+def _spark_ranges(catchup: CatchUp) -> dict[Position, OffsetRange] | None:
+    """What Spark should fold: every S2 partition from its start up to T1 (S1) or its
+    threshold (ancestors); ``None`` when an ancestor's threshold is not known yet."""
+    bounds = catchup.bounds
+    unknown = [p for p in bounds if p not in catchup.s1 and bounds[p] is None]
+    if unknown:
+        log.warning(
+            "processor %d: thresholds of %s are not recorded yet; catching up by replay",
+            catchup.processor,
+            sorted(unknown),
+        )
+        return None
+    catchup.refresh(force=True)
+    return {position: OffsetRange(0, catchup.limit(position) or 0) for position in bounds}

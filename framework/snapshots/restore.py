@@ -1,0 +1,108 @@
+"""Bringing back a processor that lost its disk from its newest snapshot.
+
+A processor that starts with a missing or empty state directory, while the snapshot store
+holds snapshots of it, downloads the newest one that covers every partition it owns now
+(checking every file), gives the copy a new lineage and renames it into place. The runtime
+then opens it as it would a directory rolled back to that batch: it rebuilds from the
+snapshot's offsets up to the group's committed offsets without output, then goes on live.
+
+A snapshot that does not cover a partition the processor owns now (taken before it took that
+partition over) is not used: the state of that partition's keys in it may be a catch-up's,
+half built. The processor then rebuilds as without snapshots, and says why.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+from pyarrow import ArrowException
+
+from framework.config import AppConfig
+from rebalance.positions import Position
+from statestore import DatabaseIdentity, StateStoreError
+from statestore.rocks import RocksBackend
+from statestore.snapshot_copy import IMMUTABLE_SUFFIXES, SnapshotDownload
+from statestore.snapshot_lineage import new_lineage
+from statestore.snapshot_manifest import SnapshotManifest
+from statestore.snapshot_store import SnapshotStore
+
+__all__ = ["restore_lost_state"]
+
+log = logging.getLogger(__name__)
+_SLICE = 64 << 20
+
+
+def restore_lost_state(
+    config: AppConfig, identity: DatabaseIdentity, path: Path, owned: set[Position]
+) -> SnapshotManifest | None:
+    """If ``path`` (processor ``identity.processor``'s state directory) is missing or empty,
+    restore the newest usable snapshot there; returns it, or ``None`` when none was used."""
+    if not config.snapshots.enabled or (path.exists() and any(path.iterdir())):
+        return None
+    processor = identity.processor
+    store = SnapshotStore(config.snapshot_url, config.app_id)
+    try:
+        manifests = store.manifests(processor)
+    except (OSError, ArrowException) as error:
+        log.warning(
+            "processor %d lost its state directory and cannot list its snapshots in %s (%s); "
+            "it rebuilds from Kafka instead",
+            processor,
+            store,
+            error,
+        )
+        return None
+    for manifest in reversed(manifests):
+        if manifest.app_id != identity.app_id or dict(manifest.fixed) != dict(identity.fixed):
+            log.warning("snapshot %s is another app's or fixed parameters'; not used", manifest.id)
+            continue
+        if not manifest.covers(owned):
+            log.warning(
+                "processor %d lost its state directory; its newest snapshot %s was taken "
+                "before it owned %s, so it is not used: the processor rebuilds from Kafka",
+                processor,
+                manifest.id,
+                sorted(owned - set(manifest.offsets)),
+            )
+            return None
+        try:
+            _download(store, manifest, path)
+        except (OSError, ArrowException, StateStoreError) as error:
+            log.warning(
+                "snapshot %s could not be restored (%s); trying an older one", manifest.id, error
+            )
+            continue
+        log.info(
+            "processor %d lost its state directory: restored snapshot %s (%d bytes, offsets "
+            "%s); it rebuilds from there up to the group's committed offsets without output",
+            processor,
+            manifest.id,
+            manifest.size,
+            dict(sorted(manifest.offsets.items())),
+        )
+        return manifest
+    return None
+
+
+def _download(store: SnapshotStore, manifest: SnapshotManifest, path: Path) -> None:
+    """Copy ``manifest`` into a staging directory, start a new lineage, rename it to ``path``."""
+    staging = path.with_name(f".{path.name}.restoring")
+    shutil.rmtree(staging, ignore_errors=True)
+    download = SnapshotDownload(store, manifest, staging)
+    try:
+        while not download.step(_SLICE):
+            pass
+    except BaseException:
+        download.close()
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    backend = RocksBackend(staging)
+    try:
+        new_lineage(backend, [f for f in manifest.files if f.name.endswith(IMMUTABLE_SUFFIXES)])
+    finally:
+        backend.close()
+    if path.exists():
+        path.rmdir()  # only ever empty here
+    staging.rename(path)

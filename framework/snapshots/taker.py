@@ -1,0 +1,198 @@
+"""Taking a processor's snapshots between batches, and copying them in bounded slices.
+
+At a batch boundary, when one is due, the processor takes a RocksDB checkpoint (hard links:
+cheap) into ``<state_dir>/.snapshots-staging`` and starts a ``SnapshotUpload``; every later
+boundary copies at most ``snapshots.slice_bytes`` of it, so the loop never waits for a whole
+snapshot. When the manifest is written the store keeps the newest ``snapshots.keep``. An
+upload that fails is logged and tried again later; it never stops the processor.
+
+A snapshot is due every ``snapshots.interval_seconds`` or ``interval_records`` records, when
+what the processor owns changed (it took partitions over, or gave some away), and when a scale
+moves some of its partitions and it has none taken since the scale began: the receivers
+start from it (``framework.snapshots.transfer``).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import uuid
+
+from pyarrow import ArrowException
+
+from framework.clock import Clock
+from framework.config import AppConfig
+from rebalance import HandoffPhase
+from rebalance.control import ControlState
+from rebalance.positions import Position
+from statestore import ProcessorDatabase, StateStoreError
+from statestore.snapshot_copy import SnapshotUpload
+from statestore.snapshot_lineage import lineage_of
+from statestore.snapshot_manifest import SnapshotFile, SnapshotManifest
+from statestore.snapshot_store import SnapshotStore
+
+__all__ = ["SnapshotTaker", "state_generation"]
+
+log = logging.getLogger(__name__)
+_RETRY_SECONDS = 30.0
+#: the least time between two snapshots taken because what the processor owns changed
+_OWNERSHIP_GAP_SECONDS = 1.0
+_WANTED_BY_RECEIVERS = (HandoffPhase.PLANNED, HandoffPhase.CATCHING_UP)
+
+
+def state_generation(state: ControlState) -> int:
+    """The newest scale generation ``state`` has seen (started, done or aborted)."""
+    started = state.scale.generation if state.scale is not None else 0
+    return max(started, state.generation.generation if state.generation else 0)
+
+
+class SnapshotTaker:
+    """Processor ``processor``'s snapshots of ``database`` into ``store``."""
+
+    def __init__(
+        self,
+        config: AppConfig,
+        processor: int,
+        database: ProcessorDatabase,
+        store: SnapshotStore,
+        clock: Clock,
+    ) -> None:
+        self.processor = processor
+        self._settings = config.snapshots
+        self._database = database
+        self._store = store
+        self._clock = clock
+        self._staging = config.app_state_dir / ".snapshots-staging" / f"processor-{processor}"
+        shutil.rmtree(self._staging, ignore_errors=True)  # our own leftovers from a crash
+        self.upload: SnapshotUpload | None = None
+        self.latest: SnapshotManifest | None = None
+        self._last_taken = clock.monotonic()
+        self._records = 0
+        self._retry_at = 0.0
+        self._requested = False
+        self.taken = 0
+        try:
+            self.latest = store.newest(processor)
+        except (OSError, ArrowException) as error:
+            log.warning("processor %d: cannot list snapshots in %s: %s", processor, store, error)
+
+    def request(self) -> None:
+        """Take one at the next batch boundary (e.g. ``splitstate snapshot``)."""
+        self._requested = True
+
+    def processed(self, records: int) -> None:
+        """Count records processed since the last snapshot."""
+        self._records += records
+
+    def step(self, owned: set[Position], state: ControlState) -> None:
+        """At a batch boundary: copy a slice of the running upload, or take one if due."""
+        now = self._clock.monotonic()
+        if now < self._retry_at:
+            return
+        try:
+            if self.upload is not None:
+                self._copy_slice()
+            elif self._due(owned, state, now):
+                self._take(owned, state)
+        except (OSError, ArrowException, StateStoreError) as error:
+            self._give_up(error)
+
+    def _due(self, owned: set[Position], state: ControlState, now: float) -> bool:
+        settings = self._settings
+        latest = self.latest
+        if self._requested or latest is None:
+            return True
+        if now - self._last_taken >= settings.interval_seconds:
+            return True
+        if settings.interval_records is not None and self._records >= settings.interval_records:
+            return True
+        if set(latest.offsets) != owned and now - self._last_taken >= _OWNERSHIP_GAP_SECONDS:
+            return True
+        scale = state.scaling
+        return (
+            scale is not None
+            and latest.generation < scale.generation
+            and any(h.phase in _WANTED_BY_RECEIVERS for h in scale.outgoing(self.processor))
+        )
+
+    def _take(self, owned: set[Position], state: ControlState) -> None:
+        """Checkpoint the database now (a batch boundary) and start copying it."""
+        database = self._database
+        created = self._clock.time()
+        snapshot_id = f"{int(created * 1000):013d}-{uuid.uuid4().hex[:8]}"
+        checkpoint = self._staging / snapshot_id
+        lineage = lineage_of(database.backend)
+        offsets = database.offsets()
+        base = SnapshotManifest(
+            app_id=database.identity.app_id,
+            processor=self.processor,
+            fixed=dict(database.identity.fixed),
+            id=snapshot_id,
+            created=created,
+            generation=state_generation(state),
+            offsets={p: offsets.get(p, 0) for p in owned},
+        )
+        checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        database.snapshot(checkpoint)
+        self._requested = False
+        self._records = 0
+        self._last_taken = self._clock.monotonic()
+        self.upload = SnapshotUpload(
+            self._store, checkpoint, base, lineage.id, self._known(lineage.id, lineage.inherited)
+        )
+        self._copy_slice()
+
+    def _known(self, lineage: str, inherited: dict[str, SnapshotFile]) -> dict[str, SnapshotFile]:
+        """SST files of this database the store holds: its kept snapshots' of this lineage,
+        and those inherited from the snapshot it was restored from."""
+        known = dict(inherited)
+        for manifest in self._store.manifests(self.processor):
+            for file in manifest.files:
+                if file.path == f"files/{lineage}/{file.name}":
+                    known[file.name] = file
+        return known
+
+    def _copy_slice(self) -> None:
+        upload = self.upload
+        assert upload is not None
+        manifest = upload.step(self._settings.slice_bytes)
+        if manifest is None:
+            return
+        upload.close()
+        self.upload = None
+        self.latest = manifest
+        self.taken += 1
+        deleted = self._store.prune(self.processor, self._settings.keep)
+        log.info(
+            "processor %d: snapshot %s in %s (%d bytes, %d copied, generation %d, offsets %s)%s",
+            self.processor,
+            manifest.id,
+            self._store,
+            manifest.size,
+            upload.total,
+            manifest.generation,
+            dict(sorted(manifest.offsets.items())),
+            f"; {deleted} files no kept snapshot uses deleted" if deleted else "",
+        )
+
+    def _give_up(self, error: Exception) -> None:
+        """Log the failure, drop the upload, and try again in a while."""
+        if self.upload is not None:
+            self.upload.close()
+            self.upload = None
+        wait = min(_RETRY_SECONDS, self._settings.interval_seconds)
+        self._retry_at = self._clock.monotonic() + wait
+        log.warning(
+            "processor %d: snapshot to %s failed (%s); processing goes on, it tries again in "
+            "%.0fs. Fix: check that snapshots.url is reachable and writable.",
+            self.processor,
+            self._store,
+            error,
+            wait,
+        )
+
+    def close(self) -> None:
+        """Drop an upload in progress (its files stay until a later prune)."""
+        if self.upload is not None:
+            self.upload.close()
+            self.upload = None

@@ -1,0 +1,296 @@
+"""Transfer by snapshot: a receiver starts its catch-up from its sources' snapshots.
+
+For each source of a scale, the receiver waits for a snapshot the source took after the scale
+began that covers the partitions it hands over (the source takes one as soon as it sees the
+scale), copies it, keeps only the keys it gains from that source (``bucket(h, B, P') == J``
+and ``bucket(h, B, P) == source``), writes them as SST files and ingests them with the
+offsets they cover (``bulk_load`` into the catch-up scope ``<scope>-from-<source>``). Every
+step copies or filters a bounded slice, so a receiver that owns partitions keeps processing
+them meanwhile. Once every source is in, it writes the catch-up's progress (per partition, the
+lowest offset any source's snapshot covers) and the loaded flag in one batch; the catch-up
+reads on from there and applies a record of a key gained from source ``s`` only at or past
+that source's offset (``source_starts``).
+
+Where a snapshot covers a partition's keys: on each partition the source owned, up to the
+snapshot's offset; on an ancestor it did not own, up to the growth threshold (its state holds
+every record of its keys below it: it read them, or released the ancestor only past it).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyarrow import ArrowException
+
+from framework.clock import Clock
+from rebalance import TopicHistory
+from rebalance.plan import read_set
+from rebalance.positions import Position
+from statestore import ProcessorDatabase, StateStoreError
+from statestore.rocks import RocksBackend, write_sst_file
+from statestore.snapshot_copy import SnapshotDownload
+from statestore.snapshot_manifest import SnapshotManifest
+from statestore.snapshot_store import SnapshotStore
+
+__all__ = ["SnapshotTransfer", "source_scope", "source_starts"]
+
+log = logging.getLogger(__name__)
+_POLL_SECONDS = 0.5
+_KEYS_PER_STEP = 20_000
+
+
+def source_scope(scope: str, source: int) -> str:
+    """The progress scope holding where source ``source``'s snapshot left off."""
+    return f"{scope}-from-{source}"
+
+
+def source_starts(
+    database: ProcessorDatabase, scope: str, sources: frozenset[int]
+) -> dict[Position, dict[int, int]]:
+    """Per partition, per source: the offset from which the catch-up applies that source's
+    gained keys (what its snapshot covers; nothing recorded: 0)."""
+    starts: dict[Position, dict[int, int]] = {}
+    for source in sources:
+        for position, offset in database.progress(source_scope(scope, source)).items():
+            starts.setdefault(position, {})[source] = offset
+    return starts
+
+
+@dataclass
+class _Source:
+    """One source's part: its handoff's partitions, its S2 with bounds, and where it is."""
+
+    source: int
+    partitions: frozenset[Position]
+    reads: dict[Position, int | None]
+    manifest: SnapshotManifest | None = None
+    download: SnapshotDownload | None = None
+    stores: list[str] = field(default_factory=list)
+    resume_after: bytes | None = None
+    files: dict[str, list[Path]] = field(default_factory=dict)
+    keys: int = 0
+    done: bool = False
+
+
+class SnapshotTransfer:
+    """Builds receiver ``processor``'s gained keys from its sources' snapshots, in slices."""
+
+    polled_every = False
+
+    def __init__(
+        self,
+        processor: int,
+        generation: int,
+        *,
+        scope: str,
+        loaded_flag: str,
+        handoffs: Mapping[int, frozenset[Position]],
+        topics: Mapping[str, TopicHistory],
+        gained_from: Callable[[bytes], int | None],
+        database: ProcessorDatabase,
+        store: SnapshotStore,
+        work_dir: Path,
+        clock: Clock,
+        slice_bytes: int,
+    ) -> None:
+        self.processor = processor
+        self.generation = generation
+        self._scope = scope
+        self._flag = loaded_flag
+        self._gained_from = gained_from
+        self._database = database
+        self._store = store
+        self.directory = work_dir
+        self._clock = clock
+        self._slice = slice_bytes
+        self._polled = -_POLL_SECONDS
+        self._waiting_noted: set[int] = set()
+        self.keys = 0
+        self.copied = 0
+        self._sources: list[_Source] = []
+        for source, partitions in sorted(handoffs.items()):
+            reads = {
+                (r.topic, r.partition): r.end_offset for r in read_set(topics, sorted(partitions))
+            }
+            part = _Source(source, partitions, reads)
+            part.done = bool(database.progress(source_scope(scope, source)))
+            self._sources.append(part)
+
+    def describe(self) -> str:
+        """Where it is, for the log and ``status``."""
+        waiting = [s.source for s in self._sources if not s.done and s.manifest is None]
+        if waiting:
+            return f"waiting for snapshots of processors {waiting}"
+        return f"copying sources' snapshots: {self.copied} bytes copied, {self.keys} keys kept"
+
+    def poll(self) -> int | None:
+        """One bounded step; once every source is in, record the progress and return the
+        keys ingested (``None`` until then)."""
+        part = next((s for s in self._sources if not s.done), None)
+        if part is None:
+            return self._finish()
+        try:
+            if part.manifest is None:
+                self._find(part)
+            elif part.download is not None:
+                self._copy(part)
+            else:
+                self._filter(part)
+        except (OSError, ArrowException, StateStoreError) as error:
+            log.warning(
+                "processor %d: snapshot %s of processor %d could not be used (%s); it takes "
+                "the newest again",
+                self.processor,
+                part.manifest.id if part.manifest else "?",
+                part.source,
+                error,
+            )
+            self._reset(part)
+        return None
+
+    def _find(self, part: _Source) -> None:
+        """Take the newest usable snapshot of the source, if there is one yet."""
+        now = self._clock.monotonic()
+        if now - self._polled < _POLL_SECONDS:
+            return
+        self._polled = now
+        for manifest in reversed(self._store.manifests(part.source)):
+            if self._usable(part, manifest):
+                break
+        else:
+            if part.source not in self._waiting_noted:
+                self._waiting_noted.add(part.source)
+                log.info(
+                    "processor %d: waiting for a snapshot processor %d takes for generation %d",
+                    self.processor,
+                    part.source,
+                    self.generation,
+                )
+            return
+        part.manifest = manifest
+        target = self.directory / f"from-{part.source}" / manifest.id
+        shutil.rmtree(target, ignore_errors=True)
+        part.download = SnapshotDownload(self._store, manifest, target)
+
+    def _usable(self, part: _Source, manifest: SnapshotManifest) -> bool:
+        """Taken in this scale, covering the handoff's partitions, and every ancestor it did
+        not own has a known threshold."""
+        identity = self._database.identity
+        return (
+            manifest.app_id == identity.app_id
+            and dict(manifest.fixed) == dict(identity.fixed)
+            and manifest.generation >= self.generation
+            and manifest.covers(part.partitions)
+            and all(p in manifest.offsets or b is not None for p, b in part.reads.items())
+        )
+
+    def _copy(self, part: _Source) -> None:
+        download = part.download
+        assert download is not None
+        before = download.copied
+        finished = download.step(self._slice)
+        self.copied += download.copied - before
+        if finished:
+            download.close()
+            part.download = None
+            part.stores = [
+                s for s in self._database.store_names() if s in _stores_of(download.target)
+            ]
+
+    def _filter(self, part: _Source) -> None:
+        """Keep a slice of the gained keys of the snapshot's next store; ingest when done."""
+        assert part.manifest is not None
+        if not part.stores:
+            self._ingest(part)
+            return
+        store = part.stores[0]
+        checkpoint = self.directory / f"from-{part.source}" / part.manifest.id
+        backend = RocksBackend(checkpoint, read_only=True)
+        kept: list[tuple[bytes, bytes]] = []
+        seen = 0
+        try:
+            start = None if part.resume_after is None else part.resume_after + b"\x00"
+            for key, value in backend.scan(store, start):
+                seen += 1
+                part.resume_after = key
+                if self._gained_from(key) == part.source:
+                    kept.append((key, value))
+                if seen >= _KEYS_PER_STEP:
+                    break
+        finally:
+            backend.close()
+        if kept:
+            runs = part.files.setdefault(store, [])
+            path = self.directory / f"from-{part.source}" / f"{store}-{len(runs):05d}.sst"
+            write_sst_file(path, kept)
+            runs.append(path)
+            part.keys += len(kept)
+            self.keys += len(kept)
+        if seen < _KEYS_PER_STEP:
+            part.stores.pop(0)
+            part.resume_after = None
+
+    def _ingest(self, part: _Source) -> None:
+        """Ingest the source's kept keys with the offsets its snapshot covers."""
+        manifest = part.manifest
+        assert manifest is not None
+        starts = {
+            position: (
+                min(manifest.offsets[position], bound)
+                if position in manifest.offsets and bound is not None
+                else manifest.offsets.get(position, bound or 0)
+            )
+            for position, bound in part.reads.items()
+        }
+        self._database.bulk_load(part.files, starts, scope=source_scope(self._scope, part.source))
+        part.done = True
+        log.info(
+            "processor %d: took %d keys gained from processor %d out of its snapshot %s; "
+            "catching up from %s",
+            self.processor,
+            part.keys,
+            part.source,
+            manifest.id,
+            dict(sorted(starts.items())),
+        )
+        shutil.rmtree(self.directory / f"from-{part.source}", ignore_errors=True)
+
+    def _finish(self) -> int:
+        """Every source is in: the catch-up reads each partition from its lowest start."""
+        starts = source_starts(
+            self._database, self._scope, frozenset(s.source for s in self._sources)
+        )
+        batch = self._database.begin()
+        for (topic, partition), by_source in starts.items():
+            batch.set_progress(self._scope, topic, partition, min(by_source.values()))
+        batch.set_flag(self._flag)
+        batch.commit()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        return self.keys
+
+    def _reset(self, part: _Source) -> None:
+        if part.download is not None:
+            part.download.close()
+        part.manifest = part.download = part.resume_after = None
+        part.stores, part.files, part.keys = [], {}, 0
+        shutil.rmtree(self.directory / f"from-{part.source}", ignore_errors=True)
+
+    def cancel(self) -> None:
+        """Stop and delete what was copied (nothing ingested is undone)."""
+        for part in self._sources:
+            if part.download is not None:
+                part.download.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _stores_of(checkpoint: Path) -> set[str]:
+    """The stores (column families) of the database in ``checkpoint``."""
+    backend = RocksBackend(checkpoint, read_only=True)
+    try:
+        return set(backend.store_names())
+    finally:
+        backend.close()

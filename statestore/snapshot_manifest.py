@@ -1,0 +1,110 @@
+"""A snapshot's manifest: whose state it is, which input offsets it covers, and its files.
+
+The manifest is the last thing a snapshot writes to the snapshot store, so a snapshot whose
+manifest exists is complete. It is JSON (never pickle) so that other tools can read it:
+
+- ``app_id``, ``processor``, ``fixed``: the database's identity (``DatabaseIdentity``);
+- ``id``: ``<created, in ms, 13 digits>-<8 hex>``: manifests sort by it, oldest first;
+- ``generation``: the newest scale generation the processor had read when it took it;
+- ``offsets``: per input partition the processor owned then, the next offset its state
+  needs: the state holds exactly the records before it (and, for its keys, every record of
+  an ancestor partition up to the growth threshold, which the processor owns or had read);
+- ``files``: every file of the RocksDB checkpoint, with where it lies in the store (relative
+  to the processor's folder), its size and its SHA-256.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from statestore.errors import StoreCorruptError
+
+__all__ = ["MANIFEST_FORMAT", "SnapshotFile", "SnapshotManifest"]
+
+MANIFEST_FORMAT = 1
+Position = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class SnapshotFile:
+    """One file of a snapshot: its name in the checkpoint, its path in the store, its size
+    and SHA-256 (hex)."""
+
+    name: str
+    path: str
+    size: int
+    sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The file as stored in the manifest."""
+        return {"name": self.name, "path": self.path, "size": self.size, "sha256": self.sha256}
+
+
+@dataclass(frozen=True)
+class SnapshotManifest:
+    """A complete snapshot of one processor's database (see the module docstring)."""
+
+    app_id: str
+    processor: int
+    fixed: Mapping[str, Any]
+    id: str
+    created: float
+    generation: int
+    offsets: Mapping[Position, int]
+    files: tuple[SnapshotFile, ...] = field(default=())
+
+    @property
+    def size(self) -> int:
+        """Bytes of all its files."""
+        return sum(f.size for f in self.files)
+
+    def covers(self, partitions: set[Position] | frozenset[Position]) -> bool:
+        """Whether the processor owned every one of ``partitions`` when it took the snapshot."""
+        return all(p in self.offsets for p in partitions)
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest as written to the store."""
+        return {
+            "format": MANIFEST_FORMAT,
+            "app_id": self.app_id,
+            "processor": self.processor,
+            "fixed": dict(self.fixed),
+            "id": self.id,
+            "created": self.created,
+            "generation": self.generation,
+            "offsets": [[t, p, o] for (t, p), o in sorted(self.offsets.items())],
+            "files": [f.to_json() for f in self.files],
+        }
+
+    def encode(self) -> bytes:
+        """The manifest's JSON bytes."""
+        return json.dumps(self.to_json(), indent=1, sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes, where: str) -> SnapshotManifest:
+        """Read a manifest; raises ``StoreCorruptError`` naming ``where`` if it is not one."""
+        try:
+            data = json.loads(raw)
+            if data.get("format") != MANIFEST_FORMAT:
+                raise ValueError(f"format {data.get('format')!r}, this splitstate reads 1")
+            return cls(
+                app_id=str(data["app_id"]),
+                processor=int(data["processor"]),
+                fixed=dict(data["fixed"]),
+                id=str(data["id"]),
+                created=float(data["created"]),
+                generation=int(data["generation"]),
+                offsets={(str(t), int(p)): int(o) for t, p, o in data["offsets"]},
+                files=tuple(
+                    SnapshotFile(str(f["name"]), str(f["path"]), int(f["size"]), str(f["sha256"]))
+                    for f in data["files"]
+                ),
+            )
+        except (ValueError, KeyError, TypeError) as error:
+            raise StoreCorruptError(
+                f"snapshot manifest {where} cannot be read ({error}). Fix: delete it (the "
+                "snapshot is then unused), or use the splitstate version that wrote it."
+            ) from None

@@ -169,9 +169,12 @@ def _check_history(
     ancestor up to its threshold: one with threshold 0, empty at the growth, is not read);
     with records gone a receiver could only stop, and once another receiver's handoff
     released its partitions the scale could neither finish nor be aborted. An archive
-    serves instead.
+    serves instead. With ``bootstrap: snapshot`` receivers start from their sources'
+    snapshots, taken after the scale began: they need only what came after those.
     """
     config = app.config
+    if config.bootstrap == "snapshot":
+        return
     if config.bootstrap == "spark" and config.spark.archive is not None:
         return
     inputs = [entries[t.topic].history for t in config.inputs]

@@ -255,7 +255,7 @@ class HandoffCoordinator:
                 elapsed = max(self._kafka.clock.monotonic() - catchup.started, 1e-9)
                 log.info(
                     "processor %d took over %s from processor %d at %s; replayed %d records "
-                    "in %.1fs (%.0f/s); %d records folded by Spark before",
+                    "in %.1fs (%.0f/s); %d built in bulk before (keys or records)",
                     self.processor,
                     sorted(handoff.partitions),
                     handoff.source,

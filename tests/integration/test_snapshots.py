@@ -1,0 +1,144 @@
+"""Snapshots on the real broker: scaling after retention deleted the start of the input, and
+a processor that lost its disk coming back from its snapshot, exactly."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from framework.loader import load_app
+from framework.runtime.loop import ProcessorRuntime
+from statestore import processor_path
+from statestore.snapshot_store import SnapshotStore
+from tests.integration.harness import (
+    TopicReader,
+    counts_by_word,
+    create_app,
+    produce,
+    unique,
+    wait_for,
+)
+from tests.integration.test_catchup_retention import delete_before
+from tests.integration.test_scaling import ScalingRun, scale_to, wait_for_generation
+
+pytestmark = pytest.mark.integration
+
+APP = "examples.wordcount.app:app"
+
+
+def committed(kafka: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": kafka, "group.id": group})
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], 30)
+        return {tp.partition: max(tp.offset, 0) for tp in found}
+    finally:
+        consumer.close()
+
+
+def test_scaling_by_snapshot_needs_no_deleted_history(
+    tmp_path: Path, kafka_bootstrap: str, kafka_admin: AdminClient
+) -> None:
+    """2 -> 3 -> 5 -> 2 under production, each scale after deleting every record the group
+    had processed (as retention would): replay would be refused, snapshots serve, and every
+    word's outputs are exactly 1..n."""
+    run = ScalingRun(tmp_path, kafka_bootstrap, snapshots={"interval_seconds": 2})
+    reader, group = run.reader, load_app(APP, run.config).config.app_id
+    try:
+        run.start_flowing()
+        for processors in (3, 5, 2):
+            done = committed(kafka_bootstrap, group, run.words, 8)
+            for partition, offset in done.items():
+                if offset > 0:
+                    delete_before(kafka_admin, run.words, partition, offset)
+            generation = scale_to(run.config, processors)
+            wait_for_generation(run.config, generation, timeout=180)
+            reader.poll(1.0)
+        truth = run.finish()
+    finally:
+        status, log = run.stop()
+    assert status == 0, log[-3000:]
+    seen = counts_by_word(reader.records)
+    for word, n in truth.items():
+        assert sorted(seen[word]) == list(range(1, n + 1)), (word, n, seen[word][:5])
+    assert sum(len(v) for v in seen.values()) == sum(truth.values())
+    assert "gained from processor" in log and "out of its snapshot" in log
+    assert "catching up by replay" not in log
+
+
+def test_a_processor_that_lost_its_disk_comes_back_from_its_snapshot(
+    tmp_path: Path, kafka_bootstrap: str, kafka_admin: AdminClient
+) -> None:
+    """SIGKILL the processor, delete its state directory and the history its snapshot
+    covers: it restores the snapshot, rebuilds from it to the group's offsets without
+    output, and goes on with exact counts and no output repeated."""
+    words, counts = unique("words"), unique("counts")
+    config = create_app(
+        tmp_path,
+        kafka_bootstrap,
+        APP,
+        app_id=unique("lost-disk"),
+        inputs=[{"topic": words, "partitions": 2}],
+        outputs=[{"topic": counts, "partitions": 1}],
+        initial_processors=1,
+        batch={"max_records": 200, "max_wait_ms": 50},
+        # one at the start, one after 4000 more records, none by time
+        snapshots={"interval_seconds": 3600, "interval_records": 4000},
+    )
+    app = load_app(APP, config)
+    group = app.config.app_id
+    store = SnapshotStore(app.config.snapshot_url, group)
+    truth: Counter[str] = Counter()
+
+    def write(count: int, first: int) -> None:
+        batch = [f"w{(first + i) % 60}" for i in range(count)]
+        produce(kafka_bootstrap, words, ((w.encode(), b"") for w in batch))
+        truth.update(batch)
+
+    def processed() -> int:
+        return sum(committed(kafka_bootstrap, group, words, 2).values())
+
+    def snapshot_offsets() -> int:
+        newest = store.newest(0)
+        return -1 if newest is None else sum(newest.offsets.values())
+
+    write(5000, 0)
+    command = [sys.executable, "-m", "framework.ops.cli", "run", APP, "--processor-id", "0"]
+    with (tmp_path / "run.log").open("wb") as log:
+        process = subprocess.Popen(
+            [*command, "--config", str(config)], stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            wait_for(lambda: snapshot_offsets() >= 4000, 120, "a snapshot of 4000 records")
+            wait_for(lambda: processed() == 5000, 120, "5000 records processed")
+            covered = snapshot_offsets()
+            write(2000, 5000)  # fewer than 4000 since that snapshot: no new one
+            wait_for(lambda: processed() == 7000, 120, "2000 more records processed")
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.wait(30)
+    snapshot = store.newest(0)
+    assert snapshot is not None and sum(snapshot.offsets.values()) == covered
+    # what the snapshot covers is gone from Kafka: only the snapshot can serve it
+    for (_, partition), offset in snapshot.offsets.items():
+        delete_before(kafka_admin, words, partition, offset)
+    shutil.rmtree(processor_path(app.config.app_state_dir, 0))  # the disk is lost
+    write(3000, 7000)
+    back = ProcessorRuntime(app, 0).run(until=lambda stats: stats.records >= 3000)
+    assert back.restored == 7000 - covered and back.records == 3000
+    reader = TopicReader(kafka_bootstrap, counts, 1)
+    try:
+        reader.poll(3.0)
+        seen = counts_by_word(reader.records)
+    finally:
+        reader.close()
+    assert sum(len(v) for v in seen.values()) == 10_000  # none repeated, none missing
+    for word, n in truth.items():
+        assert sorted(seen[word]) == list(range(1, n + 1)), (word, n)

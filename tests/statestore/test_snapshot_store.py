@@ -1,12 +1,17 @@
 """Snapshots in the store: complete only with a manifest, copied incrementally, checked on
-the way back, and pruned to the newest few."""
+the way back, and pruned to the newest few; in a local directory and in S3 (moto's
+S3-compatible server, started on 127.0.0.1: a well-kept pip package, so a fresh clone has it
+with no download of a server binary)."""
 
 from __future__ import annotations
 
+import logging
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyarrow import fs as pafs
 
 from statestore import ProcessorDatabase, StoreCorruptError
 from statestore.snapshot_copy import SnapshotDownload, SnapshotUpload
@@ -16,6 +21,53 @@ from statestore.snapshot_store import SnapshotStore, redact_url
 from tests.statestore.conftest import IDENTITY, STORES
 
 _taken = 0
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    """moto's S3 server on a free port of 127.0.0.1, with a bucket ``snapshots``."""
+    from moto.server import ThreadedMotoServer  # noqa: PLC0415 - only for these tests
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    admin = pafs.S3FileSystem(
+        access_key="test",
+        secret_key="test",
+        region="us-east-1",
+        endpoint_override=f"{host}:{port}",
+        scheme="http",
+        allow_bucket_creation=True,
+    )
+    admin.create_dir("snapshots")
+    try:
+        yield f"{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> SnapshotStore:
+    """An empty snapshot store: a directory, or a prefix of an S3 bucket."""
+    if request.param == "local":
+        return SnapshotStore(str(tmp_path / "store"), IDENTITY.app_id)
+    endpoint = request.getfixturevalue("s3_endpoint")
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    url = f"s3://snapshots/{uuid.uuid4().hex[:8]}?endpoint_override={endpoint}&scheme=http"
+    return SnapshotStore(url, IDENTITY.app_id)
+
+
+def _files(store: SnapshotStore) -> set[str]:
+    selector = pafs.FileSelector(store.root, recursive=True, allow_not_found=True)
+    return {i.path for i in store.fs.get_file_info(selector) if i.type == pafs.FileType.File}
 
 
 def _write(database: ProcessorDatabase, first: int, count: int, offset: int) -> None:
@@ -68,8 +120,9 @@ def _restore(store: SnapshotStore, manifest: SnapshotManifest, target: Path) -> 
     return ProcessorDatabase.open(target, IDENTITY, STORES)
 
 
-def test_a_snapshot_restores_to_the_same_state_and_offsets(tmp_path: Path) -> None:
-    store = SnapshotStore(str(tmp_path / "store"), IDENTITY.app_id)
+def test_a_snapshot_restores_to_the_same_state_and_offsets(
+    tmp_path: Path, store: SnapshotStore
+) -> None:
     database = ProcessorDatabase.open(tmp_path / "processor-0", IDENTITY, STORES)
     _write(database, 0, 5000, 5000)
     manifest, copied = _snapshot(database, store, tmp_path / "work", budget=4096)
@@ -85,8 +138,9 @@ def test_a_snapshot_restores_to_the_same_state_and_offsets(tmp_path: Path) -> No
         database.close()
 
 
-def test_sst_files_are_copied_once_and_pruning_keeps_the_newest(tmp_path: Path) -> None:
-    store = SnapshotStore(str(tmp_path / "store"), IDENTITY.app_id)
+def test_sst_files_are_copied_once_and_pruning_keeps_the_newest(
+    tmp_path: Path, store: SnapshotStore
+) -> None:
     database = ProcessorDatabase.open(tmp_path / "processor-0", IDENTITY, STORES)
     _write(database, 0, 20_000, 100)
     first, _ = _snapshot(database, store, tmp_path / "work")
@@ -100,10 +154,7 @@ def test_sst_files_are_copied_once_and_pruning_keeps_the_newest(tmp_path: Path) 
     deleted = store.prune(0, keep=2)
     assert [m.id for m in store.manifests(0)] == [second.id, third.id]
     kept_paths = {store.path(0, f.path) for m in (second, third) for f in m.files}
-    on_disk = {
-        str(p) for p in (tmp_path / "store").rglob("*") if p.is_file() and "manifests" not in str(p)
-    }
-    assert on_disk == kept_paths
+    assert {p for p in _files(store) if "/manifests/" not in p} == kept_paths
     assert deleted == len({f.path for f in first.files if f.path.startswith("files/")} - shared)
     restored = _restore(store, second, tmp_path / "restored")
     try:
@@ -115,8 +166,9 @@ def test_sst_files_are_copied_once_and_pruning_keeps_the_newest(tmp_path: Path) 
         database.close()
 
 
-def test_a_snapshot_without_its_manifest_does_not_exist(tmp_path: Path) -> None:
-    store = SnapshotStore(str(tmp_path / "store"), IDENTITY.app_id)
+def test_a_snapshot_without_its_manifest_does_not_exist(
+    tmp_path: Path, store: SnapshotStore
+) -> None:
     database = ProcessorDatabase.open(tmp_path / "processor-0", IDENTITY, STORES)
     try:
         _write(database, 0, 1000, 10)
@@ -130,22 +182,22 @@ def test_a_snapshot_without_its_manifest_does_not_exist(tmp_path: Path) -> None:
         assert store.manifests(0) == []
         assert store.newest(0) is None
         store.prune(0, keep=1)  # sweeps the half-copied files
-        assert not [p for p in (tmp_path / "store").rglob("*") if p.is_file()]
+        assert _files(store) == set()
     finally:
         database.close()
 
 
-def test_a_damaged_file_is_refused_on_the_way_back(tmp_path: Path) -> None:
-    store = SnapshotStore(str(tmp_path / "store"), IDENTITY.app_id)
+def test_a_damaged_file_is_refused_on_the_way_back(tmp_path: Path, store: SnapshotStore) -> None:
     database = ProcessorDatabase.open(tmp_path / "processor-0", IDENTITY, STORES)
     _write(database, 0, 1000, 10)
     manifest, _ = _snapshot(database, store, tmp_path / "work")
     database.close()
     sst = next(f for f in manifest.files if f.name.endswith(".sst"))
-    damaged = Path(store.path(0, sst.path))
-    data = bytearray(damaged.read_bytes())
+    damaged = store.path(0, sst.path)
+    data = bytearray(store.read(damaged))
     data[len(data) // 2] ^= 0xFF
-    damaged.write_bytes(bytes(data))
+    with store.fs.open_output_stream(damaged) as stream:
+        stream.write(bytes(data))
     download = SnapshotDownload(store, manifest, tmp_path / "restored")
     with pytest.raises(StoreCorruptError, match=r"SHA-256"):
         while not download.step(1 << 20):
@@ -153,11 +205,11 @@ def test_a_damaged_file_is_refused_on_the_way_back(tmp_path: Path) -> None:
     download.close()
 
 
-def test_unreadable_manifests_are_skipped_and_urls_are_redacted(tmp_path: Path) -> None:
-    store = SnapshotStore(str(tmp_path / "store"), IDENTITY.app_id)
-    folder = Path(store.path(0, "manifests"))
-    folder.mkdir(parents=True)
-    (folder / f"{5:013d}-abcdef01.json").write_text("{not json")
+def test_unreadable_manifests_are_skipped_and_urls_are_redacted(store: SnapshotStore) -> None:
+    folder = store.path(0, "manifests")
+    store.fs.create_dir(folder, recursive=True)
+    with store.fs.open_output_stream(f"{folder}/{5:013d}-abcdef01.json") as stream:
+        stream.write(b"{not json")
     good = SnapshotManifest(
         IDENTITY.app_id,
         0,

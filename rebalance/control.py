@@ -52,6 +52,7 @@ from rebalance.control_records import (
     Handoff,
     InputGrowth,
     Scale,
+    SnapshotRequest,
     abort_record,
     handoff_record,
     history_from_record,
@@ -90,6 +91,8 @@ class ControlState:
     ignored: tuple[str, ...] = field(default=())
     #: the scales that ended before ``scale``, oldest first (which keys left whom, and when)
     past: tuple[Scale, ...] = field(default=())
+    #: the last snapshot an operator asked for
+    snapshot_request: SnapshotRequest | None = None
 
     @property
     def processors(self) -> int | None:
@@ -123,6 +126,7 @@ class ControlState:
             "growth": self._apply_growth,
             "growth_done": self._apply_growth_done,
             "metadata_hash": lambda r: replace(self, metadata_hash=int(r["hash"])),
+            "snapshot": lambda r: replace(self, snapshot_request=SnapshotRequest.from_record(r)),
         }
         kind = record.get("type")
         applier = appliers.get(str(kind))

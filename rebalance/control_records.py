@@ -18,6 +18,7 @@ __all__ = [
     "Handoff",
     "InputGrowth",
     "Scale",
+    "SnapshotRequest",
     "abort_record",
     "handoff_record",
     "history_from_record",
@@ -185,3 +186,26 @@ def handoff_record(
 def request_of(record: Mapping[str, Any]) -> str | None:
     request = record.get("request")
     return None if request is None else str(request)
+
+
+@dataclass(frozen=True)
+class SnapshotRequest:
+    """An operator asked for a snapshot now (``splitstate snapshot take``): of every
+    processor, or of ``processor`` only; ``id`` names it in the manifests it causes."""
+
+    id: str
+    processor: int | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        """The ``snapshot`` record."""
+        return {"type": "snapshot", "request": self.id, "processor": self.processor}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> SnapshotRequest:
+        """Parse a ``snapshot`` record."""
+        processor = record.get("processor")
+        return cls(str(record["request"]), None if processor is None else int(processor))
+
+    def asks(self, processor: int) -> bool:
+        """Whether it asks ``processor`` for a snapshot."""
+        return self.processor is None or self.processor == processor

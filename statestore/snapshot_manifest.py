@@ -10,7 +10,8 @@ manifest exists is complete. It is JSON (never pickle) so that other tools can r
   needs: the state holds exactly the records before it (and, for its keys, every record of
   an ancestor partition up to the growth threshold, which the processor owns or had read);
 - ``files``: every file of the RocksDB checkpoint, with where it lies in the store (relative
-  to the processor's folder), its size and its SHA-256.
+  to the processor's folder), its size and its SHA-256;
+- ``request``: the operator's request it answers (``splitstate snapshot take``), or null.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class SnapshotManifest:
     generation: int
     offsets: Mapping[Position, int]
     files: tuple[SnapshotFile, ...] = field(default=())
+    #: the operator's request it answers (``splitstate snapshot take``), if any
+    request: str | None = None
 
     @property
     def size(self) -> int:
@@ -77,6 +80,7 @@ class SnapshotManifest:
             "generation": self.generation,
             "offsets": [[t, p, o] for (t, p), o in sorted(self.offsets.items())],
             "files": [f.to_json() for f in self.files],
+            "request": self.request,
         }
 
     def encode(self) -> bytes:
@@ -102,6 +106,7 @@ class SnapshotManifest:
                     SnapshotFile(str(f["name"]), str(f["path"]), int(f["size"]), str(f["sha256"]))
                     for f in data["files"]
                 ),
+                request=None if data.get("request") is None else str(data["request"]),
             )
         except (ValueError, KeyError, TypeError) as error:
             raise StoreCorruptError(

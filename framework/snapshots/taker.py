@@ -69,16 +69,18 @@ class SnapshotTaker:
         self._last_taken = clock.monotonic()
         self._records = 0
         self._retry_at = 0.0
-        self._requested = False
+        #: an operator's request to answer with the next snapshot ("" for a local request)
+        self._requested: str | None = None
+        self._answered: set[str] = set()
         self.taken = 0
         try:
             self.latest = store.newest(processor)
         except (OSError, ArrowException) as error:
             log.warning("processor %d: cannot list snapshots in %s: %s", processor, store, error)
 
-    def request(self) -> None:
-        """Take one at the next batch boundary (e.g. ``splitstate snapshot``)."""
-        self._requested = True
+    def request(self, request: str = "") -> None:
+        """Take one at the next batch boundary (``request``: the operator's request id)."""
+        self._requested = request
 
     def processed(self, records: int) -> None:
         """Count records processed since the last snapshot."""
@@ -86,6 +88,10 @@ class SnapshotTaker:
 
     def step(self, owned: set[Position], state: ControlState) -> None:
         """At a batch boundary: copy a slice of the running upload, or take one if due."""
+        asked = state.snapshot_request
+        if asked is not None and asked.asks(self.processor) and asked.id not in self._answered:
+            self._answered.add(asked.id)
+            self.request(asked.id)
         now = self._clock.monotonic()
         if now < self._retry_at:
             return
@@ -100,7 +106,7 @@ class SnapshotTaker:
     def _due(self, owned: set[Position], state: ControlState, now: float) -> bool:
         settings = self._settings
         latest = self.latest
-        if self._requested or latest is None:
+        if self._requested is not None or latest is None:
             return True
         if now - self._last_taken >= settings.interval_seconds:
             return True
@@ -131,10 +137,11 @@ class SnapshotTaker:
             created=created,
             generation=state_generation(state),
             offsets={p: offsets.get(p, 0) for p in owned},
+            request=self._requested or None,
         )
         checkpoint.parent.mkdir(parents=True, exist_ok=True)
         database.snapshot(checkpoint)
-        self._requested = False
+        self._requested = None
         self._records = 0
         self._last_taken = self._clock.monotonic()
         self.upload = SnapshotUpload(

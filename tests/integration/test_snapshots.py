@@ -3,6 +3,7 @@ a processor that lost its disk coming back from its snapshot, exactly."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import subprocess
@@ -23,6 +24,7 @@ from tests.integration.harness import (
     counts_by_word,
     create_app,
     produce,
+    splitstate,
     unique,
     wait_for,
 )
@@ -62,6 +64,21 @@ def test_scaling_by_snapshot_needs_no_deleted_history(
             wait_for_generation(run.config, generation, timeout=180)
             reader.poll(1.0)
         truth = run.finish()
+        # operations: take one now, list them, read one
+        taken = splitstate("snapshot", "take", APP, "--config", str(run.config), "--timeout", "60")
+        assert taken.returncode == 0, taken.stderr
+        assert sorted(line.split()[1] for line in taken.stdout.splitlines()) == ["0", "1"]
+        listed = splitstate("snapshot", "list", APP, "--config", str(run.config))
+        assert listed.returncode == 0 and all(
+            line.split()[2] in listed.stdout for line in taken.stdout.splitlines()
+        )
+        dumped = splitstate(
+            "state", "dump", "--snapshot", APP, "--config", str(run.config), "--processor", "0"
+        )
+        assert dumped.returncode == 0, dumped.stderr
+        values = [json.loads(line) for line in dumped.stdout.splitlines()]
+        counted = {v["key"]: v["value"] for v in values if v["store"] == "counts"}
+        assert counted and all(0 < counted[w] <= truth[w] for w in counted)
     finally:
         status, log = run.stop()
     assert status == 0, log[-3000:]

@@ -34,7 +34,7 @@ def s3_endpoint() -> Iterator[str]:
     host, port = server.get_host_and_port()
     admin = pafs.S3FileSystem(
         access_key="test",
-        secret_key="test",
+        secret_key="test",  # noqa: S106 - moto accepts any credentials
         region="us-east-1",
         endpoint_override=f"{host}:{port}",
         scheme="http",

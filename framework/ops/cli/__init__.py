@@ -12,6 +12,7 @@ from framework.ops.cli import backfill as backfill_commands
 from framework.ops.cli import broker as broker_commands
 from framework.ops.cli import expand as expand_commands
 from framework.ops.cli import run as run_commands
+from framework.ops.cli import snapshot as snapshot_commands
 from framework.ops.cli import state as state_commands
 from statestore.errors import StateStoreError
 
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     state_commands.register(commands)
     backfill_commands.register(commands)
     expand_commands.register(commands)
+    snapshot_commands.register(commands)
     return parser
 
 

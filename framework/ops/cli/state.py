@@ -1,16 +1,19 @@
-"""``splitstate state dump|offsets``: read a processor's state without stopping it."""
+"""``splitstate state dump|offsets``: read a processor's state without stopping it, or one
+of its snapshots (``--snapshot MODULE:APP --processor J [--snapshot-id ID]``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from statestore.dump import dump_records, offset_records
+from statestore.errors import StateStoreError
 
 __all__ = ["register"]
 
@@ -34,16 +37,40 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _where() -> argparse.ArgumentParser:
-    """A parent parser of ``--dir DIR [--processor J]``: whose state to read."""
+    """A parent parser of ``--dir DIR | --snapshot MODULE:APP``, ``[--processor J]``: whose
+    state to read."""
     parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument(
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
         "--dir",
         type=Path,
-        required=True,
         help="the app's state directory (holding processor-<J>), or one processor's",
     )
+    source.add_argument(
+        "--snapshot",
+        metavar="MODULE:APP",
+        help="read a snapshot of the app's processor J (--processor) from its snapshot store",
+    )
+    parser.add_argument("--config", type=Path, help="the app's config file (with --snapshot)")
+    parser.add_argument("--snapshot-id", help="which snapshot (default: the newest)")
     parser.add_argument("--processor", type=int, help="only processor J")
     return parser
+
+
+@contextmanager
+def _directory(args: argparse.Namespace) -> Iterator[Path]:
+    """The state directory to read: ``--dir``, or a downloaded snapshot."""
+    if args.dir is not None:
+        yield args.dir
+        return
+    if args.processor is None:
+        raise StateStoreError("--snapshot needs --processor J: whose snapshot to read")
+    from framework.loader import load_app  # noqa: PLC0415 - the app only for snapshots
+    from framework.ops.cli.snapshot import downloaded_snapshot  # noqa: PLC0415
+
+    app = load_app(args.snapshot, args.config)
+    with downloaded_snapshot(app, args.processor, args.snapshot_id) as path:
+        yield path
 
 
 def _print_lines(records: Iterable[dict[str, Any]]) -> int:
@@ -55,8 +82,10 @@ def _print_lines(records: Iterable[dict[str, Any]]) -> int:
 
 
 def _dump(args: argparse.Namespace) -> int:
-    return _print_lines(dump_records(args.dir, args.store, args.processor))
+    with _directory(args) as directory:
+        return _print_lines(dump_records(directory, args.store, args.processor))
 
 
 def _offsets(args: argparse.Namespace) -> int:
-    return _print_lines(offset_records(args.dir, args.processor))
+    with _directory(args) as directory:
+        return _print_lines(offset_records(directory, args.processor))

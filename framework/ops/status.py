@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -14,6 +15,7 @@ from framework.coordination.registry import TopicRegistry
 from framework.growth.gates import blocked_partitions
 from framework.growth.placement import UNFENCED_SCOPE
 from framework.kafka import Clients, Kafka
+from framework.ops.snapshot_status import SnapshotReport, collect_snapshots
 from framework.runtime.crashes import SkippedRecord, skipped_records
 from rebalance import bucket, expected_shares
 from statestore import ProcessorDatabase, StateStoreError
@@ -147,6 +149,10 @@ class AppStatus:
     #: counted in the processors' state on this machine)
     unfenced: dict[tuple[str, int], int] = field(default_factory=dict)
     skipped: dict[int, list[SkippedRecord]] = field(default_factory=dict)
+    #: each processor's newest snapshot (``None`` with snapshots off)
+    snapshots: SnapshotReport | None = None
+    #: how joiners get their state (``bootstrap`` in the config)
+    bootstrap: str = "snapshot"
 
 
 def _directory_size(path: Path) -> int | None:
@@ -273,6 +279,15 @@ def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
         aborted,
         _unfenced(config.app_state_dir),
         {j: records for j, records in skipped.items() if records},
+        collect_snapshots(
+            config,
+            sorted(
+                set(range(p)) | ({h.target for h in scale.handoffs.values()} if scale else set())
+            ),
+            {pos: (r.start, r.end) for pos, r in retained.items()},
+            time.time(),
+        ),
+        config.bootstrap,
     )
 
 

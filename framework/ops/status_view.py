@@ -28,8 +28,8 @@ def _retention_warning(status: AppStatus) -> list[str]:
         (p for processor in status.processors for p in processor.partitions if p.start > 0),
         key=lambda p: (p.topic, p.partition),
     )
-    if not truncated:
-        return []
+    if not truncated or status.bootstrap == "snapshot":
+        return []  # snapshots need only what came after them (see the snapshot lines)
     parts = ", ".join(f"{p.topic}[{p.partition}] starts at offset {p.start}" for p in truncated)
     return [
         f"warning: retention deleted the first records of {parts}: scaling out/in by replay "
@@ -49,6 +49,8 @@ def render_status(status: AppStatus) -> str:
     lines.extend(_unfenced_line(status))
     lines.extend(_processor_lines(status))
     lines.extend(_scale_lines(status))
+    if status.snapshots is not None:
+        lines.extend(status.snapshots.render())
     lines.extend(_notes(status))
     return "\n".join(lines)
 

@@ -34,6 +34,8 @@ def counting_app(kafka: str, topic: str, partitions: int, initial_processors: in
             "kafka": {"bootstrap_servers": kafka},
             "inputs": [{"topic": topic, "partitions": partitions}],
             "initial_processors": initial_processors,
+            # this world drives the replay catch-up (snapshots: tests/integration/test_snapshots)
+            "bootstrap": "replay",
         }
     )
     app = App(config)

@@ -74,6 +74,7 @@ def test_topics_create_sets_retention_and_status_warns_of_deleted_history(
         ],
         outputs=[{"topic": counts, "partitions": 2}],
         initial_processors=1,
+        bootstrap="replay",  # the warning is about replay; snapshots: test_snapshots
     )
     assert retention(kafka_admin, words) == ("-1", False)  # inputs keep their whole history
     assert retention(kafka_admin, clicks) == ("86400000", False)  # as configured

@@ -146,6 +146,10 @@ def test_a_processor_that_lost_its_disk_comes_back_from_its_snapshot(
     # what the snapshot covers is gone from Kafka: only the snapshot can serve it
     for (_, partition), offset in snapshot.offsets.items():
         delete_before(kafka_admin, words, partition, offset)
+    status = splitstate("status", APP, "--config", str(config))
+    assert status.returncode == 0, status.stderr
+    assert f"processor 0: {snapshot.id}" in status.stdout
+    assert "is close to offset" in status.stdout  # retention reached what a restore needs
     shutil.rmtree(processor_path(app.config.app_state_dir, 0))  # the disk is lost
     write(3000, 7000)
     back = ProcessorRuntime(app, 0).run(until=lambda stats: stats.records >= 3000)

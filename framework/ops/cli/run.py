@@ -6,7 +6,7 @@ import argparse
 import logging
 import time
 
-from framework.config import TopicConfig
+from framework.config import AppConfig, ConfigError, TopicConfig
 from framework.coordination.registry import TopicRegistry
 from framework.coordination.scaling import abort_scale, request_scale
 from framework.kafka import COMPACTED, Clients, TopicSpec
@@ -19,7 +19,7 @@ from framework.ops.supervisor import EXIT_STOPPED_BY_POLICY, Supervisor
 from framework.processing import ProcessorStoppedError
 from framework.runtime.loop import ProcessorRuntime
 
-__all__ = ["INPUT_RETENTION_MS", "register"]
+__all__ = ["INPUT_RETENTION_MS", "check_input_retention", "minimum_input_retention_ms", "register"]
 
 log = logging.getLogger("splitstate")
 
@@ -103,9 +103,10 @@ def _run(args: argparse.Namespace) -> int:
 def _create_topics(args: argparse.Namespace) -> int:
     app = load_app(args.app, args.config)
     config = app.config
+    check_input_retention(config)
     kafka = Clients.of(config)
-    # inputs keep their whole history unless told otherwise: replaying it is how a joining
-    # processor builds the keys it gains (outputs keep the broker's default unless given)
+    # inputs keep their whole history unless told otherwise (a replay reads all of it; with
+    # snapshots a finite retention_ms suffices); outputs keep the broker's default
     specs = [
         TopicSpec(t.topic, t.partitions, t.replication_factor, _retention(t, INPUT_RETENTION_MS))
         for t in config.inputs
@@ -131,6 +132,41 @@ def _create_topics(args: argparse.Namespace) -> int:
         state = "created" if spec.name in created else "exists"
         print(f"{spec.name:<40} {state}")
     return 0
+
+
+def minimum_input_retention_ms(config: AppConfig) -> int:
+    """The least ``retention.ms`` an input needs with snapshots: a restore or a transfer
+    reads from a snapshot at most ``snapshots.interval_seconds`` old (twice, for an upload
+    that failed once), plus an hour to notice and act."""
+    return int((2 * config.snapshots.interval_seconds + 3600) * 1000)
+
+
+def check_input_retention(config: AppConfig) -> None:
+    """Refuse an input ``retention_ms`` too short for the app to rebuild state; warn when
+    it is finite with a bootstrap that needs the whole history."""
+    for topic in config.inputs:
+        retention = topic.retention_ms
+        if retention is None or retention == -1:
+            continue
+        if config.bootstrap == "snapshot":
+            least = minimum_input_retention_ms(config)
+            every = config.snapshots.interval_seconds
+            if retention < least:
+                raise ConfigError(
+                    f"input {topic.topic!r} has retention_ms {retention}, but a processor "
+                    f"restoring from a snapshot (taken every {every:.0f}s) may need records "
+                    f"up to {least} ms old. Fix: set retention_ms to at "
+                    f"least {least} (2 x snapshots.interval_seconds + 1 hour), or -1."
+                )
+        elif not (config.bootstrap == "spark" and config.spark.archive is not None):
+            log.warning(
+                "input %r keeps records for %d ms only: with bootstrap: %s a scale replays the "
+                "whole history, so scales are refused once retention deleted records. Use "
+                "bootstrap: snapshot (the default), or spark with an archive.",
+                topic.topic,
+                retention,
+                config.bootstrap,
+            )
 
 
 def _retention(topic: TopicConfig, default: int | None) -> dict[str, str] | None:

@@ -1,0 +1,194 @@
+"""Snapshots without a broker: the taker's slices and requests, a transfer's key filter and
+offsets, a lost directory restored, and the config's rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from framework.config import AppConfig, ConfigError
+from framework.ops.cli.run import check_input_retention
+from framework.snapshots.restore import restore_lost_state
+from framework.snapshots.taker import SnapshotTaker
+from framework.snapshots.transfer import SnapshotTransfer, source_scope, source_starts
+from rebalance import TopicHistory, bucket, key_hash
+from rebalance.control import ControlState
+from rebalance.control_records import SnapshotRequest
+from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
+from statestore.snapshot_store import SnapshotStore
+from tests.clocks import ManualClock
+
+TOPIC = "in"
+STORES = [StoreSpec("counts")]
+KEYS = [f"key-{i}".encode() for i in range(3000)]
+
+
+def config_for(tmp_path: Path, **fields: object) -> AppConfig:
+    return AppConfig.model_validate(
+        {
+            "app_id": "snaps",
+            "inputs": [{"topic": TOPIC, "partitions": 4}],
+            "initial_processors": 2,
+            "state_dir": str(tmp_path / "state"),
+            "snapshots": {"slice_bytes": 1 << 16, "interval_seconds": 10},
+            **fields,
+        }
+    )
+
+
+def open_processor(config: AppConfig, processor: int) -> ProcessorDatabase:
+    identity = DatabaseIdentity(config.app_id, processor, {"initial_processors": 2})
+    return ProcessorDatabase.open(config.app_state_dir / f"processor-{processor}", identity, STORES)
+
+
+def fill(database: ProcessorDatabase, owner: int, offsets: dict[int, int]) -> dict[bytes, int]:
+    """Give every key processor ``owner`` owns at P=2 a value; returns them."""
+    values = {k: i for i, k in enumerate(KEYS) if bucket(key_hash(k), 2, 2) == owner}
+    batch = database.begin()
+    for key, value in values.items():
+        batch.store("counts").set(key, value)
+    for partition, offset in offsets.items():
+        batch.set_offset(TOPIC, partition, offset)
+    batch.commit()
+    return values
+
+
+def take(taker: SnapshotTaker, owned: set[tuple[str, int]], state: ControlState) -> None:
+    """Step the taker until its upload is done."""
+    taken = taker.taken
+    taker.step(owned, state)
+    while taker.upload is not None:
+        assert taker.upload.copied <= taker.upload.total
+        taker.step(owned, state)
+    assert taker.taken == taken + 1
+
+
+def test_a_transfer_keeps_exactly_the_gained_keys_with_the_snapshot_offsets(
+    tmp_path: Path,
+) -> None:
+    """Processor 2 joins (P 2 -> 3): it gains from processor 0 the keys with h % 4 == 2,
+    which live in partition 2; its catch-up starts where processor 0's snapshot ended."""
+    config = config_for(tmp_path)
+    clock = ManualClock(100.0)
+    store = SnapshotStore(config.snapshot_url, config.app_id)
+    source = open_processor(config, 0)
+    values = fill(source, 0, {0: 500, 2: 700})
+    taker = SnapshotTaker(config, 0, source, store, clock)
+    take(taker, {(TOPIC, 0), (TOPIC, 2)}, ControlState())
+    assert taker.latest is not None and taker.latest.generation == 0
+    # a transfer for generation 1 waits for a snapshot taken in it
+    receiver = open_processor(config, 2)
+
+    def gained_from(key: bytes) -> int | None:
+        h = key_hash(key)
+        return bucket(h, 2, 2) if bucket(h, 2, 3) == 2 else None
+
+    transfer = SnapshotTransfer(
+        2,
+        1,
+        scope="catchup-1",
+        loaded_flag="catchup-1-bootstrapped",
+        handoffs={0: frozenset({(TOPIC, 2)})},
+        topics={TOPIC: TopicHistory(TOPIC, (4,))},
+        gained_from=gained_from,
+        database=receiver,
+        store=store,
+        work_dir=tmp_path / "work",
+        clock=clock,
+        slice_bytes=1 << 12,
+    )
+    for _ in range(5):
+        clock.now += 1
+        assert transfer.poll() is None
+    assert "waiting for snapshots of processors [0]" in transfer.describe()
+    taker.request(SnapshotRequest("r1").id)
+    take(taker, {(TOPIC, 0), (TOPIC, 2)}, _scale_state())
+    assert taker.latest is not None and taker.latest.request == "r1"
+    done = None
+    for _ in range(10_000):
+        clock.now += 1
+        if (done := transfer.poll()) is not None:
+            break
+    expected = {k: v for k, v in values.items() if gained_from(k) == 0}
+    assert done == len(expected) > 0
+    assert dict(receiver.items("counts")) == expected
+    assert receiver.progress("catchup-1") == {(TOPIC, 2): 700}
+    assert source_starts(receiver, "catchup-1", frozenset({0})) == {(TOPIC, 2): {0: 700}}
+    assert receiver.progress(source_scope("catchup-1", 0)) == {(TOPIC, 2): 700}
+    assert receiver.has_flag("catchup-1-bootstrapped")
+    assert not (tmp_path / "work").exists()
+    source.close()
+    receiver.close()
+
+
+def _scale_state() -> ControlState:
+    """A control state whose last scale has generation 1 (as the taker sees it)."""
+    state = ControlState()
+    for record in (
+        {"type": "app", "app_id": "snaps", "initial_processors": 2, "inputs": {TOPIC: 4}},
+        {"type": "generation", "generation": 0, "processors": 2},
+        {
+            "type": "scale",
+            "generation": 1,
+            "processors": 3,
+            "partitions": {TOPIC: 4},
+            "request": "s",
+        },
+    ):
+        state = state.apply(record)
+    assert state.scaling is not None and state.scaling.generation == 1, state.ignored
+    return state
+
+
+def test_a_lost_directory_comes_back_from_the_newest_snapshot_that_covers_it(
+    tmp_path: Path,
+) -> None:
+    config = config_for(tmp_path)
+    clock = ManualClock(5.0)
+    store = SnapshotStore(config.snapshot_url, config.app_id)
+    database = open_processor(config, 1)
+    values = fill(database, 1, {1: 40, 3: 60})
+    owned = {(TOPIC, 1), (TOPIC, 3)}
+    taker = SnapshotTaker(config, 1, database, store, clock)
+    take(taker, owned, ControlState())
+    identity = database.identity
+    path = database.path
+    assert path is not None
+    database.close()
+    # a directory that exists is never touched
+    assert restore_lost_state(config, identity, path, owned) is None
+    lost = path.parent / "gone"
+    path.rename(lost)
+    # a snapshot that misses a partition owned now is not used
+    assert restore_lost_state(config, identity, path, owned | {(TOPIC, 0)}) is None
+    assert not path.exists()
+    restored = restore_lost_state(config, identity, path, owned)
+    assert restored is not None and restored.offsets == {(TOPIC, 1): 40, (TOPIC, 3): 60}
+    back = open_processor(config, 1)
+    try:
+        assert back.offsets() == {(TOPIC, 1): 40, (TOPIC, 3): 60}
+        assert dict(back.items("counts")) == values
+        # its next snapshot copies no SST file again (inherited by the new lineage)
+        again = SnapshotTaker(config, 1, back, store, clock)
+        again.request()
+        take(again, owned, ControlState())
+        assert again.latest is not None
+        assert {f.path for f in again.latest.files if f.name.endswith(".sst")} >= {
+            f.path for f in restored.files if f.name.endswith(".sst")
+        }
+    finally:
+        back.close()
+
+
+def test_snapshot_config_rules(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="bootstrap: snapshot needs snapshots"):
+        config_for(tmp_path, snapshots={"enabled": False})
+    assert config_for(tmp_path, bootstrap="replay", snapshots={"enabled": False})
+    assert config_for(tmp_path).snapshot_url == str(tmp_path / "state-snapshots")
+    short = config_for(tmp_path, inputs=[{"topic": TOPIC, "partitions": 4, "retention_ms": 60_000}])
+    with pytest.raises(ConfigError, match=r"at least 3620000"):
+        check_input_retention(short)
+    check_input_retention(
+        config_for(tmp_path, inputs=[{"topic": TOPIC, "partitions": 4, "retention_ms": -1}])
+    )

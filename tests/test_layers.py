@@ -32,6 +32,7 @@ FRAMEWORK_LAYERS: tuple[tuple[str, ...], ...] = (
     ("framework.growth",),
     ("framework.processing", "framework.producer", "framework.testing"),
     ("framework.bootstrap",),
+    ("framework.snapshots",),
     ("framework.runtime",),
     ("framework.ops",),
 )

@@ -156,7 +156,7 @@ class SnapshotConfig(BaseModel):
     )
     keep: int = Field(default=3, ge=1, le=1000, description="snapshots kept per processor")
     slice_bytes: int = Field(
-        default=8 << 20, ge=1 << 16, description="bytes copied between two batches at most"
+        default=8 << 20, ge=1024, description="bytes copied between two batches at most"
     )
 
 

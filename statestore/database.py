@@ -307,13 +307,15 @@ class ProcessorDatabase:
         files: Mapping[str, Sequence[Path]],
         offsets: Mapping[tuple[str, int], int],
         scope: str | None = None,
+        recorded: Callable[[], None] | None = None,
     ) -> None:
         """Ingest sorted SST files per store, then record ``offsets``: the state they cover.
 
         ``offsets`` become input offsets, or progress offsets of ``scope`` (e.g. a catch-up
         that continues from them). Ingested keys override existing values of the same keys;
         other keys are untouched; later batches override ingested values. A crash mid-way is
-        finished on the next open (the files must still exist).
+        finished on the next open (the files must still exist). ``recorded`` is called once
+        the load is recorded, before any file is ingested (crash tests kill the process there).
         """
         for store in files:
             self._codec(store)
@@ -327,6 +329,8 @@ class ProcessorDatabase:
             "scope": scope,
         }
         self.backend.write({META_STORE: [(BULK_LOAD_KEY, json.dumps(plan).encode())]})
+        if recorded is not None:
+            recorded()
         self.resume_bulk_load()
 
     def resume_bulk_load(self) -> None:

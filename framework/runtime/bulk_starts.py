@@ -11,6 +11,7 @@ from framework.bootstrap.child_process import BootstrapRun
 from framework.clock import Clock
 from framework.runtime.catchup import BootstrapStarter, CatchUp
 from framework.runtime.catchup_apply import BulkBuild, SparkBuild
+from framework.runtime.faults import maybe_crash
 from framework.snapshots.transfer import SnapshotTransfer
 from rebalance.control import Scale
 from rebalance.positions import OffsetRange, Position
@@ -65,6 +66,7 @@ def bulk_starter(
                 / f"transfer-{processor}-{scale.generation}",
                 clock=clock,
                 slice_bytes=config.snapshots.slice_bytes,
+                fault=lambda point: maybe_crash(point, processor, config.app_state_dir),
             )
 
         return snapshot

@@ -29,6 +29,7 @@ from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime.assignment import Assignment
 from framework.runtime.batch_loop import BatchLoop, RuntimeStats
 from framework.runtime.clients import RunClients
+from framework.runtime.faults import maybe_crash
 from framework.runtime.handoffs import HandoffCoordinator
 from framework.snapshots.restore import restore_lost_state
 from framework.snapshots.taker import SnapshotTaker
@@ -113,7 +114,8 @@ class ProcessorRuntime:
             identity = DatabaseIdentity(
                 self.config.app_id, self.processor_id, layout.fixed_parameters()
             )
-            path = processor_path(self.config.app_state_dir, self.processor_id)
+            state_dir = self.config.app_state_dir
+            path = processor_path(state_dir, self.processor_id)
             on_disk = self._open_database == ProcessorDatabase.open
             if on_disk:
                 counts = {name: entry.partitions for name, entry in layout.inputs.items()}
@@ -124,7 +126,14 @@ class ProcessorRuntime:
             snapshots = None
             if on_disk and self.config.snapshots.enabled:
                 store = SnapshotStore(self.config.snapshot_url, self.config.app_id)
-                snapshots = SnapshotTaker(self.config, self.processor_id, database, store, clock)
+                snapshots = SnapshotTaker(
+                    self.config,
+                    self.processor_id,
+                    database,
+                    store,
+                    clock,
+                    fault=lambda point: maybe_crash(point, self.processor_id, state_dir),
+                )
                 opened.callback(snapshots.close)
             watcher.record_in(database)  # notes the generation seen (control_guard)
             # outputs may be other apps' inputs: place them under the registry's lease too

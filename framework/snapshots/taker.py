@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import shutil
 import uuid
+from collections.abc import Callable
 
 from pyarrow import ArrowException
 
@@ -56,12 +57,16 @@ class SnapshotTaker:
         database: ProcessorDatabase,
         store: SnapshotStore,
         clock: Clock,
+        *,
+        fault: Callable[[str], None] = lambda _point: None,
     ) -> None:
         self.processor = processor
         self._settings = config.snapshots
         self._database = database
         self._store = store
         self._clock = clock
+        #: crash tests kill the process at named points (``SPLITSTATE_FAULT``)
+        self._fault = fault
         self._staging = config.app_state_dir / ".snapshots-staging" / f"processor-{processor}"
         shutil.rmtree(self._staging, ignore_errors=True)  # our own leftovers from a crash
         self.upload: SnapshotUpload | None = None
@@ -164,11 +169,13 @@ class SnapshotTaker:
         assert upload is not None
         manifest = upload.step(self._settings.slice_bytes)
         if manifest is None:
+            self._fault("snapshot:copying")
             return
         upload.close()
         self.upload = None
         self.latest = manifest
         self.taken += 1
+        self._fault("snapshot:written")
         deleted = self._store.prune(self.processor, self._settings.keep)
         log.info(
             "processor %d: snapshot %s in %s (%d bytes, %d copied, generation %d, offsets %s)%s",

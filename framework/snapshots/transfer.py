@@ -96,6 +96,7 @@ class SnapshotTransfer:
         work_dir: Path,
         clock: Clock,
         slice_bytes: int,
+        fault: Callable[[str], None] = lambda _point: None,
     ) -> None:
         self.processor = processor
         self.generation = generation
@@ -107,6 +108,8 @@ class SnapshotTransfer:
         self.directory = work_dir
         self._clock = clock
         self._slice = slice_bytes
+        #: crash tests kill the process at named points (``SPLITSTATE_FAULT``)
+        self._fault = fault
         self._polled = -_POLL_SECONDS
         self._waiting_noted: set[int] = set()
         self.keys = 0
@@ -175,6 +178,7 @@ class SnapshotTransfer:
         target = self.directory / f"from-{part.source}" / manifest.id
         shutil.rmtree(target, ignore_errors=True)
         part.download = SnapshotDownload(self._store, manifest, target)
+        self._fault("transfer:found")
 
     def _usable(self, part: _Source, manifest: SnapshotManifest) -> bool:
         """Taken in this scale, covering the handoff's partitions, and every ancestor it did
@@ -194,6 +198,7 @@ class SnapshotTransfer:
         before = download.copied
         finished = download.step(self._slice)
         self.copied += download.copied - before
+        self._fault("transfer:copying")
         if finished:
             download.close()
             part.download = None
@@ -246,7 +251,13 @@ class SnapshotTransfer:
             )
             for position, bound in part.reads.items()
         }
-        self._database.bulk_load(part.files, starts, scope=source_scope(self._scope, part.source))
+        self._database.bulk_load(
+            part.files,
+            starts,
+            scope=source_scope(self._scope, part.source),
+            recorded=lambda: self._fault("transfer:ingesting"),
+        )
+        self._fault("transfer:ingested")
         part.done = True
         log.info(
             "processor %d: took %d keys gained from processor %d out of its snapshot %s; "

@@ -30,8 +30,8 @@ def check_rebuildable(
     state built from the ancestor (by a catch-up) is gone either way."""
     topic, partition = position
     entry = inputs.get(topic)
-    if entry is None or start:
-        return
+    if entry is None or start is not None:
+        return  # state with an offset (even 0: a partition taken over empty) holds its keys
     elsewhere = [
         f"{read.topic}[{read.partition}] up to offset {read.end_offset}"
         for read in entry.history.key_history(partition)[:-1]

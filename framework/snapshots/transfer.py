@@ -271,13 +271,24 @@ class SnapshotTransfer:
         shutil.rmtree(self.directory / f"from-{part.source}", ignore_errors=True)
 
     def _finish(self) -> int:
-        """Every source is in: the catch-up reads each partition from its lowest start."""
+        """Every source is in: the catch-up reads each partition from the lowest start of the
+        sources that still need records of it (one of their handoff's partitions, or an
+        ancestor their snapshot covers only below its threshold); a partition none needs
+        starts past every source's threshold of it, so it is not read at all."""
         starts = source_starts(
             self._database, self._scope, frozenset(s.source for s in self._sources)
         )
+        needing: dict[Position, list[int]] = {}
+        for part in self._sources:
+            for position, bound in part.reads.items():
+                start = starts[position][part.source]
+                if position in part.partitions or bound is None or start < bound:
+                    needing.setdefault(position, []).append(start)
         batch = self._database.begin()
         for (topic, partition), by_source in starts.items():
-            batch.set_progress(self._scope, topic, partition, min(by_source.values()))
+            needed = needing.get((topic, partition))
+            first = min(needed) if needed else max(by_source.values())
+            batch.set_progress(self._scope, topic, partition, first)
         batch.set_flag(self._flag)
         batch.commit()
         shutil.rmtree(self.directory, ignore_errors=True)

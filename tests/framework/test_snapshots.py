@@ -8,13 +8,18 @@ from pathlib import Path
 import pytest
 
 from framework.config import AppConfig, ConfigError
+from framework.coordination.registry import TopicEntry
 from framework.ops.cli.run import check_input_retention
+from framework.processing import ProcessorStoppedError
+from framework.runtime.recovery import check_rebuildable
+from framework.runtime.retention import check_catch_up_history
 from framework.snapshots.restore import restore_lost_state
 from framework.snapshots.taker import SnapshotTaker
 from framework.snapshots.transfer import SnapshotTransfer, source_scope, source_starts
 from rebalance import TopicHistory, bucket, key_hash
 from rebalance.control import ControlState
 from rebalance.control_records import SnapshotRequest
+from rebalance.plan import read_set
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
 from statestore.snapshot_store import SnapshotStore
 from tests.clocks import ManualClock
@@ -192,3 +197,87 @@ def test_snapshot_config_rules(tmp_path: Path) -> None:
     check_input_retention(
         config_for(tmp_path, inputs=[{"topic": TOPIC, "partitions": 4, "retention_ms": -1}])
     )
+
+
+class _Retained:
+    """A consumer whose partition 0 retention deleted below 200 (watermarks only)."""
+
+    def watermarks(self, positions: list[tuple[str, int]]) -> dict[tuple[str, int], object]:
+        low = {(TOPIC, 0): 200}
+        return {p: type("W", (), {"start": low.get(p, 0)})() for p in positions}
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+def test_a_scale_in_from_two_sources_reads_no_ancestor_neither_needs(tmp_path: Path) -> None:
+    """Scale-in 5 -> 2 after growths 2 -> 4 -> 8: receiver 0 gains {2, 6} from processor 2 and
+    {4} from processor 4. Its own partition 0 is an ancestor of both, below thresholds 100 and
+    500 that both sources' states already cover: the catch-up must not read it (helper-5's
+    review: it started at the lower source's 100, and retention at 200 refused the scale)."""
+    config = config_for(tmp_path)
+    clock = ManualClock(100.0)
+    store = SnapshotStore(config.snapshot_url, config.app_id)
+    history = TopicHistory.of(TOPIC, (2, 4, 8), {2: 100, 3: 100, 4: 500, 5: 500, 6: 300, 7: 300})
+    handoffs = {2: frozenset({(TOPIC, 2), (TOPIC, 6)}), 4: frozenset({(TOPIC, 4)})}
+    for source, offsets in {2: {2: 900, 6: 50}, 4: {4: 70}}.items():
+        database = open_processor(config, source)
+        batch = database.begin()
+        for key in KEYS:
+            if bucket(key_hash(key), 2, 5) == source:
+                batch.store("counts").set(key, 1)
+        for partition, offset in offsets.items():
+            batch.set_offset(TOPIC, partition, offset)
+        batch.commit()
+        take(
+            SnapshotTaker(config, source, database, store, clock),
+            {(TOPIC, p) for p in offsets},
+            _scale_state(),
+        )
+        database.close()
+    receiver = open_processor(config, 0)
+
+    def gained_from(key: bytes) -> int | None:
+        h = key_hash(key)
+        source = bucket(h, 2, 5)
+        return source if bucket(h, 2, 2) == 0 and source in (2, 4) else None
+
+    transfer = SnapshotTransfer(
+        0,
+        1,
+        scope="catchup-1",
+        loaded_flag="catchup-1-bootstrapped",
+        handoffs=handoffs,
+        topics={TOPIC: history},
+        gained_from=gained_from,
+        database=receiver,
+        store=store,
+        work_dir=tmp_path / "work",
+        clock=clock,
+        slice_bytes=1 << 20,
+    )
+    for _ in range(1000):
+        clock.now += 1
+        if transfer.poll() is not None:
+            break
+    s1 = sorted(handoffs[2] | handoffs[4])
+    bounds = {(r.topic, r.partition): r.end_offset for r in read_set({TOPIC: history}, s1)}
+    progress = receiver.progress("catchup-1")
+    assert progress[(TOPIC, 0)] >= 500  # neither source needs partition 0
+    assert progress[(TOPIC, 2)] == 900 and progress[(TOPIC, 4)] == 70
+    reads = {p: (progress.get(p, 0), None if p in s1 else b) for p, b in bounds.items()}
+    needed = check_catch_up_history(_Retained(), 0, 1, reads)  # type: ignore[arg-type]
+    assert (TOPIC, 0) not in needed
+    receiver.close()
+
+
+def test_a_restored_offset_of_0_is_state_not_its_absence() -> None:
+    """A child partition handed over while empty (F = 0) holds, at offset 0, its keys' state
+    built from the ancestor; a snapshot restores that 0. Rebuilding from it must be allowed
+    (helper-5's review: 0 read as 'no state' refused the restart for good); no offset at all
+    is still refused."""
+    history = TopicHistory.of(TOPIC, (2, 4), {2: 100, 3: 100})
+    inputs = {TOPIC: TopicEntry(history)}
+    check_rebuildable(2, (TOPIC, 2), {(TOPIC, 2)}, 0, inputs=inputs, state_dir=None)
+    with pytest.raises(ProcessorStoppedError, match="split off by a growth"):
+        check_rebuildable(2, (TOPIC, 2), {(TOPIC, 2)}, None, inputs=inputs, state_dir=None)

@@ -333,6 +333,11 @@ class ProcessorDatabase:
             recorded()
         self.resume_bulk_load()
 
+    @property
+    def bulk_load_pending(self) -> bool:
+        """Whether a recorded bulk load is not finished (its files must stay until it is)."""
+        return self.backend.get(META_STORE, BULK_LOAD_KEY) is not None
+
     def resume_bulk_load(self) -> None:
         """Finish a recorded bulk load: ingest its files, then write its offsets."""
         raw = self.backend.get(META_STORE, BULK_LOAD_KEY)

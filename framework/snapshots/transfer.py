@@ -136,6 +136,10 @@ class SnapshotTransfer:
         part = next((s for s in self._sources if not s.done), None)
         if part is None:
             return self._finish()
+        if self._database.bulk_load_pending:  # an ingest that failed: try it again
+            self._database.resume_bulk_load()
+            part.done = bool(self._database.progress(source_scope(self._scope, part.source)))
+            return None
         try:
             if part.manifest is None:
                 self._find(part)
@@ -297,16 +301,20 @@ class SnapshotTransfer:
     def _reset(self, part: _Source) -> None:
         if part.download is not None:
             part.download.close()
+        if self._database.bulk_load_pending:
+            return  # its files stay: the next poll (or the next start) finishes the load
         part.manifest = part.download = part.resume_after = None
         part.stores, part.files, part.keys = [], {}, 0
         shutil.rmtree(self.directory / f"from-{part.source}", ignore_errors=True)
 
     def cancel(self) -> None:
-        """Stop and delete what was copied (nothing ingested is undone)."""
+        """Stop and delete what was copied (nothing ingested is undone), except the files of
+        a recorded bulk load that is not finished: the next start finishes it."""
         for part in self._sources:
             if part.download is not None:
                 part.download.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if not self._database.bulk_load_pending:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def _stores_of(checkpoint: Path) -> set[str]:

@@ -21,6 +21,7 @@ from rebalance.control import ControlState
 from rebalance.control_records import SnapshotRequest
 from rebalance.plan import read_set
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
+from statestore.rocks import RocksBackend
 from statestore.snapshot_store import SnapshotStore
 from tests.clocks import ManualClock
 
@@ -281,3 +282,58 @@ def test_a_restored_offset_of_0_is_state_not_its_absence() -> None:
     check_rebuildable(2, (TOPIC, 2), {(TOPIC, 2)}, 0, inputs=inputs, state_dir=None)
     with pytest.raises(ProcessorStoppedError, match="split off by a growth"):
         check_rebuildable(2, (TOPIC, 2), {(TOPIC, 2)}, None, inputs=inputs, state_dir=None)
+
+
+def test_an_ingest_that_fails_keeps_its_files_for_the_next_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ingest fails after the bulk load is recorded (a full disk); the run unwinds and
+    cancels the transfer. The recorded load's files must stay, so the next start finishes it
+    (helper-5's review: the work directory went, and the state never opened again)."""
+    config = config_for(tmp_path)
+    clock = ManualClock(100.0)
+    store = SnapshotStore(config.snapshot_url, config.app_id)
+    source = open_processor(config, 0)
+    values = fill(source, 0, {0: 500, 2: 700})
+    take(SnapshotTaker(config, 0, source, store, clock), {(TOPIC, 0), (TOPIC, 2)}, _scale_state())
+    source.close()
+    receiver = open_processor(config, 2)
+
+    def gained_from(key: bytes) -> int | None:
+        h = key_hash(key)
+        return bucket(h, 2, 2) if bucket(h, 2, 3) == 2 else None
+
+    transfer = SnapshotTransfer(
+        2,
+        1,
+        scope="catchup-1",
+        loaded_flag="catchup-1-bootstrapped",
+        handoffs={0: frozenset({(TOPIC, 2)})},
+        topics={TOPIC: TopicHistory(TOPIC, (4,))},
+        gained_from=gained_from,
+        database=receiver,
+        store=store,
+        work_dir=tmp_path / "work",
+        clock=clock,
+        slice_bytes=1 << 20,
+    )
+
+    def full_disk(*_args: object) -> None:
+        raise Exception("IO error: No space left on device")
+
+    monkeypatch.setattr(RocksBackend, "ingest", full_disk)
+    with pytest.raises(Exception, match="No space left"):
+        for _ in range(1000):
+            clock.now += 1
+            transfer.poll()
+    transfer.cancel()  # the run unwinds
+    receiver.close()
+    monkeypatch.undo()
+    again = open_processor(config, 2)  # finishes the recorded load
+    try:
+        assert dict(again.items("counts")) == {
+            k: v for k, v in values.items() if gained_from(k) == 0
+        }
+        assert again.progress(source_scope("catchup-1", 0)) == {(TOPIC, 2): 700}
+    finally:
+        again.close()

@@ -159,7 +159,21 @@ class BatchLoop:
         handoffs.forget_step()
         if self._snapshots is not None:
             owned = handoffs.owned(self._reading.layout)
-            self._snapshots.step(owned, self._watcher.state)
+            self._snapshots.step(owned, self._watcher.state, self._commit_for_snapshot)
+        return True
+
+    def _commit_for_snapshot(self) -> bool:
+        """Commit the state's offsets to the group now (synchronously): a snapshot about to
+        be taken then covers nothing past T1. ``False`` when Kafka refused."""
+        owned = self._reading.owned
+        offsets = {p: o for p, o in self._database.offsets().items() if p in owned}
+        commits = committable(self._reading.restore_below, offsets)
+        try:
+            if commits:
+                self._clients.consumer.commit(commits)
+        except KafkaIOError as error:
+            log.warning("processor %d: snapshot put off, commit failed: %s", self.processor, error)
+            return False
         return True
 
     def _commit_final(self) -> None:

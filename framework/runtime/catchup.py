@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 
 from framework.kafka import Kafka, OffsetResetError
 from framework.processing import ProcessorStoppedError, RecordProcessor
-from framework.runtime.catchup_apply import BulkBuild, Taken, apply_taken
+from framework.runtime.catchup_apply import BulkBuild, Taken, apply_taken, check_not_past
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.retention import check_catch_up_history
 from framework.snapshots.transfer import source_starts
@@ -159,6 +159,8 @@ class CatchUp:
         self.bootstrapped = records
         self._starts = source_starts(self._database, self.scope, self.sources)
         self._start_reading(self._database.progress(self.scope))
+        # a release read before the bulk build ended was checked against positions of 0
+        check_not_past(self.processor, self.generation, self.positions, self.released)
 
     def _start_reading(self, progress: Mapping[Position, int]) -> None:
         """Refuse when Kafka lost history still needed from ``progress`` on (see
@@ -204,18 +206,8 @@ class CatchUp:
         records. The protocol never lets that happen (T2 <= T1 <= F); it means a broken
         old owner or an edited group offset, and a person must look.
         """
-        for position, final in handoff.released.items():
-            if position in self.positions and self.positions[position] > final:
-                raise ProcessorStoppedError(
-                    f"protocol error in generation {self.generation}: processor "
-                    f"{handoff.source} released {position[0]}[{position[1]}] at offset {final}, "
-                    f"but processor {self.processor} already rebuilt it up to "
-                    f"{self.positions[position]} (T2 > F). It stops rather than take the "
-                    "partition over with state ahead of what was emitted; until this is resolved "
-                    "the partition is not processed. It means a bug or an edited consumer-group "
-                    "offset: report it with this log."
-                )
-            self.released[position] = final
+        check_not_past(self.processor, self.generation, self.positions, handoff.released)
+        self.released.update(handoff.released)
         self._resume_ready()
 
     def limit(self, position: Position) -> int | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Mapping
 from typing import Protocol
 
 from framework.bootstrap.child_process import BootstrapRun
@@ -16,7 +17,7 @@ from framework.runtime.crashes import CrashGuard
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
 
-__all__ = ["BulkBuild", "SparkBuild", "Taken", "apply_taken"]
+__all__ = ["BulkBuild", "SparkBuild", "Taken", "apply_taken", "check_not_past"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,31 @@ def apply_taken(
         batch.set_progress(scope, topic, partition, next_offset)
     batch.commit()
     return applied
+
+
+def check_not_past(
+    processor: int,
+    generation: int,
+    positions: Mapping[Position, int],
+    released: Mapping[Position, int],
+) -> None:
+    """Raise ``ProcessorStoppedError`` if a partition released at F was already rebuilt past
+    F: the old owner emitted nothing for those records, so taking over would lose or repeat
+    records. The protocol never lets that happen (T2 <= T1 <= F; a snapshot's offsets are
+    committed to the group before it is taken); it means a broken old owner or an edited
+    group offset, and a person must look."""
+    past = {p: f for p, f in released.items() if p in positions and positions[p] > f}
+    if past:
+        where = ", ".join(
+            f"{t}[{p}] at {f} (rebuilt to {positions[(t, p)]})" for (t, p), f in past.items()
+        )
+        raise ProcessorStoppedError(
+            f"protocol error in generation {generation}: partitions were released at offsets "
+            f"F below what processor {processor} already rebuilt (T2 > F): {where}. It stops "
+            "rather than take them over with state ahead of what was emitted; until this is "
+            "resolved they are not processed. It means a bug or an edited consumer-group "
+            "offset: report it with this log."
+        )
 
 
 class BulkBuild(Protocol):

@@ -91,8 +91,17 @@ class SnapshotTaker:
         """Count records processed since the last snapshot."""
         self._records += records
 
-    def step(self, owned: set[Position], state: ControlState) -> None:
-        """At a batch boundary: copy a slice of the running upload, or take one if due."""
+    def step(
+        self,
+        owned: set[Position],
+        state: ControlState,
+        before_take: Callable[[], bool] = lambda: True,
+    ) -> None:
+        """At a batch boundary: copy a slice of the running upload, or take one if due.
+
+        ``before_take`` runs first when one is taken (the loop commits the state's offsets to
+        the consumer group, so a snapshot never covers more than the group has: a receiver
+        starting from it never starts past T1); ``False`` puts the snapshot off."""
         asked = state.snapshot_request
         if asked is not None and asked.asks(self.processor) and asked.id not in self._answered:
             self._answered.add(asked.id)
@@ -103,7 +112,7 @@ class SnapshotTaker:
         try:
             if self.upload is not None:
                 self._copy_slice()
-            elif self._due(owned, state, now):
+            elif self._due(owned, state, now) and before_take():
                 self._take(owned, state)
         except (OSError, ArrowException, StateStoreError) as error:
             self._give_up(error)

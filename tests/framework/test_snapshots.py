@@ -337,3 +337,30 @@ def test_an_ingest_that_fails_keeps_its_files_for_the_next_start(
         assert again.progress(source_scope("catchup-1", 0)) == {(TOPIC, 2): 700}
     finally:
         again.close()
+
+
+def test_a_snapshot_is_taken_only_after_the_group_has_its_offsets(tmp_path: Path) -> None:
+    """The loop commits the state's offsets to the group before the checkpoint, so a
+    receiver starting from a snapshot never starts past T1 (helper-5's review: with the
+    asynchronous commit a snapshot was usually ahead of the group, and a source whose state
+    fell back after a restore could release at F below it). A refused commit puts it off."""
+    config = config_for(tmp_path)
+    clock = ManualClock(5.0)
+    store = SnapshotStore(config.snapshot_url, config.app_id)
+    database = open_processor(config, 1)
+    fill(database, 1, {1: 40})
+    taker = SnapshotTaker(config, 1, database, store, clock)
+    calls: list[dict[tuple[str, int], int]] = []
+
+    def refuse() -> bool:
+        calls.append(database.offsets())
+        return False
+
+    taker.step({(TOPIC, 1)}, ControlState(), refuse)
+    assert taker.upload is None and store.newest(1) is None and len(calls) == 1
+    taker.step({(TOPIC, 1)}, ControlState(), lambda: calls.append({}) is None)
+    while taker.upload is not None:
+        taker.step({(TOPIC, 1)}, ControlState())
+    newest = store.newest(1)
+    assert newest is not None and newest.offsets == {(TOPIC, 1): 40} and len(calls) == 2
+    database.close()

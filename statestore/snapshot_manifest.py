@@ -17,7 +17,7 @@ manifest exists is complete. It is JSON (never pickle) so that other tools can r
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,7 +64,7 @@ class SnapshotManifest:
         """Bytes of all its files."""
         return sum(f.size for f in self.files)
 
-    def covers(self, partitions: set[Position] | frozenset[Position]) -> bool:
+    def covers(self, partitions: Iterable[Position]) -> bool:
         """Whether the processor owned every one of ``partitions`` when it took the snapshot."""
         return all(p in self.offsets for p in partitions)
 

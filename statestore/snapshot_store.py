@@ -134,14 +134,16 @@ class SnapshotStore:
         if self.fs.get_file_info(folder).type == pafs.FileType.Directory:
             self.fs.delete_dir(folder)
 
-    def prune(self, processor: int, keep: int) -> int:
-        """Keep processor ``processor``'s newest ``keep`` snapshots; delete the others and
-        every file no kept snapshot uses. Returns how many files were deleted. A snapshot
-        being read by another processor may go: readers retry with the newest one."""
+    def prune(self, processor: int, keep: int, pinned: frozenset[str] = frozenset()) -> int:
+        """Keep processor ``processor``'s newest ``keep`` snapshots and those ``pinned`` (ids
+        a scale in progress reads); delete the others and every file no kept snapshot uses.
+        Returns how many files were deleted."""
         manifests = self.manifests(processor)
-        kept = manifests[-keep:] if keep > 0 else []
-        for manifest in manifests[: len(manifests) - len(kept)]:
-            self.delete(manifest)
+        newest = manifests[-keep:] if keep > 0 else []
+        kept = [m for m in manifests if m in newest or m.id in pinned]
+        for manifest in manifests:
+            if manifest not in kept:
+                self.delete(manifest)
         used = {self.path(processor, f.path) for m in kept for f in m.files}
         deleted = 0
         for info in self._list(self.path(processor, "files"), recursive=True):

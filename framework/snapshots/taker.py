@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from pyarrow import ArrowException
 
@@ -32,13 +32,21 @@ from statestore.snapshot_lineage import lineage_of
 from statestore.snapshot_manifest import SnapshotFile, SnapshotManifest
 from statestore.snapshot_store import SnapshotStore
 
-__all__ = ["SnapshotTaker", "state_generation"]
+__all__ = ["SnapshotTaker", "first_for_scale", "state_generation"]
 
 log = logging.getLogger(__name__)
 _RETRY_SECONDS = 30.0
 #: the least time between two snapshots taken because what the processor owns changed
 _OWNERSHIP_GAP_SECONDS = 1.0
 _WANTED_BY_RECEIVERS = (HandoffPhase.PLANNED, HandoffPhase.CATCHING_UP)
+
+
+def first_for_scale(
+    manifests: list[SnapshotManifest], generation: int, partitions: Iterable[Position]
+) -> SnapshotManifest | None:
+    """The first snapshot (of ``manifests``, oldest first) taken in scale ``generation`` or
+    later that covers ``partitions``: the one a receiver of them builds from."""
+    return next((m for m in manifests if m.generation >= generation and m.covers(partitions)), None)
 
 
 def state_generation(state: ControlState) -> int:
@@ -78,6 +86,7 @@ class SnapshotTaker:
         self._requested: str | None = None
         self._answered: set[str] = set()
         self.taken = 0
+        self._state = ControlState()
         try:
             self.latest = store.newest(processor)
         except (OSError, ArrowException) as error:
@@ -106,6 +115,7 @@ class SnapshotTaker:
         if asked is not None and asked.asks(self.processor) and asked.id not in self._answered:
             self._answered.add(asked.id)
             self.request(asked.id)
+        self._state = state
         now = self._clock.monotonic()
         if now < self._retry_at:
             return
@@ -129,17 +139,19 @@ class SnapshotTaker:
         if set(latest.offsets) != owned and now - self._last_taken >= _OWNERSHIP_GAP_SECONDS:
             return True
         scale = state.scaling
-        return (
-            scale is not None
-            and latest.generation < scale.generation
-            and any(h.phase in _WANTED_BY_RECEIVERS for h in scale.outgoing(self.processor))
+        return scale is not None and any(
+            h.phase in _WANTED_BY_RECEIVERS
+            and (latest.generation < scale.generation or not latest.covers(h.partitions))
+            for h in scale.outgoing(self.processor)
         )
 
     def _take(self, owned: set[Position], state: ControlState) -> None:
         """Checkpoint the database now (a batch boundary) and start copying it."""
         database = self._database
         created = self._clock.time()
-        snapshot_id = f"{int(created * 1000):013d}-{uuid.uuid4().hex[:8]}"
+        # ids sort by time: never below the newest one's, even if the wall clock stepped back
+        newest = int(self.latest.id.split("-", 1)[0]) if self.latest is not None else 0
+        snapshot_id = f"{max(int(created * 1000), newest + 1):013d}-{uuid.uuid4().hex[:8]}"
         checkpoint = self._staging / snapshot_id
         lineage = lineage_of(database.backend)
         offsets = database.offsets()
@@ -185,7 +197,9 @@ class SnapshotTaker:
         self.latest = manifest
         self.taken += 1
         self._fault("snapshot:written")
-        deleted = self._store.prune(self.processor, self._settings.keep)
+        deleted = self._store.prune(
+            self.processor, self._settings.keep, self._pinned(self._store.manifests(self.processor))
+        )
         log.info(
             "processor %d: snapshot %s in %s (%d bytes, %d copied, generation %d, offsets %s)%s",
             self.processor,
@@ -196,6 +210,21 @@ class SnapshotTaker:
             manifest.generation,
             dict(sorted(manifest.offsets.items())),
             f"; {deleted} files no kept snapshot uses deleted" if deleted else "",
+        )
+
+    def _pinned(self, manifests: list[SnapshotManifest]) -> frozenset[str]:
+        """The snapshots receivers of the scale in progress build from (the first taken in
+        it that covers each handoff still open), kept until the handoff ends: a receiver that
+        restarts, even after RELEASE (when this processor's newer snapshots no longer cover
+        the partitions), finds the same one."""
+        scale = self._state.scaling
+        if scale is None:
+            return frozenset()
+        return frozenset(
+            first.id
+            for handoff in scale.outgoing(self.processor)
+            if handoff.phase not in (HandoffPhase.COMPLETE, HandoffPhase.ABORTED)
+            and (first := first_for_scale(manifests, scale.generation, handoff.partitions))
         )
 
     def _give_up(self, error: Exception) -> None:

@@ -41,6 +41,7 @@ __all__ = ["SnapshotTransfer", "source_scope", "source_starts"]
 log = logging.getLogger(__name__)
 _POLL_SECONDS = 0.5
 _KEYS_PER_STEP = 20_000
+_WAIT_NOTE_SECONDS = 60.0
 
 
 def source_scope(scope: str, source: int) -> str:
@@ -111,7 +112,8 @@ class SnapshotTransfer:
         #: crash tests kill the process at named points (``SPLITSTATE_FAULT``)
         self._fault = fault
         self._polled = -_POLL_SECONDS
-        self._waiting_noted: set[int] = set()
+        #: per source, when its missing snapshot was last logged
+        self._waiting_noted: dict[int, float] = {}
         self.keys = 0
         self.copied = 0
         self._sources: list[_Source] = []
@@ -165,17 +167,23 @@ class SnapshotTransfer:
         if now - self._polled < _POLL_SECONDS:
             return
         self._polled = now
-        for manifest in reversed(self._store.manifests(part.source)):
+        # the first one taken in this scale: its source keeps it until the handoff ends
+        for manifest in self._store.manifests(part.source):
             if self._usable(part, manifest):
                 break
         else:
-            if part.source not in self._waiting_noted:
-                self._waiting_noted.add(part.source)
-                log.info(
-                    "processor %d: waiting for a snapshot processor %d takes for generation %d",
+            if now - self._waiting_noted.setdefault(part.source, now - _WAIT_NOTE_SECONDS) >= (
+                _WAIT_NOTE_SECONDS
+            ):
+                self._waiting_noted[part.source] = now
+                log.warning(
+                    "processor %d: waiting for a snapshot processor %d takes for generation %d "
+                    "in %s (is processor %d running, and do both reach snapshots.url?)",
                     self.processor,
                     part.source,
                     self.generation,
+                    self._store,
+                    part.source,
                 )
             return
         part.manifest = manifest

@@ -357,10 +357,42 @@ def test_a_snapshot_is_taken_only_after_the_group_has_its_offsets(tmp_path: Path
         return False
 
     taker.step({(TOPIC, 1)}, ControlState(), refuse)
-    assert taker.upload is None and store.newest(1) is None and len(calls) == 1
-    taker.step({(TOPIC, 1)}, ControlState(), lambda: calls.append({}) is None)
-    while taker.upload is not None:
+    assert store.newest(1) is None and len(calls) == 1
+
+    def agree() -> bool:
+        calls.append(database.offsets())
+        return True
+
+    taker.step({(TOPIC, 1)}, ControlState(), agree)
+    while taker.taken == 0:
         taker.step({(TOPIC, 1)}, ControlState())
     newest = store.newest(1)
     assert newest is not None and newest.offsets == {(TOPIC, 1): 40} and len(calls) == 2
     database.close()
+
+
+def test_the_snapshot_a_scale_builds_from_is_kept_until_its_handoff_ends(tmp_path: Path) -> None:
+    """With keep = 1 the source's first snapshot of the scale stays while the handoff is
+    open, also once newer ones no longer cover the partitions (after RELEASE), so a receiver
+    that restarts finds it (helper-5's review: pruned, the receiver waited forever, or a
+    long copy started over each time); once the scale ended it goes."""
+    config = config_for(tmp_path, snapshots={"keep": 1, "interval_seconds": 10})
+    clock = ManualClock(100.0)
+    store = SnapshotStore(config.snapshot_url, config.app_id)
+    source = open_processor(config, 0)
+    fill(source, 0, {0: 500, 2: 700})
+    taker = SnapshotTaker(config, 0, source, store, clock)
+    scale = _scale_state()
+    both = {(TOPIC, 0), (TOPIC, 2)}
+    take(taker, both, scale)
+    first = taker.latest
+    assert first is not None and first.generation == 1
+    for owned in (both, {(TOPIC, 0)}, {(TOPIC, 0)}):  # later ones, then after the release
+        taker.request()
+        take(taker, owned, scale)
+    ids = [m.id for m in store.manifests(0)]
+    assert ids[0] == first.id and len(ids) == 2  # the pinned one and the newest
+    taker.request()
+    take(taker, {(TOPIC, 0)}, ControlState())  # the scale is over
+    assert [m.id for m in store.manifests(0)] == [taker.latest.id if taker.latest else ""]
+    source.close()

@@ -35,16 +35,23 @@ class AppDefinition:
     initial_processors: int
     inputs: dict[str, int]
     key_hash: str = "murmur3"
+    #: a random id of this control log's app: an app started over (a new control log) gets
+    #: another, so state snapshots of the old one are never taken for its (``None``: a log
+    #: written before epochs)
+    epoch: str | None = field(default=None, compare=False)
 
     def to_record(self) -> dict[str, Any]:
         """The ``app`` record."""
-        return {
+        record: dict[str, Any] = {
             "type": "app",
             "app_id": self.app_id,
             "initial_processors": self.initial_processors,
             "inputs": dict(sorted(self.inputs.items())),
             "key_hash": self.key_hash,
         }
+        if self.epoch is not None:
+            record["epoch"] = self.epoch
+        return record
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> AppDefinition:
@@ -54,6 +61,7 @@ class AppDefinition:
             initial_processors=int(record["initial_processors"]),
             inputs={str(k): int(v) for k, v in dict(record["inputs"]).items()},
             key_hash=str(record.get("key_hash", "murmur3")),
+            epoch=None if record.get("epoch") is None else str(record["epoch"]),
         )
 
 

@@ -11,7 +11,9 @@ manifest exists is complete. It is JSON (never pickle) so that other tools can r
   an ancestor partition up to the growth threshold, which the processor owns or had read);
 - ``files``: every file of the RocksDB checkpoint, with where it lies in the store (relative
   to the processor's folder), its size and its SHA-256;
-- ``request``: the operator's request it answers (``splitstate snapshot take``), or null.
+- ``request``: the operator's request it answers (``splitstate snapshot take``), or null;
+- ``epoch``: the epoch of the app's control log then: a snapshot serves only that epoch (an
+  app started over, with a new control log, never restores or transfers an old one).
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class SnapshotManifest:
     files: tuple[SnapshotFile, ...] = field(default=())
     #: the operator's request it answers (``splitstate snapshot take``), if any
     request: str | None = None
+    #: the epoch of the app's control log when it was taken (an app started over has another)
+    epoch: str | None = None
 
     @property
     def size(self) -> int:
@@ -81,6 +85,7 @@ class SnapshotManifest:
             "offsets": [[t, p, o] for (t, p), o in sorted(self.offsets.items())],
             "files": [f.to_json() for f in self.files],
             "request": self.request,
+            "epoch": self.epoch,
         }
 
     def encode(self) -> bytes:
@@ -107,6 +112,7 @@ class SnapshotManifest:
                     for f in data["files"]
                 ),
                 request=None if data.get("request") is None else str(data["request"]),
+                epoch=None if data.get("epoch") is None else str(data["epoch"]),
             )
         except (ValueError, KeyError, TypeError) as error:
             raise StoreCorruptError(

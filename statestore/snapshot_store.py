@@ -134,6 +134,12 @@ class SnapshotStore:
         if self.fs.get_file_info(folder).type == pafs.FileType.Directory:
             self.fs.delete_dir(folder)
 
+    def delete_processor(self, processor: int) -> None:
+        """Delete every snapshot of ``processor`` (its state was rebuilt another way)."""
+        folder = self.folder(processor)
+        if self.fs.get_file_info(folder).type == pafs.FileType.Directory:
+            self.fs.delete_dir(folder)
+
     def prune(self, processor: int, keep: int, pinned: frozenset[str] = frozenset()) -> int:
         """Keep processor ``processor``'s newest ``keep`` snapshots and those ``pinned`` (ids
         a scale in progress reads); delete the others and every file no kept snapshot uses.

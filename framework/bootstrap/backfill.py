@@ -9,6 +9,7 @@ then it is moved aside, not deleted.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from collections.abc import Callable
@@ -26,8 +27,11 @@ from framework.kafka import Clients, Kafka, watermarks
 from rebalance.positions import OffsetRange, Position
 from statestore import DatabaseIdentity, ProcessorDatabase, processor_path
 from statestore.lock import DirectoryLock
+from statestore.snapshot_store import SnapshotStore
 
 __all__ = ["BackfillResult", "backfill"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,20 @@ def backfill(
             database.bulk_load(manifest.files(j), target.offsets)
             database.checked_fresh()  # built from every key's whole history
     shutil.rmtree(destination, ignore_errors=True)
+    _forget_snapshots(app)
     return BackfillResult(count, manifest, time.monotonic() - started, replaced)
+
+
+def _forget_snapshots(app: App) -> None:
+    """Delete the app's snapshots: they hold the state from before the backfill, which a
+    processor that lost its disk must never restore (its next snapshots replace them)."""
+    config = app.config
+    if not config.snapshots.enabled:
+        return
+    store = SnapshotStore(config.snapshot_url, config.app_id)
+    for processor in store.processors():
+        store.delete_processor(processor)
+        log.info("deleted processor %d's snapshots (state from before the backfill)", processor)
 
 
 def _check_not_scaling(layout: AppLayout, processors: int | None) -> None:

@@ -13,7 +13,8 @@ never writes a fresh app definition over a lost one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, replace
 
 from framework.app import App
 from framework.config import AppConfig, ConfigError
@@ -123,7 +124,8 @@ def prepare_app(
         _check_layouts(config, wanted, entries, processors)
         if not backfilling:
             _check_first_start(config, entries, processors)
-        control_log.append(wanted.to_record(), Generation(0, processors).to_record())
+        first = replace(wanted, epoch=uuid.uuid4().hex)
+        control_log.append(first.to_record(), Generation(0, processors).to_record())
         control = control_log.read()
     assert control.app is not None
     _check_against_log(config, wanted, control.app)

@@ -24,7 +24,13 @@ log = logging.getLogger("framework.runtime.catchup")
 
 
 def bulk_starter(
-    app: App, processor: int, scale: Scale, database: ProcessorDatabase, clock: Clock
+    app: App,
+    processor: int,
+    scale: Scale,
+    database: ProcessorDatabase,
+    clock: Clock,
+    *,
+    epoch: str | None = None,
 ) -> BootstrapStarter | None:
     """What builds processor ``processor``'s gained keys in ``scale`` (``None``: replay)."""
     config = app.config
@@ -67,6 +73,7 @@ def bulk_starter(
                 clock=clock,
                 slice_bytes=config.snapshots.slice_bytes,
                 fault=lambda point: maybe_crash(point, processor, config.app_state_dir),
+                epoch=epoch,
             )
 
         return snapshot

@@ -190,7 +190,12 @@ class HandoffCoordinator:
                 histories={name: e.history for name, e in layout.inputs.items()},
                 crash_limit=self._config.crash_limit,
                 bootstrap=bulk_starter(
-                    self._app, self.processor, scale, self._database, self._kafka.clock
+                    self._app,
+                    self.processor,
+                    scale,
+                    self._database,
+                    self._kafka.clock,
+                    epoch=state.app.epoch,
                 ),
             )
         for handoff in incoming:

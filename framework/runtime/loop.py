@@ -17,8 +17,9 @@ from pathlib import Path
 from types import FrameType
 
 from framework.app import App
+from framework.clock import Clock
 from framework.coordination.control_log import ControlLog
-from framework.coordination.layout import prepare_app
+from framework.coordination.layout import AppLayout, prepare_app
 from framework.coordination.registry import TopicRegistry
 from framework.coordination.topic_watch import TopicWatcher
 from framework.errors import SplitstateError
@@ -33,6 +34,7 @@ from framework.runtime.faults import maybe_crash
 from framework.runtime.handoffs import HandoffCoordinator
 from framework.snapshots.restore import restore_lost_state
 from framework.snapshots.taker import SnapshotTaker
+from rebalance.control import ControlState
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec, processor_path
 from statestore.snapshot_store import SnapshotStore
 
@@ -94,6 +96,38 @@ class ProcessorRuntime:
             if self._kafka is None:
                 kafka.close()
 
+    def _open_state(
+        self, layout: AppLayout, state: ControlState, opened: ExitStack, clock: Clock
+    ) -> tuple[ProcessorDatabase, SnapshotTaker | None]:
+        """Open the processor's database (restored from its newest snapshot when the
+        directory was lost) and, on disk with snapshots on, its snapshot taker."""
+        identity = DatabaseIdentity(
+            self.config.app_id, self.processor_id, layout.fixed_parameters()
+        )
+        state_dir = self.config.app_state_dir
+        path = processor_path(state_dir, self.processor_id)
+        on_disk = self._open_database == ProcessorDatabase.open
+        if on_disk:
+            counts = {name: entry.partitions for name, entry in layout.inputs.items()}
+            owned = state.owned(self.processor_id, counts)
+            epoch = state.app.epoch if state.app else None
+            restore_lost_state(self.config, identity, path, owned, epoch)
+        database = self._open_database(path, identity, self.app.store_specs())
+        opened.callback(database.close)
+        if not (on_disk and self.config.snapshots.enabled):
+            return database, None
+        store = SnapshotStore(self.config.snapshot_url, self.config.app_id)
+        snapshots = SnapshotTaker(
+            self.config,
+            self.processor_id,
+            database,
+            store,
+            clock,
+            fault=lambda point: maybe_crash(point, self.processor_id, state_dir),
+        )
+        opened.callback(snapshots.close)
+        return database, snapshots
+
     def _run(self, kafka: Kafka, until: Callable[[RuntimeStats], bool] | None) -> RuntimeStats:
         clock = kafka.clock
         self.stats.started = clock.monotonic()
@@ -111,30 +145,8 @@ class ProcessorRuntime:
                     f"runs processors 0..{(watcher.state.processors or 1) - 1} and no scale "
                     "adds it. Fix: use an id in that range, or scale first (`splitstate scale`)."
                 )
-            identity = DatabaseIdentity(
-                self.config.app_id, self.processor_id, layout.fixed_parameters()
-            )
-            state_dir = self.config.app_state_dir
-            path = processor_path(state_dir, self.processor_id)
-            on_disk = self._open_database == ProcessorDatabase.open
-            if on_disk:
-                counts = {name: entry.partitions for name, entry in layout.inputs.items()}
-                owned = watcher.state.owned(self.processor_id, counts)
-                restore_lost_state(self.config, identity, path, owned)
-            database = self._open_database(path, identity, self.app.store_specs())
-            opened.callback(database.close)
-            snapshots = None
-            if on_disk and self.config.snapshots.enabled:
-                store = SnapshotStore(self.config.snapshot_url, self.config.app_id)
-                snapshots = SnapshotTaker(
-                    self.config,
-                    self.processor_id,
-                    database,
-                    store,
-                    clock,
-                    fault=lambda point: maybe_crash(point, self.processor_id, state_dir),
-                )
-                opened.callback(snapshots.close)
+            database, snapshots = self._open_state(layout, watcher.state, opened, clock)
+            path = database.path
             watcher.record_in(database)  # notes the generation seen (control_guard)
             # outputs may be other apps' inputs: place them under the registry's lease too
             outputs = RegistryLease(

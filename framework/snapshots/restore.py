@@ -35,10 +35,15 @@ _SLICE = 64 << 20
 
 
 def restore_lost_state(
-    config: AppConfig, identity: DatabaseIdentity, path: Path, owned: set[Position]
+    config: AppConfig,
+    identity: DatabaseIdentity,
+    path: Path,
+    owned: set[Position],
+    epoch: str | None,
 ) -> SnapshotManifest | None:
     """If ``path`` (processor ``identity.processor``'s state directory) is missing or empty,
-    restore the newest usable snapshot there; returns it, or ``None`` when none was used."""
+    restore the newest usable snapshot there (of the control log's ``epoch``); returns it,
+    or ``None`` when none was used."""
     if not config.snapshots.enabled or (path.exists() and any(path.iterdir())):
         return None
     processor = identity.processor
@@ -55,8 +60,16 @@ def restore_lost_state(
         )
         return None
     for manifest in reversed(manifests):
-        if manifest.app_id != identity.app_id or dict(manifest.fixed) != dict(identity.fixed):
-            log.warning("snapshot %s is another app's or fixed parameters'; not used", manifest.id)
+        if (
+            manifest.app_id != identity.app_id
+            or dict(manifest.fixed) != dict(identity.fixed)
+            or manifest.epoch != epoch
+        ):
+            log.warning(
+                "snapshot %s is of another app, fixed parameters or control log (the app was "
+                "started over); not used",
+                manifest.id,
+            )
             continue
         if not manifest.covers(owned):
             log.warning(

@@ -164,6 +164,7 @@ class SnapshotTaker:
             generation=state_generation(state),
             offsets={p: offsets.get(p, 0) for p in owned},
             request=self._requested or None,
+            epoch=state.app.epoch if state.app is not None else None,
         )
         checkpoint.parent.mkdir(parents=True, exist_ok=True)
         database.snapshot(checkpoint)

@@ -98,6 +98,7 @@ class SnapshotTransfer:
         clock: Clock,
         slice_bytes: int,
         fault: Callable[[str], None] = lambda _point: None,
+        epoch: str | None = None,
     ) -> None:
         self.processor = processor
         self.generation = generation
@@ -111,6 +112,7 @@ class SnapshotTransfer:
         self._slice = slice_bytes
         #: crash tests kill the process at named points (``SPLITSTATE_FAULT``)
         self._fault = fault
+        self._epoch = epoch
         self._polled = -_POLL_SECONDS
         #: per source, when its missing snapshot was last logged
         self._waiting_noted: dict[int, float] = {}
@@ -193,12 +195,13 @@ class SnapshotTransfer:
         self._fault("transfer:found")
 
     def _usable(self, part: _Source, manifest: SnapshotManifest) -> bool:
-        """Taken in this scale, covering the handoff's partitions, and every ancestor it did
-        not own has a known threshold."""
+        """Of this control log (its epoch), taken in this scale, covering the handoff's
+        partitions, and every ancestor it did not own has a known threshold."""
         identity = self._database.identity
         return (
             manifest.app_id == identity.app_id
             and dict(manifest.fixed) == dict(identity.fixed)
+            and manifest.epoch == self._epoch
             and manifest.generation >= self.generation
             and manifest.covers(part.partitions)
             and all(p in manifest.offsets or b is not None for p, b in part.reads.items())

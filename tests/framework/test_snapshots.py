@@ -163,13 +163,16 @@ def test_a_lost_directory_comes_back_from_the_newest_snapshot_that_covers_it(
     assert path is not None
     database.close()
     # a directory that exists is never touched
-    assert restore_lost_state(config, identity, path, owned) is None
+    assert restore_lost_state(config, identity, path, owned, None) is None
     lost = path.parent / "gone"
     path.rename(lost)
-    # a snapshot that misses a partition owned now is not used
-    assert restore_lost_state(config, identity, path, owned | {(TOPIC, 0)}) is None
+    # a snapshot of another control log (the app was started over) is not used
+    assert restore_lost_state(config, identity, path, owned, "another-epoch") is None
     assert not path.exists()
-    restored = restore_lost_state(config, identity, path, owned)
+    # a snapshot that misses a partition owned now is not used
+    assert restore_lost_state(config, identity, path, owned | {(TOPIC, 0)}, None) is None
+    assert not path.exists()
+    restored = restore_lost_state(config, identity, path, owned, None)
     assert restored is not None and restored.offsets == {(TOPIC, 1): 40, (TOPIC, 3): 60}
     back = open_processor(config, 1)
     try:

@@ -1,18 +1,26 @@
 """A database's lineage: the name under which its SST files are kept in the snapshot store.
 
 Stored in the metadata store under ``snapshot/lineage`` as JSON: ``{"id": <hex>,
-"inherited": [<file>...]}``. A database gets one at its first snapshot; a database restored
-from a snapshot gets a new one (its next files may reuse names the lost database used after
-that snapshot) that *inherits* the snapshot's SST files, which it holds unchanged, so they are
-not copied again.
+"inherited": [<file>...], "anchor": <device:inode of the directory's IDENTITY file>}``. A
+database gets one at its first snapshot. RocksDB never reuses a file name within one
+database, but a database that continues from an older point of its history may reuse the
+names its lost future used, so it must write under a new lineage:
+
+- a database restored from a snapshot gets a new one (``new_lineage``) that *inherits* the
+  snapshot's SST files, which it holds unchanged, so they are not copied again;
+- a directory copied back from a backup (or otherwise copied) keeps the record, but its
+  IDENTITY file is another file: the anchor no longer matches, and it gets a new lineage
+  that inherits nothing.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from statestore.backend import Backend
 from statestore.layout import META_STORE
@@ -21,6 +29,7 @@ from statestore.snapshot_manifest import SnapshotFile
 __all__ = ["LINEAGE_KEY", "Lineage", "lineage_of", "new_lineage"]
 
 LINEAGE_KEY = b"snapshot/lineage"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -31,22 +40,59 @@ class Lineage:
     inherited: dict[str, SnapshotFile]
 
 
-def new_lineage(backend: Backend, inherited: Iterable[SnapshotFile] = ()) -> Lineage:
-    """Give the database in ``backend`` a new lineage (inheriting ``inherited``) and return it."""
-    lineage = Lineage(uuid.uuid4().hex[:16], {f.name: f for f in inherited})
-    record = {"id": lineage.id, "inherited": [f.to_json() for f in lineage.inherited.values()]}
+def _anchor(path: Path | None) -> str | None:
+    """Which file the directory's RocksDB IDENTITY is (``None``: no directory, or none yet)."""
+    if path is None:
+        return None
+    try:
+        stat = (path / "IDENTITY").stat()
+    except OSError:
+        return None
+    return f"{stat.st_dev}:{stat.st_ino}"
+
+
+def _write(backend: Backend, lineage: Lineage, anchor: str | None) -> None:
+    record = {
+        "id": lineage.id,
+        "inherited": [f.to_json() for f in lineage.inherited.values()],
+        "anchor": anchor,
+    }
     backend.write({META_STORE: [(LINEAGE_KEY, json.dumps(record).encode())]})
+
+
+def new_lineage(
+    backend: Backend, inherited: Iterable[SnapshotFile] = (), path: Path | None = None
+) -> Lineage:
+    """Give the database in ``backend`` (in directory ``path``) a new lineage inheriting
+    ``inherited``, and return it."""
+    lineage = Lineage(uuid.uuid4().hex[:16], {f.name: f for f in inherited})
+    _write(backend, lineage, _anchor(path))
     return lineage
 
 
-def lineage_of(backend: Backend) -> Lineage:
-    """The database's lineage (a new one on its first snapshot)."""
+def lineage_of(backend: Backend, path: Path | None = None) -> Lineage:
+    """The lineage of the database in ``backend`` (in directory ``path``): a new one on its
+    first snapshot, or when the directory is a copy of the one that recorded it."""
     raw = backend.get(META_STORE, LINEAGE_KEY)
     if raw is None:
-        return new_lineage(backend)
+        return new_lineage(backend, path=path)
     record = json.loads(raw)
-    inherited = {
-        f["name"]: SnapshotFile(f["name"], f["path"], int(f["size"]), f["sha256"])
-        for f in record.get("inherited", [])
-    }
-    return Lineage(str(record["id"]), inherited)
+    lineage = Lineage(
+        str(record["id"]),
+        {
+            f["name"]: SnapshotFile(f["name"], f["path"], int(f["size"]), f["sha256"])
+            for f in record.get("inherited", [])
+        },
+    )
+    anchor, recorded = _anchor(path), record.get("anchor")
+    if recorded is None and anchor is not None:
+        _write(backend, lineage, anchor)  # restored: RocksDB wrote IDENTITY when it opened
+    elif recorded is not None and anchor is not None and recorded != anchor:
+        log.warning(
+            "state in %s is a copy of the directory that recorded lineage %s (a backup put "
+            "back?): its new files start a new lineage in the snapshot store",
+            path,
+            lineage.id,
+        )
+        return new_lineage(backend, path=path)
+    return lineage

@@ -153,7 +153,7 @@ class SnapshotTaker:
         newest = int(self.latest.id.split("-", 1)[0]) if self.latest is not None else 0
         snapshot_id = f"{max(int(created * 1000), newest + 1):013d}-{uuid.uuid4().hex[:8]}"
         checkpoint = self._staging / snapshot_id
-        lineage = lineage_of(database.backend)
+        lineage = lineage_of(database.backend, database.path)
         offsets = database.offsets()
         base = SnapshotManifest(
             app_id=database.identity.app_id,

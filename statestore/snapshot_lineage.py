@@ -1,7 +1,7 @@
 """A database's lineage: the name under which its SST files are kept in the snapshot store.
 
 Stored in the metadata store under ``snapshot/lineage`` as JSON: ``{"id": <hex>,
-"inherited": [<file>...], "anchor": <device:inode of the directory's IDENTITY file>}``. A
+"inherited": [<file>...], "anchor": <device:inode:ctime of the directory's IDENTITY file>}``. A
 database gets one at its first snapshot. RocksDB never reuses a file name within one
 database, but a database that continues from an older point of its history may reuse the
 names its lost future used, so it must write under a new lineage:
@@ -48,7 +48,8 @@ def _anchor(path: Path | None) -> str | None:
         stat = (path / "IDENTITY").stat()
     except OSError:
         return None
-    return f"{stat.st_dev}:{stat.st_ino}"
+    # a copy is a new file: another inode, or the same one reused, but never the same ctime
+    return f"{stat.st_dev}:{stat.st_ino}:{stat.st_ctime_ns}"
 
 
 def _write(backend: Backend, lineage: Lineage, anchor: str | None) -> None:

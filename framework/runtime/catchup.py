@@ -2,15 +2,18 @@
 
 A processor that gains partitions in a scale reads S2 (its S1 partitions plus their
 ancestors, each ancestor up to the growth threshold after which it holds none of their keys)
-from T2 (its own progress, initially the beginning), keeps the records of the keys it
+from T2 (its own progress: the beginning, or where a bulk build left off -- its sources'
+snapshots, or a Spark job -- in which case a record of a key gained from source ``s`` is
+applied only at or past what ``s``'s snapshot covers), keeps the records of the keys it
 *gains* -- keys it owns at P' whose owner at P is one of its sources still handing over
 (``bucket(key_hash, B, P') == J`` and ``bucket(key_hash, B, P)`` in those sources) -- and
 applies the processor function in restore mode (no outputs, no dead letters). Keys it owned
 before (a scale-in's receiver reads its own partitions as ancestors) and keys of a handoff it
 already completed (and now processes live) are never applied again.
 
-It never reads any partition past T1, the group's committed offset of that partition, so
-nothing it applies can be a record its owner has not emitted; once the old owner released a
+It never reads any partition past T1, the group's committed offset of that partition (a
+snapshot never covers more than T1 either), so nothing it applies can be a record its owner
+has not emitted; once the old owner released a
 partition at F, it reads exactly up to F (a position past F is a protocol error that stops
 it). Before the first record it deletes any state it holds for the gained keys (left from an
 earlier membership): gained keys are always rebuilt from empty.
@@ -65,7 +68,7 @@ class CatchUp:
         self.processor = processor
         self.generation = scale.generation
         self.scope = f"catchup-{scale.generation}"
-        self._loaded_flag = f"{self.scope}-bootstrapped"  # set once a Spark bootstrap is in
+        self._loaded_flag = f"{self.scope}-bootstrapped"  # set once a bulk build is in
         # only handoffs still open: a completed one's partitions are processed live already
         pending = [h for h in scale.incoming(processor) if h.phase not in _CLOSED]
         self.sources = frozenset(h.source for h in pending)
@@ -142,7 +145,7 @@ class CatchUp:
 
     @property
     def bootstrapping(self) -> bool:
-        """Whether the Spark bootstrap is still running (nothing is read meanwhile)."""
+        """Whether the bulk build (Spark, or snapshots) still runs (nothing is read meanwhile)."""
         return self.bootstrap is not None
 
     def _poll_bootstrap(self) -> None:
@@ -377,7 +380,7 @@ class CatchUp:
             self.s1.discard(position)
 
     def close(self) -> None:
-        """Stop reading (and a Spark bootstrap still running)."""
+        """Stop reading (and a bulk build still running)."""
         if self.bootstrap is not None:
             self.bootstrap.cancel()
         self._consumer.close()

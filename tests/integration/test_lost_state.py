@@ -94,6 +94,8 @@ def test_a_lost_state_after_a_growth_is_rebuilt_only_where_it_can_be(
         initial_processors=1,
         processors=1,
         scaling={"ready_lag": 0},
+        bootstrap="replay",  # replay's limits; snapshots: test_snapshots
+        snapshots={"enabled": False},
     )
     keys = [f"w{i}".encode() for i in range(60)]
     produce(kafka_bootstrap, words, ((k, b"") for k in keys * 20))

@@ -125,6 +125,8 @@ def test_processor_stops_when_retention_deleted_records_it_still_needs(
         inputs=[{"topic": words, "partitions": 4}],
         outputs=[{"topic": counts, "partitions": 4}],
         initial_processors=2,
+        bootstrap="replay",  # replay's limits; snapshots: test_snapshots
+        snapshots={"enabled": False},
     )
     produce(kafka_bootstrap, words, ((f"w{i}".encode(), b"") for i in range(2000)))
     runner = Supervised(APP, config, tmp_path / "state", tmp_path / "run.log")

@@ -38,7 +38,9 @@ def delete_processed_prefix(kafka: str, group: str, topic: str, partitions: list
 def test_a_stopped_joiner_is_shown_and_the_scale_can_be_aborted(
     tmp_path: Path, kafka_bootstrap: str
 ) -> None:
-    run = ScalingRun(tmp_path, kafka_bootstrap)
+    run = ScalingRun(
+        tmp_path, kafka_bootstrap, bootstrap="replay", snapshots={"enabled": False}
+    )  # replay's limits; snapshots: test_snapshots
     app = load_app(APP, run.config)
     config = app.config
     try:

@@ -101,6 +101,8 @@ def test_a_scale_is_refused_when_retention_deleted_history_it_needs(
         inputs=[{"topic": words, "partitions": 8}],
         outputs=[{"topic": unique("counts"), "partitions": 8}],
         initial_processors=2,
+        bootstrap="replay",  # replay's limits; snapshots: test_snapshots
+        snapshots={"enabled": False},
     )
     assert splitstate("topics", "create", APP, "--config", str(config)).returncode == 0
     produce(kafka_bootstrap, words, ((f"w{i}".encode(), b"") for i in range(2000)))

@@ -10,7 +10,10 @@ from pathlib import Path
 from statestore.backend import Changes
 from statestore.errors import StateStoreError
 
-__all__ = ["MemoryBackend"]
+__all__ = ["MEMORY_CHECKPOINT", "MemoryBackend"]
+
+#: the file an in-memory backend's checkpoint is
+MEMORY_CHECKPOINT = "memory-state.json"
 
 
 class MemoryBackend:
@@ -81,11 +84,26 @@ class MemoryBackend:
     def checkpoint(self, path: Path) -> None:
         """Write every store as JSON (hex keys and values) to ``path/memory-state.json``."""
         path.mkdir(parents=True)
+        self.dump(path)
+
+    def dump(self, path: Path) -> None:
+        """Write (or rewrite) ``path/memory-state.json`` with every store."""
         dump = {
             name: {key.hex(): value.hex() for key, value in sorted(items.items())}
             for name, items in self._stores.items()
         }
-        (path / "memory-state.json").write_text(json.dumps(dump, indent=1))
+        (path / MEMORY_CHECKPOINT).write_text(json.dumps(dump, indent=1))
+
+    @classmethod
+    def load(cls, path: Path) -> MemoryBackend:
+        """A backend holding what ``checkpoint`` wrote to ``path``."""
+        backend = cls()
+        dump = json.loads((path / MEMORY_CHECKPOINT).read_text())
+        backend._stores = {
+            name: {bytes.fromhex(k): bytes.fromhex(v) for k, v in items.items()}
+            for name, items in dump.items()
+        }
+        return backend
 
     def approximate_size(self) -> int:
         """Bytes of keys and values held."""

@@ -52,7 +52,10 @@ class ProcessorRuntime:
     ``kafka``: the port every Kafka client of the run comes from (default: confluent-kafka
     clients of the app's config, closed when ``run`` returns); its clock is the run's.
     ``open_database``: how the processor's state is opened (default:
-    ``ProcessorDatabase.open``; the simulation keeps its own disks).
+    ``ProcessorDatabase.open``; the simulation keeps its own disks). ``snapshots``: whether
+    the run takes snapshots and restores a lost directory from them (default: with the
+    default opener, as ``snapshots.enabled`` says); ``holds_state``: whether a state
+    directory holds anything (default: it is a directory that is not empty).
     """
 
     def __init__(
@@ -62,10 +65,14 @@ class ProcessorRuntime:
         kafka: Kafka | None = None,
         *,
         open_database: DatabaseOpener = ProcessorDatabase.open,
+        snapshots: bool | None = None,
+        holds_state: Callable[[Path], bool] | None = None,
     ) -> None:
         self.app = app
         self._kafka = kafka
         self._open_database = open_database
+        self._snapshots = snapshots
+        self._holds_state = holds_state
         self.processor_id = processor_id
         self.config = app.config
         self.stats = RuntimeStats()
@@ -107,14 +114,19 @@ class ProcessorRuntime:
         state_dir = self.config.app_state_dir
         path = processor_path(state_dir, self.processor_id)
         on_disk = self._open_database == ProcessorDatabase.open
-        if on_disk:
+        use = (on_disk if self._snapshots is None else self._snapshots) and (
+            self.config.snapshots.enabled
+        )
+        if use:
             counts = {name: entry.partitions for name, entry in layout.inputs.items()}
             owned = state.owned(self.processor_id, counts)
             epoch = state.app.epoch if state.app else None
-            restore_lost_state(self.config, identity, path, owned, epoch)
+            restore_lost_state(
+                self.config, identity, path, owned, epoch, holds_state=self._holds_state
+            )
         database = self._open_database(path, identity, self.app.store_specs())
         opened.callback(database.close)
-        if not (on_disk and self.config.snapshots.enabled):
+        if not use:
             return database, None
         store = SnapshotStore(self.config.snapshot_url, self.config.app_id)
         snapshots = SnapshotTaker(

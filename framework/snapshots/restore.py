@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from pyarrow import ArrowException
@@ -22,13 +23,13 @@ from pyarrow import ArrowException
 from framework.config import AppConfig
 from rebalance.positions import Position
 from statestore import DatabaseIdentity, StateStoreError
-from statestore.rocks import RocksBackend
+from statestore.checkpoints import open_checkpoint, save_checkpoint
 from statestore.snapshot_copy import IMMUTABLE_SUFFIXES, SnapshotDownload
 from statestore.snapshot_lineage import new_lineage
 from statestore.snapshot_manifest import SnapshotManifest
 from statestore.snapshot_store import SnapshotStore
 
-__all__ = ["restore_lost_state"]
+__all__ = ["directory_holds_state", "restore_lost_state"]
 
 log = logging.getLogger(__name__)
 _SLICE = 64 << 20
@@ -40,11 +41,15 @@ def restore_lost_state(
     path: Path,
     owned: set[Position],
     epoch: str | None,
+    *,
+    holds_state: Callable[[Path], bool] | None = None,
 ) -> SnapshotManifest | None:
     """If ``path`` (processor ``identity.processor``'s state directory) is missing or empty,
     restore the newest usable snapshot there (of the control log's ``epoch``); returns it,
-    or ``None`` when none was used."""
-    if not config.snapshots.enabled or (path.exists() and any(path.iterdir())):
+    or ``None`` when none was used. ``holds_state``: whether a state directory holds
+    anything (default: it exists and is not empty)."""
+    holds = holds_state or directory_holds_state
+    if not config.snapshots.enabled or holds(path):
         return None
     processor = identity.processor
     store = SnapshotStore(config.snapshot_url, config.app_id)
@@ -99,6 +104,11 @@ def restore_lost_state(
     return None
 
 
+def directory_holds_state(path: Path) -> bool:
+    """Whether ``path`` exists and is not empty."""
+    return path.exists() and any(path.iterdir())
+
+
 def _download(store: SnapshotStore, manifest: SnapshotManifest, path: Path) -> None:
     """Copy ``manifest`` into a staging directory, start a new lineage, rename it to ``path``."""
     staging = path.with_name(f".{path.name}.restoring")
@@ -111,11 +121,12 @@ def _download(store: SnapshotStore, manifest: SnapshotManifest, path: Path) -> N
         download.close()
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    backend = RocksBackend(staging)
+    backend = open_checkpoint(staging, read_only=False)
     try:
-        new_lineage(backend, [f for f in manifest.files if f.name.endswith(IMMUTABLE_SUFFIXES)])
+        files = [f for f in manifest.files if f.name.endswith(IMMUTABLE_SUFFIXES)]
+        new_lineage(backend, files, staging)
     finally:
-        backend.close()
+        save_checkpoint(backend, staging)
     if path.exists():
         path.rmdir()  # only ever empty here
     staging.rename(path)

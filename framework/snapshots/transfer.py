@@ -31,7 +31,8 @@ from rebalance import TopicHistory
 from rebalance.plan import read_set
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateStoreError
-from statestore.rocks import RocksBackend, write_sst_file
+from statestore.checkpoints import open_checkpoint
+from statestore.rocks import write_sst_file
 from statestore.snapshot_copy import SnapshotDownload
 from statestore.snapshot_manifest import SnapshotManifest
 from statestore.snapshot_store import SnapshotStore
@@ -229,7 +230,7 @@ class SnapshotTransfer:
             return
         store = part.stores[0]
         checkpoint = self.directory / f"from-{part.source}" / part.manifest.id
-        backend = RocksBackend(checkpoint, read_only=True)
+        backend = open_checkpoint(checkpoint)
         kept: list[tuple[bytes, bytes]] = []
         seen = 0
         try:
@@ -330,7 +331,7 @@ class SnapshotTransfer:
 
 def _stores_of(checkpoint: Path) -> set[str]:
     """The stores (column families) of the database in ``checkpoint``."""
-    backend = RocksBackend(checkpoint, read_only=True)
+    backend = open_checkpoint(checkpoint)
     try:
         return set(backend.store_names())
     finally:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from framework import App, AppConfig, BatchConfig, KafkaConfig, KeyState, Output, Record
-from framework.config import ScalingConfig, TopicConfig
+from framework.config import ScalingConfig, SnapshotConfig, TopicConfig
 
 __all__ = ["HUGE", "INPUT", "KILLER", "OUTPUT", "POISON", "FoldState", "make_app", "parse"]
 
@@ -67,9 +67,11 @@ def make_app(
     ready_lag: int,
     die: Callable[[], NoReturn] | None = None,
     outputs: bool = True,
+    snapshots: bool = False,
 ) -> App:
     """The fold app over ``partitions`` input partitions (``outputs``: with an output topic;
-    without one the function returns nothing)."""
+    without one the function returns nothing; ``snapshots``: processors take snapshots, join
+    by them and restore a lost directory from them, else they replay)."""
     config = AppConfig(
         app_id="sim",
         kafka=KafkaConfig(bootstrap_servers="simulated:9092"),
@@ -90,8 +92,15 @@ def make_app(
         state_dir=state_dir,
         batch=BatchConfig(max_records=max_records, max_wait_ms=20),
         scaling=ScalingConfig(ready_lag=ready_lag, catchup_batch=max(1, max_records)),
-        # the simulated processors keep no snapshots yet: their catch-ups replay
-        bootstrap="replay",
+        bootstrap="snapshot" if snapshots else "replay",
+        # often, and copied in small slices, so that kills meet every step of them
+        snapshots=SnapshotConfig(
+            enabled=snapshots,
+            interval_seconds=3.0,
+            interval_records=30,
+            keep=2,
+            slice_bytes=1024,
+        ),
     )
     app = App(config)
     app.store("folds")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from framework.runtime.loop import DatabaseOpener
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreCorruptError, StoreSpec
-from statestore.memory import MemoryBackend
+from statestore.memory import MEMORY_CHECKPOINT, MemoryBackend
 from tests.sim.scheduler import Party
 
 __all__ = ["Disks", "KeptBackend"]
@@ -52,10 +52,22 @@ class Disks:
                 database = ProcessorDatabase.open(path, identity, stores)
                 party.on_kill.append(lambda: _close_quietly(database))
                 return database
+            if not self._memory.get(path) and (path / MEMORY_CHECKPOINT).exists():
+                # restored from a snapshot: the directory holds the stores as JSON
+                restored = MemoryBackend.load(path)
+                self._memory[path] = {n: dict(restored.scan(n)) for n in restored.store_names()}
+                shutil.rmtree(path)
             disk = self._memory.setdefault(path, {})
             return ProcessorDatabase.in_memory(identity, stores, KeptBackend(disk), path)
 
         return open_database
+
+    def holds(self, path: Path) -> bool:
+        """Whether the state directory at ``path`` holds anything (else a run may restore
+        it from a snapshot)."""
+        if self.rocksdb:
+            return path.exists() and any(path.iterdir())
+        return bool(self._memory.get(path)) or (path / MEMORY_CHECKPOINT).exists()
 
     def read(self, path: Path) -> ProcessorDatabase | None:
         """The database at ``path`` for reading (``None`` when there is none)."""

@@ -314,10 +314,26 @@ def _stuck(world: World) -> str:
     scale = state.scaling
     phases = {f"{s}->{t}": h.phase.value for (s, t), h in scale.handoffs.items()} if scale else None
     running = sorted(j for j, p in world.processors.items() if p.runnable)
+    busy = [p.name for p in [*world.producers, *world.operators] if p.runnable]
+    behind = []
+    processors = state.generation.processors if state.generation else 0
+    for j in range(processors):
+        database = world.disks.read(processor_path(world.app.config.app_state_dir, j))
+        if database is None:
+            behind.append(f"processor {j}: no state")
+            continue
+        try:
+            offsets = database.offsets()
+        finally:
+            database.close()
+        behind.append(f"processor {j}: {dict(sorted(offsets.items()))}")
     return (
         f"not settled after {SETTLE_STEPS} steps once faults stopped: generation "
         f"{state.generation}, scale {phases}, growth {state.growth}, processors running "
-        f"{running}"
+        f"{running}, still running {busy}; input ends "
+        f"{[world.broker.end_offset(INPUT, p) for p in range(world.broker.partition_count(INPUT))]}"
+        f"; stores: {'; '.join(behind)}; last start at {world.last_start:.1f}s of "
+        f"{world.scheduler.now:.1f}s"
     )
 
 

@@ -71,6 +71,8 @@ class Plan:
     #: whether a second operator races the first, scaling to neighbouring counts
     rival: bool = False
     rocksdb: bool = False
+    #: whether processors take snapshots and join (and restore a lost disk) by them
+    snapshots: bool = False
     #: steps of the chaos phase (then faults stop and the world must settle)
     chaos_steps: int = 4000
     #: kills the shrinker allows at most (None: as the rates say)
@@ -94,6 +96,7 @@ class Plan:
             f"of {self.purge_step} keys/step, {'an' if self.outputs else 'no'} output topic, "
             f"{'a 12-day clock jump, ' if self.days_later else ''}producers queue at most "
             f"{self.max_queued}, {'a rival operator, ' if self.rival else ''}"
+            f"{'snapshots, ' if self.snapshots else ''}"
             f"chaos for {self.chaos_steps} steps",
         ]
         lines += [f"  {i + 1}. {op}" for i, op in enumerate(self.operations)]
@@ -128,6 +131,7 @@ class Plan:
             replace(self, rival=False),
             replace(self, purge_step=5_000),
             replace(self, rocksdb=False),
+            replace(self, snapshots=False),
             replace(self, producers=max(1, self.producers - 1)),
             replace(self, keys=max(1, self.keys // 2)),
             replace(self, records=max(4, self.records // 2)),
@@ -177,7 +181,8 @@ def draw_plan(seed: int) -> Plan:
     plan = replace(plan, killers=bool(plan.special_rate) and rng.random() < 0.5)
     plan = replace(plan, outputs=rng.random() >= 0.15, days_later=rng.random() < 0.2)
     plan = replace(plan, max_queued=rng.choice([100_000, 100_000, 1, 3]))
-    return replace(plan, rival=bool(plan.operations) and rng.random() < 0.2)
+    plan = replace(plan, rival=bool(plan.operations) and rng.random() < 0.2)
+    return replace(plan, snapshots=rng.random() < 0.5)
 
 
 def rival_operations(plan: Plan) -> tuple[Operation, ...]:

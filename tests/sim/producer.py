@@ -38,6 +38,9 @@ PRODUCER_MAX_BYTES = 1_000_000
 #: get before it re-reads them on its own.
 METADATA_REFRESH_SECONDS = 300.0
 
+#: how often a flush that cannot reach the broker tries again
+_FLUSH_RETRY_SECONDS = 0.25
+
 
 class SimMessage:
     """A record as a consumer or a delivery callback sees it (the ``Message`` protocol)."""
@@ -171,12 +174,17 @@ class MemoryProducer(KafkaProducer):
 
     def flush(self, timeout: float) -> int:
         """Deliver everything queued (0 remain); while the process cannot reach the broker,
-        wait ``timeout`` and return how many are still queued (only those past the delivery
-        timeout fail meanwhile)."""
+        retry for up to ``timeout`` (as librdkafka does, returning once all are delivered)
+        and return how many are still queued (only those past the delivery timeout fail
+        meanwhile)."""
         self._kafka.before("producer.flush")
         self._send()
-        if any(item.result is None for item in self.queue):
-            self._kafka.clock.sleep(timeout)
+        deadline = self._kafka.clock.monotonic() + timeout
+        while any(item.result is None for item in self.queue):
+            left = deadline - self._kafka.clock.monotonic()
+            if left <= 0:
+                break
+            self._kafka.clock.sleep(min(left, _FLUSH_RETRY_SECONDS))
             self._send()
         self._serve()
         return len(self.queue)

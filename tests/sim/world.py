@@ -107,6 +107,7 @@ class World:
             ready_lag=plan.ready_lag,
             die=self._die,
             outputs=plan.outputs,
+            snapshots=plan.snapshots,
         )
         self.events = Events()
         #: the chance of a kill right after a handoff record (0 once the chaos phase ends)
@@ -204,7 +205,14 @@ class World:
                         self.kills_now.append(processor)
                 return database
 
-            runtime = ProcessorRuntime(self.app, processor, kafka=port, open_database=open_database)
+            runtime = ProcessorRuntime(
+                self.app,
+                processor,
+                kafka=port,
+                open_database=open_database,
+                snapshots=self.plan.snapshots,
+                holds_state=self.disks.holds,
+            )
             runtime.run()
 
         name = f"processor-{processor}"

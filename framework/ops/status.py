@@ -17,6 +17,11 @@ from framework.growth.placement import UNFENCED_SCOPE
 from framework.kafka import Clients, Kafka
 from framework.ops.snapshot_status import SnapshotReport, collect_snapshots
 from framework.runtime.crashes import SkippedRecord, skipped_records
+from framework.snapshots.transfer_progress import (
+    TransferProgress,
+    read_transfer_progress,
+    transfer_directory,
+)
 from rebalance import bucket, expected_shares
 from statestore import ProcessorDatabase, StateStoreError
 
@@ -139,7 +144,8 @@ class AppStatus:
     topic_counts: dict[str, list[int]]
     scaling_to: int | None = None
     handoffs: list[HandoffStatus] = field(default_factory=list)
-    bootstraps: list[BootstrapStatus] = field(default_factory=list)
+    #: joiners' bulk builds: Spark jobs and snapshot transfers running on this machine
+    bootstraps: list[BootstrapStatus | TransferProgress] = field(default_factory=list)
     topics: list[TopicStatus] = field(default_factory=list)
     #: receivers of the scale in progress that stopped on their own: processor -> reason
     stopped: dict[int, str] = field(default_factory=dict)
@@ -252,12 +258,16 @@ def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
                 {p: reason for (_t, p), reason in blocked.items()},
             )
         )
-    bootstraps = []
+    bootstraps: list[BootstrapStatus | TransferProgress] = []
     if scale is not None:
         for target in sorted({h.target for h in scale.handoffs.values()}):
             bootstrap = _bootstrap_status(app, target, scale.generation)
             if bootstrap is not None:
                 bootstraps.append(bootstrap)
+            directory = transfer_directory(config.app_state_dir, target, scale.generation)
+            transfer = read_transfer_progress(directory)
+            if transfer is not None:
+                bootstraps.append(transfer)
     last = control.scale
     aborted = (
         None

@@ -13,6 +13,7 @@ from framework.runtime.catchup import BootstrapStarter, CatchUp
 from framework.runtime.catchup_apply import BulkBuild, SparkBuild
 from framework.runtime.faults import maybe_crash
 from framework.snapshots.transfer import SnapshotTransfer
+from framework.snapshots.transfer_progress import transfer_directory
 from rebalance.control import Scale
 from rebalance.positions import OffsetRange, Position
 from statestore import ProcessorDatabase
@@ -67,9 +68,7 @@ def bulk_starter(
                 gained_from=catchup.gained_from,
                 database=database,
                 store=SnapshotStore(config.snapshot_url, config.app_id),
-                work_dir=config.app_state_dir
-                / ".snapshots-staging"
-                / f"transfer-{processor}-{scale.generation}",
+                work_dir=transfer_directory(config.app_state_dir, processor, scale.generation),
                 clock=clock,
                 slice_bytes=config.snapshots.slice_bytes,
                 fault=lambda point: maybe_crash(point, processor, config.app_state_dir),

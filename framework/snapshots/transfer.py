@@ -27,6 +27,7 @@ from pathlib import Path
 from pyarrow import ArrowException
 
 from framework.clock import Clock
+from framework.snapshots.transfer_progress import TransferProgress
 from rebalance import TopicHistory
 from rebalance.plan import read_set
 from rebalance.positions import Position
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 _POLL_SECONDS = 0.5
 _KEYS_PER_STEP = 20_000
 _WAIT_NOTE_SECONDS = 60.0
+_REPORT_SECONDS = 1.0
 
 
 def source_scope(scope: str, source: int) -> str:
@@ -119,6 +121,9 @@ class SnapshotTransfer:
         self._waiting_noted: dict[int, float] = {}
         self.keys = 0
         self.copied = 0
+        now = clock.time()
+        self._progress = TransferProgress(processor, started=now, updated=now)
+        self._reported = -_REPORT_SECONDS
         self._sources: list[_Source] = []
         for source, partitions in sorted(handoffs.items()):
             reads = {
@@ -141,6 +146,7 @@ class SnapshotTransfer:
         part = next((s for s in self._sources if not s.done), None)
         if part is None:
             return self._finish()
+        self._report(part)
         if self._database.bulk_load_pending:  # an ingest that failed: try it again
             self._database.resume_bulk_load()
             part.done = bool(self._database.progress(source_scope(self._scope, part.source)))
@@ -163,6 +169,31 @@ class SnapshotTransfer:
             )
             self._reset(part)
         return None
+
+    def _report(self, part: _Source) -> None:
+        """Rewrite the progress report (``status`` reads it) at most once a second, and at
+        once when the phase changes."""
+        if part.manifest is None:
+            phase = "waiting"
+        elif part.download is not None:
+            phase = "copying"
+        else:
+            phase = "filtering" if part.stores else "ingesting"
+        now = self._clock.monotonic()
+        if phase == self._progress.phase and now - self._reported < _REPORT_SECONDS:
+            return
+        self._reported = now
+        progress = self._progress
+        progress.phase = phase
+        progress.bytes_copied = self.copied
+        progress.bytes_total = sum(s.manifest.size for s in self._sources if s.manifest)
+        progress.keys_kept = self.keys
+        progress.waiting_for = [s.source for s in self._sources if not s.done and not s.manifest]
+        progress.updated = self._clock.time()
+        try:
+            progress.write(self.directory)
+        except OSError as error:
+            log.debug("could not write the transfer's progress: %s", error)
 
     def _find(self, part: _Source) -> None:
         """Take the newest usable snapshot of the source, if there is one yet."""

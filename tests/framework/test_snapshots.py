@@ -17,6 +17,7 @@ from framework.runtime.retention import check_catch_up_history
 from framework.snapshots.restore import restore_lost_state
 from framework.snapshots.taker import SnapshotTaker
 from framework.snapshots.transfer import SnapshotTransfer, source_scope, source_starts
+from framework.snapshots.transfer_progress import read_transfer_progress
 from rebalance import TopicHistory, bucket, key_hash
 from rebalance.control import ControlState
 from rebalance.control_records import SnapshotRequest
@@ -110,14 +111,23 @@ def test_a_transfer_keeps_exactly_the_gained_keys_with_the_snapshot_offsets(
         clock.now += 1
         assert transfer.poll() is None
     assert "waiting for snapshots of processors [0]" in transfer.describe()
+    waiting = read_transfer_progress(tmp_path / "work")
+    assert waiting is not None and waiting.phase == "waiting" and waiting.waiting_for == [0]
+    assert "processor 2 snapshot transfer waiting" in waiting.render()
     taker.request(SnapshotRequest("r1").id)
     take(taker, {(TOPIC, 0), (TOPIC, 2)}, _scale_state())
     assert taker.latest is not None and taker.latest.request == "r1"
     done = None
+    reports = []
     for _ in range(10_000):
         clock.now += 1
         if (done := transfer.poll()) is not None:
             break
+        reports.append(read_transfer_progress(tmp_path / "work"))
+    copying = [r for r in reports if r is not None and r.phase == "copying"]
+    assert copying and copying[-1].bytes_total == taker.latest.size, copying[-1:]
+    assert 0 < copying[-1].bytes_copied <= copying[-1].bytes_total
+    assert any(r is not None and r.phase == "filtering" for r in reports), reports
     expected = {k: v for k, v in values.items() if gained_from(k) == 0}
     assert done == len(expected) > 0
     assert dict(receiver.items("counts")) == expected

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -88,6 +89,9 @@ def restore_lost_state(
         try:
             _download(store, manifest, path)
         except (OSError, ArrowException, StateStoreError) as error:
+            if holds(path):  # another run of this processor restored it meanwhile
+                log.warning("processor %d: its state directory was restored meanwhile", processor)
+                return None
             log.warning(
                 "snapshot %s could not be restored (%s); trying an older one", manifest.id, error
             )
@@ -111,8 +115,10 @@ def directory_holds_state(path: Path) -> bool:
 
 def _download(store: SnapshotStore, manifest: SnapshotManifest, path: Path) -> None:
     """Copy ``manifest`` into a staging directory, start a new lineage, rename it to ``path``."""
-    staging = path.with_name(f".{path.name}.restoring")
-    shutil.rmtree(staging, ignore_errors=True)
+    for stale in path.parent.glob(f".{path.name}.restoring*"):  # left by a killed restore
+        shutil.rmtree(stale, ignore_errors=True)
+    # its own name: two runs of one processor started at once never write into each other's
+    staging = path.with_name(f".{path.name}.restoring-{uuid.uuid4().hex[:12]}")
     download = SnapshotDownload(store, manifest, staging)
     try:
         while not download.step(_SLICE):
@@ -127,6 +133,10 @@ def _download(store: SnapshotStore, manifest: SnapshotManifest, path: Path) -> N
         new_lineage(backend, files, staging)
     finally:
         save_checkpoint(backend, staging)
-    if path.exists():
-        path.rmdir()  # only ever empty here
-    staging.rename(path)
+    try:
+        if path.exists():
+            path.rmdir()  # empty, unless another run of this processor restored it meanwhile
+        staging.rename(path)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -184,6 +185,22 @@ def test_a_lost_directory_comes_back_from_the_newest_snapshot_that_covers_it(
     # a snapshot that misses a partition owned now is not used
     assert restore_lost_state(config, identity, path, owned | {(TOPIC, 0)}, None) is None
     assert not path.exists()
+    # another run of the processor restores it while this one copies: this one lets it be
+    stale = path.with_name(f".{path.name}.restoring")  # left by a restore killed earlier
+    stale.mkdir()
+    real_rename = Path.rename
+
+    def beaten(self: Path, target: Path) -> Path:
+        if target == path:
+            shutil.copytree(lost, path)  # the other run's restore lands first
+        return real_rename(self, target)
+
+    with mock.patch.object(Path, "rename", beaten):
+        assert restore_lost_state(config, identity, path, owned, None) is None
+    assert not stale.exists()
+    assert not list(path.parent.glob(f".{path.name}.restoring*"))
+    assert (path / "CURRENT").exists()
+    shutil.rmtree(path)
     restored = restore_lost_state(config, identity, path, owned, None)
     assert restored is not None and restored.offsets == {(TOPIC, 1): 40, (TOPIC, 3): 60}
     back = open_processor(config, 1)

@@ -1,13 +1,21 @@
-"""Live scaling of wordcount, measured: 2 -> 3 -> 5 -> 2 processors on 8 partitions.
+"""Live scaling of wordcount, measured: snapshot against replay, on short and long histories.
 
-A local broker; a history of words written first (so new processors have state to rebuild);
-a producer thread writing a steady stream throughout; `splitstate run --all` with 2
-processors; then each scale in turn. For every scale it prints the time from the scale
-command to all handoffs COMPLETE, each receiver's records replayed (vs the records in the
-topic) and catch-up records/s, and the longest pause in output of the moved partitions
-(p50/max over them) next to the longest pause of the partitions that did not move.
+A local broker. For each history length (default 1M and 10M records over the same 100,000
+words, 8 partitions) one input topic is written; then, for each way a joiner gets its state
+(``bootstrap: snapshot`` and ``bootstrap: replay``), a fresh app with 2 processors
+(`splitstate run --all`) processes that whole history, a producer thread writes a steady
+stream, and the app scales 2 -> 3 (or the ``--scales`` given). For every scale it prints the
+time from the scale command to all handoffs COMPLETE (the receivers' process start-up and,
+with snapshots, the source's fresh snapshot included), the records the receivers replayed
+(against the records in the topic), the keys they built in bulk, the bytes of the sources'
+snapshots they read (whole snapshots: every key is read to keep the gained ones) and how long
+the transfer took, and the longest pause in output of the moved partitions (p50/max over
+them) next to that of the partitions that did not move. The last lines compare each way's
+time on the longest history with its time on the shortest (issue goal: within 1.3x with
+snapshots: the cost grows with state, not history).
 
-Run: .venv/bin/python bench/scale.py [--history N] [--rate RECORDS_PER_S]
+Run: .venv/bin/python bench/scale.py [--histories 1000000,10000000] [--keys 100000]
+     [--rate RECORDS_PER_S] [--scales 3] [--ways snapshot,replay]
 """
 
 from __future__ import annotations
@@ -23,13 +31,14 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the examples package
 
 import yaml
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from framework import AppConfig
 from framework.coordination.scaling import read_control, request_scale
@@ -39,19 +48,24 @@ from framework.producer import SplitstateProducer
 
 APP = "examples.wordcount.app:app"
 PARTITIONS = 8
+CLI = [sys.executable, "-m", "framework.ops.cli"]
 TOOK_OVER = re.compile(
     r"processor (\d+) took over \[(.*?)\] from processor (\d+) .*replayed (\d+) records "
-    r"in ([\d.]+)s \((\d+)/s\)"
+    r"in ([\d.]+)s \((\d+)/s\); (\d+) built in bulk"
+)
+TRANSFERRED = re.compile(
+    r"processor (\d+): took (\d+) keys gained from processor (\d+) out of its snapshot \S+ "
+    r"\((\d+) bytes; ([\d.]+)s since the transfer began\)"
 )
 
 
 class Stream(threading.Thread):
     """Writes words at a steady rate until stopped."""
 
-    def __init__(self, bootstrap: str, rate: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, keys: int, rate: int) -> None:
         super().__init__(daemon=True)
-        self.producer = SplitstateProducer({"bootstrap.servers": bootstrap}, ["words"])
-        self.rate = rate
+        self.producer = SplitstateProducer({"bootstrap.servers": bootstrap}, [topic])
+        self.topic, self.keys, self.rate = topic, keys, rate
         self.stop = threading.Event()
         self.rng = random.Random(9)
         self.written = 0
@@ -60,14 +74,73 @@ class Stream(threading.Thread):
         tick = 0.05
         while not self.stop.is_set():
             for _ in range(int(self.rate * tick)):
-                self.producer.produce("words", f"w{self.rng.randrange(5000)}".encode(), b"")
+                word = f"w{self.rng.randrange(self.keys)}".encode()
+                self.producer.produce(self.topic, word, b"")
                 self.written += 1
             self.producer.poll(0)
             time.sleep(tick)
         self.producer.close(60)
 
 
-def output_gaps(bootstrap: str, start_ms: int, end_ms: int) -> dict[int, float]:
+@dataclass
+class Row:
+    """One scale of one case."""
+
+    history: int
+    way: str
+    label: str
+    elapsed: float
+    in_topic: int
+    took: list[tuple[str, ...]] = field(default_factory=list)
+    transferred: list[tuple[str, ...]] = field(default_factory=list)
+    moved: set[int] = field(default_factory=set)
+    gaps: dict[int, float] = field(default_factory=dict)
+
+
+def write_history(bootstrap: str, topic: str, records: int, keys: int) -> float:
+    """Create ``topic`` and write ``records`` words into it; returns the seconds it took."""
+    started = time.monotonic()
+    producer = SplitstateProducer(
+        {"bootstrap.servers": bootstrap}, [topic], {"linger.ms": 50, "batch.size": 1 << 20}
+    )
+    rng = random.Random(1)
+    for i in range(records):
+        producer.produce(topic, f"w{rng.randrange(keys)}".encode(), b"")
+        if i % 100_000 == 0:
+            producer.poll(0)
+    producer.close(600)
+    return time.monotonic() - started
+
+
+def ends_of(bootstrap: str, topic: str) -> dict[int, int]:
+    """The end offset of each partition of ``topic``."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-ends"})
+    try:
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in range(PARTITIONS)
+        }
+    finally:
+        consumer.close()
+
+
+def wait_processed(bootstrap: str, group: str, topic: str, ends: dict[int, int]) -> float:
+    """Wait until group ``group`` committed ``ends``; returns the seconds waited."""
+    started = time.monotonic()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        while True:
+            committed = consumer.committed(
+                [TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30
+            )
+            if all(tp.offset >= ends[tp.partition] for tp in committed):
+                return time.monotonic() - started
+            time.sleep(1.0)
+    finally:
+        consumer.close()
+
+
+def output_gaps(bootstrap: str, topic: str, start_ms: int, end_ms: int) -> dict[int, float]:
     """Per output partition: the longest gap (s) between outputs within the window."""
     consumer = Consumer(
         {
@@ -76,23 +149,26 @@ def output_gaps(bootstrap: str, start_ms: int, end_ms: int) -> dict[int, float]:
             "enable.auto.commit": False,
         }
     )
+    starts = consumer.offsets_for_times(
+        [TopicPartition(topic, p, start_ms) for p in range(PARTITIONS)], timeout=30
+    )
     ends = {
-        p: consumer.get_watermark_offsets(TopicPartition("word-counts", p), timeout=30)[1]
+        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
         for p in range(PARTITIONS)
     }
-    consumer.assign([TopicPartition("word-counts", p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     stamps: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
-    done = {p for p, end in ends.items() if end == 0}
+    done = {tp.partition for tp in starts if tp.offset < 0 or tp.offset >= ends[tp.partition]}
+    consumer.assign([tp for tp in starts if tp.partition not in done])
     while len(done) < PARTITIONS:
         for message in consumer.consume(num_messages=10_000, timeout=1.0):
             partition, offset = message.partition(), message.offset()
-            if partition is None or offset is None:
+            if partition is None or offset is None or partition in done:
                 continue
             stamp = message.timestamp()[1]
+            if stamp > end_ms or offset + 1 >= ends[partition]:
+                done.add(partition)
             if start_ms <= stamp <= end_ms:
                 stamps[partition].append(stamp)
-            if offset + 1 >= ends[partition]:
-                done.add(partition)
     consumer.close()
     gaps = {}
     for partition, values in stamps.items():
@@ -102,92 +178,139 @@ def output_gaps(bootstrap: str, start_ms: int, end_ms: int) -> dict[int, float]:
     return gaps
 
 
-def start_app(scratch: Path, bootstrap: str, history: int) -> tuple[subprocess.Popen[bytes], Path]:
-    """Topics, the history, and `splitstate run --all` with 2 processors."""
-    config_file = scratch / "wordcount.yaml"
+def app_config(scratch: Path, bootstrap: str, topic: str, way: str, history: int) -> Path:
+    """The wordcount config of one case (its own app id, output topic and state)."""
+    name = f"{way}-{history}"
     base = yaml.safe_load(Path("examples/wordcount/config.yaml").read_text())
     base.update(
+        app_id=f"bench-scale-{name}",
         kafka={"bootstrap_servers": bootstrap},
-        state_dir=str(scratch / "state"),
+        inputs=[{"topic": topic, "partitions": PARTITIONS}],
+        outputs=[{"topic": f"counts-{name}", "partitions": PARTITIONS}],
+        state_dir=str(scratch / name / "state"),
         scaling={"ready_lag": 500},
+        bootstrap=way,
+        snapshots={"enabled": way == "snapshot"},
     )
-    config_file.write_text(yaml.safe_dump(base))
-    cli = [sys.executable, "-m", "framework.ops.cli"]
+    path = scratch / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(base))
     subprocess.run(
-        [*cli, "topics", "create", APP, "--config", str(config_file)],
-        check=True,
-        capture_output=True,
+        [*CLI, "topics", "create", APP, "--config", str(path)], check=True, capture_output=True
     )
-    producer = SplitstateProducer({"bootstrap.servers": bootstrap}, ["words"], {"linger.ms": 50})
-    rng = random.Random(1)
-    for _ in range(history):
-        producer.produce("words", f"w{rng.randrange(5000)}".encode(), b"")
-    producer.close(120)
-    log_path = scratch / "run.log"
+    return path
+
+
+def run_case(
+    scratch: Path, bootstrap: str, topic: str, way: str, *, history: int, args: Any
+) -> list[Row]:
+    """One app over ``topic``: process the history, then scale under a live stream."""
+    config_file = app_config(scratch, bootstrap, topic, way, history)
+    config = AppConfig.load(config_file)
+    app = load_app(APP, config_file)
+    app.configure(config)
+    log_path = scratch / f"{way}-{history}.log"
+    rows = []
     with log_path.open("wb") as log:
         supervisor = subprocess.Popen(
-            [*cli, "run", APP, "--all", "--config", str(config_file)], stdout=log, stderr=log
+            [*CLI, "run", APP, "--all", "--config", str(config_file)], stdout=log, stderr=log
         )
-    return supervisor, config_file
-
-
-def print_table(rows: list[tuple[Any, float, list[Any], set[int], dict[int, float], int]]) -> None:
-    """One line per receiver of each scale."""
-    header = ("scale", "to ACTIVE", "receiver", "replayed", "in topic", "replay/s")
-    print("{:<8} {:>9} {:>8} {:>10} {:>10} {:>9}".format(*header), end="")
-    print(f" {'moved pause p50/max':>20} {'unmoved max':>12}")
-    for scale, elapsed, took, moved, gaps, total in rows:
-        moved_gaps = [gaps[p] for p in sorted(moved)]
-        unmoved = [gaps[p] for p in range(PARTITIONS) if p not in moved]
-        pauses = f"{statistics.median(moved_gaps):.2f}/{max(moved_gaps):.2f}s"
-        label = f"{scale.old_processors}->{scale.new_processors}"
-        for target, _parts, _source, replayed, _secs, rate in took:
-            print(
-                f"{label:<8} {elapsed:>8.1f}s {target:>8} {int(replayed):>10,} {total:>10,} "
-                f"{int(rate):>9,} {pauses:>20} {max(unmoved, default=0):>11.2f}s"
-            )
-
-
-def main() -> None:
-    """Run the scales and print the table."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--history", type=int, default=300_000, help="records written first")
-    parser.add_argument("--rate", type=int, default=3000, help="records/s during the scales")
-    args = parser.parse_args()
-    scratch = Path(tempfile.mkdtemp(prefix="splitstate-scale-bench-"))
-    broker = LocalBroker(scratch / "broker")
-    supervisor = None
-    rows = []
+    stream = Stream(bootstrap, topic, args.keys, args.rate)
     try:
-        bootstrap = broker.start().bootstrap_servers
-        supervisor, config_file = start_app(scratch, bootstrap, args.history)
-        app = load_app(APP, config_file)
-        app.configure(AppConfig.load(config_file))
-        log_path = scratch / "run.log"
-        stream = Stream(bootstrap, args.rate)
+        took = wait_processed(bootstrap, config.app_id, topic, ends_of(bootstrap, topic))
+        print(f"  {way}: the history processed in {took:.0f}s", flush=True)
         stream.start()
-        time.sleep(10)
-        for processors in (3, 5, 2):
+        time.sleep(5)
+        for processors in args.scales:
             before = len(TOOK_OVER.findall(log_path.read_text()))
+            copies = len(TRANSFERRED.findall(log_path.read_text()))
             start = time.time()
             scale = request_scale(app, processors)
             while (read_control(app).processors or 0) != processors:
+                if supervisor.poll() is not None:
+                    raise SystemExit(f"the app stopped; see {log_path}")
                 time.sleep(0.2)
             elapsed = time.time() - start
             time.sleep(3)
-            took = TOOK_OVER.findall(log_path.read_text())[before:]
-            moved = {int(p) for h in scale.handoffs.values() for _t, p in h.partitions}
-            gaps = output_gaps(bootstrap, int(start * 1000), int((start + elapsed + 3) * 1000))
-            rows.append((scale, elapsed, took, moved, gaps, args.history + stream.written))
-        stream.stop.set()
-        stream.join()
+            row = Row(history, way, f"{scale.old_processors}->{processors}", elapsed, 0)
+            row.in_topic = sum(ends_of(bootstrap, topic).values())
+            row.took = TOOK_OVER.findall(log_path.read_text())[before:]
+            row.transferred = TRANSFERRED.findall(log_path.read_text())[copies:]
+            row.moved = {int(p) for h in scale.handoffs.values() for _t, p in h.partitions}
+            window = (int(start * 1000), int((start + elapsed + 3) * 1000))
+            row.gaps = output_gaps(bootstrap, f"counts-{way}-{history}", *window)
+            rows.append(row)
+            print(f"  {way}: {row.label} in {elapsed:.1f}s", flush=True)
     finally:
-        if supervisor is not None:
-            supervisor.send_signal(signal.SIGTERM)
-            supervisor.wait(timeout=120)
+        stream.stop.set()
+        if stream.is_alive():
+            stream.join()
+        supervisor.send_signal(signal.SIGTERM)
+        supervisor.wait(timeout=300)
+        shutil.rmtree(scratch / f"{way}-{history}", ignore_errors=True)
+    return rows
+
+
+def print_table(rows: list[Row]) -> None:
+    """One line per scale of each case, then the long/short history ratios."""
+    header = ("history", "bootstrap", "scale", "to ACTIVE", "replayed", "in topic", "bulk keys")
+    print("{:>11} {:<9} {:<6} {:>9} {:>10} {:>11} {:>10}".format(*header), end="")
+    print(f" {'snapshots read':>15} {'moved pause p50/max':>20} {'unmoved max':>12}")
+    for row in rows:
+        moved_gaps = [row.gaps[p] for p in sorted(row.moved)] or [0.0]
+        unmoved = [row.gaps[p] for p in range(PARTITIONS) if p not in row.moved]
+        pauses = f"{statistics.median(moved_gaps):.2f}/{max(moved_gaps):.2f}s"
+        replayed = sum(int(took[3]) for took in row.took)
+        bulk = sum(int(took[6]) for took in row.took)
+        copied = sum(int(t[3]) for t in row.transferred)
+        seconds = max((float(t[4]) for t in row.transferred), default=0.0)
+        read = f"{copied / 2**20:.1f} MiB {seconds:.1f}s"
+        print(
+            f"{row.history:>11,} {row.way:<9} {row.label:<6} {row.elapsed:>8.1f}s "
+            f"{replayed:>10,} {row.in_topic:>11,} {bulk:>10,} "
+            f"{read if row.transferred else '-':>15} {pauses:>20} "
+            f"{max(unmoved, default=0):>11.2f}s"
+        )
+    histories = sorted({row.history for row in rows})
+    if len(histories) < 2:
+        return
+    print()
+    short, long = histories[0], histories[-1]
+    for way in sorted({row.way for row in rows}):
+        first = [r.elapsed for r in rows if r.way == way and r.history == short]
+        last = [r.elapsed for r in rows if r.way == way and r.history == long]
+        if first and last:
+            ratio = sum(last) / sum(first)
+            print(f"{way}: {long:,} records of history take {ratio:.2f}x the time of {short:,}")
+
+
+def main() -> None:
+    """Write each history, run each case, print the table."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--histories", default="1000000,10000000", help="records written first")
+    parser.add_argument("--keys", type=int, default=100_000, help="distinct words")
+    parser.add_argument("--rate", type=int, default=3000, help="records/s during the scales")
+    parser.add_argument("--scales", default="3", help="processor counts to scale to, in turn")
+    parser.add_argument("--ways", default="snapshot,replay", help="bootstraps to compare")
+    args = parser.parse_args()
+    args.scales = [int(n) for n in args.scales.split(",")]
+    histories = [int(n) for n in args.histories.split(",")]
+    scratch = Path(tempfile.mkdtemp(prefix="splitstate-scale-bench-"))
+    broker = LocalBroker(scratch / "broker")
+    rows: list[Row] = []
+    try:
+        bootstrap = broker.start().bootstrap_servers
+        for history in histories:
+            topic = f"words-{history}"
+            admin_config = scratch / f"topic-{history}.yaml"
+            app_config(scratch, bootstrap, topic, "replay", history).rename(admin_config)
+            took = write_history(bootstrap, topic, history, args.keys)
+            print(f"history of {history:,} records written in {took:.0f}s", flush=True)
+            for way in args.ways.split(","):
+                rows.extend(run_case(scratch, bootstrap, topic, way, history=history, args=args))
+    finally:
         broker.stop()
         shutil.rmtree(scratch, ignore_errors=True)
-    print(f"history {args.history:,} records, then {args.rate:,} records/s during the scales\n")
+    print(f"\n{args.keys:,} words, 8 partitions, {args.rate:,} records/s during the scales\n")
     print_table(rows)
 
 

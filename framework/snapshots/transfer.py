@@ -307,12 +307,14 @@ class SnapshotTransfer:
         self._fault("transfer:ingested")
         part.done = True
         log.info(
-            "processor %d: took %d keys gained from processor %d out of its snapshot %s; "
-            "catching up from %s",
+            "processor %d: took %d keys gained from processor %d out of its snapshot %s "
+            "(%d bytes; %.1fs since the transfer began); catching up from %s",
             self.processor,
             part.keys,
             part.source,
             manifest.id,
+            manifest.size,
+            self._clock.time() - self._progress.started,
             dict(sorted(starts.items())),
         )
         shutil.rmtree(self.directory / f"from-{part.source}", ignore_errors=True)

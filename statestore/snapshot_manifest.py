@@ -68,6 +68,11 @@ class SnapshotManifest:
         """Bytes of all its files."""
         return sum(f.size for f in self.files)
 
+    def belongs_to(self, app_id: str, fixed: Mapping[str, Any], epoch: str | None) -> bool:
+        """Whether it is a snapshot of app ``app_id`` with these fixed parameters, taken in
+        this history of its control log (``epoch``): the only ones a restore or transfer uses."""
+        return self.app_id == app_id and dict(self.fixed) == dict(fixed) and self.epoch == epoch
+
     def covers(self, partitions: Iterable[Position]) -> bool:
         """Whether the processor owned every one of ``partitions`` when it took the snapshot."""
         return all(p in self.offsets for p in partitions)

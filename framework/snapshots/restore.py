@@ -66,11 +66,7 @@ def restore_lost_state(
         )
         return None
     for manifest in reversed(manifests):
-        if (
-            manifest.app_id != identity.app_id
-            or dict(manifest.fixed) != dict(identity.fixed)
-            or manifest.epoch != epoch
-        ):
+        if not manifest.belongs_to(identity.app_id, identity.fixed, epoch):
             log.warning(
                 "snapshot %s is of another app, fixed parameters or control log (the app was "
                 "started over); not used",

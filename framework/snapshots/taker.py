@@ -42,11 +42,18 @@ _WANTED_BY_RECEIVERS = (HandoffPhase.PLANNED, HandoffPhase.CATCHING_UP)
 
 
 def first_for_scale(
-    manifests: list[SnapshotManifest], generation: int, partitions: Iterable[Position]
+    manifests: list[SnapshotManifest],
+    generation: int,
+    partitions: Iterable[Position],
+    of_app: Callable[[SnapshotManifest], bool],
 ) -> SnapshotManifest | None:
-    """The first snapshot (of ``manifests``, oldest first) taken in scale ``generation`` or
-    later that covers ``partitions``: the one a receiver of them builds from."""
-    return next((m for m in manifests if m.generation >= generation and m.covers(partitions)), None)
+    """The first snapshot (of ``manifests``, oldest first, those ``of_app`` accepts) taken
+    in scale ``generation`` or later that covers ``partitions``: the one a receiver of them
+    builds from."""
+    return next(
+        (m for m in manifests if of_app(m) and m.generation >= generation and m.covers(partitions)),
+        None,
+    )
 
 
 def state_generation(state: ControlState) -> int:
@@ -131,6 +138,8 @@ class SnapshotTaker:
         settings = self._settings
         latest = self.latest
         if self._requested is not None or latest is None:
+            return True
+        if not self._of_this_history(latest):  # of an earlier run of the app
             return True
         if now - self._last_taken >= settings.interval_seconds:
             return True
@@ -225,8 +234,18 @@ class SnapshotTaker:
             first.id
             for handoff in scale.outgoing(self.processor)
             if handoff.phase not in (HandoffPhase.COMPLETE, HandoffPhase.ABORTED)
-            and (first := first_for_scale(manifests, scale.generation, handoff.partitions))
+            and (
+                first := first_for_scale(
+                    manifests, scale.generation, handoff.partitions, self._of_this_history
+                )
+            )
         )
+
+    def _of_this_history(self, manifest: SnapshotManifest) -> bool:
+        """Whether ``manifest`` is of this app, fixed parameters and control-log epoch."""
+        identity = self._database.identity
+        epoch = self._state.app.epoch if self._state.app is not None else None
+        return manifest.belongs_to(identity.app_id, identity.fixed, epoch)
 
     def _give_up(self, error: Exception) -> None:
         """Log the failure, drop the upload, and try again in a while."""

@@ -117,6 +117,8 @@ class SnapshotTransfer:
         self._fault = fault
         self._epoch = epoch
         self._polled = -_POLL_SECONDS
+        #: snapshots that could not be used (a file missing or damaged): never taken again
+        self._failed: set[str] = set()
         #: per source, when its missing snapshot was last logged
         self._waiting_noted: dict[int, float] = {}
         self.keys = 0
@@ -161,12 +163,14 @@ class SnapshotTransfer:
         except (OSError, ArrowException, StateStoreError) as error:
             log.warning(
                 "processor %d: snapshot %s of processor %d could not be used (%s); it takes "
-                "the newest again",
+                "the newest other one",
                 self.processor,
                 part.manifest.id if part.manifest else "?",
                 part.source,
                 error,
             )
+            if part.manifest is not None and not self._database.bulk_load_pending:
+                self._failed.add(part.manifest.id)
             self._reset(part)
         return None
 
@@ -196,15 +200,21 @@ class SnapshotTransfer:
             log.debug("could not write the transfer's progress: %s", error)
 
     def _find(self, part: _Source) -> None:
-        """Take the newest usable snapshot of the source, if there is one yet."""
+        """Take a usable snapshot of the source, if there is one yet: the first taken in
+        this scale (its source keeps it until the handoff ends); once one could not be used,
+        the newest other one (the last its source prunes), and when there is none, the
+        failed ones again (the failure may have passed)."""
         now = self._clock.monotonic()
         if now - self._polled < _POLL_SECONDS:
             return
         self._polled = now
-        # the first one taken in this scale: its source keeps it until the handoff ends
-        for manifest in self._store.manifests(part.source):
-            if self._usable(part, manifest):
-                break
+        manifests = [m for m in self._store.manifests(part.source) if self._usable(part, m)]
+        fresh = [m for m in manifests if m.id not in self._failed]
+        if fresh:
+            manifest = fresh[-1] if self._failed else fresh[0]
+        elif manifests:
+            manifest = manifests[0]
+            self._failed.clear()
         else:
             if now - self._waiting_noted.setdefault(part.source, now - _WAIT_NOTE_SECONDS) >= (
                 _WAIT_NOTE_SECONDS
@@ -231,9 +241,7 @@ class SnapshotTransfer:
         partitions, and every ancestor it did not own has a known threshold."""
         identity = self._database.identity
         return (
-            manifest.app_id == identity.app_id
-            and dict(manifest.fixed) == dict(identity.fixed)
-            and manifest.epoch == self._epoch
+            manifest.belongs_to(identity.app_id, identity.fixed, self._epoch)
             and manifest.generation >= self.generation
             and manifest.covers(part.partitions)
             and all(p in manifest.offsets or b is not None for p, b in part.reads.items())

@@ -141,11 +141,12 @@ def test_a_transfer_keeps_exactly_the_gained_keys_with_the_snapshot_offsets(
     receiver.close()
 
 
-def _scale_state() -> ControlState:
+def _scale_state(epoch: str | None = None) -> ControlState:
     """A control state whose last scale has generation 1 (as the taker sees it)."""
     state = ControlState()
+    app = {"type": "app", "app_id": "snaps", "initial_processors": 2, "inputs": {TOPIC: 4}}
     for record in (
-        {"type": "app", "app_id": "snaps", "initial_processors": 2, "inputs": {TOPIC: 4}},
+        {**app, **({"epoch": epoch} if epoch else {})},
         {"type": "generation", "generation": 0, "processors": 2},
         {
             "type": "scale",
@@ -485,3 +486,81 @@ def test_a_directory_put_back_from_a_backup_writes_under_a_new_lineage(tmp_path:
             assert back.get("counts", key) is not None
         finally:
             back.close()
+
+
+def test_the_pinned_snapshot_is_one_of_this_history_of_the_app(tmp_path: Path) -> None:
+    """The store still holds a snapshot of an earlier run of the app (another control-log
+    epoch) that would otherwise qualify: the source pins the first one of this epoch, the
+    one receivers take (helper-6's review: it pinned the old one, so the receiver's was
+    pruned under it and the scale never ended)."""
+    config = config_for(tmp_path, snapshots={"keep": 1, "interval_seconds": 10})
+    clock = ManualClock(100.0)
+    store = SnapshotStore(config.snapshot_url, config.app_id)
+    source = open_processor(config, 0)
+    fill(source, 0, {0: 500, 2: 700})
+    both = {(TOPIC, 0), (TOPIC, 2)}
+    before = SnapshotTaker(config, 0, source, store, clock)
+    take(before, both, _scale_state("earlier"))
+    # the app starts over (a new control log) and scales again
+    taker = SnapshotTaker(config, 0, source, store, clock)
+    scale = _scale_state("now")
+    take(taker, both, scale)  # due at once: the newest is of the earlier history
+    first = taker.latest
+    assert first is not None and first.epoch == "now"
+    taker.request()
+    take(taker, both, scale)
+    assert first.id in [m.id for m in store.manifests(0)]
+    source.close()
+
+
+def test_a_transfer_whose_snapshot_is_damaged_takes_another(tmp_path: Path) -> None:
+    """A file of the snapshot a receiver chose is damaged: it takes the newest other one
+    instead of the same one again and again (helper-6's review: the scale never ended)."""
+    config = config_for(tmp_path)
+    clock = ManualClock(100.0)
+    store = SnapshotStore(config.snapshot_url, config.app_id)
+    source = open_processor(config, 0)
+    fill(source, 0, {0: 500, 2: 700})
+    taker = SnapshotTaker(config, 0, source, store, clock)
+    both = {(TOPIC, 0), (TOPIC, 2)}
+    take(taker, both, _scale_state())
+    damaged = taker.latest
+    assert damaged is not None
+    batch = source.begin()
+    batch.set_offset(TOPIC, 2, 750)
+    batch.commit()
+    taker.request()
+    take(taker, both, _scale_state())
+    for file in damaged.files:  # files of its own (the next snapshot shares the SST files)
+        if not file.name.endswith(".sst"):
+            target = Path(config.snapshot_url) / config.app_id / "processor-0" / file.path
+            target.write_bytes(b"damage" + target.read_bytes()[6:])
+    receiver = open_processor(config, 2)
+
+    def gained_from(key: bytes) -> int | None:
+        h = key_hash(key)
+        return bucket(h, 2, 2) if bucket(h, 2, 3) == 2 else None
+
+    transfer = SnapshotTransfer(
+        2,
+        1,
+        scope="catchup-1",
+        loaded_flag="catchup-1-bootstrapped",
+        handoffs={0: frozenset({(TOPIC, 2)})},
+        topics={TOPIC: TopicHistory(TOPIC, (4,))},
+        gained_from=gained_from,
+        database=receiver,
+        store=store,
+        work_dir=tmp_path / "work",
+        clock=clock,
+        slice_bytes=1 << 12,
+    )
+    done = None
+    for _ in range(2_000):
+        clock.now += 1
+        if (done := transfer.poll()) is not None:
+            break
+    assert done is not None, transfer.describe()
+    assert receiver.progress("catchup-1") == {(TOPIC, 2): 750}
+    source.close()
+    receiver.close()

@@ -114,6 +114,9 @@ def backfill(
     )
     destination = config.bootstrap_dir / f"backfill-{time.strftime('%Y%m%d-%H%M%S')}"
     manifest = build_state(app, request, destination, on_progress)
+    # before any state is loaded: a backfill that stops after this leaves no snapshot of the
+    # old state for a lost disk to restore (and one that cannot reach the store loads nothing)
+    _forget_snapshots(app)
     for j in range(count):
         identity = DatabaseIdentity(config.app_id, j, layout.fixed_parameters())
         path = processor_path(state_dir, j)
@@ -122,7 +125,6 @@ def backfill(
             database.bulk_load(manifest.files(j), target.offsets)
             database.checked_fresh()  # built from every key's whole history
     shutil.rmtree(destination, ignore_errors=True)
-    _forget_snapshots(app)
     return BackfillResult(count, manifest, time.monotonic() - started, replaced)
 
 

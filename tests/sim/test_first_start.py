@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 from framework import App
+from framework.bootstrap.backfill import backfill
 from framework.config import ConfigError
 from framework.coordination.control_log import ControlLog
 from framework.coordination.layout import prepare_app
@@ -20,6 +22,7 @@ from framework.coordination.registry import TopicEntry, TopicRegistry
 from framework.kafka import TopicSpec
 from framework.runtime.loop import ProcessorRuntime
 from rebalance import TopicHistory
+from statestore.snapshot_store import SnapshotStore
 from tests.clocks import ManualClock
 from tests.sim.app import INPUT, OUTPUT, make_app
 from tests.sim.broker import Broker
@@ -103,3 +106,31 @@ def test_a_backfill_builds_every_key_from_its_whole_history_so_it_may_start_abov
     assert layout.processors == 4 and _app_definition_written(kafka, app)
     # the processors' later starts find the app recorded and are not refused
     assert prepare_app(app, kafka, 2).processors == 4
+
+
+def test_a_backfill_that_cannot_delete_the_old_snapshots_loads_no_state(tmp_path: Path) -> None:
+    """The snapshots hold the state from before a backfill; a backfill that cannot delete
+    them (the store unreachable) stops before it loads any state, so no processor can later
+    restore the old state under the new (helper-6's review: it loaded the state first)."""
+    kafka = _grown_input({2: 3, 3: 2})
+    app = make_app(
+        tmp_path,
+        partitions=2,
+        initial_processors=2,
+        max_records=5,
+        lease_ms=2000,
+        ready_lag=0,
+        snapshots=True,
+    )
+    built = mock.Mock()
+    built.files.return_value = {}
+    built.targets = {j: mock.Mock(offsets={}) for j in range(2)}
+    with (
+        mock.patch("framework.bootstrap.backfill.build_state", return_value=built),
+        mock.patch.object(SnapshotStore, "processors", return_value=[0]),
+        mock.patch.object(SnapshotStore, "delete_processor", side_effect=OSError("unreachable")),
+        pytest.raises(OSError, match="unreachable"),
+    ):
+        backfill(app, kafka=kafka)
+    state_dir = app.config.app_state_dir
+    assert not any((state_dir / f"processor-{j}").exists() for j in range(2))

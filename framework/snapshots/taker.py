@@ -129,7 +129,11 @@ class SnapshotTaker:
         try:
             if self.upload is not None:
                 self._copy_slice()
-            elif self._due(owned, state, now) and before_take():
+            elif (
+                not self._database.bulk_load_pending  # never a half-ingested state
+                and self._due(owned, state, now)
+                and before_take()
+            ):
                 self._take(owned, state)
         except (OSError, ArrowException, StateStoreError) as error:
             self._give_up(error)

@@ -91,6 +91,8 @@ class SnapshotTaker:
         self._retry_at = 0.0
         #: an operator's request to answer with the next snapshot ("" for a local request)
         self._requested: str | None = None
+        #: the request the upload in progress answers
+        self._answering: str | None = None
         self._answered: set[str] = set()
         self.taken = 0
         self._state = ControlState()
@@ -181,7 +183,9 @@ class SnapshotTaker:
         )
         checkpoint.parent.mkdir(parents=True, exist_ok=True)
         database.snapshot(checkpoint)
-        self._requested = None
+        # a request is answered once the manifest is written (an upload that fails takes the
+        # snapshot again); one that came meanwhile stays for the next
+        self._answering = self._requested
         self._records = 0
         self._last_taken = self._clock.monotonic()
         self.upload = SnapshotUpload(
@@ -208,6 +212,8 @@ class SnapshotTaker:
             return
         upload.close()
         self.upload = None
+        if self._requested == self._answering:
+            self._requested = None
         self.latest = manifest
         self.taken += 1
         self._fault("snapshot:written")

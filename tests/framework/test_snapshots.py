@@ -25,7 +25,7 @@ from rebalance.control_records import SnapshotRequest
 from rebalance.plan import read_set
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
 from statestore.rocks import RocksBackend
-from statestore.snapshot_copy import SnapshotDownload
+from statestore.snapshot_copy import SnapshotDownload, SnapshotUpload
 from statestore.snapshot_store import SnapshotStore
 from tests.clocks import ManualClock
 
@@ -571,3 +571,36 @@ def test_a_transfer_whose_snapshot_is_damaged_takes_another(tmp_path: Path) -> N
     assert receiver.progress("catchup-1") == {(TOPIC, 2): 750}
     source.close()
     receiver.close()
+
+
+def test_an_operators_request_is_answered_even_when_the_first_upload_fails(
+    tmp_path: Path,
+) -> None:
+    """`splitstate snapshot take` waits for a manifest naming its request: an upload that
+    fails must not drop the request (helper-6's review: the command waited until its
+    timeout)."""
+    config = config_for(tmp_path)
+    clock = ManualClock(100.0)
+    store = SnapshotStore(config.snapshot_url, config.app_id)
+    source = open_processor(config, 0)
+    fill(source, 0, {0: 500, 2: 700})
+    taker = SnapshotTaker(config, 0, source, store, clock)
+    owned = {(TOPIC, 0), (TOPIC, 2)}
+    take(taker, owned, ControlState())
+    taker.request("r1")
+    real_step = SnapshotUpload.step
+    calls = []
+
+    def unreachable(self: SnapshotUpload, budget: int) -> object:
+        calls.append(budget)
+        if len(calls) == 1:
+            raise OSError("the store is unreachable")
+        return real_step(self, budget)
+
+    with mock.patch.object(SnapshotUpload, "step", unreachable):
+        taker.step(owned, ControlState())
+        assert taker.upload is None and calls  # it gave up for now
+        clock.now += 60
+        take(taker, owned, ControlState())
+    assert taker.latest is not None and taker.latest.request == "r1"
+    source.close()

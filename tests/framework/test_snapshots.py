@@ -64,6 +64,32 @@ def fill(database: ProcessorDatabase, owner: int, offsets: dict[int, int]) -> di
     return values
 
 
+def gained_from(key: bytes) -> int | None:
+    """Of a 2 -> 3 scale: processor 2 gains from processor 0 the keys with h % 4 == 2."""
+    h = key_hash(key)
+    return bucket(h, 2, 2) if bucket(h, 2, 3) == 2 else None
+
+
+def joining_transfer(
+    receiver: ProcessorDatabase, store: SnapshotStore, work: Path, clock: ManualClock, slice_: int
+) -> SnapshotTransfer:
+    """Processor 2's transfer of partition 2 from processor 0 in scale 1 (2 -> 3)."""
+    return SnapshotTransfer(
+        2,
+        1,
+        scope="catchup-1",
+        loaded_flag="catchup-1-bootstrapped",
+        handoffs={0: frozenset({(TOPIC, 2)})},
+        topics={TOPIC: TopicHistory(TOPIC, (4,))},
+        gained_from=gained_from,
+        database=receiver,
+        store=store,
+        work_dir=work,
+        clock=clock,
+        slice_bytes=slice_,
+    )
+
+
 def take(taker: SnapshotTaker, owned: set[tuple[str, int]], state: ControlState) -> None:
     """Step the taker until its upload is done."""
     taken = taker.taken
@@ -90,24 +116,7 @@ def test_a_transfer_keeps_exactly_the_gained_keys_with_the_snapshot_offsets(
     # a transfer for generation 1 waits for a snapshot taken in it
     receiver = open_processor(config, 2)
 
-    def gained_from(key: bytes) -> int | None:
-        h = key_hash(key)
-        return bucket(h, 2, 2) if bucket(h, 2, 3) == 2 else None
-
-    transfer = SnapshotTransfer(
-        2,
-        1,
-        scope="catchup-1",
-        loaded_flag="catchup-1-bootstrapped",
-        handoffs={0: frozenset({(TOPIC, 2)})},
-        topics={TOPIC: TopicHistory(TOPIC, (4,))},
-        gained_from=gained_from,
-        database=receiver,
-        store=store,
-        work_dir=tmp_path / "work",
-        clock=clock,
-        slice_bytes=1 << 12,
-    )
+    transfer = joining_transfer(receiver, store, tmp_path / "work", clock, 1 << 12)
     for _ in range(5):
         clock.now += 1
         assert transfer.poll() is None
@@ -332,24 +341,7 @@ def test_an_ingest_that_fails_keeps_its_files_for_the_next_start(
     source.close()
     receiver = open_processor(config, 2)
 
-    def gained_from(key: bytes) -> int | None:
-        h = key_hash(key)
-        return bucket(h, 2, 2) if bucket(h, 2, 3) == 2 else None
-
-    transfer = SnapshotTransfer(
-        2,
-        1,
-        scope="catchup-1",
-        loaded_flag="catchup-1-bootstrapped",
-        handoffs={0: frozenset({(TOPIC, 2)})},
-        topics={TOPIC: TopicHistory(TOPIC, (4,))},
-        gained_from=gained_from,
-        database=receiver,
-        store=store,
-        work_dir=tmp_path / "work",
-        clock=clock,
-        slice_bytes=1 << 20,
-    )
+    transfer = joining_transfer(receiver, store, tmp_path / "work", clock, 1 << 20)
 
     def full_disk(*_args: object) -> None:
         raise Exception("IO error: No space left on device")
@@ -544,24 +536,7 @@ def test_a_transfer_whose_snapshot_is_damaged_takes_another(tmp_path: Path) -> N
             target.write_bytes(b"damage" + target.read_bytes()[6:])
     receiver = open_processor(config, 2)
 
-    def gained_from(key: bytes) -> int | None:
-        h = key_hash(key)
-        return bucket(h, 2, 2) if bucket(h, 2, 3) == 2 else None
-
-    transfer = SnapshotTransfer(
-        2,
-        1,
-        scope="catchup-1",
-        loaded_flag="catchup-1-bootstrapped",
-        handoffs={0: frozenset({(TOPIC, 2)})},
-        topics={TOPIC: TopicHistory(TOPIC, (4,))},
-        gained_from=gained_from,
-        database=receiver,
-        store=store,
-        work_dir=tmp_path / "work",
-        clock=clock,
-        slice_bytes=1 << 12,
-    )
+    transfer = joining_transfer(receiver, store, tmp_path / "work", clock, 1 << 12)
     done = None
     for _ in range(2_000):
         clock.now += 1

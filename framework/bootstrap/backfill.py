@@ -101,6 +101,10 @@ def backfill(
             "stop the processors and pass --replace (the old state is moved to "
             f"{state_dir}/replaced-<time>/, not deleted), or point state_dir elsewhere."
         )
+    # before anything is built or loaded: a processor started meanwhile, or a backfill that
+    # stops midway, finds no snapshot of the old state to restore under the new one (and a
+    # backfill that cannot reach the store builds nothing)
+    _forget_snapshots(app)
     counts = {name: entry.partitions for name, entry in layout.inputs.items()}
     covers = {j: sorted(layout.control.owned(j, counts)) for j in range(count)}
     request = BuildRequest(
@@ -114,9 +118,6 @@ def backfill(
     )
     destination = config.bootstrap_dir / f"backfill-{time.strftime('%Y%m%d-%H%M%S')}"
     manifest = build_state(app, request, destination, on_progress)
-    # before any state is loaded: a backfill that stops after this leaves no snapshot of the
-    # old state for a lost disk to restore (and one that cannot reach the store loads nothing)
-    _forget_snapshots(app)
     for j in range(count):
         identity = DatabaseIdentity(config.app_id, j, layout.fixed_parameters())
         path = processor_path(state_dir, j)

@@ -25,6 +25,7 @@ from framework.config import AppConfig
 from rebalance.positions import Position
 from statestore import DatabaseIdentity, StateStoreError
 from statestore.checkpoints import open_checkpoint, save_checkpoint
+from statestore.lock import DirectoryLock
 from statestore.snapshot_copy import IMMUTABLE_SUFFIXES, SnapshotDownload
 from statestore.snapshot_lineage import new_lineage
 from statestore.snapshot_manifest import SnapshotManifest
@@ -48,10 +49,27 @@ def restore_lost_state(
     """If ``path`` (processor ``identity.processor``'s state directory) is missing or empty,
     restore the newest usable snapshot there (of the control log's ``epoch``); returns it,
     or ``None`` when none was used. ``holds_state``: whether a state directory holds
-    anything (default: it exists and is not empty)."""
+    anything (default: it exists and is not empty). It holds the directory's lock meanwhile
+    (``StoreLockedError`` when another run of the processor has it)."""
     holds = holds_state or directory_holds_state
     if not config.snapshots.enabled or holds(path):
         return None
+    lock = DirectoryLock(path)
+    try:
+        if holds(path):  # another run restored it before this one had the lock
+            return None
+        return _restore(config, identity, path, owned, epoch)
+    finally:
+        lock.release()
+
+
+def _restore(
+    config: AppConfig,
+    identity: DatabaseIdentity,
+    path: Path,
+    owned: set[Position],
+    epoch: str | None,
+) -> SnapshotManifest | None:
     processor = identity.processor
     store = SnapshotStore(config.snapshot_url, config.app_id)
     try:
@@ -85,9 +103,6 @@ def restore_lost_state(
         try:
             _download(store, manifest, path)
         except (OSError, ArrowException, StateStoreError) as error:
-            if holds(path):  # another run of this processor restored it meanwhile
-                log.warning("processor %d: its state directory was restored meanwhile", processor)
-                return None
             log.warning(
                 "snapshot %s could not be restored (%s); trying an older one", manifest.id, error
             )
@@ -111,9 +126,9 @@ def directory_holds_state(path: Path) -> bool:
 
 def _download(store: SnapshotStore, manifest: SnapshotManifest, path: Path) -> None:
     """Copy ``manifest`` into a staging directory, start a new lineage, rename it to ``path``."""
-    for stale in path.parent.glob(f".{path.name}.restoring*"):  # left by a killed restore
+    # under the directory's lock: any other staging directory was left by a killed restore
+    for stale in path.parent.glob(f".{path.name}.restoring*"):
         shutil.rmtree(stale, ignore_errors=True)
-    # its own name: two runs of one processor started at once never write into each other's
     staging = path.with_name(f".{path.name}.restoring-{uuid.uuid4().hex[:12]}")
     download = SnapshotDownload(store, manifest, staging)
     try:
@@ -131,7 +146,7 @@ def _download(store: SnapshotStore, manifest: SnapshotManifest, path: Path) -> N
         save_checkpoint(backend, staging)
     try:
         if path.exists():
-            path.rmdir()  # empty, unless another run of this processor restored it meanwhile
+            path.rmdir()  # only ever empty here (checked under the lock)
         staging.rename(path)
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)

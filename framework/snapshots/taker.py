@@ -233,22 +233,26 @@ class SnapshotTaker:
         )
 
     def _pinned(self, manifests: list[SnapshotManifest]) -> frozenset[str]:
-        """The snapshots receivers of the scale in progress build from (the first taken in
-        it that covers each handoff still open), kept until the handoff ends: a receiver that
-        restarts, even after RELEASE (when this processor's newer snapshots no longer cover
-        the partitions), finds the same one."""
+        """The snapshots receivers of the scale in progress may build from (every one of this
+        app history taken in it that covers a handoff still open), kept until the handoff
+        ends: a receiver that restarts, even after RELEASE (when this processor's newer
+        snapshots no longer cover the partitions), finds the one it took, and one that could
+        not use a snapshot takes another that is not pruned under it. Their SST files are
+        mostly shared, and this processor takes one per interval at most."""
         scale = self._state.scaling
         if scale is None:
             return frozenset()
+        open_handoffs = [
+            h
+            for h in scale.outgoing(self.processor)
+            if h.phase not in (HandoffPhase.COMPLETE, HandoffPhase.ABORTED)
+        ]
         return frozenset(
-            first.id
-            for handoff in scale.outgoing(self.processor)
-            if handoff.phase not in (HandoffPhase.COMPLETE, HandoffPhase.ABORTED)
-            and (
-                first := first_for_scale(
-                    manifests, scale.generation, handoff.partitions, self._of_this_history
-                )
-            )
+            m.id
+            for m in manifests
+            if self._of_this_history(m)
+            and m.generation >= scale.generation
+            and any(m.covers(h.partitions) for h in open_handoffs)
         )
 
     def _of_this_history(self, manifest: SnapshotManifest) -> bool:

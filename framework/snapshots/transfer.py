@@ -117,8 +117,8 @@ class SnapshotTransfer:
         self._fault = fault
         self._epoch = epoch
         self._polled = -_POLL_SECONDS
-        #: snapshots that could not be used (a file missing or damaged): never taken again
-        self._failed: set[str] = set()
+        #: per source, snapshots that could not be used (a file missing or damaged)
+        self._failed: dict[int, set[str]] = {}
         #: per source, when its missing snapshot was last logged
         self._waiting_noted: dict[int, float] = {}
         self.keys = 0
@@ -170,7 +170,7 @@ class SnapshotTransfer:
                 error,
             )
             if part.manifest is not None and not self._database.bulk_load_pending:
-                self._failed.add(part.manifest.id)
+                self._failed.setdefault(part.source, set()).add(part.manifest.id)
             self._reset(part)
         return None
 
@@ -201,20 +201,21 @@ class SnapshotTransfer:
 
     def _find(self, part: _Source) -> None:
         """Take a usable snapshot of the source, if there is one yet: the first taken in
-        this scale (its source keeps it until the handoff ends); once one could not be used,
-        the newest other one (the last its source prunes), and when there is none, the
-        failed ones again (the failure may have passed)."""
+        this scale; once one could not be used, the newest other one (its source keeps every
+        one that covers an open handoff), and when there is none, the failed ones again (the
+        failure may have passed)."""
         now = self._clock.monotonic()
         if now - self._polled < _POLL_SECONDS:
             return
         self._polled = now
         manifests = [m for m in self._store.manifests(part.source) if self._usable(part, m)]
-        fresh = [m for m in manifests if m.id not in self._failed]
+        failed = self._failed.setdefault(part.source, set())
+        fresh = [m for m in manifests if m.id not in failed]
         if fresh:
-            manifest = fresh[-1] if self._failed else fresh[0]
+            manifest = fresh[-1] if failed else fresh[0]
         elif manifests:
             manifest = manifests[0]
-            self._failed.clear()
+            failed.clear()
         else:
             if now - self._waiting_noted.setdefault(part.source, now - _WAIT_NOTE_SECONDS) >= (
                 _WAIT_NOTE_SECONDS

@@ -24,6 +24,8 @@ from rebalance.control import ControlState
 from rebalance.control_records import SnapshotRequest
 from rebalance.plan import read_set
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
+from statestore.errors import StoreLockedError
+from statestore.lock import DirectoryLock
 from statestore.rocks import RocksBackend
 from statestore.snapshot_copy import SnapshotDownload, SnapshotUpload
 from statestore.snapshot_store import SnapshotStore
@@ -195,6 +197,12 @@ def test_a_lost_directory_comes_back_from_the_newest_snapshot_that_covers_it(
     # a snapshot that misses a partition owned now is not used
     assert restore_lost_state(config, identity, path, owned | {(TOPIC, 0)}, None) is None
     assert not path.exists()
+    # another run of the processor holds the directory (restoring it): this one waits its turn
+    held = DirectoryLock(path)
+    with pytest.raises(StoreLockedError, match="in use"):
+        restore_lost_state(config, identity, path, owned, None)
+    held.release()
+    assert not path.exists() and not list(path.parent.glob(f".{path.name}.restoring*"))
     # another run of the processor restores it while this one copies: this one lets it be
     stale = path.with_name(f".{path.name}.restoring")  # left by a restore killed earlier
     stale.mkdir()
@@ -404,10 +412,11 @@ def test_a_snapshot_is_taken_only_after_the_group_has_its_offsets(tmp_path: Path
 
 
 def test_the_snapshot_a_scale_builds_from_is_kept_until_its_handoff_ends(tmp_path: Path) -> None:
-    """With keep = 1 the source's first snapshot of the scale stays while the handoff is
-    open, also once newer ones no longer cover the partitions (after RELEASE), so a receiver
-    that restarts finds it (helper-5's review: pruned, the receiver waited forever, or a
-    long copy started over each time); once the scale ended it goes."""
+    """With keep = 1 the source's snapshots of the scale that cover the handoff stay while
+    it is open, also once newer ones no longer cover the partitions (after RELEASE), so a
+    receiver that restarts finds the one it took (helper-5's review: pruned, the receiver
+    waited forever, or a long copy started over each time), and one that could not use a
+    snapshot takes another that stays (helper-7's); once the scale ended they go."""
     config = config_for(tmp_path, snapshots={"keep": 1, "interval_seconds": 10})
     clock = ManualClock(100.0)
     store = SnapshotStore(config.snapshot_url, config.app_id)
@@ -419,11 +428,18 @@ def test_the_snapshot_a_scale_builds_from_is_kept_until_its_handoff_ends(tmp_pat
     take(taker, both, scale)
     first = taker.latest
     assert first is not None and first.generation == 1
+    covering = [first.id]
     for owned in (both, {(TOPIC, 0)}, {(TOPIC, 0)}):  # later ones, then after the release
         taker.request()
         take(taker, owned, scale)
+        assert taker.latest is not None
+        if owned == both:
+            covering.append(taker.latest.id)
     ids = [m.id for m in store.manifests(0)]
-    assert ids[0] == first.id and len(ids) == 2  # the pinned one and the newest
+    newest = taker.latest
+    assert newest is not None
+    # every one that covers the open handoff (a receiver may take any), and the newest
+    assert ids == [*covering, newest.id], (ids, covering)
     taker.request()
     take(taker, {(TOPIC, 0)}, ControlState())  # the scale is over
     assert [m.id for m in store.manifests(0)] == [taker.latest.id if taker.latest else ""]

@@ -73,6 +73,7 @@ def bulk_starter(
                 slice_bytes=config.snapshots.slice_bytes,
                 fault=lambda point: maybe_crash(point, processor, config.app_state_dir),
                 epoch=epoch,
+                fallback_seconds=2 * config.snapshots.interval_seconds,
             )
 
         return snapshot

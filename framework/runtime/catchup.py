@@ -29,7 +29,7 @@ from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime.catchup_apply import BulkBuild, Taken, apply_taken, check_not_past
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.retention import check_catch_up_history
-from framework.snapshots.transfer import source_starts
+from framework.snapshots.source_starts import source_starts
 from rebalance import HandoffPhase, TopicHistory, bucket, key_hash
 from rebalance.control import Handoff, Scale
 from rebalance.plan import read_set

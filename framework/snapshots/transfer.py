@@ -27,6 +27,7 @@ from pathlib import Path
 from pyarrow import ArrowException
 
 from framework.clock import Clock
+from framework.snapshots.source_starts import source_scope, source_starts
 from framework.snapshots.transfer_progress import TransferProgress
 from rebalance import TopicHistory
 from rebalance.plan import read_set
@@ -38,30 +39,13 @@ from statestore.snapshot_copy import SnapshotDownload
 from statestore.snapshot_manifest import SnapshotManifest
 from statestore.snapshot_store import SnapshotStore
 
-__all__ = ["SnapshotTransfer", "source_scope", "source_starts"]
+__all__ = ["SnapshotTransfer"]
 
 log = logging.getLogger(__name__)
 _POLL_SECONDS = 0.5
 _KEYS_PER_STEP = 20_000
 _WAIT_NOTE_SECONDS = 60.0
 _REPORT_SECONDS = 1.0
-
-
-def source_scope(scope: str, source: int) -> str:
-    """The progress scope holding where source ``source``'s snapshot left off."""
-    return f"{scope}-from-{source}"
-
-
-def source_starts(
-    database: ProcessorDatabase, scope: str, sources: frozenset[int]
-) -> dict[Position, dict[int, int]]:
-    """Per partition, per source: the offset from which the catch-up applies that source's
-    gained keys (what its snapshot covers; nothing recorded: 0)."""
-    starts: dict[Position, dict[int, int]] = {}
-    for source in sources:
-        for position, offset in database.progress(source_scope(scope, source)).items():
-            starts.setdefault(position, {})[source] = offset
-    return starts
 
 
 @dataclass
@@ -102,6 +86,7 @@ class SnapshotTransfer:
         slice_bytes: int,
         fault: Callable[[str], None] = lambda _point: None,
         epoch: str | None = None,
+        fallback_seconds: float = 600.0,
     ) -> None:
         self.processor = processor
         self.generation = generation
@@ -121,6 +106,10 @@ class SnapshotTransfer:
         self._failed: dict[int, set[str]] = {}
         #: per source, when its missing snapshot was last logged
         self._waiting_noted: dict[int, float] = {}
+        #: per source without any snapshot of this app history, since when (after
+        #: ``fallback_seconds`` its keys are replayed from offset 0 instead)
+        self._no_snapshot_since: dict[int, float] = {}
+        self._fallback_seconds = fallback_seconds
         self.keys = 0
         self.copied = 0
         now = clock.time()
@@ -208,7 +197,8 @@ class SnapshotTransfer:
         if now - self._polled < _POLL_SECONDS:
             return
         self._polled = now
-        manifests = [m for m in self._store.manifests(part.source) if self._usable(part, m)]
+        listed = self._store.manifests(part.source)
+        manifests = [m for m in listed if self._usable(part, m)]
         failed = self._failed.setdefault(part.source, set())
         fresh = [m for m in manifests if m.id not in failed]
         if fresh:
@@ -217,6 +207,14 @@ class SnapshotTransfer:
             manifest = manifests[0]
             failed.clear()
         else:
+            identity = self._database.identity
+            if not any(m.belongs_to(identity.app_id, identity.fixed, self._epoch) for m in listed):
+                waited = now - self._no_snapshot_since.setdefault(part.source, now)
+                if waited >= self._fallback_seconds:
+                    self._replay_instead(part, waited)
+                    return
+            else:
+                self._no_snapshot_since.pop(part.source, None)
             if now - self._waiting_noted.setdefault(part.source, now - _WAIT_NOTE_SECONDS) >= (
                 _WAIT_NOTE_SECONDS
             ):
@@ -236,6 +234,26 @@ class SnapshotTransfer:
         shutil.rmtree(target, ignore_errors=True)
         part.download = SnapshotDownload(self._store, manifest, target)
         self._fault("transfer:found")
+
+    def _replay_instead(self, part: _Source, waited: float) -> None:
+        """The source has no snapshot at all: its gained keys are rebuilt by replaying its
+        partitions from offset 0 (recorded, so a restart does not switch back to a snapshot
+        under a half-replayed state; the catch-up stops, saying so, if retention deleted
+        records it needs)."""
+        log.warning(
+            "processor %d: processor %d has no snapshot after %.0fs of waiting (is snapshots.url "
+            "writable by it?); the keys it gains from it are rebuilt by replaying %s from "
+            "offset 0 instead",
+            self.processor,
+            part.source,
+            waited,
+            sorted(part.reads),
+        )
+        batch = self._database.begin()
+        for topic, partition in part.reads:
+            batch.set_progress(source_scope(self._scope, part.source), topic, partition, 0)
+        batch.commit()
+        part.done = True
 
     def _usable(self, part: _Source, manifest: SnapshotManifest) -> bool:
         """Of this control log (its epoch), taken in this scale, covering the handoff's

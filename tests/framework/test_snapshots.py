@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -16,8 +17,9 @@ from framework.processing import ProcessorStoppedError
 from framework.runtime.recovery import check_rebuildable
 from framework.runtime.retention import check_catch_up_history
 from framework.snapshots.restore import restore_lost_state
+from framework.snapshots.source_starts import source_scope, source_starts
 from framework.snapshots.taker import SnapshotTaker
-from framework.snapshots.transfer import SnapshotTransfer, source_scope, source_starts
+from framework.snapshots.transfer import SnapshotTransfer
 from framework.snapshots.transfer_progress import read_transfer_progress
 from rebalance import TopicHistory, bucket, key_hash
 from rebalance.control import ControlState
@@ -73,7 +75,12 @@ def gained_from(key: bytes) -> int | None:
 
 
 def joining_transfer(
-    receiver: ProcessorDatabase, store: SnapshotStore, work: Path, clock: ManualClock, slice_: int
+    receiver: ProcessorDatabase,
+    store: SnapshotStore,
+    work: Path,
+    clock: ManualClock,
+    slice_: int,
+    **options: Any,
 ) -> SnapshotTransfer:
     """Processor 2's transfer of partition 2 from processor 0 in scale 1 (2 -> 3)."""
     return SnapshotTransfer(
@@ -89,6 +96,7 @@ def joining_transfer(
         work_dir=work,
         clock=clock,
         slice_bytes=slice_,
+        **options,
     )
 
 
@@ -595,3 +603,40 @@ def test_an_operators_request_is_answered_even_when_the_first_upload_fails(
         take(taker, owned, ControlState())
     assert taker.latest is not None and taker.latest.request == "r1"
     source.close()
+
+
+def test_a_source_without_any_snapshot_has_its_keys_replayed_from_0(tmp_path: Path) -> None:
+    """The issue's fallback: a receiver replays a source's keys from offset 0 (and says so)
+    only when that source has no snapshot of this app history at all after a while; one with
+    an older snapshot is waited for (its snapshot of the scale is on its way)."""
+    config = config_for(tmp_path)
+    clock = ManualClock(100.0)
+    store = SnapshotStore(config.snapshot_url, config.app_id)
+    source = open_processor(config, 0)
+    fill(source, 0, {0: 500, 2: 700})
+    older = SnapshotTaker(config, 0, source, store, clock)
+    take(older, {(TOPIC, 0), (TOPIC, 2)}, ControlState())  # generation 0: not of the scale
+    receiver = open_processor(config, 2)
+    waiting = joining_transfer(
+        receiver, store, tmp_path / "work", clock, 1 << 12, fallback_seconds=60.0
+    )
+    for _ in range(300):
+        clock.now += 1
+        assert waiting.poll() is None
+    assert receiver.progress(source_scope("catchup-1", 0)) == {}
+    waiting.cancel()
+    store.delete_processor(0)  # now it has none at all
+    replaying = joining_transfer(
+        receiver, store, tmp_path / "work", clock, 1 << 12, fallback_seconds=60.0
+    )
+    done = None
+    for _ in range(120):
+        clock.now += 1
+        if (done := replaying.poll()) is not None:
+            break
+    assert done == 0
+    assert receiver.progress(source_scope("catchup-1", 0)) == {(TOPIC, 2): 0}
+    assert receiver.progress("catchup-1") == {(TOPIC, 2): 0}
+    assert receiver.has_flag("catchup-1-bootstrapped")
+    source.close()
+    receiver.close()

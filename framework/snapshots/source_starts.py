@@ -1,0 +1,30 @@
+"""Where a receiver's catch-up applies each source's gained keys from (a transfer records it).
+
+A transfer by snapshot records, per source, the offsets its snapshot covers in the progress
+scope ``<scope>-from-<source>`` (0s when the source's keys are replayed instead); the catch-up
+applies a record of a key gained from source ``s`` only at or past ``s``'s offset.
+"""
+
+from __future__ import annotations
+
+from rebalance.positions import Position
+from statestore import ProcessorDatabase
+
+__all__ = ["source_scope", "source_starts"]
+
+
+def source_scope(scope: str, source: int) -> str:
+    """The progress scope holding where source ``source``'s snapshot left off."""
+    return f"{scope}-from-{source}"
+
+
+def source_starts(
+    database: ProcessorDatabase, scope: str, sources: frozenset[int]
+) -> dict[Position, dict[int, int]]:
+    """Per partition, per source: the offset from which the catch-up applies that source's
+    gained keys (what its snapshot covers; nothing recorded: 0)."""
+    starts: dict[Position, dict[int, int]] = {}
+    for source in sources:
+        for position, offset in database.progress(source_scope(scope, source)).items():
+            starts.setdefault(position, {})[source] = offset
+    return starts

@@ -28,8 +28,10 @@ check: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# two workers (pytest-xdist), each test file whole on one of them; the slowest tests listed
+PYTEST_WORKERS ?= 2
 pytest: setup
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
 ## demo: a local broker, a produce/consume round trip, results shown; stops what it started
 demo: setup

@@ -13,8 +13,15 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from hypothesis import settings
 
 from framework.ops.broker import LocalBroker
+
+# Property tests check behaviour, not speed: on a loaded 2-core CI machine (tests running in
+# parallel, brokers and Spark beside them) one example may take longer than hypothesis's
+# default 200 ms deadline, which would fail a correct test.
+settings.register_profile("splitstate", deadline=None)
+settings.load_profile("splitstate")
 
 TopicFactory = Callable[..., str]
 ProducerFactory = Callable[..., Producer]

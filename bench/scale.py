@@ -8,8 +8,8 @@ stream, and the app scales 2 -> 3 (or the ``--scales`` given). For every scale i
 time from the scale command to all handoffs COMPLETE (the receivers' process start-up and,
 with snapshots, the source's fresh snapshot included), the records the receivers replayed
 (against the records in the topic), the keys they built in bulk, the bytes of the sources'
-snapshots they read (whole snapshots: every key is read to keep the gained ones) and how long
-the transfer took, and the longest pause in output of the moved partitions (p50/max over
+snapshots they copied (whole snapshots are copied; of them only the gained keys' ranges are
+read) and how long the transfer took, and the longest pause in output of the moved partitions (p50/max over
 them) next to that of the partitions that did not move. The last lines compare each way's
 time on the longest history with its time on the shortest (issue goal: within 1.3x with
 snapshots: the cost grows with state, not history).

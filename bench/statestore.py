@@ -107,7 +107,9 @@ def main() -> None:
         batch.abort()
 
         def bulk() -> None:
-            files = SstRunWriter(scratch / "sst").write((k, value) for k in keys)
+            layout = ours.layout
+            run = layout.sorted_items((k, value) for k in keys)
+            files = SstRunWriter(scratch / "sst", layout=layout).write(run)
             ours.bulk_load({"bench": files}, {("in", 0): len(keys)})
 
         rows.append(timed("SST bulk load (write + ingest)", len(keys), bulk))

@@ -6,19 +6,38 @@ of ``q``. Ordering keys by ``r``, then by ``q`` with its 32 bits reversed (so it
 the most significant), puts the keys of each bucket at each count in one range of that order;
 the keys a scale moves from one processor to another are then one range too (``moved_range``).
 
-``key_prefix`` is that order as 8 bytes (big-endian ``r``, then the reversed ``q``), meant to be
-prepended to a stored key; ranges are half-open ``[low, high)`` over those prefixes.
+``key_prefix`` is that order as 8 bytes (big-endian ``r``, then the reversed ``q``): the state
+stores prepend it to every stored key. Ranges are half-open ``[low, high)`` over those prefixes;
+``handoff_ranges`` and ``subtract`` give the (few) ranges of the keys a purge or a catch-up
+deletes, so that one range delete per range replaces a scan of every key.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rebalance.linear_hash import level
 
-__all__ = ["PREFIX_BYTES", "bucket_range", "key_prefix", "moved_range", "reverse_bits"]
+__all__ = [
+    "PREFIX_BYTES",
+    "KeyRange",
+    "bucket_range",
+    "handoff_ranges",
+    "key_prefix",
+    "moved_range",
+    "reverse_bits",
+    "subtract",
+    "union",
+]
 
 #: bytes of a key's prefix: 4 of ``r``, 4 of the reversed ``q``
 PREFIX_BYTES = 8
 _BITS = 32
+#: byte -> the byte with its 8 bits reversed
+_REVERSED_BYTES = bytes(int(f"{i:08b}"[::-1], 2) for i in range(256))
+
+#: ``[low, high)`` over 8-byte key prefixes
+KeyRange = tuple[bytes, bytes]
 
 
 def reverse_bits(value: int, bits: int) -> int:
@@ -36,7 +55,8 @@ def key_prefix(h: int, initial: int) -> bytes:
     if not 0 <= h < 1 << _BITS:
         raise ValueError(f"hash must be a 32-bit unsigned integer, got {h}")
     q, r = divmod(h, initial)
-    return r.to_bytes(4, "big") + reverse_bits(q, _BITS).to_bytes(4, "big")
+    # q's bits reversed: its bytes in reverse order, each byte's bits reversed
+    return r.to_bytes(4, "big") + q.to_bytes(4, "little").translate(_REVERSED_BYTES)
 
 
 def bucket_range(bucket: int, initial: int, count: int) -> tuple[bytes, bytes]:
@@ -66,3 +86,43 @@ def moved_range(
     low_b, high_b = bucket_range(target, initial, after)
     low, high = max(low_a, low_b), min(high_a, high_b)
     return (low, high) if low < high else None
+
+
+def union(ranges: Iterable[KeyRange]) -> list[KeyRange]:
+    """``ranges`` as sorted, disjoint, non-adjacent ranges covering the same prefixes."""
+    merged: list[KeyRange] = []
+    for low, high in sorted(r for r in ranges if r[0] < r[1]):
+        if merged and low <= merged[-1][1]:
+            if high > merged[-1][1]:
+                merged[-1] = (merged[-1][0], high)
+        else:
+            merged.append((low, high))
+    return merged
+
+
+def subtract(ranges: Iterable[KeyRange], removed: Iterable[KeyRange]) -> list[KeyRange]:
+    """The prefixes of ``ranges`` that no range of ``removed`` holds (sorted, disjoint)."""
+    result: list[KeyRange] = []
+    cuts = union(removed)
+    for low, high in union(ranges):
+        start = low
+        for cut_low, cut_high in cuts:
+            if cut_high <= start or cut_low >= high:
+                continue
+            if cut_low > start:
+                result.append((start, cut_low))
+            start = max(start, cut_high)
+            if start >= high:
+                break
+        if start < high:
+            result.append((start, high))
+    return result
+
+
+def handoff_ranges(
+    initial: int, before: int, after: int, target: int, sources: Iterable[int]
+) -> list[KeyRange]:
+    """The prefixes of the keys bucket ``target`` holds among ``after`` buckets whose bucket
+    among ``before`` is one of ``sources``: what a scale's receiver gains from them."""
+    found = (moved_range(s, target, initial, before, after) for s in set(sources))
+    return union(r for r in found if r is not None)

@@ -10,10 +10,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["Backend", "Changes"]
+__all__ = ["Backend", "Changes", "RangeDeletes"]
 
 #: store name -> ``(key, new value)`` pairs; a value of ``None`` deletes the key.
 Changes = Mapping[str, Iterable[tuple[bytes, bytes | None]]]
+#: store name -> ``[low, high)`` key ranges to delete
+RangeDeletes = Mapping[str, Sequence[tuple[bytes, bytes]]]
 
 
 class Backend(Protocol):
@@ -35,8 +37,8 @@ class Backend(Protocol):
         """A fast ``get`` bound to ``store`` (for the per-record path)."""
         ...
 
-    def write(self, changes: Changes) -> None:
-        """Apply all ``changes`` atomically."""
+    def write(self, changes: Changes, ranges: RangeDeletes | None = None) -> None:
+        """Delete every key of ``ranges``, then apply ``changes``: all of it atomically."""
         ...
 
     def scan(

@@ -23,6 +23,7 @@ import orjson
 from statestore.backend import Backend
 from statestore.codec import Codec, JsonCodec
 from statestore.errors import BatchStateError
+from statestore.key_layout import KeyLayout
 from statestore.layout import META_STORE, flag_key, offset_key, skipped_key
 
 __all__ = ["BatchStatus", "KeyState", "StateBatch", "StoreBatch"]
@@ -45,12 +46,28 @@ class BatchStatus(StrEnum):
 class StoreBatch(Generic[V]):
     """One named store as seen through a batch: get/set/delete by key."""
 
-    __slots__ = ("_as_is", "_batch", "_check", "_decode", "_encode", "_pending", "_read", "name")
+    __slots__ = (
+        "_as_is",
+        "_batch",
+        "_check",
+        "_decode",
+        "_encode",
+        "_pending",
+        "_read",
+        "_stored",
+        "_stored_key",
+        "name",
+    )
 
-    def __init__(self, batch: StateBatch, backend: Backend, name: str, codec: Codec[V]) -> None:
+    def __init__(
+        self, batch: StateBatch, backend: Backend, name: str, codec: Codec[V], layout: KeyLayout
+    ) -> None:
         self.name = name
         self._batch = batch
         self._read = backend.reader(name)
+        self._stored_key = layout.stored
+        # user key -> stored key, for the keys this batch read or wrote
+        self._stored: dict[bytes, bytes] = {}
         self._decode = codec.decode
         plain = type(codec) is JsonCodec
         self._encode = _dumps if plain else codec.encode
@@ -66,7 +83,10 @@ class StoreBatch(Generic[V]):
             self._batch.check_open()
         held = self._pending.get(key, _MISSING)
         if held is _MISSING:
-            raw = self._read(key)
+            stored = self._stored.get(key)
+            if stored is None:
+                stored = self._stored[key] = self._stored_key(key)
+            raw = self._read(stored)
             return default if raw is None else self._decode(raw)
         if type(held) is bytes:
             return self._decode(held)
@@ -139,13 +159,17 @@ class StoreBatch(Generic[V]):
         return bool(self._pending)
 
     def encoded_changes(self) -> Iterator[tuple[bytes, bytes | None]]:
-        """The pending writes as bytes (``None`` for deletes), encoded as they are read."""
-        encode = self._encode
+        """The pending writes as stored keys and bytes (``None`` for deletes), encoded as they
+        are read."""
+        encode, known, stored_key = self._encode, self._stored, self._stored_key
         for key, held in self._pending.items():
+            stored = known.get(key)
+            if stored is None:
+                stored = stored_key(key)
             if type(held) is bytes:
-                yield key, held
+                yield stored, held
             else:
-                yield key, None if held is _DELETED else encode(held)
+                yield stored, None if held is _DELETED else encode(held)
 
 
 class KeyState(Generic[V]):
@@ -204,10 +228,12 @@ class StateBatch:
         self,
         backend: Backend,
         codecs: Mapping[str, Codec[Any]],
+        layout: KeyLayout,
         on_commit: Callable[[dict[tuple[str, int], int]], None] | None = None,
     ) -> None:
         self._backend = backend
         self._codecs = codecs
+        self._layout = layout
         self._stores: dict[str, StoreBatch[Any]] = {}
         self._offsets: dict[tuple[str, int], int] = {}
         self._meta: dict[bytes, bytes | None] = {}
@@ -232,7 +258,7 @@ class StateBatch:
                 raise BatchStateError(
                     f"no store named {name!r}; declared stores: {sorted(self._codecs)}"
                 ) from None
-            view = self._stores[name] = StoreBatch(self, self._backend, name, codec)
+            view = self._stores[name] = StoreBatch(self, self._backend, name, codec, self._layout)
         return view
 
     def set_offset(self, topic: str, partition: int, next_offset: int) -> None:

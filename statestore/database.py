@@ -3,12 +3,12 @@
 ``ProcessorDatabase.open(path, identity, stores)`` opens (or creates) processor ``J``'s RocksDB;
 ``ProcessorDatabase.in_memory(identity, stores)`` gives the same API without disk. A database
 records who it belongs to (app id, processor id, the app's fixed parameters) and refuses to
-open for anyone else.
+open for anyone else. User keys are stored behind a bucket prefix (``statestore.key_layout``)
+that callers never see, except as the order of ``items``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -18,8 +18,10 @@ from typing import Any
 
 from statestore.backend import Backend
 from statestore.batch import StateBatch
+from statestore.bulk_load import finish_bulk_load, record_bulk_load
 from statestore.codec import Codec, codec_for
 from statestore.errors import StateStoreError, StoreConflictError, StoreCorruptError
+from statestore.key_layout import KeyLayout, KeyRange
 from statestore.layout import (
     BULK_LOAD_KEY,
     FORMAT_VERSION,
@@ -28,7 +30,6 @@ from statestore.layout import (
     OFFSET_PREFIX,
     check_store_name,
     flag_key,
-    offset_key,
     offset_prefix,
     parse_offset_key,
 )
@@ -86,6 +87,8 @@ class ProcessorDatabase:
         self.created = False
         self._codecs = dict(codecs)
         self._lock = lock
+        #: how user keys are stored (the prefix of the app's initial processor count)
+        self.layout = KeyLayout(int(identity.fixed.get("initial_processors", 1)))
         self._offsets = self._read_offsets()
 
     # -- opening ---------------------------------------------------------------------------
@@ -225,7 +228,7 @@ class ProcessorDatabase:
 
     def begin(self) -> StateBatch:
         """A new batch; commit it to write its state changes and offsets atomically."""
-        return StateBatch(self.backend, self._codecs, self._offsets.update)
+        return StateBatch(self.backend, self._codecs, self.layout, self._offsets.update)
 
     def offsets(self) -> dict[tuple[str, int], int]:
         """The next input offset to process per ``(topic, partition)``, as committed."""
@@ -257,31 +260,55 @@ class ProcessorDatabase:
     def delete_keys(self, belongs: Callable[[bytes], bool], chunk: int = 10_000) -> int:
         """Delete every key (in every store) for which ``belongs(key)``; returns how many.
 
-        Deletes in committed chunks, so it can run between processing batches.
+        Scans every key and deletes in committed chunks; ``delete_ranges`` deletes a scale's
+        keys without reading them.
         """
         deleted = 0
+        user = self.layout.user
         for store in self.store_names():
-            doomed = [key for key, _ in self.backend.scan(store) if belongs(key)]
+            doomed = [key for key, _ in self.backend.scan(store) if belongs(user(key))]
             for start in range(0, len(doomed), chunk):
                 self.backend.write({store: [(key, None) for key in doomed[start : start + chunk]]})
             deleted += len(doomed)
         return deleted
 
+    def delete_ranges(
+        self,
+        initial: int,
+        ranges: Sequence[KeyRange],
+        meta: Sequence[tuple[bytes, bytes | None]] = (),
+    ) -> None:
+        """Delete the keys whose prefix lies in ``ranges`` (computed for ``initial``
+        processors at the start) from every store (range deletes, reading nothing), with
+        the metadata changes ``meta``, in one atomic write."""
+        if initial != self.layout.initial:
+            raise StateStoreError(
+                f"key ranges computed for {initial} initial processors do not fit "
+                f"{self.path or 'this database'}, whose keys are ordered for "
+                f"{self.layout.initial}: that would delete other keys. Fix: open the database "
+                "with the app's fixed parameters (initial_processors)."
+            )
+        self.backend.write(
+            {META_STORE: list(meta)} if meta else {},
+            {store: list(ranges) for store in self.store_names()} if ranges else None,
+        )
+
     def store_names(self) -> list[str]:
         """The user stores this database was opened with."""
         return sorted(self._codecs)
 
-    def items(
-        self, store: str, start: bytes | None = None, end: bytes | None = None
-    ) -> Iterator[tuple[bytes, Any]]:
-        """Committed items of ``store`` in key order (range scans for tooling)."""
+    def items(self, store: str, within: KeyRange | None = None) -> Iterator[tuple[bytes, Any]]:
+        """Committed ``(key, value)`` items of ``store`` in stored order (by bucket prefix,
+        not by key); ``within``: only the keys whose prefix lies in that range."""
         codec = self._codec(store)
-        for key, raw in self.backend.scan(store, start, end):
-            yield key, codec.decode(raw)
+        user = self.layout.user
+        low, high = within if within is not None else (None, None)
+        for key, raw in self.backend.scan(store, low, high):
+            yield user(key), codec.decode(raw)
 
     def get(self, store: str, key: bytes, default: Any = None) -> Any:
         """The committed value of ``key`` in ``store``."""
-        raw = self.backend.get(store, key)
+        raw = self.backend.get(store, self.layout.stored(key))
         return default if raw is None else self._codec(store).decode(raw)
 
     def size_bytes(self) -> int:
@@ -319,16 +346,7 @@ class ProcessorDatabase:
         """
         for store in files:
             self._codec(store)
-        plan = {
-            "files": {
-                store: [str(Path(f).resolve()) for f in paths] for store, paths in files.items()
-            },
-            "offsets": [
-                [topic, partition, offset] for (topic, partition), offset in offsets.items()
-            ],
-            "scope": scope,
-        }
-        self.backend.write({META_STORE: [(BULK_LOAD_KEY, json.dumps(plan).encode())]})
+        record_bulk_load(self.backend, files, offsets, scope)
         if recorded is not None:
             recorded()
         self.resume_bulk_load()
@@ -340,30 +358,9 @@ class ProcessorDatabase:
 
     def resume_bulk_load(self) -> None:
         """Finish a recorded bulk load: ingest its files, then write its offsets."""
-        raw = self.backend.get(META_STORE, BULK_LOAD_KEY)
-        if raw is None:
-            return
-        plan = json.loads(raw)
-        missing = [f for paths in plan["files"].values() for f in paths if not Path(f).exists()]
-        if missing:
-            raise StoreCorruptError(
-                f"an interrupted bulk load into {self.path} needs files that are gone: "
-                f"{missing[:3]}. Nothing was deleted. Fix: move this state directory aside and "
-                "rebuild it (bootstrap again), or restore the files."
-            )
-        for store, paths in plan["files"].items():
-            if paths:
-                self.backend.ingest(store, [Path(p) for p in paths])
-        finished: list[tuple[bytes, bytes | None]] = [(BULK_LOAD_KEY, None)]
-        offsets = {
-            (topic, int(partition)): int(offset) for topic, partition, offset in plan["offsets"]
-        }
-        scope = plan.get("scope")
-        for (topic, partition), offset in offsets.items():
-            finished.append((offset_key(topic, partition, scope), str(offset).encode()))
-        self.backend.write({META_STORE: finished})
-        if scope is None:
-            self._offsets.update(offsets)
+        finished = finish_bulk_load(self.backend, self.path)
+        if finished is not None and finished[0] is None:
+            self._offsets.update(finished[1])
 
     # -- closing ---------------------------------------------------------------------------
 

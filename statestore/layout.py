@@ -50,7 +50,8 @@ CRASH_ATTEMPT_KEY = b"crash/attempt"
 #: ``crash/attempt/<catch-up scope>``: what a receiver's catch-up runs the function on now
 CRASH_CATCHUP_ATTEMPT_PREFIX = b"crash/attempt/"
 CRASH_SKIPPED_PREFIX = b"crash/skipped/"
-FORMAT_VERSION = 1
+#: 2: user keys stored behind their bucket prefix (``statestore.key_layout``); 1: plain keys
+FORMAT_VERSION = 2
 #: set when a database is created, cleared once a run checked what it owned then
 FRESH_DIRECTORY_FLAG = "fresh-directory"
 _STORE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from statestore.backend import Changes
+from statestore.backend import Changes, RangeDeletes
 from statestore.errors import StateStoreError
 
 __all__ = ["MEMORY_CHECKPOINT", "MemoryBackend"]
@@ -49,10 +49,16 @@ class MemoryBackend:
         """The store dict's ``get``."""
         return self._store(store).get
 
-    def write(self, changes: Changes) -> None:
-        """Apply all changes; validated first, so a bad store name changes nothing."""
-        targets = {name: self._store(name) for name in changes}
+    def write(self, changes: Changes, ranges: RangeDeletes | None = None) -> None:
+        """Delete ``ranges``, then apply ``changes``; validated first, so a bad store name
+        changes nothing."""
+        targets = {name: self._store(name) for name in [*changes, *(ranges or {})]}
         staged = {name: list(items) for name, items in changes.items()}
+        for name, spans in (ranges or {}).items():
+            target = targets[name]
+            for low, high in spans:
+                for key in [k for k in target if low <= k < high]:
+                    del target[key]
         for name, items in staged.items():
             target = targets[name]
             for key, value in items:

@@ -38,9 +38,19 @@ def read_meta(backend: Backend, path: Path | None) -> dict[str, Any]:
             "state_dir elsewhere."
         )
     meta: dict[str, Any] = json.loads(raw)
-    if meta.get("format") != FORMAT_VERSION:
+    found = meta.get("format")
+    if found != FORMAT_VERSION:
+        if isinstance(found, int) and found < FORMAT_VERSION:
+            fix = (
+                "rebuild it in this format: `splitstate backfill MODULE:APP --replace` moves "
+                "the app's state aside and builds it anew from the input's history or an "
+                "archive; or keep running the splitstate version that wrote it"
+            )
+        else:
+            fix = "use the splitstate version that wrote it"
         raise StoreConflictError(
-            f"{path} uses state format {meta.get('format')}, this splitstate reads format "
-            f"{FORMAT_VERSION}. Fix: use the splitstate version that wrote it."
+            f"{path} uses state format {found}, this splitstate reads format {FORMAT_VERSION} "
+            "(format 2 stores keys ordered by linear-hash bucket; format 1 in plain key "
+            f"order). Nothing was changed. Fix: {fix}."
         )
     return meta

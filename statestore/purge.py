@@ -1,20 +1,22 @@
-"""Deleting the keys a predicate names, in bounded steps that survive a crash.
+"""Deleting the keys of a few key ranges (a scale's moved keys), surviving a crash.
 
 A purge is registered once under a name with a JSON ``spec`` (what the caller needs to rebuild
-its predicate after a restart). Each ``step`` scans at most ``budget`` keys from where the last
-step stopped and deletes the doomed ones; the deletions and the new position are one atomic
-write, so a crash between steps resumes exactly there. When every store was scanned, the purge
-record is removed and a flag says the name is done (registering it again does nothing).
+its ranges after a restart). Stored keys are ordered by bucket (``statestore.key_layout``), so
+the keys a scale moves are a few ranges of key prefixes: ``step`` deletes them from every store
+with range deletes, reading no key, and removes the purge record in the same atomic write. A
+crash before that write leaves the purge registered, and the next run does it again; after it,
+a flag says the name is done (registering it again does nothing).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
 from statestore.database import ProcessorDatabase
+from statestore.key_layout import KeyRange
 from statestore.layout import META_STORE, flag_key
 
 __all__ = ["KeyPurge", "pending_purges", "start_purge"]
@@ -37,8 +39,7 @@ def start_purge(database: ProcessorDatabase, name: str, spec: Mapping[str, Any])
         _done_flag(name)
     ):
         return False
-    record = {"spec": dict(spec), "store": None, "after": None}
-    backend.write({META_STORE: [(_record_key(name), orjson.dumps(record))]})
+    backend.write({META_STORE: [(_record_key(name), orjson.dumps({"spec": dict(spec)}))]})
     return True
 
 
@@ -52,67 +53,31 @@ def pending_purges(database: ProcessorDatabase) -> dict[str, dict[str, Any]]:
 
 
 class KeyPurge:
-    """One registered purge, deleting the keys ``doomed`` names from every user store."""
+    """One registered purge, deleting the keys whose prefix lies in ``ranges`` (of an app
+    with ``initial`` processors at the start)."""
 
     def __init__(
-        self, database: ProcessorDatabase, name: str, doomed: Callable[[bytes], bool]
+        self, database: ProcessorDatabase, name: str, initial: int, ranges: Sequence[KeyRange]
     ) -> None:
         self._database = database
         self.name = name
-        self._doomed = doomed
-        self.deleted = 0
+        #: the app's initial processor count the ranges were computed for
+        self.initial = initial
+        self.ranges = list(ranges)
 
     @property
     def done(self) -> bool:
-        """Whether every store was scanned."""
+        """Whether the keys were deleted."""
         return self._database.has_flag(_done_flag(self.name))
 
-    def step(self, budget: int = 5_000) -> bool:
-        """Scan up to ``budget`` keys, delete the doomed ones; returns whether it is done."""
-        backend = self._database.backend
-        raw = backend.get(META_STORE, _record_key(self.name))
-        if raw is None:
-            return self.done
-        record = orjson.loads(raw)
-        stores = self._database.store_names()
-        store = record["store"] or (stores[0] if stores else None)
-        after = None if record["after"] is None else bytes.fromhex(record["after"])
-        doomed: list[bytes] = []
-        last: bytes | None = None
-        scanned = 0
-        if store is not None:
-            start = None if after is None else after + b"\x00"
-            for key, _value in backend.scan(store, start):
-                scanned += 1
-                last = key
-                if self._doomed(key):
-                    doomed.append(key)
-                if scanned >= budget:
-                    break
-        changes: dict[str, list[tuple[bytes, bytes | None]]] = {}
-        if doomed and store is not None:
-            changes[store] = [(key, None) for key in doomed]
-        finished = False
-        if store is not None and scanned >= budget:
-            record["store"], record["after"] = store, None if last is None else last.hex()
-        else:  # this store is scanned to its end: the next one, or done
-            later = [s for s in stores if store is None or s > store]
-            if later:
-                record["store"], record["after"] = later[0], None
-            else:
-                finished = True
-        meta: list[tuple[bytes, bytes | None]] = []
-        if finished:
-            meta = [(_record_key(self.name), None), (flag_key(_done_flag(self.name)), b"1")]
-        else:
-            meta = [(_record_key(self.name), orjson.dumps(record))]
-        changes[META_STORE] = meta
-        backend.write(changes)
-        self.deleted += len(doomed)
-        return finished
-
-    def finish(self) -> int:
-        """Run every remaining step now; returns how many keys this object deleted."""
-        while not self.step(50_000):
-            pass
-        return self.deleted
+    def step(self) -> bool:
+        """Delete the keys and mark the purge done, in one atomic write (nothing when it is
+        not registered: done, or never started); returns ``True``: nothing is left to do."""
+        if self._database.backend.get(META_STORE, _record_key(self.name)) is None:
+            return True
+        self._database.delete_ranges(
+            self.initial,
+            self.ranges,
+            [(_record_key(self.name), None), (flag_key(_done_flag(self.name)), b"1")],
+        )
+        return True

@@ -23,7 +23,7 @@ from rocksdict import (
     WriteOptions,
 )
 
-from statestore.backend import Changes
+from statestore.backend import Changes, RangeDeletes
 from statestore.errors import StateStoreError, StoreCorruptError
 
 __all__ = ["RocksBackend", "check_order", "read_sst_files", "write_sst_file"]
@@ -87,9 +87,15 @@ class RocksBackend:
         getter: Callable[[bytes], bytes | None] = self._family(store).get
         return getter
 
-    def write(self, changes: Changes) -> None:
-        """One RocksDB WriteBatch for all stores: atomic, also across column families."""
+    def write(self, changes: Changes, ranges: RangeDeletes | None = None) -> None:
+        """One RocksDB WriteBatch for all stores: atomic, also across column families.
+        ``ranges`` become range tombstones (``DeleteRange``), written before ``changes``."""
         batch = WriteBatch(raw_mode=True)
+        for store, spans in (ranges or {}).items():
+            self._family(store)
+            handle = self._db.get_column_family_handle(store)
+            for low, high in spans:
+                batch.delete_range(low, high, handle)
         for store, items in changes.items():
             self._family(store)
             handle = self._db.get_column_family_handle(store)

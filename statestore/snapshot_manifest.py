@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statestore.errors import StoreCorruptError
+from statestore.layout import FORMAT_VERSION
 
 __all__ = ["MANIFEST_FORMAT", "SnapshotFile", "SnapshotManifest"]
 
@@ -62,6 +63,8 @@ class SnapshotManifest:
     request: str | None = None
     #: the epoch of the app's control log when it was taken (an app started over has another)
     epoch: str | None = None
+    #: the state format of the database it copies (``statestore.layout.FORMAT_VERSION``)
+    state_format: int = FORMAT_VERSION
 
     @property
     def size(self) -> int:
@@ -70,8 +73,14 @@ class SnapshotManifest:
 
     def belongs_to(self, app_id: str, fixed: Mapping[str, Any], epoch: str | None) -> bool:
         """Whether it is a snapshot of app ``app_id`` with these fixed parameters, taken in
-        this history of its control log (``epoch``): the only ones a restore or transfer uses."""
-        return self.app_id == app_id and dict(self.fixed) == dict(fixed) and self.epoch == epoch
+        this history of its control log (``epoch``), in this splitstate's state format: the
+        only ones a restore or transfer uses."""
+        return (
+            self.app_id == app_id
+            and dict(self.fixed) == dict(fixed)
+            and self.epoch == epoch
+            and self.state_format == FORMAT_VERSION
+        )
 
     def covers(self, partitions: Iterable[Position]) -> bool:
         """Whether the processor owned every one of ``partitions`` when it took the snapshot."""
@@ -91,6 +100,7 @@ class SnapshotManifest:
             "files": [f.to_json() for f in self.files],
             "request": self.request,
             "epoch": self.epoch,
+            "state_format": self.state_format,
         }
 
     def encode(self) -> bytes:
@@ -118,6 +128,7 @@ class SnapshotManifest:
                 ),
                 request=None if data.get("request") is None else str(data["request"]),
                 epoch=None if data.get("epoch") is None else str(data["epoch"]),
+                state_format=int(data.get("state_format", 1)),
             )
         except (ValueError, KeyError, TypeError) as error:
             raise StoreCorruptError(

@@ -1,8 +1,10 @@
 """Writing sorted runs of a store's values as SST files, for bulk load.
 
-``SstRunWriter`` encodes values with the store's codec (the same bytes a batch would write)
-and streams them into SST files of at most ``max_items`` items each, holding nothing in
-memory. Keys must come in strictly increasing byte order.
+``SstRunWriter`` stores user keys as the database does (``KeyLayout.stored``), encodes values
+with the store's codec (the same bytes a batch would write) and streams them into SST files of
+at most ``max_items`` items each, holding nothing in memory. Items must come in strictly
+increasing order of their stored keys (``KeyLayout.sorted_items`` sorts a run that fits in
+memory).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from statestore.codec import Codec, JsonCodec
+from statestore.key_layout import KeyLayout
 from statestore.rocks import check_order, write_sst_file
 
 __all__ = ["SstRunWriter", "write_sst_file"]
@@ -22,15 +25,22 @@ class SstRunWriter:
     """Write one store's sorted ``(key, value)`` run as numbered SST files in a directory."""
 
     def __init__(
-        self, directory: Path, codec: Codec[Any] | None = None, max_items: int = 5_000_000
+        self,
+        directory: Path,
+        codec: Codec[Any] | None = None,
+        max_items: int = 5_000_000,
+        *,
+        layout: KeyLayout,
     ) -> None:
         self.directory = directory
+        self.layout = layout
         self.codec: Codec[Any] = codec or JsonCodec()
         self.max_items = max_items
         self.files: list[Path] = []
 
     def write(self, items: Iterable[tuple[bytes, Any]]) -> list[Path]:
-        """Encode and write ``items`` (sorted by key); returns every file written so far."""
+        """Encode and write ``(user key, value)`` items (in stored order); returns every file
+        written so far."""
         self.directory.mkdir(parents=True, exist_ok=True)
         encoded = self._encoded(items)
         for first in encoded:
@@ -41,9 +51,10 @@ class SstRunWriter:
         return list(self.files)
 
     def _encoded(self, items: Iterable[tuple[bytes, Any]]) -> Iterator[tuple[bytes, bytes]]:
-        encode = self.codec.encode
+        encode, stored = self.codec.encode, self.layout.stored
         previous: bytes | None = None
         for key, value in items:
-            check_order(previous, key)
-            previous = key
-            yield key, encode(value)
+            stored_key = stored(key)
+            check_order(previous, stored_key)
+            previous = stored_key
+            yield stored_key, encode(value)

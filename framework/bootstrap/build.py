@@ -92,7 +92,7 @@ def build_state(
             )
             initial = {name: entry.initial_partitions for name, entry in request.entries.items()}
             histories = {name: entry.history for name, entry in request.entries.items()}
-            fold = AppFold(app, initial, histories)
+            fold = AppFold(app, initial, histories, config.initial_processors)
             return run_bootstrap(spark, history, plan, fold, destination, on_progress=on_progress)
     finally:
         spark.stop()

@@ -43,7 +43,8 @@ class AppFold:
 
     ``initial_partitions``: each input topic's ``N`` (the topic registry's), and
     ``histories``: their partition histories, to skip the records the runtime would
-    dead-letter as misplaced or late.
+    dead-letter as misplaced or late; ``initial_processors``: the app's ``B``, which orders
+    stored keys (the items are yielded as stored, prefix and all, for the SST files).
     """
 
     def __init__(
@@ -51,11 +52,13 @@ class AppFold:
         app: App,
         initial_partitions: Mapping[str, int] | None = None,
         histories: Mapping[str, TopicHistory] | None = None,
+        initial_processors: int = 1,
     ) -> None:
         app.check()
         self.app = app
         self.initial_partitions = dict(initial_partitions or {})
         self.histories = dict(histories or {})
+        self.initial_processors = initial_processors
         self._processor: RecordProcessor | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -63,12 +66,14 @@ class AppFold:
             "app": self.app,
             "initial_partitions": self.initial_partitions,
             "histories": self.histories,
+            "initial_processors": self.initial_processors,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.app = state["app"]
         self.initial_partitions = dict(state.get("initial_partitions", {}))
         self.histories = dict(state.get("histories", {}))
+        self.initial_processors = int(state.get("initial_processors", 1))
         self._processor = None
 
     def __call__(self, records: pd.DataFrame) -> Iterator[tuple[str, bytes, bytes]]:
@@ -79,7 +84,10 @@ class AppFold:
             )
         processor = self._processor
         database = ProcessorDatabase.in_memory(
-            DatabaseIdentity(self.app.config.app_id, -1), self.app.store_specs()
+            DatabaseIdentity(
+                self.app.config.app_id, -1, {"initial_processors": self.initial_processors}
+            ),
+            self.app.store_specs(),
         )
         batch = database.begin()
         columns = (

@@ -57,7 +57,8 @@ class Fold(Protocol):
     """Folds one group's records (already in processing order) into final state items."""
 
     def __call__(self, records: pd.DataFrame) -> Iterable[tuple[str, bytes, bytes]]:
-        """``(store, key, encoded value)`` of every key the records leave state for."""
+        """``(store, stored key, encoded value)`` of every key the records leave state for
+        (the stored key, prefix and all, is what the SST files hold and are sorted by)."""
         ...
 
 

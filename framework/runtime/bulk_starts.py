@@ -65,7 +65,7 @@ def bulk_starter(
                 loaded_flag=f"{catchup.scope}-bootstrapped",
                 handoffs={h.source: frozenset(h.partitions) for h in pending},
                 topics=catchup.topics,
-                gained_from=catchup.gained_from,
+                gained=catchup.gained_ranges,
                 database=database,
                 store=SnapshotStore(config.snapshot_url, config.app_id),
                 work_dir=transfer_directory(config.app_state_dir, processor, scale.generation),

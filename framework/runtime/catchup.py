@@ -32,10 +32,11 @@ from framework.runtime.retention import check_catch_up_history
 from framework.snapshots.source_starts import source_starts
 from rebalance import HandoffPhase, TopicHistory, bucket, key_hash
 from rebalance.control import Handoff, Scale
+from rebalance.key_ranges import KeyRange, handoff_ranges
 from rebalance.plan import read_set
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
-from statestore.layout import CRASH_CATCHUP_ATTEMPT_PREFIX
+from statestore.layout import CRASH_CATCHUP_ATTEMPT_PREFIX, flag_key
 
 __all__ = ["BootstrapStarter", "CatchUp"]
 
@@ -104,7 +105,11 @@ class CatchUp:
 
         #: the source a key is gained from (``None``: not gained)
         self.gained_from: Callable[[bytes], int | None] = gained_from
-        self._clear_stale(lambda key: gained_from(key) is not None)
+        #: per source, the ranges of stored keys gained from it
+        self.gained_ranges: dict[int, list[KeyRange]] = {
+            s: handoff_ranges(b, old, new, processor, [s]) for s in sorted(sources)
+        }
+        self._clear_stale(b, handoff_ranges(b, old, new, processor, sources))
         # records deleted under the reader must stop it, not make it skip or jump
         self._consumer = kafka.consumer(group_id, reset="error", name="catch-up consumer")
         progress = database.progress(self.scope)
@@ -188,18 +193,12 @@ class CatchUp:
             self.positions,
         )
 
-    def _clear_stale(self, gained: Callable[[bytes], bool]) -> None:
+    def _clear_stale(self, initial: int, gained: list[KeyRange]) -> None:
+        """Delete whatever state this processor holds for the gained keys (their ranges),
+        with the flag saying it did, once per catch-up."""
         flag = f"{self.scope}-cleared"
-        if self._database.has_flag(flag):
-            return
-        deleted = self._database.delete_keys(gained)
-        batch = self._database.begin()
-        batch.set_flag(flag)
-        batch.commit()
-        if deleted:
-            log.info(
-                "processor %d: deleted %d stale keys before catching up", self.processor, deleted
-            )
+        if not self._database.has_flag(flag):
+            self._database.delete_ranges(initial, gained, [(flag_key(flag), b"1")])
 
     def release(self, handoff: Handoff) -> None:
         """The old owner released ``handoff``'s partitions at F: read them exactly to F.

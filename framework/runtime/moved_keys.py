@@ -8,49 +8,42 @@ Two cases, both read from the control log (never acted on before the log says so
 - a receiver of an aborted scale deletes what it had rebuilt of the keys it would have gained.
 
 Each is a ``KeyPurge`` registered in the processor's own database, so a crash resumes it and a
-later control log (a newer scale) does not make it forgotten. Steps are bounded so the other
-partitions keep flowing. Before a processor starts rebuilding keys in a new catch-up, every
-purge still pending finishes, so an old purge never deletes keys rebuilt since.
+later control log (a newer scale) does not make it forgotten. Stored keys are ordered by bucket,
+so a purge is a few range deletes (one atomic write, reading no key): it costs the same whether
+the processor holds a thousand keys or a billion. Before a processor starts rebuilding keys in
+a new catch-up, every purge still pending finishes, so an old purge never deletes keys rebuilt
+since.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from rebalance import HandoffPhase, bucket, key_hash
+from rebalance import HandoffPhase
 from rebalance.control import ControlState, Scale
+from rebalance.key_ranges import KeyRange, handoff_ranges, subtract
 from statestore import KeyPurge, ProcessorDatabase, pending_purges, start_purge
 
-__all__ = ["PURGE_STEP_KEYS", "MovedKeys"]
+__all__ = ["MovedKeys", "doomed_ranges"]
 
 log = logging.getLogger(__name__)
 _GONE = (HandoffPhase.RELEASED, HandoffPhase.COMPLETE)
 
-#: keys a purge deletes per step of the loop (one step between two batches), so that deleting
-#: many keys never holds the loop up
-PURGE_STEP_KEYS = 5_000
 
+def doomed_ranges(spec: Mapping[str, Any]) -> list[KeyRange]:
+    """The key ranges of a purge: keys owned by ``target`` at ``new`` processors whose owner
+    at ``old`` is a source, less the keys of ``kept``: keys this processor received again in a
+    later scale (its catch-up rebuilt them; they are its own again)."""
+    b = int(spec["b"])
 
-def _doomed(spec: Mapping[str, Any]) -> Callable[[bytes], bool]:
-    """Keys owned by ``target`` at ``new`` processors whose owner at ``old`` is a source,
-    less the keys of ``kept``: keys this processor received again in a later scale (its
-    catch-up rebuilt them; they are its own again)."""
-    b, old, new, target = int(spec["b"]), int(spec["old"]), int(spec["new"]), int(spec["target"])
-    sources = frozenset(int(s) for s in spec["sources"])
-    kept = [
-        (int(k["old"]), int(k["new"]), int(k["target"]), frozenset(int(s) for s in k["sources"]))
-        for k in spec.get("kept", [])
-    ]
+    def ranges(part: Mapping[str, Any]) -> list[KeyRange]:
+        sources = [int(s) for s in part["sources"]]
+        return handoff_ranges(b, int(part["old"]), int(part["new"]), int(part["target"]), sources)
 
-    def doomed(key: bytes) -> bool:
-        h = key_hash(key)
-        if bucket(h, b, new) != target or bucket(h, b, old) not in sources:
-            return False
-        return not any(bucket(h, b, n) == t and bucket(h, b, o) in s for o, n, t, s in kept)
-
-    return doomed
+    kept = [r for part in spec.get("kept", []) for r in ranges(part)]
+    return subtract(ranges(spec), kept)
 
 
 class MovedKeys:
@@ -60,7 +53,7 @@ class MovedKeys:
         self.processor = processor
         self._database = database
         self._active = {
-            name: KeyPurge(database, name, _doomed(spec))
+            name: KeyPurge(database, name, int(spec["b"]), doomed_ranges(spec))
             for name, spec in pending_purges(database).items()
         }
 
@@ -96,7 +89,9 @@ class MovedKeys:
                 wanted[name] = {**spec, "kept": kept} if kept else spec
         for name, spec in wanted.items():
             if start_purge(self._database, name, spec):
-                self._active[name] = KeyPurge(self._database, name, _doomed(spec))
+                self._active[name] = KeyPurge(
+                    self._database, name, int(spec["b"]), doomed_ranges(spec)
+                )
                 log.info("processor %d: deleting the state of keys it gave away (%s)", me, name)
 
     def _purges(self, b: int, scale: Scale) -> dict[str, dict[str, Any]]:
@@ -113,17 +108,17 @@ class MovedKeys:
             wanted[f"aborted-{g}-{me}"] = {**base, "target": me, "sources": sources}
         return wanted
 
-    def step(self, budget: int | None = None) -> None:
-        """One bounded step of the first pending purge (``PURGE_STEP_KEYS`` keys at most)."""
+    def step(self) -> None:
+        """Run the first pending purge (a few range deletes: one write, no key read)."""
         for name, purge in list(self._active.items()):
-            if purge.step(PURGE_STEP_KEYS if budget is None else budget):
-                del self._active[name]
-                log.info(
-                    "processor %d: %s done, %d keys deleted", self.processor, name, purge.deleted
-                )
+            purge.step()
+            del self._active[name]
+            log.info(
+                "processor %d: %s done (%d key ranges)", self.processor, name, len(purge.ranges)
+            )
             return
 
     def finish(self) -> None:
-        """Run every pending purge to its end (before rebuilding keys in a catch-up)."""
+        """Run every pending purge (before rebuilding keys in a catch-up)."""
         while self._active:
-            self.step(50_000)
+            self.step()

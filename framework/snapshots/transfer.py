@@ -2,14 +2,15 @@
 
 For each source of a scale, the receiver waits for a snapshot the source took after the scale
 began that covers the partitions it hands over (the source takes one as soon as it sees the
-scale), copies it, keeps only the keys it gains from that source (``bucket(h, B, P') == J``
-and ``bucket(h, B, P) == source``), writes them as SST files and ingests them with the
-offsets they cover (``bulk_load`` into the catch-up scope ``<scope>-from-<source>``). Every
-step copies or filters a bounded slice, so a receiver that owns partitions keeps processing
-them meanwhile. Once every source is in, it writes the catch-up's progress (per partition, the
-lowest offset any source's snapshot covers) and the loaded flag in one batch; the catch-up
-reads on from there and applies a record of a key gained from source ``s`` only at or past
-that source's offset (``source_starts``).
+scale), copies it, reads only the keys it gains from that source (``bucket(h, B, P') == J``
+and ``bucket(h, B, P) == source``: stored keys are ordered by bucket, so these are a few
+ranges, scanned without reading the source's other keys), writes them as SST files and
+ingests them with the offsets they cover (``bulk_load`` into the catch-up scope
+``<scope>-from-<source>``). Every step copies or reads a bounded slice, so a receiver that
+owns partitions keeps processing them meanwhile. Once every source is in, it writes the
+catch-up's progress (per partition, the lowest offset any source's snapshot covers) and the
+loaded flag in one batch; the catch-up reads on from there and applies a record of a key
+gained from source ``s`` only at or past that source's offset (``source_starts``).
 
 Where a snapshot covers a partition's keys: on each partition the source owned, up to the
 snapshot's offset; on an ancestor it did not own, up to the growth threshold (its state holds
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,10 +31,11 @@ from framework.clock import Clock
 from framework.snapshots.source_starts import source_scope, source_starts
 from framework.snapshots.transfer_progress import TransferProgress
 from rebalance import TopicHistory
+from rebalance.key_ranges import KeyRange
 from rebalance.plan import read_set
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateStoreError
-from statestore.checkpoints import open_checkpoint
+from statestore.checkpoints import open_checkpoint, scan_ranges
 from statestore.rocks import write_sst_file
 from statestore.snapshot_copy import SnapshotDownload
 from statestore.snapshot_manifest import SnapshotManifest
@@ -78,7 +80,7 @@ class SnapshotTransfer:
         loaded_flag: str,
         handoffs: Mapping[int, frozenset[Position]],
         topics: Mapping[str, TopicHistory],
-        gained_from: Callable[[bytes], int | None],
+        gained: Mapping[int, Sequence[KeyRange]],
         database: ProcessorDatabase,
         store: SnapshotStore,
         work_dir: Path,
@@ -92,7 +94,8 @@ class SnapshotTransfer:
         self.generation = generation
         self._scope = scope
         self._flag = loaded_flag
-        self._gained_from = gained_from
+        #: per source, the ranges of stored keys gained from it
+        self._gained = {source: list(ranges) for source, ranges in gained.items()}
         self._database = database
         self._store = store
         self.directory = work_dir
@@ -292,12 +295,11 @@ class SnapshotTransfer:
         kept: list[tuple[bytes, bytes]] = []
         seen = 0
         try:
-            start = None if part.resume_after is None else part.resume_after + b"\x00"
-            for key, value in backend.scan(store, start):
+            gained = self._gained.get(part.source, [])
+            for key, value in scan_ranges(backend, store, gained, part.resume_after):
                 seen += 1
                 part.resume_after = key
-                if self._gained_from(key) == part.source:
-                    kept.append((key, value))
+                kept.append((key, value))
                 if seen >= _KEYS_PER_STEP:
                     break
         finally:

@@ -11,6 +11,7 @@ from framework.snapshots.taker import SnapshotTaker
 from framework.snapshots.transfer import SnapshotTransfer
 from rebalance import TopicHistory, bucket, key_hash
 from rebalance.control import ControlState
+from rebalance.key_ranges import handoff_ranges
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
 from statestore.snapshot_store import SnapshotStore
 from tests.clocks import ManualClock
@@ -76,7 +77,7 @@ def joining_transfer(
         loaded_flag="catchup-1-bootstrapped",
         handoffs={0: frozenset({(TOPIC, 2)})},
         topics={TOPIC: TopicHistory(TOPIC, (4,))},
-        gained_from=gained_from,
+        gained={0: handoff_ranges(2, 2, 3, 2, [0])},
         database=receiver,
         store=store,
         work_dir=work,

@@ -147,7 +147,11 @@ def run(inputs: list[tuple[str, bytes, bytes]], size: int, kind: str, directory:
                     failed.append(dead.offset)
                 batch.set_offset(topic, 0, offset + 1)
             batch.commit()
-        state = {name: dict(database.backend.scan(name)) for name in database.store_names()}
+        user = database.layout.user  # the raw bytes stored, under the user's keys
+        state = {
+            name: {user(k): v for k, v in database.backend.scan(name)}
+            for name in database.store_names()
+        }
     return state, outputs, failed
 
 

@@ -76,7 +76,9 @@ def test_a_handoff_waits_for_its_ancestor_that_another_handoff_brings(tmp_path: 
     state = state.apply(handoff_record(2, 6, 0, HandoffEvent.RELEASE, {(TOPIC, 6): 0}))
     assert state.scaling is not None
     child = state.scaling.handoffs[(6, 0)]
-    database = ProcessorDatabase.in_memory(DatabaseIdentity("grown", 0), [StoreSpec("counts")])
+    database = ProcessorDatabase.in_memory(
+        DatabaseIdentity("grown", 0, {"initial_processors": 2}), [StoreSpec("counts")]
+    )
     catchup = CatchUp(
         0,
         2,

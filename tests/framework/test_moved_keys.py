@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from framework.runtime.moved_keys import MovedKeys
+from hypothesis import given
+from hypothesis import strategies as st
+
+from framework.runtime.moved_keys import MovedKeys, doomed_ranges
 from rebalance import HandoffEvent, bucket, key_hash
 from rebalance.control import ControlState, handoff_record
+from rebalance.key_ranges import key_prefix
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
 from tests.rebalance.test_control import event, scale, started
 
@@ -14,7 +18,8 @@ KEYS = [f"word-{i}".encode() for i in range(400)]
 
 
 def database_of(processor: int, owns: Any) -> ProcessorDatabase:
-    database = ProcessorDatabase.in_memory(DatabaseIdentity("wc", processor), [StoreSpec("c")])
+    identity = DatabaseIdentity("wc", processor, {"initial_processors": 2})
+    database = ProcessorDatabase.in_memory(identity, [StoreSpec("c")])
     batch = database.begin()
     for key in KEYS:
         if owns(key):
@@ -48,8 +53,8 @@ def test_the_old_owner_forgets_moved_keys_only_once_the_log_says_released() -> N
     )
     moved.sync(released)
     assert is_pending(moved)
-    while is_pending(moved):
-        moved.step(budget=50)  # bounded steps between batches
+    moved.step()  # between two batches: a few range deletes
+    assert not is_pending(moved)
     assert keys_of(database) == {k for k in mine if bucket(key_hash(k), 2, 3) == 0}
 
 
@@ -75,8 +80,7 @@ def test_a_purge_left_by_a_crash_resumes_with_a_new_object() -> None:
         handoff_record(1, 0, 2, HandoffEvent.RELEASE, {("words", 2): 5, ("words", 6): 5})
     )
     first = MovedKeys(0, database)
-    first.sync(released)
-    first.step(budget=10)  # then the process dies
+    first.sync(released)  # registered; then the process dies before deleting anything
     second = MovedKeys(0, database)  # restarted; the log has moved on to a later scale
     assert second.pending
     second.finish()
@@ -144,3 +148,24 @@ def test_keys_given_away_before_a_later_scale_that_brings_other_keys_are_still_f
     moved.sync(again)
     moved.finish()
     assert keys_of(database) == {k for k in held if bucket(key_hash(k), 2, 7) == 2}
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=2**32 - 1), min_size=1, max_size=40),
+    st.integers(min_value=1, max_value=4),
+    st.lists(st.integers(min_value=1, max_value=8), min_size=3, max_size=3),
+)
+def test_a_purges_ranges_hold_exactly_its_keys_less_the_keys_received_again(
+    hashes: list[int], b: int, factors: list[int]
+) -> None:
+    """Keys 0 gave to ``target`` (old -> new), less those 0 received again (new -> later)."""
+    old, new, later = (b * f for f in factors)
+    target = new - 1
+    spec = {"b": b, "old": old, "new": new, "target": target, "sources": [0]}
+    spec["kept"] = [{"old": new, "new": later, "target": 0, "sources": [target]}]
+    ranges = doomed_ranges(spec)
+    for h in hashes:
+        gone = bucket(h, b, new) == target and bucket(h, b, old) == 0
+        back = bucket(h, b, later) == 0 and bucket(h, b, new) == target
+        prefix = key_prefix(h, b)
+        assert (gone and not back) == any(lo <= prefix < hi for lo, hi in ranges)

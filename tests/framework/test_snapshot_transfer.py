@@ -15,6 +15,7 @@ from framework.snapshots.transfer_progress import read_transfer_progress
 from rebalance import TopicHistory, bucket, key_hash
 from rebalance.control import ControlState
 from rebalance.control_records import SnapshotRequest
+from rebalance.key_ranges import handoff_ranges
 from rebalance.plan import read_set
 from statestore.rocks import RocksBackend
 from statestore.snapshot_store import SnapshotStore
@@ -120,11 +121,6 @@ def test_a_scale_in_from_two_sources_reads_no_ancestor_neither_needs(tmp_path: P
         database.close()
     receiver = open_processor(config, 0)
 
-    def gained_from(key: bytes) -> int | None:
-        h = key_hash(key)
-        source = bucket(h, 2, 5)
-        return source if bucket(h, 2, 2) == 0 and source in (2, 4) else None
-
     transfer = SnapshotTransfer(
         0,
         1,
@@ -132,7 +128,7 @@ def test_a_scale_in_from_two_sources_reads_no_ancestor_neither_needs(tmp_path: P
         loaded_flag="catchup-1-bootstrapped",
         handoffs=handoffs,
         topics={TOPIC: history},
-        gained_from=gained_from,
+        gained={s: handoff_ranges(2, 5, 2, 0, [s]) for s in (2, 4)},
         database=receiver,
         store=store,
         work_dir=tmp_path / "work",

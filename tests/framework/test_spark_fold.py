@@ -14,6 +14,7 @@ from framework import AppConfig
 from framework.bootstrap.fold import AppFold
 from framework.testing import TestDriver
 from statestore import TypedCodec
+from statestore.key_layout import KeyLayout
 
 
 def transactions(count: int) -> list[tuple[bytes, bytes]]:
@@ -44,10 +45,12 @@ def test_fold_equals_the_driver_including_refused_and_invalid_records() -> None:
             "headers": [None] * len(records),
         }
     )
-    items = list(AppFold(balances_app)(frame))
+    items = list(AppFold(balances_app, initial_processors=3)(frame))
     assert {store for store, _, _ in items} == {"accounts"}
     codec = TypedCodec(Balance)
-    folded = {key: codec.decode(raw) for _, key, raw in items}
+    layout = KeyLayout(3)
+    folded = {layout.user(key): codec.decode(raw) for _, key, raw in items}
+    assert [key for _, key, _ in items] == sorted(layout.stored(k) for k in folded)
     expected = {key: driver.state("accounts", key) for key, _ in records}
     assert folded == {k: v for k, v in expected.items() if v is not None}
     reasons = {d.reason.split(":")[0] for d in driver.dead_letters}

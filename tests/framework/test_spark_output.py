@@ -64,8 +64,11 @@ def test_archive_columns_are_checked_by_name_and_type() -> None:
 
 
 def test_bulk_load_into_a_scope_sets_progress_not_input_offsets(tmp_path: Path) -> None:
-    files = SstRunWriter(tmp_path / "sst").write([(b"a", 1), (b"b", 2)])
     with ProcessorDatabase.open(tmp_path / "processor-0", IDENTITY, STORES) as database:
+        layout = database.layout
+        files = SstRunWriter(tmp_path / "sst", layout=layout).write(
+            layout.sorted_items([(b"a", 1), (b"b", 2)])
+        )
         database.bulk_load({"counts": files}, {("w", 1): 9}, scope="catchup-3")
         assert database.offsets() == {}
         assert database.progress("catchup-3") == {("w", 1): 9}

@@ -104,7 +104,8 @@ class World:
     def database(self, processor: int) -> ProcessorDatabase:
         """An empty in-memory database of ``processor``."""
         return ProcessorDatabase.in_memory(
-            DatabaseIdentity(self.app.config.app_id, processor), self.app.store_specs()
+            DatabaseIdentity(self.app.config.app_id, processor, {"initial_processors": self.b}),
+            self.app.store_specs(),
         )
 
     def seed_state(

@@ -12,9 +12,12 @@ from rebalance import bucket, key_hash
 from rebalance.key_ranges import (
     PREFIX_BYTES,
     bucket_range,
+    handoff_ranges,
     key_prefix,
     moved_range,
     reverse_bits,
+    subtract,
+    union,
 )
 
 HASHES = st.integers(min_value=0, max_value=2**32 - 1)
@@ -85,3 +88,41 @@ def test_bad_inputs_are_refused() -> None:
         key_prefix(2**32, 2)
     with pytest.raises(ValueError, match="not one of 3 buckets"):
         bucket_range(3, 2, 3)
+
+
+def _inside(prefix: bytes, ranges: list[tuple[bytes, bytes]]) -> bool:
+    return any(low <= prefix < high for low, high in ranges)
+
+
+@given(
+    st.lists(HASHES, min_size=1, max_size=40),
+    counts(),
+    st.integers(min_value=0, max_value=200),
+    st.sets(st.integers(min_value=0, max_value=200), max_size=5),
+)
+def test_handoff_ranges_hold_exactly_the_keys_a_receiver_gains_from_its_sources(
+    hashes: list[int], layout: tuple[int, int, int], target: int, sources: set[int]
+) -> None:
+    initial, before, after = layout
+    target %= after
+    chosen = {s % before for s in sources}
+    ranges = handoff_ranges(initial, before, after, target, chosen)
+    assert ranges == union(ranges)  # sorted, disjoint, not adjacent
+    for h in hashes:
+        gains = bucket(h, initial, after) == target and bucket(h, initial, before) in chosen
+        assert gains == _inside(key_prefix(h, initial), ranges)
+
+
+RANGE = st.tuples(st.binary(min_size=8, max_size=8), st.binary(min_size=8, max_size=8))
+
+
+@given(st.lists(RANGE, max_size=6), st.lists(RANGE, max_size=6), st.lists(HASHES, max_size=30))
+def test_subtract_keeps_exactly_the_prefixes_no_removed_range_holds(
+    ranges: list[tuple[bytes, bytes]], removed: list[tuple[bytes, bytes]], hashes: list[int]
+) -> None:
+    result = subtract(ranges, removed)
+    assert result == union(result)
+    probes = [h.to_bytes(8, "big") for h in hashes] + [r[0] for r in ranges + removed]
+    for prefix in probes:
+        expected = _inside(prefix, ranges) and not _inside(prefix, removed)
+        assert _inside(prefix, result) == expected

@@ -24,7 +24,6 @@ from unittest import mock
 
 from framework.coordination.registry import TopicRegistry
 from framework.kafka import KafkaIOError
-from framework.runtime import moved_keys
 from statestore import processor_path
 from tests.sim.aimed import aim_at_protocol_windows
 from tests.sim.app import INPUT
@@ -94,10 +93,7 @@ def run_schedule(
         return uuid.UUID(int=ids.getrandbits(128), version=4)
 
     try:
-        with (
-            mock.patch("uuid.uuid4", seeded_uuid4),
-            mock.patch.object(moved_keys, "PURGE_STEP_KEYS", plan.purge_step),
-        ):
+        with mock.patch("uuid.uuid4", seeded_uuid4):
             return _run(plan, root, aim)
     finally:
         logging.disable(logging.NOTSET)

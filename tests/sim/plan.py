@@ -60,7 +60,6 @@ class Plan:
     #: whether special records include killers (else only poison and huge ones)
     killers: bool = False
     #: keys a purge of keys given away deletes per loop step (few: a kill between two steps)
-    purge_step: int = 5_000
     #: whether the app has an output topic (without one, nothing renews its output lease)
     outputs: bool = True
     #: whether the clock jumps 12 days half-way through the chaos phase (a suspended machine)
@@ -92,8 +91,8 @@ class Plan:
             f"{self.compact_rate:.4f}/step, lose disk "
             f"{self.lose_disk_rate:.2f}/kill (then killed again at once "
             f"{self.reopen_kill_rate:.1f}), aimed faults {self.aimed_rate:.1f}, special records "
-            f"{self.special_rate:.2f}/record{' with killers' if self.killers else ''}, purges "
-            f"of {self.purge_step} keys/step, {'an' if self.outputs else 'no'} output topic, "
+            f"{self.special_rate:.2f}/record{' with killers' if self.killers else ''}, "
+            f"{'an' if self.outputs else 'no'} output topic, "
             f"{'a 12-day clock jump, ' if self.days_later else ''}producers queue at most "
             f"{self.max_queued}, {'a rival operator, ' if self.rival else ''}"
             f"{'snapshots, ' if self.snapshots else ''}"
@@ -129,7 +128,6 @@ class Plan:
             replace(self, outputs=True),
             replace(self, max_queued=100_000),
             replace(self, rival=False),
-            replace(self, purge_step=5_000),
             replace(self, rocksdb=False),
             replace(self, snapshots=False),
             replace(self, producers=max(1, self.producers - 1)),
@@ -177,7 +175,6 @@ def draw_plan(seed: int) -> Plan:
     if chaotic:
         plan = replace(plan, aimed_rate=rng.choice([0.0, 0.5, 1.0]))
     plan = replace(plan, special_rate=rng.choice([0.0, 0.0, 0.03, 0.1]))
-    plan = replace(plan, purge_step=rng.choice([5_000, 5_000, 1, 2]))
     plan = replace(plan, killers=bool(plan.special_rate) and rng.random() < 0.5)
     plan = replace(plan, outputs=rng.random() >= 0.15, days_later=rng.random() < 0.2)
     plan = replace(plan, max_queued=rng.choice([100_000, 100_000, 1, 3]))

@@ -252,7 +252,6 @@ REGRESSIONS: dict[str, Plan] = {
         aimed_rate=0.5,
         special_rate=0.1,
         killers=True,
-        purge_step=1,
         chaos_steps=6000,
     ),
     # 5 -> 2 -> 7: processor 2 gave its keys to 0 and was killed before its purge began;

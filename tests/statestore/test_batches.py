@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from rebalance import bucket, key_hash
+from rebalance.key_ranges import bucket_range
 from statestore import BatchStateError, BatchStatus, ProcessorDatabase
 from tests.statestore.conftest import Account
 
@@ -94,14 +96,24 @@ def test_typed_store_validates_on_write(database: ProcessorDatabase) -> None:
 
 
 @BOTH
-def test_range_scans_are_sorted_and_bounded(database: ProcessorDatabase) -> None:
+def test_keys_are_stored_by_bucket_and_each_bucket_is_one_range(
+    database: ProcessorDatabase,
+) -> None:
+    """Users see plain keys; the stored order groups them by linear-hash bucket, so the keys
+    of any bucket at any processor count are one range (``items(within=...)``)."""
+    initial = database.layout.initial
     batch = database.begin()
-    for i in range(20):
-        batch.store("counts").set(f"k{i:02d}".encode(), i)
+    for i in range(200):
+        batch.store("counts").set(f"k{i:03d}".encode(), i)
     batch.commit()
     keys = [k for k, _ in database.items("counts")]
-    assert keys == sorted(keys) and len(keys) == 20
-    assert [v for _, v in database.items("counts", b"k05", b"k08")] == [5, 6, 7]
+    assert sorted(keys) == [f"k{i:03d}".encode() for i in range(200)]
+    assert keys == sorted(keys, key=database.layout.stored)
+    for count in (initial, initial + 1, 3 * initial):
+        for j in range(count):
+            inside = {k for k, _ in database.items("counts", bucket_range(j, initial, count))}
+            assert inside == {k for k in keys if bucket(key_hash(k), initial, count) == j}
+            assert all(database.get("counts", k) == int(k[1:]) for k in inside)
 
 
 @BOTH
@@ -139,7 +151,9 @@ def test_progress_offsets_flags_and_key_deletion(database: ProcessorDatabase) ->
 
     deleted = database.delete_keys(lambda key: int(key[1:]) % 3 == 0, chunk=4)
     assert deleted == 10
-    assert [int(k[1:]) for k, _ in database.items("counts")] == [i for i in range(30) if i % 3]
+    assert sorted(int(k[1:]) for k, _ in database.items("counts")) == [
+        i for i in range(30) if i % 3
+    ]
     done = database.begin()
     done.clear_progress("catchup-1", "words", 2)
     done.commit()

@@ -15,16 +15,18 @@ from statestore import (
     StoreCorruptError,
     write_sst_file,
 )
+from statestore.key_layout import KeyLayout
 from statestore.layout import BULK_LOAD_KEY
 from tests.statestore.conftest import IDENTITY, STORES, open_database
 
+LAYOUT = KeyLayout(int(IDENTITY.fixed["initial_processors"]))
 BOTH = pytest.mark.parametrize("database", ["rocksdb", "memory"], indirect=True)
 
 
 def test_one_million_keys_load_and_read_back(tmp_path: Path) -> None:
     keys = 1_000_000
-    writer = SstRunWriter(tmp_path / "sst", max_items=400_000)
-    files = writer.write((f"key-{i:08d}".encode(), i) for i in range(keys))
+    writer = SstRunWriter(tmp_path / "sst", max_items=400_000, layout=LAYOUT)
+    files = writer.write(LAYOUT.sorted_items((f"key-{i:08d}".encode(), i) for i in range(keys)))
     assert len(files) == 3
     database = open_database("rocksdb", tmp_path)
     try:
@@ -54,7 +56,9 @@ def test_ingest_over_existing_data_rules(database: ProcessorDatabase, tmp_path: 
     batch.set_offset("words", 0, 10)
     batch.commit()
 
-    files = SstRunWriter(tmp_path / "run").write([(b"b", "new-b"), (b"c", "new-c")])
+    files = SstRunWriter(tmp_path / "run", layout=LAYOUT).write(
+        LAYOUT.sorted_items([(b"b", "new-b"), (b"c", "new-c")])
+    )
     database.bulk_load({"counts": files}, {("words", 0): 50})
     assert dict(database.items("counts")) == {
         b"a": "old-a",
@@ -74,12 +78,18 @@ def test_unsorted_runs_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="strictly increasing"):
         write_sst_file(tmp_path / "x.sst", [(b"b", b"1"), (b"a", b"2")])
     with pytest.raises(ValueError, match="strictly increasing"):
-        SstRunWriter(tmp_path / "dup").write([(b"a", 1), (b"a", 2)])
+        SstRunWriter(tmp_path / "dup", layout=LAYOUT).write([(b"a", 1), (b"a", 2)])
+    with pytest.raises(ValueError, match="strictly increasing"):  # in user order, not stored
+        SstRunWriter(tmp_path / "user-order", layout=LAYOUT).write(
+            sorted(LAYOUT.sorted_items([(b"a", 1), (b"b", 2)]), reverse=True)
+        )
 
 
 def test_interrupted_bulk_load_finishes_on_open(tmp_path: Path) -> None:
     """A crash after the plan was recorded (files not yet ingested) is finished next open."""
-    files = SstRunWriter(tmp_path / "run").write([(b"k1", 1), (b"k2", 2)])
+    files = SstRunWriter(tmp_path / "run", layout=LAYOUT).write(
+        LAYOUT.sorted_items([(b"k1", 1), (b"k2", 2)])
+    )
     database = open_database("rocksdb", tmp_path)
     plan = {"files": {"counts": [str(f) for f in files]}, "offsets": [["words", 0, 77]]}
     database.backend.write({META_STORE: [(BULK_LOAD_KEY, json.dumps(plan).encode())]})
@@ -110,10 +120,11 @@ def test_codec_bytes_match_batch_bytes(tmp_path: Path) -> None:
         batch = database.begin()
         batch.store("counts").set(b"via-batch", {"n": 1, "w": "é"})
         batch.commit()
-        files = SstRunWriter(tmp_path / "r", JsonCodec()).write([(b"via-sst", {"n": 1, "w": "é"})])
+        writer = SstRunWriter(tmp_path / "r", JsonCodec(), layout=LAYOUT)
+        files = writer.write([(b"via-sst", {"n": 1, "w": "é"})])
         database.bulk_load({"counts": files}, {})
-        assert database.backend.get("counts", b"via-batch") == database.backend.get(
-            "counts", b"via-sst"
+        assert database.backend.get("counts", LAYOUT.stored(b"via-batch")) == (
+            database.backend.get("counts", LAYOUT.stored(b"via-sst"))
         )
     finally:
         database.close()

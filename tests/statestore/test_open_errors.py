@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -16,6 +17,8 @@ from statestore import (
     StoreCorruptError,
     StoreLockedError,
 )
+from statestore.layout import META_KEY, META_STORE
+from statestore.rocks import RocksBackend
 from tests.statestore.conftest import IDENTITY, STORES
 
 HOLD = """
@@ -153,3 +156,26 @@ def test_a_new_database_stays_fresh_until_checked_even_across_reopens(tmp_path: 
         database.checked_fresh()
     with ProcessorDatabase.open(path, IDENTITY, STORES) as database:
         assert not database.created and not database.fresh
+
+
+def test_state_of_the_plain_key_format_is_refused_with_the_rebuild_fix(tmp_path: Path) -> None:
+    """Format 1 stored plain keys; reading it as bucket-ordered keys would find nothing (and a
+    purge by range would delete the wrong keys), so it is refused, untouched."""
+    path = tmp_path / "processor-0"
+    with ProcessorDatabase.open(path, IDENTITY, STORES) as database:
+        batch = database.begin()
+        batch.store("counts").set(b"kept", 1)
+        batch.commit()
+        meta = json.loads(database.backend.get(META_STORE, META_KEY) or b"")
+        meta["format"] = 1
+        database.backend.write({META_STORE: [(META_KEY, json.dumps(meta).encode())]})
+    with pytest.raises(StoreConflictError) as refused:
+        ProcessorDatabase.open(path, IDENTITY, STORES)
+    assert "state format 1" in str(refused.value)
+    assert "splitstate backfill MODULE:APP --replace" in str(refused.value)
+    backend = RocksBackend(path)  # untouched: marked as format 2 again, it reads as before
+    meta["format"] = 2
+    backend.write({META_STORE: [(META_KEY, json.dumps(meta).encode())]})
+    backend.close()
+    with ProcessorDatabase.open(path, IDENTITY, STORES) as database:
+        assert database.get("counts", b"kept") == 1

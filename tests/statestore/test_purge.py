@@ -1,11 +1,17 @@
-"""Key purges: bounded steps between batches, resumed exactly after a crash (reopen)."""
+"""Key purges: a scale's moved keys deleted by range, once, surviving a crash."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from statestore import KeyPurge, ProcessorDatabase, pending_purges, start_purge
+import pytest
+
+from rebalance import bucket, key_hash
+from rebalance.key_ranges import handoff_ranges
+from statestore import KeyPurge, ProcessorDatabase, StateStoreError, pending_purges, start_purge
 from tests.statestore.conftest import IDENTITY, STORES, Account, open_database
+
+B = int(IDENTITY.fixed["initial_processors"])
 
 
 def fill(database: ProcessorDatabase, keys: int) -> None:
@@ -16,46 +22,60 @@ def fill(database: ProcessorDatabase, keys: int) -> None:
     batch.commit()
 
 
-def doomed(key: bytes) -> bool:
-    return int(key[1:]) % 3 == 0
+def moved(key: bytes) -> bool:
+    """Of a 2 -> 3 scale: the keys processor 0 gives to processor 2."""
+    h = key_hash(key)
+    return bucket(h, B, 3) == 2 and bucket(h, B, 2) == 0
 
 
-def test_steps_are_bounded_and_delete_exactly_the_doomed_keys(tmp_path: Path) -> None:
-    database = open_database("memory", tmp_path)
+RANGES = handoff_ranges(B, 2, 3, 2, [0])
+
+
+@pytest.mark.parametrize("kind", ["memory", "rocksdb"])
+def test_a_purge_deletes_exactly_the_moved_keys_from_every_store_once(
+    kind: str, tmp_path: Path
+) -> None:
+    database = open_database(kind, tmp_path)
     fill(database, 1000)
-    assert start_purge(database, "moved-1-0-2", {"rule": "thirds"})
-    assert not start_purge(database, "moved-1-0-2", {"rule": "thirds"})  # once
-    purge = KeyPurge(database, "moved-1-0-2", doomed)
-    steps = 0
-    while not purge.step(budget=100):
-        steps += 1
-        remaining = sum(1 for _ in database.items("counts")) + sum(
-            1 for _ in database.items("accounts")
-        )
-        assert remaining >= 2000 - 34 * (steps + 1) * 2  # at most a budget's worth per step
-    assert steps >= 19  # two stores of 1000 keys, 100 scanned per step
+    assert start_purge(database, "moved-1-0-2", {"rule": "2->3"})
+    assert not start_purge(database, "moved-1-0-2", {"rule": "2->3"})  # once
+    assert pending_purges(database) == {"moved-1-0-2": {"rule": "2->3"}}
+    KeyPurge(database, "moved-1-0-2", B, RANGES).step()
+    expected = {f"k{i:05}".encode() for i in range(1000)}
+    expected = {key for key in expected if not moved(key)}
+    assert 200 < 1000 - len(expected) < 300  # a quarter of the keys moved
     for store in ("counts", "accounts"):
-        left = {key for key, _ in database.items(store)}
-        assert left == {f"k{i:05}".encode() for i in range(1000) if i % 3}
-    assert purge.deleted == 2 * 334
+        assert {key for key, _ in database.items(store)} == expected
     assert pending_purges(database) == {}
-    assert not start_purge(database, "moved-1-0-2", {"rule": "thirds"})  # done stays done
+    assert not start_purge(database, "moved-1-0-2", {"rule": "2->3"})  # done stays done
+    batch = database.begin()  # a key written again after the purge is kept (a later owner's)
+    batch.store("counts").set(b"k00000", 7)
+    batch.commit()
+    KeyPurge(database, "moved-1-0-2", B, RANGES).step()  # done: deletes nothing again
+    assert database.get("counts", b"k00000") == 7
+    database.close()
 
 
-def test_a_crash_between_steps_resumes_where_it_stopped(tmp_path: Path) -> None:
+def test_a_crash_before_the_purge_ran_runs_it_on_restart(tmp_path: Path) -> None:
     database = open_database("rocksdb", tmp_path)
     fill(database, 3000)
-    start_purge(database, "aborted-2-1", {"sources": [3]})
-    first = KeyPurge(database, "aborted-2-1", doomed)
-    for _ in range(7):
-        first.step(budget=500)
-    database.close()  # the process dies here
+    start_purge(database, "aborted-2-1", {"sources": [0]})
+    database.close()  # the process dies before the purge's write
     database = ProcessorDatabase.open(tmp_path / "processor-0", IDENTITY, STORES)
-    assert pending_purges(database) == {"aborted-2-1": {"sources": [3]}}
-    second = KeyPurge(database, "aborted-2-1", doomed)
-    second.finish()
-    assert first.deleted + second.deleted == 2 * 1000  # nothing deleted or scanned twice
+    assert pending_purges(database) == {"aborted-2-1": {"sources": [0]}}
+    assert KeyPurge(database, "aborted-2-1", B, RANGES).step()
     for store in ("counts", "accounts"):
-        assert all(not doomed(key) for key, _ in database.items(store))
-        assert sum(1 for _ in database.items(store)) == 2000
+        assert not any(moved(key) for key, _ in database.items(store))
+        assert sum(1 for _ in database.items(store)) == sum(
+            1 for i in range(3000) if not moved(f"k{i:05}".encode())
+        )
     database.close()
+
+
+def test_ranges_of_another_key_order_are_refused(tmp_path: Path) -> None:
+    database = open_database("memory", tmp_path)
+    fill(database, 10)
+    start_purge(database, "moved-1-0-2", {})
+    with pytest.raises(StateStoreError, match="ordered for 2"):
+        KeyPurge(database, "moved-1-0-2", 1, handoff_ranges(1, 1, 2, 1, [0])).step()
+    assert sum(1 for _ in database.items("counts")) == 10

@@ -5,6 +5,7 @@ with no download of a server binary)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Iterator
@@ -225,3 +226,17 @@ def test_unreadable_manifests_are_skipped_and_urls_are_redacted(store: SnapshotS
     assert store.processors() == [0]
     assert redact_url("s3://key:secret@bucket/prefix?region=x") == "s3://*****@bucket/prefix"
     assert redact_url("/plain/path") == "/plain/path"
+
+
+def test_a_snapshot_of_the_plain_key_format_is_never_used() -> None:
+    """Manifests written before keys were stored by bucket carry no state format: format 1,
+    which no restore or transfer may copy into a format-2 database."""
+    manifest = SnapshotManifest("app", 0, {"initial_processors": 2}, "m1", 1.0, 0, {("t", 0): 5})
+    assert manifest.belongs_to("app", {"initial_processors": 2}, None)
+    old = manifest.to_json()
+    del old["state_format"]
+    decoded = SnapshotManifest.decode(json.dumps(old).encode(), "old.json")
+    assert decoded.state_format == 1
+    assert not decoded.belongs_to("app", {"initial_processors": 2}, None)
+    again = SnapshotManifest.decode(manifest.encode(), "new.json")
+    assert again == manifest

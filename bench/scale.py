@@ -9,10 +9,10 @@ time from the scale command to all handoffs COMPLETE (the receivers' process sta
 with snapshots, the source's fresh snapshot included), the records the receivers replayed
 (against the records in the topic), the keys they built in bulk, the bytes of the sources'
 snapshots they copied (whole snapshots are copied; of them only the gained keys' ranges are
-read) and how long the transfer took, and the longest pause in output of the moved partitions (p50/max over
-them) next to that of the partitions that did not move. The last lines compare each way's
-time on the longest history with its time on the shortest (issue goal: within 1.3x with
-snapshots: the cost grows with state, not history).
+read) and how long the transfer took, and the longest pause in output of the moved partitions
+(p50/max over them) next to that of the partitions that did not move. The last lines compare
+each way's time on the longest history with its time on the shortest (issue goal: within 1.3x
+with snapshots: the cost grows with state, not history).
 
 Run: .venv/bin/python bench/scale.py [--histories 1000000,10000000] [--keys 100000]
      [--rate RECORDS_PER_S] [--scales 3] [--ways snapshot,replay]
@@ -254,7 +254,7 @@ def print_table(rows: list[Row]) -> None:
     """One line per scale of each case, then the long/short history ratios."""
     header = ("history", "bootstrap", "scale", "to ACTIVE", "replayed", "in topic", "bulk keys")
     print("{:>11} {:<9} {:<6} {:>9} {:>10} {:>11} {:>10}".format(*header), end="")
-    print(f" {'snapshots read':>15} {'moved pause p50/max':>20} {'unmoved max':>12}")
+    print(f" {'snapshot copied':>15} {'moved pause p50/max':>20} {'unmoved max':>12}")
     for row in rows:
         moved_gaps = [row.gaps[p] for p in sorted(row.moved)] or [0.0]
         unmoved = [row.gaps[p] for p in range(PARTITIONS) if p not in row.moved]

@@ -338,6 +338,9 @@ class ProcessorDatabase:
     ) -> None:
         """Ingest sorted SST files per store, then record ``offsets``: the state they cover.
 
+        The files hold stored keys (bucket prefix and all: ``SstRunWriter`` with this
+        database's ``layout`` writes them); plain keys would be ingested where no read finds
+        them.
         ``offsets`` become input offsets, or progress offsets of ``scope`` (e.g. a catch-up
         that continues from them). Ingested keys override existing values of the same keys;
         other keys are untouched; later batches override ingested values. A crash mid-way is

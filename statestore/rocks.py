@@ -169,7 +169,8 @@ def check_order(previous: bytes | None, key: bytes) -> None:
 
 
 def write_sst_file(path: Path, items: Iterable[tuple[bytes, bytes]]) -> int:
-    """Write ``items`` (keys strictly increasing) as one SST file; returns the item count."""
+    """Write ``items`` (keys strictly increasing) as one SST file; returns the item count.
+    The keys are written as given: for a user store, stored keys (``KeyLayout.stored``)."""
     writer = SstFileWriter(Options(raw_mode=True))
     writer.open(str(path))
     count = 0

@@ -186,6 +186,7 @@ class AppConfig(BaseSettings):
         description="crashes of the processor by one record before it is dead-lettered and "
         "skipped (with on_error: stop, the processor stops instead)",
     )
+    processing_guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
     bootstrap: Literal["snapshot", "replay", "spark"] = "snapshot"
     spark: SparkConfig = Field(default_factory=SparkConfig)
     snapshots: SnapshotConfig = Field(default_factory=SnapshotConfig)
@@ -248,7 +249,11 @@ class AppConfig(BaseSettings):
 
     def spark_kafka_options(self) -> dict[str, str]:
         """Options for Spark's Kafka source: the Kafka settings as ``kafka.*``, overridable."""
-        options = {"kafka.bootstrap.servers": self.kafka.bootstrap_servers}
+        options = {
+            "kafka.bootstrap.servers": self.kafka.bootstrap_servers,
+            # an input may be another app's transactional output: never its aborted records
+            "kafka.isolation.level": "read_committed",
+        }
         for key, value in self.kafka.settings.items():
             options[f"kafka.{key}"] = str(value).lower() if isinstance(value, bool) else str(value)
         options.update(self.spark.kafka_options)

@@ -11,8 +11,10 @@ from framework.kafka.clients import Clients
 from framework.kafka.errors import (
     KafkaIOError,
     OffsetResetError,
+    ProducerFencedError,
     RecordTooLargeError,
     RetentionError,
+    TransactionAbortableError,
     UnknownPartitionError,
 )
 from framework.kafka.port import (
@@ -26,6 +28,7 @@ from framework.kafka.port import (
     OffsetReset,
     TopicDescription,
     TopicSpec,
+    TransactionalProducer,
 )
 from framework.kafka.topics import COMPACTED, check_retention, watermarks
 
@@ -42,10 +45,13 @@ __all__ = [
     "Message",
     "OffsetReset",
     "OffsetResetError",
+    "ProducerFencedError",
     "RecordTooLargeError",
     "RetentionError",
     "TopicDescription",
     "TopicSpec",
+    "TransactionAbortableError",
+    "TransactionalProducer",
     "UnknownPartitionError",
     "check_retention",
     "watermarks",

@@ -17,6 +17,7 @@ from framework.clock import SYSTEM_CLOCK, Clock
 from framework.config import AppConfig
 from framework.kafka.confluent_consumer import TIMEOUT, ConfluentConsumer, io_error
 from framework.kafka.confluent_producer import ConfluentProducer
+from framework.kafka.confluent_transactions import ConfluentTransactionalProducer
 from framework.kafka.errors import KafkaIOError, UnknownPartitionError
 from framework.kafka.port import (
     Kafka,
@@ -25,6 +26,7 @@ from framework.kafka.port import (
     OffsetReset,
     TopicDescription,
     TopicSpec,
+    TransactionalProducer,
 )
 
 __all__ = ["Clients"]
@@ -64,6 +66,7 @@ class Clients(Kafka):
     ) -> KafkaConsumer:
         """A new consumer in group ``group_id`` that never commits on its own."""
         settings: dict[str, Any] = {
+            "isolation.level": "read_committed",  # an input may be a transactional output
             **self.settings,
             "group.id": group_id,
             "enable.auto.commit": False,
@@ -85,6 +88,22 @@ class Clients(Kafka):
         wanted = self._producer_settings(linger_ms, delivery_timeout_ms, settings)
         try:
             return ConfluentProducer(Producer(wanted))
+        except KafkaException as error:
+            raise io_error(error) from None
+
+    def transactional_producer(
+        self,
+        transactional_id: str,
+        *,
+        linger_ms: int | None = None,
+        delivery_timeout_ms: int | None = None,
+        settings: Mapping[str, Any] | None = None,
+    ) -> TransactionalProducer:
+        """A new producer with ``transactional_id``, its transactions initialised."""
+        wanted = self._producer_settings(linger_ms, delivery_timeout_ms, settings)
+        wanted["transactional.id"] = transactional_id
+        try:
+            return ConfluentTransactionalProducer(Producer(wanted))
         except KafkaException as error:
             raise io_error(error) from None
 

@@ -168,6 +168,13 @@ class ConfluentConsumer(KafkaConsumer):
             result[(topic, partition)] = OffsetRange(low, high)
         return result
 
+    def group_metadata(self) -> object:
+        """confluent-kafka's ``ConsumerGroupMetadata`` of this consumer."""
+        try:
+            return self._consumer.consumer_group_metadata()
+        except KafkaException as error:
+            raise io_error(error) from None
+
     def close(self) -> None:
         """Leave; the consumer is not used again."""
         self._consumer.close()

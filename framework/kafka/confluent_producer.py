@@ -8,12 +8,18 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka import Message as ConfluentMessage
 
 from framework.kafka.confluent_consumer import io_error
-from framework.kafka.errors import KafkaIOError, RecordTooLargeError
+from framework.kafka.errors import (
+    KafkaIOError,
+    ProducerFencedError,
+    RecordTooLargeError,
+    TransactionAbortableError,
+)
 from framework.kafka.port import DeliveryCallback, DeliveryError, Header, KafkaProducer
 
-__all__ = ["ConfluentProducer", "delivery_error"]
+__all__ = ["ConfluentProducer", "delivery_error", "producer_error"]
 
 _METADATA_SECONDS = 5.0
+_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 
 _Report = Callable[[KafkaError | None, ConfluentMessage], None]
 
@@ -26,6 +32,22 @@ def delivery_error(error: KafkaError) -> DeliveryError:
         too_large=error.code() == KafkaError.MSG_SIZE_TOO_LARGE,
         fatal=error.fatal(),
     )
+
+
+def producer_error(error: BaseException, during: str) -> KafkaIOError:
+    """Our error for a producer call that failed with ``error`` (confluent-kafka raises a
+    fatal error from ``flush``/``poll`` as ``KafkaException``, or as a ``SystemError`` caused
+    by one): fenced, transaction to abort, or anything else."""
+    if not isinstance(error, KafkaException) and isinstance(error.__cause__, KafkaException):
+        error = error.__cause__
+    kafka_error = error.args[0] if error.args else None
+    text = f"{during} failed: {error}"
+    if isinstance(kafka_error, KafkaError):
+        if kafka_error.code() in _FENCED:
+            return ProducerFencedError(text)
+        if kafka_error.txn_requires_abort():
+            return TransactionAbortableError(text)
+    return KafkaIOError(text)
 
 
 def _produce_error(error: KafkaException) -> KafkaIOError:
@@ -83,11 +105,17 @@ class ConfluentProducer(KafkaProducer):
 
     def poll(self, timeout: float = 0.0) -> int:
         """Serve delivery callbacks."""
-        return self._producer.poll(timeout)
+        try:
+            return self._producer.poll(timeout)
+        except (KafkaException, SystemError) as error:
+            raise producer_error(error, "serving deliveries") from None
 
     def flush(self, timeout: float) -> int:
         """Wait for every queued record; returns how many are still queued."""
-        return self._producer.flush(timeout)
+        try:
+            return self._producer.flush(timeout)
+        except (KafkaException, SystemError) as error:
+            raise producer_error(error, "flushing") from None
 
     def partition_count(self, topic: str) -> int:
         """``topic``'s partition count in this producer's refreshed metadata."""

@@ -7,8 +7,10 @@ from framework.errors import SplitstateError
 __all__ = [
     "KafkaIOError",
     "OffsetResetError",
+    "ProducerFencedError",
     "RecordTooLargeError",
     "RetentionError",
+    "TransactionAbortableError",
     "UnknownPartitionError",
 ]
 
@@ -43,3 +45,13 @@ class OffsetResetError(KafkaIOError):
 
 class RetentionError(SplitstateError):
     """A coordination topic's config would let Kafka delete records."""
+
+
+class ProducerFencedError(KafkaIOError):
+    """Another producer with the same transactional id started since this one: it may write
+    nothing more (another instance of the same processor runs)."""
+
+
+class TransactionAbortableError(KafkaIOError):
+    """The open transaction cannot commit (it timed out, or Kafka refused a record in it):
+    abort it; nothing of it becomes visible, and its batch can be processed again."""

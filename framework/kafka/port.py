@@ -34,6 +34,7 @@ __all__ = [
     "OffsetReset",
     "TopicDescription",
     "TopicSpec",
+    "TransactionalProducer",
 ]
 
 #: A record header as a producer takes it.
@@ -180,6 +181,10 @@ class KafkaConsumer(Protocol):
         """``[earliest retained, end)`` of each partition, as Kafka reports them now."""
         ...
 
+    def group_metadata(self) -> object:
+        """The consumer group's metadata, for ``TransactionalProducer.send_offsets``."""
+        ...
+
     def close(self) -> None:
         """Leave; the consumer is not used again."""
         ...
@@ -219,16 +224,46 @@ class KafkaProducer(Protocol):
         ...
 
     def poll(self, timeout: float = 0.0) -> int:
-        """Serve delivery callbacks, waiting up to ``timeout`` seconds; returns how many."""
+        """Serve delivery callbacks, waiting up to ``timeout`` seconds; returns how many.
+        A fatal producer error raises ``KafkaIOError`` (``ProducerFencedError`` when a newer
+        producer of the same transactional id fenced this one)."""
         ...
 
     def flush(self, timeout: float) -> int:
-        """Wait for every queued record; returns how many are still queued."""
+        """Wait for every queued record; returns how many are still queued (fatal errors
+        raise, as ``poll``'s)."""
         ...
 
     def partition_count(self, topic: str) -> int:
         """``topic``'s partition count in this producer's metadata, refreshed now (a new
         partition can be produced to once it shows here)."""
+        ...
+
+
+class TransactionalProducer(KafkaProducer, Protocol):
+    """A producer that writes in transactions: the records produced between ``begin`` and
+    ``commit`` and the consumer group offsets sent with ``send_offsets`` become visible to
+    ``read_committed`` consumers together, or (``abort``, or a crash) not at all.
+
+    A producer made later with the same transactional id fences this one: its calls then raise
+    ``ProducerFencedError``. ``TransactionAbortableError``: the transaction cannot commit;
+    ``abort`` it. Other failures raise ``KafkaIOError``.
+    """
+
+    def begin(self) -> None:
+        """Open a transaction."""
+        ...
+
+    def send_offsets(self, offsets: Mapping[Position, int], consumer: KafkaConsumer) -> None:
+        """Commit these next offsets to ``consumer``'s group with the open transaction."""
+        ...
+
+    def commit(self, timeout: float) -> None:
+        """Write every record of the open transaction (flushing them first) and commit it."""
+        ...
+
+    def abort(self, timeout: float) -> None:
+        """Abort the open transaction: none of its records or offsets become visible."""
         ...
 
 
@@ -266,6 +301,18 @@ class Kafka(Protocol):
         settings: Mapping[str, Any] | None = None,
     ) -> KafkaProducer:
         """A new idempotent producer; ``settings``: the user's own client settings."""
+        ...
+
+    def transactional_producer(
+        self,
+        transactional_id: str,
+        *,
+        linger_ms: int | None = None,
+        delivery_timeout_ms: int | None = None,
+        settings: Mapping[str, Any] | None = None,
+    ) -> TransactionalProducer:
+        """A new producer with ``transactional_id``, its transactions initialised (which
+        fences every earlier producer of that id, and aborts what it left open)."""
         ...
 
     def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:

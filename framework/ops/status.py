@@ -159,6 +159,8 @@ class AppStatus:
     snapshots: SnapshotReport | None = None
     #: how joiners get their state (``bootstrap`` in the config)
     bootstrap: str = "snapshot"
+    #: the outputs' guarantee in force (``processing_guarantee`` in the config)
+    guarantee: str = "at-least-once"
 
 
 def _directory_size(path: Path) -> int | None:
@@ -298,6 +300,7 @@ def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
             time.time(),
         ),
         config.bootstrap,
+        config.processing_guarantee,
     )
 
 

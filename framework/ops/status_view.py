@@ -41,7 +41,8 @@ def render_status(status: AppStatus) -> str:
     """A plain-text report."""
     lines = [
         f"app {status.app_id}: generation {status.generation}, "
-        f"{len(status.processors)} processors (initial {status.initial_processors})",
+        f"{len(status.processors)} processors (initial {status.initial_processors}), "
+        f"outputs {status.guarantee}",
     ]
     for topic_status in status.topics:
         lines.extend(topic_status.render())

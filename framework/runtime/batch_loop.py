@@ -9,7 +9,9 @@ Per batch, in this order:
 5. commit those offsets to the app's consumer group (T1).
 
 A crash before 4 replays the batch from the old offsets (state untouched, outputs repeated:
-at-least-once output); after 4 the batch is never applied again: exactly-once state.
+at-least-once output); after 4 the batch is never applied again: exactly-once state. Under
+``processing_guarantee: exactly-once`` steps 3 and 5 are one Kafka transaction committed before
+4 (``BatchRunner``): a transaction that cannot commit is aborted and its batch read again.
 
 Between batches the processor follows the control log (``ControlWatcher``) and asks its
 ``HandoffCoordinator`` what to do in a scale (the catch-up protocol, KIP-287): which
@@ -30,11 +32,12 @@ from framework.config import AppConfig
 from framework.coordination.control_log import ControlLog, ControlWatcher
 from framework.coordination.topic_watch import TopicWatcher
 from framework.growth.lease import RegistryLease
-from framework.kafka import KafkaIOError, OffsetResetError
+from framework.kafka import KafkaIOError, Message, OffsetResetError, TransactionAbortableError
 from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime.assignment import Assignment
-from framework.runtime.batches import BatchRunner
+from framework.runtime.batches import BatchRunner, coordinates
 from framework.runtime.clients import RunClients
+from framework.runtime.faults import maybe_crash
 from framework.runtime.handoffs import HandoffCoordinator
 from framework.runtime.recovery import committable
 from framework.snapshots.taker import SnapshotTaker
@@ -165,6 +168,8 @@ class BatchLoop:
     def _commit_for_snapshot(self) -> bool:
         """Commit the state's offsets to the group now (synchronously): a snapshot about to
         be taken then covers nothing past T1. ``False`` when Kafka refused."""
+        if self._clients.transactions is not None:
+            return True  # each batch's transaction committed the group, before the state
         owned = self._reading.owned
         offsets = {p: o for p, o in self._database.offsets().items() if p in owned}
         commits = committable(self._reading.restore_below, offsets)
@@ -177,6 +182,8 @@ class BatchLoop:
         return True
 
     def _commit_final(self) -> None:
+        if self._clients.transactions is not None:
+            return  # each batch's transaction committed the group, before the state
         owned = self._reading.owned
         committed = committable(
             self._reading.restore_below,
@@ -215,6 +222,9 @@ class BatchLoop:
                 outputs=self._outputs,
                 stopping=self._stopping,
                 clock=self._clock,
+                transactions=self._clients.transactions,
+                consumer=self._clients.consumer,
+                fault=lambda point: maybe_crash(point, self.processor, self.config.app_state_dir),
             )
             self._runner = runner
         consumer = self._clients.consumer
@@ -231,9 +241,14 @@ class BatchLoop:
             ) from None
         if not messages:
             return
-        result = runner.run(messages)
+        try:
+            result = runner.run(messages)
+        except TransactionAbortableError as error:
+            log.warning("processor %d: %s", self.processor, error)
+            self._rewind(messages)
+            return
         commits = committable(self._reading.restore_below, result.next_offsets)
-        if commits:
+        if commits and self._clients.transactions is None:
             consumer.commit(commits, asynchronous=True)
         self.stats.records += result.processed
         if self._snapshots is not None:
@@ -242,6 +257,16 @@ class BatchLoop:
         self.stats.outputs += result.outputs
         self.stats.dead_letters += result.dead_letters
         self.stats.batches += 1
+
+    def _rewind(self, messages: list[Message]) -> None:
+        """Read an aborted batch's records again: each partition from its first record."""
+        starts: dict[tuple[str, int], int] = {}
+        for message in messages:
+            topic, partition, offset = coordinates(message)
+            starts[(topic, partition)] = min(offset, starts.get((topic, partition), offset))
+        for position, offset in starts.items():
+            if position in self._reading.owned:
+                self._clients.consumer.seek(position, offset)
 
     def _release_ready(self) -> None:
         """At a batch boundary: stop reading the partitions of READY handoffs the coordinator

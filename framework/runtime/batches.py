@@ -5,6 +5,11 @@ kill the process, see ``framework.runtime.crashes``), writes the outputs and dea
 and waits for them (``framework.runtime.delivery``), then commits the state changes and the next
 input offsets as one RocksDB write. Outputs are acknowledged before the state commits: a
 crash before the commit repeats the batch's outputs, never its state changes.
+
+Under exactly-once the outputs, the dead letters and the group's next offsets go into one Kafka
+transaction, committed before the RocksDB write: a crash before the transaction commits shows
+nothing of the batch (it is processed again); a crash after it, before the RocksDB write, leaves
+the group's offsets ahead of the state, and the restart rebuilds that gap without output.
 """
 
 from __future__ import annotations
@@ -17,7 +22,14 @@ from framework.clock import Clock
 from framework.config import AppConfig
 from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
-from framework.kafka import KafkaProducer, Message
+from framework.kafka import (
+    KafkaConsumer,
+    KafkaIOError,
+    KafkaProducer,
+    Message,
+    ProducerFencedError,
+    TransactionalProducer,
+)
 from framework.processing import (
     DeadLetter,
     EncodedOutput,
@@ -27,6 +39,7 @@ from framework.processing import (
 from framework.runtime.assignment import Assignment
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.delivery import BatchWriter
+from framework.runtime.recovery import committable
 from rebalance import ancestors, bucket, key_hash
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
@@ -36,6 +49,8 @@ __all__ = ["BatchResult", "BatchRunner", "coordinates"]
 log = logging.getLogger(__name__)
 
 Where = tuple[str, int, int]
+#: how long a transaction's commit or abort may take
+_TRANSACTION_SECONDS = 60.0
 
 
 def coordinates(message: Message) -> Where:
@@ -62,7 +77,10 @@ class BatchRunner:
 
     ``reading`` says which partitions the processor reads (and rebuilds without output);
     ``owned_now`` what the control log says it owns now (see ``HandoffCoordinator.owned``);
-    ``clock`` is the run's.
+    ``clock`` is the run's. With ``transactions`` (the same producer, transactional) each
+    batch is one transaction that also commits ``consumer``'s group offsets; ``fault`` is
+    called with ``batch:transaction-committed`` between its commit and the state's (crash
+    tests kill the process there).
     """
 
     def __init__(
@@ -78,6 +96,9 @@ class BatchRunner:
         outputs: RegistryLease,
         stopping: Callable[[], bool],
         clock: Clock,
+        transactions: TransactionalProducer | None = None,
+        consumer: KafkaConsumer | None = None,
+        fault: Callable[[str], None] = lambda _point: None,
     ) -> None:
         self.processor = processor
         self._config = config
@@ -86,7 +107,19 @@ class BatchRunner:
         self._database = database
         self._records: RecordProcessor = records
         self.guard = CrashGuard(database, config.crash_limit, processor, clock=clock)
-        self._writer = BatchWriter(producer, outputs, config.dead_letters, stopping, clock)
+        self._writer = BatchWriter(
+            producer,
+            outputs,
+            config.dead_letters,
+            stopping,
+            clock,
+            transactional=transactions is not None,
+        )
+        if transactions is not None and consumer is None:
+            raise ValueError("a transactional batch runner needs the group's consumer")
+        self._transactions = transactions
+        self._consumer = consumer
+        self._fault = fault
 
     def max_records(self) -> int:
         """How many records to poll: one at a time while crash suspects remain."""
@@ -112,7 +145,10 @@ class BatchRunner:
             raise
         if ranges:
             guard.survived()
-        replaced = self._produce(outputs, dead, messages)
+        if self._transactions is None:
+            replaced = self._produce(outputs, dead, messages)
+        else:
+            replaced = self._transact(self._transactions, outputs, dead, messages, result)
         for (topic, partition), next_offset in result.next_offsets.items():
             batch.set_offset(topic, partition, next_offset)
         batch.commit()
@@ -120,6 +156,44 @@ class BatchRunner:
         result.outputs = len(outputs) - replaced
         result.dead_letters = len(dead) + replaced
         return result
+
+    def _transact(
+        self,
+        transactions: TransactionalProducer,
+        outputs: list[EncodedOutput],
+        dead: list[DeadLetter],
+        messages: list[Message],
+        result: BatchResult,
+    ) -> int:
+        """Write the batch's outputs, dead letters and group offsets in one transaction and
+        commit it (aborted on any failure, which is raised); returns the outputs replaced by
+        dead letters for size."""
+        assert self._consumer is not None
+        try:
+            transactions.begin()
+            try:
+                replaced = self._produce(outputs, dead, messages)
+                offsets = committable(self._reading.restore_below, result.next_offsets)
+                if offsets:
+                    transactions.send_offsets(offsets, self._consumer)
+                transactions.commit(_TRANSACTION_SECONDS)
+            except ProducerFencedError:
+                raise
+            except BaseException:
+                try:
+                    transactions.abort(_TRANSACTION_SECONDS)
+                except KafkaIOError as error:
+                    log.warning("processor %d: aborting a transaction: %s", self.processor, error)
+                raise
+        except ProducerFencedError as error:
+            raise ProcessorStoppedError(
+                f"processor {self.processor} was fenced: another instance of processor "
+                f"{self.processor} started since this one ({error}). It stops; nothing of its "
+                "uncommitted batch is visible. Fix: run each processor id once (stop the other "
+                "instance first when moving a processor to another machine)."
+            ) from None
+        self._fault("batch:transaction-committed")
+        return replaced
 
     def _take(
         self, messages: list[Message]

@@ -18,6 +18,10 @@ for size are sent again one at a time, with every later output of their partitio
 each key's order; at-least-once output allows the repeats): only one refused on its own is
 too large. Placement is computed when a record is handed to the producer, under a fresh
 lease: after waiting for room in the producer's queue it is computed again.
+
+Inside a transaction (exactly-once) a record the broker refuses makes the whole transaction
+fail, so nothing is sent again: a refusal for size stops the processor naming the fix, any
+other failure raises ``TransactionAbortableError`` (the batch is processed again).
 """
 
 from __future__ import annotations
@@ -36,8 +40,9 @@ from framework.kafka import (
     KafkaProducer,
     Message,
     RecordTooLargeError,
+    TransactionAbortableError,
 )
-from framework.processing import DeadLetter, EncodedOutput, InputMessage
+from framework.processing import DeadLetter, EncodedOutput, InputMessage, ProcessorStoppedError
 
 __all__ = ["MAX_DEAD_LETTER_VALUE", "BatchWriter", "output_dead_letter", "stripped_dead_letter"]
 
@@ -119,7 +124,8 @@ def stripped_dead_letter(letter: DeadLetter, topic: str, why: str) -> DeadLetter
 class BatchWriter:
     """Produces one batch's outputs and dead letters and waits for them (see the module).
 
-    ``clock`` (the run's) spaces out the repeated warnings.
+    ``clock`` (the run's) spaces out the repeated warnings; ``transactional``: the records go
+    into a transaction the caller opened and commits.
     """
 
     def __init__(
@@ -129,8 +135,11 @@ class BatchWriter:
         dead_letter_topic: str,
         stopping: Callable[[], bool],
         clock: Clock,
+        *,
+        transactional: bool = False,
     ) -> None:
         self.producer = producer
+        self._transactional = transactional
         self._clock = clock
         self._lease = lease
         self._dead_letters = dead_letter_topic
@@ -163,6 +172,8 @@ class BatchWriter:
                 refused.append((output, error.reason))
         reports = [self._send_letter(letter) for letter in dead]
         self._flush(failed)
+        if self._transactional:
+            _refuse_in_transaction([e for e, _m in failed], reports)
         too_large = [(e, m) for e, m in failed if _too_large(e)]
         if too_large:
             refused.extend(self._resend(outputs, too_large, {id(o) for o, _ in refused}))
@@ -180,6 +191,8 @@ class BatchWriter:
                 )
             written = [self._send_letter(letter) for letter in letters]
             self._flush([])
+            if self._transactional:
+                _refuse_in_transaction([], written)
             self._settle(written)
         return letters
 
@@ -245,6 +258,11 @@ class BatchWriter:
         """Wait for every queued record; raise on any failure other than a size refusal."""
         remaining = self.producer.flush(_FLUSH_SECONDS)
         errors = [str(e) for e, _m in failed if not _too_large(e)]
+        if (remaining or errors) and self._transactional:
+            raise TransactionAbortableError(
+                f"outputs could not be written ({remaining} unsent; errors: {errors[:3]}); the "
+                "transaction is aborted and the batch processed again"
+            )
         if remaining or errors:
             raise SplitstateError(
                 f"outputs could not be written ({remaining} unsent; errors: {errors[:3]}); the "
@@ -335,3 +353,24 @@ class BatchWriter:
         if now - self._warned[what] > _WARN_EVERY_SECONDS:
             self._warned[what] = now
             log.warning(message)
+
+
+def _refuse_in_transaction(failed: list[DeliveryError], reports: list[_Report]) -> None:
+    """Inside a transaction: stop on a record the broker refused for size (it cannot be sent
+    again apart from the transaction it failed), retry the batch on any other failure."""
+    errors = [*failed, *(r.error for r in reports if r.error is not None)]
+    refused = [e for e in errors if e.too_large]
+    if refused:
+        raise ProcessorStoppedError(
+            f"Kafka refused a record of this batch as too large for its topic ({refused[0]}) "
+            "inside the batch's transaction. Under exactly-once such a record is not split "
+            "out into a dead letter, so the processor stops; the transaction is aborted and "
+            "nothing of the batch is visible. Fix: raise the topic's max.message.bytes (and "
+            "keep kafka.settings batch.size below it), or run with processing_guarantee: "
+            "at-least-once."
+        )
+    if errors:
+        raise TransactionAbortableError(
+            f"records of the batch could not be written ({errors[0]}); the transaction is "
+            "aborted and the batch processed again"
+        )

@@ -29,7 +29,7 @@ from framework.kafka import Clients, Kafka
 from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime.assignment import Assignment
 from framework.runtime.batch_loop import BatchLoop, RuntimeStats
-from framework.runtime.clients import RunClients
+from framework.runtime.clients import RunClients, transactional_id
 from framework.runtime.faults import maybe_crash
 from framework.runtime.handoffs import HandoffCoordinator
 from framework.snapshots.restore import restore_lost_state
@@ -164,7 +164,13 @@ class ProcessorRuntime:
             outputs = RegistryLease(
                 TopicRegistry(kafka), layout.outputs, clock, read_at=registry_read
             )
-            clients = RunClients.open(kafka, self.config.app_id, outputs.delivery_timeout_ms)
+            exactly_once = self.config.processing_guarantee == "exactly-once"
+            clients = RunClients.open(
+                kafka,
+                self.config.app_id,
+                outputs.delivery_timeout_ms,
+                transactional_id(self.config.app_id, self.processor_id) if exactly_once else None,
+            )
             opened.callback(clients.consumer.close)
             opened.callback(outputs.close)
             records = RecordProcessor(

@@ -134,6 +134,7 @@ class TopicReader:
                 "bootstrap.servers": bootstrap,
                 "group.id": unique("reader"),
                 "enable.auto.commit": False,
+                "isolation.level": "read_committed",  # what exactly-once promises to readers
             }
         )
         self.consumer.assign(

@@ -17,6 +17,7 @@ from framework.kafka import (
     Kafka,
     KafkaIOError,
     Message,
+    ProducerFencedError,
     RecordTooLargeError,
     TopicSpec,
     UnknownPartitionError,
@@ -207,3 +208,38 @@ def test_an_append_of_a_record_larger_than_kafka_takes_fails(
         kafka.append(topic, [(b"k", b"x" * 50_000)])
     kafka.append(topic, [(b"k", b"small")])  # a later append works
     assert kafka.read_log(topic)[-1] == (b"k", b"small")
+
+
+def test_a_transaction_shows_its_records_and_offsets_together_or_not_at_all(
+    kafka: Kafka, topic_factory: TopicFactory
+) -> None:
+    topic = topic_factory(1)
+    group, ident = unique("group"), unique("txn")
+    producer = kafka.transactional_producer(ident, linger_ms=5)
+    with kafka.consumer(group, reset="earliest") as consumer:
+        producer.begin()
+        producer.produce(topic, b"aborted", b"k", 0)
+        producer.flush(30)
+        producer.send_offsets({(topic, 0): 7}, consumer)
+        producer.abort(30)
+        producer.begin()
+        producer.produce(topic, b"committed", b"k", 0)
+        producer.send_offsets({(topic, 0): 9}, consumer)
+        producer.commit(30)
+        assert consumer.committed([(topic, 0)]) == {(topic, 0): 9}
+        consumer.assign({(topic, 0): None})
+        seen: list[bytes | None] = []
+        for _ in range(20):
+            seen.extend(m.value() for m in consumer.consume(10, 0.5))
+            if seen:
+                break
+        assert seen == [b"committed"]  # the aborted record is never read (read_committed)
+    newer = kafka.transactional_producer(ident)  # fences the first
+    with pytest.raises(ProducerFencedError):
+        producer.begin()
+        producer.produce(topic, b"zombie", b"k", 0)
+        producer.flush(30)
+        producer.commit(30)
+    newer.begin()
+    newer.produce(topic, b"newer", b"k", 0)
+    newer.commit(30)

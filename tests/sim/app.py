@@ -68,10 +68,12 @@ def make_app(
     die: Callable[[], NoReturn] | None = None,
     outputs: bool = True,
     snapshots: bool = False,
+    exactly_once: bool = False,
 ) -> App:
     """The fold app over ``partitions`` input partitions (``outputs``: with an output topic;
     without one the function returns nothing; ``snapshots``: processors take snapshots, join
-    by them and restore a lost directory from them, else they replay)."""
+    by them and restore a lost directory from them, else they replay; ``exactly_once``: outputs
+    in a transaction per batch)."""
     config = AppConfig(
         app_id="sim",
         kafka=KafkaConfig(bootstrap_servers="simulated:9092"),
@@ -93,6 +95,7 @@ def make_app(
         batch=BatchConfig(max_records=max_records, max_wait_ms=20),
         scaling=ScalingConfig(ready_lag=ready_lag, catchup_batch=max(1, max_records)),
         bootstrap="snapshot" if snapshots else "replay",
+        processing_guarantee="exactly-once" if exactly_once else "at-least-once",
         # often, and copied in small slices, so that kills meet every step of them
         snapshots=SnapshotConfig(
             enabled=snapshots,

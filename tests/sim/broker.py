@@ -101,6 +101,8 @@ class Broker:
         #: at every call of any process (as librdkafka's thread sends what is queued whenever
         #: the broker is reachable), by the producer's id
         self.senders: dict[int, Callable[[], None]] = {}
+        #: transactional id -> the epoch of its newest producer (older ones are fenced)
+        self.transactional_epochs: dict[str, int] = {}
         #: called with every record written (the adversary reacts to protocol steps)
         self.watchers: list[Callable[[StoredRecord], None]] = []
         #: called with a process's name, the consumer's name and the records each of its

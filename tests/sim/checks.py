@@ -4,7 +4,8 @@
   double apply, each producer's records in the order it wrote them), held by its owner only;
 - every input record has outputs, a key's outputs follow each producer's order and carry the
   key's record count right after that record, and a record's outputs are emitted again only
-  after the process that emitted them was killed or stopped on an error (a batch cut short);
+  after the process that emitted them was killed or stopped on an error (a batch cut short),
+  and never with exactly-once outputs;
   a process some of whose records timed out in its producer's queue may have written a later
   output before an earlier one's repeat: its first outputs are exempt from the order;
 - a partition's outputs change emitter no more often than its handoffs completed (never two
@@ -299,6 +300,8 @@ def _check_outputs(
             )
     cut_short = world.events.cut_short
     for where, origins in emissions.items():
+        if world.plan.exactly_once and len(origins) > 1:
+            found.add(f"outputs of input {where} were emitted {len(origins)} times: {origins}")
         uncut = [origin for origin in origins[:-1] if origin not in cut_short]
         if uncut:
             found.add(

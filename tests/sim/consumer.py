@@ -161,6 +161,10 @@ class MemoryConsumer(KafkaConsumer):
         self._call("watermarks")
         return self._kafka.watermarks_of(positions)
 
+    def group_metadata(self) -> object:
+        """The group's id (all a simulated transaction needs)."""
+        return self.group_id
+
     def close(self) -> None:
         """Leave."""
         if not self.closed:

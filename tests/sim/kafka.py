@@ -23,12 +23,14 @@ from framework.kafka import (
     OffsetResetError,
     TopicDescription,
     TopicSpec,
+    TransactionalProducer,
 )
 from framework.kafka.port import OffsetReset
 from rebalance.positions import OffsetRange, Position
 from tests.sim.broker import Broker, StoredRecord
 from tests.sim.consumer import MemoryConsumer
 from tests.sim.producer import PRODUCER_MAX_BYTES, MemoryProducer, SimMessage, too_large
+from tests.sim.transactions import MemoryTransactionalProducer
 
 __all__ = ["Faults", "MemoryKafka", "MemoryProducer", "NoFaults", "SimMessage"]
 
@@ -152,6 +154,28 @@ class MemoryKafka:
         timeout = int(wanted.get("delivery.timeout.ms", timeout))
         queued = int(wanted.get("queue.buffering.max.messages", self.max_queued))
         producer = MemoryProducer(self, limit, timeout, queued)
+        self.producers.append(producer)
+        return producer
+
+    def transactional_producer(
+        self,
+        transactional_id: str,
+        *,
+        linger_ms: int | None = None,
+        delivery_timeout_ms: int | None = None,
+        settings: Mapping[str, Any] | None = None,
+    ) -> TransactionalProducer:
+        """A new transactional producer; it fences every earlier one of ``transactional_id``."""
+        self.before("kafka.transactional_producer")
+        wanted = settings or {}
+        timeout = delivery_timeout_ms if delivery_timeout_ms is not None else 120_000
+        producer = MemoryTransactionalProducer(
+            self,
+            transactional_id,
+            int(wanted.get("message.max.bytes", PRODUCER_MAX_BYTES)),
+            int(wanted.get("delivery.timeout.ms", timeout)),
+            int(wanted.get("queue.buffering.max.messages", self.max_queued)),
+        )
         self.producers.append(producer)
         return producer
 

@@ -59,7 +59,6 @@ class Plan:
     special_rate: float = 0.0
     #: whether special records include killers (else only poison and huge ones)
     killers: bool = False
-    #: keys a purge of keys given away deletes per loop step (few: a kill between two steps)
     #: whether the app has an output topic (without one, nothing renews its output lease)
     outputs: bool = True
     #: whether the clock jumps 12 days half-way through the chaos phase (a suspended machine)
@@ -72,6 +71,8 @@ class Plan:
     rocksdb: bool = False
     #: whether processors take snapshots and join (and restore a lost disk) by them
     snapshots: bool = False
+    #: whether outputs are exactly-once (a transaction per batch; no output may repeat)
+    exactly_once: bool = False
     #: steps of the chaos phase (then faults stop and the world must settle)
     chaos_steps: int = 4000
     #: kills the shrinker allows at most (None: as the rates say)
@@ -96,6 +97,7 @@ class Plan:
             f"{'a 12-day clock jump, ' if self.days_later else ''}producers queue at most "
             f"{self.max_queued}, {'a rival operator, ' if self.rival else ''}"
             f"{'snapshots, ' if self.snapshots else ''}"
+            f"{'exactly-once outputs, ' if self.exactly_once else ''}"
             f"chaos for {self.chaos_steps} steps",
         ]
         lines += [f"  {i + 1}. {op}" for i, op in enumerate(self.operations)]
@@ -130,6 +132,7 @@ class Plan:
             replace(self, rival=False),
             replace(self, rocksdb=False),
             replace(self, snapshots=False),
+            replace(self, exactly_once=False),
             replace(self, producers=max(1, self.producers - 1)),
             replace(self, keys=max(1, self.keys // 2)),
             replace(self, records=max(4, self.records // 2)),
@@ -179,7 +182,8 @@ def draw_plan(seed: int) -> Plan:
     plan = replace(plan, outputs=rng.random() >= 0.15, days_later=rng.random() < 0.2)
     plan = replace(plan, max_queued=rng.choice([100_000, 100_000, 1, 3]))
     plan = replace(plan, rival=bool(plan.operations) and rng.random() < 0.2)
-    return replace(plan, snapshots=rng.random() < 0.5)
+    plan = replace(plan, snapshots=rng.random() < 0.5)
+    return replace(plan, exactly_once=rng.random() < 0.3)
 
 
 def rival_operations(plan: Plan) -> tuple[Operation, ...]:

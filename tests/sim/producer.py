@@ -238,6 +238,14 @@ class MemoryProducer(KafkaProducer):
         return known[0]
 
     def _write(self, item: _Queued) -> tuple[DeliveryError | None, Message]:
+        refused = self._refusal(item)
+        if refused is not None:
+            return refused
+        return None, SimMessage(self._kafka.broker.append(item.position, item.record))
+
+    def _refusal(self, item: _Queued) -> tuple[DeliveryError, Message] | None:
+        """Why ``item`` cannot be written now (timed out, no such partition, too large for
+        its topic), with the record as its callback gets it; ``None`` when it can."""
         broker = self._kafka.broker
         position, record = item.position, item.record
         topic, partition = position
@@ -254,7 +262,7 @@ class MemoryProducer(KafkaProducer):
         if size > broker.limit(topic):
             text = f"Broker: Message size too large ({size} bytes to {topic})"
             return DeliveryError("Broker: Message size too large", text, too_large=True), unsent
-        return None, SimMessage(broker.append(position, record))
+        return None
 
     def crash(self, rng: random.Random) -> None:
         """The process died: per partition, a random prefix of the records not written yet

@@ -108,6 +108,7 @@ class World:
             die=self._die,
             outputs=plan.outputs,
             snapshots=plan.snapshots,
+            exactly_once=plan.exactly_once,
         )
         self.events = Events()
         #: the chance of a kill right after a handoff record (0 once the chaos phase ends)

@@ -169,11 +169,13 @@ class BatchRunner:
         commit it (aborted on any failure, which is raised); returns the outputs replaced by
         dead letters for size."""
         assert self._consumer is not None
+        offsets = committable(self._reading.restore_below, result.next_offsets)
+        if not outputs and not dead and not offsets:
+            return 0  # a batch rebuilt below the group's offsets: nothing to write
         try:
             transactions.begin()
             try:
                 replaced = self._produce(outputs, dead, messages)
-                offsets = committable(self._reading.restore_below, result.next_offsets)
                 if offsets:
                     transactions.send_offsets(offsets, self._consumer)
                 transactions.commit(_TRANSACTION_SECONDS)

@@ -37,6 +37,7 @@ __all__ = [
     "DeadLetter",
     "EncodedOutput",
     "InputMessage",
+    "ProcessorFencedError",
     "ProcessorStoppedError",
     "RecordProcessor",
     "StoredMessage",
@@ -46,6 +47,12 @@ __all__ = [
 
 class ProcessorStoppedError(SplitstateError):
     """The processor function failed on a record and ``on_error`` is ``stop``."""
+
+
+class ProcessorFencedError(ProcessorStoppedError):
+    """Another instance of the same processor started since this one (its transactional
+    producer fenced this one's): this one stops, and says nothing in the control log (the
+    other instance speaks for the processor now)."""
 
 
 @dataclass(slots=True)

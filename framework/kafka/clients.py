@@ -102,6 +102,10 @@ class Clients(Kafka):
         """A new producer with ``transactional_id``, its transactions initialised."""
         wanted = self._producer_settings(linger_ms, delivery_timeout_ms, settings)
         wanted["transactional.id"] = transactional_id
+        # librdkafka refuses a delivery timeout longer than the transaction timeout (60 s by
+        # default): a topic registered with a longer one gets a transaction timeout to match
+        delivery = int(wanted.get("delivery.timeout.ms", 0))
+        wanted.setdefault("transaction.timeout.ms", max(60_000, delivery))
         try:
             return ConfluentTransactionalProducer(Producer(wanted))
         except KafkaException as error:

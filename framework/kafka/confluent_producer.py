@@ -19,7 +19,9 @@ from framework.kafka.port import DeliveryCallback, DeliveryError, Header, KafkaP
 __all__ = ["ConfluentProducer", "delivery_error", "producer_error"]
 
 _METADATA_SECONDS = 5.0
-_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+# only these say that a newer producer of the same transactional id exists; an epoch error
+# can also follow a transaction the broker aborted for its timeout (retried, not a stop)
+_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED}
 
 _Report = Callable[[KafkaError | None, ConfluentMessage], None]
 
@@ -43,10 +45,10 @@ def producer_error(error: BaseException, during: str) -> KafkaIOError:
     kafka_error = error.args[0] if error.args else None
     text = f"{during} failed: {error}"
     if isinstance(kafka_error, KafkaError):
-        if kafka_error.code() in _FENCED:
-            return ProducerFencedError(text)
         if kafka_error.txn_requires_abort():
             return TransactionAbortableError(text)
+        if kafka_error.code() in _FENCED:
+            return ProducerFencedError(text)
     return KafkaIOError(text)
 
 

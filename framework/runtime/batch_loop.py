@@ -48,6 +48,9 @@ __all__ = ["BatchLoop", "RuntimeStats"]
 # the processor's lines keep the loop's logger name
 log = logging.getLogger("framework.runtime.loop")
 _LOG_EVERY_SECONDS = 10.0
+#: aborted transactions in a row after which the processor exits (the supervisor restarts it
+#: with backoff): a write that keeps failing is not retried at once for ever
+_ABORTS_IN_A_ROW = 5
 
 
 @dataclass
@@ -102,6 +105,7 @@ class BatchLoop:
         self._stopping = stopping
         self._runner: BatchRunner | None = None
         self._lease_warned = 0.0
+        self._aborted = 0
 
     def adopt_topics(self) -> None:
         """Take the registry's current view of the input topics (a growth, its thresholds)."""
@@ -244,9 +248,17 @@ class BatchLoop:
         try:
             result = runner.run(messages)
         except TransactionAbortableError as error:
+            self._aborted += 1
+            if self._aborted >= _ABORTS_IN_A_ROW:
+                raise KafkaIOError(
+                    f"processor {self.processor}: {self._aborted} transactions in a row could "
+                    f"not commit; the last: {error}. It exits (to be restarted)."
+                ) from None
             log.warning("processor %d: %s", self.processor, error)
             self._rewind(messages)
+            self._clock.sleep(0.2 * self._aborted)
             return
+        self._aborted = 0
         commits = committable(self._reading.restore_below, result.next_offsets)
         if commits and self._clients.transactions is None:
             consumer.commit(commits, asynchronous=True)

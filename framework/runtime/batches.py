@@ -24,7 +24,6 @@ from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
 from framework.kafka import (
     KafkaConsumer,
-    KafkaIOError,
     KafkaProducer,
     Message,
     ProducerFencedError,
@@ -40,6 +39,7 @@ from framework.runtime.assignment import Assignment
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.delivery import BatchWriter
 from framework.runtime.recovery import committable
+from framework.runtime.transactions import TRANSACTION_SECONDS, abort_quietly, fenced
 from rebalance import ancestors, bucket, key_hash
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
@@ -49,8 +49,6 @@ __all__ = ["BatchResult", "BatchRunner", "coordinates"]
 log = logging.getLogger(__name__)
 
 Where = tuple[str, int, int]
-#: how long a transaction's commit or abort may take
-_TRANSACTION_SECONDS = 60.0
 
 
 def coordinates(message: Message) -> Where:
@@ -178,22 +176,14 @@ class BatchRunner:
                 replaced = self._produce(outputs, dead, messages)
                 if offsets:
                     transactions.send_offsets(offsets, self._consumer)
-                transactions.commit(_TRANSACTION_SECONDS)
+                transactions.commit(TRANSACTION_SECONDS)
             except ProducerFencedError:
                 raise
             except BaseException:
-                try:
-                    transactions.abort(_TRANSACTION_SECONDS)
-                except KafkaIOError as error:
-                    log.warning("processor %d: aborting a transaction: %s", self.processor, error)
+                abort_quietly(transactions, self.processor)
                 raise
         except ProducerFencedError as error:
-            raise ProcessorStoppedError(
-                f"processor {self.processor} was fenced: another instance of processor "
-                f"{self.processor} started since this one ({error}). It stops; nothing of its "
-                "uncommitted batch is visible. Fix: run each processor id once (stop the other "
-                "instance first when moving a processor to another machine)."
-            ) from None
+            raise fenced(self.processor, error) from None
         self._fault("batch:transaction-committed")
         return replaced
 

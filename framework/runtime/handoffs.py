@@ -31,13 +31,14 @@ from framework.app import App
 from framework.coordination.control_log import ControlLog, ControlWatcher
 from framework.coordination.layout import AppLayout
 from framework.errors import SplitstateError
-from framework.kafka import Kafka, KafkaConsumer
-from framework.processing import ProcessorStoppedError, RecordProcessor
+from framework.kafka import Kafka, KafkaConsumer, TransactionalProducer
+from framework.processing import ProcessorFencedError, ProcessorStoppedError, RecordProcessor
 from framework.runtime.bulk_starts import bulk_starter
 from framework.runtime.catchup import CatchUp
 from framework.runtime.faults import maybe_crash
 from framework.runtime.final_offsets import final_offsets
 from framework.runtime.moved_keys import MovedKeys
+from framework.runtime.transactions import commit_offsets
 from rebalance import HandoffEvent, HandoffPhase
 from rebalance.control import Handoff, Scale, handoff_record
 from rebalance.positions import Position
@@ -74,8 +75,11 @@ class HandoffCoordinator:
         records: RecordProcessor,
         kafka: Kafka,
         consumer: KafkaConsumer,
+        transactions: TransactionalProducer | None = None,
     ) -> None:
         self.processor = processor
+        #: the run's transactional producer (exactly-once): F is committed through it
+        self._transactions = transactions
         self._app = app
         self._config = app.config
         self._watcher = watcher
@@ -312,8 +316,12 @@ class HandoffCoordinator:
             yield Release(scale.generation, handoff, frozenset(moved), final)
 
     def release(self, release: Release) -> None:
-        """Commit F to the group, then write RELEASE (the loop no longer reads them)."""
-        self._consumer.commit(release.offsets)
+        """Commit F to the group, then write RELEASE (the loop no longer reads them); under
+        exactly-once in a transaction, so that a fenced instance stops before either."""
+        if self._transactions is None:
+            self._consumer.commit(release.offsets)
+        else:
+            commit_offsets(self._transactions, self._consumer, release.offsets, self.processor)
         self._send(release.generation, release.handoff, HandoffEvent.RELEASE, release.offsets)
         log.info(
             "processor %d released %s to processor %d at %s",
@@ -335,9 +343,12 @@ class HandoffCoordinator:
     # -- both ------------------------------------------------------------------------------
 
     def report_stop(self, error: ProcessorStoppedError) -> None:
-        """A receiver that stops during a scale says why in the control log (for ``status``)."""
+        """A receiver that stops during a scale says why in the control log (for ``status``);
+        not a fenced one: the instance that fenced it is the receiver now."""
         scale = self._watcher.state.scaling
         if scale is None or not scale.incoming(self.processor):
+            return
+        if isinstance(error, ProcessorFencedError):
             return
         try:
             self._control.append(

@@ -189,6 +189,7 @@ class ProcessorRuntime:
                 records=records,
                 kafka=kafka,
                 consumer=clients.consumer,
+                transactions=clients.transactions,
             )
             opened.callback(handoffs.close)
             opened.callback(clients.producer.flush, 30)

@@ -215,7 +215,8 @@ def test_a_transaction_shows_its_records_and_offsets_together_or_not_at_all(
 ) -> None:
     topic = topic_factory(1)
     group, ident = unique("group"), unique("txn")
-    producer = kafka.transactional_producer(ident, linger_ms=5)
+    # a delivery timeout above librdkafka's default transaction timeout (60 s) is taken
+    producer = kafka.transactional_producer(ident, linger_ms=5, delivery_timeout_ms=90_000)
     with kafka.consumer(group, reset="earliest") as consumer:
         producer.begin()
         producer.produce(topic, b"aborted", b"k", 0)

@@ -29,10 +29,14 @@ FALLIBLE = frozenset(
         "consumer.committed",
         "consumer.commit",
         "consumer.watermarks",
+        "producer.begin",
+        "producer.send_offsets",
+        "producer.commit",
+        "producer.abort",
     }
 )
 #: Calls whose failure may come after their write landed (a timeout).
-AMBIGUOUS = frozenset({"kafka.append", "consumer.commit"})
+AMBIGUOUS = frozenset({"kafka.append", "consumer.commit", "producer.commit"})
 
 
 class Chaos:

@@ -1,0 +1,48 @@
+"""How a failed producer call's confluent-kafka error becomes ours: only a real fencing stops
+the processor; an abortable transaction is retried; anything else is a plain Kafka error."""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaError, KafkaException
+
+from framework.kafka import (
+    KafkaIOError,
+    ProducerFencedError,
+    TransactionAbortableError,
+)
+from framework.kafka.confluent_producer import producer_error
+
+
+def _error(code: int, *, fatal: bool = False, abortable: bool = False) -> KafkaException:
+    return KafkaException(KafkaError(code, "why", fatal=fatal, txn_requires_abort=abortable))
+
+
+def test_a_newer_instance_fences_the_producer() -> None:
+    assert type(producer_error(_error(KafkaError._FENCED, fatal=True), "x")) is (
+        ProducerFencedError
+    )
+    assert type(producer_error(_error(KafkaError.PRODUCER_FENCED, fatal=True), "x")) is (
+        ProducerFencedError
+    )
+
+
+def test_an_epoch_error_or_a_timeout_is_not_taken_for_a_second_instance() -> None:
+    """The broker bumps the epoch of a transaction it aborted for its timeout: the processor
+    must be restarted (and retry), not stopped for good as if another instance ran."""
+    epoch = producer_error(_error(KafkaError.INVALID_PRODUCER_EPOCH, fatal=True), "x")
+    assert type(epoch) is KafkaIOError
+    timed_out = producer_error(_error(KafkaError._TIMED_OUT, abortable=True), "committing")
+    assert type(timed_out) is TransactionAbortableError
+    assert str(timed_out).startswith("committing failed:")
+
+
+def test_a_fatal_error_raised_from_a_callback_is_found_behind_a_system_error() -> None:
+    """confluent-kafka can raise a fatal error from ``flush`` as a ``SystemError`` caused by
+    the ``KafkaException`` (seen on the real broker when another instance fenced one)."""
+    try:
+        try:
+            raise _error(KafkaError._FENCED, fatal=True)
+        except KafkaException as cause:
+            raise SystemError("returned a result with an exception set") from cause
+    except SystemError as error:
+        assert type(producer_error(error, "flushing")) is ProducerFencedError

@@ -1,0 +1,143 @@
+"""Exactly-once edges a review found: an instance of the old owner that a newer instance of the
+same processor fenced must not commit F (moving the group's offsets back under what the newer
+one emitted) nor write RELEASE; a fenced receiver must not hold its scale back; transactions
+that never commit must not be retried at once for ever."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any, cast
+from unittest import mock
+
+import pytest
+
+from framework.coordination.registry import TopicRegistry
+from framework.kafka import KafkaIOError, TopicSpec, TransactionAbortableError
+from framework.processing import ProcessorFencedError, ProcessorStoppedError
+from framework.runtime.clients import transactional_id
+from framework.runtime.handoffs import HandoffCoordinator, Release
+from framework.runtime.loop import ProcessorRuntime
+from rebalance import HandoffPhase
+from rebalance.control import ControlState, Handoff
+from statestore import DatabaseIdentity, ProcessorDatabase
+from tests.clocks import ManualClock
+from tests.rebalance.test_control import scale, started
+from tests.sim.app import INPUT, OUTPUT, make_app
+from tests.sim.broker import Broker
+from tests.sim.kafka import MemoryKafka
+from tests.sim.transactions import MemoryTransactionalProducer
+
+
+class _Log:
+    """A control log that remembers what was appended."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def append(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+
+
+def test_a_fenced_old_owner_neither_moves_the_group_back_nor_writes_release(
+    tmp_path: Path,
+) -> None:
+    kafka = MemoryKafka(Broker(random.Random(0)), ManualClock())
+    kafka.create_topics([TopicSpec(INPUT, 2)])
+    app = make_app(
+        tmp_path, partitions=2, initial_processors=1, max_records=5, lease_ms=2000, ready_lag=0
+    )
+    group, moved = app.config.app_id, (INPUT, 1)
+    consumer = kafka.consumer(group)
+    zombie = kafka.transactional_producer(transactional_id(group, 0))
+    newer = kafka.transactional_producer(transactional_id(group, 0))  # fences the zombie
+    newer.begin()  # the newer instance emitted up to 12 and committed that
+    newer.send_offsets({moved: 12}, consumer)
+    newer.commit(30)
+    log = _Log()
+    identity = DatabaseIdentity(group, 0, {"initial_processors": 1})
+    coordinator = HandoffCoordinator(
+        app,
+        0,
+        watcher=cast(Any, None),
+        control=cast(Any, log),
+        database=ProcessorDatabase.in_memory(identity, []),
+        records=cast(Any, None),
+        kafka=kafka,
+        consumer=consumer,
+        transactions=zombie,
+    )
+    handoff = Handoff(0, 1, (moved,), HandoffPhase.READY)
+    with pytest.raises(ProcessorFencedError, match="another instance of processor 0"):
+        coordinator.release(Release(1, handoff, frozenset({moved}), {moved: 10}))
+    assert consumer.committed([moved]) == {moved: 12}
+    assert log.records == []
+
+
+class _Watcher:
+    """A control watcher whose state is fixed."""
+
+    def __init__(self, state: ControlState) -> None:
+        self.state = state
+
+
+def test_a_fenced_receiver_does_not_report_a_stop_that_would_hold_the_scale_back(
+    tmp_path: Path,
+) -> None:
+    """A ``stopped`` record of the scale's receiver holds back every release of the scale;
+    the instance that fenced the stopping one is the receiver now and goes on."""
+    kafka = MemoryKafka(Broker(random.Random(0)), ManualClock())
+    app = make_app(
+        tmp_path, partitions=4, initial_processors=2, max_records=5, lease_ms=2000, ready_lag=0
+    )
+    state = scale(started(2), 1, 3)  # processor 2 receives from processor 0
+
+    def coordinator(log: _Log) -> HandoffCoordinator:
+        identity = DatabaseIdentity(app.config.app_id, 2, {"initial_processors": 2})
+        return HandoffCoordinator(
+            app,
+            2,
+            watcher=cast(Any, _Watcher(state)),
+            control=cast(Any, log),
+            database=ProcessorDatabase.in_memory(identity, []),
+            records=cast(Any, None),
+            kafka=kafka,
+            consumer=kafka.consumer(app.config.app_id),
+        )
+
+    fenced_log, stopped_log = _Log(), _Log()
+    coordinator(fenced_log).report_stop(ProcessorFencedError("fenced"))
+    coordinator(stopped_log).report_stop(ProcessorStoppedError("a record failed"))
+    assert fenced_log.records == []
+    assert [r["type"] for r in stopped_log.records] == ["stopped"]
+
+
+def test_transactions_that_never_commit_end_the_run_after_a_few_tries(tmp_path: Path) -> None:
+    """A write that always fails (say, a refused authorization) aborts each batch's
+    transaction: the batch is read again a few times, then the processor exits (to be
+    restarted with backoff), instead of retrying at once for ever (a review found that)."""
+    kafka = MemoryKafka(Broker(random.Random(1)), ManualClock())
+    kafka.create_topics([TopicSpec(INPUT, 2), TopicSpec(OUTPUT, 2)])
+    registry = TopicRegistry(kafka)
+    registry.ensure_topic()
+    registry.register(INPUT, 2)
+    registry.register(OUTPUT, 2)
+    for seq in range(1, 4):
+        record = {"key": b"k", "value": f"p:{seq}".encode(), "headers": ()}
+        kafka.broker.append((INPUT, 0), {**record, "timestamp_ms": 0, "origin": "p"})
+    app = make_app(
+        tmp_path,
+        partitions=2,
+        initial_processors=1,
+        max_records=5,
+        lease_ms=2000,
+        ready_lag=0,
+        exactly_once=True,
+    )
+    refused = TransactionAbortableError("committing a transaction failed: not authorized")
+    with (
+        mock.patch.object(MemoryTransactionalProducer, "commit", side_effect=refused),
+        pytest.raises(KafkaIOError, match="5 transactions in a row could not commit"),
+    ):
+        ProcessorRuntime(app, 0, kafka=kafka).run()
+    assert kafka.broker.records(OUTPUT, 0) == kafka.broker.records(OUTPUT, 1) == []

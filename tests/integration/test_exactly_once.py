@@ -4,6 +4,8 @@ between their transaction's commit and their state's, during a live scale."""
 
 from __future__ import annotations
 
+import json
+import random
 import signal
 import subprocess
 import sys
@@ -15,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.integration.harness import (
+    Supervised,
     TopicReader,
     counts_by_word,
     create_app,
@@ -120,3 +123,72 @@ def test_a_second_instance_of_a_processor_fences_the_first(
     assert sum(len(v) for v in seen.values()) == 4000  # none repeated, none missing
     for word, n in truth.items():
         assert sorted(seen[word]) == list(range(1, n + 1)), (word, n)
+
+
+BALANCES = "examples.balances.app:app"
+
+
+def test_balances_under_exactly_once_through_kills_and_a_scale(
+    tmp_path: Path, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deposits to 60 accounts while processors die right after a transaction committed and
+    the app scales 2 -> 3: each account's balances read ``read_committed`` count its
+    transactions exactly 1..n, the last one its sum; the state holds the same."""
+    monkeypatch.setenv(
+        "SPLITSTATE_FAULT", "0:batch:transaction-committed,1:batch:transaction-committed"
+    )
+    transactions, balances = unique("transactions"), unique("balances")
+    config = create_app(
+        tmp_path,
+        kafka_bootstrap,
+        BALANCES,
+        app_id=unique("balances"),
+        inputs=[{"topic": transactions, "partitions": 8}],
+        outputs=[{"topic": balances, "partitions": 4}],
+        initial_processors=2,
+        processors=2,
+        processing_guarantee="exactly-once",
+        scaling={"ready_lag": 200},
+    )
+    rng = random.Random(16)
+    sums: Counter[str] = Counter()
+    counts: Counter[str] = Counter()
+
+    def deposit(records: int) -> None:
+        batch = []
+        for _ in range(records):
+            account, amount = f"acc-{rng.randrange(60):02d}", rng.randint(1, 500)
+            body = {"account": account, "kind": "deposit", "amount": amount}
+            batch.append((account.encode(), json.dumps(body).encode()))
+            sums[account] += amount
+            counts[account] += 1
+        produce(kafka_bootstrap, transactions, batch)
+
+    runner = Supervised(BALANCES, config, tmp_path / "state", tmp_path / "run.log")
+    reader = TopicReader(kafka_bootstrap, balances, 4)
+    try:
+        deposit(3000)
+        reader.wait_for(lambda r: len(r.records) >= 1000, 120, "balances")
+        generation = scale_to(config, 3, BALANCES)
+        for _ in range(6):
+            deposit(500)
+            time.sleep(0.5)
+        wait_for_generation(config, generation, app_name=BALANCES)
+        total = sum(counts.values())
+        reader.wait_for(lambda r: len(r.records) >= total, 180, f"{total} balances")
+        reader.poll(2.0)
+    finally:
+        status = runner.stop()
+        reader.close()
+    log = runner.output()
+    assert status == 0, log[-3000:]
+    for victim in (0, 1):
+        assert f"processor {victim} exited with status -9; restarting" in log, log[-3000:]
+    seen: dict[str, list[dict[str, Any]]] = {}
+    for key, value, _headers in reader.records:
+        assert key is not None and value is not None
+        seen.setdefault(key.decode(), []).append(json.loads(value))
+    assert len(reader.records) == sum(counts.values())  # nothing repeated, nothing missing
+    for account, n in counts.items():
+        assert [b["transactions"] for b in seen[account]] == list(range(1, n + 1)), account
+        assert seen[account][-1]["balance"] == sums[account], account

@@ -53,8 +53,10 @@ class Production(threading.Thread):
             time.sleep(0.1)
 
 
-def wait_for_generation(config: Path, generation: int, timeout: float = 120) -> None:
-    app = load_app(APP, config)
+def wait_for_generation(
+    config: Path, generation: int, timeout: float = 120, app_name: str = APP
+) -> None:
+    app = load_app(app_name, config)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         state = read_control(app)
@@ -64,8 +66,8 @@ def wait_for_generation(config: Path, generation: int, timeout: float = 120) -> 
     raise AssertionError(f"generation {generation} did not complete in {timeout:.0f}s: {state}")
 
 
-def scale_to(config: Path, processors: int) -> int:
-    app = load_app(APP, config)
+def scale_to(config: Path, processors: int, app_name: str = APP) -> int:
+    app = load_app(app_name, config)
     app.configure(AppConfig.load(config))
     return request_scale(app, processors).generation
 

@@ -39,6 +39,7 @@ from framework.runtime.batches import BatchRunner, coordinates
 from framework.runtime.clients import RunClients
 from framework.runtime.faults import maybe_crash
 from framework.runtime.handoffs import HandoffCoordinator
+from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
 from framework.snapshots.taker import SnapshotTaker
 from statestore import ProcessorDatabase
@@ -85,6 +86,7 @@ class BatchLoop:
         reading: Assignment,
         handoffs: HandoffCoordinator,
         snapshots: SnapshotTaker | None = None,
+        limits: RecordLimits | None = None,
         stopping: Callable[[], bool],
         clock: Clock,
     ) -> None:
@@ -102,6 +104,7 @@ class BatchLoop:
         self._reading = reading
         self._handoffs = handoffs
         self._snapshots = snapshots
+        self._limits = limits
         self._stopping = stopping
         self._runner: BatchRunner | None = None
         self._lease_warned = 0.0
@@ -228,6 +231,7 @@ class BatchLoop:
                 clock=self._clock,
                 transactions=self._clients.transactions,
                 consumer=self._clients.consumer,
+                limits=self._limits,
                 fault=lambda point: maybe_crash(point, self.processor, self.config.app_state_dir),
             )
             self._runner = runner

@@ -38,6 +38,7 @@ from framework.processing import (
 from framework.runtime.assignment import Assignment
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.delivery import BatchWriter
+from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
 from framework.runtime.transactions import TRANSACTION_SECONDS, abort_quietly, fenced
 from rebalance import ancestors, bucket, key_hash
@@ -76,7 +77,8 @@ class BatchRunner:
     ``reading`` says which partitions the processor reads (and rebuilds without output);
     ``owned_now`` what the control log says it owns now (see ``HandoffCoordinator.owned``);
     ``clock`` is the run's. With ``transactions`` (the same producer, transactional) each
-    batch is one transaction that also commits ``consumer``'s group offsets; ``fault`` is
+    batch is one transaction that also commits ``consumer``'s group offsets (``limits``: the
+    output topics' record limits, measured before producing); ``fault`` is
     called with ``batch:transaction-committed`` between its commit and the state's (crash
     tests kill the process there).
     """
@@ -96,6 +98,7 @@ class BatchRunner:
         clock: Clock,
         transactions: TransactionalProducer | None = None,
         consumer: KafkaConsumer | None = None,
+        limits: RecordLimits | None = None,
         fault: Callable[[str], None] = lambda _point: None,
     ) -> None:
         self.processor = processor
@@ -111,7 +114,7 @@ class BatchRunner:
             config.dead_letters,
             stopping,
             clock,
-            transactional=transactions is not None,
+            limits=(limits or RecordLimits({})) if transactions is not None else None,
         )
         if transactions is not None and consumer is None:
             raise ValueError("a transactional batch runner needs the group's consumer")

@@ -20,20 +20,22 @@ too large. Placement is computed when a record is handed to the producer, under 
 lease: after waiting for room in the producer's queue it is computed again.
 
 Inside a transaction (exactly-once) a record the broker refuses makes the whole transaction
-fail, so nothing is sent again: a refusal for size stops the processor naming the fix, any
-other failure raises ``TransactionAbortableError`` (the batch is processed again).
+fail, so nothing is sent again. Records are measured first against their topic's limit
+(``RecordLimits``): an output that cannot fit becomes a dead letter, a dead letter that cannot
+fit its stand-in, before either is produced. A refusal for size all the same (a topic's limit
+lowered since the run began) stops the processor naming the fix; any other failure raises
+``TransactionAbortableError`` (the batch is processed again).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 
 from framework.clock import Clock
 from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
-from framework.growth.placement import LinearHashPartitioner, produce_placed
+from framework.growth.placement import COUNT_HEADER, LinearHashPartitioner, produce_placed
 from framework.kafka import (
     DeliveryCallback,
     DeliveryError,
@@ -43,16 +45,21 @@ from framework.kafka import (
     TransactionAbortableError,
 )
 from framework.processing import DeadLetter, EncodedOutput, InputMessage, ProcessorStoppedError
+from framework.runtime.record_limits import RecordLimits, framed_size
+from framework.runtime.size_letters import (
+    MAX_DEAD_LETTER_VALUE,
+    output_dead_letter,
+    stripped_dead_letter,
+)
 
 __all__ = ["MAX_DEAD_LETTER_VALUE", "BatchWriter", "output_dead_letter", "stripped_dead_letter"]
 
 log = logging.getLogger(__name__)
 
-#: Dead letters of outputs carry at most this much of the input record's value.
-MAX_DEAD_LETTER_VALUE = 64 * 1024
-_SMALL_KEY = 1024
 _FLUSH_SECONDS = 60.0
 _WARN_EVERY_SECONDS = 10.0
+#: the placement header an output gets, at its longest (for measuring outputs)
+_COUNT_PLACEHOLDER = (COUNT_HEADER, b"9" * 10)
 
 Where = tuple[str, int, int]
 Source = Callable[[Where | None], InputMessage | None]
@@ -75,57 +82,11 @@ class _Report:
         self.error = error
 
 
-def output_dead_letter(output: EncodedOutput, why: str, message: InputMessage | None) -> DeadLetter:
-    """The dead letter of the input record whose ``output`` Kafka refused as too large."""
-    topic, partition, offset = output.origin or (output.topic, -1, -1)
-    size = len(output.key) + len(output.value or b"")
-    value = None if message is None else message.value()
-    cut = ""
-    if value is not None and len(value) > MAX_DEAD_LETTER_VALUE:
-        cut = f"; the value here is the first {MAX_DEAD_LETTER_VALUE} of its {len(value)} bytes"
-        value = value[:MAX_DEAD_LETTER_VALUE]
-    reason = (
-        f"its output to topic {output.topic!r} ({size} bytes) is larger than Kafka accepts "
-        f"(the producer's message.max.bytes or the topic's max.message.bytes): {why}. The "
-        f"record's state change was kept and this output dropped{cut}. Fix: make the output "
-        "smaller, or raise the topic's max.message.bytes (and kafka.settings message.max.bytes)"
-    )
-    key = output.key if message is None else message.key()
-    headers = () if message is None else tuple(message.headers() or ())
-    return DeadLetter(topic, partition, offset, key, value, headers, "output", reason)
-
-
-def stripped_dead_letter(letter: DeadLetter, topic: str, why: str) -> DeadLetter:
-    """A small stand-in for ``letter``, which Kafka refused as too large for ``topic``."""
-    log.warning(
-        "the dead letter of %s[%d]@%d is too large for topic %s (%s); a stand-in without "
-        "the record's value and headers goes there instead",
-        letter.topic,
-        letter.partition,
-        letter.offset,
-        topic,
-        why,
-    )
-    small_key = letter.key is None or len(letter.key) <= _SMALL_KEY
-    dropped = "value and headers" if small_key else "key, value and headers"
-    note = (
-        f" [this dead letter was too large for topic {topic!r} ({why}), so the record's "
-        f"{dropped} were dropped; read it at {letter.topic}[{letter.partition}]@{letter.offset}]"
-    )
-    return replace(
-        letter,
-        key=letter.key if small_key else None,
-        value=None,
-        headers=(),
-        reason=letter.reason[:2000] + note,
-    )
-
-
 class BatchWriter:
     """Produces one batch's outputs and dead letters and waits for them (see the module).
 
-    ``clock`` (the run's) spaces out the repeated warnings; ``transactional``: the records go
-    into a transaction the caller opened and commits.
+    ``clock`` (the run's) spaces out the repeated warnings; ``limits``: given when the records
+    go into a transaction the caller opened and commits (see the module).
     """
 
     def __init__(
@@ -136,10 +97,11 @@ class BatchWriter:
         stopping: Callable[[], bool],
         clock: Clock,
         *,
-        transactional: bool = False,
+        limits: RecordLimits | None = None,
     ) -> None:
         self.producer = producer
-        self._transactional = transactional
+        self._limits = limits
+        self._transactional = limits is not None
         self._clock = clock
         self._lease = lease
         self._dead_letters = dead_letter_topic
@@ -163,6 +125,10 @@ class BatchWriter:
 
         refused: list[tuple[EncodedOutput, str]] = []
         for output in outputs:
+            too_big = self._too_big(output.topic, output.key, output.value, output.headers)
+            if too_big is not None:
+                refused.append((output, too_big))
+                continue
             # each output is placed with the lease's counts as they are when it is taken: a
             # renewal in the middle of the batch (or while an output waits for room) places
             # the rest with the new counts, never with the ones it replaced
@@ -232,12 +198,33 @@ class BatchWriter:
     def _send_letter(self, letter: DeadLetter) -> _Report:
         """Produce ``letter`` (or its stand-in when the producer refuses it as too large)."""
         report = _Report(letter)
+        too_big = self._too_big(
+            self._dead_letters, letter.key, letter.value, letter.kafka_headers()
+        )
+        if too_big is not None:
+            letter = report.letter = stripped_dead_letter(letter, self._dead_letters, too_big)
         try:
             self._produce_letter(letter, report)
         except RecordTooLargeError as error:
             report.letter = stripped_dead_letter(letter, self._dead_letters, error.reason)
             self._produce_letter(report.letter, report)
         return report
+
+    def _too_big(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Iterable[tuple[str, str | bytes | None]] | None,
+    ) -> str | None:
+        """Why a record would not fit ``topic`` (``None``: it fits, or nothing is measured)."""
+        if self._limits is None:
+            return None
+        listed = [*(headers or ()), _COUNT_PLACEHOLDER]
+        if self._limits.fits(topic, key, value, listed):
+            return None
+        size, limit = framed_size(key, value, listed), self._limits.limit(topic)
+        return f"about {size} bytes, over the max.message.bytes {limit} of {topic!r}"
 
     def _produce_letter(self, letter: DeadLetter, report: _Report) -> None:
         headers: list[tuple[str, str | bytes | None]] = [*letter.kafka_headers()]

@@ -32,6 +32,7 @@ from framework.runtime.batch_loop import BatchLoop, RuntimeStats
 from framework.runtime.clients import RunClients, transactional_id
 from framework.runtime.faults import maybe_crash
 from framework.runtime.handoffs import HandoffCoordinator
+from framework.runtime.record_limits import RecordLimits
 from framework.snapshots.restore import restore_lost_state
 from framework.snapshots.taker import SnapshotTaker
 from rebalance.control import ControlState
@@ -164,12 +165,16 @@ class ProcessorRuntime:
             outputs = RegistryLease(
                 TopicRegistry(kafka), layout.outputs, clock, read_at=registry_read
             )
-            exactly_once = self.config.processing_guarantee == "exactly-once"
+            limits = None
+            if self.config.processing_guarantee == "exactly-once":
+                written = [*(t.topic for t in self.config.outputs), self.config.dead_letters]
+                limits = RecordLimits.read(kafka, written)
             clients = RunClients.open(
                 kafka,
                 self.config.app_id,
                 outputs.delivery_timeout_ms,
-                transactional_id(self.config.app_id, self.processor_id) if exactly_once else None,
+                None if limits is None else transactional_id(self.config.app_id, self.processor_id),
+                batch_bytes=None if limits is None else limits.batch_bytes(),
             )
             opened.callback(clients.consumer.close)
             opened.callback(outputs.close)
@@ -208,6 +213,7 @@ class ProcessorRuntime:
                 reading=reading,
                 handoffs=handoffs,
                 snapshots=snapshots,
+                limits=limits,
                 stopping=self._stopped,
                 clock=clock,
             )

@@ -45,10 +45,10 @@ def producer_error(error: BaseException, during: str) -> KafkaIOError:
     kafka_error = error.args[0] if error.args else None
     text = f"{during} failed: {error}"
     if isinstance(kafka_error, KafkaError):
-        if kafka_error.txn_requires_abort():
-            return TransactionAbortableError(text)
         if kafka_error.code() in _FENCED:
             return ProducerFencedError(text)
+        if kafka_error.txn_requires_abort() and not kafka_error.fatal():
+            return TransactionAbortableError(text)
     return KafkaIOError(text)
 
 

@@ -25,7 +25,7 @@ from framework.coordination.topic_watch import TopicWatcher
 from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
 from framework.growth.placement import UNFENCED_SCOPE
-from framework.kafka import Clients, Kafka
+from framework.kafka import Clients, Kafka, KafkaIOError, KafkaProducer
 from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime.assignment import Assignment
 from framework.runtime.batch_loop import BatchLoop, RuntimeStats
@@ -197,7 +197,7 @@ class ProcessorRuntime:
                 transactions=clients.transactions,
             )
             opened.callback(handoffs.close)
-            opened.callback(clients.producer.flush, 30)
+            opened.callback(_flush_quietly, clients.producer)
             reading = Assignment(self.processor_id, clients.consumer, database, layout, clock)
             loop = BatchLoop(
                 self.config,
@@ -236,3 +236,12 @@ class ProcessorRuntime:
                 handoffs.report_stop(error)
                 raise
         return self.stats
+
+
+def _flush_quietly(producer: KafkaProducer) -> None:
+    """Flush what is queued as the run ends; a failure is logged, so that the error that ended
+    the run (e.g. a fenced producer's) is the one raised."""
+    try:
+        producer.flush(30)
+    except KafkaIOError as error:
+        log.warning("flushing the producer as the run ends: %s", error)

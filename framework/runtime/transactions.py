@@ -56,8 +56,13 @@ def commit_offsets(
 
 
 def abort_quietly(transactions: TransactionalProducer, processor: int) -> None:
-    """Abort the open transaction; a failure is logged (the caller raises its own error)."""
+    """Abort the open transaction after a failure. The abort's own failure is logged (the
+    caller raises its error), unless it says the producer was fenced: the first failure may
+    not have said so (librdkafka's ``produce`` reports only "fatal error"), and a fenced
+    processor must stop as one."""
     try:
         transactions.abort(TRANSACTION_SECONDS)
+    except ProducerFencedError as error:
+        raise fenced(processor, error) from None
     except KafkaIOError as error:
         log.warning("processor %d: aborting a transaction: %s", processor, error)

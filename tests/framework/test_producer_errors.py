@@ -21,6 +21,11 @@ def test_a_newer_instance_fences_the_producer() -> None:
     assert type(producer_error(_error(KafkaError._FENCED, fatal=True), "x")) is (
         ProducerFencedError
     )
+    # as librdkafka reported it on the real broker: fatal, and the transaction to abort
+    both = _error(KafkaError._FENCED, fatal=True, abortable=True)
+    assert type(producer_error(both, "flushing")) is ProducerFencedError
+    fatal = _error(KafkaError._STATE, fatal=True, abortable=True)  # not to be retried
+    assert type(producer_error(fatal, "x")) is KafkaIOError
     assert type(producer_error(_error(KafkaError.PRODUCER_FENCED, fatal=True), "x")) is (
         ProducerFencedError
     )

@@ -12,8 +12,14 @@ from unittest import mock
 
 import pytest
 
+from framework import App
 from framework.coordination.registry import TopicRegistry
-from framework.kafka import KafkaIOError, TopicSpec, TransactionAbortableError
+from framework.kafka import (
+    KafkaIOError,
+    ProducerFencedError,
+    TopicSpec,
+    TransactionAbortableError,
+)
 from framework.processing import ProcessorFencedError, ProcessorStoppedError
 from framework.runtime.clients import transactional_id
 from framework.runtime.handoffs import HandoffCoordinator, Release
@@ -112,10 +118,8 @@ def test_a_fenced_receiver_does_not_report_a_stop_that_would_hold_the_scale_back
     assert [r["type"] for r in stopped_log.records] == ["stopped"]
 
 
-def test_transactions_that_never_commit_end_the_run_after_a_few_tries(tmp_path: Path) -> None:
-    """A write that always fails (say, a refused authorization) aborts each batch's
-    transaction: the batch is read again a few times, then the processor exits (to be
-    restarted with backoff), instead of retrying at once for ever (a review found that)."""
+def _one_processor_exactly_once(tmp_path: Path) -> tuple[MemoryKafka, App]:
+    """An input partition holding three records, and the fold app under exactly-once."""
     kafka = MemoryKafka(Broker(random.Random(1)), ManualClock())
     kafka.create_topics([TopicSpec(INPUT, 2), TopicSpec(OUTPUT, 2)])
     registry = TopicRegistry(kafka)
@@ -134,6 +138,14 @@ def test_transactions_that_never_commit_end_the_run_after_a_few_tries(tmp_path: 
         ready_lag=0,
         exactly_once=True,
     )
+    return kafka, app
+
+
+def test_transactions_that_never_commit_end_the_run_after_a_few_tries(tmp_path: Path) -> None:
+    """A write that always fails (say, a refused authorization) aborts each batch's
+    transaction: the batch is read again a few times, then the processor exits (to be
+    restarted with backoff), instead of retrying at once for ever (a review found that)."""
+    kafka, app = _one_processor_exactly_once(tmp_path)
     refused = TransactionAbortableError("committing a transaction failed: not authorized")
     with (
         mock.patch.object(MemoryTransactionalProducer, "commit", side_effect=refused),
@@ -141,3 +153,20 @@ def test_transactions_that_never_commit_end_the_run_after_a_few_tries(tmp_path: 
     ):
         ProcessorRuntime(app, 0, kafka=kafka).run()
     assert kafka.broker.records(OUTPUT, 0) == kafka.broker.records(OUTPUT, 1) == []
+
+
+def test_a_fencing_found_only_when_aborting_stops_the_processor_as_fenced(
+    tmp_path: Path,
+) -> None:
+    """librdkafka's ``produce`` on a fenced producer says only "fatal error"; the abort that
+    follows says "fenced": the processor stops as fenced (exit 4, not restarted), not with a
+    Kafka error its supervisor would restart (seen on the real broker)."""
+    kafka, app = _one_processor_exactly_once(tmp_path)
+    fatal = KafkaIOError("Unable to produce message: Local: Fatal error")
+    fencing = ProducerFencedError("aborting a transaction failed: fenced by a newer instance")
+    with (
+        mock.patch.object(MemoryTransactionalProducer, "produce", side_effect=fatal),
+        mock.patch.object(MemoryTransactionalProducer, "abort", side_effect=fencing),
+        pytest.raises(ProcessorFencedError, match="another instance of processor 0"),
+    ):
+        ProcessorRuntime(app, 0, kafka=kafka).run()

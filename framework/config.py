@@ -186,7 +186,7 @@ class AppConfig(BaseSettings):
         description="crashes of the processor by one record before it is dead-lettered and "
         "skipped (with on_error: stop, the processor stops instead)",
     )
-    processing_guarantee: Literal["at-least-once", "exactly-once"] = "at-least-once"
+    processing_guarantee: Literal["exactly-once", "at-least-once"] = "exactly-once"
     bootstrap: Literal["snapshot", "replay", "spark"] = "snapshot"
     spark: SparkConfig = Field(default_factory=SparkConfig)
     snapshots: SnapshotConfig = Field(default_factory=SnapshotConfig)

@@ -160,7 +160,7 @@ class AppStatus:
     #: how joiners get their state (``bootstrap`` in the config)
     bootstrap: str = "snapshot"
     #: the outputs' guarantee in force (``processing_guarantee`` in the config)
-    guarantee: str = "at-least-once"
+    guarantee: str = "exactly-once"
 
 
 def _directory_size(path: Path) -> int | None:

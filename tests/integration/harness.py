@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -180,3 +181,18 @@ def counts_by_word(
         data = json.loads(value)
         seen.setdefault(data["word"], []).append(data["count"])
     return seen
+
+
+class WordWriter:
+    """Writes the words ``w0``..``w<vocabulary - 1>`` in turn to a topic, and counts them."""
+
+    def __init__(self, bootstrap: str, topic: str, vocabulary: int) -> None:
+        self.bootstrap, self.topic, self.vocabulary = bootstrap, topic, vocabulary
+        #: how often each word was written
+        self.truth: Counter[str] = Counter()
+
+    def write(self, count: int, first: int) -> None:
+        """Write ``count`` words, the first being word number ``first`` (mod the vocabulary)."""
+        batch = [f"w{(first + i) % self.vocabulary}" for i in range(count)]
+        produce(self.bootstrap, self.topic, ((w.encode(), b"") for w in batch))
+        self.truth.update(batch)

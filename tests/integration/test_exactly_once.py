@@ -19,6 +19,7 @@ import pytest
 from tests.integration.harness import (
     Supervised,
     TopicReader,
+    WordWriter,
     counts_by_word,
     create_app,
     produce,
@@ -82,12 +83,8 @@ def test_a_second_instance_of_a_processor_fences_the_first(
     (tmp_path / "b").mkdir()
     first = create_app(tmp_path / "a", kafka_bootstrap, APP, **fields)
     second = write_config(tmp_path / "b", kafka_bootstrap, **fields)
-    truth: Counter[str] = Counter()
-
-    def write(count: int, first_word: int) -> None:
-        batch = [f"w{(first_word + i) % 40}" for i in range(count)]
-        produce(kafka_bootstrap, words, ((w.encode(), b"") for w in batch))
-        truth.update(batch)
+    writer = WordWriter(kafka_bootstrap, words, 40)
+    write, truth = writer.write, writer.truth
 
     def processed() -> int:
         return sum(committed(kafka_bootstrap, app_id, words, 2).values())

@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -21,9 +20,9 @@ from statestore import processor_path
 from statestore.snapshot_store import SnapshotStore
 from tests.integration.harness import (
     TopicReader,
+    WordWriter,
     counts_by_word,
     create_app,
-    produce,
     splitstate,
     unique,
     wait_for,
@@ -112,12 +111,8 @@ def test_a_processor_that_lost_its_disk_comes_back_from_its_snapshot(
     app = load_app(APP, config)
     group = app.config.app_id
     store = SnapshotStore(app.config.snapshot_url, group)
-    truth: Counter[str] = Counter()
-
-    def write(count: int, first: int) -> None:
-        batch = [f"w{(first + i) % 60}" for i in range(count)]
-        produce(kafka_bootstrap, words, ((w.encode(), b"") for w in batch))
-        truth.update(batch)
+    writer = WordWriter(kafka_bootstrap, words, 60)
+    write, truth = writer.write, writer.truth
 
     def processed() -> int:
         return sum(committed(kafka_bootstrap, group, words, 2).values())

@@ -170,3 +170,19 @@ def test_a_fencing_found_only_when_aborting_stops_the_processor_as_fenced(
         pytest.raises(ProcessorFencedError, match="another instance of processor 0"),
     ):
         ProcessorRuntime(app, 0, kafka=kafka).run()
+
+
+def test_a_broker_without_transactions_is_named_with_the_fix(tmp_path: Path) -> None:
+    """Exactly-once needs a broker that runs transactions: when the transactional producer
+    cannot start, the error names what the broker needs and the way out."""
+    kafka, app = _one_processor_exactly_once(tmp_path)
+    refused = KafkaIOError("initialising transactions failed: Broker: Coordinator not available")
+    with (
+        mock.patch.object(MemoryKafka, "transactional_producer", side_effect=refused),
+        pytest.raises(KafkaIOError) as raised,
+    ):
+        ProcessorRuntime(app, 0, kafka=kafka).run()
+    text = str(raised.value)
+    assert "could not start Kafka transactions for exactly-once outputs" in text
+    assert "transaction.state.log.replication.factor=1" in text
+    assert "processing_guarantee: at-least-once" in text

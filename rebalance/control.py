@@ -93,6 +93,8 @@ class ControlState:
     past: tuple[Scale, ...] = field(default=())
     #: the last snapshot an operator asked for
     snapshot_request: SnapshotRequest | None = None
+    #: each processor's newest run under exactly-once (``instance_record``)
+    instances: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def processors(self) -> int | None:
@@ -127,6 +129,9 @@ class ControlState:
             "growth_done": self._apply_growth_done,
             "metadata_hash": lambda r: replace(self, metadata_hash=int(r["hash"])),
             "snapshot": lambda r: replace(self, snapshot_request=SnapshotRequest.from_record(r)),
+            "instance": lambda r: replace(
+                self, instances={**self.instances, int(r["processor"]): str(r["instance"])}
+            ),
         }
         kind = record.get("type")
         applier = appliers.get(str(kind))

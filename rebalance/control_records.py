@@ -23,6 +23,7 @@ __all__ = [
     "handoff_record",
     "history_from_record",
     "history_record",
+    "instance_record",
     "request_of",
 ]
 
@@ -91,6 +92,12 @@ class Handoff:
 def abort_record(generation: int, reason: str) -> dict[str, Any]:
     """An ``abort`` record for the scale of ``generation``."""
     return {"type": "abort", "generation": generation, "reason": reason}
+
+
+def instance_record(processor: int, instance: str) -> dict[str, Any]:
+    """An ``instance`` record: a run of ``processor`` (``instance``, a random id) started and
+    took over its transactional id (exactly-once), fencing any earlier run."""
+    return {"type": "instance", "processor": processor, "instance": instance}
 
 
 def history_record(history: TopicHistory) -> dict[str, Any]:

@@ -68,8 +68,11 @@ class RunClients:
                     f"{transactional!r}): {error}. Fix: use a broker that supports "
                     "transactions (a single-node broker needs "
                     "transaction.state.log.replication.factor=1 and "
-                    "transaction.state.log.min.isr=1; `splitstate broker start` sets them), or "
-                    "set processing_guarantee: at-least-once."
+                    "transaction.state.log.min.isr=1; `splitstate broker start` sets them) and "
+                    "lets this principal write its transactional id; keep transaction.timeout.ms "
+                    "(at least the topics' delivery timeout) under the broker's "
+                    "transaction.max.timeout.ms (15 min by default); or set "
+                    "processing_guarantee: at-least-once."
                 ) from None
             return cls(consumer, transactions, transactions)
         except BaseException:

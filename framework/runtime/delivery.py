@@ -350,11 +350,11 @@ def _refuse_in_transaction(failed: list[DeliveryError], reports: list[_Report]) 
     if refused:
         raise ProcessorStoppedError(
             f"Kafka refused a record of this batch as too large for its topic ({refused[0]}) "
-            "inside the batch's transaction. Under exactly-once such a record is not split "
-            "out into a dead letter, so the processor stops; the transaction is aborted and "
-            "nothing of the batch is visible. Fix: raise the topic's max.message.bytes (and "
-            "keep kafka.settings batch.size below it), or run with processing_guarantee: "
-            "at-least-once."
+            "inside the batch's transaction, although it was measured against the topic's "
+            "limit as the processor started (was the limit lowered since?). The transaction is "
+            "aborted and nothing of the batch is visible; the processor stops. Fix: raise the "
+            "topic's max.message.bytes back and restart the processor (it reads the limits "
+            "again), or run with processing_guarantee: at-least-once."
         )
     if errors:
         raise TransactionAbortableError(

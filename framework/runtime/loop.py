@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import uuid
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -26,7 +27,7 @@ from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
 from framework.growth.placement import UNFENCED_SCOPE
 from framework.kafka import Clients, Kafka, KafkaIOError, KafkaProducer
-from framework.processing import ProcessorStoppedError, RecordProcessor
+from framework.processing import ProcessorFencedError, ProcessorStoppedError, RecordProcessor
 from framework.runtime.assignment import Assignment
 from framework.runtime.batch_loop import BatchLoop, RuntimeStats
 from framework.runtime.clients import RunClients, transactional_id
@@ -36,6 +37,7 @@ from framework.runtime.record_limits import RecordLimits
 from framework.snapshots.restore import restore_lost_state
 from framework.snapshots.taker import SnapshotTaker
 from rebalance.control import ControlState
+from rebalance.control_records import instance_record
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec, processor_path
 from statestore.snapshot_store import SnapshotStore
 
@@ -178,6 +180,10 @@ class ProcessorRuntime:
             )
             opened.callback(clients.consumer.close)
             opened.callback(outputs.close)
+            instance = None
+            if clients.transactions is not None:  # this run fenced any earlier one: say so
+                instance = uuid.uuid4().hex
+                control.append(instance_record(self.processor_id, instance))
             records = RecordProcessor(
                 self.app,
                 {name: entry.initial_partitions for name, entry in layout.inputs.items()},
@@ -232,10 +238,32 @@ class ProcessorRuntime:
             try:
                 loop.coordinate()
                 loop.run(until)
+            except ProcessorFencedError as error:
+                if instance is not None and not _replaced(
+                    control, self.processor_id, instance, clock
+                ):
+                    raise KafkaIOError(
+                        f"processor {self.processor_id}'s transactions were fenced, but no "
+                        "newer run of it started: the broker aborted a transaction that ran "
+                        "over transaction.timeout.ms (Kafka cannot say which). It exits, to be "
+                        f"restarted. ({error})"
+                    ) from None
+                raise
             except ProcessorStoppedError as error:
                 handoffs.report_stop(error)
                 raise
         return self.stats
+
+
+def _replaced(control: ControlLog, processor: int, instance: str, clock: Clock) -> bool:
+    """Whether a newer run of ``processor`` than ``instance`` recorded itself in the control
+    log (it may record itself a moment after it fenced this one: looked for a few times)."""
+    for _attempt in range(5):
+        newest = control.read().instances.get(processor)
+        if newest is not None and newest != instance:
+            return True
+        clock.sleep(1.0)
+    return False
 
 
 def _flush_quietly(producer: KafkaProducer) -> None:

@@ -31,9 +31,11 @@ def test_a_newer_instance_fences_the_producer() -> None:
     )
 
 
-def test_an_epoch_error_or_a_timeout_is_not_taken_for_a_second_instance() -> None:
-    """The broker bumps the epoch of a transaction it aborted for its timeout: the processor
-    must be restarted (and retry), not stopped for good as if another instance ran."""
+def test_only_a_fencing_error_reads_as_fenced() -> None:
+    """Only _FENCED and PRODUCER_FENCED name a fencing; any other fatal error restarts the
+    processor, and a timed-out transaction that is not fatal is retried. (librdkafka also
+    reports a transaction the broker aborted for its timeout as _FENCED: the runtime tells
+    the two apart by the control log's instance records, tests/sim/test_fencing.py.)"""
     epoch = producer_error(_error(KafkaError.INVALID_PRODUCER_EPOCH, fatal=True), "x")
     assert type(epoch) is KafkaIOError
     timed_out = producer_error(_error(KafkaError._TIMED_OUT, abortable=True), "committing")

@@ -13,6 +13,7 @@ from unittest import mock
 import pytest
 
 from framework import App
+from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import TopicRegistry
 from framework.kafka import (
     KafkaIOError,
@@ -26,6 +27,7 @@ from framework.runtime.handoffs import HandoffCoordinator, Release
 from framework.runtime.loop import ProcessorRuntime
 from rebalance import HandoffPhase
 from rebalance.control import ControlState, Handoff
+from rebalance.control_records import instance_record
 from statestore import DatabaseIdentity, ProcessorDatabase
 from tests.clocks import ManualClock
 from tests.rebalance.test_control import scale, started
@@ -162,12 +164,32 @@ def test_a_fencing_found_only_when_aborting_stops_the_processor_as_fenced(
     follows says "fenced": the processor stops as fenced (exit 4, not restarted), not with a
     Kafka error its supervisor would restart (seen on the real broker)."""
     kafka, app = _one_processor_exactly_once(tmp_path)
-    fatal = KafkaIOError("Unable to produce message: Local: Fatal error")
     fencing = ProducerFencedError("aborting a transaction failed: fenced by a newer instance")
+
+    def fatal(*_args: object, **_kwargs: object) -> None:
+        # another run of processor 0 started (and recorded itself) since this one
+        ControlLog(kafka, app.config.control_topic).append(instance_record(0, "newer"))
+        raise KafkaIOError("Unable to produce message: Local: Fatal error")
+
     with (
         mock.patch.object(MemoryTransactionalProducer, "produce", side_effect=fatal),
         mock.patch.object(MemoryTransactionalProducer, "abort", side_effect=fencing),
         pytest.raises(ProcessorFencedError, match="another instance of processor 0"),
+    ):
+        ProcessorRuntime(app, 0, kafka=kafka).run()
+
+
+def test_a_fencing_without_a_newer_run_is_a_timed_out_transaction_and_restarts(
+    tmp_path: Path,
+) -> None:
+    """librdkafka reports a transaction the broker aborted for its timeout as "fenced" too
+    (a review found it): with no newer run of the processor in the control log, the processor
+    exits to be restarted (a Kafka error), not stopped for good."""
+    kafka, app = _one_processor_exactly_once(tmp_path)
+    fencing = ProducerFencedError("committing a transaction failed: fenced by a newer instance")
+    with (
+        mock.patch.object(MemoryTransactionalProducer, "commit", side_effect=fencing),
+        pytest.raises(KafkaIOError, match="no newer run of it started"),
     ):
         ProcessorRuntime(app, 0, kafka=kafka).run()
 

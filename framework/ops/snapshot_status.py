@@ -57,8 +57,9 @@ class SnapshotReport:
         return lines
 
     def _retention_warnings(self, processor: int, manifest: SnapshotManifest) -> list[str]:
-        """Partitions whose earliest retained offset passed, or is within 10% of the range
-        left before, the offset a restore from ``manifest`` starts at."""
+        """Partitions whose earliest retained offset passed, or (once retention deleted
+        anything) is within 10% of the range left before, the offset a restore from
+        ``manifest`` starts at."""
         lines = []
         for position, offset in sorted(manifest.offsets.items()):
             start, end = self.retained.get(position, (0, 0))
@@ -70,7 +71,7 @@ class SnapshotReport:
                     "take a snapshot now (`splitstate snapshot take`) and keep input retention "
                     "well above snapshots.interval_seconds"
                 )
-            elif end > offset and start > offset - (end - offset) // 10:
+            elif start > 0 and end > offset and start > offset - (end - offset) // 10:
                 lines.append(
                     f"  warning: retention of {where} is close to offset {offset}, where a "
                     f"restore of processor {processor} from its newest snapshot starts"

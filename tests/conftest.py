@@ -35,6 +35,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.fixture(autouse=True)
+def _example_apps_kept() -> Iterator[None]:
+    """Each test finds the example apps as their modules made them. A test that loads one by
+    name with its own config (``load_app``, as the CLI does) configures the module's shared
+    ``App`` object; without this, a later test in the same process saw that config (seen in
+    CI, depending on which tests xdist gave one worker)."""
+    from examples.balances.app import app as balances  # noqa: PLC0415
+    from examples.wordcount.app import app as wordcount  # noqa: PLC0415
+
+    apps = (balances, wordcount)
+    saved = [(app._config, app.config_file, app.spec) for app in apps]
+    yield
+    for app, (config, config_file, spec) in zip(apps, saved, strict=True):
+        app._config, app.config_file, app.spec = config, config_file, spec
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``bootstrap.servers`` of a real broker: KAFKA_BOOTSTRAP_SERVERS, or one started here."""

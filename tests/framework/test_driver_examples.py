@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-import examples.wordcount.app
 from examples.balances.app import Balance
 from examples.balances.app import app as balances_app
 from examples.wordcount.app import app as wordcount_app
@@ -30,10 +28,7 @@ def config(**overrides: object) -> AppConfig:
 
 
 def test_wordcount_counts_per_word() -> None:
-    # the example's own config: a test that ran the app by name may have pointed the shared
-    # app object's config_file at its own config
-    example_config = Path(examples.wordcount.app.__file__).with_name("config.yaml")
-    driver = TestDriver(wordcount_app, AppConfig.load(example_config))
+    driver = TestDriver(wordcount_app, AppConfig.load(wordcount_app.config_file))
     for word in ["apple", "pear", "apple", "apple"]:
         driver.send("words", word.encode())
     assert driver.output_values("word-counts") == [

@@ -14,7 +14,7 @@ depend on how they are cut into batches.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
@@ -25,6 +25,7 @@ from statestore.codec import Codec, JsonCodec
 from statestore.errors import BatchStateError
 from statestore.key_layout import KeyLayout
 from statestore.layout import META_STORE, flag_key, offset_key, skipped_key
+from statestore.value_cache import CachedBackend
 
 __all__ = ["BatchStatus", "KeyState", "StateBatch", "StoreBatch"]
 
@@ -39,6 +40,8 @@ class BatchStatus(StrEnum):
     """Where a batch is in its life; only an OPEN batch accepts reads and writes."""
 
     OPEN = "OPEN"
+    #: its writes are final and visible to later batches; written at ``commit``
+    SEALED = "SEALED"
     COMMITTED = "COMMITTED"
     ABORTED = "ABORTED"
 
@@ -52,9 +55,9 @@ class StoreBatch(Generic[V]):
         "_check",
         "_decode",
         "_encode",
+        "_known",
         "_pending",
         "_read",
-        "_stored",
         "_stored_key",
         "name",
     )
@@ -66,8 +69,7 @@ class StoreBatch(Generic[V]):
         self._batch = batch
         self._read = backend.reader(name)
         self._stored_key = layout.stored
-        # user key -> stored key, for the keys this batch read or wrote
-        self._stored: dict[bytes, bytes] = {}
+        self._known = layout.memo  # stored keys the layout computed already
         self._decode = codec.decode
         plain = type(codec) is JsonCodec
         self._encode = _dumps if plain else codec.encode
@@ -83,10 +85,7 @@ class StoreBatch(Generic[V]):
             self._batch.check_open()
         held = self._pending.get(key, _MISSING)
         if held is _MISSING:
-            stored = self._stored.get(key)
-            if stored is None:
-                stored = self._stored[key] = self._stored_key(key)
-            raw = self._read(stored)
+            raw = self._read(self._known.get(key) or self._stored_key(key))
             return default if raw is None else self._decode(raw)
         if type(held) is bytes:
             return self._decode(held)
@@ -161,11 +160,9 @@ class StoreBatch(Generic[V]):
     def encoded_changes(self) -> Iterator[tuple[bytes, bytes | None]]:
         """The pending writes as stored keys and bytes (``None`` for deletes), encoded as they
         are read."""
-        encode, known, stored_key = self._encode, self._stored, self._stored_key
+        encode, known, stored_key = self._encode, self._known, self._stored_key
         for key, held in self._pending.items():
-            stored = known.get(key)
-            if stored is None:
-                stored = stored_key(key)
+            stored = known.get(key) or stored_key(key)
             if type(held) is bytes:
                 yield stored, held
             else:
@@ -238,6 +235,8 @@ class StateBatch:
         self._offsets: dict[tuple[str, int], int] = {}
         self._meta: dict[bytes, bytes | None] = {}
         self._on_commit = on_commit
+        self._sealed: dict[str, list[tuple[bytes, bytes | None]]] = {}
+        self._token = -1
         self.status = BatchStatus.OPEN
 
     def check_open(self) -> None:
@@ -294,11 +293,9 @@ class StateBatch:
         """The offsets this batch will commit."""
         return dict(self._offsets)
 
-    def commit(self) -> None:
-        """Write every change and the offsets in one atomic write."""
-        self.check_open()
-        changes: dict[str, Iterable[tuple[bytes, bytes | None]]] = {
-            name: view.encoded_changes()
+    def _changes(self) -> dict[str, list[tuple[bytes, bytes | None]]]:
+        changes: dict[str, list[tuple[bytes, bytes | None]]] = {
+            name: list(view.encoded_changes())
             for name, view in self._stores.items()
             if view.has_changes()
         }
@@ -310,8 +307,30 @@ class StateBatch:
                 ),
                 *self._meta.items(),
             ]
-        if changes:
-            self._backend.write(changes)
+        return changes
+
+    def seal(self) -> None:
+        """Take no more writes, and let later batches read this one's before it commits
+        (``backend`` must be a ``CachedBackend``): staged there until ``commit`` writes it,
+        or dropped with every later staged batch (``CachedBackend.discard_staged``)."""
+        self.check_open()
+        if not isinstance(self._backend, CachedBackend):
+            raise BatchStateError("sealing a batch needs a database with a value cache")
+        self._sealed = self._changes()
+        self._token = self._backend.stage(self._sealed)
+        self.status = BatchStatus.SEALED
+
+    def commit(self) -> None:
+        """Write every change and the offsets in one atomic write (a sealed batch: after
+        every batch sealed before it)."""
+        if self.status is BatchStatus.SEALED:
+            assert isinstance(self._backend, CachedBackend)
+            self._backend.commit_staged(self._token, self._sealed)
+        else:
+            self.check_open()
+            changes = self._changes()
+            if changes:
+                self._backend.write(changes)
         self.status = BatchStatus.COMMITTED
         if self._on_commit is not None:
             self._on_commit(self._offsets)

@@ -36,6 +36,7 @@ from statestore.layout import (
 from statestore.lock import DirectoryLock
 from statestore.memory import MemoryBackend
 from statestore.meta import creation_records, prefix_end, read_meta
+from statestore.value_cache import CachedBackend
 
 __all__ = ["DatabaseIdentity", "ProcessorDatabase", "StoreSpec"]
 
@@ -80,7 +81,8 @@ class ProcessorDatabase:
         path: Path | None = None,
         lock: DirectoryLock | None = None,
     ) -> None:
-        self.backend = backend
+        #: the backend behind a value cache (where the runtime stages sealed batches)
+        self.backend = backend if isinstance(backend, CachedBackend) else CachedBackend(backend)
         self.identity = identity
         self.path = path
         #: whether opening it created it (a new, or a lost, state directory)

@@ -18,20 +18,32 @@ from rebalance.key_ranges import PREFIX_BYTES, KeyRange, key_prefix
 
 __all__ = ["KeyLayout", "KeyRange"]
 
+#: stored forms remembered (cleared when full: cheaper than an LRU on every read)
+_MEMO_ENTRIES = 100_000
+
 
 class KeyLayout:
     """Stored keys of one app (its initial processor count ``initial``)."""
 
-    __slots__ = ("initial",)
+    __slots__ = ("initial", "memo")
 
     def __init__(self, initial: int) -> None:
         if initial < 1:
             raise ValueError(f"initial processor count must be at least 1, got {initial}")
         self.initial = initial
+        #: stored forms of recent keys, by user key (a pure function of the key: never
+        #: stale; read it before calling ``stored`` on a hot path)
+        self.memo: dict[bytes, bytes] = {}
 
     def stored(self, key: bytes) -> bytes:
         """The stored form of user key ``key``."""
-        return key_prefix(mmh3.hash(key, 0, False), self.initial) + key
+        stored = self.memo.get(key)
+        if stored is None:
+            stored = key_prefix(mmh3.hash(key, 0, False), self.initial) + key
+            if len(self.memo) >= _MEMO_ENTRIES:
+                self.memo.clear()
+            self.memo[key] = stored
+        return stored
 
     @staticmethod
     def user(stored: bytes) -> bytes:

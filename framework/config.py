@@ -99,12 +99,16 @@ class TopicConfig(BaseModel):
 
 
 class BatchConfig(BaseModel):
-    """How many records one loop iteration takes, and how long it waits for them."""
+    """How many records one loop iteration takes, how long it waits for them, and how many
+    processed batches may wait for Kafka while the next are processed (``in_flight``: under
+    at-least-once each commits once its outputs are acknowledged; under exactly-once they
+    share one transaction; 1: each batch waits before the next is polled)."""
 
     model_config = ConfigDict(extra="forbid")
 
     max_records: int = Field(default=2000, ge=1, le=1_000_000)
     max_wait_ms: int = Field(default=100, ge=1, le=60_000)
+    in_flight: int = Field(default=4, ge=1, le=64)
 
 
 class ScalingConfig(BaseModel):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -29,7 +28,14 @@ from framework.growth.placement import (
     late_record,
     misplacement,
 )
-from framework.records import InputMessage, Output, Record, StoredMessage
+from framework.records import (
+    DeadLetter,
+    EncodedOutput,
+    InputMessage,
+    Output,
+    Record,
+    StoredMessage,
+)
 from rebalance import TopicHistory
 from statestore import BatchStatus, StateBatch
 
@@ -45,6 +51,10 @@ __all__ = [
 ]
 
 
+#: batches whose counts stand (a sealed batch commits, or every later one is dropped too)
+_KEPT = (BatchStatus.COMMITTED, BatchStatus.SEALED)
+
+
 class ProcessorStoppedError(SplitstateError):
     """The processor function failed on a record and ``on_error`` is ``stop``."""
 
@@ -53,44 +63,6 @@ class ProcessorFencedError(ProcessorStoppedError):
     """Another instance of the same processor started since this one (its transactional
     producer fenced this one's): this one stops, and says nothing in the control log (the
     other instance speaks for the processor now)."""
-
-
-@dataclass(slots=True)
-class EncodedOutput:
-    """An output ready to produce; ``origin`` is the input record that produced it
-    (topic, partition, offset), and ``partition`` where the runtime placed it (-1: not yet)."""
-
-    topic: str
-    key: bytes
-    value: bytes | None
-    headers: list[tuple[str, str | bytes | None]] | None
-    origin: tuple[str, int, int] | None = None
-    partition: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    """An input record that could not be processed, and why."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-    stage: str
-    reason: str
-
-    def kafka_headers(self) -> list[tuple[str, bytes | None]]:
-        """The original headers plus splitstate's explanation."""
-        return [
-            *self.headers,
-            ("splitstate.error", self.reason.encode()[:4000]),
-            ("splitstate.stage", self.stage.encode()),
-            ("splitstate.topic", self.topic.encode()),
-            ("splitstate.partition", str(self.partition).encode()),
-            ("splitstate.offset", str(self.offset).encode()),
-        ]
 
 
 _FAST_ENCODERS: dict[type, Callable[[Any], bytes]] = {
@@ -178,6 +150,10 @@ class RecordProcessor:
             handler = app.handler(topic.topic)
             self._routes[topic.topic] = _Route(handler, handler.stores or list(app.stores))
         self.dead_letter_count = 0
+
+    def recount(self, unfenced: Mapping[tuple[str, int], int]) -> None:
+        """Count from ``unfenced`` again (the state's, after uncommitted batches were dropped)."""
+        self.unfenced, self._counting, self._pending = dict(unfenced), None, {}
 
     def adopt(self, histories: Mapping[str, TopicHistory]) -> None:
         """Take the input topics' current histories (a growth recorded its thresholds)."""
@@ -286,7 +262,7 @@ class RecordProcessor:
     def _count_unfenced(self, batch: StateBatch, position: tuple[str, int]) -> None:
         """Count a record without the count header, in ``batch`` (kept once it commits)."""
         if batch is not self._counting:
-            if self._counting is not None and self._counting.status is BatchStatus.COMMITTED:
+            if self._counting is not None and self._counting.status in _KEPT:
                 self.unfenced.update(self._pending)
             self._counting, self._pending = batch, {}
         count = self._pending.get(position, self.unfenced.get(position, 0)) + 1

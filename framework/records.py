@@ -1,4 +1,5 @@
-"""What a processor function receives (``Record``) and returns (``Output``)."""
+"""What a processor function receives (``Record``) and returns (``Output``), and what the
+runtime makes of its outputs and failures (``EncodedOutput``, ``DeadLetter``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-__all__ = ["InputMessage", "Output", "Record", "StoredMessage"]
+__all__ = ["DeadLetter", "EncodedOutput", "InputMessage", "Output", "Record", "StoredMessage"]
 
 V = TypeVar("V")
 
@@ -136,3 +137,41 @@ class StoredMessage:
     def headers(self) -> list[tuple[str, bytes | None]] | None:
         """The record's headers."""
         return self._headers
+
+
+@dataclass(slots=True)
+class EncodedOutput:
+    """An output ready to produce; ``origin`` is the input record that produced it
+    (topic, partition, offset), and ``partition`` where the runtime placed it (-1: not yet)."""
+
+    topic: str
+    key: bytes
+    value: bytes | None
+    headers: list[tuple[str, str | bytes | None]] | None
+    origin: tuple[str, int, int] | None = None
+    partition: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """An input record that could not be processed, and why."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    stage: str
+    reason: str
+
+    def kafka_headers(self) -> list[tuple[str, bytes | None]]:
+        """The original headers plus splitstate's explanation."""
+        return [
+            *self.headers,
+            ("splitstate.error", self.reason.encode()[:4000]),
+            ("splitstate.stage", self.stage.encode()),
+            ("splitstate.topic", self.topic.encode()),
+            ("splitstate.partition", str(self.partition).encode()),
+            ("splitstate.offset", str(self.offset).encode()),
+        ]

@@ -33,15 +33,17 @@ from framework.coordination.control_log import ControlLog, ControlWatcher
 from framework.coordination.topic_watch import TopicWatcher
 from framework.growth.lease import RegistryLease
 from framework.kafka import KafkaIOError, Message, OffsetResetError, TransactionAbortableError
-from framework.processing import ProcessorStoppedError, RecordProcessor
+from framework.processing import ProcessorFencedError, ProcessorStoppedError, RecordProcessor
 from framework.runtime.assignment import Assignment
-from framework.runtime.batches import BatchRunner, coordinates
+from framework.runtime.batches import BatchResult, BatchRunner, coordinates
 from framework.runtime.clients import RunClients
 from framework.runtime.faults import maybe_crash
 from framework.runtime.handoffs import HandoffCoordinator
+from framework.runtime.pipeline import Pipeline
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
 from framework.snapshots.taker import SnapshotTaker
+from rebalance import HandoffPhase
 from statestore import ProcessorDatabase
 
 __all__ = ["BatchLoop", "RuntimeStats"]
@@ -107,6 +109,7 @@ class BatchLoop:
         self._limits = limits
         self._stopping = stopping
         self._runner: BatchRunner | None = None
+        self._pipeline: Pipeline | None = None
         self._lease_warned = 0.0
         self._aborted = 0
 
@@ -135,21 +138,27 @@ class BatchLoop:
             if now - last_log >= _LOG_EVERY_SECONDS:
                 self._log_progress(now)
                 last_log = now
+        self.drain()
         self._commit_final()
 
     def step(self) -> bool:
         """Follow the logs, process one batch, play the scale parts; ``False`` once this
-        processor has no work left (it stops)."""
+        processor has no work left (it stops). Batches in flight are committed first
+        whenever anything but processing is to be done."""
         handoffs = self._handoffs
         if self._watcher.poll():
+            self.drain()
             self.coordinate()
         if self._topics.poll():
+            self.drain()
             self.adopt_topics()
             self.coordinate()
         self._topics.record_hash(self._control, self._watcher.state.metadata_hash)
         if self._reading.gates_due():
+            self.drain()
             self.read_owned()
         if not self._watcher.state.has_work(self.processor):
+            self.drain()
             handoffs.forget_all()
             log.info(
                 "processor %d has no partitions left; it stops. Its state stays in %s "
@@ -161,16 +170,39 @@ class BatchLoop:
         wait = 0.0 if handoffs.catching_up else self.config.batch.max_wait_ms / 1000
         if self._reading.owned:
             self._process_batch(wait)
-            self._release_ready()
+            if self._release_due():
+                self.drain()
+                self._release_ready()
         elif not handoffs.catching_up or handoffs.bootstrapping:
             self._clock.sleep(self.config.batch.max_wait_ms / 1000)
         if handoffs.catching_up and not self._reading.rebuilding():
+            self.drain()
             handoffs.catch_up()
-        handoffs.forget_step()
+        if handoffs.forgetting:
+            self.drain()
+            handoffs.forget_step()
         if self._snapshots is not None:
             owned = handoffs.owned(self._reading.layout)
             self._snapshots.step(owned, self._watcher.state, self._commit_for_snapshot)
         return True
+
+    def drain(self) -> None:
+        """Commit every batch in flight (a transaction that cannot commit drops them: they
+        are read again)."""
+        pipeline = self._pipeline
+        if pipeline is None or not pipeline.in_flight:
+            return
+        try:
+            self._settled(pipeline.drain())
+        except TransactionAbortableError as error:
+            self._aborted_batch(error)
+
+    def _release_due(self) -> bool:
+        """Whether a handoff of this processor is READY (to release at this boundary)."""
+        scale = self._watcher.state.scaling
+        return scale is not None and any(
+            h.phase is HandoffPhase.READY for h in scale.outgoing(self.processor)
+        )
 
     def _commit_for_snapshot(self) -> bool:
         """Commit the state's offsets to the group now (synchronously): a snapshot about to
@@ -216,9 +248,46 @@ class BatchLoop:
                 )
             self._clock.sleep(0.5)
             return
-        runner = self._runner
-        if runner is None:
-            runner = BatchRunner(
+        runner, pipeline = self._runner_and_pipeline()
+        consumer = self._clients.consumer
+        try:
+            messages = consumer.consume(runner.max_records(), max(wait, 0.01))
+        except OffsetResetError as error:
+            raise ProcessorStoppedError(
+                f"processor {self.processor} cannot read on: retention deleted records it had "
+                f"not read yet ({error.reason}). Reading on would leave them out of the state "
+                "for good, so it stops. Fix: rebuild the state from an archive that holds them "
+                "(`splitstate backfill MODULE:APP --source parquet PATH --replace`), or accept "
+                "the loss by starting the app over; and keep the whole input history "
+                "(retention.ms=-1 on input topics, what `splitstate topics create` sets)."
+            ) from None
+        if not messages:
+            self.drain()  # the input is idle: nothing waits behind the batches in flight
+            return
+        if pipeline.accepts(messages):
+            try:
+                pipeline.start(messages)
+                self._settled(pipeline.settle(wait=pipeline.in_flight >= pipeline.depth))
+            except TransactionAbortableError as error:
+                self._aborted_batch(error)  # the pipeline dropped its batches and rewound
+            except ProcessorFencedError:
+                raise
+            except ProcessorStoppedError:
+                self.drain()  # the state is at the batch before the failed record
+                raise
+            return
+        self.drain()
+        try:
+            result = runner.run(messages)
+        except TransactionAbortableError as error:
+            self._rewind(messages)
+            self._aborted_batch(error)
+            return
+        self._settled([result])
+
+    def _runner_and_pipeline(self) -> tuple[BatchRunner, Pipeline]:
+        if self._runner is None or self._pipeline is None:
+            self._runner = BatchRunner(
                 self.config,
                 self.processor,
                 reading=self._reading,
@@ -234,45 +303,39 @@ class BatchLoop:
                 limits=self._limits,
                 fault=lambda point: maybe_crash(point, self.processor, self.config.app_state_dir),
             )
-            self._runner = runner
-        consumer = self._clients.consumer
-        try:
-            messages = consumer.consume(runner.max_records(), max(wait, 0.01))
-        except OffsetResetError as error:
-            raise ProcessorStoppedError(
-                f"processor {self.processor} cannot read on: retention deleted records it had "
-                f"not read yet ({error.reason}). Reading on would leave them out of the state "
-                "for good, so it stops. Fix: rebuild the state from an archive that holds them "
-                "(`splitstate backfill MODULE:APP --source parquet PATH --replace`), or accept "
-                "the loss by starting the app over; and keep the whole input history "
-                "(retention.ms=-1 on input topics, what `splitstate topics create` sets)."
+            batch = self.config.batch
+            self._pipeline = Pipeline(
+                self._runner, batch.in_flight, batch.max_wait_ms / 1000, self._clock
+            )
+        return self._runner, self._pipeline
+
+    def _aborted_batch(self, error: TransactionAbortableError) -> None:
+        """A transaction could not commit (its batches are to be read again): back off, or
+        exit after too many in a row."""
+        self._aborted += 1
+        if self._aborted >= _ABORTS_IN_A_ROW:
+            raise KafkaIOError(
+                f"processor {self.processor}: {self._aborted} transactions in a row could "
+                f"not commit; the last: {error}. It exits (to be restarted)."
             ) from None
-        if not messages:
-            return
-        try:
-            result = runner.run(messages)
-        except TransactionAbortableError as error:
-            self._aborted += 1
-            if self._aborted >= _ABORTS_IN_A_ROW:
-                raise KafkaIOError(
-                    f"processor {self.processor}: {self._aborted} transactions in a row could "
-                    f"not commit; the last: {error}. It exits (to be restarted)."
-                ) from None
-            log.warning("processor %d: %s", self.processor, error)
-            self._rewind(messages)
-            self._clock.sleep(0.2 * self._aborted)
-            return
-        self._aborted = 0
-        commits = committable(self._reading.restore_below, result.next_offsets)
-        if commits and self._clients.transactions is None:
-            consumer.commit(commits, asynchronous=True)
-        self.stats.records += result.processed
-        if self._snapshots is not None:
-            self._snapshots.processed(result.processed + result.restored)
-        self.stats.restored += result.restored
-        self.stats.outputs += result.outputs
-        self.stats.dead_letters += result.dead_letters
-        self.stats.batches += 1
+        log.warning("processor %d: %s", self.processor, error)
+        self._clock.sleep(0.2 * self._aborted)
+
+    def _settled(self, results: list[BatchResult]) -> None:
+        """Account for committed batches (and, under at-least-once, commit their offsets to
+        the group, asynchronously)."""
+        for result in results:
+            self._aborted = 0
+            commits = committable(self._reading.restore_below, result.next_offsets)
+            if commits and self._clients.transactions is None:
+                self._clients.consumer.commit(commits, asynchronous=True)
+            self.stats.records += result.processed
+            if self._snapshots is not None:
+                self._snapshots.processed(result.processed + result.restored)
+            self.stats.restored += result.restored
+            self.stats.outputs += result.outputs
+            self.stats.dead_letters += result.dead_letters
+            self.stats.batches += 1
 
     def _rewind(self, messages: list[Message]) -> None:
         """Read an aborted batch's records again: each partition from its first record."""

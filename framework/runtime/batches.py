@@ -103,12 +103,12 @@ class BatchRunner:
     ) -> None:
         self.processor = processor
         self._config = config
-        self._reading = reading
+        self.reading = reading
         self._owned_now = owned_now
-        self._database = database
-        self._records: RecordProcessor = records
+        self.database = database
+        self.records: RecordProcessor = records
         self.guard = CrashGuard(database, config.crash_limit, processor, clock=clock)
-        self._writer = BatchWriter(
+        self.writer = BatchWriter(
             producer,
             outputs,
             config.dead_letters,
@@ -118,24 +118,40 @@ class BatchRunner:
         )
         if transactions is not None and consumer is None:
             raise ValueError("a transactional batch runner needs the group's consumer")
-        self._transactions = transactions
-        self._consumer = consumer
-        self._fault = fault
+        self.transactions = transactions
+        self.consumer = consumer
+        self.fault = fault
 
     def max_records(self) -> int:
         """How many records to poll: one at a time while crash suspects remain."""
-        if self.guard.careful(self._reading.owned):
+        if self.guard.careful(self.reading.owned):
             return 1
         return self._config.batch.max_records
 
     def run(self, messages: list[Message]) -> BatchResult:
         """Process ``messages`` (those of owned partitions), write their outputs and dead
         letters, and commit."""
+        batch, result, outputs, dead = self.prepare(messages)
+        if self.transactions is None:
+            replaced = self._produce(outputs, dead, messages)
+        else:
+            replaced = self._transact(self.transactions, outputs, dead, messages, result)
+        self.commit(batch, result)
+        result.outputs = len(outputs) - replaced
+        result.dead_letters = len(dead) + replaced
+        return result
+
+    def prepare(
+        self, messages: list[Message]
+    ) -> tuple[StateBatch, BatchResult, list[EncodedOutput], list[DeadLetter]]:
+        """Run the function on ``messages`` (those of owned partitions) in a new state batch;
+        returns it (holding the next offsets' writes not yet), what it did, its outputs and
+        its dead letters."""
         records, ranges = self._take(messages)
         guard = self.guard
         if ranges:
             guard.attempt(ranges)  # a crash from here on counts against these records
-        batch = self._database.begin()
+        batch = self.database.begin()
         result = BatchResult()
         outputs: list[EncodedOutput] = []
         dead: list[DeadLetter] = []
@@ -146,17 +162,14 @@ class BatchRunner:
             raise
         if ranges:
             guard.survived()
-        if self._transactions is None:
-            replaced = self._produce(outputs, dead, messages)
-        else:
-            replaced = self._transact(self._transactions, outputs, dead, messages, result)
         for (topic, partition), next_offset in result.next_offsets.items():
             batch.set_offset(topic, partition, next_offset)
+        return batch, result, outputs, dead
+
+    def commit(self, batch: StateBatch, result: BatchResult) -> None:
+        """Commit ``batch`` (open or sealed), which ``prepare`` made with ``result``."""
         batch.commit()
-        guard.committed(result.next_offsets)
-        result.outputs = len(outputs) - replaced
-        result.dead_letters = len(dead) + replaced
-        return result
+        self.guard.committed(result.next_offsets)
 
     def _transact(
         self,
@@ -169,8 +182,8 @@ class BatchRunner:
         """Write the batch's outputs, dead letters and group offsets in one transaction and
         commit it (aborted on any failure, which is raised); returns the outputs replaced by
         dead letters for size."""
-        assert self._consumer is not None
-        offsets = committable(self._reading.restore_below, result.next_offsets)
+        assert self.consumer is not None
+        offsets = committable(self.reading.restore_below, result.next_offsets)
         if not outputs and not dead and not offsets:
             return 0  # a batch rebuilt below the group's offsets: nothing to write
         try:
@@ -178,7 +191,7 @@ class BatchRunner:
             try:
                 replaced = self._produce(outputs, dead, messages)
                 if offsets:
-                    transactions.send_offsets(offsets, self._consumer)
+                    transactions.send_offsets(offsets, self.consumer)
                 transactions.commit(TRANSACTION_SECONDS)
             except ProducerFencedError:
                 raise
@@ -187,7 +200,7 @@ class BatchRunner:
                 raise
         except ProducerFencedError as error:
             raise fenced(self.processor, error) from None
-        self._fault("batch:transaction-committed")
+        self.fault("batch:transaction-committed")
         return replaced
 
     def _take(
@@ -195,7 +208,7 @@ class BatchRunner:
     ) -> tuple[list[tuple[Message, str, int, int]], dict[Position, list[int]]]:
         """The records to process, and the ranges (position -> [first, last]) the function
         will run on (not records skipped after crashes)."""
-        guard, owned = self.guard, self._reading.owned
+        guard, owned = self.guard, self.reading.owned
         careful = bool(guard.suspects)
         records: list[tuple[Message, str, int, int]] = []
         ranges: dict[Position, list[int]] = {}
@@ -223,9 +236,9 @@ class BatchRunner:
         dead: list[DeadLetter],
     ) -> None:
         """Run the function on ``records`` (or skip those that crashed it too often)."""
-        guard, process = self.guard, self._records.process
+        guard, process = self.guard, self.records.process
         careful = bool(guard.suspects)
-        restore_below, next_offsets = self._reading.restore_below, result.next_offsets
+        restore_below, next_offsets = self.reading.restore_below, result.next_offsets
         mine = self._keys_of_mine() if restore_below else None
         for message, topic, partition, offset in records:
             bound = restore_below.get((topic, partition))
@@ -250,7 +263,7 @@ class BatchRunner:
         today's count) is one this processor owns. Rebuilding lost state from a parent
         partition's start meets records of keys split off to a child since; those belong to
         the child's owner."""
-        reading = self._reading
+        reading = self.reading
         owned = self._owned_now() | reading.owned
         layouts = {
             name: (entry.initial_partitions, entry.partitions)
@@ -274,7 +287,7 @@ class BatchRunner:
         """Skip a record that crashed the processor ``crash_limit`` times (or stop, with
         ``on_error: stop``)."""
         where = coordinates(message)
-        if self._records.stop_on_error:
+        if self.records.stop_on_error:
             self.guard.survived()  # so that a restart (after a fix) runs the record again
             raise ProcessorStoppedError(
                 f"{where[0]}[{where[1]}]@{where[2]} (key {message.key()!r}) killed the "
@@ -296,4 +309,4 @@ class BatchRunner:
                     return message
             return None
 
-        return len(self._writer.write(outputs, dead, source))
+        return len(self.writer.write(outputs, dead, source))

@@ -104,7 +104,7 @@ class BatchWriter:
         self._transactional = limits is not None
         self._clock = clock
         self._lease = lease
-        self._dead_letters = dead_letter_topic
+        self._dead_letters = self.dead_letter_topic = dead_letter_topic
         self._stopping = stopping
         self._failed: list[tuple[DeliveryError, Message]] = []
         self._warned = {"lease": 0.0, "batch": 0.0}
@@ -125,7 +125,7 @@ class BatchWriter:
 
         refused: list[tuple[EncodedOutput, str]] = []
         for output in outputs:
-            too_big = self._too_big(output.topic, output.key, output.value, output.headers)
+            too_big = self.too_big(output.topic, output.key, output.value, output.headers)
             if too_big is not None:
                 refused.append((output, too_big))
                 continue
@@ -133,13 +133,13 @@ class BatchWriter:
             # renewal in the middle of the batch (or while an output waits for room) places
             # the rest with the new counts, never with the ones it replaced
             try:
-                self._send_output(output, delivered)
+                self.send_output(output, delivered)
             except RecordTooLargeError as error:
                 refused.append((output, error.reason))
         reports = [self._send_letter(letter) for letter in dead]
         self._flush(failed)
         if self._transactional:
-            _refuse_in_transaction([e for e, _m in failed], reports)
+            refuse_in_transaction([e for e, _m in failed], reports)
         too_large = [(e, m) for e, m in failed if _too_large(e)]
         if too_large:
             refused.extend(self._resend(outputs, too_large, {id(o) for o, _ in refused}))
@@ -158,7 +158,7 @@ class BatchWriter:
             written = [self._send_letter(letter) for letter in letters]
             self._flush([])
             if self._transactional:
-                _refuse_in_transaction([], written)
+                refuse_in_transaction([], written)
             self._settle(written)
         return letters
 
@@ -182,7 +182,7 @@ class BatchWriter:
 
     # -- sending ----------------------------------------------------------------------------
 
-    def _send_output(self, output: EncodedOutput, on_delivery: DeliveryCallback) -> None:
+    def send_output(self, output: EncodedOutput, on_delivery: DeliveryCallback) -> None:
         """Produce ``output``, waiting for queue room; placed (and its count header taken)
         from the lease as it is when the producer takes it."""
         output.partition = produce_placed(
@@ -198,19 +198,17 @@ class BatchWriter:
     def _send_letter(self, letter: DeadLetter) -> _Report:
         """Produce ``letter`` (or its stand-in when the producer refuses it as too large)."""
         report = _Report(letter)
-        too_big = self._too_big(
-            self._dead_letters, letter.key, letter.value, letter.kafka_headers()
-        )
+        too_big = self.too_big(self._dead_letters, letter.key, letter.value, letter.kafka_headers())
         if too_big is not None:
             letter = report.letter = stripped_dead_letter(letter, self._dead_letters, too_big)
         try:
-            self._produce_letter(letter, report)
+            self.produce_letter(letter, report)
         except RecordTooLargeError as error:
             report.letter = stripped_dead_letter(letter, self._dead_letters, error.reason)
-            self._produce_letter(report.letter, report)
+            self.produce_letter(report.letter, report)
         return report
 
-    def _too_big(
+    def too_big(
         self,
         topic: str,
         key: bytes | None,
@@ -226,7 +224,9 @@ class BatchWriter:
         size, limit = framed_size(key, value, listed), self._limits.limit(topic)
         return f"about {size} bytes, over the max.message.bytes {limit} of {topic!r}"
 
-    def _produce_letter(self, letter: DeadLetter, report: _Report) -> None:
+    def produce_letter(self, letter: DeadLetter, report: DeliveryCallback) -> None:
+        """Produce ``letter`` as it is (waiting for queue room); ``RecordTooLargeError`` when
+        the producer refuses it for size."""
         headers: list[tuple[str, str | bytes | None]] = [*letter.kafka_headers()]
         while True:
             try:
@@ -285,7 +285,7 @@ class BatchWriter:
         for output in again:
             report = _Report()
             try:
-                self._send_output(output, report)
+                self.send_output(output, report)
             except RecordTooLargeError as error:
                 alone.append((output, error.reason))
                 continue
@@ -321,12 +321,12 @@ class BatchWriter:
             assert report.letter is not None
             why = report.error.reason
             report.error = None
-            self._produce_letter(report.letter, report)  # alone now
+            self.produce_letter(report.letter, report)  # alone now
             self._flush([])
             if _too_large(report.error):
                 report.letter = stripped_dead_letter(report.letter, self._dead_letters, why)
                 report.error = None
-                self._produce_letter(report.letter, report)
+                self.produce_letter(report.letter, report)
                 self._flush([])
             if report.error is not None:
                 raise SplitstateError(
@@ -342,7 +342,7 @@ class BatchWriter:
             log.warning(message)
 
 
-def _refuse_in_transaction(failed: list[DeliveryError], reports: list[_Report]) -> None:
+def refuse_in_transaction(failed: list[DeliveryError], reports: list[_Report]) -> None:
     """Inside a transaction: stop on a record the broker refused for size (it cannot be sent
     again apart from the transaction it failed), retry the batch on any other failure."""
     errors = [*failed, *(r.error for r in reports if r.error is not None)]

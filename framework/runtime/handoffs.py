@@ -12,12 +12,12 @@ coordinator answers from the control log and never reaches into the loop:
 - ``catch_up()``: as a receiver, one step of its catch-up (``CatchUp``, optionally after a
   Spark bootstrap): CAUGHT_UP when T1 - T2 is small, COMPLETE once finished to F after
   RELEASE (the partitions are then its own: ``owned`` says so);
-- ``forget_step()``/``forget_all()``: delete moved keys' state in bounded steps;
+- ``forgetting``, ``forget_step()``/``forget_all()``: delete moved keys' state in steps;
 - ``report_stop(error)``: a receiver that stops says why in the control log.
 
-A catch-up that cannot go on stops (the processor's own partitions keep flowing) and says
-why in the control log. Every event the coordinator writes is written once per run, but a
-RELEASE the log refused (its receiver had stopped first) may be written again later.
+A catch-up that cannot go on stops (the processor's own partitions keep flowing) and says why
+in the control log. Every event the coordinator writes is written once per run, but a RELEASE
+the log refused (its receiver had stopped first) may be written again later.
 """
 
 from __future__ import annotations
@@ -323,18 +323,17 @@ class HandoffCoordinator:
         else:
             commit_offsets(self._transactions, self._consumer, release.offsets, self.processor)
         self._send(release.generation, release.handoff, HandoffEvent.RELEASE, release.offsets)
-        log.info(
-            "processor %d released %s to processor %d at %s",
-            self.processor,
-            sorted(release.partitions),
-            release.handoff.target,
-            release.offsets,
-        )
+        what = f"{sorted(release.partitions)} to processor {release.handoff.target}"
+        log.info("processor %d released %s at %s", self.processor, what, release.offsets)
+
+    @property
+    def forgetting(self) -> bool:
+        """Whether keys given away are still to be forgotten (``forget_step``)."""
+        return self._moved.pending
 
     def forget_step(self) -> None:
-        """One bounded step of deleting the state of keys given away (if any is pending)."""
-        if self._moved.pending:
-            self._moved.step()
+        """One bounded step of deleting the state of keys given away."""
+        self._moved.step()
 
     def forget_all(self) -> None:
         """Delete the rest of the keys given away (before the processor stops for good)."""

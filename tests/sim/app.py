@@ -69,11 +69,12 @@ def make_app(
     outputs: bool = True,
     snapshots: bool = False,
     exactly_once: bool = False,
+    in_flight: int = 1,
 ) -> App:
     """The fold app over ``partitions`` input partitions (``outputs``: with an output topic;
     without one the function returns nothing; ``snapshots``: processors take snapshots, join
     by them and restore a lost directory from them, else they replay; ``exactly_once``: outputs
-    in a transaction per batch)."""
+    in a transaction per batch; ``in_flight``: batches processed ahead of their commit)."""
     config = AppConfig(
         app_id="sim",
         kafka=KafkaConfig(bootstrap_servers="simulated:9092"),
@@ -92,7 +93,7 @@ def make_app(
         initial_processors=initial_processors,
         processors=initial_processors,
         state_dir=state_dir,
-        batch=BatchConfig(max_records=max_records, max_wait_ms=20),
+        batch=BatchConfig(max_records=max_records, max_wait_ms=20, in_flight=in_flight),
         scaling=ScalingConfig(ready_lag=ready_lag, catchup_batch=max(1, max_records)),
         bootstrap="snapshot" if snapshots else "replay",
         processing_guarantee="exactly-once" if exactly_once else "at-least-once",

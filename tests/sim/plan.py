@@ -73,6 +73,8 @@ class Plan:
     snapshots: bool = False
     #: whether outputs are exactly-once (a transaction per batch; no output may repeat)
     exactly_once: bool = False
+    #: batches processed ahead of their commit (``batch.in_flight``; 1: none)
+    in_flight: int = 1
     #: steps of the chaos phase (then faults stop and the world must settle)
     chaos_steps: int = 4000
     #: kills the shrinker allows at most (None: as the rates say)
@@ -98,7 +100,7 @@ class Plan:
             f"{self.max_queued}, {'a rival operator, ' if self.rival else ''}"
             f"{'snapshots, ' if self.snapshots else ''}"
             f"{'exactly-once outputs, ' if self.exactly_once else ''}"
-            f"chaos for {self.chaos_steps} steps",
+            f"{self.in_flight} batches in flight, chaos for {self.chaos_steps} steps",
         ]
         lines += [f"  {i + 1}. {op}" for i, op in enumerate(self.operations)]
         return "\n".join(lines)
@@ -133,6 +135,7 @@ class Plan:
             replace(self, rocksdb=False),
             replace(self, snapshots=False),
             replace(self, exactly_once=False),
+            replace(self, in_flight=1),
             replace(self, producers=max(1, self.producers - 1)),
             replace(self, keys=max(1, self.keys // 2)),
             replace(self, records=max(4, self.records // 2)),
@@ -183,7 +186,8 @@ def draw_plan(seed: int) -> Plan:
     plan = replace(plan, max_queued=rng.choice([100_000, 100_000, 1, 3]))
     plan = replace(plan, rival=bool(plan.operations) and rng.random() < 0.2)
     plan = replace(plan, snapshots=rng.random() < 0.5)
-    return replace(plan, exactly_once=rng.random() < 0.3)
+    plan = replace(plan, exactly_once=rng.random() < 0.3)
+    return replace(plan, in_flight=rng.choice([1, 2, 4]))
 
 
 def rival_operations(plan: Plan) -> tuple[Operation, ...]:

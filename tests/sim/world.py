@@ -109,6 +109,7 @@ class World:
             outputs=plan.outputs,
             snapshots=plan.snapshots,
             exactly_once=plan.exactly_once,
+            in_flight=plan.in_flight,
         )
         self.events = Events()
         #: the chance of a kill right after a handoff record (0 once the chaos phase ends)

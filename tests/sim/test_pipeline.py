@@ -1,0 +1,171 @@
+"""Pipelined batches (``batch.in_flight``) on the in-memory Kafka: a batch commits only once
+Kafka answered for its outputs (or its transaction committed), a crash with batches in flight
+loses only those, a transaction shared by several batches that aborts has them all read
+again, and a broker's size refusal has the batches read again one waiting batch at a time.
+The real broker runs the same code in the integration tests (``in_flight`` is 4 by default)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from unittest import mock
+
+import orjson
+import pytest
+
+from framework import App
+from framework.coordination.registry import TopicRegistry
+from framework.errors import SplitstateError
+from framework.kafka import TopicSpec, TransactionAbortableError
+from framework.runtime.loop import ProcessorRuntime, RuntimeStats
+from statestore import ProcessorDatabase, processor_path
+from tests.clocks import ManualClock
+from tests.sim.app import INPUT, OUTPUT, make_app
+from tests.sim.broker import Broker
+from tests.sim.kafka import MemoryKafka
+from tests.sim.producer import MemoryProducer
+from tests.sim.transactions import MemoryTransactionalProducer
+
+RECORDS = 40
+
+
+def _world(tmp_path: Path, *, exactly_once: bool) -> tuple[MemoryKafka, App]:
+    """``RECORDS`` records of one key in input partition 0, the fold app with 4 batches of 5
+    records in flight."""
+    kafka = MemoryKafka(Broker(random.Random(3)), ManualClock())
+    kafka.create_topics([TopicSpec(INPUT, 2), TopicSpec(OUTPUT, 2)])
+    registry = TopicRegistry(kafka)
+    registry.ensure_topic()
+    registry.register(INPUT, 2)
+    registry.register(OUTPUT, 2)
+    for seq in range(1, RECORDS + 1):
+        record = {"key": b"k", "value": f"p:{seq}".encode(), "headers": ()}
+        kafka.broker.append((INPUT, 0), {**record, "timestamp_ms": 0, "origin": "p"})
+    app = make_app(
+        tmp_path,
+        partitions=2,
+        initial_processors=1,
+        max_records=5,
+        lease_ms=2000,
+        ready_lag=0,
+        exactly_once=exactly_once,
+        in_flight=4,
+    )
+    return kafka, app
+
+
+class _AllDone:
+    """``until`` for a run: every record processed; fails a run that never gets there."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def __call__(self, stats: RuntimeStats) -> bool:
+        self.steps += 1
+        assert self.steps < 5_000, f"only {stats.records} of {RECORDS} records processed"
+        return stats.records >= RECORDS
+
+
+def _state(app: App) -> tuple[dict[tuple[str, int], int], object]:
+    """The committed input offsets and the key's fold, as written to disk."""
+    path = processor_path(app.config.app_state_dir, 0)
+    database = ProcessorDatabase.open_read_only(path)
+    try:
+        return database.offsets(), database.get("folds", b"k")
+    finally:
+        database.close()
+
+
+def _output_seqs(kafka: MemoryKafka) -> list[int]:
+    records = [*kafka.broker.records(OUTPUT, 0), *kafka.broker.records(OUTPUT, 1)]
+    return [orjson.loads(r.value or b"")[1] for r in records]
+
+
+def test_a_crash_with_batches_in_flight_loses_only_the_unacknowledged_ones(
+    tmp_path: Path,
+) -> None:
+    """Kafka never answers the first run's outputs: its batches stay in flight, none commits,
+    and the run ends for want of acknowledgements. The restart processes every record again
+    from the state's offsets: exact state, each output at least once and in order."""
+    kafka, app = _world(tmp_path, exactly_once=False)
+    with (
+        mock.patch.object(MemoryProducer, "_serve", return_value=0),
+        pytest.raises(SplitstateError, match="unacknowledged"),
+    ):
+        ProcessorRuntime(app, 0, kafka=kafka).run(until=_AllDone())
+    offsets, fold = _state(app)
+    assert offsets.get((INPUT, 0), 0) == 0  # nothing committed: no batch was answered for
+    assert fold is None
+    first_run = _output_seqs(kafka)
+    assert first_run == list(range(1, 21))  # 4 batches of 5 were in flight
+    stats = ProcessorRuntime(app, 0, kafka=kafka).run(until=_AllDone())
+    assert stats.records == RECORDS
+    offsets, fold = _state(app)
+    assert offsets[(INPUT, 0)] == RECORDS
+    assert fold == {"n": RECORDS, "last": {"p": RECORDS}, "bad": 0}
+    assert _output_seqs(kafka)[len(first_run) :] == list(range(1, RECORDS + 1))
+
+
+def test_batches_share_a_transaction_and_an_abort_reads_all_of_them_again(
+    tmp_path: Path,
+) -> None:
+    """Under exactly-once the batches in flight go into one transaction (fewer commits than
+    batches); a commit that fails aborts it, drops every batch in it, and reads them again:
+    each output exactly once, and the state exact."""
+    kafka, app = _world(tmp_path, exactly_once=True)
+    commit = MemoryTransactionalProducer.commit
+    calls: list[int] = []
+
+    def fails_once(self: MemoryTransactionalProducer, timeout: float) -> None:
+        calls.append(len(self._records))
+        if len(calls) == 1:
+            raise TransactionAbortableError("committing a transaction failed: not now")
+        commit(self, timeout)
+
+    with mock.patch.object(MemoryTransactionalProducer, "commit", fails_once):
+        stats = ProcessorRuntime(app, 0, kafka=kafka).run(until=_AllDone())
+    assert stats.records == RECORDS
+    assert calls[0] == 20  # the aborted transaction held 4 batches of 5 outputs
+    assert len(calls) < 1 + RECORDS // 5  # batches shared transactions
+    assert _output_seqs(kafka) == list(range(1, RECORDS + 1))
+    offsets, fold = _state(app)
+    assert offsets[(INPUT, 0)] == RECORDS
+    assert fold == {"n": RECORDS, "last": {"p": RECORDS}, "bad": 0}
+
+
+def test_a_size_refusal_in_flight_reads_the_batches_again_one_waiting_batch_at_a_time(
+    tmp_path: Path,
+) -> None:
+    """The broker refuses one output for its size (the topic's limit is lower than the
+    producer's): the batches in flight are dropped and read again; the refused output becomes
+    a dead letter and every other output is written, the state exact."""
+    kafka, app = _world(tmp_path, exactly_once=False)
+    refuse = {b'["p",7,'}  # the output of record 7 is refused once it reaches the broker
+    write = MemoryProducer._write
+
+    def refusing(self: MemoryProducer, item: object) -> object:
+        record = item.record  # type: ignore[attr-defined]
+        if record["value"] and record["value"][:7] in refuse:
+            kafka.broker.topic(OUTPUT).configs["max.message.bytes"] = "10"
+            try:
+                return write(self, item)  # type: ignore[arg-type]
+            finally:
+                del kafka.broker.topic(OUTPUT).configs["max.message.bytes"]
+        return write(self, item)  # type: ignore[arg-type]
+
+    with mock.patch.object(MemoryProducer, "_write", refusing):
+        stats = ProcessorRuntime(app, 0, kafka=kafka).run(until=_AllDone())
+    assert stats.dead_letters == 1
+    seqs = _output_seqs(kafka)
+    assert 7 not in seqs
+    assert sorted(set(seqs)) == [s for s in range(1, RECORDS + 1) if s != 7]
+    topic = app.config.dead_letters
+    letters = [
+        r
+        for p in range(kafka.broker.partition_count(topic))
+        for r in kafka.broker.records(topic, p)
+    ]
+    assert [r.value for r in letters] == [b"p:7"]
+    offsets, fold = _state(app)
+    assert offsets[(INPUT, 0)] == RECORDS
+    assert fold == {"n": RECORDS, "last": {"p": RECORDS}, "bad": 0}

@@ -177,14 +177,17 @@ class RecordProcessor:
         message: InputMessage,
         *,
         restore: bool = False,
+        where: tuple[str, int, int] | None = None,
     ) -> tuple[list[EncodedOutput], DeadLetter | None]:
-        """Process one record (where ``message`` says it is); returns its outputs, or the
-        dead letter it became.
+        """Process one record (where ``message`` says it is, or ``where``: its topic,
+        partition and offset when the caller read them already); returns its outputs, or
+        the dead letter it became.
 
         With ``restore`` the record only rebuilds state: no outputs and no dead letter are
         returned (they were written when the record was first processed).
         """
-        where = _where(message)
+        if where is None:
+            where = _where(message)
         topic, partition, offset = where
         key, raw = message.key(), message.value()
         route = self._routes.get(topic)

@@ -46,6 +46,9 @@ class BatchStatus(StrEnum):
     ABORTED = "ABORTED"
 
 
+_OPEN = BatchStatus.OPEN  # a module constant: reading an enum member is slower
+
+
 class StoreBatch(Generic[V]):
     """One named store as seen through a batch: get/set/delete by key."""
 
@@ -70,8 +73,8 @@ class StoreBatch(Generic[V]):
         self._read = backend.reader(name)
         self._stored_key = layout.stored
         self._known = layout.memo  # stored keys the layout computed already
-        self._decode = codec.decode
         plain = type(codec) is JsonCodec
+        self._decode = _loads if plain else codec.decode
         self._encode = _dumps if plain else codec.encode
         self._check = None if plain else codec.check
         # values a JSON store holds as they are: immutable, and equal to their decoded JSON
@@ -81,7 +84,7 @@ class StoreBatch(Generic[V]):
 
     def get(self, key: bytes, default: Any = None) -> Any:
         """A new copy of the value of ``key`` (this batch's write if any), or ``default``."""
-        if self._batch.status is not BatchStatus.OPEN:
+        if self._batch.status is not _OPEN:
             self._batch.check_open()
         held = self._pending.get(key, _MISSING)
         if held is _MISSING:
@@ -97,7 +100,7 @@ class StoreBatch(Generic[V]):
         Raises ``ValidationError`` (typed stores) or ``TypeError`` when ``value`` cannot be
         stored; the batch is then unchanged.
         """
-        if self._batch.status is not BatchStatus.OPEN:
+        if self._batch.status is not _OPEN:
             self._batch.check_open()
         kind = type(value)
         try:

@@ -47,8 +47,8 @@ class CachedBackend:
         self.inner = inner
         self.max_entries = max_entries
         self._values: dict[str, dict[bytes, bytes | None]] = {}
-        #: (store, key) -> the newest staged batch that wrote it (never evicted)
-        self._pinned: dict[tuple[str, bytes], int] = {}
+        #: store -> key -> the newest staged batch that wrote it (never evicted)
+        self._pinned: dict[str, dict[bytes, int]] = {}
         self._staged: deque[int] = deque()
         self._next_token = 0
 
@@ -64,35 +64,35 @@ class CachedBackend:
         returns the token to write them with (``commit_staged``), oldest first."""
         token = self._next_token
         self._next_token += 1
-        pinned = self._pinned
         for store, items in changes.items():
             if store == META_STORE:
                 continue
             values = self._store_values(store)
+            pinned = self._pinned.setdefault(store, {})
             for key, value in items:
-                values.pop(key, None)  # newest at the end of the eviction order
                 values[key] = value
-                pinned[(store, key)] = token
+                pinned[key] = token
         self._staged.append(token)
         return token
 
-    def commit_staged(self, token: int, changes: Changes) -> None:
+    def commit_staged(self, token: int, changes: StagedChanges) -> None:
         """Write the staged batch ``token`` (the oldest) with ``changes`` (everything it
-        writes, metadata included): one atomic write."""
+        writes, metadata included, as staged): one atomic write."""
         if not self._staged or self._staged[0] != token:
             raise StateStoreError(
                 f"staged batch {token} written out of order (oldest staged: "
                 f"{self._staged[0] if self._staged else None}); staged batches commit in order"
             )
-        lists = {store: list(items) for store, items in changes.items()}
-        self.inner.write(lists)
+        self.inner.write(changes)
         self._staged.popleft()
-        pinned = self._pinned
-        for store, items in lists.items():
-            for key, _value in items:
-                if pinned.get((store, key)) == token:
-                    del pinned[(store, key)]
-        for store in lists:
+        if not self._staged:
+            self._pinned.clear()  # no batch is staged any more
+        for store, items in changes.items():
+            pinned = self._pinned.get(store)
+            if pinned:
+                for key, _value in items:
+                    if pinned.get(key) == token:
+                        del pinned[key]
             if store != META_STORE:
                 self._evict(store, self._store_values(store))
 
@@ -198,8 +198,8 @@ class CachedBackend:
         """Drop the oldest quarter of the entries when over the limit (not staged ones)."""
         if len(values) <= self.max_entries:
             return
-        pinned = self._pinned
+        pinned = self._pinned.get(store) or {}
         doomed = list(islice(values, len(values) - self.max_entries * 3 // 4))
         for key in doomed:
-            if (store, key) not in pinned:
+            if key not in pinned:
                 del values[key]

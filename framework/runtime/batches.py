@@ -77,8 +77,8 @@ class BatchRunner:
     ``reading`` says which partitions the processor reads (and rebuilds without output);
     ``owned_now`` what the control log says it owns now (see ``HandoffCoordinator.owned``);
     ``clock`` is the run's. With ``transactions`` (the same producer, transactional) each
-    batch is one transaction that also commits ``consumer``'s group offsets (``limits``: the
-    output topics' record limits, measured before producing); ``fault`` is
+    batch is one transaction that also commits ``consumer``'s group offsets; ``limits``: the
+    output topics' record limits, measured before producing; ``fault`` is
     called with ``batch:transaction-committed`` between its commit and the state's (crash
     tests kill the process there).
     """
@@ -114,7 +114,8 @@ class BatchRunner:
             config.dead_letters,
             stopping,
             clock,
-            limits=(limits or RecordLimits({})) if transactions is not None else None,
+            limits=limits or RecordLimits({}),
+            transactional=transactions is not None,
         )
         if transactions is not None and consumer is None:
             raise ValueError("a transactional batch runner needs the group's consumer")
@@ -248,7 +249,8 @@ class BatchRunner:
             elif careful and guard.crashes(topic, partition, offset) >= guard.limit:
                 dead_letter = self._skip(batch, message, restore)
             else:
-                produced, dead_letter = process(batch, message, restore=restore)
+                where = (topic, partition, offset)
+                produced, dead_letter = process(batch, message, restore=restore, where=where)
                 outputs.extend(produced)
             if dead_letter is not None:
                 dead.append(dead_letter)

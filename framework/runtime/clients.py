@@ -46,21 +46,24 @@ class RunClients:
         batch_bytes: int | None = None,
     ) -> RunClients:
         """The consumer of ``group_id`` (no automatic commits: offsets commit with the state)
-        and a producer whose deliveries time out within the outputs' lease; with
-        ``transactional`` (an id), a transactional one (``batch_bytes``: its ``batch.size``)."""
+        and a producer whose deliveries time out within the outputs' lease (``batch_bytes``:
+        its ``batch.size``); with ``transactional`` (an id), a transactional one."""
         # every partition is read from an explicit offset; one Kafka no longer holds (records
         # deleted by retention before they were read) raises instead of being skipped
         consumer = kafka.consumer(group_id, reset="error", store_offsets=False)
+        settings = None if batch_bytes is None else {"batch.size": batch_bytes}
         try:
             if transactional is None:
-                producer = kafka.producer(linger_ms=5, delivery_timeout_ms=delivery_timeout_ms)
+                producer = kafka.producer(
+                    linger_ms=5, delivery_timeout_ms=delivery_timeout_ms, settings=settings
+                )
                 return cls(consumer, producer)
             try:
                 transactions = kafka.transactional_producer(
                     transactional,
                     linger_ms=5,
                     delivery_timeout_ms=delivery_timeout_ms,
-                    settings=None if batch_bytes is None else {"batch.size": batch_bytes},
+                    settings=settings,
                 )
             except KafkaIOError as error:
                 raise KafkaIOError(

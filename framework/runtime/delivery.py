@@ -13,18 +13,17 @@ says so). Such a record must not stop the processor (its batch would never commi
 - a dead letter too large is replaced by one without the record's value and headers, that
   names the record's topic, partition and offset, the reason, and that the value was dropped.
 
-The broker refuses a whole producer batch that exceeds the topic's limit, so outputs refused
-for size are sent again one at a time, with every later output of their partition (keeping
-each key's order; at-least-once output allows the repeats): only one refused on its own is
-too large. Placement is computed when a record is handed to the producer, under a fresh
-lease: after waiting for room in the producer's queue it is computed again.
-
-Inside a transaction (exactly-once) a record the broker refuses makes the whole transaction
-fail, so nothing is sent again. Records are measured first against their topic's limit
-(``RecordLimits``): an output that cannot fit becomes a dead letter, a dead letter that cannot
-fit its stand-in, before either is produced. A refusal for size all the same (a topic's limit
-lowered since the run began) stops the processor naming the fix; any other failure raises
-``TransactionAbortableError`` (the batch is processed again).
+Records are measured first against their topic's limit as the run began (``RecordLimits``,
+and the producer's ``batch.size`` is kept below every limit): an output that cannot fit
+becomes a dead letter, a dead letter that cannot fit its stand-in, before either is produced.
+The broker can still refuse for size when a topic's limit was lowered since. Then, under
+at-least-once, outputs refused are sent again one at a time, with every later output of their
+partition (keeping each key's order; at-least-once output allows the repeats): only one
+refused on its own is too large. Inside a transaction (exactly-once) a record the broker
+refuses makes the whole transaction fail, so nothing is sent again: the processor stops
+naming the fix; any other failure raises ``TransactionAbortableError`` (the batch is processed
+again). Placement is computed when a record is handed to the producer, under a fresh lease:
+after waiting for room in the producer's queue it is computed again.
 """
 
 from __future__ import annotations
@@ -60,6 +59,8 @@ _FLUSH_SECONDS = 60.0
 _WARN_EVERY_SECONDS = 10.0
 #: the placement header an output gets, at its longest (for measuring outputs)
 _COUNT_PLACEHOLDER = (COUNT_HEADER, b"9" * 10)
+#: the framed size of a record without headers of its own, but its key and value
+_PLAIN_FRAMING = framed_size(None, None, [_COUNT_PLACEHOLDER])
 
 Where = tuple[str, int, int]
 Source = Callable[[Where | None], InputMessage | None]
@@ -85,7 +86,8 @@ class _Report:
 class BatchWriter:
     """Produces one batch's outputs and dead letters and waits for them (see the module).
 
-    ``clock`` (the run's) spaces out the repeated warnings; ``limits``: given when the records
+    ``clock`` (the run's) spaces out the repeated warnings; ``limits``: each topic's record
+    limit, to measure records against before producing them; ``transactional``: the records
     go into a transaction the caller opened and commits (see the module).
     """
 
@@ -98,10 +100,12 @@ class BatchWriter:
         clock: Clock,
         *,
         limits: RecordLimits | None = None,
+        transactional: bool = False,
     ) -> None:
         self.producer = producer
         self._limits = limits
-        self._transactional = limits is not None
+        self._smallest = 0 if limits is None else limits.smallest()
+        self._transactional = transactional
         self._clock = clock
         self._lease = lease
         self._dead_letters = self.dead_letter_topic = dead_letter_topic
@@ -218,6 +222,8 @@ class BatchWriter:
         """Why a record would not fit ``topic`` (``None``: it fits, or nothing is measured)."""
         if self._limits is None:
             return None
+        if not headers and _PLAIN_FRAMING + len(key or b"") + len(value or b"") <= self._smallest:
+            return None  # the common case, measured without listing headers
         listed = [*(headers or ()), _COUNT_PLACEHOLDER]
         if self._limits.fits(topic, key, value, listed):
             return None

@@ -167,16 +167,16 @@ class ProcessorRuntime:
             outputs = RegistryLease(
                 TopicRegistry(kafka), layout.outputs, clock, read_at=registry_read
             )
-            limits = None
-            if self.config.processing_guarantee == "exactly-once":
-                written = [*(t.topic for t in self.config.outputs), self.config.dead_letters]
-                limits = RecordLimits.read(kafka, written)
+            # outputs too large for their topic are found before they are produced
+            written = [*(t.topic for t in self.config.outputs), self.config.dead_letters]
+            limits = RecordLimits.read(kafka, written)
+            exactly_once = self.config.processing_guarantee == "exactly-once"
             clients = RunClients.open(
                 kafka,
                 self.config.app_id,
                 outputs.delivery_timeout_ms,
-                None if limits is None else transactional_id(self.config.app_id, self.processor_id),
-                batch_bytes=None if limits is None else limits.batch_bytes(),
+                transactional_id(self.config.app_id, self.processor_id) if exactly_once else None,
+                batch_bytes=limits.batch_bytes(),
             )
             opened.callback(clients.consumer.close)
             opened.callback(outputs.close)

@@ -61,6 +61,10 @@ class RecordLimits:
         """Whether the record fits ``topic`` alone in a batch."""
         return framed_size(key, value, headers) <= self.limit(topic)
 
+    def smallest(self) -> int:
+        """A limit no topic is below (also one not read, whose limit is Kafka's default)."""
+        return min([*self._limits.values(), DEFAULT_TOPIC_LIMIT])
+
     def batch_bytes(self) -> int:
         """A producer ``batch.size`` under every topic's limit."""
         smallest = min(self._limits.values(), default=DEFAULT_TOPIC_LIMIT)

@@ -7,6 +7,7 @@ The real broker runs the same code in the integration tests (``in_flight`` is 4 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
@@ -17,6 +18,7 @@ from framework import App
 from framework.coordination.registry import TopicRegistry
 from framework.errors import SplitstateError
 from framework.kafka import TopicSpec, TransactionAbortableError
+from framework.processing import ProcessorStoppedError
 from framework.runtime.loop import ProcessorRuntime, RuntimeStats
 from statestore import ProcessorDatabase, processor_path
 from tests.clocks import ManualClock
@@ -169,3 +171,25 @@ def test_a_size_refusal_in_flight_reads_the_batches_again_one_waiting_batch_at_a
     offsets, fold = _state(app)
     assert offsets[(INPUT, 0)] == RECORDS
     assert fold == {"n": RECORDS, "last": {"p": RECORDS}, "bad": 0}
+
+
+def test_a_stop_on_error_commits_the_batches_before_the_failed_record(tmp_path: Path) -> None:
+    """With ``on_error: stop`` a record that fails stops the processor with the state at the
+    batch before it (as its message says): the batches in flight before it commit first."""
+    kafka, app = _world(tmp_path, exactly_once=False)
+    poisoned = kafka.broker.partition((INPUT, 0)).records
+    poisoned[12] = replace(poisoned[12], value=b"p:13:poison")
+    app.configure(app.config.model_copy(update={"on_error": "stop"}))
+    poll = MemoryProducer.poll
+
+    def slow_acks(self: MemoryProducer, timeout: float = 0.0) -> int:
+        return poll(self, timeout) if timeout > 0 else 0  # no answer without waiting
+
+    with (
+        mock.patch.object(MemoryProducer, "poll", slow_acks),
+        pytest.raises(ProcessorStoppedError, match="sim-in\\[0\\]@12"),
+    ):
+        ProcessorRuntime(app, 0, kafka=kafka).run(until=_AllDone())
+    offsets, fold = _state(app)
+    assert offsets[(INPUT, 0)] == 10  # batches 1-5 and 6-10 committed; 11-15 holds record 13
+    assert fold == {"n": 10, "last": {"p": 10}, "bad": 0}

@@ -329,7 +329,7 @@ def _read_to_end(
     records: list[tuple[bytes | None, bytes | None]] = []
     deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
-        for message in consumer.consume(1000, 0.5):
+        for message in consumer.consume_ready(1000, 0.5):
             records.append((message.key(), message.value()))
             offset = message.offset()
             if offset is not None and offset + 1 >= end:

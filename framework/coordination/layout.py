@@ -75,6 +75,7 @@ def prepare_app(
     """
     app.check()
     config = app.config
+    kafka.prepare_appends()  # a first start appends to the registry and the control log
     names = [t.topic for t in config.inputs] + [t.topic for t in config.outputs]
     counts = kafka.partition_counts(names)
     missing = [name for name in names if name not in counts]

@@ -82,9 +82,13 @@ class ControlLog:
         self._kafka = kafka
         self.topic = topic
 
+    def topic_spec(self) -> TopicSpec:
+        """The control log topic: one partition, compacted, never deleting records."""
+        return TopicSpec(self.topic, 1, config=COMPACTED)
+
     def ensure_topic(self) -> None:
         """Create the control log topic when missing (compacted, never deleting records)."""
-        self._kafka.create_topics([TopicSpec(self.topic, 1, config=COMPACTED)])
+        self._kafka.create_topics([self.topic_spec()])
 
     def read(self) -> ControlState:
         """Apply every record, in order."""

@@ -34,7 +34,14 @@ from typing import Any
 import orjson
 
 from framework.coordination.control_guard import remember
-from framework.kafka import COMPACTED, Kafka, KafkaIOError, TopicSpec, UnknownPartitionError
+from framework.kafka import (
+    COMPACTED,
+    Kafka,
+    KafkaIOError,
+    Message,
+    TopicSpec,
+    UnknownPartitionError,
+)
 from rebalance.control import ControlState
 from statestore import ProcessorDatabase
 
@@ -75,9 +82,13 @@ class ControlLog:
         self._kafka = kafka
         self.topic = topic
 
+    def topic_spec(self) -> TopicSpec:
+        """The control log topic: one partition, compacted, never deleting records."""
+        return TopicSpec(self.topic, 1, config=COMPACTED)
+
     def ensure_topic(self) -> None:
         """Create the control log topic when missing (compacted, never deleting records)."""
-        self._kafka.create_topics([TopicSpec(self.topic, 1, config=COMPACTED)])
+        self._kafka.create_topics([self.topic_spec()])
 
     def read(self) -> ControlState:
         """Apply every record, in order."""
@@ -157,16 +168,22 @@ class ControlWatcher:
             messages = self._consumer.consume(500, timeout)
             if not messages:
                 return changed
-            for message in messages:
-                value = message.value()
-                if value is None:
-                    continue
-                before = self.state
-                self.state = _apply(before, value, self.topic)
-                changed = changed or self.state != before
-            if changed:
-                self._remember()
+            changed = self._apply_all(messages) or changed
             timeout = 0.0
+
+    def _apply_all(self, messages: list[Message]) -> bool:
+        """Apply ``messages`` in order; returns whether the state changed."""
+        changed = False
+        for message in messages:
+            value = message.value()
+            if value is None:
+                continue
+            before = self.state
+            self.state = _apply(before, value, self.topic)
+            changed = changed or self.state != before
+        if changed:
+            self._remember()
+        return changed
 
     def catch_up(self, end_offset: int, timeout: float = 30.0) -> None:
         """Poll until every record before ``end_offset`` was applied.
@@ -176,7 +193,6 @@ class ControlWatcher:
         """
         deadline = self._clock.monotonic() + timeout
         while True:
-            self.poll(0.2)
             position = self.position()
             if position >= end_offset:
                 return
@@ -187,6 +203,9 @@ class ControlWatcher:
                     "acts only on the whole log. Fix: make Kafka reachable (check "
                     "kafka.bootstrap_servers and the broker), then start the processor again."
                 )
+            # asks for exactly the records missing, so the consume returns once they are
+            # there instead of waiting out its timeout for a fuller batch
+            self._apply_all(self._consumer.consume(min(500, end_offset - position), 0.2))
 
     def end_offset(self) -> int:
         """The control log's current end."""

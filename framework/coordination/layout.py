@@ -22,7 +22,7 @@ from framework.coordination.control_guard import ControlLogLostError, check_hist
 from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
 from framework.kafka import Kafka, TopicSpec, check_retention
-from rebalance import bucket, check_layout
+from rebalance import TopicHistory, bucket, check_layout
 from rebalance.control import AppDefinition, ControlState, Generation
 
 __all__ = ["AppLayout", "prepare_app"]
@@ -75,6 +75,7 @@ def prepare_app(
     """
     app.check()
     config = app.config
+    kafka.prepare_appends()  # a first start appends to the registry and the control log
     names = [t.topic for t in config.inputs] + [t.topic for t in config.outputs]
     counts = kafka.partition_counts(names)
     missing = [name for name in names if name not in counts]
@@ -83,25 +84,30 @@ def prepare_app(
             f"topics {missing} do not exist. Fix: `splitstate topics create "
             f"MODULE:APP` creates the app's topics with the configured partition counts."
         )
-    kafka.create_topics([TopicSpec(config.dead_letters, 1)])
-
     registry = TopicRegistry(kafka)
-    registry.ensure_topic()
     control_log = ControlLog(kafka, config.control_topic)
-    control_log.ensure_topic()
+    # the dead letters, the registry and the control log, created together where missing
+    kafka.create_topics(
+        [TopicSpec(config.dead_letters, 1), registry.topic_spec(), control_log.topic_spec()]
+    )
     check_retention(kafka, [REGISTRY_TOPIC, config.control_topic])
     known = registry.read()
-    entries: dict[str, TopicEntry] = {}
     topics = {t.topic: t for t in [*config.inputs, *config.outputs]}
-    for name in names:
-        topic = topics[name]
-        entry = known.get(name) or registry.register(
-            name,
-            counts[name],
+    new = [
+        TopicEntry(
+            TopicHistory.of(name, [counts[name]]),
             config.key_hash,
-            topic.producer_lease_ms,
-            topic.producer_delivery_timeout_ms,
+            topics[name].producer_lease_ms,
+            topics[name].producer_delivery_timeout_ms,
         )
+        for name in dict.fromkeys(names)
+        if name not in known
+    ]
+    if new:  # registered in one append (the registry is read again just before it)
+        known = {**known, **registry.register_all(new)}
+    entries: dict[str, TopicEntry] = {}
+    for name in names:
+        entry = known[name]
         if entry.key_hash != config.key_hash:
             raise ConfigError(
                 f"topic {name!r} is registered with key hash {entry.key_hash!r} but the config "

@@ -16,7 +16,7 @@ old count can still land, and the growth's markers can fence the parents.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,9 +157,14 @@ class TopicRegistry:
     def __init__(self, kafka: Kafka) -> None:
         self._kafka = kafka
 
+    @staticmethod
+    def topic_spec() -> TopicSpec:
+        """The registry topic: one partition, compacted, never deleting records."""
+        return TopicSpec(REGISTRY_TOPIC, 1, config=COMPACTED)
+
     def ensure_topic(self) -> None:
         """Create the registry topic when missing (compacted, never deleting records)."""
-        self._kafka.create_topics([TopicSpec(REGISTRY_TOPIC, 1, config=COMPACTED)])
+        self._kafka.create_topics([self.topic_spec()])
 
     def read(self) -> dict[str, TopicEntry]:
         """Every registered topic."""
@@ -175,9 +180,14 @@ class TopicRegistry:
 
     def write(self, entry: TopicEntry) -> None:
         """Record ``entry`` (replacing what was known about its topic)."""
-        self._kafka.append(
-            REGISTRY_TOPIC, [(entry.topic.encode(), orjson.dumps(entry.to_record()))]
-        )
+        self.write_all([entry])
+
+    def write_all(self, entries: Sequence[TopicEntry]) -> None:
+        """Record ``entries`` in one append, in order (each replacing what was known)."""
+        if entries:
+            self._kafka.append(
+                REGISTRY_TOPIC, [(e.topic.encode(), orjson.dumps(e.to_record())) for e in entries]
+            )
 
     def register(
         self,
@@ -188,10 +198,14 @@ class TopicRegistry:
         delivery_timeout_ms: int = DEFAULT_DELIVERY_TIMEOUT_MS,
     ) -> TopicEntry:
         """The registered entry of ``topic``, registering it with ``partitions`` if new."""
-        known = self.read().get(topic)
-        if known is not None:
-            return known
         history = TopicHistory.of(topic, [partitions])
         entry = TopicEntry(history, key_hash, lease_ms, delivery_timeout_ms)
-        self.write(entry)
-        return entry
+        return self.register_all([entry])[topic]
+
+    def register_all(self, entries: Sequence[TopicEntry]) -> dict[str, TopicEntry]:
+        """Each topic's registered entry, registering those of ``entries`` whose topic is
+        new: one read of the registry, then one append of the new ones."""
+        known = self.read()
+        found = {e.topic: known.get(e.topic, e) for e in entries}
+        self.write_all([e for e in entries if e.topic not in known])
+        return found

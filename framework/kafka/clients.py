@@ -298,6 +298,16 @@ class Clients(Kafka):
                 f"could not write to {topic!r}: {failures[:3] or f'{remaining} records unsent'}"
             )
 
+    def prepare_appends(self) -> None:
+        """Make the producer of ``append`` now: an idempotent producer asked to produce right
+        after it was made can miss the broker while it swaps its bootstrap connection for the
+        broker's own, and then waits half a second (librdkafka's retry) for its producer id;
+        made a little ahead, it has the id by the first append."""
+        try:
+            self._shared_producer()
+        except KafkaException as error:
+            raise io_error(error) from None
+
     def _shared_producer(self) -> Producer:
         with self._lock:
             if self._appender is None:
@@ -329,7 +339,7 @@ def _read_to_end(
     records: list[tuple[bytes | None, bytes | None]] = []
     deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
-        for message in consumer.consume(1000, 0.5):
+        for message in consumer.consume_ready(1000, 0.5):
             records.append((message.key(), message.value()))
             offset = message.offset()
             if offset is not None and offset + 1 >= end:

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Iterable, Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Message as ConfluentMessage
 
 from framework.kafka.errors import KafkaIOError, OffsetResetError, UnknownPartitionError
 from framework.kafka.port import KafkaConsumer, Message
@@ -17,6 +18,8 @@ log = logging.getLogger(__name__)
 
 #: How long a request to the broker may take.
 TIMEOUT = 30.0
+#: How long a consumer waits for metadata before its first assignment (see ``_connect``).
+_CONNECT_SECONDS = 5.0
 _UNKNOWN = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
 
 
@@ -56,9 +59,25 @@ class ConfluentConsumer(KafkaConsumer):
         self._strict = strict
         self.ended: set[Position] = set()
         self.failed = False
+        self._connected = False  # whether a request to the broker was answered
+
+    def _connect(self, starts: Mapping[Position, int | None]) -> None:
+        """Before the first assignment, ask for the metadata of one of its topics: a
+        partition assigned while the client has no broker up yet is first fetched half a
+        second later (librdkafka's retry), whereas once a broker is up it is fetched at once.
+        A failure is left to the reads that follow (they report it)."""
+        if self._connected or not starts:
+            return
+        topic = next(iter(starts))[0]
+        try:
+            self._consumer.list_topics(topic, timeout=_CONNECT_SECONDS)
+        except KafkaException:
+            return
+        self._connected = True
 
     def assign(self, starts: Mapping[Position, int | None]) -> None:
         """Read exactly these partitions, each from its offset (``None``: its beginning)."""
+        self._connect(starts)
         try:
             self._consumer.assign(_starts(starts))
         except KafkaException as error:
@@ -66,6 +85,7 @@ class ConfluentConsumer(KafkaConsumer):
 
     def add(self, starts: Mapping[Position, int | None]) -> None:
         """Also read these partitions, each from its offset (``None``: its beginning)."""
+        self._connect(starts)
         try:
             self._consumer.incremental_assign(_starts(starts))
         except KafkaException as error:
@@ -79,11 +99,31 @@ class ConfluentConsumer(KafkaConsumer):
             raise io_error(error) from None
 
     def consume(self, max_records: int, timeout: float) -> list[Message]:
-        """Up to ``max_records`` records (see ``KafkaConsumer.consume``)."""
+        """Up to ``max_records`` records (see ``KafkaConsumer.consume``).
+
+        librdkafka returns when ``max_records`` arrived or ``timeout`` passed, whichever is
+        first: a batch fills for up to ``timeout`` (the loop's ``batch.max_wait_ms``).
+        """
         try:
             messages = self._consumer.consume(num_messages=max_records, timeout=timeout)
         except KafkaException as error:
             raise io_error(error) from None
+        return self._checked(messages)
+
+    def consume_ready(self, max_records: int, timeout: float) -> list[Message]:
+        """Up to ``max_records`` records, returned as soon as any is there (or a partition's
+        end is reached): waits at most ``timeout`` for the first, never for a batch to fill."""
+        try:
+            first = self._consumer.poll(timeout)
+            messages = [] if first is None else [first]
+            if max_records > 1 and first is not None:
+                messages += self._consumer.consume(num_messages=max_records - 1, timeout=0)
+        except KafkaException as error:
+            raise io_error(error) from None
+        return self._checked(messages)
+
+    def _checked(self, messages: list[ConfluentMessage]) -> list[Message]:
+        """The records among ``messages``; error events are noted, logged or raised."""
         records: list[Message] = []
         for message in messages:
             problem = message.error()
@@ -142,6 +182,7 @@ class ConfluentConsumer(KafkaConsumer):
             found = self._consumer.committed(wanted, timeout=TIMEOUT)
         except KafkaException as error:
             raise io_error(error) from None
+        self._connected = True
         return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
 
     def commit(self, offsets: Mapping[Position, int], *, asynchronous: bool = False) -> None:
@@ -166,6 +207,7 @@ class ConfluentConsumer(KafkaConsumer):
             except KafkaException as error:
                 raise io_error(error) from None
             result[(topic, partition)] = OffsetRange(low, high)
+            self._connected = True
         return result
 
     def group_metadata(self) -> object:

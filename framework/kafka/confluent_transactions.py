@@ -21,6 +21,10 @@ class ConfluentTransactionalProducer(ConfluentProducer, TransactionalProducer):
     def __init__(self, producer: Producer, timeout: float = TIMEOUT) -> None:
         super().__init__(producer)
         try:
+            # metadata first: asked for its producer id while it still swaps its bootstrap
+            # connection for the broker's own, a new producer often misses the coordinator
+            # and waits half a second (librdkafka's retry) before asking again
+            producer.list_topics(timeout=timeout)
             producer.init_transactions(timeout)
         except KafkaException as error:
             raise producer_error(error, "initialising transactions") from None

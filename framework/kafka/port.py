@@ -345,6 +345,11 @@ class Kafka(Protocol):
         written (one producer per port serves every append)."""
         ...
 
+    def prepare_appends(self) -> None:
+        """Make the producer of ``append`` now, if it is not made yet, so that it connects
+        while the caller does other work (an append makes it when needed anyway)."""
+        ...
+
     def close(self) -> None:
         """Release what the port holds (its producer for appends)."""
         ...

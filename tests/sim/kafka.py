@@ -258,6 +258,9 @@ class MemoryKafka:
         if after:
             raise KafkaIOError(f"could not write to {topic!r}: timed out (the write landed)")
 
+    def prepare_appends(self) -> None:
+        """Nothing to prepare: appends write to the broker directly."""
+
     def close(self) -> None:
         """Nothing is held."""
 

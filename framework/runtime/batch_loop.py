@@ -4,21 +4,27 @@ Per batch, in this order:
 
 1. poll up to ``batch.max_records`` records from the partitions this processor owns;
 2. run the processor function on each, collecting outputs and dead letters;
-3. produce them and wait until Kafka has them all (``flush``);
-4. commit the state changes and the next input offsets as one RocksDB WriteBatch;
+3. produce them;
+4. once Kafka acknowledged them, commit the state changes and the next input offsets as one
+   RocksDB WriteBatch;
 5. commit those offsets to the app's consumer group (T1).
 
-A crash before 4 replays the batch from the old offsets (state untouched, outputs repeated:
-at-least-once output); after 4 the batch is never applied again: exactly-once state. Under
-``processing_guarantee: exactly-once`` steps 3 and 5 are one Kafka transaction committed before
-4 (``BatchRunner``): a transaction that cannot commit is aborted and its batch read again.
+Up to ``batch.in_flight`` batches are between 3 and 4 at a time (``Pipeline``): the next
+batches are polled and processed, reading the state of the ones before them, while Kafka
+acknowledges. A crash before 4 processes the batch again from the old offsets (state
+untouched, outputs repeated: at-least-once output); after 4 the batch is never applied again:
+exactly-once state. Under ``processing_guarantee: exactly-once`` the batches in flight share
+one Kafka transaction, holding their outputs and the group's offsets (3 and 5), committed
+before 4: a transaction that cannot commit is aborted and its batches read again. A batch that
+must wait (crash suspects, ``in_flight: 1``) goes through ``BatchRunner.run``, which waits.
 
 Between batches the processor follows the control log (``ControlWatcher``) and asks its
 ``HandoffCoordinator`` what to do in a scale (the catch-up protocol, KIP-287): which
 partitions to read (``Assignment`` makes the consumer read exactly those), which READY
 handoffs to release at this batch boundary (it stops reading them, the coordinator commits F
 and writes RELEASE), and it lets the coordinator step a receiver's catch-up and forget keys
-given away. Exactly one processor emits output for each record.
+given away. Before any of that, the batches in flight are committed (``drain``). Exactly one
+processor emits output for each record.
 """
 
 from __future__ import annotations
@@ -273,7 +279,15 @@ class BatchLoop:
             except ProcessorFencedError:
                 raise
             except ProcessorStoppedError:
-                self.drain()  # the state is at the batch before the failed record
+                try:
+                    self.drain()  # the state is at the batch before the failed record
+                except Exception as error:  # the stop is what to report, not this
+                    log.warning(
+                        "processor %d: the batches before the failed record did not commit "
+                        "(they are processed again at the restart): %s",
+                        self.processor,
+                        error,
+                    )
                 raise
             return
         self.drain()

@@ -11,8 +11,9 @@ batches are processed ahead:
   and dead letters; then its offsets are committed to the group (T1), as without pipelining;
 - under exactly-once the batches in flight share one Kafka transaction, committed when
   ``in_flight`` batches are in it, when the oldest is ``batch.max_wait_ms`` old, when the
-  input is idle, or before any coordination (a scale, a growth, a snapshot commit); the
-  group's offsets go into it, and the batches' RocksDB writes follow its commit.
+  next batch could keep it open for ``TRANSACTION_BUDGET_SECONDS`` (a slow function), when
+  the input is idle, or before any coordination (a scale, a growth, forgetting moved keys);
+  the group's offsets go into it, and the batches' RocksDB writes follow its commit.
 
 A crash loses only batches not committed: their records are read again from the state's
 offsets, exactly as without pipelining. When something fails in flight (a transaction that
@@ -45,6 +46,9 @@ __all__ = ["Pipeline"]
 log = logging.getLogger(__name__)
 
 _ACK_SECONDS = 60.0
+#: how long a transaction may stay open here (a third of librdkafka's smallest
+#: ``transaction.timeout.ms`` splitstate sets: a broker aborts one open for longer)
+TRANSACTION_BUDGET_SECONDS = 20.0
 
 
 @dataclass
@@ -71,6 +75,8 @@ class Pipeline:
         self._clock = clock
         self._flights: deque[_InFlight] = deque()
         self._open = False  # a transaction begun and not committed
+        self._opened = 0.0  # when it began
+        self._last_batch_seconds = 0.0  # how long the last batch's records took
         #: positions whose records up to these offsets are processed one waiting batch at a
         #: time (the broker refused an output of theirs for size)
         self._waiting_until: dict[Position, int] = {}
@@ -99,9 +105,9 @@ class Pipeline:
     def start(self, messages: list[Message]) -> None:
         """Process ``messages`` and send their outputs; the batch commits in ``settle``."""
         runner = self._runner
+        began = self._clock.monotonic()
         batch, result, outputs, dead = runner.prepare(messages)
-        if runner.transactions is not None and (outputs or dead) and not self._open:
-            self._begin()
+        self._last_batch_seconds = self._clock.monotonic() - began
 
         def source(where: tuple[str, int, int] | None) -> Message | None:
             for message in messages:
@@ -110,9 +116,11 @@ class Pipeline:
             return None
 
         try:
+            if runner.transactions is not None and (outputs or dead) and not self._open:
+                self._begin()
             sending = send(runner.writer, outputs, dead, source)
         except BaseException:
-            self._abandon()
+            self._abandon(messages)
             raise
         batch.seal()
         flight = _InFlight(
@@ -126,9 +134,17 @@ class Pipeline:
         if not self._flights:
             return []
         if self._runner.transactions is not None:
-            started = self._flights[0].started
-            due = len(self._flights) >= self.depth or (
-                self._clock.monotonic() - started >= self._max_wait
+            now = self._clock.monotonic()
+            due = (
+                len(self._flights) >= self.depth
+                or now - self._flights[0].started >= self._max_wait
+                # the transaction stays open while the next batch is polled and processed:
+                # commit it now if that could take it near the broker's transaction timeout
+                or (
+                    self._open
+                    and now - self._opened + self._max_wait + 2 * self._last_batch_seconds
+                    >= TRANSACTION_BUDGET_SECONDS
+                )
             )
             return self._commit_transaction() if wait or due else []
         producer = self._runner.writer.producer
@@ -154,15 +170,16 @@ class Pipeline:
             results.extend(self.settle(wait=True))
         return results
 
-    def discard(self) -> None:
+    def discard(self, also: list[Message] | None = None) -> None:
         """Drop every batch in flight: forget their state changes and read their records
-        again from each partition's first one."""
+        (and ``also``: those of a batch not in flight yet) again from each partition's
+        first one."""
         runner = self._runner
         runner.database.backend.discard_staged()
         runner.records.recount(runner.database.progress(UNFENCED_SCOPE))
         starts: dict[Position, int] = {}
-        for flight in self._flights:
-            for message in flight.messages:
+        for messages in [*(f.messages for f in self._flights), also or []]:
+            for message in messages:
                 topic, partition, offset = coordinates(message)
                 position = (topic, partition)
                 starts[position] = min(offset, starts.get(position, offset))
@@ -175,15 +192,16 @@ class Pipeline:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _abandon(self) -> None:
-        """Sending failed: abort the open transaction (``ProcessorFencedError`` when the abort
-        says the producer was fenced) and drop every batch in flight."""
+    def _abandon(self, messages: list[Message]) -> None:
+        """Sending ``messages``' batch failed: abort the open transaction
+        (``ProcessorFencedError`` when the abort says the producer was fenced), drop every
+        batch in flight, and read them and ``messages`` again."""
         try:
             if self._open and self._runner.transactions is not None:
                 self._open = False
                 abort_quietly(self._runner.transactions, self._runner.processor)
         finally:
-            self.discard()
+            self.discard(also=messages)
 
     def _commit(self, flight: _InFlight) -> BatchResult:
         self._runner.commit(flight.batch, flight.result)
@@ -234,6 +252,7 @@ class Pipeline:
         except ProducerFencedError as error:
             raise fenced(self._runner.processor, error) from None
         self._open = True
+        self._opened = self._clock.monotonic()
 
     def _commit_transaction(self) -> list[BatchResult]:
         """Exactly-once: commit the transaction of every batch in flight (outputs, dead

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import orjson
@@ -17,8 +18,11 @@ import pytest
 from framework import App
 from framework.coordination.registry import TopicRegistry
 from framework.errors import SplitstateError
-from framework.kafka import TopicSpec, TransactionAbortableError
-from framework.processing import ProcessorStoppedError
+from framework.growth.lease import RegistryLease
+from framework.kafka import ProducerFencedError, TopicSpec, TransactionAbortableError
+from framework.processing import ProcessorStoppedError, RecordProcessor
+from framework.runtime import sending
+from framework.runtime.delivery import BatchWriter
 from framework.runtime.loop import ProcessorRuntime, RuntimeStats
 from statestore import ProcessorDatabase, processor_path
 from tests.clocks import ManualClock
@@ -193,3 +197,73 @@ def test_a_stop_on_error_commits_the_batches_before_the_failed_record(tmp_path: 
     offsets, fold = _state(app)
     assert offsets[(INPUT, 0)] == 10  # batches 1-5 and 6-10 committed; 11-15 holds record 13
     assert fold == {"n": 10, "last": {"p": 10}, "bad": 0}
+
+
+def test_a_send_that_fails_abortably_reads_its_own_batch_again(tmp_path: Path) -> None:
+    """The producer refuses the first output of a new transaction (nothing else in flight)
+    with an abortable error: the batch being sent is read again too, not only the batches in
+    flight (a review found its records skipped)."""
+    kafka, app = _world(tmp_path, exactly_once=True)
+    real_send = sending.send
+    calls: list[int] = []
+
+    def failing_send(
+        writer: BatchWriter, outputs: list[Any], dead: list[Any], source: Any
+    ) -> sending.Sending:
+        calls.append(len(outputs))
+        if len(calls) == 5:
+            raise TransactionAbortableError("producing failed: transaction in abortable state")
+        return real_send(writer, outputs, dead, source)
+
+    with mock.patch("framework.runtime.pipeline.send", failing_send):
+        ProcessorRuntime(app, 0, kafka=kafka).run(until=_AllDone())
+    offsets, fold = _state(app)
+    assert offsets[(INPUT, 0)] == RECORDS
+    assert fold == {"n": RECORDS, "last": {"p": RECORDS}, "bad": 0}
+    assert _output_seqs(kafka) == list(range(1, RECORDS + 1))
+
+
+#: librdkafka's default transaction.timeout.ms (what framework/kafka/clients.py sets at least)
+TRANSACTION_TIMEOUT = 60.0
+
+
+def test_a_slow_function_does_not_keep_a_transaction_open_past_its_timeout(
+    tmp_path: Path,
+) -> None:
+    """13 s per record, 5 records a batch: a transaction left open while the next batch is
+    processed would outlive transaction.timeout.ms (the broker aborts it, librdkafka says
+    "fenced", the processor restarts into the same, for ever; a review found it). It is
+    committed before the next batch instead."""
+    kafka, app = _world(tmp_path, exactly_once=True)
+    clock = kafka.clock
+    process = RecordProcessor.process
+
+    def slow(self: RecordProcessor, batch: Any, message: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("restore"):
+            clock.sleep(13.0)
+        return process(self, batch, message, **kwargs)
+
+    begin, commit = MemoryTransactionalProducer.begin, MemoryTransactionalProducer.commit
+    opened: dict[int, float] = {}
+    durations: list[float] = []
+
+    def timed_begin(self: MemoryTransactionalProducer) -> None:
+        begin(self)
+        opened[id(self)] = clock.monotonic()
+
+    def timed_commit(self: MemoryTransactionalProducer, timeout: float) -> None:
+        durations.append(clock.monotonic() - opened.pop(id(self)))
+        if durations[-1] > TRANSACTION_TIMEOUT:  # the broker aborted it meanwhile
+            raise ProducerFencedError("committing a transaction failed: PRODUCER_FENCED")
+        commit(self, timeout)
+
+    with (
+        mock.patch.object(RecordProcessor, "process", slow),
+        mock.patch.object(RegistryLease, "fresh", lambda _self: True),
+        mock.patch.object(MemoryTransactionalProducer, "begin", timed_begin),
+        mock.patch.object(MemoryTransactionalProducer, "commit", timed_commit),
+    ):
+        ProcessorRuntime(app, 0, kafka=kafka).run(until=lambda s: s.records >= 10)
+    offsets, _fold = _state(app)
+    assert offsets[(INPUT, 0)] >= 10
+    assert max(durations) < TRANSACTION_TIMEOUT / 2

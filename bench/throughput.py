@@ -33,7 +33,8 @@ seconds from starting the process (interpreter, imports, clients, group join, st
 first record processed; stop seconds from the last record processed to the return (included in
 records/s); peak RSS (ru_maxrss) of that process. Ratios of records/s follow the table.
 
-Run: .venv/bin/python bench/throughput.py [--records N] [--bootstrap HOST:PORT] [--no-quix]
+Run: .venv/bin/python bench/throughput.py [--records N] [--distinct N] [--bootstrap HOST:PORT]
+[--no-quix] (``--distinct 1000000``: the memory of a million keys)
 """
 
 from __future__ import annotations
@@ -131,15 +132,22 @@ def run_child(label: str, command: list[str], timeout: float) -> Row:
 
 
 def run_all(
-    bootstrap: str, records: int, scratch: Path, tag: str, quix: tuple[Path | None, str]
+    bootstrap: str,
+    records: int,
+    scratch: Path,
+    tag: str,
+    quix: tuple[Path | None, str],
+    *,
+    distinct: int = 10_000,
 ) -> list[Row]:
-    """Make the topics, write the input once, run every row one after the other."""
+    """Make the topics, write the input once (``distinct`` words), run every row one after
+    the other."""
     topic = f"bench-words-{tag}"
     outputs = {kind: f"bench-{kind}-out-{tag}" for _, kind in RUN_LIST}
     kafka = Clients({"bootstrap.servers": bootstrap})
     kafka.create_topics([TopicSpec(name, PARTITIONS) for name in [topic, *outputs.values()]])
     start = time.perf_counter()
-    produce_words(bootstrap, topic, records)
+    produce_words(bootstrap, topic, records, distinct=distinct)
     print(f"produced {records:,} records in {time.perf_counter() - start:.1f}s", flush=True)
     timeout = 600 + records / 500
     python, version = quix
@@ -229,6 +237,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--bootstrap", help="use this broker instead of starting one")
     parser.add_argument("--no-quix", action="store_true", help="skip the Quix Streams rows")
+    parser.add_argument(
+        "--distinct", type=int, default=10_000, help="distinct words (keys) in the input"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     quix = (None, "--no-quix") if args.no_quix else quix_python()
@@ -237,7 +248,7 @@ def main() -> None:
     broker = None if args.bootstrap else LocalBroker(scratch / "broker")
     try:
         bootstrap = args.bootstrap or broker.start().bootstrap_servers  # type: ignore[union-attr]
-        rows = run_all(bootstrap, args.records, scratch, tag, quix)
+        rows = run_all(bootstrap, args.records, scratch, tag, quix, distinct=args.distinct)
     finally:
         if broker is not None:
             broker.stop()

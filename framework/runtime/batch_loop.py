@@ -44,6 +44,7 @@ from framework.runtime.assignment import Assignment
 from framework.runtime.batches import BatchResult, BatchRunner, coordinates
 from framework.runtime.clients import RunClients
 from framework.runtime.faults import maybe_crash
+from framework.runtime.gc_tuning import fewer_collections
 from framework.runtime.handoffs import HandoffCoordinator
 from framework.runtime.pipeline import Pipeline
 from framework.runtime.record_limits import RecordLimits
@@ -135,16 +136,21 @@ class BatchLoop:
         self._handoffs.follow(self._reading.layout)
 
     def run(self, until: Callable[[RuntimeStats], bool] | None) -> None:
-        """Loop until stopped, ``until(stats)`` holds, or no work is left; then commit."""
+        """Loop until stopped, ``until(stats)`` holds, or no work is left; then commit.
+
+        Python's cycle collector runs less often meanwhile (``fewer_collections``): records
+        make many short-lived objects that reference counting frees, and frequent collections
+        of the young ones took about a tenth of the loop's time."""
         last_log = self._clock.monotonic()
-        while not self._stopping() and (until is None or not until(self.stats)):
-            if not self.step():
-                break
-            now = self._clock.monotonic()
-            if now - last_log >= _LOG_EVERY_SECONDS:
-                self._log_progress(now)
-                last_log = now
-        self.drain()
+        with fewer_collections():
+            while not self._stopping() and (until is None or not until(self.stats)):
+                if not self.step():
+                    break
+                now = self._clock.monotonic()
+                if now - last_log >= _LOG_EVERY_SECONDS:
+                    self._log_progress(now)
+                    last_log = now
+            self.drain()
         self._commit_final()
 
     def step(self) -> bool:

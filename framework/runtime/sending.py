@@ -61,24 +61,18 @@ def send(
     the input record at an output's origin, for the dead letter of an output too large)."""
     sending = Sending()
     letters = list(dead)
-    for output in outputs:
-        why = writer.too_big(output.topic, output.key, output.value, output.headers)
-        if why is None:
-            sending.pending += 1
-            try:
-                writer.send_output(output, sending)
-                continue
-            except RecordTooLargeError as error:
-                sending.pending -= 1
-                why = error.reason
+    refused = writer.send_outputs(outputs, sending)
+    # counted after: a report served while waiting for queue room has counted itself down
+    sending.pending += len(outputs) - len(refused)
+    for output, reason in refused:
         sending.replaced += 1
-        letters.append(output_dead_letter(output, why, source(output.origin)))
+        letters.append(output_dead_letter(output, reason, source(output.origin)))
         log.warning(
             "an output of %s[%d]@%d to %s is too large for Kafka (%s); the record goes to the "
             "dead-letter topic %s",
             *(output.origin or ("?", -1, -1)),
             output.topic,
-            why,
+            reason,
             writer.dead_letter_topic,
         )
     topic = writer.dead_letter_topic

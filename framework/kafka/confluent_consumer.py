@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 #: How long a request to the broker may take.
 TIMEOUT = 30.0
 #: How long a consumer waits for metadata before its first assignment (see ``_connect``).
-_CONNECT_SECONDS = 5.0
+_CONNECT_SECONDS = 1.0
 _UNKNOWN = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
 
 
@@ -65,15 +65,16 @@ class ConfluentConsumer(KafkaConsumer):
         """Before the first assignment, ask for the metadata of one of its topics: a
         partition assigned while the client has no broker up yet is first fetched half a
         second later (librdkafka's retry), whereas once a broker is up it is fetched at once.
-        A failure is left to the reads that follow (they report it)."""
+        Asked once, briefly: a failure is left to the reads that follow (they report it,
+        within their own deadlines)."""
         if self._connected or not starts:
             return
+        self._connected = True
         topic = next(iter(starts))[0]
         try:
             self._consumer.list_topics(topic, timeout=_CONNECT_SECONDS)
         except KafkaException:
             return
-        self._connected = True
 
     def assign(self, starts: Mapping[Position, int | None]) -> None:
         """Read exactly these partitions, each from its offset (``None``: its beginning)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 
 from confluent_kafka import KafkaException, Producer, TopicPartition
@@ -14,6 +15,10 @@ from rebalance.positions import Position
 __all__ = ["ConfluentTransactionalProducer"]
 
 
+#: how long the metadata request before ``init_transactions`` may take (a warm-up)
+_WARM_UP_SECONDS = 1.0
+
+
 class ConfluentTransactionalProducer(ConfluentProducer, TransactionalProducer):
     """``TransactionalProducer`` over a confluent-kafka ``Producer`` with a
     ``transactional.id``; ``init_transactions`` runs when it is made."""
@@ -24,7 +29,8 @@ class ConfluentTransactionalProducer(ConfluentProducer, TransactionalProducer):
             # metadata first: asked for its producer id while it still swaps its bootstrap
             # connection for the broker's own, a new producer often misses the coordinator
             # and waits half a second (librdkafka's retry) before asking again
-            producer.list_topics(timeout=timeout)
+            with contextlib.suppress(KafkaException):  # a warm-up: init reports the errors
+                producer.list_topics(timeout=_WARM_UP_SECONDS)
             producer.init_transactions(timeout)
         except KafkaException as error:
             raise producer_error(error, "initialising transactions") from None

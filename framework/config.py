@@ -211,6 +211,14 @@ class AppConfig(BaseSettings):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"topics listed twice in inputs/outputs: {duplicates}")
+        reserved = {self.control_topic, "__splitstate_topics"}  # the control log, the registry
+        used = [*names, self.dead_letters]
+        if clash := sorted(reserved & set(used)):
+            raise ValueError(
+                f"topics {clash} are splitstate's own (the app's control log or the topic "
+                "registry) and cannot be an input, an output or the dead-letter topic. Fix: "
+                "name another topic."
+            )
         if self.bootstrap == "snapshot" and not self.snapshots.enabled:
             raise ValueError(
                 "bootstrap: snapshot needs snapshots (snapshots.enabled is false). Fix: enable "

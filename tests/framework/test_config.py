@@ -77,6 +77,17 @@ def test_processors_below_initial_is_refused(tmp_path: Path) -> None:
         AppConfig.load(write(tmp_path, BASE + "processors: 1\n"))
 
 
+@pytest.mark.parametrize("topic", ["__splitstate_topics", "{app}-splitstate-control"])
+def test_splitstates_own_topics_cannot_be_the_dead_letter_topic(tmp_path: Path, topic: str) -> None:
+    """A review found the dead-letter topic could name the registry or the control log (a
+    first start then failed with Kafka's "Duplicate topic name", or made the registry a
+    deleting topic)."""
+    app_id = AppConfig.load(write(tmp_path, BASE)).app_id
+    text = BASE + f"dead_letter_topic: {topic.format(app=app_id)}\n"
+    with pytest.raises(ConfigError, match="are splitstate's own"):
+        AppConfig.load(write(tmp_path, text))
+
+
 def test_unreadable_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         AppConfig.load(tmp_path / "missing.yaml")

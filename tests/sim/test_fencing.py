@@ -14,7 +14,6 @@ import pytest
 
 from framework import App
 from framework.coordination.control_log import ControlLog
-from framework.coordination.registry import TopicRegistry
 from framework.kafka import (
     KafkaIOError,
     ProducerFencedError,
@@ -34,6 +33,7 @@ from tests.rebalance.test_control import scale, started
 from tests.sim.app import INPUT, OUTPUT, make_app
 from tests.sim.broker import Broker
 from tests.sim.kafka import MemoryKafka
+from tests.sim.one_key import one_key_world
 from tests.sim.transactions import MemoryTransactionalProducer
 
 
@@ -122,25 +122,7 @@ def test_a_fenced_receiver_does_not_report_a_stop_that_would_hold_the_scale_back
 
 def _one_processor_exactly_once(tmp_path: Path) -> tuple[MemoryKafka, App]:
     """An input partition holding three records, and the fold app under exactly-once."""
-    kafka = MemoryKafka(Broker(random.Random(1)), ManualClock())
-    kafka.create_topics([TopicSpec(INPUT, 2), TopicSpec(OUTPUT, 2)])
-    registry = TopicRegistry(kafka)
-    registry.ensure_topic()
-    registry.register(INPUT, 2)
-    registry.register(OUTPUT, 2)
-    for seq in range(1, 4):
-        record = {"key": b"k", "value": f"p:{seq}".encode(), "headers": ()}
-        kafka.broker.append((INPUT, 0), {**record, "timestamp_ms": 0, "origin": "p"})
-    app = make_app(
-        tmp_path,
-        partitions=2,
-        initial_processors=1,
-        max_records=5,
-        lease_ms=2000,
-        ready_lag=0,
-        exactly_once=True,
-    )
-    return kafka, app
+    return one_key_world(tmp_path, records=3, seed=1, exactly_once=True)
 
 
 def test_transactions_that_never_commit_end_the_run_after_a_few_tries(tmp_path: Path) -> None:

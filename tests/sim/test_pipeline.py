@@ -6,7 +6,6 @@ The real broker runs the same code in the integration tests (``in_flight`` is 4 
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,19 +15,17 @@ import orjson
 import pytest
 
 from framework import App
-from framework.coordination.registry import TopicRegistry
 from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
-from framework.kafka import ProducerFencedError, TopicSpec, TransactionAbortableError
+from framework.kafka import ProducerFencedError, TransactionAbortableError
 from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime import sending
 from framework.runtime.delivery import BatchWriter
 from framework.runtime.loop import ProcessorRuntime, RuntimeStats
 from statestore import ProcessorDatabase, processor_path
-from tests.clocks import ManualClock
-from tests.sim.app import INPUT, OUTPUT, make_app
-from tests.sim.broker import Broker
+from tests.sim.app import INPUT, OUTPUT
 from tests.sim.kafka import MemoryKafka
+from tests.sim.one_key import one_key_world
 from tests.sim.producer import MemoryProducer
 from tests.sim.transactions import MemoryTransactionalProducer
 
@@ -36,28 +33,8 @@ RECORDS = 40
 
 
 def _world(tmp_path: Path, *, exactly_once: bool) -> tuple[MemoryKafka, App]:
-    """``RECORDS`` records of one key in input partition 0, the fold app with 4 batches of 5
-    records in flight."""
-    kafka = MemoryKafka(Broker(random.Random(3)), ManualClock())
-    kafka.create_topics([TopicSpec(INPUT, 2), TopicSpec(OUTPUT, 2)])
-    registry = TopicRegistry(kafka)
-    registry.ensure_topic()
-    registry.register(INPUT, 2)
-    registry.register(OUTPUT, 2)
-    for seq in range(1, RECORDS + 1):
-        record = {"key": b"k", "value": f"p:{seq}".encode(), "headers": ()}
-        kafka.broker.append((INPUT, 0), {**record, "timestamp_ms": 0, "origin": "p"})
-    app = make_app(
-        tmp_path,
-        partitions=2,
-        initial_processors=1,
-        max_records=5,
-        lease_ms=2000,
-        ready_lag=0,
-        exactly_once=exactly_once,
-        in_flight=4,
-    )
-    return kafka, app
+    """``RECORDS`` records of one key, the fold app with 4 batches of 5 records in flight."""
+    return one_key_world(tmp_path, records=RECORDS, seed=3, exactly_once=exactly_once, in_flight=4)
 
 
 class _AllDone:

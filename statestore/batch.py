@@ -322,6 +322,7 @@ class StateBatch:
         self._sealed = self._changes()
         self._token = self._backend.stage(self._sealed)
         self.status = BatchStatus.SEALED
+        self._stores.clear()  # each refers back to this batch: let reference counting free them
 
     def commit(self) -> None:
         """Write every change and the offsets in one atomic write (a sealed batch: after
@@ -335,6 +336,8 @@ class StateBatch:
             if changes:
                 self._backend.write(changes)
         self.status = BatchStatus.COMMITTED
+        self._stores.clear()  # each refers back to this batch: let reference counting free them
+        self._sealed = {}
         if self._on_commit is not None:
             self._on_commit(self._offsets)
 

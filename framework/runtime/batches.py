@@ -114,7 +114,8 @@ class BatchRunner:
             config.dead_letters,
             stopping,
             clock,
-            limits=limits or RecordLimits({}),
+            # under exactly-once always measured (Kafka's default limit when not read)
+            limits=(limits or RecordLimits({})) if transactions is not None else limits,
             transactional=transactions is not None,
         )
         if transactions is not None and consumer is None:

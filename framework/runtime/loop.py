@@ -106,6 +106,25 @@ class ProcessorRuntime:
             if self._kafka is None:
                 kafka.close()
 
+    def _record_limits(self, kafka: Kafka, exactly_once: bool) -> RecordLimits | None:
+        """The output topics' record limits, to measure outputs against before producing
+        them; under at-least-once ``None`` (nothing measured, a refusal is handled after it)
+        when they cannot be read (e.g. no ``DescribeConfigs`` right)."""
+        written = [*(t.topic for t in self.config.outputs), self.config.dead_letters]
+        try:
+            return RecordLimits.read(kafka, written)
+        except KafkaIOError as error:
+            if exactly_once:
+                raise
+            log.warning(
+                "processor %d: cannot read the output topics' max.message.bytes (%s); outputs "
+                "are not measured before they are produced (one Kafka refuses is sent again "
+                "alone, then becomes a dead letter)",
+                self.processor_id,
+                error,
+            )
+            return None
+
     def _open_state(
         self, layout: AppLayout, state: ControlState, opened: ExitStack, clock: Clock
     ) -> tuple[ProcessorDatabase, SnapshotTaker | None]:
@@ -167,16 +186,14 @@ class ProcessorRuntime:
             outputs = RegistryLease(
                 TopicRegistry(kafka), layout.outputs, clock, read_at=registry_read
             )
-            # outputs too large for their topic are found before they are produced
-            written = [*(t.topic for t in self.config.outputs), self.config.dead_letters]
-            limits = RecordLimits.read(kafka, written)
             exactly_once = self.config.processing_guarantee == "exactly-once"
+            limits = self._record_limits(kafka, exactly_once)
             clients = RunClients.open(
                 kafka,
                 self.config.app_id,
                 outputs.delivery_timeout_ms,
                 transactional_id(self.config.app_id, self.processor_id) if exactly_once else None,
-                batch_bytes=limits.batch_bytes(),
+                batch_bytes=None if limits is None else limits.batch_bytes(),
             )
             opened.callback(clients.consumer.close)
             opened.callback(outputs.close)

@@ -17,7 +17,7 @@ import pytest
 from framework import App
 from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
-from framework.kafka import ProducerFencedError, TransactionAbortableError
+from framework.kafka import KafkaIOError, ProducerFencedError, TransactionAbortableError
 from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime import sending
 from framework.runtime.delivery import BatchWriter
@@ -244,3 +244,30 @@ def test_a_slow_function_does_not_keep_a_transaction_open_past_its_timeout(
     offsets, _fold = _state(app)
     assert offsets[(INPUT, 0)] >= 10
     assert max(durations) < TRANSACTION_TIMEOUT / 2
+
+
+@pytest.mark.parametrize("exactly_once", [False, True])
+def test_output_limits_that_cannot_be_read_stop_only_exactly_once(
+    tmp_path: Path, exactly_once: bool
+) -> None:
+    """Reading the output topics' max.message.bytes needs DescribeConfigs: at-least-once runs
+    without it (nothing measured before producing), exactly-once cannot (a refusal would fail
+    every transaction) and says why."""
+    kafka, app = one_key_world(tmp_path, records=10, seed=4, exactly_once=exactly_once)
+    read = MemoryKafka.topic_configs
+
+    def refused(self: MemoryKafka, topics: list[str]) -> dict[str, dict[str, str | None]]:
+        if OUTPUT in topics:
+            raise KafkaIOError(
+                f"could not read the config of {OUTPUT!r}: TOPIC_AUTHORIZATION_FAILED"
+            )
+        return read(self, topics)
+
+    with mock.patch.object(MemoryKafka, "topic_configs", refused):
+        if exactly_once:
+            with pytest.raises(KafkaIOError, match="TOPIC_AUTHORIZATION_FAILED"):
+                ProcessorRuntime(app, 0, kafka=kafka).run(until=lambda s: s.records >= 10)
+            return
+        stats = ProcessorRuntime(app, 0, kafka=kafka).run(until=lambda s: s.records >= 10)
+    assert stats.records == 10
+    assert _output_seqs(kafka) == list(range(1, 11))

@@ -145,7 +145,8 @@ class KafkaConsumer(Protocol):
         ...
 
     def consume(self, max_records: int, timeout: float) -> list[Message]:
-        """Up to ``max_records`` records, waiting at most ``timeout`` seconds for the first.
+        """Up to ``max_records`` records, waiting at most ``timeout`` seconds (the real
+        consumer waits that long for the batch to fill; the in-memory one returns what it has).
 
         Never returns error events: reaching a partition's end is not reported, a passing
         error is logged, a fatal one raises ``KafkaIOError``, and a position Kafka no longer

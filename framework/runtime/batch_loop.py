@@ -41,7 +41,7 @@ from framework.growth.lease import RegistryLease
 from framework.kafka import KafkaIOError, Message, OffsetResetError, TransactionAbortableError
 from framework.processing import ProcessorFencedError, ProcessorStoppedError, RecordProcessor
 from framework.runtime.assignment import Assignment
-from framework.runtime.batches import BatchResult, BatchRunner, coordinates
+from framework.runtime.batches import BatchResult, BatchRunner, first_offsets
 from framework.runtime.clients import RunClients
 from framework.runtime.faults import maybe_crash
 from framework.runtime.gc_tuning import fewer_collections
@@ -359,11 +359,7 @@ class BatchLoop:
 
     def _rewind(self, messages: list[Message]) -> None:
         """Read an aborted batch's records again: each partition from its first record."""
-        starts: dict[tuple[str, int], int] = {}
-        for message in messages:
-            topic, partition, offset = coordinates(message)
-            starts[(topic, partition)] = min(offset, starts.get((topic, partition), offset))
-        for position, offset in starts.items():
+        for position, offset in first_offsets(messages).items():
             if position in self._reading.owned:
                 self._clients.consumer.seek(position, offset)
 

@@ -15,7 +15,7 @@ the group's offsets ahead of the state, and the restart rebuilds that gap withou
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from framework.clock import Clock
@@ -45,7 +45,7 @@ from rebalance import ancestors, bucket, key_hash
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
 
-__all__ = ["BatchResult", "BatchRunner", "coordinates"]
+__all__ = ["BatchResult", "BatchRunner", "coordinates", "first_offsets"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,15 @@ def coordinates(message: Message) -> Where:
     if topic is None or partition is None or offset is None:
         raise SplitstateError("Kafka delivered a record without topic, partition or offset")
     return topic, partition, offset
+
+
+def first_offsets(messages: Iterable[Message]) -> dict[Position, int]:
+    """Each partition's first offset among ``messages`` (where to read them again from)."""
+    starts: dict[Position, int] = {}
+    for message in messages:
+        topic, partition, offset = coordinates(message)
+        starts[(topic, partition)] = min(offset, starts.get((topic, partition), offset))
+    return starts
 
 
 @dataclass

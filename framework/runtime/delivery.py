@@ -202,29 +202,16 @@ class BatchWriter:
     def send_outputs(
         self, outputs: list[EncodedOutput], on_delivery: DeliveryCallback
     ) -> list[tuple[EncodedOutput, str]]:
-        """Produce ``outputs`` without waiting, each as ``send_output`` does (the common path
-        inlined); returns those too large for their topic or the producer, with why."""
+        """Produce ``outputs`` without waiting, each as ``send_output`` does; returns those
+        too large for their topic or the producer, with why."""
         refused: list[tuple[EncodedOutput, str]] = []
-        lease, produce = self._lease, self.producer.produce
         for output in outputs:
-            topic, key, headers = output.topic, output.key, output.headers
-            why = self.too_big(topic, key, output.value, headers)
+            why = self.too_big(output.topic, output.key, output.value, output.headers)
             if why is not None:
                 refused.append((output, why))
                 continue
-            counts = lease.partitioner if lease.fresh() else self.partitioner()
-            partition = counts.partition(topic, key)
-            placed = [*(headers or ()), counts.count_header(topic)]
             try:
-                produce(
-                    topic, output.value, key, partition, headers=placed, on_delivery=on_delivery
-                )
-                output.partition = partition
-            except BufferError:
-                try:
-                    self.send_output(output, on_delivery)  # waits for room, placed again
-                except RecordTooLargeError as error:
-                    refused.append((output, error.reason))
+                self.send_output(output, on_delivery)
             except RecordTooLargeError as error:
                 refused.append((output, error.reason))
         return refused

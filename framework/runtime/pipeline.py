@@ -33,7 +33,7 @@ from framework.clock import Clock
 from framework.errors import SplitstateError
 from framework.growth.placement import UNFENCED_SCOPE
 from framework.kafka import Message, ProducerFencedError, TransactionAbortableError
-from framework.runtime.batches import BatchResult, BatchRunner, coordinates
+from framework.runtime.batches import BatchResult, BatchRunner, coordinates, first_offsets
 from framework.runtime.delivery import refuse_in_transaction
 from framework.runtime.recovery import committable
 from framework.runtime.sending import Sending, send
@@ -177,12 +177,8 @@ class Pipeline:
         runner = self._runner
         runner.database.backend.discard_staged()
         runner.records.recount(runner.database.progress(UNFENCED_SCOPE))
-        starts: dict[Position, int] = {}
-        for messages in [*(f.messages for f in self._flights), also or []]:
-            for message in messages:
-                topic, partition, offset = coordinates(message)
-                position = (topic, partition)
-                starts[position] = min(offset, starts.get(position, offset))
+        dropped = [m for f in self._flights for m in f.messages]
+        starts = first_offsets([*dropped, *(also or [])])
         self._flights.clear()
         consumer = runner.consumer
         assert consumer is not None

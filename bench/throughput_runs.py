@@ -2,8 +2,10 @@
 
 Run by the benchmark, not by hand: ``python bench/throughput_runs.py KIND --bootstrap HOST:PORT
 --topic T --output O --records N --state DIR --group G --started EPOCH``, KIND one of
-``plain-flush``, ``plain-no-flush``, ``at-least-once``, ``exactly-once``. It processes the
-first N records of T and prints one JSON line (``Timing.line``) as its last line on stdout.
+``plain-flush``, ``plain-no-flush``, ``at-least-once``, ``exactly-once`` (``-waiting``: one
+batch in flight), or ``catch-up`` (bench/catchup.py). It processes the first N records of T
+(``catch-up``: see ``catch_up_run``) and prints one JSON line (``Timing.line``) as its last line
+on stdout.
 
 How every run is timed (the Quix run, bench/quix_wordcount.py, prints the same fields):
 ``startup`` is wall-clock seconds from ``--started`` (the parent's clock just before it started
@@ -23,7 +25,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the examples package
 
@@ -32,6 +34,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from rocksdict import Options, Rdict, WriteBatch
 
 if TYPE_CHECKING:
+    from framework.app import App
     from framework.runtime.loop import RuntimeStats
 
 __all__ = ["BATCH", "KINDS", "PARTITIONS", "Timing", "Where", "framework_run", "plain_loop"]
@@ -45,6 +48,7 @@ KINDS = (
     "at-least-once",
     "exactly-once-waiting",
     "exactly-once",
+    "catch-up",
 )
 
 
@@ -176,13 +180,11 @@ def _produce(producer: Producer, topic: str, value: bytes, key: bytes) -> None:
             producer.poll(0.05)
 
 
-def framework_run(where: Where, clock: Clock, *, guarantee: str, in_flight: int = 4) -> Timing:
-    """wordcount through splitstate's runtime, processor 0 of 1, with outputs ``guarantee``
-    and ``in_flight`` batches pipelined (1: each batch waits for Kafka)."""
+def _wordcount(where: Where, guarantee: str, in_flight: int, **overrides: Any) -> App:
+    """examples/wordcount configured for ``where`` (processor 0 of 1 unless ``overrides``)."""
     # imported here: the plain loops' processes load none of the framework
     from examples.wordcount.app import app as wordcount  # noqa: PLC0415
     from framework import AppConfig  # noqa: PLC0415
-    from framework.runtime.loop import ProcessorRuntime  # noqa: PLC0415
 
     config = AppConfig.load(
         wordcount.config_file,
@@ -190,14 +192,21 @@ def framework_run(where: Where, clock: Clock, *, guarantee: str, in_flight: int 
         kafka={"bootstrap_servers": where.bootstrap},
         inputs=[{"topic": where.topic, "partitions": PARTITIONS}],
         outputs=[{"topic": where.output, "partitions": PARTITIONS}],
-        initial_processors=1,
-        processors=1,
         state_dir=str(where.state),
         batch={"max_records": BATCH, "max_wait_ms": 100, "in_flight": in_flight},
         processing_guarantee=guarantee,
+        **{"initial_processors": 1, "processors": 1, **overrides},
     )
     wordcount.configure(config)
-    runtime = ProcessorRuntime(wordcount, 0)
+    return wordcount
+
+
+def framework_run(where: Where, clock: Clock, *, guarantee: str, in_flight: int = 4) -> Timing:
+    """wordcount through splitstate's runtime, processor 0 of 1, with outputs ``guarantee``
+    and ``in_flight`` batches pipelined (1: each batch waits for Kafka)."""
+    from framework.runtime.loop import ProcessorRuntime  # noqa: PLC0415
+
+    runtime = ProcessorRuntime(_wordcount(where, guarantee, in_flight), 0)
 
     def until(stats: RuntimeStats) -> bool:
         clock.processed(stats.records)
@@ -205,6 +214,31 @@ def framework_run(where: Where, clock: Clock, *, guarantee: str, in_flight: int 
 
     stats = runtime.run(until=until)
     return clock.timing(stats.records)
+
+
+def catch_up_run(where: Where, clock: Clock) -> Timing:
+    """The catch-up of processor 1 (``bootstrap: replay``) after a scale 1 -> 2 of the app
+    whose processor 0 (group ``where.group``) processed the whole topic: processor 1 reads
+    partitions 1 and 3 from the beginning to T1 (the group's committed offsets) and rebuilds
+    their keys, no outputs. Counted: the records its catch-up read, until it read them all
+    (it is then CAUGHT_UP; processor 0 does not run, so nothing is released)."""
+    from framework.coordination.scaling import request_scale  # noqa: PLC0415
+    from framework.runtime.loop import ProcessorRuntime  # noqa: PLC0415
+
+    wordcount = _wordcount(where, "at-least-once", 4, processors=2, bootstrap="replay")
+    request_scale(wordcount, 2)
+    consumer = Consumer({"bootstrap.servers": where.bootstrap, "group.id": where.group})
+    gained = [TopicPartition(where.topic, p) for p in range(1, PARTITIONS, 2)]
+    target = sum(tp.offset for tp in consumer.committed(gained, timeout=30))
+    consumer.close()
+    runtime = ProcessorRuntime(wordcount, 1)
+
+    def until(stats: RuntimeStats) -> bool:
+        clock.processed(stats.replayed)
+        return stats.replayed >= target
+
+    stats = runtime.run(until=until)
+    return clock.timing(stats.replayed)
 
 
 def main() -> None:
@@ -222,7 +256,9 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     clock = Clock(args.started)
     where = Where(args.bootstrap, args.topic, args.output, args.records, args.state, args.group)
-    if args.kind.startswith("plain"):
+    if args.kind == "catch-up":
+        timing = catch_up_run(where, clock)
+    elif args.kind.startswith("plain"):
         timing = plain_loop(where, clock, flush_per_batch=args.kind == "plain-flush")
     else:
         guarantee, waiting, _ = args.kind.partition("-waiting")

@@ -72,6 +72,8 @@ class RuntimeStats:
     outputs: int = 0
     dead_letters: int = 0
     batches: int = 0
+    #: records a catch-up read (the receiver's side of a scale), gained keys or not
+    replayed: int = 0
     #: when the run started, on its clock
     started: float = 0.0
 
@@ -189,7 +191,7 @@ class BatchLoop:
             self._clock.sleep(self.config.batch.max_wait_ms / 1000)
         if handoffs.catching_up and not self._reading.rebuilding():
             self.drain()
-            handoffs.catch_up()
+            self.stats.replayed += handoffs.catch_up()
         if handoffs.forgetting:
             self.drain()
             handoffs.forget_step()

@@ -223,32 +223,27 @@ class HandoffCoordinator:
             error,
             self.processor,
         )
-        self._control.append(
-            {
-                "type": "stopped",
-                "generation": scale.generation,
-                "processor": self.processor,
-                "reason": str(error),
-            }
-        )
+        self._append_stopped(scale.generation, error)
 
-    def catch_up(self) -> None:
-        """One step of the running catch-up; CAUGHT_UP and COMPLETE when due."""
+    def catch_up(self) -> int:
+        """One step of the running catch-up; CAUGHT_UP and COMPLETE when due. Returns how
+        many records it read."""
         scale = self._watcher.state.scaling
         try:
-            self._follow_catch_up()
+            return self._follow_catch_up()
         except ProcessorStoppedError as error:
             if scale is None:
                 raise
             self._stop_catch_up(scale, error)
+            return 0
 
-    def _follow_catch_up(self) -> None:
+    def _follow_catch_up(self) -> int:
         catchup = self._catchup
         assert catchup is not None
-        catchup.step(self._config.scaling.catchup_batch)
+        read = catchup.step(self._config.scaling.catchup_batch)
         scale = self._watcher.state.scaling
         if scale is None:
-            return
+            return read
         for handoff in scale.incoming(self.processor):
             if handoff.phase is HandoffPhase.CATCHING_UP and catchup.caught_up(
                 handoff, self._config.scaling.ready_lag
@@ -274,6 +269,7 @@ class HandoffCoordinator:
                     catchup.replayed / elapsed,
                     catchup.bootstrapped,
                 )
+        return read
 
     # -- old owner -------------------------------------------------------------------------
 
@@ -350,16 +346,14 @@ class HandoffCoordinator:
         if isinstance(error, ProcessorFencedError):
             return
         try:
-            self._control.append(
-                {
-                    "type": "stopped",
-                    "generation": scale.generation,
-                    "processor": self.processor,
-                    "reason": str(error),
-                }
-            )
+            self._append_stopped(scale.generation, error)
         except SplitstateError as failure:
             log.warning("could not record the stop in the control log: %s", failure)
+
+    def _append_stopped(self, generation: int, error: ProcessorStoppedError) -> None:
+        """Say in the control log that this receiver stopped in ``generation``, and why."""
+        record = {"type": "stopped", "generation": generation, "processor": self.processor}
+        self._control.append({**record, "reason": str(error)})
 
     def close(self) -> None:
         """Close the running catch-up, if any."""

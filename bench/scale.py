@@ -6,13 +6,17 @@ words, 8 partitions) one input topic is written; then, for each way a joiner get
 (`splitstate run --all`) processes that whole history, a producer thread writes a steady
 stream, and the app scales 2 -> 3 (or the ``--scales`` given). For every scale it prints the
 time from the scale command to all handoffs COMPLETE (the receivers' process start-up and,
-with snapshots, the source's fresh snapshot included), the records the receivers replayed
+with snapshots, the source's fresh snapshot included); the longest catch-up, from a handoff's
+START_CATCH_UP to its COMPLETE (no process start-up); the records the receivers replayed
 (against the records in the topic), the keys they built in bulk, the bytes of the sources'
 snapshots they copied (whole snapshots are copied; of them only the gained keys' ranges are
-read) and how long the transfer took, and the longest pause in output of the moved partitions
-(p50/max over them) next to that of the partitions that did not move. The last lines compare
-each way's time on the longest history with its time on the shortest (issue goal: within 1.3x
-with snapshots: the cost grows with state, not history).
+read) and how long the transfer took. Then the output pauses, p50/max over partitions: the
+*handoff pause* of each moved partition (from its last output before its release to its first
+output after it: the old owner's last batch to the new owner's first), and the longest gap in
+output of each partition, moved and unmoved, during the scale (unmoved partitions show what
+batching and a busy machine give without a handoff). The last lines compare each way's time on
+the longest history with its time on the shortest (issue goal: within 1.3x with snapshots:
+the cost grows with state, not history).
 
 Run: .venv/bin/python bench/scale.py [--histories 1000000,10000000] [--keys 100000]
      [--rate RECORDS_PER_S] [--scales 3] [--ways snapshot,replay]
@@ -32,6 +36,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +57,11 @@ CLI = [sys.executable, "-m", "framework.ops.cli"]
 TOOK_OVER = re.compile(
     r"processor (\d+) took over \[(.*?)\] from processor (\d+) .*replayed (\d+) records "
     r"in ([\d.]+)s \((\d+)/s\); (\d+) built in bulk"
+)
+STAMP = r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) "
+RELEASED = re.compile(STAMP + r".*processor \d+ released \[(.*?)\] to processor", re.MULTILINE)
+EVENT = re.compile(
+    STAMP + r".*generation (\d+) handoff (\d+) -> (\d+): (START_CATCH_UP|COMPLETE)$", re.MULTILINE
 )
 TRANSFERRED = re.compile(
     r"processor (\d+): took (\d+) keys gained from processor (\d+) out of its snapshot \S+ "
@@ -95,6 +105,38 @@ class Row:
     transferred: list[tuple[str, ...]] = field(default_factory=list)
     moved: set[int] = field(default_factory=set)
     gaps: dict[int, float] = field(default_factory=dict)
+    #: per moved partition, its output's pause across its release
+    handoff_gaps: dict[int, float] = field(default_factory=dict)
+    #: the longest START_CATCH_UP -> COMPLETE of the scale's handoffs (no process start-up)
+    catch_up: float = 0.0
+
+
+def stamp_of(text: str) -> float:
+    """A log line's timestamp (local time), as epoch seconds."""
+    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def releases(log: str) -> dict[int, float]:
+    """Per input partition, when the newest release of it was logged."""
+    return {
+        int(partition): stamp_of(stamp)
+        for stamp, partitions in RELEASED.findall(log)
+        for partition in re.findall(r"'[^']*', (\d+)", partitions)
+    }
+
+
+def catch_up_seconds(log: str, generation: int) -> float:
+    """The longest START_CATCH_UP -> COMPLETE of ``generation``'s handoffs."""
+    starts: dict[tuple[str, str], float] = {}
+    longest = 0.0
+    for stamp, gen, source, target, event in EVENT.findall(log):
+        if int(gen) != generation:
+            continue
+        if event == "START_CATCH_UP":
+            starts[(source, target)] = stamp_of(stamp)
+        elif (source, target) in starts:
+            longest = max(longest, stamp_of(stamp) - starts[(source, target)])
+    return longest
 
 
 def write_history(bootstrap: str, topic: str, records: int, keys: int) -> float:
@@ -140,8 +182,8 @@ def wait_processed(bootstrap: str, group: str, topic: str, ends: dict[int, int])
         consumer.close()
 
 
-def output_gaps(bootstrap: str, topic: str, start_ms: int, end_ms: int) -> dict[int, float]:
-    """Per output partition: the longest gap (s) between outputs within the window."""
+def output_stamps(bootstrap: str, topic: str, start_ms: int, end_ms: int) -> dict[int, list[int]]:
+    """Per output partition: the timestamps (ms) of its outputs within the window, sorted."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -170,12 +212,20 @@ def output_gaps(bootstrap: str, topic: str, start_ms: int, end_ms: int) -> dict[
             if start_ms <= stamp <= end_ms:
                 stamps[partition].append(stamp)
     consumer.close()
-    gaps = {}
-    for partition, values in stamps.items():
-        values.sort()
-        edges = zip([start_ms, *values], [*values, end_ms], strict=True)
-        gaps[partition] = max((b - a for a, b in edges), default=end_ms - start_ms) / 1000
-    return gaps
+    return {partition: sorted(values) for partition, values in stamps.items()}
+
+
+def longest_gap(stamps: list[int], start_ms: int, end_ms: int) -> float:
+    """The longest gap (s) between outputs (or the window's edges) in the window."""
+    edges = zip([start_ms, *stamps], [*stamps, end_ms], strict=True)
+    return max(b - a for a, b in edges) / 1000
+
+
+def gap_across(stamps: list[int], moment_ms: int, start_ms: int, end_ms: int) -> float:
+    """The gap (s) between the last output before ``moment_ms`` and the first after it."""
+    before = max((t for t in stamps if t <= moment_ms), default=start_ms)
+    after = min((t for t in stamps if t > moment_ms), default=end_ms)
+    return (after - before) / 1000
 
 
 def app_config(scratch: Path, bootstrap: str, topic: str, way: str, history: int) -> Path:
@@ -237,7 +287,16 @@ def run_case(
             row.transferred = TRANSFERRED.findall(log_path.read_text())[copies:]
             row.moved = {int(p) for h in scale.handoffs.values() for _t, p in h.partitions}
             window = (int(start * 1000), int((start + elapsed + 3) * 1000))
-            row.gaps = output_gaps(bootstrap, f"counts-{way}-{history}", *window)
+            stamps = output_stamps(bootstrap, f"counts-{way}-{history}", *window)
+            row.gaps = {p: longest_gap(values, *window) for p, values in stamps.items()}
+            log_text = log_path.read_text()
+            released = releases(log_text)
+            row.handoff_gaps = {
+                p: gap_across(stamps[p], int(released[p] * 1000), *window)
+                for p in row.moved
+                if p in released
+            }
+            row.catch_up = catch_up_seconds(log_text, scale.generation)
             rows.append(row)
             print(f"  {way}: {row.label} in {elapsed:.1f}s", flush=True)
     finally:
@@ -252,13 +311,14 @@ def run_case(
 
 def print_table(rows: list[Row]) -> None:
     """One line per scale of each case, then the long/short history ratios."""
-    header = ("history", "bootstrap", "scale", "to ACTIVE", "replayed", "in topic", "bulk keys")
-    print("{:>11} {:<9} {:<6} {:>9} {:>10} {:>11} {:>10}".format(*header), end="")
-    print(f" {'snapshot copied':>15} {'moved pause p50/max':>20} {'unmoved max':>12}")
+    header = ("history", "bootstrap", "scale", "to ACTIVE", "catch-up", "replayed", "in topic")
+    print("{:>11} {:<9} {:<6} {:>9} {:>9} {:>10} {:>11}".format(*header), end="")
+    print(f" {'bulk keys':>10} {'snapshot copied':>15} {'handoff pause':>14}", end="")
+    print(f" {'moved longest':>14} {'unmoved longest':>16}")
     for row in rows:
+        handoff = [row.handoff_gaps[p] for p in sorted(row.handoff_gaps)] or [0.0]
         moved_gaps = [row.gaps[p] for p in sorted(row.moved)] or [0.0]
-        unmoved = [row.gaps[p] for p in range(PARTITIONS) if p not in row.moved]
-        pauses = f"{statistics.median(moved_gaps):.2f}/{max(moved_gaps):.2f}s"
+        unmoved = [row.gaps[p] for p in range(PARTITIONS) if p not in row.moved] or [0.0]
         replayed = sum(int(took[3]) for took in row.took)
         bulk = sum(int(took[6]) for took in row.took)
         copied = sum(int(t[3]) for t in row.transferred)
@@ -266,9 +326,9 @@ def print_table(rows: list[Row]) -> None:
         read = f"{copied / 2**20:.1f} MiB {seconds:.1f}s"
         print(
             f"{row.history:>11,} {row.way:<9} {row.label:<6} {row.elapsed:>8.1f}s "
-            f"{replayed:>10,} {row.in_topic:>11,} {bulk:>10,} "
-            f"{read if row.transferred else '-':>15} {pauses:>20} "
-            f"{max(unmoved, default=0):>11.2f}s"
+            f"{row.catch_up:>8.1f}s {replayed:>10,} {row.in_topic:>11,} {bulk:>10,} "
+            f"{read if row.transferred else '-':>15} {_p50_max(handoff):>14} "
+            f"{_p50_max(moved_gaps):>14} {_p50_max(unmoved):>16}"
         )
     histories = sorted({row.history for row in rows})
     if len(histories) < 2:
@@ -281,6 +341,10 @@ def print_table(rows: list[Row]) -> None:
         if first and last:
             ratio = sum(last) / sum(first)
             print(f"{way}: {long:,} records of history take {ratio:.2f}x the time of {short:,}")
+
+
+def _p50_max(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f}/{max(values):.2f}s"
 
 
 def main() -> None:

@@ -58,6 +58,8 @@ __all__ = ["BatchLoop", "RuntimeStats"]
 # the processor's lines keep the loop's logger name
 log = logging.getLogger("framework.runtime.loop")
 _LOG_EVERY_SECONDS = 10.0
+#: how long the first batches after a takeover wait for records (the backlog since F is there)
+_TAKEOVER_WAIT_SECONDS = 0.01
 #: aborted transactions in a row after which the processor exits (the supervisor restarts it
 #: with backoff): a write that keeps failing is not retried at once for ever
 _ABORTS_IN_A_ROW = 5
@@ -121,6 +123,10 @@ class BatchLoop:
         self._pipeline: Pipeline | None = None
         self._lease_warned = 0.0
         self._aborted = 0
+        #: handoffs completed (``HandoffCoordinator.takeovers``) when last read
+        self._takeovers = 0
+        #: until when a batch waits only briefly for records (after a takeover)
+        self._hurry_until = 0.0
 
     def adopt_topics(self) -> None:
         """Take the registry's current view of the input topics (a growth, its thresholds)."""
@@ -181,17 +187,23 @@ class BatchLoop:
                 self._database.path,
             )
             return False
+        if self._reading.owned and self._release_due():
+            self.drain()  # released at this boundary, before another batch is read
+            self._release_ready()
+        if handoffs.catching_up and not self._reading.rebuilding():
+            self.drain()  # (a RELEASE just read is taken over before another batch)
+            self.stats.replayed += handoffs.catch_up()
+            if handoffs.takeovers != self._takeovers:
+                self._takeovers = handoffs.takeovers
+                self.read_owned()
+                self._hurry_until = self._clock.monotonic() + 1.0
         wait = 0.0 if handoffs.catching_up else self.config.batch.max_wait_ms / 1000
+        if self._clock.monotonic() < self._hurry_until:
+            wait = min(wait, _TAKEOVER_WAIT_SECONDS)
         if self._reading.owned:
             self._process_batch(wait)
-            if self._release_due():
-                self.drain()
-                self._release_ready()
         elif not handoffs.catching_up or handoffs.bootstrapping:
             self._clock.sleep(self.config.batch.max_wait_ms / 1000)
-        if handoffs.catching_up and not self._reading.rebuilding():
-            self.drain()
-            self.stats.replayed += handoffs.catch_up()
         if handoffs.forgetting:
             self.drain()
             handoffs.forget_step()
@@ -278,6 +290,7 @@ class BatchLoop:
         if not messages:
             self.drain()  # the input is idle: nothing waits behind the batches in flight
             return
+        self._hurry_until = 0.0
         if pipeline.accepts(messages):
             try:
                 pipeline.start(messages)

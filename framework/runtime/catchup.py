@@ -11,26 +11,35 @@ applies the processor function in restore mode (no outputs, no dead letters). Ke
 before (a scale-in's receiver reads its own partitions as ancestors) and keys of a handoff it
 already completed (and now processes live) are never applied again.
 
-It never reads any partition past T1, the group's committed offset of that partition (a
-snapshot never covers more than T1 either), so nothing it applies can be a record its owner
-has not emitted; once the old owner released a
-partition at F, it reads exactly up to F (a position past F is a protocol error that stops
-it). Before the first record it deletes any state it holds for the gained keys (left from an
-earlier membership): gained keys are always rebuilt from empty.
+It never applies a record of a partition past T1, the group's committed offset of that
+partition (a snapshot never covers more than T1 either), so nothing it applies can be a record
+its owner has not emitted; records it reads past T1 wait in a ``ReadAhead``. Once the old owner
+released a partition at F, it applies exactly up to F (a position past F is a protocol error
+that stops it). Before the first record it deletes any state it holds for the gained keys
+(left from an earlier membership): gained keys are always rebuilt from empty.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from itertools import chain
 
-from framework.kafka import Kafka, OffsetResetError
-from framework.processing import ProcessorStoppedError, RecordProcessor
-from framework.runtime.catchup_apply import BulkBuild, Taken, apply_taken, check_not_past
+from framework.kafka import Kafka, Message, OffsetResetError
+from framework.processing import RecordProcessor
+from framework.runtime.catchup_apply import (
+    BulkBuild,
+    Taken,
+    apply_taken,
+    check_not_past,
+    gained_from,
+    history_lost,
+)
 from framework.runtime.crashes import CrashGuard
+from framework.runtime.read_ahead import ReadAhead
 from framework.runtime.retention import check_catch_up_history
 from framework.snapshots.source_starts import source_starts
-from rebalance import HandoffPhase, TopicHistory, bucket, key_hash
+from rebalance import HandoffPhase, TopicHistory
 from rebalance.control import Handoff, Scale
 from rebalance.key_ranges import KeyRange, handoff_ranges
 from rebalance.plan import read_set
@@ -65,6 +74,7 @@ class CatchUp:
         bootstrap: BootstrapStarter | None = None,
         histories: Mapping[str, TopicHistory] | None = None,
         crash_limit: int = 3,
+        read_ahead: int = 5000,
     ) -> None:
         self.processor = processor
         self.generation = scale.generation
@@ -89,22 +99,10 @@ class CatchUp:
             gate = topics[topic].gate(partition)
             if gate is not None and (topic, gate[0]) in self.bounds:
                 self.gates[(topic, partition)] = ((topic, gate[0]), gate[1])
-        b, old, new, sources = (
-            initial_processors,
-            scale.old_processors,
-            scale.new_processors,
-            self.sources,
-        )
-
-        def gained_from(key: bytes) -> int | None:
-            h = key_hash(key)
-            if bucket(h, b, new) != processor:
-                return None
-            source = bucket(h, b, old)
-            return source if source in sources else None
-
+        b, sources = initial_processors, self.sources
+        old, new = scale.old_processors, scale.new_processors
         #: the source a key is gained from (``None``: not gained)
-        self.gained_from: Callable[[bytes], int | None] = gained_from
+        self.gained_from = gained_from(b, old, new, processor, sources)
         #: per source, the ranges of stored keys gained from it
         self.gained_ranges: dict[int, list[KeyRange]] = {
             s: handoff_ranges(b, old, new, processor, [s]) for s in sorted(sources)
@@ -124,7 +122,10 @@ class CatchUp:
         )
         self.t1: dict[Position, int] = {}
         self.released: dict[Position, int] = {}
+        #: partitions paused because the read-ahead keeps enough of them
         self._paused: set[Position] = set()
+        #: records read past how far they may be applied yet (T1, or F): ``read_ahead`` in all
+        self._ahead = ReadAhead(read_ahead // max(1, len(self.bounds)))
         self._refreshed = 0.0
         self.applied = 0
         self.replayed = 0
@@ -257,7 +258,11 @@ class CatchUp:
         self._resume_ready()
 
     def _resume_ready(self) -> None:
+        """Read again the partitions paused with a full read-ahead, once its records were
+        taken and the limit allows more, from where the catch-up is."""
         for position in list(self._paused):
+            if self._ahead.holding(position):
+                continue
             limit = self.limit(position)
             if limit is None or self.positions[position] < limit:
                 self._consumer.seek(position, self.positions[position])
@@ -265,39 +270,27 @@ class CatchUp:
                 self._paused.discard(position)
 
     def step(self, max_records: int, timeout: float = 0.05) -> int:
-        """Read and apply up to ``max_records`` records; returns how many were read."""
+        """Apply up to ``max_records`` records (read ahead earlier when the limits now allow
+        them, else read now); returns how many were applied or passed over."""
         if self.bootstrap is not None:
             self._poll_bootstrap()
             return 0
         self.refresh()
         if self._guard.careful(set(self.bounds)):
             max_records = 1  # one record per step while records that killed it are suspect
-        try:
-            messages = self._consumer.consume(max_records, timeout)
-        except OffsetResetError as error:
-            raise ProcessorStoppedError(
-                f"processor {self.processor} cannot rebuild the keys it gains in "
-                f"generation {self.generation}: retention deleted records it had not "
-                f"read yet ({error.reason}). Building state from partial history would "
-                "be wrong, so it stops catching up. Fix: abort the scale (`splitstate "
-                "scale MODULE:APP --abort`) and keep the inputs' history "
-                "(retention.ms=-1), or bootstrap from an archive (spark.archive)."
-            ) from None
-        if not messages:
-            return 0
+        due = self._ahead.due(self.limit, max_records)  # read ahead before, allowed now
+        room = max_records - len(due)
+        fresh = self._consume(room, 0.0 if due else timeout) if room > 0 else []
         taken: list[Taken] = []
         moved: dict[Position, int] = {}
-        for message in messages:
+        for index, message in enumerate(chain(due, fresh)):
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             if topic is None or partition is None or offset is None:
                 continue
             position = (topic, partition)
-            if position in self._paused or offset < self.positions[position]:
+            if offset < self.positions[position]:
                 continue
-            limit = self.limit(position)
-            if limit is not None and offset >= limit:
-                self._consumer.pause([position])
-                self._paused.add(position)
+            if index >= len(due) and self._read_ahead(position, message, offset):
                 continue
             key = message.key()
             source = None if key is None else self.gained_from(key)
@@ -305,18 +298,34 @@ class CatchUp:
             taken.append((message, position, offset, applies))
             self.positions[position] = offset + 1
             moved[position] = offset + 1
-        self.applied += apply_taken(
-            taken,
-            moved,
-            database=self._database,
-            records=self._records,
-            guard=self._guard,
-            scope=self.scope,
-        )
-        self.replayed += len(taken)
-        self._guard.committed(moved)
+        if taken:
+            database, records, guard = self._database, self._records, self._guard
+            self.applied += apply_taken(
+                taken, moved, database=database, records=records, guard=guard, scope=self.scope
+            )
+            self.replayed += len(taken)
+            self._guard.committed(moved)
         self._resume_ready()
         return len(taken)
+
+    def _read_ahead(self, position: Position, message: Message, offset: int) -> bool:
+        """Keep ``message`` for later when it is past how far ``position`` may be applied
+        now (or behind records kept already); pause the partition when it keeps enough."""
+        if position in self._paused:
+            return True  # dropped: read again from the catch-up's position on resuming
+        limit = self.limit(position)
+        if not self._ahead.holding(position) and (limit is None or offset < limit):
+            return False
+        if not self._ahead.hold(position, message, offset):
+            self._consumer.pause([position])
+            self._paused.add(position)
+        return True
+
+    def _consume(self, max_records: int, timeout: float) -> list[Message]:
+        try:
+            return self._consumer.consume(max_records, timeout)
+        except OffsetResetError as error:
+            raise history_lost(self.processor, self.generation, error.reason) from None
 
     def lag(self) -> dict[Position, int]:
         """T1 - T2 per S1 partition (F - T2 once released)."""
@@ -380,6 +389,7 @@ class CatchUp:
 
     def close(self) -> None:
         """Stop reading (and a bulk build still running)."""
+        self._ahead.clear()
         if self.bootstrap is not None:
             self.bootstrap.cancel()
         self._consumer.close()

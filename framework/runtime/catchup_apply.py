@@ -7,17 +7,28 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Protocol
 
 from framework.bootstrap.child_process import BootstrapRun
 from framework.kafka import Message
 from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime.crashes import CrashGuard
+from rebalance import bucket, key_hash
+from rebalance.control import Handoff
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
 
-__all__ = ["BulkBuild", "SparkBuild", "Taken", "apply_taken", "check_not_past"]
+__all__ = [
+    "BulkBuild",
+    "SparkBuild",
+    "Taken",
+    "apply_taken",
+    "check_not_past",
+    "gained_from",
+    "history_lost",
+    "took_over",
+]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +82,45 @@ def apply_taken(
         batch.set_progress(scope, topic, partition, next_offset)
     batch.commit()
     return applied
+
+
+def gained_from(
+    initial: int, old: int, new: int, processor: int, sources: Collection[int]
+) -> Callable[[bytes], int | None]:
+    """The source a key is gained from by ``processor`` in a scale from ``old`` to ``new``
+    processors (``None``: not gained, or not from one of ``sources``)."""
+
+    def source_of(key: bytes) -> int | None:
+        h = key_hash(key)
+        if bucket(h, initial, new) != processor:
+            return None
+        source = bucket(h, initial, old)
+        return source if source in sources else None
+
+    return source_of
+
+
+def took_over(processor: int, handoff: Handoff, replayed: int, seconds: float, bulk: int) -> str:
+    """The log line of ``processor`` completing ``handoff``, having read ``replayed`` records
+    in the ``seconds`` its catch-up ran and built ``bulk`` keys or records in bulk first."""
+    seconds = max(seconds, 1e-9)
+    return (
+        f"processor {processor} took over {sorted(handoff.partitions)} from processor "
+        f"{handoff.source} at {dict(handoff.released)}; replayed {replayed} records in "
+        f"{seconds:.1f}s ({replayed / seconds:.0f}/s); {bulk} built in bulk before (keys or "
+        "records)"
+    )
+
+
+def history_lost(processor: int, generation: int, reason: str) -> ProcessorStoppedError:
+    """The stop of a catch-up whose records retention deleted before it read them."""
+    return ProcessorStoppedError(
+        f"processor {processor} cannot rebuild the keys it gains in generation {generation}: "
+        f"retention deleted records it had not read yet ({reason}). Building state from "
+        "partial history would be wrong, so it stops catching up. Fix: abort the scale "
+        "(`splitstate scale MODULE:APP --abort`) and keep the inputs' history "
+        "(retention.ms=-1), or bootstrap from an archive (spark.archive)."
+    )
 
 
 def check_not_past(

@@ -35,6 +35,7 @@ from framework.kafka import Kafka, KafkaConsumer, TransactionalProducer
 from framework.processing import ProcessorFencedError, ProcessorStoppedError, RecordProcessor
 from framework.runtime.bulk_starts import bulk_starter
 from framework.runtime.catchup import CatchUp
+from framework.runtime.catchup_apply import took_over
 from framework.runtime.faults import maybe_crash
 from framework.runtime.final_offsets import final_offsets
 from framework.runtime.moved_keys import MovedKeys
@@ -46,6 +47,8 @@ from statestore import ProcessorDatabase
 
 __all__ = ["HandoffCoordinator", "Release"]
 
+#: handoff phases in which the receiver waits for RELEASE, or reads to F
+_RELEASING = (HandoffPhase.READY, HandoffPhase.RELEASED)
 # the processor's lines keep the loop's logger name (they were written there)
 log = logging.getLogger("framework.runtime.loop")
 
@@ -94,6 +97,8 @@ class HandoffCoordinator:
         self._sent: set[tuple[int, int, int, str]] = set()
         #: per generation, the partitions this processor released (before the log shows it)
         self._released: dict[int, set[Position]] = {}
+        #: per generation, the partitions this processor completed (before the log shows it)
+        self._completed: dict[int, set[Position]] = {}
         #: request id of each RELEASE written in this run: (generation, source, target) -> id
         self._release_requests: dict[tuple[int, int, int], str] = {}
         #: generations whose catch-up stopped here, with the reason (until a restart or abort)
@@ -113,7 +118,15 @@ class HandoffCoordinator:
         if scale is not None:
             self._take_back_refused(scale)
             owned -= self._released.get(scale.generation, set())
+            # COMPLETE always applies after RELEASED (nothing else may follow): own at once
+            owned |= self._completed.get(scale.generation, set())
         return owned
+
+    @property
+    def takeovers(self) -> int:
+        """How many handoffs this processor completed in this run (its partitions are to be
+        read from F from then on: ``owned`` says so before the log does)."""
+        return sum(len(partitions) for partitions in self._completed.values())
 
     def _take_back_refused(self, scale: Scale) -> None:
         """Own again the partitions of a RELEASE the log ignored (its receiver had stopped
@@ -193,6 +206,7 @@ class HandoffCoordinator:
                 records=self._records,
                 histories={name: e.history for name, e in layout.inputs.items()},
                 crash_limit=self._config.crash_limit,
+                read_ahead=self._config.scaling.catchup_batch,
                 bootstrap=bulk_starter(
                     self._app,
                     self.processor,
@@ -240,11 +254,14 @@ class HandoffCoordinator:
     def _follow_catch_up(self) -> int:
         catchup = self._catchup
         assert catchup is not None
-        read = catchup.step(self._config.scaling.catchup_batch)
         scale = self._watcher.state.scaling
+        incoming = [] if scale is None else scale.incoming(self.processor)
+        # once caught up, RELEASE may come any moment: wait for records only briefly
+        ready = any(h.phase in _RELEASING for h in incoming)
+        read = catchup.step(self._config.scaling.catchup_batch, 0.01 if ready else 0.05)
         if scale is None:
             return read
-        for handoff in scale.incoming(self.processor):
+        for handoff in incoming:
             if handoff.phase is HandoffPhase.CATCHING_UP and catchup.caught_up(
                 handoff, self._config.scaling.ready_lag
             ):
@@ -256,19 +273,10 @@ class HandoffCoordinator:
             ):
                 catchup.complete(handoff)
                 self._send(scale.generation, handoff, HandoffEvent.COMPLETE)
-                elapsed = max(self._kafka.clock.monotonic() - catchup.started, 1e-9)
-                log.info(
-                    "processor %d took over %s from processor %d at %s; replayed %d records "
-                    "in %.1fs (%.0f/s); %d built in bulk before (keys or records)",
-                    self.processor,
-                    sorted(handoff.partitions),
-                    handoff.source,
-                    dict(handoff.released),
-                    catchup.replayed,
-                    elapsed,
-                    catchup.replayed / elapsed,
-                    catchup.bootstrapped,
-                )
+                self._completed.setdefault(scale.generation, set()).update(handoff.partitions)
+                seconds = self._kafka.clock.monotonic() - catchup.started
+                what = (catchup.replayed, seconds, catchup.bootstrapped)
+                log.info("%s", took_over(self.processor, handoff, *what))
         return read
 
     # -- old owner -------------------------------------------------------------------------

@@ -1,0 +1,75 @@
+"""Records a catch-up read past how far it may apply them, kept until it may.
+
+A receiver applies a partition's records only up to T1 (the old owner's committed offset),
+or F once the old owner released it. Its consumer keeps fetching past that point, and the
+records it reads there wait here, in order, instead of being dropped and fetched again: when
+RELEASE arrives, the records up to F are already in memory and the receiver can take the
+partition over at once.
+
+Each partition keeps at most ``capacity`` records; a partition that reaches it is paused by
+the caller, and read again (from the catch-up's position) once its records were taken.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from framework.kafka import Message
+from rebalance.positions import Position
+
+__all__ = ["ReadAhead"]
+
+
+class ReadAhead:
+    """Records read past each partition's limit, oldest first, at most ``capacity`` each."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = max(1, capacity)
+        self._held: dict[Position, deque[Message]] = {}
+
+    def __len__(self) -> int:
+        return sum(len(records) for records in self._held.values())
+
+    def holding(self, position: Position) -> bool:
+        """Whether records of ``position`` wait here (later ones must wait behind them)."""
+        return position in self._held
+
+    def hold(self, position: Position, message: Message, offset: int) -> bool:
+        """Keep ``message`` (at ``offset``) of ``position``; ``False`` when the partition is
+        full and the message was not kept (the caller pauses the partition). A message at or
+        below the newest kept one (fetched again) is ignored."""
+        records = self._held.get(position)
+        if records is None:
+            records = self._held[position] = deque()
+        elif offset <= _offset(records[-1]):
+            return True
+        if len(records) >= self.capacity:
+            return False
+        records.append(message)
+        return True
+
+    def due(self, limit: Callable[[Position], int | None], max_records: int) -> list[Message]:
+        """Take out up to ``max_records`` kept records that ``limit`` (how far each partition
+        may be applied now, ``None``: no limit) allows, oldest first per partition."""
+        taken: list[Message] = []
+        for position in list(self._held):
+            records = self._held[position]
+            bound = limit(position)
+            while records and len(taken) < max_records:
+                if bound is not None and _offset(records[0]) >= bound:
+                    break
+                taken.append(records.popleft())
+            if not records:
+                del self._held[position]
+        return taken
+
+    def clear(self) -> None:
+        """Forget every kept record."""
+        self._held.clear()
+
+
+def _offset(message: Message) -> int:
+    offset = message.offset()
+    assert offset is not None  # only records with offsets are kept
+    return offset

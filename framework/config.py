@@ -8,6 +8,7 @@ settings are masked whenever the config is printed.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -17,6 +18,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from framework.config_checks import (
+    ENV_PREFIX,
+    check_environment,
+    mask_secrets,
+)
 from framework.errors import SplitstateError
 
 __all__ = [
@@ -32,17 +38,10 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
-_SECRET_KEY = re.compile(r"password|secret|token|credential|jaas|private|\.pem$", re.IGNORECASE)
-MASK = "*****"
 
 
 class ConfigError(SplitstateError):
     """The app's configuration is invalid or contradicts what the app already recorded."""
-
-
-def mask_secrets(settings: dict[str, Any]) -> dict[str, Any]:
-    """A copy of librdkafka ``settings`` with secret values replaced by ``*****``."""
-    return {key: MASK if _SECRET_KEY.search(key) else value for key, value in settings.items()}
 
 
 def _check_name(value: str, what: str) -> str:
@@ -168,7 +167,7 @@ class AppConfig(BaseSettings):
     """Everything an app needs: identity, Kafka, topics, processors, state, batching, errors."""
 
     model_config = SettingsConfigDict(
-        env_prefix="SPLITSTATE_", env_nested_delimiter="__", extra="forbid"
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid"
     )
 
     app_id: str
@@ -312,6 +311,9 @@ class AppConfig(BaseSettings):
     @classmethod
     def load(cls, path: Path | None = None, **overrides: Any) -> AppConfig:
         """Read ``path`` (YAML or TOML) if given, apply the environment, and validate."""
+        unknown = check_environment(cls, os.environ)
+        if unknown:
+            raise ConfigError("invalid app config:\n" + "\n".join(f"  - {p}" for p in unknown))
         data: dict[str, Any] = {}
         if path is not None:
             data = _read_file(path)

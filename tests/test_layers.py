@@ -23,6 +23,7 @@ FRAMEWORK_LAYERS: tuple[tuple[str, ...], ...] = (
         "framework.errors",
         "framework.clock",
         "framework.config",
+        "framework.config_checks",
         "framework.records",
         "framework.app",
     ),

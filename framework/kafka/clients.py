@@ -28,6 +28,7 @@ from framework.kafka.port import (
     TopicSpec,
     TransactionalProducer,
 )
+from framework.kafka.settings_check import check_kafka_settings
 
 __all__ = ["Clients"]
 
@@ -51,7 +52,9 @@ class Clients(Kafka):
 
     @classmethod
     def of(cls, config: AppConfig) -> Clients:
-        """The clients of ``config``'s cluster."""
+        """The clients of ``config``'s cluster (``ConfigError`` when librdkafka refuses its
+        ``kafka.settings``)."""
+        check_kafka_settings(config.kafka.settings)
         return cls(config.kafka.client_settings())
 
     # -- clients ---------------------------------------------------------------------------

@@ -5,14 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from framework import AppConfig, ConfigError
+from framework.kafka import Clients, settings_check
 
 BASE = """
 app_id: demo
 kafka:
   bootstrap_servers: 127.0.0.1:1
   settings:
+    sasl.mechanisms: PLAIN
+    sasl.username: demo
     sasl.password: hunter2
     security.protocol: SASL_SSL
 inputs: [{topic: words, partitions: 8}]
@@ -104,3 +108,58 @@ def test_crash_limit_defaults_to_three_and_must_be_positive(
     monkeypatch.setenv("SPLITSTATE_CRASH_LIMIT", "0")
     with pytest.raises(ConfigError, match="crash_limit: Input should be greater than or equal"):
         AppConfig.load(write(tmp_path, BASE))
+
+
+def test_an_environment_variable_naming_no_field_is_an_error_naming_the_closest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pydantic-settings would ignore it and leave the default (at-least-once would stay
+    exactly-once without a word)."""
+    monkeypatch.setenv("SPLITSTATE_PROCESSING_GUARANTE", "at-least-once")
+    monkeypatch.setenv("SPLITSTATE_BATCH__MAX_RECORD", "10")
+    with pytest.raises(ConfigError) as raised:
+        AppConfig.load(write(tmp_path, BASE))
+    message = str(raised.value)
+    assert "SPLITSTATE_PROCESSING_GUARANTE names no config field" in message
+    assert "did you mean SPLITSTATE_PROCESSING_GUARANTEE?" in message
+    assert "did you mean SPLITSTATE_BATCH__MAX_RECORDS?" in message
+
+
+def test_variables_of_fields_mapping_keys_and_the_frameworks_own_are_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPLITSTATE_PROCESSING_GUARANTEE", "at-least-once")
+    monkeypatch.setenv("SPLITSTATE_BATCH__MAX_RECORDS", "10")
+    monkeypatch.setenv("SPLITSTATE_SPARK__SETTINGS__SPARK_EXECUTOR_CORES", "1")
+    monkeypatch.setenv("SPLITSTATE_FAULT", "")
+    monkeypatch.setenv("SPLITSTATE_CACHE_DIR", str(tmp_path))
+    config = AppConfig.load(write(tmp_path, BASE))
+    assert config.processing_guarantee == "at-least-once"
+    assert config.batch.max_records == 10
+
+
+def test_kafka_settings_librdkafka_refuses_are_a_config_error_before_any_client(
+    tmp_path: Path,
+) -> None:
+    """The app's clients start from ``Clients.of(config)``: it refuses them first."""
+    Clients.of(AppConfig.load(write(tmp_path, BASE)))  # a valid set passes
+    typo = BASE.replace("security.protocol: SASL_SSL", "secutiry.protocol: SASL_SSL")
+    with pytest.raises(ConfigError, match=r'No such configuration property: "secutiry\.protocol"'):
+        Clients.of(AppConfig.load(write(tmp_path, typo)))
+    bad = BASE.replace("sasl.mechanisms: PLAIN", "sasl.mechanisms: NOPE")
+    with pytest.raises(ConfigError, match=r"kafka\.settings: librdkafka refuses"):
+        Clients.of(AppConfig.load(write(tmp_path, bad)))
+
+
+def test_a_refusal_quoting_a_secret_value_masks_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """librdkafka quotes some values it refuses; a secret one never reaches the message.
+    (Stands in for a refusal of a secret's value, which a real build seldom makes.)"""
+
+    def refusing(_settings: object) -> None:
+        reason = 'Invalid value "hunter2" for configuration property "sasl.password"'
+        raise KafkaException(KafkaError(KafkaError._INVALID_ARG, reason))
+
+    monkeypatch.setattr(settings_check, "Producer", refusing)
+    with pytest.raises(ConfigError, match="librdkafka refuses") as raised:
+        settings_check.check_kafka_settings({"sasl.password": "hunter2", "sasl.username": "m"})
+    assert "hunter2" not in str(raised.value) and '"*****"' in str(raised.value)

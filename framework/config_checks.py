@@ -1,0 +1,109 @@
+"""Settings that would otherwise be ignored without a word: ``SPLITSTATE_*`` environment
+variables that name no config field (``kafka.settings`` librdkafka refuses are checked by
+``framework.kafka.settings_check``); and which settings are secrets, masked when printed.
+
+pydantic-settings reads only the variables that match a field and ignores the rest, so a typo
+(``SPLITSTATE_PROCESSING_GUARANTE=exactly-once``) would leave the default in force. Here every
+``SPLITSTATE_`` variable must name a field (nested with ``__``, any key below a mapping field
+such as ``kafka.settings``) or be one the framework reads itself; the error names the closest
+field.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = [
+    "ENV_PREFIX",
+    "FRAMEWORK_VARIABLES",
+    "MASK",
+    "SECRET_KEY",
+    "check_environment",
+    "mask_secrets",
+]
+
+ENV_PREFIX = "SPLITSTATE_"
+#: variables the framework reads itself (not config fields)
+FRAMEWORK_VARIABLES = frozenset(
+    {
+        "SPLITSTATE_CACHE_DIR",  # where resolved jars are cached (framework/jvm.py)
+        "SPLITSTATE_DEBUG",  # the CLI prints tracebacks
+        "SPLITSTATE_FAULT",  # crash tests kill a process at named points
+        "SPLITSTATE_SEED",  # a randomized test's seed
+    }
+)
+_NESTED = "__"
+#: librdkafka setting names whose values are secrets
+SECRET_KEY = re.compile(r"password|secret|token|credential|jaas|private|\.pem$", re.IGNORECASE)
+MASK = "*****"
+
+
+def mask_secrets(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of librdkafka ``settings`` with secret values replaced by ``*****``."""
+    return {key: MASK if SECRET_KEY.search(key) else value for key, value in settings.items()}
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model ``annotation`` is (or is optionally), else ``None``."""
+    candidates = typing.get_args(annotation) if _is_union(annotation) else (annotation,)
+    for candidate in candidates:
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def _is_union(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
+
+
+def _is_mapping(annotation: Any) -> bool:
+    candidates = typing.get_args(annotation) if _is_union(annotation) else (annotation,)
+    return any(typing.get_origin(c) in (dict, Mapping) for c in candidates)
+
+
+def _variables(model: type[BaseModel], prefix: str) -> Iterator[str]:
+    """Every variable naming a field of ``model`` (nested models' fields too)."""
+    for name, field in model.model_fields.items():
+        variable = f"{prefix}{name.upper()}"
+        yield variable
+        nested = _nested_model(field.annotation)
+        if nested is not None:
+            yield from _variables(nested, variable + _NESTED)
+
+
+def _names_a_field(model: type[BaseModel], parts: list[str]) -> bool:
+    field = model.model_fields.get(parts[0].lower())
+    if field is None:
+        return False
+    if len(parts) == 1 or _is_mapping(field.annotation):
+        return True  # a leaf, or a key below a mapping field
+    nested = _nested_model(field.annotation)
+    return nested is not None and _names_a_field(nested, parts[1:])
+
+
+def check_environment(model: type[BaseModel], environ: Mapping[str, str]) -> list[str]:
+    """One problem per ``SPLITSTATE_*`` variable of ``environ`` that names no field of
+    ``model`` (and is none of ``FRAMEWORK_VARIABLES``), with the closest field's variable."""
+    known = list(_variables(model, ENV_PREFIX))
+    problems = []
+    for variable in sorted(environ):
+        upper = variable.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in FRAMEWORK_VARIABLES:
+            continue
+        parts = upper.removeprefix(ENV_PREFIX).split(_NESTED)
+        if all(parts) and _names_a_field(model, parts):
+            continue
+        close = difflib.get_close_matches(upper, known, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else "see the README's config reference"
+        problems.append(
+            f"environment variable {variable} names no config field ({hint} Fix: rename or "
+            "unset it; nested fields are joined with __, e.g. SPLITSTATE_BATCH__MAX_RECORDS)"
+        )
+    return problems

@@ -47,6 +47,7 @@ __all__ = [
     "ProcessorStoppedError",
     "RecordProcessor",
     "StoredMessage",
+    "encode_input",
     "encode_value",
 ]
 
@@ -86,6 +87,18 @@ def encode_value(value: Any) -> bytes | None:
     if isinstance(value, BaseModel):
         return value.model_dump_json().encode()
     return orjson.dumps(value)
+
+
+def encode_input(value: Any, what: str) -> bytes | None:
+    """``value`` encoded as ``encode_value`` encodes outputs (what a producer sends);
+    ``TypeError`` naming ``what`` and the fix when it cannot be."""
+    try:
+        return encode_value(value)
+    except TypeError as error:  # orjson's JSONEncodeError is one
+        raise TypeError(
+            f"{what}: a value of type {type(value).__name__} cannot be encoded ({error}). Fix: "
+            "pass bytes, str, a pydantic model, or a JSON-able value (dict, list, number)"
+        ) from None
 
 
 def _decoder(value_type: type[Any] | None) -> Callable[[bytes | None], Any]:

@@ -24,6 +24,7 @@ from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
 from framework.growth.placement import LinearHashPartitioner, produce_placed
 from framework.kafka import Clients, DeliveryCallback, Kafka
+from framework.processing import encode_input
 
 __all__ = ["SplitstateProducer"]
 
@@ -94,11 +95,13 @@ class SplitstateProducer:
         self,
         topic: str,
         key: bytes,
-        value: bytes | None,
+        value: Any,
         headers: list[tuple[str, str | bytes | None]] | None = None,
         on_delivery: DeliveryCallback | None = None,
     ) -> None:
-        """Queue one keyed record for the partition its key hashes to.
+        """Queue one keyed record for the partition its key hashes to. ``value`` is encoded as
+        ``Output`` values are: bytes as they are, text as UTF-8, a pydantic model or any
+        JSON-able value as JSON (``TypeError`` naming the fix for anything else).
 
         ``on_delivery(error, message)`` is called from ``poll``/``flush`` once Kafka took the
         record (``error`` is ``None``) or refused it (a ``framework.kafka.DeliveryError``).
@@ -112,7 +115,7 @@ class SplitstateProducer:
             self._checked,
             topic,
             key,
-            value,
+            encode_input(value, f"produce to {topic!r}"),
             headers=headers,
             on_delivery=on_delivery,
         )

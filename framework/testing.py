@@ -22,7 +22,13 @@ import orjson
 from framework.app import App
 from framework.config import AppConfig
 from framework.growth.placement import UNFENCED_SCOPE
-from framework.processing import DeadLetter, EncodedOutput, RecordProcessor, StoredMessage
+from framework.processing import (
+    DeadLetter,
+    EncodedOutput,
+    RecordProcessor,
+    StoredMessage,
+    encode_input,
+)
 from rebalance import bucket, key_hash
 from statestore import DatabaseIdentity, ProcessorDatabase
 
@@ -53,20 +59,21 @@ class TestDriver:
         self,
         topic: str,
         key: bytes | None,
-        value: bytes | str | None = b"",
+        value: Any = b"",
         headers: list[tuple[str, bytes | None]] | None = None,
         timestamp: int | None = None,
         *,
         partition: int | None = None,
     ) -> None:
         """Process one record of input ``topic`` as one batch, on ``partition`` (default: where
-        producers place its key)."""
+        producers place its key). ``value`` is encoded as ``Output`` values are: bytes as
+        they are, text as UTF-8, a pydantic model or any JSON-able value as JSON."""
         if partition is None:
             partitions = self.config.input_topic(topic).partitions
             partition = 0 if key is None else bucket(key_hash(key), partitions, partitions)
         offset = self._next_offset[(topic, partition)]
         self._clock += 1
-        raw = value.encode() if isinstance(value, str) else value
+        raw = encode_input(value, f"TestDriver.send to {topic!r}")
         message = StoredMessage(
             topic, partition, offset, key, raw, timestamp or self._clock, list(headers or [])
         )

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from pydantic import BaseModel
 
 from examples.balances.app import Balance
 from examples.balances.app import app as balances_app
@@ -170,3 +171,44 @@ def test_app_and_config_must_agree() -> None:
         app.check()
     with pytest.raises(ValueError, match="already registered"):
         app.processor("in")(only_in)
+
+
+class Click(BaseModel):
+    user: str
+    page: str
+
+
+def clicks_app() -> App:
+    """Counts clicks per user from pydantic ``Click`` values."""
+    app = App(config(inputs=[{"topic": "clicks", "partitions": 2}], initial_processors=1))
+    app.store("clicks")
+
+    @app.processor("clicks", value_type=Click)
+    def count(record: Record[Click], state: KeyState[int]) -> Output:
+        state.set((state.get() or 0) + 1)
+        return Output({"user": record.value.user, "clicks": state.get()})
+
+    return app
+
+
+def test_send_encodes_a_dict_a_model_or_text_as_a_producer_would() -> None:
+    """A dict or model sent to an app of pydantic values is JSON, not a decode dead letter."""
+    app = clicks_app()
+    driver = TestDriver(app, app.config)
+    driver.send("clicks", b"u1", {"user": "u1", "page": "/a"})
+    driver.send("clicks", b"u1", Click(user="u1", page="/b"))
+    driver.send("clicks", b"u1", '{"user": "u1", "page": "/c"}')
+    assert driver.dead_letters == []
+    assert driver.output_values("out") == [
+        {"user": "u1", "clicks": 1},
+        {"user": "u1", "clicks": 2},
+        {"user": "u1", "clicks": 3},
+    ]
+
+
+def test_send_refuses_a_value_it_cannot_encode_naming_the_fix() -> None:
+    app = clicks_app()
+    driver = TestDriver(app, app.config)
+    with pytest.raises(TypeError, match=r"TestDriver\.send to 'clicks': a value of type object"):
+        driver.send("clicks", b"u1", object())
+    assert driver.outputs("out") == [] and sum(driver.offsets().values()) == 0

@@ -18,6 +18,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
+from pydantic import BaseModel
 
 from framework.coordination.registry import TopicEntry, TopicRegistry
 from framework.growth.lease import ProducerLeaseError, RegistryLease
@@ -40,6 +41,12 @@ pytestmark = pytest.mark.integration
 WORDCOUNT = "examples.wordcount.app:app"
 #: a local queue of one record: the second produce waits until the first is delivered
 TINY_QUEUE = {"queue.buffering.max.messages": 1}
+
+
+class Click(BaseModel):
+    """A value type of a user's app."""
+
+    user: str
 
 
 def _read_all(bootstrap: str, topic: str, partitions: int) -> list[Message]:
@@ -76,7 +83,9 @@ def _moving_key() -> bytes:
 
 
 def _producer(bootstrap: str, admin: AdminClient, topic: str) -> SplitstateProducer:
-    TopicRegistry(Clients({"bootstrap.servers": bootstrap})).register(topic, 2)  # N = M = 2
+    registry = TopicRegistry(Clients({"bootstrap.servers": bootstrap}))
+    registry.ensure_topic()  # the first test of a fresh broker makes it
+    registry.register(topic, 2)  # N = M = 2
     return SplitstateProducer({"bootstrap.servers": bootstrap}, [topic], TINY_QUEUE)
 
 
@@ -190,3 +199,23 @@ def test_processors_dead_letter_misplaced_records_and_count_unfenced_ones(
         f"1 record without a splitstate.count header (written by producers that bypass the "
         f"growth fence): {words}[{pear}] 1" in status.stdout
     ), status.stdout
+
+
+def test_produce_encodes_values_as_outputs_are_and_refuses_what_it_cannot(
+    kafka_bootstrap: str, kafka_admin: AdminClient, topic_factory: Callable[..., str]
+) -> None:
+    """A dict or a pydantic model goes out as JSON, text as UTF-8, bytes as they are; an
+    object that is none of these is refused before anything is queued."""
+
+    topic = topic_factory(partitions=2)
+    producer = _producer(kafka_bootstrap, kafka_admin, topic)
+    try:
+        for value in [{"user": "u1"}, Click(user="u2"), "text", b"raw"]:
+            producer.produce(topic, b"k", value)
+        with pytest.raises(TypeError, match=r"produce to '.*': a value of type object"):
+            producer.produce(topic, b"k", object())
+        assert producer.flush(30) == 0
+    finally:
+        producer.close()
+    values = sorted(m.value() or b"" for m in _read_all(kafka_bootstrap, topic, 2))
+    assert values == sorted([b'{"user":"u1"}', b'{"user":"u2"}', b"text", b"raw"])

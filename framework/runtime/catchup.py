@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 BootstrapStarter = Callable[["CatchUp"], "BulkBuild | None"]
 _REFRESH_SECONDS = 0.5
 _CLOSED = (HandoffPhase.COMPLETE, HandoffPhase.ABORTED)
+#: how far each partition may be applied (``None``: no limit)
+Limits = dict[Position, int | None]
 
 
 class CatchUp:
@@ -258,8 +260,8 @@ class CatchUp:
         self._resume_ready()
 
     def _resume_ready(self) -> None:
-        """Read again the partitions paused with a full read-ahead, once its records were
-        taken and the limit allows more, from where the catch-up is."""
+        """Read paused partitions again (from the catch-up's position) once their kept records
+        were applied and the limit allows more."""
         for position in list(self._paused):
             if self._ahead.holding(position):
                 continue
@@ -283,6 +285,7 @@ class CatchUp:
         fresh = self._consume(room, 0.0 if due else timeout) if room > 0 else []
         taken: list[Taken] = []
         moved: dict[Position, int] = {}
+        limits: Limits = {}  # as at the step's start (they hold for all of it)
         for index, message in enumerate(chain(due, fresh)):
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             if topic is None or partition is None or offset is None:
@@ -290,7 +293,7 @@ class CatchUp:
             position = (topic, partition)
             if offset < self.positions[position]:
                 continue
-            if index >= len(due) and self._read_ahead(position, message, offset):
+            if index >= len(due) and self._read_ahead(position, message, offset, limits):
                 continue
             key = message.key()
             source = None if key is None else self.gained_from(key)
@@ -308,15 +311,17 @@ class CatchUp:
         self._resume_ready()
         return len(taken)
 
-    def _read_ahead(self, position: Position, message: Message, offset: int) -> bool:
-        """Keep ``message`` for later when it is past how far ``position`` may be applied
-        now (or behind records kept already); pause the partition when it keeps enough."""
+    def _read_ahead(self, position: Position, message: Message, at: int, limits: Limits) -> bool:
+        """Keep ``message`` (at offset ``at``) when ``position`` may not be applied that far
+        yet (or keeps records already); pause the partition when it keeps enough."""
         if position in self._paused:
             return True  # dropped: read again from the catch-up's position on resuming
-        limit = self.limit(position)
-        if not self._ahead.holding(position) and (limit is None or offset < limit):
+        if position not in limits:
+            limits[position] = self.limit(position)
+        limit = limits[position]
+        if not self._ahead.holding(position) and (limit is None or at < limit):
             return False
-        if not self._ahead.hold(position, message, offset):
+        if not self._ahead.hold(position, message, at):
             self._consumer.pause([position])
             self._paused.add(position)
         return True

@@ -32,6 +32,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: keys whose source a catch-up remembers (then it starts over)
+_KNOWN_KEYS = 100_000
 #: a record read: the message, its position, its offset, and whether its key is gained
 Taken = tuple[Message, Position, int, bool]
 
@@ -90,12 +92,17 @@ def gained_from(
     """The source a key is gained from by ``processor`` in a scale from ``old`` to ``new``
     processors (``None``: not gained, or not from one of ``sources``)."""
 
+    known: dict[bytes, int | None] = {}  # keys repeat: each is placed once (up to a bound)
+
     def source_of(key: bytes) -> int | None:
+        if key in known:
+            return known[key]
         h = key_hash(key)
-        if bucket(h, initial, new) != processor:
-            return None
-        source = bucket(h, initial, old)
-        return source if source in sources else None
+        source = bucket(h, initial, old) if bucket(h, initial, new) == processor else None
+        if len(known) >= _KNOWN_KEYS:
+            known.clear()
+        known[key] = source if source in sources else None
+        return known[key]
 
     return source_of
 

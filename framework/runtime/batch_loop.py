@@ -74,7 +74,7 @@ class RuntimeStats:
     outputs: int = 0
     dead_letters: int = 0
     batches: int = 0
-    #: records a catch-up read (the receiver's side of a scale), gained keys or not
+    #: records this run's catch-ups took in order (applied, or passed over as not gained)
     replayed: int = 0
     #: when the run started, on its clock
     started: float = 0.0
@@ -125,7 +125,7 @@ class BatchLoop:
         self._aborted = 0
         #: handoffs completed (``HandoffCoordinator.takeovers``) when last read
         self._takeovers = 0
-        #: until when a batch waits only briefly for records (after a takeover)
+        #: after a takeover, batches wait briefly until one has records, until this at most
         self._hurry_until = 0.0
 
     def adopt_topics(self) -> None:

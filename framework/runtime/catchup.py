@@ -11,12 +11,11 @@ applies the processor function in restore mode (no outputs, no dead letters). Ke
 before (a scale-in's receiver reads its own partitions as ancestors) and keys of a handoff it
 already completed (and now processes live) are never applied again.
 
-It never applies a record of a partition past T1, the group's committed offset of that
-partition (a snapshot never covers more than T1 either), so nothing it applies can be a record
-its owner has not emitted; records it reads past T1 wait in a ``ReadAhead``. Once the old owner
-released a partition at F, it applies exactly up to F (a position past F is a protocol error
-that stops it). Before the first record it deletes any state it holds for the gained keys
-(left from an earlier membership): gained keys are always rebuilt from empty.
+It never applies a record past T1 (the group's committed offset; no snapshot covers more), so
+it applies nothing the owner has not emitted; records read past T1 wait in a ``ReadAhead``.
+Released at F, a partition is applied exactly up to F (a position past F is a protocol error
+that stops it). It first deletes any state it holds for the gained keys (left from an earlier
+membership): gained keys are always rebuilt from empty.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ from framework.runtime.catchup_apply import (
     Taken,
     apply_taken,
     check_not_past,
+    clear_stale,
     gained_from,
     history_lost,
 )
@@ -45,7 +45,7 @@ from rebalance.key_ranges import KeyRange, handoff_ranges
 from rebalance.plan import read_set
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
-from statestore.layout import CRASH_CATCHUP_ATTEMPT_PREFIX, flag_key
+from statestore.layout import CRASH_CATCHUP_ATTEMPT_PREFIX
 
 __all__ = ["BootstrapStarter", "CatchUp"]
 
@@ -109,7 +109,7 @@ class CatchUp:
         self.gained_ranges: dict[int, list[KeyRange]] = {
             s: handoff_ranges(b, old, new, processor, [s]) for s in sorted(sources)
         }
-        self._clear_stale(b, handoff_ranges(b, old, new, processor, sources))
+        clear_stale(database, self.scope, b, handoff_ranges(b, old, new, processor, sources))
         # records deleted under the reader must stop it, not make it skip or jump
         self._consumer = kafka.consumer(group_id, reset="error", name="catch-up consumer")
         progress = database.progress(self.scope)
@@ -124,8 +124,7 @@ class CatchUp:
         )
         self.t1: dict[Position, int] = {}
         self.released: dict[Position, int] = {}
-        #: partitions paused because the read-ahead keeps enough of them
-        self._paused: set[Position] = set()
+        self._paused: set[Position] = set()  # see ``_read_ahead``
         #: records read past how far they may be applied yet (T1, or F): ``read_ahead`` in all
         self._ahead = ReadAhead(read_ahead // max(1, len(self.bounds)))
         self._refreshed = 0.0
@@ -196,13 +195,6 @@ class CatchUp:
             self.positions,
         )
 
-    def _clear_stale(self, initial: int, gained: list[KeyRange]) -> None:
-        """Delete whatever state this processor holds for the gained keys (their ranges),
-        with the flag saying it did, once per catch-up."""
-        flag = f"{self.scope}-cleared"
-        if not self._database.has_flag(flag):
-            self._database.delete_ranges(initial, gained, [(flag_key(flag), b"1")])
-
     def release(self, handoff: Handoff) -> None:
         """The old owner released ``handoff``'s partitions at F: read them exactly to F.
 
@@ -213,6 +205,8 @@ class CatchUp:
         """
         check_not_past(self.processor, self.generation, self.positions, handoff.released)
         self.released.update(handoff.released)
+        for position, final in handoff.released.items():
+            self._ahead.forget(position, final)  # never applied here
         self._resume_ready()
 
     def limit(self, position: Position) -> int | None:
@@ -313,7 +307,8 @@ class CatchUp:
 
     def _read_ahead(self, position: Position, message: Message, at: int, limits: Limits) -> bool:
         """Keep ``message`` (at offset ``at``) when ``position`` may not be applied that far
-        yet (or keeps records already); pause the partition when it keeps enough."""
+        yet (or keeps records already); pause the partition when it keeps enough, or when
+        the record will never be applied."""
         if position in self._paused:
             return True  # dropped: read again from the catch-up's position on resuming
         if position not in limits:
@@ -321,7 +316,9 @@ class CatchUp:
         limit = limits[position]
         if not self._ahead.holding(position) and (limit is None or at < limit):
             return False
-        if not self._ahead.hold(position, message, at):
+        final = position in self.released or self.bounds.get(position, -1) == limit
+        past = final and limit is not None and at >= limit  # past F or the bound: never applied
+        if past or not self._ahead.hold(position, message, at):
             self._consumer.pause([position])
             self._paused.add(position)
         return True
@@ -391,6 +388,9 @@ class CatchUp:
         batch.commit()
         for position in handoff.partitions:
             self.s1.discard(position)
+            self._ahead.forget(position)
+            self._consumer.pause([position])
+            self._paused.add(position)
 
     def close(self) -> None:
         """Stop reading (and a bulk build still running)."""

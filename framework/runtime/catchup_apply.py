@@ -16,8 +16,10 @@ from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime.crashes import CrashGuard
 from rebalance import bucket, key_hash
 from rebalance.control import Handoff
+from rebalance.key_ranges import KeyRange
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
+from statestore.layout import flag_key
 
 __all__ = [
     "BulkBuild",
@@ -25,6 +27,7 @@ __all__ = [
     "Taken",
     "apply_taken",
     "check_not_past",
+    "clear_stale",
     "gained_from",
     "history_lost",
     "took_over",
@@ -84,6 +87,16 @@ def apply_taken(
         batch.set_progress(scope, topic, partition, next_offset)
     batch.commit()
     return applied
+
+
+def clear_stale(
+    database: ProcessorDatabase, scope: str, initial: int, gained: list[KeyRange]
+) -> None:
+    """Delete whatever state ``database`` holds for the gained keys (their ranges), with the
+    flag saying it did, once per catch-up (``scope``)."""
+    flag = f"{scope}-cleared"
+    if not database.has_flag(flag):
+        database.delete_ranges(initial, gained, [(flag_key(flag), b"1")])
 
 
 def gained_from(

@@ -241,7 +241,7 @@ class HandoffCoordinator:
 
     def catch_up(self) -> int:
         """One step of the running catch-up; CAUGHT_UP and COMPLETE when due. Returns how
-        many records it read."""
+        many records it took in order (applied, or passed over as not gained)."""
         scale = self._watcher.state.scaling
         try:
             return self._follow_catch_up()

@@ -6,8 +6,9 @@ records it reads there wait here, in order, instead of being dropped and fetched
 RELEASE arrives, the records up to F are already in memory and the receiver can take the
 partition over at once.
 
-Each partition keeps at most ``capacity`` records; a partition that reaches it is paused by
-the caller, and read again (from the catch-up's position) once its records were taken.
+Each partition keeps at most ``capacity`` records, and all of them at most ``max_bytes`` of
+keys and values; a partition whose record is not kept is paused by the caller, and read again
+(from the catch-up's position) once its records were taken.
 """
 
 from __future__ import annotations
@@ -22,10 +23,14 @@ __all__ = ["ReadAhead"]
 
 
 class ReadAhead:
-    """Records read past each partition's limit, oldest first, at most ``capacity`` each."""
+    """Records read past each partition's limit, oldest first, at most ``capacity`` each and
+    ``max_bytes`` (keys and values) in all."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, max_bytes: int = 32 << 20) -> None:
         self.capacity = max(1, capacity)
+        self.max_bytes = max_bytes
+        #: bytes of the keys and values kept
+        self.bytes = 0
         self._held: dict[Position, deque[Message]] = {}
 
     def __len__(self) -> int:
@@ -36,17 +41,20 @@ class ReadAhead:
         return position in self._held
 
     def hold(self, position: Position, message: Message, offset: int) -> bool:
-        """Keep ``message`` (at ``offset``) of ``position``; ``False`` when the partition is
-        full and the message was not kept (the caller pauses the partition). A message at or
-        below the newest kept one (fetched again) is ignored."""
+        """Keep ``message`` (at ``offset``) of ``position``; ``False`` when the partition or
+        the bytes are full and the message was not kept (the caller pauses the partition). A
+        message at or below the newest kept one (fetched again) is ignored."""
         records = self._held.get(position)
+        if records is not None and offset <= _offset(records[-1]):
+            return True
+        size = _size(message)
+        full = records is not None and len(records) >= self.capacity
+        if full or (self.bytes + size > self.max_bytes and self._held):
+            return False
         if records is None:
             records = self._held[position] = deque()
-        elif offset <= _offset(records[-1]):
-            return True
-        if len(records) >= self.capacity:
-            return False
         records.append(message)
+        self.bytes += size
         return True
 
     def due(self, limit: Callable[[Position], int | None], max_records: int) -> list[Message]:
@@ -60,16 +68,31 @@ class ReadAhead:
                 if bound is not None and _offset(records[0]) >= bound:
                     break
                 taken.append(records.popleft())
+                self.bytes -= _size(taken[-1])
             if not records:
                 del self._held[position]
         return taken
 
+    def forget(self, position: Position, start: int = 0) -> None:
+        """Forget the records kept of ``position`` at or past offset ``start`` (it will
+        never be applied that far)."""
+        records = self._held.get(position)
+        while records and _offset(records[-1]) >= start:
+            self.bytes -= _size(records.pop())
+        if records is not None and not records:
+            del self._held[position]
+
     def clear(self) -> None:
         """Forget every kept record."""
         self._held.clear()
+        self.bytes = 0
 
 
 def _offset(message: Message) -> int:
     offset = message.offset()
     assert offset is not None  # only records with offsets are kept
     return offset
+
+
+def _size(message: Message) -> int:
+    return len(message.key() or b"") + len(message.value() or b"")

@@ -25,14 +25,14 @@ RECORDS = 30
 MOVED = (TOPIC, 1)
 
 
-def world(committed: int) -> tuple[MemoryKafka, list[bytes]]:
-    """``RECORDS`` records of 3 keys in partition 1 (moving from processor 0 to 1), of which
-    the old owner committed the first ``committed`` (T1)."""
+def world(committed: int, value: bytes = b"v") -> tuple[MemoryKafka, list[bytes]]:
+    """``RECORDS`` records (of ``value``) of 3 keys in partition 1 (moving from processor 0
+    to 1), of which the old owner committed the first ``committed`` (T1)."""
     kafka = MemoryKafka(Broker(random.Random(0)), ManualClock())
     kafka.create_topics([TopicSpec(TOPIC, 2)])
     keys = [k for k in (f"k{i}".encode() for i in range(40)) if bucket(key_hash(k), 2, 2) == 1]
     for i in range(RECORDS):
-        record = {"key": keys[i % 3], "value": b"v", "headers": (), "timestamp_ms": 0}
+        record = {"key": keys[i % 3], "value": value, "headers": (), "timestamp_ms": 0}
         kafka.broker.append(MOVED, {**record, "origin": "test"})
     kafka.broker.groups["crashy"] = {MOVED: committed}
     return kafka, keys[:3]
@@ -132,6 +132,41 @@ def test_a_full_read_ahead_pauses_the_partition_and_reads_it_again_after(
     assert catchup.positions[MOVED] == RECORDS
     assert counts(database, keys) == expected(keys, RECORDS)
     assert catchup.replayed == RECORDS
+
+
+def test_records_past_f_are_not_kept_and_a_completed_partition_keeps_none(
+    tmp_path: Path,
+) -> None:
+    """Found in review: records past F of a partition taken over stayed in memory until the
+    whole scale ended (up to ``catchup_batch`` of them, of any size)."""
+    kafka, keys = world(committed=10)
+    catchup, database = catch_up(tmp_path, kafka, read_ahead=100)
+    steps(catchup)
+    handoff = released_at(10)
+    catchup.release(handoff)
+    steps(catchup)
+    assert catchup.finished(handoff)
+    assert len(catchup._ahead) == 0  # 11..29 will never be applied here
+    catchup.complete(handoff)
+    steps(catchup)
+    assert len(catchup._ahead) == 0 and catchup.positions[MOVED] == 10
+    assert counts(database, keys) == expected(keys, 10)
+
+
+def test_the_read_ahead_keeps_at_most_its_bytes_and_reads_the_rest_again(
+    tmp_path: Path,
+) -> None:
+    """Records of 1 MiB: at most 32 MiB are kept; the rest are read again once applied."""
+    kafka, keys = world(committed=0, value=b"x" * (1 << 20))
+    catchup, database = catch_up(tmp_path, kafka, read_ahead=5000)
+    steps(catchup, 3)
+    ahead = catchup._ahead
+    assert 0 < ahead.bytes <= ahead.max_bytes
+    kafka.broker.groups["crashy"] = {MOVED: RECORDS}
+    catchup.refresh(force=True)
+    steps(catchup)
+    assert catchup.positions[MOVED] == RECORDS and ahead.bytes == 0
+    assert counts(database, keys) == expected(keys, RECORDS)
 
 
 def message(offset: int) -> SimMessage:

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from framework.app import App
+from framework.gc_tuning import fewer_collections
 from framework.processing import RecordProcessor
 from rebalance import TopicHistory
 from statestore import DatabaseIdentity, ProcessorDatabase
@@ -140,14 +141,15 @@ class AppFold:
             ),
             self.app.store_specs(),
         )
-        for start in range(0, records.num_rows, _COMMIT_EVERY):
-            chunk = records.slice(start, _COMMIT_EVERY)
-            columns = [chunk.column(name).to_pylist() for name in RECORD_COLUMNS[:-1]]
-            columns.append(header_lists(chunk.column("headers")))
-            batch = database.begin()
-            for row in zip(*columns, strict=True):
-                process(batch, _Message(row), restore=True, where=row[:3])
-            batch.commit()
+        with fewer_collections():
+            for start in range(0, records.num_rows, _COMMIT_EVERY):
+                chunk = records.slice(start, _COMMIT_EVERY)
+                columns = [chunk.column(name).to_pylist() for name in RECORD_COLUMNS[:-1]]
+                columns.append(header_lists(chunk.column("headers")))
+                batch = database.begin()
+                for row in zip(*columns, strict=True):
+                    process(batch, _Message(row), restore=True, where=row[:3])
+                batch.commit()
         for store in database.store_names():
             for key, raw in database.backend.scan(store):
                 yield store, key, raw

@@ -14,6 +14,7 @@ pandas.
 from __future__ import annotations
 
 import functools
+import gc
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -121,6 +122,24 @@ class Placement:
         return ranks
 
 
+_frozen = False  # whether this process froze its heap (once per Spark Python worker)
+
+
+def _freeze_worker_heap() -> None:
+    """In a Spark Python worker, once: move what the worker holds by now (its modules, the
+    app) out of the cycle collector's sight. pyspark's daemon runs a full collection after
+    every task of a reused worker, and each one scanned all of it. Reference counting still
+    frees those objects; only cycles among them are never collected."""
+    global _frozen  # noqa: PLW0603 - one heap per process
+    if _frozen:
+        return
+    from pyspark import TaskContext  # noqa: PLC0415
+
+    if TaskContext.get() is not None:
+        gc.freeze()
+        _frozen = True
+
+
 def _numbers(column: pa.ChunkedArray) -> npt.NDArray[np.int64]:
     return np.asarray(column.to_numpy(), dtype=np.int64)
 
@@ -134,6 +153,7 @@ def group_folder(
     topics = pa.array(placement.topics, pa.string())
 
     def fold_group(records: pa.Table) -> pa.Table:
+        _freeze_worker_heap()
         read.add(records.num_rows)
         rows, owners = placement.order(records)
         applied.add(len(rows))

@@ -79,7 +79,9 @@ class BootstrapPlan:
     partitions before the partitions split from them). ``covered`` is, per target, the
     offsets the built state covers. ``gained_from`` = (old processor count, sources) keeps only
     keys whose owner at the old count is one of the sources (a scale's receiver builds the keys
-    it gains, never keys it already owns).
+    it gains, never keys it already owns). SST files hold at most ``max_file_items`` keys; up
+    to ``one_writer_items`` items one task writes them all, more are range-partitioned over
+    the cores first.
     """
 
     initial_processors: int
@@ -89,6 +91,7 @@ class BootstrapPlan:
     covered: Mapping[int, Mapping[Position, int]]
     shards: int = 32
     max_file_items: int = 2_000_000
+    one_writer_items: int = 200_000
     gained_from: tuple[int, frozenset[int]] | None = None
 
 
@@ -152,11 +155,14 @@ def run_bootstrap(
         progress.phase = "fold"
         total = items.count()
         progress.phase = "write"
-        parallelism = max(1, spark.sparkContext.defaultParallelism)
-        files = max(parallelism, -(-total // plan.max_file_items)) if total else 1
+        if total <= plan.one_writer_items:  # one task writes all: no sampling job, no shuffle
+            ranged = items.coalesce(1)
+        else:
+            parallelism = max(1, spark.sparkContext.defaultParallelism)
+            files = max(parallelism, -(-total // plan.max_file_items))
+            ranged = items.repartitionByRange(files, "processor", "store", "key")
         written = (
-            items.repartitionByRange(files, "processor", "store", "key")
-            .sortWithinPartitions("processor", "store", "key")
+            ranged.sortWithinPartitions("processor", "store", "key")
             .mapInArrow(file_writer(partial, plan.max_file_items), _FILES_SCHEMA)
             .collect()
         )

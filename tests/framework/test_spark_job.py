@@ -198,6 +198,37 @@ def test_the_spark_job_builds_what_the_replay_builds(
 
 
 @pytest.mark.spark
+def test_many_items_are_range_partitioned_into_files_that_ingest_as_one(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Past ``one_writer_items`` the items are range-partitioned over several writer tasks;
+    each writes runs of at most ``max_file_items`` keys, and the files ingest to the state
+    a single writer's files give."""
+    rows, histories = make_history()
+    frame = spark.createDataFrame(rows, _ddl())
+    fold = AppFold(app, {"events": 2, "notes": 2}, histories, B)
+    plan = BootstrapPlan(
+        initial_processors=B,
+        processors=2,
+        targets=frozenset({0, 1}),
+        lineage=lineage_ranks(app.config, entries(histories)),
+        covered={0: {}, 1: {}},
+        shards=2,
+        max_file_items=4,
+        one_writer_items=0,
+    )
+    manifest = run_bootstrap(spark, frame, plan, fold, tmp_path / "out")
+    expected = replay(rows, histories)
+    writers = {path.name.split("-")[1] for j in (0, 1) for path in manifest.files(j)["journal"]}
+    assert len(writers) >= 2  # part-<writer task>-<run>.sst
+    for j in (0, 1):
+        files = manifest.files(j)["journal"]
+        assert len(files) >= 3
+        built = built_items(manifest, j, tmp_path)
+        assert built == [item for item in expected if owner(item[1], 2) == j]
+
+
+@pytest.mark.spark
 def test_two_builds_in_one_session_each_build_their_keys(
     spark: SparkSession, tmp_path: Path
 ) -> None:

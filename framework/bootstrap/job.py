@@ -9,9 +9,9 @@ Steps, all distributed:
    processor (``bucket(key_hash, B, P')``, the runtime's murmur3), order them by partition
    lineage then offset and fold them with the given ``Fold`` -- the app's own processor
    function in restore mode -- into final ``(processor, store, key, value)`` items;
-3. *write*: range-partition the items by ``(processor, store, key)``, sort, and let each task
-   stream its runs into SST files (``mapInArrow``; non-overlapping per store, so RocksDB
-   ingests them below L0).
+3. *write*: range-partition the items by ``(processor, store, key)`` (a few are all given to
+   one task instead), sort, and let each task stream its runs into SST files
+   (``mapInArrow``; non-overlapping per store, so RocksDB ingests them below L0).
 
 Files are written into a hidden ``.partial`` directory; the manifest (files, key counts and
 the offsets covered per processor) is written last and the directory renamed into place, so a

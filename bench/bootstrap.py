@@ -6,7 +6,8 @@ partition 1, so both methods must rebuild every key of partition 1 (half the rec
 default) from the topic:
 
 - *replay*: the runtime's ``CatchUp`` reads the partition through one consumer and applies
-  each record with the processor function in restore mode (what ``bootstrap: replay`` does);
+  each record with the processor function in restore mode (what ``bootstrap: replay`` does;
+  with the processor loop's rarer cycle collection, as there);
 - *Spark*: ``build_state`` (Kafka source, group, fold with the same function, SST files)
   plus ``bulk_load`` into the processor's database (what ``bootstrap: spark`` does), on
   ``local[1]`` and on ``local[2]``. Each master runs in its own process (a fresh JVM): the
@@ -46,6 +47,7 @@ from framework import AppConfig
 from framework.bootstrap.build import BuildRequest, bootstrap_session, build_state
 from framework.coordination.layout import prepare_app
 from framework.coordination.scaling import request_scale
+from framework.gc_tuning import fewer_collections
 from framework.kafka import Clients, TopicSpec, watermarks
 from framework.ops.broker import LocalBroker
 from framework.processing import RecordProcessor
@@ -110,8 +112,9 @@ def replay(config: AppConfig, scale: Any, state: Path, end: int) -> tuple[Timing
         records=RecordProcessor(wordcount),
     )
     position = (config.inputs[0].topic, JOINER)
-    while catchup.positions[position] < end:
-        catchup.step(config.scaling.catchup_batch)
+    with fewer_collections():  # as in the processor loop, which runs catch-ups
+        while catchup.positions[position] < end:
+            catchup.step(config.scaling.catchup_batch)
     timing = Timing(time.perf_counter() - start, time.process_time() - cpu)
     catchup.close()
     built = dict(database.items("counts"))

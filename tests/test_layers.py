@@ -22,6 +22,7 @@ FRAMEWORK_LAYERS: tuple[tuple[str, ...], ...] = (
     (
         "framework.errors",
         "framework.clock",
+        "framework.gc_tuning",
         "framework.config",
         "framework.config_checks",
         "framework.records",

@@ -11,7 +11,7 @@ when a job runs.
 """
 
 from framework.bootstrap.backfill import BackfillResult, backfill
-from framework.bootstrap.build import BuildRequest, build_state
+from framework.bootstrap.build import BuildRequest, bootstrap_session, build_state
 from framework.bootstrap.child_process import (
     BootstrapRun,
     bootstrap_directory,
@@ -56,6 +56,7 @@ __all__ = [
     "TargetState",
     "backfill",
     "bootstrap_directory",
+    "bootstrap_session",
     "build_state",
     "check_archive_columns",
     "kafka_history",

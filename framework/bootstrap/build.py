@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from framework.app import App
 from framework.bootstrap.fold import AppFold
@@ -26,7 +27,10 @@ from framework.coordination.registry import TopicEntry
 from framework.jvm import find_java, spark_kafka_jars
 from rebalance.positions import OffsetRange, Position
 
-__all__ = ["BuildRequest", "build_state"]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["BuildRequest", "bootstrap_session", "build_state"]
 
 
 @dataclass(frozen=True)
@@ -51,36 +55,52 @@ class BuildRequest:
     gained_from: tuple[int, frozenset[int]] | None = None
 
 
+def bootstrap_session(app: App, *, kafka: bool = True) -> SparkSession:
+    """A Spark session for ``app``'s builds: its ``spark.master`` and ``spark.settings``, with
+    Spark's Kafka connector unless ``kafka`` is false (builds from an archive only).
+
+    Pass it to ``build_state`` to run several builds in it: they share its start, its JVM's
+    compiled code and its Python workers. The caller stops it (``stop()``).
+    """
+    config = app.config
+    java = find_java()
+    return spark_session(
+        f"splitstate-bootstrap-{config.app_id}",
+        config.spark.master,
+        config.spark.settings,
+        jars=spark_kafka_jars() if kafka else [],
+        java_home=java.executable.resolve().parent.parent,
+    )
+
+
 def build_state(
     app: App,
     request: BuildRequest,
     destination: Path,
     on_progress: Callable[[BootstrapProgress], None] | None = None,
+    *,
+    spark: SparkSession | None = None,
 ) -> Manifest:
-    """Run the Spark job for ``request``; returns the manifest published at ``destination``."""
+    """Run the Spark job for ``request``; returns the manifest published at ``destination``.
+
+    ``spark``: a session to run in (``bootstrap_session``), left running; by default the
+    build starts its own and stops it at the end.
+    """
     config = app.config
     if request.archive is None:
         check_kafka_ranges(request.ranges, request.retained, "Kafka")
-    java = find_java()
-    jars = spark_kafka_jars() if request.archive is None else []
-    spark = spark_session(
-        f"splitstate-bootstrap-{config.app_id}",
-        config.spark.master,
-        config.spark.settings,
-        jars=jars,
-        java_home=java.executable.resolve().parent.parent,
-    )
+    session = spark or bootstrap_session(app, kafka=request.archive is None)
     try:
         with spark_errors():
             topics = [t.topic for t in config.inputs]
             if request.archive is None:
                 served = dict(request.ranges)
-                history = kafka_history(spark, config.spark_kafka_options(), served)
+                history = kafka_history(session, config.spark_kafka_options(), served)
             else:
-                archived = parquet_offsets(parquet_history(spark, request.archive, topics))
+                archived = parquet_offsets(parquet_history(session, request.archive, topics))
                 served = archive_ranges(request.ranges, archived, exact=request.exact)
                 _check_continuation(served, request.retained)
-                history = parquet_history(spark, request.archive, topics, served)
+                history = parquet_history(session, request.archive, topics, served)
             plan = BootstrapPlan(
                 initial_processors=config.initial_processors,
                 processors=request.processors,
@@ -93,9 +113,10 @@ def build_state(
             initial = {name: entry.initial_partitions for name, entry in request.entries.items()}
             histories = {name: entry.history for name, entry in request.entries.items()}
             fold = AppFold(app, initial, histories, config.initial_processors)
-            return run_bootstrap(spark, history, plan, fold, destination, on_progress=on_progress)
+            return run_bootstrap(session, history, plan, fold, destination, on_progress=on_progress)
     finally:
-        spark.stop()
+        if spark is None:
+            session.stop()
 
 
 def _check_continuation(

@@ -2,15 +2,16 @@
 
 Steps, all distributed:
 
-1. *route*: hash each record's key (the runtime's murmur3), keep records whose key belongs to
-   a target processor (``bucket(key_hash, B, P')``) and give each a shard (high hash bits);
-2. *fold*: per ``(processor, shard)`` group (``applyInPandas``; a key is always in one
-   group, so no key's history reaches the driver), order the records by partition lineage
-   then offset and fold them with the given ``Fold`` -- the app's own processor function in
-   restore mode -- into final ``(store, key, value)`` items;
-3. *write*: range-partition the items by ``(processor, store, key)``, sort, and let each task
-   stream its runs into SST files (non-overlapping per store, so RocksDB ingests them
-   below L0).
+1. *group*: give each record a group from its key (Spark's own ``hash``, so no Python runs
+   before the shuffle; a key is always in one group, so no key's history reaches the driver)
+   and hand each group to Python as one Arrow table (``applyInArrow``);
+2. *fold*: per group (``tasks.group_folder``), keep the records whose key belongs to a target
+   processor (``bucket(key_hash, B, P')``, the runtime's murmur3), order them by partition
+   lineage then offset and fold them with the given ``Fold`` -- the app's own processor
+   function in restore mode -- into final ``(processor, store, key, value)`` items;
+3. *write*: range-partition the items by ``(processor, store, key)`` (a few are all given to
+   one task instead), sort, and let each task stream its runs into SST files
+   (``mapInArrow``; non-overlapping per store, so RocksDB ingests them below L0).
 
 Files are written into a hidden ``.partial`` directory; the manifest (files, key counts and
 the offsets covered per processor) is written last and the directory renamed into place, so a
@@ -22,8 +23,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import os
 import shutil
+import struct
 import threading
 import time
 import uuid
@@ -32,13 +33,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import mmh3
+
 from framework.bootstrap.errors import BootstrapError
 from framework.bootstrap.manifest import Manifest, TargetState
+from framework.bootstrap.tasks import Placement, file_writer, group_folder
 from rebalance.positions import Position
 
 if TYPE_CHECKING:
-    import pandas as pd
-    from pyspark.sql import DataFrame, SparkSession
+    import pyarrow as pa
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = [
     "BootstrapPlan",
@@ -54,11 +58,15 @@ _FILES_SCHEMA = "processor int, store string, path string, keys long"
 
 
 class Fold(Protocol):
-    """Folds one group's records (already in processing order) into final state items."""
+    """Folds one processor's records of a group (already in processing order) into final
+    state items."""
 
-    def __call__(self, records: pd.DataFrame) -> Iterable[tuple[str, bytes, bytes]]:
+    def __call__(self, records: pa.Table) -> Iterable[tuple[str, bytes, bytes]]:
         """``(store, stored key, encoded value)`` of every key the records leave state for
-        (the stored key, prefix and all, is what the SST files hold and are sorted by)."""
+        (the stored key, prefix and all, is what the SST files hold and are sorted by).
+        ``records`` has the columns of ``fold.RECORD_COLUMNS``: topic (string), partition,
+        offset, key and value (binary), timestamp (epoch ms) and headers
+        (``list<struct<key: string, value: binary>>``)."""
         ...
 
 
@@ -71,7 +79,9 @@ class BootstrapPlan:
     partitions before the partitions split from them). ``covered`` is, per target, the
     offsets the built state covers. ``gained_from`` = (old processor count, sources) keeps only
     keys whose owner at the old count is one of the sources (a scale's receiver builds the keys
-    it gains, never keys it already owns).
+    it gains, never keys it already owns). SST files hold at most ``max_file_items`` keys; up
+    to ``one_writer_items`` items one task writes them all, more are range-partitioned over
+    the cores first.
     """
 
     initial_processors: int
@@ -81,6 +91,7 @@ class BootstrapPlan:
     covered: Mapping[int, Mapping[Position, int]]
     shards: int = 32
     max_file_items: int = 2_000_000
+    one_writer_items: int = 200_000
     gained_from: tuple[int, frozenset[int]] | None = None
 
 
@@ -119,8 +130,6 @@ def run_bootstrap(
 ) -> Manifest:
     """Build ``plan.targets``' state from ``history`` into ``destination`` (atomically)."""
     from pyspark import StorageLevel  # noqa: PLC0415
-    from pyspark.sql import functions as F  # noqa: PLC0415, N812
-    from pyspark.sql.pandas.functions import pandas_udf  # noqa: PLC0415
 
     destination = destination.expanduser().resolve()
     partial = destination.with_name(f".{destination.name}.partial-{uuid.uuid4().hex[:8]}")
@@ -131,40 +140,30 @@ def run_bootstrap(
     reporter = _ProgressReporter(spark, progress, on_progress, read_counter, applied_counter)
     reporter.start()
     try:
-        lineage = spark.createDataFrame(
-            [(t, p, rank) for (t, p), rank in plan.lineage.items()],
-            "topic string, partition int, lineage int",
-        )
-        # nondeterministic: evaluated once per row, not again for each column derived from it
-        place = pandas_udf(  # type: ignore[call-overload]
-            _router(plan, read_counter), "long"
-        ).asNondeterministic()
-        routed = (
-            history.withColumn("route", place("key"))
-            .where(F.col("route") >= 0)
-            .withColumn("processor", (F.col("route") / plan.shards).cast("int"))
-            .withColumn("shard", (F.col("route") % plan.shards).cast("int"))
-            # headers travel as JSON text, parsed only if the function reads them
-            .withColumn(
-                "headers",
-                F.when(F.size("headers") > 0, F.to_json("headers")).otherwise(F.lit(None)),
+        placement = _placement(plan)
+        groups = max(1, plan.shards * len(plan.targets))
+        tasks = min(groups, 2 * max(1, spark.sparkContext.defaultParallelism))
+        records = history.select(*_record_columns(placement, group_labels(groups, tasks)))
+        items = (
+            records.repartition(tasks, "group")
+            .groupBy("group")
+            .applyInArrow(
+                group_folder(placement, fold, read_counter, applied_counter), _ITEMS_SCHEMA
             )
-            .drop("route")
-        )
-        ordered = routed.join(F.broadcast(lineage), ["topic", "partition"], "left")
-        items = ordered.groupBy("processor", "shard").applyInPandas(
-            _folder(fold, applied_counter), _ITEMS_SCHEMA
         )
         items = items.persist(StorageLevel.MEMORY_AND_DISK)
         progress.phase = "fold"
         total = items.count()
         progress.phase = "write"
-        parallelism = max(1, spark.sparkContext.defaultParallelism)
-        files = max(parallelism, -(-total // plan.max_file_items)) if total else 1
+        if total <= plan.one_writer_items:  # one task writes all: no sampling job, no shuffle
+            ranged = items.coalesce(1)
+        else:
+            parallelism = max(1, spark.sparkContext.defaultParallelism)
+            files = max(parallelism, -(-total // plan.max_file_items))
+            ranged = items.repartitionByRange(files, "processor", "store", "key")
         written = (
-            items.repartitionByRange(files, "processor", "store", "key")
-            .sortWithinPartitions("processor", "store", "key")
-            .mapInPandas(_writer(partial, plan.max_file_items), _FILES_SCHEMA)
+            ranged.sortWithinPartitions("processor", "store", "key")
+            .mapInArrow(file_writer(partial, plan.max_file_items), _FILES_SCHEMA)
             .collect()
         )
         items.unpersist()
@@ -227,89 +226,58 @@ def _manifest(
     return Manifest(targets=targets, records_read=read, records_applied=applied)
 
 
-def _router(plan: BootstrapPlan, counter: Any) -> Callable[[pd.Series], pd.Series]:
-    """A pandas UDF over keys: ``processor * shards + shard`` for a target's key, else -1."""
-    b, p, shards = plan.initial_processors, plan.processors, plan.shards
-    targets = sorted(plan.targets)
-    previous, sources = plan.gained_from or (p, frozenset(targets))
-    source_list = sorted(sources)
-
-    def route(keys: pd.Series) -> pd.Series:
-        import numpy as np  # noqa: PLC0415
-        import pandas as pd  # noqa: PLC0415
-
-        from rebalance import bucket_array, key_hashes  # noqa: PLC0415
-
-        counter.add(len(keys))
-        present = keys.notna().to_numpy()
-        codes = np.full(len(keys), -1, dtype=np.int64)
-        if present.any():
-            hashes = np.asarray(key_hashes(keys[present].tolist()), dtype=np.int64)
-            processors = bucket_array(hashes, b, p)
-            shard = (hashes >> 16) % shards
-            owners = bucket_array(hashes, b, previous)
-            wanted = np.isin(processors, targets) & np.isin(owners, source_list)
-            code = np.where(wanted, processors * shards + shard, -1)
-            codes[present] = code
-        return pd.Series(codes)
-
-    import pandas  # noqa: PLC0415 - Spark reads the hints as real types
-
-    route.__annotations__ = {"keys": pandas.Series, "return": pandas.Series}
-    return route
+def _placement(plan: BootstrapPlan) -> Placement:
+    gained = plan.gained_from
+    return Placement(
+        initial_processors=plan.initial_processors,
+        processors=plan.processors,
+        targets=tuple(sorted(plan.targets)),
+        topics=tuple(sorted({topic for topic, _ in plan.lineage})),
+        lineage=dict(plan.lineage),
+        gained_from=None if gained is None else (gained[0], tuple(sorted(gained[1]))),
+    )
 
 
-def _folder(fold: Fold, counter: Any) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    def fold_group(records: pd.DataFrame) -> pd.DataFrame:
-        import pandas as pd  # noqa: PLC0415
+def _record_columns(placement: Placement, labels: list[int]) -> list[Column]:
+    """The history's columns as the fold takes them, the topic as its index in
+    ``placement.topics`` (-1: another topic), plus each record's ``group``: the label of
+    group ``pmod(hash(key), len(labels))`` (Spark's own hash of the key)."""
+    from pyspark.sql import functions as F  # noqa: PLC0415, N812
 
-        processor = int(records["processor"].iloc[0])
-        counter.add(len(records))
-        ordered = records.sort_values(["lineage", "offset"], kind="stable")
-        items = list(fold(ordered))
-        return pd.DataFrame(
-            {
-                "processor": pd.Series([processor] * len(items), dtype="int32"),
-                "store": pd.Series([store for store, _, _ in items], dtype=object),
-                "key": pd.Series([key for _, key, _ in items], dtype=object),
-                "value": pd.Series([value for _, _, value in items], dtype=object),
-            }
-        )
+    topic = F.lit(-1)
+    for index, name in reversed(list(enumerate(placement.topics))):
+        topic = F.when(F.col("topic") == name, F.lit(index)).otherwise(topic)
+    group = F.pmod(F.hash("key"), F.lit(len(labels))) + 1
+    return [
+        topic.alias("topic"),
+        F.col("partition"),
+        F.col("offset"),
+        F.col("key"),
+        F.col("value"),
+        F.col("timestamp"),
+        F.col("headers"),
+        F.element_at(F.array(*(F.lit(label) for label in labels)), group)
+        .cast("int")
+        .alias("group"),
+    ]
 
-    return fold_group
 
-
-def _writer(directory: Path, max_items: int) -> Callable[[Iterable[pd.DataFrame]], Any]:
-    def write(batches: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        import pandas as pd  # noqa: PLC0415
-        from pyspark import TaskContext  # noqa: PLC0415
-
-        from statestore.rocks import write_sst_file  # noqa: PLC0415
-
-        context = TaskContext.get()
-        part = context.partitionId() if context is not None else os.getpid()
-        rows = (
-            row
-            for batch in batches
-            for row in zip(
-                batch["processor"], batch["store"], batch["key"], batch["value"], strict=True
-            )
-        )
-        written: list[tuple[int, str, str, int]] = []
-        for (processor, store), run in itertools.groupby(rows, key=lambda r: (r[0], r[1])):
-            pairs = ((bytes(key), bytes(value)) for _, _, key, value in run)
-            for chunk_index in itertools.count():
-                chunk = list(itertools.islice(pairs, max_items))
-                if not chunk:
-                    break
-                folder = directory / f"processor-{int(processor)}" / str(store)
-                folder.mkdir(parents=True, exist_ok=True)
-                path = folder / f"part-{part:05d}-{chunk_index:03d}.sst"
-                keys = write_sst_file(path, chunk)
-                written.append((int(processor), str(store), str(path), keys))
-        yield pd.DataFrame(written, columns=["processor", "store", "path", "keys"])
-
-    return write
+def group_labels(groups: int, tasks: int) -> list[int]:
+    """For each of ``groups`` groups, an int that Spark's hash partitioning into ``tasks``
+    partitions (``pmod(murmur3(value, seed 42), tasks)``) sends to partition ``group %
+    tasks``, so every fold task gets the same number of groups. Only the balance depends on
+    this: records are grouped by label either way, and a key always has one label."""
+    wanted: dict[int, list[int]] = {}
+    for group in range(groups):
+        wanted.setdefault(group % tasks, []).append(group)
+    labels = [0] * groups
+    for value in itertools.count():
+        waiting = wanted.get(mmh3.hash(struct.pack("<i", value), 42) % tasks)
+        if waiting:
+            labels[waiting.pop()] = value
+            if not any(wanted.values()):
+                return labels
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 class _ProgressReporter:

@@ -37,6 +37,7 @@ from framework.clock import Clock
 from framework.config import AppConfig
 from framework.coordination.control_log import ControlLog, ControlWatcher
 from framework.coordination.topic_watch import TopicWatcher
+from framework.gc_tuning import fewer_collections
 from framework.growth.lease import RegistryLease
 from framework.kafka import KafkaIOError, Message, OffsetResetError, TransactionAbortableError
 from framework.processing import ProcessorFencedError, ProcessorStoppedError, RecordProcessor
@@ -44,7 +45,6 @@ from framework.runtime.assignment import Assignment
 from framework.runtime.batches import BatchResult, BatchRunner, first_offsets
 from framework.runtime.clients import RunClients
 from framework.runtime.faults import maybe_crash
-from framework.runtime.gc_tuning import fewer_collections
 from framework.runtime.handoffs import HandoffCoordinator
 from framework.runtime.pipeline import Pipeline
 from framework.runtime.record_limits import RecordLimits

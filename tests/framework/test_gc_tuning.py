@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from framework.runtime.gc_tuning import YOUNG_THRESHOLD, fewer_collections
+from framework.gc_tuning import YOUNG_THRESHOLD, fewer_collections
 
 
 def test_collections_are_rarer_inside_and_as_before_after() -> None:

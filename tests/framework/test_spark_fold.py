@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import random
+from typing import Any
 
-import pandas as pd
+import pyarrow as pa
 from pyspark import cloudpickle
 
 from examples.balances.app import Balance
@@ -34,18 +35,13 @@ def test_fold_equals_the_driver_including_refused_and_invalid_records() -> None:
     driver = TestDriver(balances_app, config)
     for key, value in records:
         driver.send("transactions", key, value)
-    frame = pd.DataFrame(
-        {
-            "topic": ["transactions"] * len(records),
-            "partition": [0] * len(records),
-            "offset": range(len(records)),
-            "key": [k for k, _ in records],
-            "value": [v for _, v in records],
-            "timestamp": [1_700_000_000_000] * len(records),
-            "headers": [None] * len(records),
-        }
+    table = records_table(
+        [
+            ("transactions", 0, offset, key, value, 1_700_000_000_000, None)
+            for offset, (key, value) in enumerate(records)
+        ]
     )
-    items = list(AppFold(balances_app, initial_processors=3)(frame))
+    items = list(AppFold(balances_app, initial_processors=3)(table))
     assert {store for store, _, _ in items} == {"accounts"}
     codec = TypedCodec(Balance)
     layout = KeyLayout(3)
@@ -59,10 +55,30 @@ def test_fold_equals_the_driver_including_refused_and_invalid_records() -> None:
 
 def test_fold_survives_shipping_to_spark_workers() -> None:
     fold = AppFold(balances_app)
-    list(fold(pd.DataFrame({c: [] for c in COLUMNS})))
+    list(fold(records_table([])))
     shipped = cloudpickle.dumps(fold)  # type: ignore[no-untyped-call]  # as Spark ships code
     copy = cloudpickle.loads(shipped)
     assert copy.app.config.app_id == balances_app.config.app_id
 
 
-COLUMNS = ["topic", "partition", "offset", "key", "value", "timestamp", "headers"]
+HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("timestamp", pa.int64()),
+        ("headers", HEADERS),
+    ]
+)
+Row = tuple[str, int, int, bytes | None, bytes | None, int | None, list[dict[str, Any]] | None]
+
+
+def records_table(rows: list[Row]) -> pa.Table:
+    """Records as the Spark job hands them to a fold."""
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(SCHEMA)
+    return pa.table(
+        [pa.array(list(c), f.type) for c, f in zip(columns, SCHEMA, strict=True)], schema=SCHEMA
+    )

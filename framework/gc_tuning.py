@@ -1,4 +1,5 @@
-"""Running Python's cycle collector less often while a processor loops.
+"""Running Python's cycle collector less often while a processor loops (or a Spark bootstrap
+folds a group of records).
 
 Every record makes short-lived objects (its message, record, outputs, state values) that
 reference counting frees at once; the cycle collector still counts each allocation and scans

@@ -1,0 +1,220 @@
+"""What a bootstrap runs in Spark's Python workers, on Arrow data.
+
+- ``group_folder``: the fold of one group of records (``applyInArrow``): keep the records whose
+  key a target processor builds (the runtime's murmur3 ``key_hash`` and ``bucket``), order
+  them by processor, partition lineage and offset, and fold each processor's records with the
+  ``Fold`` into ``(processor, store, key, value)`` items;
+- ``file_writer``: the writer (``mapInArrow``) that streams a task's sorted items into SST
+  files, one run of files per ``(processor, store)``.
+
+Columns are decoded once per batch (``to_pylist``, numpy), never a row at a time through
+pandas.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import itertools
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from framework.bootstrap.errors import BootstrapError
+from rebalance import bucket_array, key_hashes
+from rebalance.positions import Position
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from framework.bootstrap.job import Fold
+
+__all__ = ["FILES_SCHEMA", "ITEMS_SCHEMA", "Placement", "file_writer", "group_folder"]
+
+#: what a group's fold returns: each key's final state, by target processor
+ITEMS_SCHEMA = pa.schema(
+    [
+        ("processor", pa.int32()),
+        ("store", pa.string()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+    ]
+)
+
+#: what a writer task returns: one row per SST file
+FILES_SCHEMA = pa.schema(
+    [
+        ("processor", pa.int32()),
+        ("store", pa.string()),
+        ("path", pa.string()),
+        ("keys", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Which records a fold keeps and in which order, from a bootstrap's plan.
+
+    ``topics``: the input topics, whose index the job sends in the ``topic`` column;
+    ``lineage``: each input partition's place in processing order; ``gained_from`` = (old
+    processor count, sources) keeps only keys one of the sources owned at the old count.
+    """
+
+    initial_processors: int
+    processors: int
+    targets: tuple[int, ...]
+    topics: tuple[str, ...]
+    lineage: Mapping[Position, int]
+    gained_from: tuple[int, tuple[int, ...]] | None = None
+
+    def order(self, records: pa.Table) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The rows of ``records`` to fold, in processing order, and each one's processor."""
+        keys = records.column("key")
+        present = np.flatnonzero(keys.is_valid().to_numpy(zero_copy_only=False))
+        hashes = np.asarray(key_hashes(keys.take(present).to_pylist()), dtype=np.int64)
+        b = self.initial_processors
+        owners = bucket_array(hashes, b, self.processors)
+        wanted = np.isin(owners, self.targets)
+        if self.gained_from is not None:
+            previous, sources = self.gained_from
+            wanted &= np.isin(bucket_array(hashes, b, previous), sources)
+        rows, owners = present[wanted], owners[wanted]
+        topic = _numbers(records.column("topic"))[rows]
+        partition = _numbers(records.column("partition"))[rows]
+        offset = _numbers(records.column("offset"))[rows]
+        order = np.lexsort((offset, self._ranks(topic, partition), owners))
+        return rows[order], owners[order]
+
+    @functools.cached_property
+    def _rank_table(self) -> npt.NDArray[np.int64]:
+        """``[topic index, partition]`` -> lineage rank (-1: not an input partition)."""
+        width = 1 + max((p for _, p in self.lineage), default=0)
+        table = np.full((len(self.topics), width), -1, dtype=np.int64)
+        index = {name: i for i, name in enumerate(self.topics)}
+        for (name, p), rank in self.lineage.items():
+            table[index[name], p] = rank
+        return table
+
+    def _ranks(
+        self, topic: npt.NDArray[np.int64], partition: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.int64]:
+        """The lineage rank of each ``(topic index, partition)``."""
+        table = self._rank_table
+        width = table.shape[1]
+        known = (topic >= 0) & (partition >= 0) & (partition < width)
+        ranks = np.full(len(topic), -1, dtype=np.int64)
+        ranks[known] = table[topic[known], partition[known]]
+        unknown = np.flatnonzero(ranks < 0)
+        if unknown.size:
+            first = int(unknown[0])
+            name = self.topics[topic[first]] if 0 <= topic[first] < len(self.topics) else "?"
+            raise BootstrapError(
+                f"a record of {name}[{int(partition[first])}] is not in the plan's partition "
+                f"lineage ({len(unknown)} such records): the history holds partitions the "
+                "build does not order. Nothing was ingested."
+            )
+        return ranks
+
+
+_frozen = False  # whether this process froze its heap (once per Spark Python worker)
+
+
+def _freeze_worker_heap() -> None:
+    """In a Spark Python worker, once: move what the worker holds by now (its modules, the
+    app) out of the cycle collector's sight. pyspark's daemon runs a full collection after
+    every task of a reused worker, and each one scanned all of it. Reference counting still
+    frees those objects; only cycles among them are never collected."""
+    global _frozen  # noqa: PLW0603 - one heap per process
+    if _frozen:
+        return
+    from pyspark import TaskContext  # noqa: PLC0415
+
+    if TaskContext.get() is not None:
+        gc.freeze()
+        _frozen = True
+
+
+def _numbers(column: pa.ChunkedArray) -> npt.NDArray[np.int64]:
+    return np.asarray(column.to_numpy(), dtype=np.int64)
+
+
+def group_folder(
+    placement: Placement, fold: Fold, read: Any, applied: Any
+) -> Callable[[pa.Table], pa.Table]:
+    """The ``applyInArrow`` function: one group's records (``topic`` as an index into
+    ``placement.topics``) to the items of the keys the targets build; counts records read
+    and applied in the accumulators ``read`` and ``applied``."""
+    topics = pa.array(placement.topics, pa.string())
+
+    def fold_group(records: pa.Table) -> pa.Table:
+        _freeze_worker_heap()
+        read.add(records.num_rows)
+        rows, owners = placement.order(records)
+        applied.add(len(rows))
+        processors: list[int] = []
+        stores: list[str] = []
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        runs = np.flatnonzero(np.diff(owners)) + 1
+        for start, end in zip([0, *runs.tolist()], [*runs.tolist(), len(rows)], strict=True):
+            if start == end:
+                continue
+            taken = records.take(rows[start:end])
+            topic = topics.take(taken.column("topic").combine_chunks())
+            ordered = taken.set_column(taken.schema.get_field_index("topic"), "topic", topic)
+            processor = int(owners[start])
+            for store, key, value in fold(ordered):
+                processors.append(processor)
+                stores.append(store)
+                keys.append(key)
+                values.append(value)
+        return pa.table([processors, stores, keys, values], schema=ITEMS_SCHEMA)
+
+    return fold_group
+
+
+def file_writer(
+    directory: Path, max_items: int
+) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function: a task's items, sorted by ``(processor, store, key)``, to
+    SST files of at most ``max_items`` keys under ``directory/processor-J/STORE/``."""
+
+    def write(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext  # noqa: PLC0415
+
+        from statestore.rocks import write_sst_file  # noqa: PLC0415
+
+        context = TaskContext.get()
+        part = context.partitionId() if context is not None else os.getpid()
+        rows = (
+            row
+            for batch in batches
+            for row in zip(
+                *(batch.column(name).to_pylist() for name in ITEMS_SCHEMA.names), strict=True
+            )
+        )
+        written: list[tuple[int, str, str, int]] = []
+        for (processor, store), run in itertools.groupby(rows, key=lambda r: (r[0], r[1])):
+            pairs = ((key, value) for _, _, key, value in run)
+            for chunk_index in itertools.count():
+                chunk = list(itertools.islice(pairs, max_items))
+                if not chunk:
+                    break
+                folder = directory / f"processor-{processor}" / store
+                folder.mkdir(parents=True, exist_ok=True)
+                path = folder / f"part-{part:05d}-{chunk_index:03d}.sst"
+                keys = write_sst_file(path, chunk)
+                written.append((processor, store, str(path), keys))
+        columns = [
+            pa.array([row[index] for row in written], field.type)
+            for index, field in enumerate(FILES_SCHEMA)
+        ]
+        yield pa.RecordBatch.from_arrays(columns, schema=FILES_SCHEMA)
+
+    return write

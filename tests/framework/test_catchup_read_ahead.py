@@ -156,12 +156,13 @@ def test_records_past_f_are_not_kept_and_a_completed_partition_keeps_none(
 def test_the_read_ahead_keeps_at_most_its_bytes_and_reads_the_rest_again(
     tmp_path: Path,
 ) -> None:
-    """Records of 1 MiB: at most 32 MiB are kept; the rest are read again once applied."""
-    kafka, keys = world(committed=0, value=b"x" * (1 << 20))
+    """Records of 2 MiB (60 MiB in all): at most 32 MiB are kept; the rest are read again
+    once those are applied."""
+    kafka, keys = world(committed=0, value=b"x" * (2 << 20))
     catchup, database = catch_up(tmp_path, kafka, read_ahead=5000)
     steps(catchup, 3)
     ahead = catchup._ahead
-    assert 0 < ahead.bytes <= ahead.max_bytes
+    assert 0 < ahead.bytes <= ahead.max_bytes == 32 << 20
     kafka.broker.groups["crashy"] = {MOVED: RECORDS}
     catchup.refresh(force=True)
     steps(catchup)

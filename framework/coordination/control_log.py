@@ -157,6 +157,13 @@ class ControlWatcher:
         if self._database is not None:
             remember(self._database, self.topic, self.state, self.position())
 
+    def remember_end(self) -> None:
+        """Note in the database that the log reaches at least its end now: a record this
+        processor wrote and acts on before reading it back (its COMPLETE) is then proved to
+        exist, and a log restored from before it is refused at the next start."""
+        if self._database is not None:
+            remember(self._database, self.topic, self.state, self.end_offset())
+
     def position(self) -> int:
         """The offset of the next record to read."""
         return max(self._consumer.position((self.topic, 0)) or 0, 0)

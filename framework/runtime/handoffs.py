@@ -47,8 +47,7 @@ from statestore import ProcessorDatabase
 
 __all__ = ["HandoffCoordinator", "Release"]
 
-#: handoff phases in which the receiver waits for RELEASE, or reads to F
-_RELEASING = (HandoffPhase.READY, HandoffPhase.RELEASED)
+_RELEASING = (HandoffPhase.READY, HandoffPhase.RELEASED)  # RELEASE awaited, or read to F
 # the processor's lines keep the loop's logger name (they were written there)
 log = logging.getLogger("framework.runtime.loop")
 
@@ -273,6 +272,7 @@ class HandoffCoordinator:
             ):
                 catchup.complete(handoff)
                 self._send(scale.generation, handoff, HandoffEvent.COMPLETE)
+                self._watcher.remember_end()  # owned before the log is read that far
                 self._completed.setdefault(scale.generation, set()).update(handoff.partitions)
                 seconds = self._kafka.clock.monotonic() - catchup.started
                 what = (catchup.replayed, seconds, catchup.bootstrapped)

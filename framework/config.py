@@ -116,7 +116,12 @@ class ScalingConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     ready_lag: int = Field(default=1000, ge=0, description="T1 - T2 under which it is READY")
-    catchup_batch: int = Field(default=5000, ge=1, le=1_000_000)
+    catchup_batch: int = Field(
+        default=20_000,
+        ge=1,
+        le=1_000_000,
+        description="records a catch-up applies per loop iteration (and keeps read ahead)",
+    )
 
 
 class SparkConfig(BaseModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
@@ -18,9 +19,12 @@ log = logging.getLogger(__name__)
 
 #: How long a request to the broker may take.
 TIMEOUT = 30.0
+#: How long ``watermarks`` asks again while a partition has no leader (a new topic's).
+_LEADER_WAIT_SECONDS = 10.0
 #: How long a consumer waits for metadata before its first assignment (see ``_connect``).
 _CONNECT_SECONDS = 1.0
 _UNKNOWN = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
+_NO_LEADER = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
 
 
 def io_error(error: KafkaException, message: str | None = None) -> KafkaIOError:
@@ -201,12 +205,20 @@ class ConfluentConsumer(KafkaConsumer):
         """``[earliest retained, end)`` of each partition."""
         result: dict[Position, OffsetRange] = {}
         for topic, partition in positions:
-            try:
-                low, high = self._consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=TIMEOUT
-                )
-            except KafkaException as error:
-                raise io_error(error) from None
+            deadline = time.monotonic() + _LEADER_WAIT_SECONDS
+            while True:
+                try:
+                    low, high = self._consumer.get_watermark_offsets(
+                        TopicPartition(topic, partition), timeout=TIMEOUT
+                    )
+                    break
+                except KafkaException as error:
+                    # a topic created a moment ago may have no leader yet: ask again
+                    kafka_error = error.args[0] if error.args else None
+                    code = kafka_error.code() if isinstance(kafka_error, KafkaError) else None
+                    if code not in _NO_LEADER or time.monotonic() >= deadline:
+                        raise io_error(error) from None
+                    time.sleep(0.1)
             result[(topic, partition)] = OffsetRange(low, high)
             self._connected = True
         return result

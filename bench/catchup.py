@@ -24,20 +24,18 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shutil
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the bench package
 
+from bench.scratch import scratch_and_broker
 from bench.throughput import Row, run_child
 from bench.throughput_runs import PARTITIONS
 from bench.words import produce_words
 from framework.kafka import Clients, TopicSpec
-from framework.ops.broker import LocalBroker
 
 RUNS = Path(__file__).resolve().parent / "throughput_runs.py"
 ROWS = [
@@ -93,15 +91,8 @@ def main() -> None:
     parser.add_argument("--bootstrap", help="use this broker instead of starting one")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    scratch = Path(tempfile.mkdtemp(prefix="splitstate-catchup-"))
-    broker = None if args.bootstrap else LocalBroker(scratch / "broker")
-    try:
-        bootstrap = args.bootstrap or broker.start().bootstrap_servers  # type: ignore[union-attr]
+    with scratch_and_broker(args.bootstrap, "splitstate-catchup-") as (scratch, bootstrap):
         rows = run_all(bootstrap, args.records, scratch, distinct=args.distinct)
-    finally:
-        if broker is not None:
-            broker.stop()
-        shutil.rmtree(scratch, ignore_errors=True)
     print_table(rows)
 
 

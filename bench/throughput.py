@@ -42,10 +42,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -53,10 +51,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the bench package
 
+from bench.scratch import scratch_and_broker
 from bench.throughput_runs import PARTITIONS, Timing
 from bench.words import produce_words
 from framework.kafka import Clients, TopicSpec
-from framework.ops.broker import LocalBroker
 
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "throughput_runs.py"
@@ -243,16 +241,9 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     quix = (None, "--no-quix") if args.no_quix else quix_python()
-    scratch = Path(tempfile.mkdtemp(prefix="splitstate-throughput-"))
     tag = uuid.uuid4().hex[:8]  # every run's topics and groups are new, on any broker
-    broker = None if args.bootstrap else LocalBroker(scratch / "broker")
-    try:
-        bootstrap = args.bootstrap or broker.start().bootstrap_servers  # type: ignore[union-attr]
+    with scratch_and_broker(args.bootstrap, "splitstate-throughput-") as (scratch, bootstrap):
         rows = run_all(bootstrap, args.records, scratch, tag, quix, distinct=args.distinct)
-    finally:
-        if broker is not None:
-            broker.stop()
-        shutil.rmtree(scratch, ignore_errors=True)
     print_table(rows)
 
 

@@ -70,15 +70,18 @@ def started(app_id: str, initial: int, partitions: int) -> ControlState:
     return state
 
 
+#: the control record of generation 1: processor 0 of 1 gives partition 1 to processor 1
+SCALE_1_TO_2 = {
+    "type": "scale",
+    "generation": 1,
+    "processors": 2,
+    "partitions": {TOPIC: 2},
+    "histories": {TOPIC: {"counts": [2], "thresholds": {}}},
+}
+
+
 def scale_1_to_2() -> Scale:
-    scale = {
-        "type": "scale",
-        "generation": 1,
-        "processors": 2,
-        "partitions": {TOPIC: 2},
-        "histories": {TOPIC: {"counts": [2], "thresholds": {}}},
-    }
-    state = started("crashy", 1, 2).apply(scale)
+    state = started("crashy", 1, 2).apply(SCALE_1_TO_2)
     assert state.scaling is not None, state.ignored
     return state.scaling
 

@@ -16,7 +16,13 @@ from rebalance import HandoffEvent, bucket, key_hash
 from rebalance.control import Handoff, handoff_record
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
 from tests.clocks import ManualClock
-from tests.framework.test_catchup_crashes import TOPIC, counting_app, scale_1_to_2, started
+from tests.framework.test_catchup_crashes import (
+    SCALE_1_TO_2,
+    TOPIC,
+    counting_app,
+    scale_1_to_2,
+    started,
+)
 from tests.sim.broker import Broker, StoredRecord
 from tests.sim.kafka import MemoryKafka
 from tests.sim.producer import SimMessage
@@ -40,14 +46,7 @@ def world(committed: int, value: bytes = b"v") -> tuple[MemoryKafka, list[bytes]
 
 def released_at(final: int) -> Handoff:
     """Generation 1's handoff 0 -> 1, released at ``final``."""
-    scale = {
-        "type": "scale",
-        "generation": 1,
-        "processors": 2,
-        "partitions": {TOPIC: 2},
-        "histories": {TOPIC: {"counts": [2], "thresholds": {}}},
-    }
-    state = started("crashy", 1, 2).apply(scale)
+    state = started("crashy", 1, 2).apply(SCALE_1_TO_2)
     for event, offsets in [
         (HandoffEvent.START_CATCH_UP, None),
         (HandoffEvent.CAUGHT_UP, None),

@@ -109,20 +109,27 @@ def killer_world() -> tuple[MemoryKafka, list[bytes]]:
     return kafka, keys
 
 
+def receiver(
+    kafka: MemoryKafka,
+    app: App,
+    database: ProcessorDatabase,
+    *,
+    crash_limit: int = 3,
+    read_ahead: int = 5000,
+) -> CatchUp:
+    """Processor 1's catch-up of ``SCALE_1_TO_2``."""
+    records = RecordProcessor(app)
+    return CatchUp(
+        1, 1, scale_1_to_2(), kafka=kafka, group_id="crashy", database=database, records=records,
+        crash_limit=crash_limit, read_ahead=read_ahead,
+    )  # fmt: skip
+
+
 def run_catch_ups(kafka: MemoryKafka, app: App, database: ProcessorDatabase) -> tuple[CatchUp, int]:
     """Catch up as processor 1, in a new process after each death; the last one and deaths."""
     deaths = 0
     for _run in range(10):
-        catchup = CatchUp(
-            1,
-            1,
-            scale_1_to_2(),
-            kafka=kafka,
-            group_id="crashy",
-            database=database,
-            records=RecordProcessor(app),
-            crash_limit=2,
-        )
+        catchup = receiver(kafka, app, database, crash_limit=2)
         try:
             while catchup.step(5):
                 pass

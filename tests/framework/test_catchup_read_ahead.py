@@ -9,7 +9,6 @@ import random
 from pathlib import Path
 
 from framework.kafka import TopicSpec
-from framework.processing import RecordProcessor
 from framework.runtime.catchup import CatchUp
 from framework.runtime.read_ahead import ReadAhead
 from rebalance import HandoffEvent, bucket, key_hash
@@ -20,7 +19,7 @@ from tests.framework.test_catchup_crashes import (
     SCALE_1_TO_2,
     TOPIC,
     counting_app,
-    scale_1_to_2,
+    receiver,
     started,
 )
 from tests.sim.broker import Broker, StoredRecord
@@ -72,18 +71,7 @@ def catch_up(
     tmp_path: Path, kafka: MemoryKafka, read_ahead: int
 ) -> tuple[CatchUp, ProcessorDatabase]:
     database = ProcessorDatabase.in_memory(DatabaseIdentity("crashy", 1), [StoreSpec("counts")])
-    app = counting_app(tmp_path)
-    catchup = CatchUp(
-        1,
-        1,
-        scale_1_to_2(),
-        kafka=kafka,
-        group_id="crashy",
-        database=database,
-        records=RecordProcessor(app),
-        read_ahead=read_ahead,
-    )
-    return catchup, database
+    return receiver(kafka, counting_app(tmp_path), database, read_ahead=read_ahead), database
 
 
 def steps(catchup: CatchUp, count: int = 20) -> None:

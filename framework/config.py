@@ -215,13 +215,14 @@ class AppConfig(BaseSettings):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"topics listed twice in inputs/outputs: {duplicates}")
-        reserved = {self.control_topic, "__splitstate_topics"}  # the control log, the registry
+        # the control log, the progress reports, the topic registry
+        reserved = {self.control_topic, self.progress_topic, "__splitstate_topics"}
         used = [*names, self.dead_letters]
         if clash := sorted(reserved & set(used)):
             raise ValueError(
-                f"topics {clash} are splitstate's own (the app's control log or the topic "
-                "registry) and cannot be an input, an output or the dead-letter topic. Fix: "
-                "name another topic."
+                f"topics {clash} are splitstate's own (the app's control log, its progress "
+                "reports or the topic registry) and cannot be an input, an output or the "
+                "dead-letter topic. Fix: name another topic."
             )
         if self.bootstrap == "snapshot" and not self.snapshots.enabled:
             raise ValueError(
@@ -279,6 +280,11 @@ class AppConfig(BaseSettings):
     def control_topic(self) -> str:
         """The app's control log topic."""
         return f"{self.app_id}-splitstate-control"
+
+    @property
+    def progress_topic(self) -> str:
+        """The topic processors write their progress reports to (``status`` reads them)."""
+        return f"{self.app_id}-splitstate-progress"
 
     def input_topic(self, name: str) -> TopicConfig:
         """The input topic called ``name``."""

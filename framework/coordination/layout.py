@@ -20,6 +20,7 @@ from framework.app import App
 from framework.config import AppConfig, ConfigError
 from framework.coordination.control_guard import ControlLogLostError, check_history
 from framework.coordination.control_log import ControlLog
+from framework.coordination.progress_reports import progress_topic_spec
 from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
 from framework.kafka import Kafka, TopicSpec, check_retention
 from rebalance import TopicHistory, bucket, check_layout
@@ -86,9 +87,15 @@ def prepare_app(
         )
     registry = TopicRegistry(kafka)
     control_log = ControlLog(kafka, config.control_topic)
-    # the dead letters, the registry and the control log, created together where missing
+    # the dead letters, the registry, the control log and the progress reports, created
+    # together where missing
     kafka.create_topics(
-        [TopicSpec(config.dead_letters, 1), registry.topic_spec(), control_log.topic_spec()]
+        [
+            TopicSpec(config.dead_letters, 1),
+            registry.topic_spec(),
+            control_log.topic_spec(),
+            progress_topic_spec(config.progress_topic),
+        ]
     )
     check_retention(kafka, [REGISTRY_TOPIC, config.control_topic])
     known = registry.read()

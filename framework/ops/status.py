@@ -2,28 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
-from pathlib import Path
 
 from framework.app import App
-from framework.bootstrap.child_process import bootstrap_directory, read_bootstrap_progress
 from framework.coordination.control_log import ControlLog
+from framework.coordination.progress_reports import read_reports
 from framework.coordination.registry import TopicRegistry
 from framework.growth.gates import blocked_partitions
-from framework.growth.placement import UNFENCED_SCOPE
 from framework.kafka import Clients, Kafka
+from framework.ops.processor_facts import BootstrapStatus, ProcessorFacts
 from framework.ops.snapshot_status import SnapshotReport, collect_snapshots
-from framework.runtime.crashes import SkippedRecord, skipped_records
-from framework.snapshots.transfer_progress import (
-    TransferProgress,
-    read_transfer_progress,
-    transfer_directory,
-)
+from framework.runtime.crashes import SkippedRecord
+from framework.snapshots.transfer_progress import TransferProgress
 from rebalance import bucket, expected_shares
-from statestore import ProcessorDatabase, StateStoreError
 
 __all__ = [
     "AppStatus",
@@ -58,13 +51,15 @@ class PartitionStatus:
 
 @dataclass(frozen=True)
 class ProcessorStatus:
-    """One processor: its partitions, expected key share, local state size and pid."""
+    """One processor: its partitions, expected key share, state size, pid and host (the
+    size, pid and host as seen on this machine or in its newest progress report)."""
 
     processor: int
     partitions: list[PartitionStatus]
     share: Fraction
     state_bytes: int | None
     pid: int | None
+    host: str | None = None
 
     @property
     def lag(self) -> int:
@@ -80,30 +75,6 @@ class HandoffStatus:
     target: int
     phase: str
     partitions: list[tuple[str, int, int | None, int | None, int | None]]  # topic, p, T1, T2, F
-
-
-@dataclass(frozen=True)
-class BootstrapStatus:
-    """A joining processor's Spark bootstrap, as its job last reported (``bootstrap: spark``)."""
-
-    processor: int
-    phase: str
-    tasks_done: int
-    tasks_total: int
-    records_read: int
-    records_applied: int
-    seconds: float
-
-    def render(self) -> str:
-        """One line with a bar over the current Spark stage's tasks."""
-        fraction = self.tasks_done / self.tasks_total if self.tasks_total else 0.0
-        filled = round(fraction * _BAR)
-        bar = "#" * filled + "-" * (_BAR - filled)
-        return (
-            f"processor {self.processor} Spark bootstrap {self.phase:<8} [{bar}] tasks "
-            f"{self.tasks_done}/{self.tasks_total}  {self.records_read:,} records read, "
-            f"{self.records_applied:,} folded  {self.seconds:.0f}s"
-        )
 
 
 @dataclass(frozen=True)
@@ -163,20 +134,6 @@ class AppStatus:
     guarantee: str = "exactly-once"
 
 
-def _directory_size(path: Path) -> int | None:
-    if not path.is_dir():
-        return None
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-
-
-def _pids(state_dir: Path) -> dict[int, int]:
-    try:
-        data = json.loads((state_dir / "supervisor.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return {int(j): int(pid) for j, pid in data.get("processors", {}).items()}
-
-
 def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
     """Read the control log, registry, consumer group offsets and local state sizes.
 
@@ -210,14 +167,15 @@ def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
         for topic, partition in positions
     ]
     shares = expected_shares(b, p)
-    pids = _pids(config.app_state_dir)
+    facts = ProcessorFacts(app, read_reports(kafka, config.progress_topic))
     processors = [
         ProcessorStatus(
             j,
             [s for s in partitions if s.owner == j],
             shares[j],
-            _directory_size(config.app_state_dir / f"processor-{j}"),
-            pids.get(j),
+            facts.state_bytes(j),
+            facts.pid(j),
+            facts.host(j),
         )
         for j in range(p)
     ]
@@ -229,7 +187,7 @@ def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
     handoffs = []
     if scale is not None:
         for handoff in scale.handoffs.values():
-            t2 = _catch_up_progress(config.app_state_dir, handoff.target, scale.generation)
+            t2 = facts.catch_up(handoff.target, scale.generation)
             handoffs.append(
                 HandoffStatus(
                     handoff.source,
@@ -263,11 +221,10 @@ def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
     bootstraps: list[BootstrapStatus | TransferProgress] = []
     if scale is not None:
         for target in sorted({h.target for h in scale.handoffs.values()}):
-            bootstrap = _bootstrap_status(app, target, scale.generation)
+            bootstrap = facts.bootstrap(target, scale.generation)
             if bootstrap is not None:
                 bootstraps.append(bootstrap)
-            directory = transfer_directory(config.app_state_dir, target, scale.generation)
-            transfer = read_transfer_progress(directory)
+            transfer = facts.transfer(target, scale.generation)
             if transfer is not None:
                 bootstraps.append(transfer)
     last = control.scale
@@ -276,7 +233,7 @@ def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
         if last is None or last.aborted is None
         else (last.generation, last.old_processors, last.new_processors, last.aborted)
     )
-    skipped = {j: _skipped(config.app_state_dir, j) for j in range(p)}
+    skipped = {j: facts.skipped(j) for j in range(p)}
     return AppStatus(
         config.app_id,
         generation,
@@ -289,7 +246,7 @@ def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
         topics,
         dict(scale.stopped) if scale else {},
         aborted,
-        _unfenced(config.app_state_dir),
+        facts.unfenced(list(range(p))),
         {j: records for j, records in skipped.items() if records},
         collect_snapshots(
             config,
@@ -302,62 +259,3 @@ def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
         config.bootstrap,
         config.processing_guarantee,
     )
-
-
-def _skipped(state_dir: Path, processor: int) -> list[SkippedRecord]:
-    """Records a processor on this machine skipped because they crashed it."""
-    path = state_dir / f"processor-{processor}"
-    if not (path / "CURRENT").exists():
-        return []
-    try:
-        with ProcessorDatabase.open_read_only(path) as database:
-            return skipped_records(database)
-    except StateStoreError:
-        return []
-
-
-def _bootstrap_status(app: App, processor: int, generation: int) -> BootstrapStatus | None:
-    """The progress file of a bootstrap job running on this machine, if there is one."""
-    progress = read_bootstrap_progress(bootstrap_directory(app, processor, generation))
-    if progress is None:
-        return None
-    return BootstrapStatus(
-        processor,
-        str(progress.get("phase", "?")),
-        int(progress.get("tasks_done", 0)),
-        int(progress.get("tasks_total", 0)),
-        int(progress.get("records_read", 0)),
-        int(progress.get("records_applied", 0)),
-        float(progress.get("updated", 0.0)) - float(progress.get("started", 0.0)),
-    )
-
-
-def _catch_up_progress(
-    state_dir: Path, processor: int, generation: int
-) -> dict[tuple[str, int], int]:
-    """A receiver's T2 from its local state (when it runs on this machine)."""
-    path = state_dir / f"processor-{processor}"
-    if not (path / "CURRENT").exists():
-        return {}
-    try:
-        with ProcessorDatabase.open_read_only(path) as database:
-            return database.progress(f"catchup-{generation}")
-    except StateStoreError:
-        return {}
-
-
-def _unfenced(state_dir: Path) -> dict[tuple[str, int], int]:
-    """Records processed without a ``splitstate.count`` header, summed over the processors
-    whose state is on this machine (each counts the records it processed itself)."""
-    total: dict[tuple[str, int], int] = {}
-    for path in sorted(state_dir.glob("processor-*")):
-        if not (path / "CURRENT").exists():
-            continue
-        try:
-            with ProcessorDatabase.open_read_only(path) as database:
-                counts = database.progress(UNFENCED_SCOPE)
-        except StateStoreError:
-            continue
-        for position, count in counts.items():
-            total[position] = total.get(position, 0) + count
-    return total

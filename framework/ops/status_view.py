@@ -70,11 +70,14 @@ def _unfenced_line(status: AppStatus) -> list[str]:
 
 def _processor_lines(status: AppStatus) -> list[str]:
     lines = [""]
-    lines.append(f"{'processor':>9} {'pid':>7} {'share':>7} {'state':>9} {'lag':>9}  partitions")
+    lines.append(
+        f"{'processor':>9} {'host':<16} {'pid':>7} {'share':>7} {'state':>9} {'lag':>9}  partitions"
+    )
     for processor in status.processors:
         parts = ", ".join(f"{p.topic}[{p.partition}]" for p in processor.partitions)
+        host = (processor.host or "-")[:16]
         lines.append(
-            f"{processor.processor:>9} {processor.pid or '-':>7} "
+            f"{processor.processor:>9} {host:<16} {processor.pid or '-':>7} "
             f"{float(processor.share):>7.1%} {_size(processor.state_bytes):>9} "
             f"{processor.lag:>9}  {parts}"
         )

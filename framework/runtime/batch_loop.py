@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from framework.clock import Clock
 from framework.config import AppConfig
@@ -49,6 +48,7 @@ from framework.runtime.handoffs import HandoffCoordinator
 from framework.runtime.pipeline import Pipeline
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
+from framework.runtime.stats import RuntimeStats
 from framework.snapshots.taker import SnapshotTaker
 from rebalance import HandoffPhase
 from statestore import ProcessorDatabase
@@ -63,21 +63,6 @@ _TAKEOVER_WAIT_SECONDS = 0.01
 #: aborted transactions in a row after which the processor exits (the supervisor restarts it
 #: with backoff): a write that keeps failing is not retried at once for ever
 _ABORTS_IN_A_ROW = 5
-
-
-@dataclass
-class RuntimeStats:
-    """Counters of one processor run."""
-
-    records: int = 0
-    restored: int = 0
-    outputs: int = 0
-    dead_letters: int = 0
-    batches: int = 0
-    #: records this run's catch-ups took in order (applied, or passed over as not gained)
-    replayed: int = 0
-    #: when the run started, on its clock
-    started: float = 0.0
 
 
 class BatchLoop:
@@ -100,6 +85,7 @@ class BatchLoop:
         handoffs: HandoffCoordinator,
         snapshots: SnapshotTaker | None = None,
         limits: RecordLimits | None = None,
+        every_step: Callable[[], None] | None = None,
         stopping: Callable[[], bool],
         clock: Clock,
     ) -> None:
@@ -118,6 +104,7 @@ class BatchLoop:
         self._handoffs = handoffs
         self._snapshots = snapshots
         self._limits = limits
+        self._every_step = every_step  # e.g. the progress report, when due
         self._stopping = stopping
         self._runner: BatchRunner | None = None
         self._pipeline: Pipeline | None = None
@@ -154,6 +141,8 @@ class BatchLoop:
             while not self._stopping() and (until is None or not until(self.stats)):
                 if not self.step():
                     break
+                if self._every_step is not None:
+                    self._every_step()
                 now = self._clock.monotonic()
                 if now - last_log >= _LOG_EVERY_SECONDS:
                     self._log_progress(now)

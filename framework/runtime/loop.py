@@ -34,6 +34,7 @@ from framework.runtime.clients import RunClients, transactional_id
 from framework.runtime.faults import maybe_crash
 from framework.runtime.handoffs import HandoffCoordinator
 from framework.runtime.record_limits import RecordLimits
+from framework.runtime.reporting import ProgressReporter
 from framework.snapshots.restore import restore_lost_state
 from framework.snapshots.taker import SnapshotTaker
 from rebalance.control import ControlState
@@ -222,6 +223,14 @@ class ProcessorRuntime:
             opened.callback(handoffs.close)
             opened.callback(_flush_quietly, clients.producer)
             reading = Assignment(self.processor_id, clients.consumer, database, layout, clock)
+            reporter = ProgressReporter(
+                self.app,
+                self.processor_id,
+                kafka=kafka,
+                database=database,
+                watcher=watcher,
+                clock=clock,
+            )
             loop = BatchLoop(
                 self.config,
                 self.processor_id,
@@ -237,6 +246,7 @@ class ProcessorRuntime:
                 handoffs=handoffs,
                 snapshots=snapshots,
                 limits=limits,
+                every_step=reporter.tick,
                 stopping=self._stopped,
                 clock=clock,
             )

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import time
 
 from framework.config import AppConfig, ConfigError, TopicConfig
+from framework.coordination.progress_reports import progress_topic_spec
 from framework.coordination.registry import TopicRegistry
 from framework.coordination.scaling import abort_scale, request_scale
 from framework.kafka import COMPACTED, Clients, TopicSpec
 from framework.loader import load_app
 from framework.ops.cli._arguments import app_arguments
+from framework.ops.processor_id import resolve_processor_id
 from framework.ops.progress import CatchUpProgress
 from framework.ops.status import collect_status
 from framework.ops.status_view import render_status
@@ -31,8 +34,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add the ``run``, ``topics``, ``scale`` and ``status`` subcommands."""
     app = app_arguments()
     run = commands.add_parser("run", parents=[app], help="run processors of an app")
-    which = run.add_mutually_exclusive_group(required=True)
-    which.add_argument("--processor-id", type=int, metavar="J", help="run processor J here")
+    which = run.add_mutually_exclusive_group()
+    which.add_argument(
+        "--processor-id",
+        type=int,
+        metavar="J",
+        help="run processor J here (default: SPLITSTATE_PROCESSOR_ID, or a StatefulSet "
+        "pod's ordinal)",
+    )
     which.add_argument(
         "--all", action="store_true", help="run every processor under a local supervisor"
     )
@@ -83,7 +92,9 @@ def _run(args: argparse.Namespace) -> int:
     app = load_app(args.app, args.config)
     if args.all:
         return Supervisor(app, args.app, args.config or app.config_file).run()
-    runtime = ProcessorRuntime(app, args.processor_id)
+    processor, source = resolve_processor_id(args.processor_id, os.environ)
+    log.info("running processor %d of %s (id from %s)", processor, app.config.app_id, source)
+    runtime = ProcessorRuntime(app, processor)
     runtime.install_signal_handlers()
     try:
         stats = runtime.run()
@@ -92,7 +103,7 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_STOPPED_BY_POLICY
     log.info(
         "processor %d stopped: %d records, %d outputs, %d dead letters",
-        args.processor_id,
+        processor,
         stats.records,
         stats.outputs,
         stats.dead_letters,
@@ -117,6 +128,7 @@ def _create_topics(args: argparse.Namespace) -> int:
     ]
     specs.append(TopicSpec(config.dead_letters, 1))
     specs.append(TopicSpec(config.control_topic, 1, config=COMPACTED))
+    specs.append(progress_topic_spec(config.progress_topic))
     created = kafka.create_topics(specs)
     registry = TopicRegistry(kafka)
     registry.ensure_topic()

@@ -1,0 +1,48 @@
+"""Which processor `splitstate run` runs: the flag, the environment, a StatefulSet ordinal."""
+
+from __future__ import annotations
+
+import pytest
+
+from framework.config import ConfigError
+from framework.ops.processor_id import resolve_processor_id
+
+K8S = {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}
+
+
+def test_the_flag_wins_over_the_environment() -> None:
+    found = resolve_processor_id(2, {"SPLITSTATE_PROCESSOR_ID": "5", **K8S}, "wordcount-7")
+    assert found == (2, "--processor-id")
+
+
+def test_the_environment_wins_over_the_hostname() -> None:
+    found = resolve_processor_id(None, {"SPLITSTATE_PROCESSOR_ID": " 5 ", **K8S}, "wordcount-7")
+    assert found == (5, "SPLITSTATE_PROCESSOR_ID")
+
+
+def test_a_statefulset_pod_takes_its_ordinal() -> None:
+    processor, source = resolve_processor_id(None, K8S, "wordcount-processor-12")
+    assert processor == 12
+    assert "wordcount-processor-12" in source
+
+
+def test_a_hostname_is_no_id_outside_kubernetes() -> None:
+    with pytest.raises(ConfigError, match="no processor id given.*SPLITSTATE_PROCESSOR_ID"):
+        resolve_processor_id(None, {}, "build-2")
+
+
+@pytest.mark.parametrize("hostname", ["wordcount", "wordcount-", "WORD-3x"])
+def test_a_pod_without_an_ordinal_is_refused(hostname: str) -> None:
+    with pytest.raises(ConfigError, match=f"hostname {hostname!r} has no StatefulSet ordinal"):
+        resolve_processor_id(None, K8S, hostname)
+
+
+@pytest.mark.parametrize("value", ["three", "", "1.5"])
+def test_a_malformed_environment_value_is_named(value: str) -> None:
+    with pytest.raises(ConfigError, match="SPLITSTATE_PROCESSOR_ID=.* is not a processor id"):
+        resolve_processor_id(None, {"SPLITSTATE_PROCESSOR_ID": value}, None)
+
+
+def test_a_negative_id_is_refused() -> None:
+    with pytest.raises(ConfigError, match="processor id -1 .* is negative"):
+        resolve_processor_id(None, {"SPLITSTATE_PROCESSOR_ID": "-1"}, None)

@@ -206,6 +206,7 @@ class ConfluentConsumer(KafkaConsumer):
         result: dict[Position, OffsetRange] = {}
         for topic, partition in positions:
             deadline = time.monotonic() + _LEADER_WAIT_SECONDS
+            refreshed = False
             while True:
                 try:
                     low, high = self._consumer.get_watermark_offsets(
@@ -213,15 +214,28 @@ class ConfluentConsumer(KafkaConsumer):
                     )
                     break
                 except KafkaException as error:
-                    # a topic created a moment ago may have no leader yet: ask again
                     kafka_error = error.args[0] if error.args else None
                     code = kafka_error.code() if isinstance(kafka_error, KafkaError) else None
+                    if code == KafkaError._UNKNOWN_PARTITION and not refreshed:
+                        # a partition added since this consumer read the topic's metadata
+                        # (a growth): read it again, once
+                        refreshed = True
+                        self._refresh_metadata(topic)
+                        continue
+                    # a topic created a moment ago may have no leader yet: ask again
                     if code not in _NO_LEADER or time.monotonic() >= deadline:
                         raise io_error(error) from None
                     time.sleep(0.1)
             result[(topic, partition)] = OffsetRange(low, high)
             self._connected = True
         return result
+
+    def _refresh_metadata(self, topic: str) -> None:
+        """Ask the broker for ``topic``'s metadata (librdkafka's cache takes the answer)."""
+        try:
+            self._consumer.list_topics(topic, timeout=TIMEOUT)
+        except KafkaException as error:
+            raise io_error(error) from None
 
     def group_metadata(self) -> object:
         """confluent-kafka's ``ConsumerGroupMetadata`` of this consumer."""

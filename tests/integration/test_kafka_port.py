@@ -244,3 +244,16 @@ def test_a_transaction_shows_its_records_and_offsets_together_or_not_at_all(
     newer.begin()
     newer.produce(topic, b"newer", b"k", 0)
     newer.commit(30)
+
+
+def test_watermarks_of_a_partition_added_after_the_consumer_read_metadata(
+    kafka: Kafka, topic_factory: TopicFactory
+) -> None:
+    """A processor asks for a grown topic's new partition (a growth just lifted its gate)
+    with a consumer whose metadata predates the growth: it must refresh, not fail."""
+    topic = topic_factory(1)
+    kafka.append(topic, [(b"a", b"1")])
+    with kafka.consumer(unique("group")) as consumer:
+        assert consumer.watermarks([(topic, 0)])[(topic, 0)] == OffsetRange(0, 1)
+        kafka.create_partitions(topic, 2)
+        assert consumer.watermarks([(topic, 1)])[(topic, 1)] == OffsetRange(0, 0)

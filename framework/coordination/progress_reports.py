@@ -62,7 +62,8 @@ class ProcessorReport:
     """What processor ``processor`` last said of itself.
 
     ``host``/``pid``: where it runs; ``updated``: wall-clock seconds of the report;
-    ``catch_up``: the generation it catches up in and its T2 per input partition;
+    ``catch_up_generation``/``catch_up``: the newest scale it gains keys in and its T2 per
+    input partition there (its final F once the handoff completed);
     ``bootstrap`` and ``transfer``: its Spark bootstrap's and its snapshot transfer's own
     progress reports (with their ``generation``); ``unfenced``: records it processed without
     a ``splitstate.count`` header; ``skipped``: records it skipped after crashes, as

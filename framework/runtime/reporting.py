@@ -108,13 +108,15 @@ class ProgressReporter:
     def report(self) -> ProcessorReport:
         """The processor's report now."""
         database = self._database
-        scale = self._watcher.state.scaling
+        state = self._watcher.state
         generation = None
         catch_up: dict[tuple[str, int], int] = {}
         bootstrap = transfer = None
-        if scale is not None and any(h.target == self._processor for h in scale.handoffs.values()):
-            generation = scale.generation
+        last = state.scale  # the newest scale, in progress or ended (its T2 then stays F)
+        if last is not None and any(h.target == self._processor for h in last.handoffs.values()):
+            generation = last.generation
             catch_up = database.progress(f"catchup-{generation}")
+        if generation is not None and state.scaling is not None:
             found = read_bootstrap_progress(
                 bootstrap_directory(self._app, self._processor, generation)
             )

@@ -27,7 +27,7 @@ def test_a_statefulset_pod_takes_its_ordinal() -> None:
 
 
 def test_a_hostname_is_no_id_outside_kubernetes() -> None:
-    with pytest.raises(ConfigError, match="no processor id given.*SPLITSTATE_PROCESSOR_ID"):
+    with pytest.raises(ConfigError, match=r"no processor id given.*SPLITSTATE_PROCESSOR_ID"):
         resolve_processor_id(None, {}, "build-2")
 
 
@@ -39,10 +39,10 @@ def test_a_pod_without_an_ordinal_is_refused(hostname: str) -> None:
 
 @pytest.mark.parametrize("value", ["three", "", "1.5"])
 def test_a_malformed_environment_value_is_named(value: str) -> None:
-    with pytest.raises(ConfigError, match="SPLITSTATE_PROCESSOR_ID=.* is not a processor id"):
+    with pytest.raises(ConfigError, match=r"SPLITSTATE_PROCESSOR_ID=.* is not a processor id"):
         resolve_processor_id(None, {"SPLITSTATE_PROCESSOR_ID": value}, None)
 
 
 def test_a_negative_id_is_refused() -> None:
-    with pytest.raises(ConfigError, match="processor id -1 .* is negative"):
+    with pytest.raises(ConfigError, match=r"processor id -1 .* is negative"):
         resolve_processor_id(None, {"SPLITSTATE_PROCESSOR_ID": "-1"}, None)

@@ -6,7 +6,6 @@ with no download of a server binary)."""
 from __future__ import annotations
 
 import json
-import logging
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from statestore.snapshot_copy import SnapshotDownload, SnapshotUpload
 from statestore.snapshot_lineage import lineage_of
 from statestore.snapshot_manifest import SnapshotFile, SnapshotManifest
 from statestore.snapshot_store import SnapshotStore, redact_url
+from tests.s3_server import CREDENTIALS, s3_server, snapshot_url
 from tests.statestore.conftest import IDENTITY, STORES
 
 _taken = 0
@@ -27,25 +27,8 @@ _taken = 0
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
     """moto's S3 server on a free port of 127.0.0.1, with a bucket ``snapshots``."""
-    from moto.server import ThreadedMotoServer  # noqa: PLC0415 - only for these tests
-
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    admin = pafs.S3FileSystem(
-        access_key="test",
-        secret_key="test",  # noqa: S106 - moto accepts any credentials
-        region="us-east-1",
-        endpoint_override=f"{host}:{port}",
-        scheme="http",
-        allow_bucket_creation=True,
-    )
-    admin.create_dir("snapshots")
-    try:
-        yield f"{host}:{port}"
-    finally:
-        server.stop()
+    with s3_server() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -56,14 +39,9 @@ def store(
     if request.param == "local":
         return SnapshotStore(str(tmp_path / "store"), IDENTITY.app_id)
     endpoint = request.getfixturevalue("s3_endpoint")
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
+    for name, value in CREDENTIALS.items():
         monkeypatch.setenv(name, value)
-    url = f"s3://snapshots/{uuid.uuid4().hex[:8]}?endpoint_override={endpoint}&scheme=http"
-    return SnapshotStore(url, IDENTITY.app_id)
+    return SnapshotStore(snapshot_url(endpoint), IDENTITY.app_id)
 
 
 def _files(store: SnapshotStore) -> set[str]:

@@ -196,7 +196,8 @@ class ProcessorRuntime:
                 batch_bytes=None if limits is None else limits.batch_bytes(),
             )
             opened.callback(clients.consumer.close)
-            opened.callback(outputs.close)
+            opened.callback(clients.producer.close)
+            opened.callback(outputs.close)  # (first: its renewer reads the producer's metadata)
             instance = None
             if clients.transactions is not None:  # this run fenced any earlier one: say so
                 instance = uuid.uuid4().hex

@@ -33,6 +33,7 @@ from framework.runtime.batch_loop import BatchLoop, RuntimeStats
 from framework.runtime.clients import RunClients, transactional_id
 from framework.runtime.faults import maybe_crash
 from framework.runtime.handoffs import HandoffCoordinator
+from framework.runtime.log_context import note_generation
 from framework.runtime.record_limits import RecordLimits
 from framework.snapshots.restore import restore_lost_state
 from framework.snapshots.taker import SnapshotTaker
@@ -172,6 +173,7 @@ class ProcessorRuntime:
             control = ControlLog(kafka, self.config.control_topic)
             watcher = control.watch()
             opened.callback(watcher.close)
+            watcher.on_change(note_generation)  # log lines name the generation in force
             watcher.catch_up(watcher.end_offset())
             if not watcher.state.has_work(self.processor_id):
                 raise SplitstateError(

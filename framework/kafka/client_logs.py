@@ -7,8 +7,8 @@ which logs them to the ``splitstate.librdkafka`` logger as ``FACILITY [client] m
 Levels follow syslog's (error, warning, notice/info, debug), except that a broker connection
 being refused, closed or reset, and "all brokers are down", are DEBUG: librdkafka reconnects
 on its own, and an outage that lasts surfaces as splitstate's own error (a read that times
-out, a lease that runs out) naming the fix. Authentication, TLS and every other error keep
-their level.
+out, a lease that runs out) naming the fix. A disconnection librdkafka explains (a wrong
+``security.protocol``, TLS, authentication) and every other error keep their level.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ _TRANSIENT = re.compile(
     r"|broker connections are down",
     re.IGNORECASE,
 )
+#: ... unless librdkafka says why (a wrong security.protocol, TLS, authentication)
+_EXPLAINED = re.compile(r"might be caused|security\.protocol|SSL|SASL|authenticat", re.IGNORECASE)
 
 
 class LibrdkafkaLog:
@@ -41,7 +43,12 @@ class LibrdkafkaLog:
     def log(self, level: int, message: str, *args: Any) -> None:
         """Log one librdkafka line at its level (transient connection news at DEBUG)."""
         text = args[-1] if args else message
-        if level > logging.DEBUG and isinstance(text, str) and _TRANSIENT.search(text):
+        if (
+            level > logging.DEBUG
+            and isinstance(text, str)
+            and _TRANSIENT.search(text)
+            and not _EXPLAINED.search(text)
+        ):
             level = logging.DEBUG
         self.logger.log(level, message, *args)
 

@@ -34,6 +34,11 @@ def test_connections_coming_and_going_are_debug(caplog: pytest.LogCaptureFixture
 def test_other_errors_and_warnings_keep_their_level(caplog: pytest.LogCaptureFixture) -> None:
     sasl = "127.0.0.1:9/bootstrap: SASL authentication error: Authentication failed"
     assert _logged(caplog, logging.ERROR, "FAIL", sasl) == logging.ERROR
+    hint = (
+        "127.0.0.1:9/bootstrap: Disconnected while requesting ApiVersion: might be caused by "
+        "incorrect security.protocol configuration (connecting to a SSL listener?)"
+    )
+    assert _logged(caplog, logging.ERROR, "FAIL", hint) == logging.ERROR
     poll = "Application maximum poll interval (300000ms) exceeded by 12ms"
     assert _logged(caplog, logging.WARNING, "MAXPOLL", poll) == logging.WARNING
     assert _logged(caplog, logging.INFO, "CONFWARN", "configuration note") == logging.INFO

@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -84,15 +85,29 @@ def run_wordcount(bootstrap: str, scratch: Path) -> None:
         producer.flush()
         truth.update(words)
 
-    write(RECORDS)
-    print(f"\n== produced {RECORDS} words ({len(truth)} distinct) to 'words'", flush=True)
+    try:
+        write(RECORDS)
+        print(f"\n== produced {RECORDS} words ({len(truth)} distinct) to 'words'", flush=True)
+        reader = CountReader(bootstrap)
+        try:
+            run_and_scale(scratch, write, reader, truth)
+        finally:
+            reader.close()
+    finally:
+        producer.close()  # its lease renewer stops before the broker does
+    report(truth, reader, scratch / "wordcount.log")
 
+
+def run_and_scale(
+    scratch: Path, write: Callable[[int], None], reader: CountReader, truth: Counter[str]
+) -> None:
+    """Run wordcount under the supervisor, scale it to 3 processors while words keep coming,
+    read every count; the supervisor and its processors are stopped however this ends."""
     print("== running wordcount with 2 processors (splitstate run --all)", flush=True)
     log = (scratch / "wordcount.log").open("wb")
     supervisor = subprocess.Popen(
         [sys.executable, "-m", "framework.ops.cli", "run", APP, "--all"], stdout=log, stderr=log
     )
-    reader = CountReader(bootstrap)
     try:
         reader.read_until(dict(truth), timeout=120)
         print(f"   all {RECORDS} words counted", flush=True)
@@ -107,18 +122,19 @@ def run_wordcount(bootstrap: str, scratch: Path) -> None:
 
         writer = threading.Thread(target=keep_writing)
         writer.start()
-        time.sleep(1.0)
-        splitstate("scale", APP, "--processors", "3")
-        wait_for_handoff(scratch / "wordcount.log", timeout=120)
-        time.sleep(1.0)
-        stop.set()
-        writer.join()
+        try:
+            time.sleep(1.0)
+            splitstate("scale", APP, "--processors", "3")
+            wait_for_handoff(scratch / "wordcount.log", timeout=120)
+            time.sleep(1.0)
+        finally:
+            stop.set()
+            writer.join()
         reader.read_until(dict(truth), timeout=120)
     finally:
         supervisor.send_signal(signal.SIGTERM)
         supervisor.wait(timeout=90)
         log.close()
-    report(truth, reader, scratch / "wordcount.log")
 
 
 def report(truth: Counter[str], reader: CountReader, log: Path) -> None:
@@ -172,6 +188,10 @@ class CountReader:
                     self.counts[data["word"]].append(data["count"])
             if all(self.counts[w] and self.counts[w][-1] >= n for w, n in truth.items()):
                 return
+
+    def close(self) -> None:
+        """Leave (before the broker stops, so nothing is left trying to reach it)."""
+        self.consumer.close()
 
 
 if __name__ == "__main__":

@@ -5,6 +5,9 @@ measured with a ``Clock``. ``SYSTEM_CLOCK`` is the real one (``time.monotonic``,
 ``time.sleep``, daemon threads); the deterministic simulation (``tests/sim``) gives the same
 code a simulated clock whose time only moves when the simulated world lets it, and whose
 background work is one more party of its seeded schedule.
+
+Background work is stopped by its owner (an ``Event`` it ``wait``s on) and joined through the
+``Task`` that ``start`` returns, so it never outlives the clients it uses.
 """
 
 from __future__ import annotations
@@ -14,7 +17,18 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ["SYSTEM_CLOCK", "Clock", "SystemClock"]
+__all__ = ["SYSTEM_CLOCK", "Clock", "StopSignal", "SystemClock", "Task"]
+
+#: What an owner sets to tell its background work to return (``Clock.wait`` watches it).
+StopSignal = threading.Event
+
+
+class Task(Protocol):
+    """Background work that ``Clock.start`` started."""
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait until the work returned (at most ``timeout`` seconds)."""
+        ...
 
 
 class Clock(Protocol):
@@ -32,7 +46,11 @@ class Clock(Protocol):
         """Wait ``seconds``."""
         ...
 
-    def start(self, name: str, target: Callable[[], None]) -> None:
+    def wait(self, stop: threading.Event, seconds: float) -> bool:
+        """Wait ``seconds``, or less once ``stop`` is set; returns whether it is set."""
+        ...
+
+    def start(self, name: str, target: Callable[[], None]) -> Task:
         """Run ``target`` in the background (it must return once its owner tells it to)."""
         ...
 
@@ -52,9 +70,15 @@ class SystemClock:
         """``time.sleep(seconds)``."""
         time.sleep(seconds)
 
-    def start(self, name: str, target: Callable[[], None]) -> None:
-        """Start ``target`` on a daemon thread named ``name``."""
-        threading.Thread(target=target, name=name, daemon=True).start()
+    def wait(self, stop: threading.Event, seconds: float) -> bool:
+        """``stop.wait(seconds)``: returns as soon as ``stop`` is set."""
+        return stop.wait(seconds)
+
+    def start(self, name: str, target: Callable[[], None]) -> Task:
+        """Start ``target`` on a daemon thread named ``name`` (the thread is the task)."""
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        return thread
 
 
 #: The real clock every process uses unless given another (the simulation gives its own).

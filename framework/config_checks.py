@@ -36,6 +36,7 @@ FRAMEWORK_VARIABLES = frozenset(
         "SPLITSTATE_CACHE_DIR",  # where resolved jars are cached (framework/jvm.py)
         "SPLITSTATE_DEBUG",  # the CLI prints tracebacks
         "SPLITSTATE_FAULT",  # crash tests kill a process at named points
+        "SPLITSTATE_LOG_FORMAT",  # `splitstate run` logs text or json (framework/ops/logs.py)
         "SPLITSTATE_PROCESSOR_ID",  # which processor `splitstate run` runs (one per host)
         "SPLITSTATE_SEED",  # a randomized test's seed
     }

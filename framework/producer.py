@@ -133,9 +133,14 @@ class SplitstateProducer:
         return self._producer.flush(timeout)
 
     def close(self, timeout: float = 30.0) -> int:
-        """Flush and stop renewing the lease; returns how many records are still queued."""
-        self.lease.close()
-        remaining = self._producer.flush(timeout)
-        if self._own_kafka is not None:
-            self._own_kafka.close()
+        """Stop renewing the lease (its renewer returns first), flush, then close the producer
+        and the clients this producer made; returns how many records were still queued (and
+        are dropped). Nothing of it reaches Kafka afterwards: close it before Kafka stops."""
+        self.lease.close(timeout)
+        try:
+            remaining = self._producer.flush(timeout)
+        finally:
+            self._producer.close()
+            if self._own_kafka is not None:
+                self._own_kafka.close()
         return remaining

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 __all__ = ["ManualClock"]
@@ -35,6 +36,19 @@ class ManualClock:
         self.sleeps += 1
         self.on_sleep(self.sleeps)
 
-    def start(self, name: str, target: Callable[[], None]) -> None:
+    def wait(self, stop: threading.Event, seconds: float) -> bool:
+        """``sleep(seconds)`` (counted as one); then whether ``stop`` is set."""
+        self.sleep(seconds)
+        return stop.is_set()
+
+    def start(self, name: str, target: Callable[[], None]) -> _Kept:
         """Keep ``target`` for the test."""
         self.started.append((name, target))
+        return _Kept()
+
+
+class _Kept:
+    """Work a ``ManualClock`` keeps for the test to run: nothing to wait for."""
+
+    def join(self, timeout: float | None = None) -> None:
+        """Return at once."""

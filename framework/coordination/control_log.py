@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -147,6 +147,12 @@ class ControlWatcher:
         )
         self._consumer.assign({(topic, 0): None})
         self._database: ProcessorDatabase | None = None
+        self._listeners: list[Callable[[ControlState], None]] = []
+
+    def on_change(self, listener: Callable[[ControlState], None]) -> None:
+        """Call ``listener(state)`` now and after every record that changes the state."""
+        self._listeners.append(listener)
+        listener(self.state)
 
     def record_in(self, database: ProcessorDatabase) -> None:
         """Note what was read in ``database`` now and after every change."""
@@ -190,6 +196,8 @@ class ControlWatcher:
             changed = changed or self.state != before
         if changed:
             self._remember()
+            for listener in self._listeners:
+                listener(self.state)
         return changed
 
     def catch_up(self, end_offset: int, timeout: float = 30.0) -> None:

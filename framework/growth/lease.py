@@ -4,7 +4,8 @@ A writer of an app's input (``SplitstateProducer``, or a processor's outputs) pl
 the counts its lease holds. The lease is renewed from the registry several times per
 ``lease_ms`` in the background (a thread of the ``Clock``) and runs out when no read
 succeeded for that long, so a growth (``splitstate expand``) knows when no record placed with
-an old count can still land.
+an old count can still land. ``close`` stops the renewer and waits for it, so it never reads
+the registry after its owner closed the clients (or stopped the broker).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 from collections.abc import Mapping
 from typing import Protocol
 
-from framework.clock import SYSTEM_CLOCK, Clock
+from framework.clock import SYSTEM_CLOCK, Clock, StopSignal, Task
 from framework.coordination.registry import TopicEntry
 from framework.errors import SplitstateError
 from framework.growth.placement import LinearHashPartitioner
@@ -72,13 +73,14 @@ class RegistryLease:
         )
         self._renewed = clock.monotonic() if read_at is None else read_at
         self._producer: KafkaProducer | None = None
-        self._closed = False
+        self._closed = StopSignal()
+        self._renewer: Task | None = None
 
     def start(self, producer: KafkaProducer) -> None:
         """Start renewing; ``producer``'s metadata is refreshed before new counts are used."""
         self._producer = producer
         if self._topics:
-            self._clock.start("registry-lease", self._renew)
+            self._renewer = self._clock.start("registry-lease", self._renew)
 
     def fresh(self) -> bool:
         """Whether the counts are within their lease (always, without topics)."""
@@ -96,21 +98,27 @@ class RegistryLease:
                 "registry can be read."
             )
 
-    def close(self) -> None:
-        """Stop renewing: the renewer returns after its current sleep (a registry read under
-        way finishes but a wait for new partitions ends, unused; no other read starts)."""
-        self._closed = True
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop renewing and wait (up to ``timeout`` seconds) until the renewer returned: its
+        wait between renewals ends at once, a registry read under way finishes, a wait for
+        new partitions ends unused, and no other read starts. Close the lease before the
+        clients it reads with (and the producer it was started with)."""
+        self._closed.set()
+        renewer, self._renewer = self._renewer, None
+        if renewer is not None:
+            renewer.join(timeout)
+        self._producer = None  # the lease holds it no longer
 
     def closed(self) -> bool:
         """Whether ``close`` was called."""
-        return self._closed
+        return self._closed.is_set()
 
     def _renew(self) -> None:
         # checked after every wait (also one inside a renewal), so a closed lease stops
         while not self.closed():
-            self._clock.sleep(self.lease_seconds / _RENEWALS_PER_LEASE)
-            if not self.closed():
-                self.renew()
+            if self._clock.wait(self._closed, self.lease_seconds / _RENEWALS_PER_LEASE):
+                return
+            self.renew()
 
     def renew(self) -> bool:
         """Re-read the registry once (the background thread does this several times per
@@ -118,6 +126,9 @@ class RegistryLease:
         started = self._clock.monotonic()  # the counts read are as of the read's start, not its end
         try:
             entries = self._registry.read()
+            missing = [t for t in self._topics if t not in entries]
+            if missing:
+                raise SplitstateError(f"it has no entry for {', '.join(map(repr, missing))}")
             partitioner = LinearHashPartitioner({t: entries[t] for t in self._topics})
             for topic in self._topics:
                 if partitioner.partitions(topic) != self.partitioner.partitions(topic):
@@ -125,7 +136,12 @@ class RegistryLease:
         except _ClosedError:
             return False
         except Exception as error:  # the lease runs out unless a later read works
-            log.warning("could not refresh the topic registry: %s", error)
+            # (a read that failed as the lease was being closed concerns no one)
+            log.log(
+                logging.DEBUG if self.closed() else logging.WARNING,
+                "could not refresh the topic registry: %s",
+                error,
+            )
             return False
         if any(partitioner.partitions(t) != self.partitioner.partitions(t) for t in self._topics):
             log.info(
@@ -138,7 +154,8 @@ class RegistryLease:
 
     def _wait_for_partitions(self, topic: str, count: int) -> None:
         """Refresh librdkafka's metadata until ``topic`` shows ``count`` partitions."""
-        assert self._producer is not None
+        if self._producer is None:  # closed meanwhile
+            raise _ClosedError
         deadline = self._clock.monotonic() + self.lease_seconds
         while True:
             if self._producer.partition_count(topic) >= count:

@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, Ne
 
 from framework.clock import SYSTEM_CLOCK, Clock
 from framework.config import AppConfig
+from framework.kafka.client_logs import with_logger
 from framework.kafka.confluent_consumer import TIMEOUT, ConfluentConsumer, io_error
 from framework.kafka.confluent_producer import ConfluentProducer
 from framework.kafka.confluent_transactions import ConfluentTransactionalProducer
@@ -90,7 +91,7 @@ class Clients(Kafka):
         """A new idempotent producer (``settings`` last: the user's override ours)."""
         wanted = self._producer_settings(linger_ms, delivery_timeout_ms, settings)
         try:
-            return ConfluentProducer(Producer(wanted))
+            return ConfluentProducer(Producer(with_logger(wanted)))
         except KafkaException as error:
             raise io_error(error) from None
 
@@ -110,7 +111,7 @@ class Clients(Kafka):
         delivery = int(wanted.get("delivery.timeout.ms", 0))
         wanted.setdefault("transaction.timeout.ms", max(60_000, delivery))
         try:
-            return ConfluentTransactionalProducer(Producer(wanted))
+            return ConfluentTransactionalProducer(Producer(with_logger(wanted)))
         except KafkaException as error:
             raise io_error(error) from None
 
@@ -129,13 +130,14 @@ class Clients(Kafka):
 
     @property
     def admin(self) -> AdminClient:
-        """The admin client (made on first use)."""
+        """The admin client (made on first use; each use first serves its log lines)."""
         with self._lock:
             if self._admin is None:
                 try:
-                    self._admin = AdminClient(self.settings)
+                    self._admin = AdminClient(with_logger(self.settings))
                 except KafkaException as error:
                     raise io_error(error) from None
+            self._admin.poll(0)
             return self._admin
 
     # -- topics ----------------------------------------------------------------------------
@@ -314,7 +316,7 @@ class Clients(Kafka):
     def _shared_producer(self) -> Producer:
         with self._lock:
             if self._appender is None:
-                self._appender = Producer(self._producer_settings())
+                self._appender = Producer(with_logger(self._producer_settings()))
             return self._appender
 
     def _drop_producer(self, producer: Producer) -> None:
@@ -323,11 +325,16 @@ class Clients(Kafka):
                 self._appender = None
 
     def close(self) -> None:
-        """Wait for the appends' producer (appends wait for their records anyway)."""
+        """Wait for the appends' producer (appends wait for their records anyway), then let
+        it and the admin client go: their connections close now, not when the process
+        ends (a later use makes new ones)."""
         with self._lock:
             producer, self._appender = self._appender, None
+            admin, self._admin = self._admin, None
         if producer is not None:
             producer.flush(TIMEOUT)
+        if admin is not None:
+            admin.poll(0)  # its last log lines
 
 
 def _read_to_end(

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as ConfluentMessage
 
+from framework.kafka.client_logs import with_logger
 from framework.kafka.errors import KafkaIOError, OffsetResetError, UnknownPartitionError
 from framework.kafka.port import KafkaConsumer, Message
 from rebalance.positions import OffsetRange, Position
@@ -56,7 +57,7 @@ class ConfluentConsumer(KafkaConsumer):
 
     def __init__(self, settings: Mapping[str, object], name: str, strict: bool = False) -> None:
         try:
-            self._consumer = Consumer(dict(settings))
+            self._consumer = Consumer(with_logger(settings))
         except KafkaException as error:
             raise io_error(error) from None
         self._name = name

@@ -126,3 +126,9 @@ class ConfluentProducer(KafkaProducer):
         except KafkaException as error:
             raise io_error(error) from None
         return len(metadata.topics[topic].partitions)
+
+    def close(self) -> None:
+        """Drop librdkafka's producer: it is destroyed (its connections closed) now, not when
+        the process ends. Not used again (see ``KafkaProducer.close``)."""
+        if hasattr(self, "_producer"):
+            del self._producer

@@ -240,6 +240,11 @@ class KafkaProducer(Protocol):
         partition can be produced to once it shows here)."""
         ...
 
+    def close(self) -> None:
+        """Let go of the producer: its connections close now; records still queued are
+        dropped (``flush`` first). It is not used again."""
+        ...
+
 
 class TransactionalProducer(KafkaProducer, Protocol):
     """A producer that writes in transactions: the records produced between ``begin`` and

@@ -29,6 +29,7 @@ from framework.coordination.scaling import read_control, request_scale
 from framework.errors import SplitstateError
 from framework.ops.progress import CatchUpProgress
 from framework.ops.status import collect_status
+from framework.runtime.log_context import note_generation
 
 __all__ = ["EXIT_STOPPED_BY_POLICY", "Supervisor"]
 
@@ -58,10 +59,14 @@ class _Child:
 class Supervisor:
     """Run an app's processors as child processes, following its control log."""
 
-    def __init__(self, app: App, app_spec: str, config_file: Path | None) -> None:
+    def __init__(
+        self, app: App, app_spec: str, config_file: Path | None, *, log_format: str = "text"
+    ) -> None:
         self.app = app
         self.app_spec = app_spec
         self.config_file = config_file
+        #: the children log as the supervisor does (``--log-format``)
+        self.log_format = log_format
         self.state_dir = app.config.app_state_dir
         self.children: dict[int, _Child] = {}
         self._stopping = False
@@ -79,7 +84,7 @@ class Supervisor:
         command += ["--processor-id", str(processor)]
         if self.config_file is not None:
             command += ["--config", str(self.config_file)]
-        return command
+        return [*command, "--log-format", self.log_format]
 
     def run(self) -> int:
         """Supervise until SIGTERM/SIGINT or until every processor stopped on purpose."""
@@ -120,6 +125,7 @@ class Supervisor:
         except SplitstateError as error:
             log.warning("could not read the control log: %s", error)
             return
+        note_generation(state)  # the supervisor's log lines name the generation in force
         if state.scaling is not None:
             self._log_progress()
         if state.scale is not None and state.scale.generation != self._scale_seen:

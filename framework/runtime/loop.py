@@ -33,6 +33,7 @@ from framework.runtime.batch_loop import BatchLoop, RuntimeStats
 from framework.runtime.clients import RunClients, transactional_id
 from framework.runtime.faults import maybe_crash
 from framework.runtime.handoffs import HandoffCoordinator
+from framework.runtime.log_context import note_generation
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.reporting import ProgressReporter
 from framework.snapshots.restore import restore_lost_state
@@ -173,6 +174,7 @@ class ProcessorRuntime:
             control = ControlLog(kafka, self.config.control_topic)
             watcher = control.watch()
             opened.callback(watcher.close)
+            watcher.on_change(note_generation)  # log lines name the generation in force
             watcher.catch_up(watcher.end_offset())
             if not watcher.state.has_work(self.processor_id):
                 raise SplitstateError(
@@ -197,7 +199,8 @@ class ProcessorRuntime:
                 batch_bytes=None if limits is None else limits.batch_bytes(),
             )
             opened.callback(clients.consumer.close)
-            opened.callback(outputs.close)
+            opened.callback(clients.producer.close)
+            opened.callback(outputs.close)  # (first: its renewer reads the producer's metadata)
             instance = None
             if clients.transactions is not None:  # this run fenced any earlier one: say so
                 instance = uuid.uuid4().hex
@@ -223,14 +226,6 @@ class ProcessorRuntime:
             opened.callback(handoffs.close)
             opened.callback(_flush_quietly, clients.producer)
             reading = Assignment(self.processor_id, clients.consumer, database, layout, clock)
-            reporter = ProgressReporter(
-                self.app,
-                self.processor_id,
-                kafka=kafka,
-                database=database,
-                watcher=watcher,
-                clock=clock,
-            )
             loop = BatchLoop(
                 self.config,
                 self.processor_id,
@@ -246,7 +241,9 @@ class ProcessorRuntime:
                 handoffs=handoffs,
                 snapshots=snapshots,
                 limits=limits,
-                every_step=reporter.tick,
+                every_step=ProgressReporter(
+                    self.app, self.processor_id, kafka=kafka, database=database, watcher=watcher
+                ).tick,
                 stopping=self._stopped,
                 clock=clock,
             )

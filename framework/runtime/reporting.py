@@ -17,7 +17,6 @@ from pathlib import Path
 
 from framework.app import App
 from framework.bootstrap.child_process import bootstrap_directory, read_bootstrap_progress
-from framework.clock import Clock
 from framework.coordination.control_log import ControlWatcher
 from framework.coordination.progress_reports import (
     HEARTBEAT_SECONDS,
@@ -66,7 +65,6 @@ class ProgressReporter:
         kafka: Kafka,
         database: ProcessorDatabase,
         watcher: ControlWatcher,
-        clock: Clock,
     ) -> None:
         self._app = app
         self._config = app.config
@@ -74,7 +72,7 @@ class ProgressReporter:
         self._kafka = kafka
         self._database = database
         self._watcher = watcher
-        self._clock = clock
+        self._clock = kafka.clock
         self._host = socket.gethostname()
         self._due = float("-inf")
         self._written = float("-inf")

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+
 import pytest
 
+from framework.clock import SYSTEM_CLOCK
 from framework.coordination.registry import TopicEntry
 from framework.growth.lease import ProducerLeaseError, RegistryLease
 from rebalance import TopicHistory
@@ -78,3 +82,48 @@ def test_a_failed_read_does_not_renew() -> None:
     assert not lease.renew()
     clock.now += 9.5  # 10.5 s after the lease began
     assert not lease.fresh()
+
+
+class _NoProducer:
+    """A producer the lease never needs here (the counts never change)."""
+
+    def partition_count(self, topic: str) -> int:
+        raise AssertionError(f"metadata of {topic!r} asked for")
+
+
+def test_close_wakes_the_renewer_thread_and_waits_until_it_returned() -> None:
+    # a renewer that outlived its lease read the registry after its owner closed the
+    # clients and stopped the broker (the demo then printed librdkafka errors and "could
+    # not refresh the topic registry" after its last line)
+    entries = {"t": _entry("t", lease_ms=3_600_000)}  # a renewal every 15 minutes
+    reads: list[int] = []
+
+    class Registry:
+        def read(self) -> dict[str, TopicEntry]:
+            reads.append(1)
+            return dict(entries)
+
+    lease = RegistryLease(Registry(), entries, clock=SYSTEM_CLOCK)
+    lease.start(_NoProducer())  # type: ignore[arg-type]
+    assert [t for t in threading.enumerate() if t.name == "registry-lease"]
+    lease.close()
+    assert not [t for t in threading.enumerate() if t.name == "registry-lease"]
+    assert reads == []  # it stopped in its first wait, without a read
+    assert lease.closed()
+
+
+def test_a_read_failing_as_the_lease_closes_is_not_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = ManualClock(1000.0)
+    entries = {"t": _entry("t")}
+    lease = RegistryLease(SlowRegistry(clock, {}, 1.0), entries, clock=clock)  # "t" missing
+    with caplog.at_level(logging.DEBUG, logger="framework.growth.lease"):
+        assert not lease.renew()
+        lease.close()
+        assert not lease.renew()
+    levels = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert levels == [
+        (logging.WARNING, "could not refresh the topic registry: it has no entry for 't'"),
+        (logging.DEBUG, "could not refresh the topic registry: it has no entry for 't'"),
+    ]

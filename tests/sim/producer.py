@@ -227,6 +227,9 @@ class MemoryProducer(KafkaProducer):
                 item.callback(*item.result)
         return len(done)
 
+    def close(self) -> None:
+        """Nothing to let go of: a simulated producer holds no connections."""
+
     def partition_count(self, topic: str) -> int:
         """The broker's count now (this producer's metadata is refreshed)."""
         self._kafka.before("producer.partition_count")

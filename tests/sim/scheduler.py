@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -191,9 +192,25 @@ class SimClock:
         """Let the other parties run for ``seconds`` of simulated time."""
         self._scheduler.sleep(seconds)
 
-    def start(self, name: str, target: Callable[[], None]) -> None:
+    def wait(self, stop: threading.Event, seconds: float) -> bool:
+        """Sleep ``seconds`` of simulated time (as ``sleep``); then whether ``stop`` is set."""
+        self._scheduler.sleep(seconds)
+        return stop.is_set()
+
+    def start(self, name: str, target: Callable[[], None]) -> _Party:
         """A new party, a child of the calling one (it dies with it)."""
         scheduler = self._scheduler
         parent = scheduler.current
         label = f"{parent.name}/{name}" if parent is not None else name
-        scheduler.spawn(label, target, parent)
+        return _Party(scheduler.spawn(label, target, parent))
+
+
+class _Party:
+    """A started party as a ``framework.clock.Task``: joining it does not wait (a stopped
+    party returns at its next turn; waiting here would block the whole simulated world)."""
+
+    def __init__(self, party: Party) -> None:
+        self.party = party
+
+    def join(self, timeout: float | None = None) -> None:
+        """Return at once."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from argparse import SUPPRESS
 from collections.abc import Sequence
+from typing import Any
 
 from framework.errors import SplitstateError
 from framework.ops.cli import backfill as backfill_commands
@@ -14,11 +16,17 @@ from framework.ops.cli import expand as expand_commands
 from framework.ops.cli import run as run_commands
 from framework.ops.cli import snapshot as snapshot_commands
 from framework.ops.cli import state as state_commands
+from framework.ops.logs import LOG_FORMAT_VARIABLE, LOG_FORMATS
 from statestore.errors import StateStoreError
 
 __all__ = ["build_parser", "main"]
 
 EXIT_USER_ERROR = 2
+_LOG_FORMAT: dict[str, Any] = {
+    "choices": LOG_FORMATS,
+    "help": f"how `run` logs: text, or json (one object per line); default: "
+    f"${LOG_FORMAT_VARIABLE}, else text",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,9 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--debug", action="store_true", help="show full tracebacks instead of short messages"
     )
+    parser.add_argument("--log-format", **_LOG_FORMAT)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     broker_commands.register(commands)
     run_commands.register(commands)
+    # also after `run`; left unset there, so that one given before the command stays
+    commands.choices["run"].add_argument("--log-format", **_LOG_FORMAT, default=SUPPRESS)
     state_commands.register(commands)
     backfill_commands.register(commands)
     expand_commands.register(commands)

@@ -14,12 +14,14 @@ from framework.coordination.scaling import abort_scale, request_scale
 from framework.kafka import COMPACTED, Clients, TopicSpec
 from framework.loader import load_app
 from framework.ops.cli._arguments import app_arguments
+from framework.ops.logs import default_log_format, setup_logging
 from framework.ops.processor_id import resolve_processor_id
 from framework.ops.progress import CatchUpProgress
 from framework.ops.status import collect_status
 from framework.ops.status_view import render_status
 from framework.ops.supervisor import EXIT_STOPPED_BY_POLICY, Supervisor
 from framework.processing import ProcessorStoppedError
+from framework.runtime.log_context import LOG_CONTEXT
 from framework.runtime.loop import ProcessorRuntime
 
 __all__ = ["INPUT_RETENTION_MS", "check_input_retention", "minimum_input_retention_ms", "register"]
@@ -81,18 +83,23 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     status.set_defaults(handler=_status)
 
 
-def _logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+def _logging(args: argparse.Namespace, processor: int | None) -> str:
+    """Log in the format asked for (``--log-format``, ``SPLITSTATE_LOG_FORMAT``); returns it."""
+    log_format = args.log_format or default_log_format()
+    setup_logging(log_format, processor=processor)
+    return log_format
 
 
 def _run(args: argparse.Namespace) -> int:
-    _logging()
+    processor, source = (
+        (None, "") if args.all else resolve_processor_id(args.processor_id, os.environ)
+    )
+    log_format = _logging(args, processor)
     app = load_app(args.app, args.config)
-    if args.all:
-        return Supervisor(app, args.app, args.config or app.config_file).run()
-    processor, source = resolve_processor_id(args.processor_id, os.environ)
+    LOG_CONTEXT.app = app.config.app_id
+    if processor is None:
+        config_file = args.config or app.config_file
+        return Supervisor(app, args.app, config_file, log_format=log_format).run()
     log.info("running processor %d of %s (id from %s)", processor, app.config.app_id, source)
     runtime = ProcessorRuntime(app, processor)
     runtime.install_signal_handlers()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 import time
 
 from framework.config import AppConfig, ConfigError, TopicConfig
@@ -18,7 +19,9 @@ from framework.ops.processor_id import resolve_processor_id
 from framework.ops.progress import CatchUpProgress
 from framework.ops.status import collect_status
 from framework.ops.status_view import render_status
+from framework.ops.status_watch import watch_status
 from framework.ops.supervisor import EXIT_STOPPED_BY_POLICY, Supervisor
+from framework.ops.terminal import terminal
 from framework.processing import ProcessorStoppedError
 from framework.runtime.loop import ProcessorRuntime
 
@@ -77,6 +80,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "status",
         parents=[app],
         help="processors, partitions, state size, lag and key share of an app",
+    )
+    status.add_argument(
+        "--watch",
+        action="store_true",
+        help="refresh until Ctrl-C: a live table on a terminal, a plain report per refresh "
+        "otherwise",
+    )
+    status.add_argument(
+        "--interval",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="seconds between refreshes with --watch (default 2)",
     )
     status.set_defaults(handler=_status)
 
@@ -188,7 +204,16 @@ def _retention(topic: TopicConfig, default: int | None) -> dict[str, str] | None
 
 
 def _status(args: argparse.Namespace) -> int:
+    if args.interval <= 0:
+        print(
+            f"splitstate: error: --interval {args.interval:g} must be above 0 seconds. Fix: "
+            "pass e.g. --interval 2",
+            file=sys.stderr,
+        )
+        return 2
     app = load_app(args.app, args.config)
+    if args.watch:
+        return watch_status(lambda: collect_status(app), terminal(), args.interval)
     status = collect_status(app)
     print(render_status(status))
     if status.scaling_to is not None:

@@ -12,7 +12,9 @@ from framework.coordination.scaling import read_control
 from framework.growth.expand import expand_topic
 from framework.kafka import Clients
 from framework.loader import load_app
+from framework.ops.bars import ProgressView, wait_with_countdown
 from framework.ops.cli._arguments import app_arguments
+from framework.ops.terminal import terminal
 
 __all__ = ["register"]
 
@@ -91,8 +93,15 @@ def _expand(args: argparse.Namespace) -> int:
         if not wanted:
             print("every input already has its configured partitions; nothing to do")
             return 0
-    for topic, count in wanted.items():
-        entry = expand_topic(kafka, topic, count, control=control, report=_report)
-        counts = " -> ".join(str(c) for c in entry.history.counts)
-        print(f"{topic}: partitions {counts}")
+    with ProgressView(terminal(sys.stderr), clock=kafka.clock) as view:
+
+        def fence_wait(seconds: float) -> None:
+            wait_with_countdown(view, "fence wait", seconds)
+
+        for topic, count in wanted.items():
+            entry = expand_topic(
+                kafka, topic, count, control=control, report=_report, wait=fence_wait
+            )
+            counts = " -> ".join(str(c) for c in entry.history.counts)
+            print(f"{topic}: partitions {counts}", flush=True)
     return 0

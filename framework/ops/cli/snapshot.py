@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -17,7 +18,9 @@ from framework.coordination.control_log import ControlLog
 from framework.coordination.scaling import read_control
 from framework.kafka import Clients
 from framework.loader import load_app
+from framework.ops.bars import ProgressView
 from framework.ops.cli._arguments import app_arguments
+from framework.ops.terminal import terminal
 from rebalance.control_records import SnapshotRequest
 from statestore import StateStoreError
 from statestore.snapshot_copy import SnapshotDownload
@@ -53,9 +56,15 @@ def describe(manifest: SnapshotManifest, now: float) -> str:
     )
 
 
-def take_snapshots(app: App, processor: int | None, timeout: float) -> dict[int, SnapshotManifest]:
+def take_snapshots(
+    app: App,
+    processor: int | None,
+    timeout: float,
+    on_wait: Callable[[int, int, float], None] | None = None,
+) -> dict[int, SnapshotManifest]:
     """Ask the app's processors (or ``processor``) for a snapshot through the control log
-    and wait until each has one answering the request; returns them."""
+    and wait until each has one answering the request; returns them. ``on_wait(answered,
+    asked, seconds_left)`` hears how the wait goes, about twice a second."""
     config = app.config
     if not config.snapshots.enabled:
         raise ConfigError("snapshots.enabled is false in the config. Fix: enable snapshots.")
@@ -82,6 +91,8 @@ def take_snapshots(app: App, processor: int | None, timeout: float) -> dict[int,
                 answer = [m for m in store.manifests(j) if m.request == request.id]
                 if answer:
                     found[j] = answer[-1]
+        if on_wait is not None:
+            on_wait(len(found), len(wanted), max(0.0, deadline - time.monotonic()))
         if len(found) == len(wanted):
             return found
         if time.monotonic() > deadline:
@@ -96,7 +107,15 @@ def take_snapshots(app: App, processor: int | None, timeout: float) -> dict[int,
 
 def _take(args: argparse.Namespace) -> int:
     app = load_app(args.app, args.config)
-    taken = take_snapshots(app, args.processor, args.timeout)
+    with ProgressView(terminal(sys.stderr)) as view:
+        task = view.add("snapshot take")
+
+        def waiting(answered: int, asked: int, left: float) -> None:
+            task.update(
+                answered, asked, f"{answered} of {asked} processors answered, {left:.0f}s left"
+            )
+
+        taken = take_snapshots(app, args.processor, args.timeout, waiting)
     now = time.time()
     for j in sorted(taken):
         print(describe(taken[j], now))

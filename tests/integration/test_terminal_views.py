@@ -150,6 +150,34 @@ def test_status_watch_in_a_terminal_and_through_a_pipe(
         assert len(reports) >= 2
         assert f"{words}[0]" in reports[1] and "processor" in reports[1]
         assert "\n\n" in text
+
+        # `snapshot take` waits for every processor's answer: plain lines through a pipe
+        taken = subprocess.run(
+            cli("snapshot", "take", APP, "--config", str(config), "--timeout", "120"),
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=plain_environment(),
+            check=False,
+        )
+        assert taken.returncode == 0, taken.stderr
+        assert "snapshot take: 2 of 2 processors answered" in taken.stderr
+        assert ESC not in taken.stdout + taken.stderr
+        assert runner.stop() == 0, runner.output()[-3000:]
+        runner = None
+
+        # a scale the processors (stopped) have not started: its handoff shows, at 0%
+        scaled = splitstate("scale", APP, "--config", str(config), "--processors", "3")
+        assert scaled.returncode == 0, scaled.stderr
+        pane.close()
+        pane = TmuxPane(cli("status", APP, "--config", str(config), "--watch"), tmp_path)
+        screen = pane.wait_for(
+            lambda s: "scaling to 3 processors:" in s, 60, "the scale in progress"
+        )
+        handoff = next(line for line in screen.splitlines() if "0 -> 2" in line)
+        assert "PLANNED" in handoff and "━" in handoff and "0%" in handoff, screen
+        pane.press("C-c")
+        assert pane.wait_exit(30) == 0, pane.screen(history=True)
     finally:
         pane.close()
         if runner is not None:
@@ -213,3 +241,46 @@ def test_expand_counts_down_the_fence_wait(tmp_path: Path, kafka_bootstrap: str)
     finally:
         pane.close()
     assert splitstate("status", APP, "--config", str(config)).returncode == 0
+
+
+@pytest.mark.spark
+def test_backfill_shows_its_progress(tmp_path: Path, kafka_bootstrap: str) -> None:
+    require_tmux()
+    words = unique("history")
+    config = create_app(
+        tmp_path,
+        kafka_bootstrap,
+        APP,
+        app_id=unique("backfill"),
+        inputs=[{"topic": words, "partitions": 4}],
+        outputs=[{"topic": unique("counts"), "partitions": 4}],
+        initial_processors=2,
+        spark={"shards": 4},
+    )
+    produce(kafka_bootstrap, words, ((f"w{i % 60}".encode(), b"") for i in range(2000)))
+
+    # through a pipe: plain lines, the last when the job is done
+    built = subprocess.run(
+        cli("backfill", APP, "--config", str(config)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=plain_environment(),
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert "backfill: 2000 records read" in built.stdout
+    assert "backfill done: 2,000 records read, 2,000 applied" in built.stderr
+    assert ESC not in built.stdout + built.stderr
+
+    # in a terminal: the bar, full when done, above the result
+    pane = TmuxPane(cli("backfill", APP, "--config", str(config), "--replace"), tmp_path)
+    try:
+        assert pane.wait_exit(600) == 0, pane.screen(history=True)
+        screen = pane.screen(history=True)
+        assert "backfill: 2000 records read" in screen
+        assert re.search(r"backfill done .*━.* 100% 2,000 records read, 2,000 applied", screen), (
+            screen
+        )
+    finally:
+        pane.close()

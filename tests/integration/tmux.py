@@ -85,11 +85,18 @@ class TmuxPane:
         self._run("send-keys", "-t", "view", *keys)
 
     def exit_status(self) -> int | None:
-        """The command's exit status, once it has exited."""
-        dead, status = self._run(
-            "display-message", "-p", "-t", "view", "#{pane_dead} #{pane_dead_status}"
-        ).split(" ")
-        return int(status) if dead == "1" else None
+        """The command's exit status once it has exited (minus the signal that killed it)."""
+        shown = self._run(
+            "display-message",
+            "-p",
+            "-t",
+            "view",
+            "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}",
+        )
+        dead, status, killed_by = shown.strip().split(":")
+        if dead != "1" or not (status or killed_by):
+            return None  # (tmux may see the terminal closed before it has the status)
+        return int(status) if status else -int(killed_by)
 
     def wait_exit(self, timeout: float) -> int:
         """Wait for the command to exit; returns its status."""

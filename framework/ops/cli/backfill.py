@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from framework.bootstrap import BootstrapProgress
 from framework.bootstrap.backfill import backfill
 from framework.loader import load_app
-from framework.ops.bars import ProgressTask, ProgressView
 from framework.ops.cli._arguments import app_arguments
-from framework.ops.terminal import terminal
+
+if TYPE_CHECKING:
+    from framework.ops.bars import ProgressTask
 
 __all__ = ["BackfillProgress", "register"]
 
@@ -69,6 +71,10 @@ def _backfill(args: argparse.Namespace) -> int:
         )
         return 2
     app = load_app(args.app, args.config)
+    # rich only here: `splitstate run` must not pay for importing it
+    from framework.ops.bars import ProgressView  # noqa: PLC0415
+    from framework.ops.terminal import terminal  # noqa: PLC0415
+
     with ProgressView(terminal(sys.stderr)) as view:
         result = backfill(
             app,

@@ -12,9 +12,7 @@ from framework.coordination.scaling import read_control
 from framework.growth.expand import expand_topic
 from framework.kafka import Clients
 from framework.loader import load_app
-from framework.ops.bars import ProgressView, wait_with_countdown
 from framework.ops.cli._arguments import app_arguments
-from framework.ops.terminal import terminal
 
 __all__ = ["register"]
 
@@ -93,6 +91,10 @@ def _expand(args: argparse.Namespace) -> int:
         if not wanted:
             print("every input already has its configured partitions; nothing to do")
             return 0
+    # rich only here: `splitstate run` must not pay for importing it
+    from framework.ops.bars import ProgressView, wait_with_countdown  # noqa: PLC0415
+    from framework.ops.terminal import terminal  # noqa: PLC0415
+
     with ProgressView(terminal(sys.stderr), clock=kafka.clock) as view:
 
         def fence_wait(seconds: float) -> None:

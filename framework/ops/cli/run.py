@@ -19,9 +19,7 @@ from framework.ops.processor_id import resolve_processor_id
 from framework.ops.progress import CatchUpProgress
 from framework.ops.status import collect_status
 from framework.ops.status_view import render_status
-from framework.ops.status_watch import watch_status
 from framework.ops.supervisor import EXIT_STOPPED_BY_POLICY, Supervisor
-from framework.ops.terminal import terminal
 from framework.processing import ProcessorStoppedError
 from framework.runtime.loop import ProcessorRuntime
 
@@ -213,6 +211,10 @@ def _status(args: argparse.Namespace) -> int:
         return 2
     app = load_app(args.app, args.config)
     if args.watch:
+        # rich only here: `splitstate run` must not pay for importing it
+        from framework.ops.status_watch import watch_status  # noqa: PLC0415
+        from framework.ops.terminal import terminal  # noqa: PLC0415
+
         return watch_status(lambda: collect_status(app), terminal(), args.interval)
     status = collect_status(app)
     print(render_status(status))

@@ -18,9 +18,7 @@ from framework.coordination.control_log import ControlLog
 from framework.coordination.scaling import read_control
 from framework.kafka import Clients
 from framework.loader import load_app
-from framework.ops.bars import ProgressView
 from framework.ops.cli._arguments import app_arguments
-from framework.ops.terminal import terminal
 from rebalance.control_records import SnapshotRequest
 from statestore import StateStoreError
 from statestore.snapshot_copy import SnapshotDownload
@@ -107,6 +105,10 @@ def take_snapshots(
 
 def _take(args: argparse.Namespace) -> int:
     app = load_app(args.app, args.config)
+    # rich only here: `splitstate run` must not pay for importing it
+    from framework.ops.bars import ProgressView  # noqa: PLC0415
+    from framework.ops.terminal import terminal  # noqa: PLC0415
+
     with ProgressView(terminal(sys.stderr)) as view:
         task = view.add("snapshot take")
 

@@ -4,13 +4,16 @@ modes, and the progress bars' plain lines (fence countdown, backfill)."""
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 from fractions import Fraction
 
 import pytest
 from rich.console import Console
 
 from framework.bootstrap import BootstrapProgress
+from framework.kafka.errors import KafkaIOError
 from framework.ops.bars import ProgressView, wait_with_countdown
+from framework.ops.cli import main
 from framework.ops.cli.backfill import BackfillProgress
 from framework.ops.progress import CatchUpProgress
 from framework.ops.status import (
@@ -188,3 +191,30 @@ def test_a_failed_command_leaves_no_half_filled_bar() -> None:
         view.add("snapshot take").update(1, 3, "1 of 3 processors answered")
         raise RuntimeError("boom")
     assert "1 of 3" not in out.getvalue().rsplit("\r", 1)[-1]
+
+
+def test_a_failed_refresh_is_shown_and_the_watch_goes_on() -> None:
+    def samples() -> Iterator[AppStatus]:
+        yield status(committed=40)
+        raise KafkaIOError("the broker at 127.0.0.1:1 cannot be reached")
+
+    def collect() -> AppStatus:
+        try:
+            return next(stream)
+        except StopIteration:
+            return status(committed=99)
+
+    stream = samples()
+    out = io.StringIO()
+    assert watch_status(collect, terminal(out), 1.0, clock=ManualClock(), rounds=3) == 0
+    text = out.getvalue()
+    assert "cannot refresh: the broker at 127.0.0.1:1 cannot be reached (retrying)" in text
+    assert text.count("app wc: generation 1") == 2  # before and after the failure
+    assert "99" in text.rsplit("cannot refresh", 1)[1]
+
+
+def test_a_bad_interval_is_refused_with_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["status", "examples.wordcount.app:app", "--watch", "--interval", "0"]
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert "--interval 0 must be above 0 seconds. Fix: pass e.g. --interval 2" in error

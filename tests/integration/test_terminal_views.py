@@ -3,6 +3,7 @@ through a pipe, and the fence countdown of `expand` in both."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -163,6 +164,18 @@ def test_status_watch_in_a_terminal_and_through_a_pipe(
         assert taken.returncode == 0, taken.stderr
         assert "snapshot take: 2 of 2 processors answered" in taken.stderr
         assert ESC not in taken.stdout + taken.stderr
+        dumped = subprocess.run(
+            cli("state", "dump", "--snapshot", APP, "--config", str(config), "--processor", "0"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=plain_environment(),
+            check=False,
+        )
+        assert dumped.returncode == 0, dumped.stderr
+        assert all(json.loads(line) for line in dumped.stdout.splitlines())  # stdout: the dump
+        assert re.search(r"snapshot download \S+: [\d.]+ of [\d.]+ MiB", dumped.stderr)
+        assert ESC not in dumped.stdout + dumped.stderr
         assert runner.stop() == 0, runner.output()[-3000:]
         runner = None
 

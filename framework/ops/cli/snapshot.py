@@ -144,7 +144,8 @@ def _list(args: argparse.Namespace) -> int:
 @contextmanager
 def downloaded_snapshot(app: App, processor: int, snapshot_id: str | None) -> Iterator[Path]:
     """A temporary local copy of processor ``processor``'s snapshot ``snapshot_id`` (default:
-    its newest), deleted afterwards."""
+    its newest), deleted afterwards; the download shows a bar (plain lines when stderr is not a
+    terminal)."""
     config = app.config
     store = SnapshotStore(config.snapshot_url, config.app_id)
     manifests = store.manifests(processor)
@@ -154,12 +155,24 @@ def downloaded_snapshot(app: App, processor: int, snapshot_id: str | None) -> It
             f"processor {processor} has no snapshot{f' {snapshot_id}' if snapshot_id else ''} "
             f"in {store.url}. Fix: see `splitstate snapshot list`."
         )
+    # rich only here: `splitstate run` must not pay for importing it
+    from framework.ops.bars import ProgressView  # noqa: PLC0415
+    from framework.ops.terminal import terminal  # noqa: PLC0415
+
     scratch = Path(tempfile.mkdtemp(prefix="splitstate-snapshot-"))
     try:
         download = SnapshotDownload(store, chosen[-1], scratch / f"processor-{processor}")
         try:
-            while not download.step(64 << 20):
-                pass
+            with ProgressView(terminal(sys.stderr)) as view:
+                task = view.add(f"snapshot download {chosen[-1].id}")
+                finished = False
+                while not finished:
+                    finished = download.step(16 << 20)
+                    task.update(
+                        download.copied,
+                        download.total,
+                        f"{download.copied / 2**20:,.1f} of {download.total / 2**20:,.1f} MiB",
+                    )
         finally:
             download.close()
         yield scratch / f"processor-{processor}"

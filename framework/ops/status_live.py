@@ -2,7 +2,7 @@
 
 Pure rendering: ``live_status(status, handoffs, updated=..., every=...)`` turns one
 ``AppStatus`` (and the catch-up progress computed from successive samples) into one rich
-renderable: the app line, inputs, a processors table (pid, key share, state size, lag,
+renderable: the app line, inputs, a processors table (host, pid, key share, state size, lag,
 partitions), a partitions table (committed offset, end, lag), the handoffs of a scale in
 progress with bars, records/s and ETA, the Spark bootstraps and snapshot transfers with bars,
 then the snapshot lines and notes of the plain report.
@@ -58,7 +58,9 @@ def live_status(
     return Group(*parts)
 
 
-_TEXT_COLUMNS = frozenset({"partition", "partitions", "phase", "progress", "build", "detail"})
+_TEXT_COLUMNS = frozenset(
+    {"host", "partition", "partitions", "phase", "progress", "build", "detail"}
+)
 
 
 def _table(*columns: str) -> Table:
@@ -74,10 +76,11 @@ def _lag(lag: int) -> Text:
 
 
 def _processors(status: AppStatus) -> Table:
-    table = _table("processor", "pid", "share", "state", "lag", "partitions")
+    table = _table("processor", "host", "pid", "share", "state", "lag", "partitions")
     for processor in status.processors:
         table.add_row(
             str(processor.processor),
+            processor.host or "-",
             str(processor.pid or "-"),
             f"{float(processor.share):.1%}",
             size_text(processor.state_bytes),

@@ -92,7 +92,8 @@ def test_the_live_view_shows_processors_lag_and_bars() -> None:
     text = console.export_text()
     assert "app wc: generation 1, 2 processors (initial 2)" in text
     rows = [line.split() for line in text.splitlines()]
-    assert ["0", "7", "50.0%", "4", "KiB", "120", "words[0],", "words[2]"] in rows
+    assert ["0", "-", "7", "50.0%", "4", "KiB", "120", "words[0],", "words[2]"] in rows
+    assert ["1", "-", "7", "50.0%", "8", "KiB", "120", "words[1],", "words[3]"] in rows
     assert ["words[3]", "1", "40", "100", "60"] in rows
     handoff = next(line for line in text.splitlines() if "0 -> 2" in line)
     assert "CATCHING_UP" in handoff and "60%" in handoff  # 600 of 1,000

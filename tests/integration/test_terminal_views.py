@@ -57,18 +57,23 @@ def rows(screen: str) -> list[list[str]]:
 
 
 def processor_row(screen: str, processor: int) -> list[str] | None:
-    """The processors table's row of ``processor``: id, pid, share, state, lag, partitions."""
+    """The processors table's row of ``processor``: id, host, pid, share, state, lag,
+    partitions."""
     for row in rows(screen):
-        if len(row) > 5 and row[0] == str(processor) and row[2].endswith("%"):
+        if len(row) > 6 and row[0] == str(processor) and row[3].endswith("%"):
             return row
     return None
+
+
+def pid_of(row: list[str] | None) -> str | None:
+    return None if row is None else row[2]
 
 
 def lag_of(row: list[str] | None) -> int | None:
     """The lag in a processors-table row (the state size may be `-` or `4 KiB`)."""
     if row is None:
         return None
-    lag = row[5] if row[3] != "-" else row[4]
+    lag = row[6] if row[4] != "-" else row[5]
     return int(lag.replace(",", ""))
 
 
@@ -103,7 +108,7 @@ def test_status_watch_in_a_terminal_and_through_a_pipe(
             "the processors table with the whole input as lag",
         )
         assert "Ctrl-C to exit" in screen
-        assert all((processor_row(screen, j) or [])[1] == "-" for j in range(2))
+        assert all(pid_of(processor_row(screen, j)) == "-" for j in range(2))
         for p in range(4):
             assert [f"{words}[{p}]", str(p % 2), "-", str(end[p]), str(end[p])] in rows(screen)
 
@@ -111,7 +116,7 @@ def test_status_watch_in_a_terminal_and_through_a_pipe(
         runner = Supervised(APP, config, tmp_path / "state", tmp_path / "run.log")
         screen = pane.wait_for(
             lambda s: all(
-                lag_of(processor_row(s, j)) == 0 and (processor_row(s, j) or ["", ""])[1] != "-"
+                lag_of(processor_row(s, j)) == 0 and pid_of(processor_row(s, j)) not in (None, "-")
                 for j in range(2)
             ),
             120,

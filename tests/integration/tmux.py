@@ -109,7 +109,15 @@ class TmuxPane:
         raise AssertionError(f"the command did not exit; the terminal shows:\n{self.screen()}")
 
     def close(self) -> None:
-        """Stop this tmux server (and the command, if it still runs)."""
+        """Stop this tmux server (and the command, if it still runs); remove its socket."""
+        socket = subprocess.run(
+            [self._tmux, "-L", self._socket, "display-message", "-p", "#{socket_path}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
         subprocess.run(
             [self._tmux, "-L", self._socket, "kill-server"], capture_output=True, check=False
         )
+        if socket:
+            Path(socket).unlink(missing_ok=True)

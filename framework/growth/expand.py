@@ -51,12 +51,15 @@ def expand_topic(
     *,
     control: ControlLog | None = None,
     report: Callable[[str], None] = print,
+    wait: Callable[[float], None] | None = None,
     stop_after: str | None = None,
 ) -> TopicEntry:
     """Grow ``topic`` to ``partitions`` (or finish a growth in progress); returns the entry.
 
     ``kafka``: the port to the topic's cluster; ``control``: the control log of the app whose
-    input ``topic`` is; the growth holds it (no scale meanwhile). ``stop_after``
+    input ``topic`` is; the growth holds it (no scale meanwhile). ``wait(seconds)`` waits out
+    the producers' lease and delivery timeout (default ``kafka.clock.sleep``; the CLI shows a
+    countdown). ``stop_after``
     (``"recorded"`` or ``"fenced"``) returns early after that step, as a crash would (for
     tests of resuming).
     """
@@ -91,7 +94,7 @@ def expand_topic(
         report(f"resuming the growth of {topic} to {partitions} partitions")
     if stop_after == "recorded":
         return entry
-    entry = _fence(kafka, registry, entry, report)
+    entry = _fence(kafka, registry, entry, report, wait or kafka.clock.sleep)
     if stop_after == "fenced":
         return entry
     entry = _mark(kafka, registry, entry, report)
@@ -176,6 +179,7 @@ def _fence(
     registry: TopicRegistry,
     entry: TopicEntry,
     report: Callable[[str], None],
+    wait: Callable[[float], None],
 ) -> TopicEntry:
     growth = entry.growth
     assert growth is not None
@@ -187,7 +191,7 @@ def _fence(
             f"waiting {wait_ms / 1000:.1f}s: producers' lease ({entry.lease_ms} ms) plus their "
             f"delivery timeout ({entry.delivery_timeout_ms} ms)"
         )
-        kafka.clock.sleep(wait_ms / 1000)
+        wait(wait_ms / 1000)
     parents = sorted(set(_children(entry).values()))
     with kafka.consumer("splitstate-expand") as consumer:
         offsets = consumer.watermarks([(entry.topic, p) for p in parents])

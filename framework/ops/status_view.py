@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from framework.ops.status import AppStatus
 
-__all__ = ["render_status"]
+__all__ = ["note_lines", "render_status", "size_text", "warning_lines"]
 
 
 def _number(value: int | None) -> str:
@@ -21,6 +21,11 @@ def _size(value: int | None) -> str:
     return f"{value} TiB"
 
 
+def size_text(value: int | None) -> str:
+    """A byte count as the report shows it (``-``: unknown)."""
+    return _size(value)
+
+
 def _retention_warning(status: AppStatus) -> list[str]:
     """A line naming the input partitions whose early records were deleted (a replay, which
     reads from offset 0, can no longer rebuild their keys)."""
@@ -35,6 +40,17 @@ def _retention_warning(status: AppStatus) -> list[str]:
         f"warning: retention deleted the first records of {parts}: scaling out/in by replay "
         "is no longer possible for these partitions; use bootstrap: spark with an archive"
     ]
+
+
+def warning_lines(status: AppStatus) -> list[str]:
+    """The report's warnings about the inputs: history retention deleted (when it matters)
+    and records written by producers that bypass the growth fence."""
+    return _retention_warning(status) + _unfenced_line(status)
+
+
+def note_lines(status: AppStatus) -> list[str]:
+    """The report's closing notes: records skipped after crashes, uneven key shares."""
+    return _notes(status)
 
 
 def render_status(status: AppStatus) -> str:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from framework.bootstrap import BootstrapProgress
 from framework.bootstrap.backfill import backfill
 from framework.loader import load_app
 from framework.ops.cli._arguments import app_arguments
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from framework.ops.bars import ProgressTask
+
+__all__ = ["BackfillProgress", "register"]
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -68,14 +71,19 @@ def _backfill(args: argparse.Namespace) -> int:
         )
         return 2
     app = load_app(args.app, args.config)
-    result = backfill(
-        app,
-        archive=archive,
-        until=args.until,
-        processors=args.processors,
-        replace=args.replace,
-        on_progress=_ProgressPrinter(),
-    )
+    # rich only here: `splitstate run` must not pay for importing it
+    from framework.ops.bars import ProgressView  # noqa: PLC0415
+    from framework.ops.terminal import terminal  # noqa: PLC0415
+
+    with ProgressView(terminal(sys.stderr)) as view:
+        result = backfill(
+            app,
+            archive=archive,
+            until=args.until,
+            processors=args.processors,
+            replace=args.replace,
+            on_progress=BackfillProgress(view.add("backfill starting")),
+        )
     manifest = result.manifest
     if result.replaced is not None:
         print(f"previous state moved to {result.replaced}")
@@ -90,23 +98,21 @@ def _backfill(args: argparse.Namespace) -> int:
     return 0
 
 
-class _ProgressPrinter:
-    """Prints the Spark job's progress every few seconds."""
+class BackfillProgress:
+    """Shows the Spark job's progress: a bar over the current stage's tasks, records read
+    and applied (plain mode: a line every few seconds and at each phase)."""
 
-    def __init__(self) -> None:
-        self._last = 0.0
+    def __init__(self, task: ProgressTask) -> None:
+        self._task = task
 
     def __call__(self, progress: BootstrapProgress) -> None:
-        now = time.monotonic()
-        if now - self._last < 3.0 and progress.phase != "done":
-            return
-        self._last = now
-        tasks = (
-            f" tasks {progress.tasks_done}/{progress.tasks_total}" if progress.tasks_total else ""
-        )
-        print(
-            f"backfill {progress.phase}:{tasks} {progress.records_read} records read, "
-            f"{progress.records_applied} applied",
-            file=sys.stderr,
-            flush=True,
+        completed, total = progress.tasks_done, progress.tasks_total
+        tasks = f"tasks {completed}/{total}, " if total else ""
+        if progress.phase == "done":
+            completed, total, tasks = 1, 1, ""
+        self._task.update(
+            completed,
+            total or None,
+            f"{tasks}{progress.records_read:,} records read, {progress.records_applied:,} applied",
+            description=f"backfill {progress.phase}",
         )

@@ -91,8 +91,19 @@ def _expand(args: argparse.Namespace) -> int:
         if not wanted:
             print("every input already has its configured partitions; nothing to do")
             return 0
-    for topic, count in wanted.items():
-        entry = expand_topic(kafka, topic, count, control=control, report=_report)
-        counts = " -> ".join(str(c) for c in entry.history.counts)
-        print(f"{topic}: partitions {counts}")
+    # rich only here: `splitstate run` must not pay for importing it
+    from framework.ops.bars import ProgressView, wait_with_countdown  # noqa: PLC0415
+    from framework.ops.terminal import terminal  # noqa: PLC0415
+
+    with ProgressView(terminal(sys.stderr), clock=kafka.clock) as view:
+
+        def fence_wait(seconds: float) -> None:
+            wait_with_countdown(view, "fence wait", seconds)
+
+        for topic, count in wanted.items():
+            entry = expand_topic(
+                kafka, topic, count, control=control, report=_report, wait=fence_wait
+            )
+            counts = " -> ".join(str(c) for c in entry.history.counts)
+            print(f"{topic}: partitions {counts}", flush=True)
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 import time
 
 from framework.config import AppConfig, ConfigError, TopicConfig
@@ -79,6 +80,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "status",
         parents=[app],
         help="processors, partitions, state size, lag and key share of an app",
+    )
+    status.add_argument(
+        "--watch",
+        action="store_true",
+        help="refresh until Ctrl-C: a live table on a terminal, a plain report per refresh "
+        "otherwise",
+    )
+    status.add_argument(
+        "--interval",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="seconds between refreshes with --watch (default 2)",
     )
     status.set_defaults(handler=_status)
 
@@ -195,7 +209,20 @@ def _retention(topic: TopicConfig, default: int | None) -> dict[str, str] | None
 
 
 def _status(args: argparse.Namespace) -> int:
+    if args.interval <= 0:
+        print(
+            f"splitstate: error: --interval {args.interval:g} must be above 0 seconds. Fix: "
+            "pass e.g. --interval 2",
+            file=sys.stderr,
+        )
+        return 2
     app = load_app(args.app, args.config)
+    if args.watch:
+        # rich only here: `splitstate run` must not pay for importing it
+        from framework.ops.status_watch import watch_status  # noqa: PLC0415
+        from framework.ops.terminal import terminal  # noqa: PLC0415
+
+        return watch_status(lambda: collect_status(app), terminal(), args.interval)
     status = collect_status(app)
     print(render_status(status))
     if status.scaling_to is not None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -53,9 +54,15 @@ def describe(manifest: SnapshotManifest, now: float) -> str:
     )
 
 
-def take_snapshots(app: App, processor: int | None, timeout: float) -> dict[int, SnapshotManifest]:
+def take_snapshots(
+    app: App,
+    processor: int | None,
+    timeout: float,
+    on_wait: Callable[[int, int, float], None] | None = None,
+) -> dict[int, SnapshotManifest]:
     """Ask the app's processors (or ``processor``) for a snapshot through the control log
-    and wait until each has one answering the request; returns them."""
+    and wait until each has one answering the request; returns them. ``on_wait(answered,
+    asked, seconds_left)`` hears how the wait goes, about twice a second."""
     config = app.config
     if not config.snapshots.enabled:
         raise ConfigError("snapshots.enabled is false in the config. Fix: enable snapshots.")
@@ -82,6 +89,8 @@ def take_snapshots(app: App, processor: int | None, timeout: float) -> dict[int,
                 answer = [m for m in store.manifests(j) if m.request == request.id]
                 if answer:
                     found[j] = answer[-1]
+        if on_wait is not None:
+            on_wait(len(found), len(wanted), max(0.0, deadline - time.monotonic()))
         if len(found) == len(wanted):
             return found
         if time.monotonic() > deadline:
@@ -96,7 +105,19 @@ def take_snapshots(app: App, processor: int | None, timeout: float) -> dict[int,
 
 def _take(args: argparse.Namespace) -> int:
     app = load_app(args.app, args.config)
-    taken = take_snapshots(app, args.processor, args.timeout)
+    # rich only here: `splitstate run` must not pay for importing it
+    from framework.ops.bars import ProgressView  # noqa: PLC0415
+    from framework.ops.terminal import terminal  # noqa: PLC0415
+
+    with ProgressView(terminal(sys.stderr)) as view:
+        task = view.add("snapshot take")
+
+        def waiting(answered: int, asked: int, left: float) -> None:
+            task.update(
+                answered, asked, f"{answered} of {asked} processors answered, {left:.0f}s left"
+            )
+
+        taken = take_snapshots(app, args.processor, args.timeout, waiting)
     now = time.time()
     for j in sorted(taken):
         print(describe(taken[j], now))
@@ -123,7 +144,8 @@ def _list(args: argparse.Namespace) -> int:
 @contextmanager
 def downloaded_snapshot(app: App, processor: int, snapshot_id: str | None) -> Iterator[Path]:
     """A temporary local copy of processor ``processor``'s snapshot ``snapshot_id`` (default:
-    its newest), deleted afterwards."""
+    its newest), deleted afterwards; the download shows a bar (plain lines when stderr is not a
+    terminal)."""
     config = app.config
     store = SnapshotStore(config.snapshot_url, config.app_id)
     manifests = store.manifests(processor)
@@ -133,12 +155,24 @@ def downloaded_snapshot(app: App, processor: int, snapshot_id: str | None) -> It
             f"processor {processor} has no snapshot{f' {snapshot_id}' if snapshot_id else ''} "
             f"in {store.url}. Fix: see `splitstate snapshot list`."
         )
+    # rich only here: `splitstate run` must not pay for importing it
+    from framework.ops.bars import ProgressView  # noqa: PLC0415
+    from framework.ops.terminal import terminal  # noqa: PLC0415
+
     scratch = Path(tempfile.mkdtemp(prefix="splitstate-snapshot-"))
     try:
         download = SnapshotDownload(store, chosen[-1], scratch / f"processor-{processor}")
         try:
-            while not download.step(64 << 20):
-                pass
+            with ProgressView(terminal(sys.stderr)) as view:
+                task = view.add(f"snapshot download {chosen[-1].id}")
+                finished = False
+                while not finished:
+                    finished = download.step(16 << 20)
+                    task.update(
+                        download.copied,
+                        download.total,
+                        f"{download.copied / 2**20:,.1f} of {download.total / 2**20:,.1f} MiB",
+                    )
         finally:
             download.close()
         yield scratch / f"processor-{processor}"

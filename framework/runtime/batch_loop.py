@@ -336,6 +336,7 @@ class BatchLoop:
                 consumer=self._clients.consumer,
                 limits=self._limits,
                 fault=lambda point: maybe_crash(point, self.processor, self.config.app_state_dir),
+                count_taken=self._stepped is not _nothing,
             )
             batch = self.config.batch
             self._pipeline = Pipeline(

@@ -82,7 +82,7 @@ class BatchResult:
     restored: int = 0
     outputs: int = 0
     dead_letters: int = 0
-    #: records taken per partition (processed, skipped or restored)
+    #: records taken per partition (processed, skipped or restored; counted for metrics only)
     taken: dict[Position, int] = field(default_factory=dict)
     #: when its processing began, on the run's clock
     started: float = 0.0
@@ -97,7 +97,8 @@ class BatchRunner:
     batch is one transaction that also commits ``consumer``'s group offsets; ``limits``: the
     output topics' record limits, measured before producing; ``fault`` is
     called with ``batch:transaction-committed`` between its commit and the state's (crash
-    tests kill the process there).
+    tests kill the process there). ``count_taken``: count each batch's records per partition
+    (``BatchResult.taken``, for metrics).
     """
 
     def __init__(
@@ -117,10 +118,12 @@ class BatchRunner:
         consumer: KafkaConsumer | None = None,
         limits: RecordLimits | None = None,
         fault: Callable[[str], None] = lambda _point: None,
+        count_taken: bool = False,
     ) -> None:
         self.processor = processor
         self._config = config
         self._clock = clock
+        self._count_taken = count_taken
         self.reading = reading
         self._owned_now = owned_now
         self.database = database
@@ -173,7 +176,9 @@ class BatchRunner:
         if ranges:
             guard.attempt(ranges)  # a crash from here on counts against these records
         batch = self.database.begin()
-        result = BatchResult(taken=Counter(map(_POSITION, records)), started=started)
+        result = BatchResult(started=started)
+        if self._count_taken:  # for metrics
+            result.taken = Counter(map(_POSITION, records))
         outputs: list[EncodedOutput] = []
         dead: list[DeadLetter] = []
         try:

@@ -7,6 +7,8 @@ registry after a few batches, and its endpoint over HTTP while the run runs.
 
 from __future__ import annotations
 
+import json
+import re
 import socket
 import urllib.error
 import urllib.request
@@ -34,6 +36,7 @@ from framework.runtime.loop import ProcessorRuntime, RuntimeStats
 from tests.sim.app import INPUT
 from tests.sim.one_key import one_key_world
 
+ROOT = Path(__file__).resolve().parents[2]
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
@@ -289,3 +292,30 @@ def test_the_metrics_section_of_the_config(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delenv(PORT_VARIABLE)
     with pytest.raises(ConfigError, match=r"metrics\.port"):
         AppConfig.load(None, **base, metrics={"port": 70000})
+
+
+def test_the_grafana_dashboard_uses_only_metrics_that_exist() -> None:
+    dashboard = json.loads((ROOT / "examples" / "grafana" / "splitstate.json").read_text())
+    used = {
+        name.removesuffix("_bucket")
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"splitstate_[a-z0-9_]+", target["expr"])
+    }
+    metrics = ProcessorMetrics("sim", 0)
+    metrics.batch({(INPUT, 0): 1}, restored=0, outputs=1, dead_letters=0, seconds=0.01)
+    metrics.publish(
+        Observation(
+            committed={(INPUT, 0): 1},
+            ends={(INPUT, 0): 1},
+            state_bytes=1,
+            catchup=CatchUpView(1, t1={(INPUT, 1): 1}, t2={(INPUT, 1): 1}, lag={(INPUT, 1): 0}),
+            handoffs=(HandoffView(1, 0, 1, "READY"),),
+            snapshot_created=0.0,
+        )
+    )
+    exposed = {name for name, _ in samples(generate_latest(metrics.registry).decode())}
+    exposed |= {name.removesuffix("_bucket") for name in exposed}
+    assert used and used <= exposed, used - exposed
+    readme = (ROOT / "README.md").read_text()
+    assert all(f"`{name}" in readme for name in used), [n for n in used if f"`{n}" not in readme]

@@ -25,7 +25,14 @@ from framework.coordination.scaling import read_control
 from framework.loader import load_app
 from framework.metrics.ports import PORT_VARIABLE
 from rebalance import HandoffPhase
-from tests.integration.harness import create_app, produce, splitstate, unique, wait_for
+from tests.integration.harness import (
+    Supervised,
+    create_app,
+    produce,
+    splitstate,
+    unique,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -199,3 +206,45 @@ def test_a_joiners_endpoint_during_a_scale(tmp_path: Path, kafka_bootstrap: str)
         statuses = [joiner.stop(), back.stop() if back is not None else 0]
         assert statuses == [0, 0], log.read_text()[-5000:]
     assert "metrics on http://127.0.0.1:" in log.read_text()
+
+
+def test_run_all_serves_processor_j_on_port_plus_j(
+    tmp_path: Path, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under the supervisor each processor has its own endpoint: processor j on the base
+    port + j, each serving only its own series, both ready once running."""
+    words = unique("words")
+    config = create_app(
+        tmp_path,
+        kafka_bootstrap,
+        APP,
+        app_id=unique("metricsall"),
+        inputs=[{"topic": words, "partitions": PARTITIONS}],
+        outputs=[{"topic": unique("counts"), "partitions": PARTITIONS}],
+        initial_processors=2,
+    )
+    produce(kafka_bootstrap, words, ((f"w{i}".encode(), b"") for i in range(200)))
+    base = free_ports()
+    monkeypatch.setenv(PORT_VARIABLE, str(base))  # the supervisor's; children get base + j
+    runner = Supervised(APP, config, tmp_path / "state", tmp_path / "run.log")
+    try:
+        for j in (0, 1):
+
+            def ready(port: int = base + j) -> bool:
+                return get(f"http://127.0.0.1:{port}/readyz")[0] == 200
+
+            wait_for(ready, 120, f"processor {j} to be ready on port {base + j}")
+
+        def all_counted() -> bool:
+            found = [scrape(base + j) for j in (0, 1)]
+            records = [pick(f, "splitstate_records_total", topic=words) for f in found]
+            return sum(sum(r.values()) for r in records) == 200
+
+        wait_for(all_counted, 120, "both processors to count the 200 records")
+        for j in (0, 1):
+            found = scrape(base + j)
+            committed = pick(found, "splitstate_committed_offset", topic=words)
+            assert {dict(k)["processor"] for k in committed} == {str(j)}
+            assert {dict(k)["partition"] for k in committed} == {str(j), str(j + 2)}
+    finally:
+        assert runner.stop() == 0, runner.output()[-5000:]

@@ -113,9 +113,7 @@ class BatchLoop:
         self._every_step = every_step  # e.g. the progress report, when due
         self._stopping = stopping
         # metrics, when on: told of each committed batch (of each step through every_step)
-        self._observe: Callable[[BatchResult], None] = (
-            _nothing if observer is None else observer.settled
-        )
+        self._observe = _nothing if observer is None else observer.settled
         self._runner: BatchRunner | None = None
         self._pipeline: Pipeline | None = None
         self._lease_warned = 0.0
@@ -336,7 +334,7 @@ class BatchLoop:
                 consumer=self._clients.consumer,
                 limits=self._limits,
                 fault=lambda point: maybe_crash(point, self.processor, self.config.app_state_dir),
-                count_taken=self._stepped is not _nothing,
+                count_taken=self._observe is not _nothing,
             )
             batch = self.config.batch
             self._pipeline = Pipeline(

@@ -235,12 +235,14 @@ def test_run_all_serves_processor_j_on_port_plus_j(
 
             wait_for(ready, 120, f"processor {j} to be ready on port {base + j}")
 
-        def all_counted() -> bool:
+        def all_counted() -> bool:  # counters per batch; gauges within about a second
             found = [scrape(base + j) for j in (0, 1)]
             records = [pick(f, "splitstate_records_total", topic=words) for f in found]
-            return sum(sum(r.values()) for r in records) == 200
+            committed = [pick(f, "splitstate_committed_offset", topic=words) for f in found]
+            counted = sum(sum(r.values()) for r in records)
+            return counted == sum(sum(c.values()) for c in committed) == 200
 
-        wait_for(all_counted, 120, "both processors to count the 200 records")
+        wait_for(all_counted, 120, "both processors to count and commit the 200 records")
         for j in (0, 1):
             found = scrape(base + j)
             committed = pick(found, "splitstate_committed_offset", topic=words)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -192,6 +193,36 @@ def test_a_joiner_catching_up_shows_its_lag_and_is_not_ready(tmp_path: Path) -> 
     }
     assert phases["COMPLETE"] == 0 and phases["CATCHING_UP"] + phases["READY"] == 1
     assert answers and answers[0][0] == 503 and "catching up" in answers[0][1]
+
+
+def test_a_stuck_loop_turns_unhealthy_and_healthy_again_once_it_moves(tmp_path: Path) -> None:
+    """The loop's thread blocks (in ``until``, as in a hung function) until ``/healthz``
+    answers 503; the next step makes it answer 200 again. ``/readyz`` fails with it."""
+    kafka, app = one_key_world(tmp_path, records=10, seed=4, exactly_once=False)
+    runtime = ProcessorRuntime(with_metrics(app, stall_seconds=0.2), 0, kafka=kafka)
+    stuck: list[tuple[int, str]] = []
+    moved: list[tuple[int, str]] = []
+
+    def until(stats: RuntimeStats) -> bool:
+        assert runtime.server is not None
+        base = f"http://127.0.0.1:{runtime.server.port}"
+        if stats.records >= 5 and not stuck:
+            for _attempt in range(2000):  # until the state shows, however long that takes
+                answer = get(base + "/healthz")
+                if answer[0] == 503:
+                    stuck.extend([answer, get(base + "/readyz")])
+                    break
+                time.sleep(0.05)
+            assert stuck, "/healthz never failed while the loop was stuck"
+        elif stuck and not moved:
+            moved.extend([get(base + "/healthz"), get(base + "/readyz")])
+        return stats.records >= 10 and bool(moved)
+
+    runtime.run(until=until)
+    (health, text), (ready, _) = stuck
+    assert (health, ready) == (503, 503)
+    assert "the loop made no step for" in text and "metrics.stall_seconds = 0.2s" in text
+    assert [status for status, _ in moved] == [200, 200]
 
 
 class FakeTime:

@@ -30,9 +30,13 @@ from statestore import ProcessorDatabase
 __all__ = ["RunObserver", "RunParts", "after_each_step", "catch_up_progress"]
 
 log = logging.getLogger(__name__)
-#: how often the gauges are refreshed from the run's parts, and the end offsets from Kafka
+#: how often the gauges are refreshed from the run's parts, and the end offsets (from Kafka)
+#: and the state's size (the files of its directory) are read
 _PUBLISH_SECONDS = 1.0
 _ENDS_SECONDS = 5.0
+#: after a failed read of the end offsets (Kafka unreachable), the next waits this long: each
+#: read is a broker call per partition that may block the loop up to Kafka's timeout
+_ENDS_RETRY_SECONDS = 60.0
 
 
 def catch_up_progress(catchup: CatchUp | None) -> str:
@@ -97,6 +101,9 @@ class RunObserver:
         self._clock = clock
         self._published = -_PUBLISH_SECONDS
         self._ends_read = -_ENDS_SECONDS
+        self._ends_retry = 0.0
+        self._sized = -_ENDS_SECONDS
+        self._state_bytes: int | None = None
         self._ends: dict[Position, int] = {}
         self._replayed = stats.replayed
         self._uploaded = 0 if snapshots is None else snapshots.uploaded_bytes
@@ -149,8 +156,8 @@ class RunObserver:
             ready=phase == "running" and lease_fresh,
             reason=reason,
             committed={p: offsets[p] for p in owned if p in offsets},
-            ends=self._read_ends(owned, now),
-            state_bytes=self._database.size_bytes(),
+            ends=self._read_ends(owned, now, lease_fresh),
+            state_bytes=self._size(now),
             catchup=_catch_up_view(catchup),
             handoffs=self._handoff_views(),
             snapshot_created=None if latest is None else latest.created,
@@ -180,14 +187,24 @@ class RunObserver:
             return "idle", "the processor reads no partitions"
         return "running", "ready"
 
-    def _read_ends(self, owned: set[Position], now: float) -> dict[Position, int]:
-        """The owned partitions' end offsets, read from Kafka every few seconds."""
-        if now - self._ends_read >= _ENDS_SECONDS or not owned <= self._ends.keys():
+    def _size(self, now: float) -> int | None:
+        """The state's size, read every few seconds."""
+        if now - self._sized >= _ENDS_SECONDS:
+            self._sized = now
+            self._state_bytes = self._database.size_bytes()
+        return self._state_bytes
+
+    def _read_ends(self, owned: set[Position], now: float, reachable: bool) -> dict[Position, int]:
+        """The owned partitions' end offsets, read from Kafka every few seconds while it is
+        ``reachable`` (the output lease is fresh), and not for a while after a failure."""
+        due = now - self._ends_read >= _ENDS_SECONDS or not owned <= self._ends.keys()
+        if due and reachable and now >= self._ends_retry:
             self._ends_read = now
             try:
                 marks = self._consumer.watermarks(sorted(owned))
             except KafkaIOError as error:
-                log.debug("processor %d: end offsets not read: %s", self.processor, error)
+                log.warning("processor %d: end offsets not read: %s", self.processor, error)
+                self._ends_retry = now + _ENDS_RETRY_SECONDS
                 marks = {}
             self._ends.update({p: r.end for p, r in marks.items()})
         return {p: self._ends[p] for p in owned if p in self._ends}

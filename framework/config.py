@@ -30,6 +30,7 @@ __all__ = [
     "BatchConfig",
     "ConfigError",
     "KafkaConfig",
+    "MetricsConfig",
     "ScalingConfig",
     "SnapshotConfig",
     "SparkConfig",
@@ -168,6 +169,24 @@ class SnapshotConfig(BaseModel):
     )
 
 
+class MetricsConfig(BaseModel):
+    """Each processor's Prometheus metrics and health endpoint (off unless ``port`` is set)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="HTTP port of /metrics, /healthz, /readyz (None: off; 0: any free port); "
+        "under `run --all` processor j listens on port + j",
+    )
+    host: str = Field(default="127.0.0.1", min_length=1, description="address to listen on")
+    stall_seconds: float = Field(
+        default=120.0, gt=0, description="/healthz fails once the loop made no step this long"
+    )
+
+
 class AppConfig(BaseSettings):
     """Everything an app needs: identity, Kafka, topics, processors, state, batching, errors."""
 
@@ -198,6 +217,7 @@ class AppConfig(BaseSettings):
     bootstrap: Literal["snapshot", "replay", "spark"] = "snapshot"
     spark: SparkConfig = Field(default_factory=SparkConfig)
     snapshots: SnapshotConfig = Field(default_factory=SnapshotConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
 
     @field_validator("app_id")
     @classmethod

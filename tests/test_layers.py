@@ -29,6 +29,7 @@ FRAMEWORK_LAYERS: tuple[tuple[str, ...], ...] = (
         "framework.app",
     ),
     ("framework.loader", "framework.jvm"),
+    ("framework.metrics",),
     ("framework.kafka",),
     ("framework.coordination",),
     ("framework.growth",),

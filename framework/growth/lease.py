@@ -86,6 +86,10 @@ class RegistryLease:
         """Whether the counts are within their lease (always, without topics)."""
         return not self._topics or self._clock.monotonic() - self._renewed <= self.lease_seconds
 
+    def age(self) -> float:
+        """Seconds since the counts were read (the lease runs from the read's start)."""
+        return self._clock.monotonic() - self._renewed
+
     def check(self) -> None:
         """Raise ``ProducerLeaseError`` when the counts may be stale."""
         age = self._clock.monotonic() - self._renewed

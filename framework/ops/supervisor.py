@@ -27,6 +27,7 @@ from framework.app import App
 from framework.config import AppConfig, ConfigError
 from framework.coordination.scaling import read_control, request_scale
 from framework.errors import SplitstateError
+from framework.metrics.ports import child_environment
 from framework.ops.progress import CatchUpProgress
 from framework.ops.status import collect_status
 from framework.runtime.log_context import note_generation
@@ -226,8 +227,14 @@ class Supervisor:
             _CHECK_SECONDS,
         )
 
+    def environment(self, processor: int) -> dict[str, str]:
+        """Processor ``processor``'s environment: this one's, with its metrics port
+        (``metrics.port`` + ``processor``) when metrics are on."""
+        return child_environment(self.app.config.metrics, processor, os.environ)
+
     def _start(self, child: _Child) -> None:
-        child.process = subprocess.Popen(self.command(child.processor))
+        environment = self.environment(child.processor)
+        child.process = subprocess.Popen(self.command(child.processor), env=environment)
         child.started = time.monotonic()
         log.info("processor %d started (pid %d)", child.processor, child.process.pid)
         self._write_pids()

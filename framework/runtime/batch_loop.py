@@ -45,6 +45,7 @@ from framework.runtime.batches import BatchResult, BatchRunner, first_offsets
 from framework.runtime.clients import RunClients
 from framework.runtime.faults import maybe_crash
 from framework.runtime.handoffs import HandoffCoordinator
+from framework.runtime.observe import RunObserver, catch_up_progress
 from framework.runtime.pipeline import Pipeline
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
@@ -63,6 +64,10 @@ _TAKEOVER_WAIT_SECONDS = 0.01
 #: aborted transactions in a row after which the processor exits (the supervisor restarts it
 #: with backoff): a write that keeps failing is not retried at once for ever
 _ABORTS_IN_A_ROW = 5
+
+
+def _nothing(*_args: object) -> None:
+    """What the loop tells when metrics are off."""
 
 
 class BatchLoop:
@@ -88,6 +93,7 @@ class BatchLoop:
         every_step: Callable[[], None] | None = None,
         stopping: Callable[[], bool],
         clock: Clock,
+        observer: RunObserver | None = None,
     ) -> None:
         self.config = config
         self._clock = clock
@@ -106,6 +112,8 @@ class BatchLoop:
         self._limits = limits
         self._every_step = every_step  # e.g. the progress report, when due
         self._stopping = stopping
+        # metrics, when on: told of each committed batch (of each step through every_step)
+        self._observe = _nothing if observer is None else observer.settled
         self._runner: BatchRunner | None = None
         self._pipeline: Pipeline | None = None
         self._lease_warned = 0.0
@@ -326,6 +334,7 @@ class BatchLoop:
                 consumer=self._clients.consumer,
                 limits=self._limits,
                 fault=lambda point: maybe_crash(point, self.processor, self.config.app_state_dir),
+                count_taken=self._observe is not _nothing,
             )
             batch = self.config.batch
             self._pipeline = Pipeline(
@@ -360,6 +369,7 @@ class BatchLoop:
             self.stats.outputs += result.outputs
             self.stats.dead_letters += result.dead_letters
             self.stats.batches += 1
+            self._observe(result)
 
     def _rewind(self, messages: list[Message]) -> None:
         """Read an aborted batch's records again: each partition from its first record."""
@@ -385,5 +395,5 @@ class BatchLoop:
             stats.restored,
             stats.outputs,
             stats.dead_letters,
-            self._handoffs.progress(),
+            catch_up_progress(self._handoffs.catchup),
         )

@@ -15,8 +15,10 @@ the group's offsets ahead of the state, and the restart rebuilds that gap withou
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from framework.clock import Clock
 from framework.config import AppConfig
@@ -50,6 +52,8 @@ __all__ = ["BatchResult", "BatchRunner", "coordinates", "first_offsets"]
 log = logging.getLogger(__name__)
 
 Where = tuple[str, int, int]
+#: a taken record's ``(topic, partition)`` (counted per batch in C, not per record in Python)
+_POSITION = itemgetter(1, 2)
 
 
 def coordinates(message: Message) -> Where:
@@ -78,6 +82,10 @@ class BatchResult:
     restored: int = 0
     outputs: int = 0
     dead_letters: int = 0
+    #: records taken per partition (processed, skipped or restored; counted for metrics only)
+    taken: dict[Position, int] = field(default_factory=dict)
+    #: when its processing began, on the run's clock
+    started: float = 0.0
 
 
 class BatchRunner:
@@ -89,7 +97,8 @@ class BatchRunner:
     batch is one transaction that also commits ``consumer``'s group offsets; ``limits``: the
     output topics' record limits, measured before producing; ``fault`` is
     called with ``batch:transaction-committed`` between its commit and the state's (crash
-    tests kill the process there).
+    tests kill the process there). ``count_taken``: count each batch's records per partition
+    (``BatchResult.taken``, for metrics).
     """
 
     def __init__(
@@ -109,9 +118,12 @@ class BatchRunner:
         consumer: KafkaConsumer | None = None,
         limits: RecordLimits | None = None,
         fault: Callable[[str], None] = lambda _point: None,
+        count_taken: bool = False,
     ) -> None:
         self.processor = processor
         self._config = config
+        self._clock = clock
+        self._count_taken = count_taken
         self.reading = reading
         self._owned_now = owned_now
         self.database = database
@@ -158,12 +170,15 @@ class BatchRunner:
         """Run the function on ``messages`` (those of owned partitions) in a new state batch;
         returns it (holding the next offsets' writes not yet), what it did, its outputs and
         its dead letters."""
+        started = self._clock.monotonic()
         records, ranges = self._take(messages)
         guard = self.guard
         if ranges:
             guard.attempt(ranges)  # a crash from here on counts against these records
         batch = self.database.begin()
-        result = BatchResult()
+        result = BatchResult(started=started)
+        if self._count_taken:  # for metrics
+            result.taken = Counter(map(_POSITION, records))
         outputs: list[EncodedOutput] = []
         dead: list[DeadLetter] = []
         try:

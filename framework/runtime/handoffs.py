@@ -155,14 +155,10 @@ class HandoffCoordinator:
         """Whether its catch-up waits for a bulk build (nothing is read meanwhile)."""
         return self._catchup is not None and self._catchup.bootstrapping
 
-    def progress(self) -> str:
-        """The catch-up's progress, for the loop's periodic log line ("" when none runs)."""
-        catchup = self._catchup
-        if catchup is not None and catchup.bootstrap is not None:
-            return f", building gained keys in bulk: {catchup.bootstrap.describe()}"
-        if catchup is not None:
-            return f", catching up (lag {catchup.lag()}, {catchup.applied} applied)"
-        return ""
+    @property
+    def catchup(self) -> CatchUp | None:
+        """The running catch-up (``None``: none), for the loop's log lines and metrics."""
+        return self._catchup
 
     # -- receiver --------------------------------------------------------------------------
 

@@ -26,16 +26,19 @@ from framework.coordination.topic_watch import TopicWatcher
 from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
 from framework.growth.placement import UNFENCED_SCOPE
-from framework.kafka import Clients, Kafka, KafkaIOError, KafkaProducer
+from framework.kafka import Clients, Kafka, KafkaConsumer, KafkaIOError, KafkaProducer
+from framework.metrics import MetricsServer, ProcessorMetrics
 from framework.processing import ProcessorFencedError, ProcessorStoppedError, RecordProcessor
 from framework.runtime.assignment import Assignment
-from framework.runtime.batch_loop import BatchLoop, RuntimeStats
+from framework.runtime.batch_loop import BatchLoop
 from framework.runtime.clients import RunClients, transactional_id
 from framework.runtime.faults import maybe_crash
 from framework.runtime.handoffs import HandoffCoordinator
 from framework.runtime.log_context import note_generation
+from framework.runtime.observe import RunObserver, RunParts, after_each_step
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.reporting import ProgressReporter
+from framework.runtime.stats import RuntimeStats
 from framework.snapshots.restore import restore_lost_state
 from framework.snapshots.taker import SnapshotTaker
 from rebalance.control import ControlState
@@ -61,6 +64,9 @@ class ProcessorRuntime:
     the run takes snapshots and restores a lost directory from them (default: with the
     default opener, as ``snapshots.enabled`` says); ``holds_state``: whether a state
     directory holds anything (default: it is a directory that is not empty).
+
+    With ``metrics.port`` set, ``metrics`` holds the processor's Prometheus registry and
+    health, served on that port while ``run`` runs (``/metrics``, ``/healthz``, ``/readyz``).
     """
 
     def __init__(
@@ -82,6 +88,14 @@ class ProcessorRuntime:
         self.config = app.config
         self.stats = RuntimeStats()
         self._stopping = False
+        settings = self.config.metrics
+        self.metrics = (
+            None
+            if settings.port is None
+            else ProcessorMetrics(self.config.app_id, processor_id, settings.stall_seconds)
+        )
+        #: the endpoint while ``run`` runs (its ``port`` is the one picked for port 0)
+        self.server: MetricsServer | None = None
 
     def request_stop(self, *_args: object) -> None:
         """Finish the current batch, commit, and return from ``run`` (signal-safe)."""
@@ -101,12 +115,30 @@ class ProcessorRuntime:
 
     def run(self, until: Callable[[RuntimeStats], bool] | None = None) -> RuntimeStats:
         """Process until a stop is requested, ``until(stats)`` holds, or no work is left."""
-        kafka = Clients.of(self.config) if self._kafka is None else self._kafka
+        if self.metrics is not None:  # first: health answers while the run starts
+            settings = self.config.metrics
+            self.server = MetricsServer(self.metrics, settings.host, settings.port or 0).start()
         try:
-            return self._run(kafka, until)
+            kafka = Clients.of(self.config) if self._kafka is None else self._kafka
+            try:
+                return self._run(kafka, until)
+            finally:
+                if self._kafka is None:
+                    kafka.close()
         finally:
-            if self._kafka is None:
-                kafka.close()
+            self._stop_serving()
+
+    def _stop_serving(self) -> None:
+        """Stop the endpoint (before the run's Kafka clients close; again: nothing)."""
+        if self.server is not None:
+            self.server.stop()
+        if self.metrics is not None:
+            self.metrics.heartbeat.beat("stopped")
+
+    def _beat(self) -> None:
+        """A sign of life during long start-up work (a snapshot restore, slice by slice)."""
+        if self.metrics is not None:
+            self.metrics.heartbeat.beat()
 
     def _record_limits(self, kafka: Kafka, exactly_once: bool) -> RecordLimits | None:
         """The output topics' record limits, to measure outputs against before producing
@@ -146,7 +178,13 @@ class ProcessorRuntime:
             owned = state.owned(self.processor_id, counts)
             epoch = state.app.epoch if state.app else None
             restore_lost_state(
-                self.config, identity, path, owned, epoch, holds_state=self._holds_state
+                self.config,
+                identity,
+                path,
+                owned,
+                epoch,
+                holds_state=self._holds_state,
+                progress=self._beat,
             )
         database = self._open_database(path, identity, self.app.store_specs())
         opened.callback(database.close)
@@ -163,6 +201,26 @@ class ProcessorRuntime:
         )
         opened.callback(snapshots.close)
         return database, snapshots
+
+    def _observer(
+        self, parts: RunParts, consumer: KafkaConsumer, opened: ExitStack, clock: Clock
+    ) -> RunObserver | None:
+        """With metrics on, the run's observer; the endpoint stops as the run closes, after
+        a last observation and before the clients close."""
+        if self.metrics is None:
+            return None
+        observer = RunObserver(
+            self.metrics,
+            self.processor_id,
+            parts=parts,
+            consumer=consumer,
+            stats=self.stats,
+            stopping=self._stopped,
+            clock=clock,
+        )
+        opened.callback(self._stop_serving)
+        opened.callback(observer.last)
+        return observer
 
     def _run(self, kafka: Kafka, until: Callable[[RuntimeStats], bool] | None) -> RuntimeStats:
         clock = kafka.clock
@@ -183,7 +241,6 @@ class ProcessorRuntime:
                     "adds it. Fix: use an id in that range, or scale first (`splitstate scale`)."
                 )
             database, snapshots = self._open_state(layout, watcher.state, opened, clock)
-            path = database.path
             watcher.record_in(database)  # notes the generation seen (control_guard)
             # outputs may be other apps' inputs: place them under the registry's lease too
             outputs = RegistryLease(
@@ -226,6 +283,12 @@ class ProcessorRuntime:
             opened.callback(handoffs.close)
             opened.callback(_flush_quietly, clients.producer)
             reading = Assignment(self.processor_id, clients.consumer, database, layout, clock)
+            observer = self._observer(
+                RunParts(reading, handoffs, watcher, outputs, database, snapshots),
+                clients.consumer,
+                opened,
+                clock,
+            )
             loop = BatchLoop(
                 self.config,
                 self.processor_id,
@@ -241,11 +304,15 @@ class ProcessorRuntime:
                 handoffs=handoffs,
                 snapshots=snapshots,
                 limits=limits,
-                every_step=ProgressReporter(
-                    self.app, self.processor_id, kafka=kafka, database=database, watcher=watcher
-                ).tick,
+                every_step=after_each_step(
+                    ProgressReporter(
+                        self.app, self.processor_id, kafka=kafka, database=database, watcher=watcher
+                    ).tick,
+                    observer,
+                ),
                 stopping=self._stopped,
                 clock=clock,
+                observer=observer,
             )
             outputs.start(clients.producer)
             topics.poll(force=True)
@@ -257,7 +324,7 @@ class ProcessorRuntime:
                 self.processor_id,
                 self.config.app_id,
                 sorted(f"{t}[{p}]" for t, p in reading.owned),
-                path,
+                database.path,
             )
             try:
                 loop.coordinate()

@@ -45,11 +45,13 @@ def restore_lost_state(
     epoch: str | None,
     *,
     holds_state: Callable[[Path], bool] | None = None,
+    progress: Callable[[], None] = lambda: None,
 ) -> SnapshotManifest | None:
     """If ``path`` (processor ``identity.processor``'s state directory) is missing or empty,
     restore the newest usable snapshot there (of the control log's ``epoch``); returns it,
     or ``None`` when none was used. ``holds_state``: whether a state directory holds
-    anything (default: it exists and is not empty). It holds the directory's lock meanwhile
+    anything (default: it exists and is not empty); ``progress`` is called after each slice
+    copied (the run's heartbeat). It holds the directory's lock meanwhile
     (``StoreLockedError`` when another run of the processor has it)."""
     holds = holds_state or directory_holds_state
     if not config.snapshots.enabled or holds(path):
@@ -58,7 +60,7 @@ def restore_lost_state(
     try:
         if holds(path):  # another run restored it before this one had the lock
             return None
-        return _restore(config, identity, path, owned, epoch)
+        return _restore(config, identity, path, owned, epoch, progress=progress)
     finally:
         lock.release()
 
@@ -69,6 +71,8 @@ def _restore(
     path: Path,
     owned: set[Position],
     epoch: str | None,
+    *,
+    progress: Callable[[], None],
 ) -> SnapshotManifest | None:
     processor = identity.processor
     store = SnapshotStore(config.snapshot_url, config.app_id)
@@ -101,7 +105,7 @@ def _restore(
             )
             return None
         try:
-            _download(store, manifest, path)
+            _download(store, manifest, path, progress)
         except (OSError, ArrowException, StateStoreError) as error:
             log.warning(
                 "snapshot %s could not be restored (%s); trying an older one", manifest.id, error
@@ -124,7 +128,9 @@ def directory_holds_state(path: Path) -> bool:
     return path.exists() and any(path.iterdir())
 
 
-def _download(store: SnapshotStore, manifest: SnapshotManifest, path: Path) -> None:
+def _download(
+    store: SnapshotStore, manifest: SnapshotManifest, path: Path, progress: Callable[[], None]
+) -> None:
     """Copy ``manifest`` into a staging directory, start a new lineage, rename it to ``path``."""
     # under the directory's lock: any other staging directory was left by a killed restore
     for stale in path.parent.glob(f".{path.name}.restoring*"):
@@ -133,7 +139,7 @@ def _download(store: SnapshotStore, manifest: SnapshotManifest, path: Path) -> N
     download = SnapshotDownload(store, manifest, staging)
     try:
         while not download.step(_SLICE):
-            pass
+            progress()
     except BaseException:
         download.close()
         shutil.rmtree(staging, ignore_errors=True)

@@ -95,6 +95,8 @@ class SnapshotTaker:
         self._answering: str | None = None
         self._answered: set[str] = set()
         self.taken = 0
+        #: bytes this taker copied to the store (all its uploads, finished or not)
+        self.uploaded_bytes = 0
         self._state = ControlState()
         try:
             self.latest = store.newest(processor)
@@ -206,7 +208,9 @@ class SnapshotTaker:
     def _copy_slice(self) -> None:
         upload = self.upload
         assert upload is not None
+        before = upload.copied
         manifest = upload.step(self._settings.slice_bytes)
+        self.uploaded_bytes += upload.copied - before
         if manifest is None:
             self._fault("snapshot:copying")
             return

@@ -84,4 +84,4 @@ def test_the_statefulset_names_only_known_settings_and_the_mounted_config() -> N
     assert config_path.startswith(mounts["config"] + "/")
     assert Path(_config()["state_dir"]).is_relative_to(mounts["state"])
     assert "--processor-id" not in args  # the pod's ordinal is its id
-    assert "SPLITSTATE_PROCESSOR_ID" not in environment
+    assert environment["SPLITSTATE_PROCESSOR_ID"] == "ordinal"

@@ -13,6 +13,7 @@ never writes a fresh app definition over a lost one.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, replace
 
@@ -22,9 +23,11 @@ from framework.coordination.control_guard import ControlLogLostError, check_hist
 from framework.coordination.control_log import ControlLog
 from framework.coordination.progress_reports import progress_topic_spec
 from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
-from framework.kafka import Kafka, TopicSpec, check_retention
+from framework.kafka import Kafka, KafkaIOError, TopicSpec, check_retention
 from rebalance import TopicHistory, bucket, check_layout
 from rebalance.control import AppDefinition, ControlState, Generation
+
+log = logging.getLogger(__name__)
 
 __all__ = ["AppLayout", "prepare_app"]
 
@@ -87,16 +90,11 @@ def prepare_app(
         )
     registry = TopicRegistry(kafka)
     control_log = ControlLog(kafka, config.control_topic)
-    # the dead letters, the registry, the control log and the progress reports, created
-    # together where missing
+    # the dead letters, the registry and the control log, created together where missing
     kafka.create_topics(
-        [
-            TopicSpec(config.dead_letters, 1),
-            registry.topic_spec(),
-            control_log.topic_spec(),
-            progress_topic_spec(config.progress_topic),
-        ]
+        [TopicSpec(config.dead_letters, 1), registry.topic_spec(), control_log.topic_spec()]
     )
+    _create_progress_topic(kafka, config)
     check_retention(kafka, [REGISTRY_TOPIC, config.control_topic])
     known = registry.read()
     topics = {t.topic: t for t in [*config.inputs, *config.outputs]}
@@ -292,4 +290,19 @@ def _check_against_log(config: AppConfig, wanted: AppDefinition, recorded: AppDe
         raise ConfigError(
             f"key_hash {wanted.key_hash!r} differs from the app's recorded "
             f"{recorded.key_hash!r}. Fix: set key_hash: {recorded.key_hash}."
+        )
+
+
+def _create_progress_topic(kafka: Kafka, config: AppConfig) -> None:
+    """Create the progress reports' topic where missing; a refusal (no CreateTopics right, a
+    topic policy) is a warning only: reports inform ``status`` and decide nothing."""
+    try:
+        kafka.create_topics([progress_topic_spec(config.progress_topic)])
+    except KafkaIOError as error:
+        log.warning(
+            "could not create %r (%s): processors' progress reports are not written, so "
+            "`splitstate status` shows only processors on its own host. Fix: create it "
+            "(`splitstate topics create`, or by hand: compacted, one partition).",
+            config.progress_topic,
+            error,
         )

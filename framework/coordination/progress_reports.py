@@ -30,6 +30,7 @@ __all__ = [
     "ProcessorReport",
     "progress_topic_spec",
     "read_reports",
+    "report_key",
     "write_report",
 ]
 
@@ -66,8 +67,9 @@ class ProcessorReport:
     input partition there (its final F once the handoff completed);
     ``bootstrap`` and ``transfer``: its Spark bootstrap's and its snapshot transfer's own
     progress reports (with their ``generation``); ``unfenced``: records it processed without
-    a ``splitstate.count`` header; ``skipped``: records it skipped after crashes, as
-    ``(topic, partition, offset, crashes, at)``.
+    a ``splitstate.count`` header; ``skipped``: the newest records it skipped after crashes,
+    as ``(topic, partition, offset, crashes, at)``; ``stopped``: its run ended (the report
+    its run wrote last).
     """
 
     processor: int
@@ -81,6 +83,7 @@ class ProcessorReport:
     transfer: dict[str, Any] | None = None
     unfenced: dict[Position, int] = field(default_factory=dict)
     skipped: list[tuple[str, int, int, int, float]] = field(default_factory=list)
+    stopped: bool = False
 
     def encode(self) -> bytes:
         """The report as JSON."""
@@ -97,6 +100,7 @@ class ProcessorReport:
                 "transfer": self.transfer,
                 "unfenced": _positions(self.unfenced),
                 "skipped": [list(s) for s in self.skipped],
+                "stopped": self.stopped,
             }
         )
 
@@ -104,6 +108,9 @@ class ProcessorReport:
     def decode(cls, value: bytes) -> ProcessorReport:
         """A report from its JSON (``ValueError``/``KeyError``/``TypeError`` when malformed)."""
         data = orjson.loads(value)
+        for name in ("bootstrap", "transfer"):
+            if data.get(name) is not None and not isinstance(data[name], dict):
+                raise TypeError(f"{name} is not an object")
         return cls(
             int(data["processor"]),
             str(data["host"]),
@@ -115,7 +122,11 @@ class ProcessorReport:
             data.get("bootstrap"),
             data.get("transfer"),
             _pairs(data.get("unfenced")),
-            [(str(t), int(p), int(o), int(c), float(a)) for t, p, o, c, a in data.get("skipped")],
+            [
+                (str(t), int(p), int(o), int(c), float(a))
+                for t, p, o, c, a in data.get("skipped") or []
+            ],
+            bool(data.get("stopped", False)),
         )
 
     def same_news(self, other: ProcessorReport | None) -> bool:
@@ -134,13 +145,14 @@ def progress_topic_spec(topic: str) -> TopicSpec:
     return TopicSpec(topic, 1, config=PROGRESS_TOPIC_CONFIG)
 
 
-def _key(processor: int) -> bytes:
+def report_key(processor: int) -> bytes:
+    """The key of processor ``processor``'s reports (compaction keeps its newest)."""
     return f"processor/{processor}".encode()
 
 
 def write_report(kafka: Kafka, topic: str, report: ProcessorReport) -> None:
     """Append ``report`` (it replaces the processor's previous one)."""
-    kafka.append(topic, [(_key(report.processor), report.encode())])
+    kafka.append(topic, [(report_key(report.processor), report.encode())])
 
 
 def read_reports(kafka: Kafka, topic: str) -> dict[int, ProcessorReport]:
@@ -153,7 +165,12 @@ def read_reports(kafka: Kafka, topic: str) -> dict[int, ProcessorReport]:
         return {}
     reports: dict[int, ProcessorReport] = {}
     for key, value in records:
-        if key is None or value is None or not key.startswith(b"processor/"):
+        if key is None or not key.startswith(b"processor/"):
+            continue
+        if value is None:  # a tombstone: the processor's reports are gone
+            number = key.removeprefix(b"processor/")
+            if number.isdigit():
+                reports.pop(int(number), None)
             continue
         try:
             report = ProcessorReport.decode(value)

@@ -2,8 +2,9 @@
 
 A processor whose state is on this machine is read from its state (read-only) and from the
 progress files of its bulk builds; any other is known by the progress report it writes to
-Kafka (``framework.coordination.progress_reports``). A receiver's T2 is the higher of the two
-(both only grow within a generation), so ``status`` on any host shows every processor.
+Kafka (``framework.coordination.progress_reports``), so ``status`` on any host shows every
+processor. Where it runs (host, pid) is shown only from a report of a running processor at
+most ``STALE_SECONDS`` old: a processor that stopped, or was killed, shows none.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from framework.app import App
 from framework.bootstrap.child_process import bootstrap_directory, read_bootstrap_progress
-from framework.coordination.progress_reports import ProcessorReport
+from framework.coordination.progress_reports import HEARTBEAT_SECONDS, ProcessorReport
 from framework.growth.placement import UNFENCED_SCOPE
 from framework.runtime.crashes import SkippedRecord, skipped_records
 from framework.runtime.reporting import directory_size
@@ -25,7 +26,11 @@ from framework.snapshots.transfer_progress import (
 )
 from statestore import ProcessorDatabase, StateStoreError
 
-__all__ = ["BootstrapStatus", "ProcessorFacts"]
+__all__ = ["STALE_SECONDS", "BootstrapStatus", "ProcessorFacts"]
+
+#: a report older than this no longer says where a processor runs (it writes one at least
+#: every ``HEARTBEAT_SECONDS``)
+STALE_SECONDS = 3 * HEARTBEAT_SECONDS
 
 _BAR = 20
 
@@ -78,8 +83,9 @@ class ProcessorFacts:
     """Each processor's state size, pid, host, catch-up, bulk builds and skipped records:
     from this machine where its state is here, else from its newest report."""
 
-    def __init__(self, app: App, reports: dict[int, ProcessorReport]) -> None:
+    def __init__(self, app: App, reports: dict[int, ProcessorReport], now: float) -> None:
         self._app = app
+        self._now = now
         self._state_dir = app.config.app_state_dir
         self.reports = reports
         self._pids = _pids(self._state_dir)
@@ -96,30 +102,36 @@ class ProcessorFacts:
         report = self.reports.get(processor)
         return size if size is not None or report is None else report.state_bytes
 
-    def pid(self, processor: int) -> int | None:
-        """Its process id (under this machine's supervisor, else as last reported)."""
+    def _running(self, processor: int) -> ProcessorReport | None:
+        """Its newest report, if that says it runs and is recent (``now`` is wall time)."""
         report = self.reports.get(processor)
+        if report is None or report.stopped or self._now - report.updated > STALE_SECONDS:
+            return None
+        return report
+
+    def pid(self, processor: int) -> int | None:
+        """Its process id (under this machine's supervisor, else as a recent report says)."""
+        report = self._running(processor)
         return self._pids.get(processor, None if report is None else report.pid)
 
     def host(self, processor: int) -> str | None:
-        """The host it last reported from."""
-        report = self.reports.get(processor)
+        """The host a recent report of it came from."""
+        report = self._running(processor)
         return None if report is None else report.host
 
     def catch_up(self, processor: int, generation: int) -> dict[Position, int]:
-        """Receiver ``processor``'s T2 per partition in ``generation``."""
-        found: dict[Position, int] = {}
+        """Receiver ``processor``'s T2 per partition in ``generation`` (its state here is
+        newer than any report of it; a restored state may even be behind the report)."""
         if self._local(processor):
             try:
                 with ProcessorDatabase.open_read_only(self._path(processor)) as database:
-                    found = database.progress(f"catchup-{generation}")
+                    return database.progress(f"catchup-{generation}")
             except StateStoreError:
-                found = {}
+                pass
         report = self.reports.get(processor)
         if report is not None and report.catch_up_generation == generation:
-            for position, offset in report.catch_up.items():
-                found[position] = max(offset, found.get(position, 0))
-        return found
+            return dict(report.catch_up)
+        return {}
 
     def bootstrap(self, processor: int, generation: int) -> BootstrapStatus | None:
         """Its Spark bootstrap's progress in ``generation`` (here, else as reported)."""
@@ -149,14 +161,15 @@ class ProcessorFacts:
 
     def unfenced(self, processors: list[int]) -> dict[Position, int]:
         """Records processed without a ``splitstate.count`` header, summed over
-        ``processors`` and any other processor whose state is here."""
+        ``processors``, any other processor whose state is here, and any that reported (a
+        scaled-in one's count stays)."""
         here = {
             int(path.name.removeprefix("processor-"))
             for path in self._state_dir.glob("processor-*")
             if path.name.removeprefix("processor-").isdigit()
         }
         total: dict[Position, int] = {}
-        for processor in sorted(here | set(processors)):
+        for processor in sorted(here | set(processors) | set(self.reports)):
             counts: dict[Position, int] = {}
             if self._local(processor):
                 try:

@@ -1,8 +1,8 @@
 """Which processor ``splitstate run`` runs on this host.
 
-In order: ``--processor-id J``; the environment variable ``SPLITSTATE_PROCESSOR_ID``; in a
-Kubernetes pod (``KUBERNETES_SERVICE_HOST`` set), the ordinal a StatefulSet gives its pod's
-hostname (``wordcount-3`` -> 3). Outside Kubernetes a hostname is never read as an id: a
+In order: ``--processor-id J``; the environment variable ``SPLITSTATE_PROCESSOR_ID``, either
+a processor id or ``ordinal``: the ordinal a StatefulSet gives its pod's hostname
+(``wordcount-3`` -> 3). A hostname is read as an id only when asked to (``ordinal``): a
 machine called ``build-2`` would otherwise run processor 2 by accident.
 """
 
@@ -14,13 +14,16 @@ from collections.abc import Mapping
 
 from framework.config import ConfigError
 
-__all__ = ["ENV_VARIABLE", "resolve_processor_id"]
+__all__ = ["ENV_VARIABLE", "ORDINAL", "resolve_processor_id"]
 
 ENV_VARIABLE = "SPLITSTATE_PROCESSOR_ID"
-_ORDINAL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?-(?P<ordinal>\d+)$")
+#: the value of ``SPLITSTATE_PROCESSOR_ID`` that takes the id from a StatefulSet's hostname
+ORDINAL = "ordinal"
+_HOSTNAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?-(?P<ordinal>[0-9]+)$")
+_NUMBER = re.compile(r"[0-9]+")
 _FIX = (
-    "Fix: pass --processor-id J, set SPLITSTATE_PROCESSOR_ID=J, run it as a pod of a "
-    "StatefulSet (hostname <name>-<ordinal>), or run every processor with --all."
+    f"Fix: pass --processor-id J, set {ENV_VARIABLE}=J, set {ENV_VARIABLE}={ORDINAL} in a "
+    "StatefulSet's pods (hostname <name>-<ordinal>), or run every processor with --all."
 )
 
 
@@ -29,29 +32,25 @@ def resolve_processor_id(
 ) -> tuple[int, str]:
     """The processor id and where it came from (for the start's log line)."""
     if given is not None:
-        return _checked(given, "--processor-id"), "--processor-id"
+        if given < 0:
+            raise ConfigError(f"processor id {given} (from --processor-id) is negative. {_FIX}")
+        return given, "--processor-id"
     value = environ.get(ENV_VARIABLE)
-    if value is not None:
-        try:
-            number = int(value.strip())
-        except ValueError:
-            raise ConfigError(
-                f"{ENV_VARIABLE}={value!r} is not a processor id (a whole number from 0). {_FIX}"
-            ) from None
-        return _checked(number, ENV_VARIABLE), ENV_VARIABLE
-    if environ.get("KUBERNETES_SERVICE_HOST"):
-        host = socket.gethostname() if hostname is None else hostname
-        found = _ORDINAL.match(host)
-        if found is None:
-            raise ConfigError(
-                f"no processor id: this pod's hostname {host!r} has no StatefulSet ordinal "
-                f"(<name>-<ordinal>). {_FIX}"
-            )
-        return int(found["ordinal"]), f"the StatefulSet ordinal of hostname {host!r}"
-    raise ConfigError(f"no processor id given. {_FIX}")
-
-
-def _checked(number: int, source: str) -> int:
-    if number < 0:
-        raise ConfigError(f"processor id {number} (from {source}) is negative. {_FIX}")
-    return number
+    if value is None:
+        raise ConfigError(f"no processor id given. {_FIX}")
+    value = value.strip()
+    if _NUMBER.fullmatch(value):
+        return int(value), ENV_VARIABLE
+    if value != ORDINAL:
+        raise ConfigError(
+            f"{ENV_VARIABLE}={value!r} is neither a processor id (a whole number from 0) nor "
+            f"{ORDINAL!r}. {_FIX}"
+        )
+    host = socket.gethostname() if hostname is None else hostname
+    found = _HOSTNAME.match(host)
+    if found is None:
+        raise ConfigError(
+            f"{ENV_VARIABLE}={ORDINAL} but hostname {host!r} has no StatefulSet ordinal "
+            f"(<name>-<ordinal>). {_FIX}"
+        )
+    return int(found["ordinal"]), f"the StatefulSet ordinal of hostname {host!r}"

@@ -167,7 +167,7 @@ def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
         for topic, partition in positions
     ]
     shares = expected_shares(b, p)
-    facts = ProcessorFacts(app, read_reports(kafka, config.progress_topic))
+    facts = ProcessorFacts(app, read_reports(kafka, config.progress_topic), time.time())
     processors = [
         ProcessorStatus(
             j,

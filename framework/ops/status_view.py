@@ -91,7 +91,7 @@ def _processor_lines(status: AppStatus) -> list[str]:
     )
     for processor in status.processors:
         parts = ", ".join(f"{p.topic}[{p.partition}]" for p in processor.partitions)
-        host = (processor.host or "-")[:16]
+        host = (processor.host or "-")[-16:]  # the end holds a pod's ordinal
         lines.append(
             f"{processor.processor:>9} {host:<16} {processor.pid or '-':>7} "
             f"{float(processor.share):>7.1%} {_size(processor.state_bytes):>9} "

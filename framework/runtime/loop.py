@@ -19,7 +19,7 @@ from types import FrameType
 
 from framework.app import App
 from framework.clock import Clock
-from framework.coordination.control_log import ControlLog
+from framework.coordination.control_log import ControlLog, ControlWatcher
 from framework.coordination.layout import AppLayout, prepare_app
 from framework.coordination.registry import TopicRegistry
 from framework.coordination.topic_watch import TopicWatcher
@@ -202,6 +202,17 @@ class ProcessorRuntime:
         opened.callback(snapshots.close)
         return database, snapshots
 
+    def _reporter(
+        self, kafka: Kafka, database: ProcessorDatabase, watcher: ControlWatcher, opened: ExitStack
+    ) -> ProgressReporter:
+        """The run's progress reporter; its last report (stopped) is written as the run
+        closes, before the state and the clients close."""
+        reporter = ProgressReporter(
+            self.app, self.processor_id, kafka=kafka, database=database, watcher=watcher
+        )
+        opened.callback(reporter.close)
+        return reporter
+
     def _observer(
         self, parts: RunParts, consumer: KafkaConsumer, opened: ExitStack, clock: Clock
     ) -> RunObserver | None:
@@ -305,10 +316,7 @@ class ProcessorRuntime:
                 snapshots=snapshots,
                 limits=limits,
                 every_step=after_each_step(
-                    ProgressReporter(
-                        self.app, self.processor_id, kafka=kafka, database=database, watcher=watcher
-                    ).tick,
-                    observer,
+                    self._reporter(kafka, database, watcher, opened).tick, observer
                 ),
                 stopping=self._stopped,
                 clock=clock,

@@ -2,9 +2,12 @@
 
 Between batches, ``ProgressReporter.tick`` writes the processor's report when one is due:
 every ``_SCALE_SECONDS`` while a scale is in progress (a receiver's T2, its bulk build's
-progress), at least every ``HEARTBEAT_SECONDS`` otherwise. A report that cannot be written is
-logged (once a minute at most) and tried again at the next due time: reports never stop
-processing.
+progress), at least every ``HEARTBEAT_SECONDS`` otherwise. Reports never stop or slow
+processing: one is handed to a producer of its own and never waited for (its delivery is seen
+at a later tick); while one is unconfirmed no other is made; a report that fails (Kafka
+unreachable, the topic gone, anything else) is logged once a minute at most and the next one
+is tried at its due time. As the run closes, a last report says the processor stopped
+(waited for at most ``_CLOSE_SECONDS``).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from framework.app import App
@@ -21,10 +24,10 @@ from framework.coordination.control_log import ControlWatcher
 from framework.coordination.progress_reports import (
     HEARTBEAT_SECONDS,
     ProcessorReport,
-    write_report,
+    report_key,
 )
 from framework.growth.placement import UNFENCED_SCOPE
-from framework.kafka import Kafka, KafkaIOError
+from framework.kafka import DeliveryError, Kafka, KafkaProducer, Message
 from framework.runtime.crashes import skipped_records
 from framework.snapshots.transfer_progress import read_transfer_progress, transfer_directory
 from statestore import ProcessorDatabase
@@ -36,7 +39,11 @@ log = logging.getLogger(__name__)
 #: how often a report is written while a scale is in progress
 _SCALE_SECONDS = 2.0
 _WARN_EVERY_SECONDS = 60.0
-#: skipped records a report lists at most (the newest are in the processor's state)
+#: how long a report may take to be delivered before it counts as failed
+_DELIVERY_TIMEOUT_MS = 10_000
+#: how long the run's end waits for its last report
+_CLOSE_SECONDS = 2.0
+#: skipped records a report lists at most (the newest; all are in the processor's state)
 _SKIPPED_SHOWN = 50
 
 
@@ -78,30 +85,90 @@ class ProgressReporter:
         self._written = float("-inf")
         self._warned = float("-inf")
         self._last: ProcessorReport | None = None
+        self._producer: KafkaProducer | None = None
+        self._pending = False  # a report handed to the producer, not yet delivered
 
     def tick(self) -> None:
-        """Write a report if one is due (cheap when none is)."""
+        """Write a report if one is due (cheap when none is); never raises."""
+        try:
+            self._tick()
+        except Exception as error:  # a report must never stop processing
+            self._warn(error)
+            self._drop_producer()  # a producer that failed is made anew for the next one
+
+    def _tick(self) -> None:
+        if self._producer is not None:
+            self._producer.poll(0)  # delivery of the report before (no wait)
         now = self._clock.monotonic()
         if now < self._due:
             return
         scaling = self._watcher.state.scaling is not None
         self._due = now + (_SCALE_SECONDS if scaling else HEARTBEAT_SECONDS)
+        if self._pending:
+            return  # the one before is still on its way: this one waits its next turn
         report = self.report()
         if report.same_news(self._last) and now - self._written < HEARTBEAT_SECONDS:
             return
-        try:
-            write_report(self._kafka, self._config.progress_topic, report)
-        except KafkaIOError as error:
-            if now - self._warned >= _WARN_EVERY_SECONDS:
-                self._warned = now
-                log.warning(
-                    "processor %d could not write its progress report (status on other "
-                    "hosts shows less meanwhile): %s",
-                    self._processor,
-                    error,
-                )
-            return
+        self._send(report)
         self._last, self._written = report, now
+
+    def _send(self, report: ProcessorReport) -> None:
+        if self._producer is None:
+            self._producer = self._kafka.producer(
+                linger_ms=0, delivery_timeout_ms=_DELIVERY_TIMEOUT_MS
+            )
+        self._pending = True
+        try:
+            self._producer.produce(
+                self._config.progress_topic,
+                report.encode(),
+                report_key(self._processor),
+                0,
+                on_delivery=self._delivered,
+            )
+        except BaseException:
+            self._pending = False
+            self._last = None  # what it said is written again next time
+            raise
+
+    def _delivered(self, error: DeliveryError | None, _message: Message) -> None:
+        self._pending = False
+        if error is not None:
+            self._last = None
+            self._warn(error)
+
+    def _warn(self, error: object) -> None:
+        now = self._clock.monotonic()
+        if now - self._warned >= _WARN_EVERY_SECONDS:
+            self._warned = now
+            log.warning(
+                "processor %d could not write its progress report (`splitstate status` on "
+                "other hosts shows less meanwhile; processing goes on): %s",
+                self._processor,
+                error,
+            )
+
+    def close(self) -> None:
+        """Write a last report saying the processor stopped (waiting a moment at most), and
+        let go of the producer."""
+        try:
+            if not self._pending:
+                self._send(replace(self.report(), stopped=True))
+            if self._producer is not None:
+                self._producer.flush(_CLOSE_SECONDS)
+        except Exception as error:  # the run ends anyway
+            self._warn(error)
+        finally:
+            self._drop_producer()
+
+    def _drop_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        self._pending = False
+        if producer is not None:
+            try:
+                producer.close()
+            except Exception as error:  # already failed: nothing more to do with it
+                log.debug("closing the progress reports' producer: %s", error)
 
     def report(self) -> ProcessorReport:
         """The processor's report now."""
@@ -118,12 +185,12 @@ class ProgressReporter:
             found = read_bootstrap_progress(
                 bootstrap_directory(self._app, self._processor, generation)
             )
-            bootstrap = None if found is None else {**found, "generation": generation}
+            bootstrap = {**found, "generation": generation} if isinstance(found, dict) else None
             progress = read_transfer_progress(
                 transfer_directory(self._config.app_state_dir, self._processor, generation)
             )
             transfer = None if progress is None else {**asdict(progress), "generation": generation}
-        skipped = skipped_records(database)[-_SKIPPED_SHOWN:]
+        skipped = sorted(skipped_records(database), key=lambda s: s.at)[-_SKIPPED_SHOWN:]
         return ProcessorReport(
             self._processor,
             self._host,

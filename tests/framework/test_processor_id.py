@@ -7,42 +7,42 @@ import pytest
 from framework.config import ConfigError
 from framework.ops.processor_id import resolve_processor_id
 
-K8S = {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}
+ORDINAL = {"SPLITSTATE_PROCESSOR_ID": "ordinal"}
 
 
 def test_the_flag_wins_over_the_environment() -> None:
-    found = resolve_processor_id(2, {"SPLITSTATE_PROCESSOR_ID": "5", **K8S}, "wordcount-7")
+    found = resolve_processor_id(2, {"SPLITSTATE_PROCESSOR_ID": "5"}, "wordcount-7")
     assert found == (2, "--processor-id")
 
 
-def test_the_environment_wins_over_the_hostname() -> None:
-    found = resolve_processor_id(None, {"SPLITSTATE_PROCESSOR_ID": " 5 ", **K8S}, "wordcount-7")
+def test_the_environment_names_the_id() -> None:
+    found = resolve_processor_id(None, {"SPLITSTATE_PROCESSOR_ID": " 5 "}, "wordcount-7")
     assert found == (5, "SPLITSTATE_PROCESSOR_ID")
 
 
-def test_a_statefulset_pod_takes_its_ordinal() -> None:
-    processor, source = resolve_processor_id(None, K8S, "wordcount-processor-12")
+def test_a_statefulset_pod_takes_its_ordinal_when_asked() -> None:
+    processor, source = resolve_processor_id(None, ORDINAL, "wordcount-processor-12")
     assert processor == 12
     assert "wordcount-processor-12" in source
 
 
-def test_a_hostname_is_no_id_outside_kubernetes() -> None:
+def test_a_hostname_is_no_id_unless_asked() -> None:
     with pytest.raises(ConfigError, match=r"no processor id given.*SPLITSTATE_PROCESSOR_ID"):
-        resolve_processor_id(None, {}, "build-2")
+        resolve_processor_id(None, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, "build-2")
 
 
-@pytest.mark.parametrize("hostname", ["wordcount", "wordcount-", "WORD-3x"])
-def test_a_pod_without_an_ordinal_is_refused(hostname: str) -> None:
+@pytest.mark.parametrize("hostname", ["wordcount", "wordcount-", "WORD-3x", "node-3.local"])
+def test_a_hostname_without_an_ordinal_is_refused(hostname: str) -> None:
     with pytest.raises(ConfigError, match=f"hostname {hostname!r} has no StatefulSet ordinal"):
-        resolve_processor_id(None, K8S, hostname)
+        resolve_processor_id(None, ORDINAL, hostname)
 
 
-@pytest.mark.parametrize("value", ["three", "", "1.5"])
+@pytest.mark.parametrize("value", ["three", "", "1.5", "1_0", "+3", "-1", "\u0663"])
 def test_a_malformed_environment_value_is_named(value: str) -> None:
-    with pytest.raises(ConfigError, match=r"SPLITSTATE_PROCESSOR_ID=.* is not a processor id"):
+    with pytest.raises(ConfigError, match=r"SPLITSTATE_PROCESSOR_ID=.* is neither"):
         resolve_processor_id(None, {"SPLITSTATE_PROCESSOR_ID": value}, None)
 
 
-def test_a_negative_id_is_refused() -> None:
-    with pytest.raises(ConfigError, match=r"processor id -1 .* is negative"):
-        resolve_processor_id(None, {"SPLITSTATE_PROCESSOR_ID": "-1"}, None)
+def test_a_negative_flag_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"processor id -1 \(from --processor-id\) is negative"):
+        resolve_processor_id(-1, {}, None)

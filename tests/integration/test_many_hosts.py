@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from framework.coordination.progress_reports import read_reports
 from framework.coordination.scaling import read_control
 from framework.kafka import Clients
 from framework.loader import load_app
+from framework.ops.processor_facts import ProcessorFacts
 from framework.ops.status import collect_status
 from tests.integration.harness import TopicReader, splitstate, unique, wait_for
 from tests.integration.test_growth import (
@@ -143,12 +146,13 @@ def test_processors_on_separate_hosts_scale_and_grow(
             }
             assert released, "the scale moved no partition"
 
-            def receiver_reported() -> bool:
-                report = read_reports(kafka, app.config.progress_topic).get(2)
-                return report is not None and report.catch_up == released
+            def receiver_seen() -> bool:
+                reports = read_reports(kafka, app.config.progress_topic)
+                seen = ProcessorFacts(app, reports, time.time())  # on the operator's host
+                return seen.catch_up(2, 1) == released
 
-            # the receiver's T2 reached each F, as its report (on Kafka) says
-            wait_for(receiver_reported, 30, "processor 2's report of T2 = F")
+            # the receiver's T2 reached each F, as status on another host reads it
+            wait_for(receiver_seen, 30, "processor 2's T2 = F, seen from the operator's host")
 
             expand(operator.config, topic, 6)
             reader.wait_for(lambda r: len(r.records) > 8000, timeout=120, what="more outputs")
@@ -158,7 +162,7 @@ def test_processors_on_separate_hosts_scale_and_grow(
                 host = hosts[processor.processor]
                 assert host.process is not None
                 assert processor.pid == host.process.pid, processor
-                assert processor.host, processor
+                assert processor.host == socket.gethostname(), processor
                 assert processor.state_bytes, processor  # reported: not on this host
             assert status.topic_counts[topic] == [4, 6]
 

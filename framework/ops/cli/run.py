@@ -16,7 +16,7 @@ from framework.kafka import COMPACTED, Clients, TopicSpec
 from framework.loader import load_app
 from framework.ops.cli._arguments import app_arguments
 from framework.ops.logs import default_log_format, setup_logging
-from framework.ops.processor_id import resolve_processor_id
+from framework.ops.processor_id import ENV_VARIABLE, resolve_processor_id
 from framework.ops.progress import CatchUpProgress
 from framework.ops.status import collect_status
 from framework.ops.status_view import render_status
@@ -42,8 +42,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--processor-id",
         type=int,
         metavar="J",
-        help="run processor J here (default: SPLITSTATE_PROCESSOR_ID, or a StatefulSet "
-        "pod's ordinal)",
+        help="run processor J here (default: SPLITSTATE_PROCESSOR_ID: J, or `ordinal` for a "
+        "StatefulSet pod's ordinal)",
     )
     which.add_argument(
         "--all", action="store_true", help="run every processor under a local supervisor"
@@ -112,6 +112,8 @@ def _run(args: argparse.Namespace) -> int:
     app = load_app(args.app, args.config)
     LOG_CONTEXT.app = app.config.app_id
     if processor is None:
+        if os.environ.get(ENV_VARIABLE) is not None:
+            log.warning("%s is set, but --all runs every processor: it is not used", ENV_VARIABLE)
         config_file = args.config or app.config_file
         return Supervisor(app, args.app, config_file, log_format=log_format).run()
     log.info("running processor %d of %s (id from %s)", processor, app.config.app_id, source)
@@ -228,7 +230,7 @@ def _status(args: argparse.Namespace) -> int:
     if status.scaling_to is not None:
         progress = CatchUpProgress()
         progress.update(status)
-        time.sleep(1.0)  # a second sample gives records/s and an ETA
+        time.sleep(2.0)  # a second sample gives records/s and an ETA (reports: every 2 s)
         print("\ncatch-up progress:")
         for line in progress.update(collect_status(app)):
             print("  " + line.render())

@@ -137,10 +137,16 @@ class AppStatus:
 def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
     """Read the control log, registry, consumer group offsets and local state sizes.
 
-    ``kafka``: the port to the app's cluster (by default the clients of the app's config).
+    ``kafka``: the port to the app's cluster (by default the clients of the app's config,
+    closed before it returns).
     """
+    if kafka is None:
+        clients = Clients.of(app.config)
+        try:
+            return collect_status(app, clients)
+        finally:
+            clients.close()
     config = app.config
-    kafka = Clients.of(config) if kafka is None else kafka
     control = ControlLog(kafka, config.control_topic).read()
     b = control.app.initial_processors if control.app else config.initial_processors
     p = control.processors or config.processor_count

@@ -3,18 +3,23 @@
 On a terminal the view (``status_live``) is redrawn in place; in plain mode (a pipe, CI,
 ``TERM=dumb``) each refresh prints the plain report of ``splitstate status`` followed by a
 blank line. During a scale, successive samples give each handoff's records/s and ETA.
-Ctrl-C ends the watch with exit status 0.
+Ctrl-C ends the watch with exit status 0: it is noted (not raised in the middle of a Kafka
+client's call, which could leave the client half closed) and the watch ends at its next
+wait, or once the refresh in progress returns (a second Ctrl-C does not wait for it).
 """
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
+from types import FrameType
 
 from rich.live import Live
 
-from framework.clock import SYSTEM_CLOCK, Clock
+from framework.clock import SYSTEM_CLOCK, Clock, StopSignal
 from framework.errors import SplitstateError
 from framework.ops.progress import CatchUpProgress, HandoffProgress
 from framework.ops.status import AppStatus
@@ -70,19 +75,49 @@ def watch_status(
 ) -> int:
     """Show ``collect()`` every ``interval`` seconds on ``out`` until Ctrl-C (or ``rounds``
     refreshes); returns the exit status (0)."""
+    stop = StopSignal()
+    restore = _note_interrupts(stop)
     try:
         sampler = _Sampler(collect, clock)
         if out.live:
-            _watch_live(sampler, out, interval, clock, rounds)
+            _watch_live(sampler, out, interval, clock, rounds, stop=stop)
         else:
-            _watch_plain(sampler, out, interval, clock, rounds)
+            _watch_plain(sampler, out, interval, clock, rounds, stop=stop)
     except KeyboardInterrupt:
         return 0
+    finally:
+        restore()
     return 0
 
 
+def _note_interrupts(stop: threading.Event) -> Callable[[], None]:
+    """Make Ctrl-C set ``stop`` instead of raising (in the main thread; elsewhere Python
+    delivers no signals); a second one raises. Returns what puts the previous handler back."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGINT)
+
+    def interrupted(_signum: int, _frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt  # a second Ctrl-C does not wait for the refresh
+        stop.set()
+
+    signal.signal(signal.SIGINT, interrupted)
+
+    def restore() -> None:
+        signal.signal(signal.SIGINT, previous)
+
+    return restore
+
+
 def _watch_live(
-    sampler: _Sampler, out: Terminal, interval: float, clock: Clock, rounds: int | None
+    sampler: _Sampler,
+    out: Terminal,
+    interval: float,
+    clock: Clock,
+    rounds: int | None,
+    *,
+    stop: threading.Event,
 ) -> None:
     shown = 0
     with Live(
@@ -104,12 +139,19 @@ def _watch_live(
             shown += 1
             if rounds is not None and shown >= rounds:
                 return
-            clock.sleep(interval)
+            if clock.wait(stop, interval):
+                return
             sampler.refresh()
 
 
 def _watch_plain(
-    sampler: _Sampler, out: Terminal, interval: float, clock: Clock, rounds: int | None
+    sampler: _Sampler,
+    out: Terminal,
+    interval: float,
+    clock: Clock,
+    rounds: int | None,
+    *,
+    stop: threading.Event,
 ) -> None:
     shown = 0
     while True:
@@ -121,5 +163,6 @@ def _watch_plain(
         shown += 1
         if rounds is not None and shown >= rounds:
             return
-        clock.sleep(interval)
+        if clock.wait(stop, interval):
+            return
         sampler.refresh()

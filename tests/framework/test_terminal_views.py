@@ -4,6 +4,9 @@ modes, and the progress bars' plain lines (fence countdown, backfill)."""
 from __future__ import annotations
 
 import io
+import os
+import signal
+import time
 from collections.abc import Iterator
 from fractions import Fraction
 
@@ -138,6 +141,33 @@ def test_watch_on_a_terminal_redraws_and_ctrl_c_exits_0() -> None:
     text = out.getvalue()
     assert ESC in text  # drawn in place
     assert "processor" in text and "partitions" in text and "41" in text and "42" in text
+
+
+def test_ctrl_c_during_a_refresh_lets_the_refresh_finish_and_ends_the_watch() -> None:
+    """Ctrl-C is not raised inside a refresh (a Kafka client's call could be left half done):
+    the refresh returns, its report is shown, and the watch ends with 0."""
+    calls = 0
+    interrupted_inside: list[BaseException] = []
+
+    def collect() -> AppStatus:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # the handler runs here, in the main thread
+            except BaseException as error:
+                interrupted_inside.append(error)
+                raise
+        return status(committed=40 + calls)
+
+    out = io.StringIO()
+    previous = signal.getsignal(signal.SIGINT)
+    assert watch_status(collect, terminal(out), 0.01, rounds=10) == 0
+    assert interrupted_inside == []
+    assert calls == 2  # no refresh after the Ctrl-C
+    assert out.getvalue().count("app wc: ") == 2  # the interrupted refresh's report shown
+    assert signal.getsignal(signal.SIGINT) is previous
 
 
 def test_the_fence_countdown_in_plain_mode() -> None:

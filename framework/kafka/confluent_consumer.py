@@ -231,6 +231,20 @@ class ConfluentConsumer(KafkaConsumer):
             self._connected = True
         return result
 
+    def fetched_ends(self, positions: Iterable[Position]) -> dict[Position, int]:
+        """End offsets from librdkafka's cache (the high watermark of the last fetch)."""
+        result: dict[Position, int] = {}
+        for topic, partition in positions:
+            try:
+                _low, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), cached=True
+                )
+            except KafkaException:
+                continue  # not known here yet
+            if high >= 0:  # OFFSET_INVALID (-1001) until a fetch answered
+                result[(topic, partition)] = high
+        return result
+
     def _refresh_metadata(self, topic: str) -> None:
         """Ask the broker for ``topic``'s metadata (librdkafka's cache takes the answer)."""
         try:

@@ -182,6 +182,11 @@ class KafkaConsumer(Protocol):
         """``[earliest retained, end)`` of each partition, as Kafka reports them now."""
         ...
 
+    def fetched_ends(self, positions: Iterable[Position]) -> dict[Position, int]:
+        """The end offset of each partition as this consumer's fetches last saw it, asking
+        the broker nothing (partitions not fetched yet are left out)."""
+        ...
+
     def group_metadata(self) -> object:
         """The consumer group's metadata, for ``TransactionalProducer.send_offsets``."""
         ...

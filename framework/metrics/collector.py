@@ -26,7 +26,8 @@ _HANDOFF = ["generation", "source", "target", "role"]
 
 class ObservationCollector(Collector):
     """Yields the gauges of ``observed()`` (the newest observation) and of ``heartbeat``;
-    ``wall`` is the wall clock (snapshot ages)."""
+    ``wall`` is the wall clock (snapshot ages); ``ready``: what ``/readyz`` answers (so
+    ``splitstate_ready`` agrees with it, also when the loop is stuck)."""
 
     def __init__(
         self,
@@ -35,6 +36,8 @@ class ObservationCollector(Collector):
         observed: Callable[[], Observation],
         heartbeat: Heartbeat,
         wall: Callable[[], float] = time.time,
+        *,
+        ready: Callable[[], bool] | None = None,
     ) -> None:
         self._names = ["app", "processor"]
         self._values = [app_id, str(processor)]
@@ -42,6 +45,8 @@ class ObservationCollector(Collector):
         self._observed = observed
         self._heartbeat = heartbeat
         self._wall = wall
+        #: what /readyz answers (default: the observation's readiness)
+        self._ready = ready
 
     def _gauge(self, name: str, text: str, labels: list[str] | None = None) -> GaugeMetricFamily:
         return GaugeMetricFamily(name, text, labels=[*self._names, *(labels or [])])
@@ -77,7 +82,7 @@ class ObservationCollector(Collector):
         yield self._one(
             "splitstate_ready",
             "1 when /readyz answers 200 (owns its partitions, not restoring or catching up)",
-            1.0 if seen.ready else 0.0,
+            1.0 if (seen.ready if self._ready is None else self._ready()) else 0.0,
         )
         yield self._one(
             "splitstate_loop_last_step_age_seconds",

@@ -77,7 +77,15 @@ class ProcessorMetrics:
             registry=registry,
         ).labels(*self._labels)
         self._per_partition: dict[Position, Counter] = {}
-        registry.register(ObservationCollector(app_id, processor, self.observed, self.heartbeat))
+        registry.register(
+            ObservationCollector(
+                app_id,
+                processor,
+                self.observed,
+                self.heartbeat,
+                ready=lambda: self.readiness()[0],
+            )
+        )
 
     def batch(
         self,

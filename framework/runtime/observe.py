@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from framework.clock import Clock
 from framework.coordination.control_log import ControlWatcher
 from framework.growth.lease import RegistryLease
-from framework.kafka import KafkaConsumer, KafkaIOError
+from framework.kafka import KafkaConsumer
 from framework.metrics import CatchUpView, HandoffView, Observation, ProcessorMetrics
 from framework.runtime.assignment import Assignment
 from framework.runtime.batches import BatchResult
@@ -30,13 +30,12 @@ from statestore import ProcessorDatabase
 __all__ = ["RunObserver", "RunParts", "after_each_step", "catch_up_progress"]
 
 log = logging.getLogger(__name__)
-#: how often the gauges are refreshed from the run's parts, and the end offsets (from Kafka)
-#: and the state's size (the files of its directory) are read
+#: how often the gauges are refreshed from the run's parts, and the end offsets (as the
+#: consumer's fetches saw them: no broker call) and the state's size (its files) are read
 _PUBLISH_SECONDS = 1.0
 _ENDS_SECONDS = 5.0
-#: after a failed read of the end offsets (Kafka unreachable), the next waits this long: each
-#: read is a broker call per partition that may block the loop up to Kafka's timeout
-_ENDS_RETRY_SECONDS = 60.0
+#: a failed observation is logged once in this long at most
+_WARN_SECONDS = 60.0
 
 
 def catch_up_progress(catchup: CatchUp | None) -> str:
@@ -101,7 +100,7 @@ class RunObserver:
         self._clock = clock
         self._published = -_PUBLISH_SECONDS
         self._ends_read = -_ENDS_SECONDS
-        self._ends_retry = 0.0
+        self._warned = -_WARN_SECONDS
         self._sized = -_ENDS_SECONDS
         self._state_bytes: int | None = None
         self._ends: dict[Position, int] = {}
@@ -125,7 +124,12 @@ class RunObserver:
         now = self._clock.monotonic()
         if force or now - self._published >= _PUBLISH_SECONDS:
             self._published = now
-            self.metrics.publish(self.observe(now, stopping))
+            try:
+                self.metrics.publish(self.observe(now, stopping))
+            except Exception as error:  # metrics never end the run: the last values stay
+                if now - self._warned >= _WARN_SECONDS:
+                    self._warned = now
+                    log.warning("processor %d: metrics not updated: %s", self.processor, error)
 
     def last(self) -> None:
         """Publish the run's last values as it closes (a failure is only logged: the error
@@ -156,7 +160,7 @@ class RunObserver:
             ready=phase == "running" and lease_fresh,
             reason=reason,
             committed={p: offsets[p] for p in owned if p in offsets},
-            ends=self._read_ends(owned, now, lease_fresh),
+            ends=self._read_ends(owned, now),
             state_bytes=self._size(now),
             catchup=_catch_up_view(catchup),
             handoffs=self._handoff_views(),
@@ -194,19 +198,12 @@ class RunObserver:
             self._state_bytes = self._database.size_bytes()
         return self._state_bytes
 
-    def _read_ends(self, owned: set[Position], now: float, reachable: bool) -> dict[Position, int]:
-        """The owned partitions' end offsets, read from Kafka every few seconds while it is
-        ``reachable`` (the output lease is fresh), and not for a while after a failure."""
-        due = now - self._ends_read >= _ENDS_SECONDS or not owned <= self._ends.keys()
-        if due and reachable and now >= self._ends_retry:
+    def _read_ends(self, owned: set[Position], now: float) -> dict[Position, int]:
+        """The owned partitions' end offsets as the consumer's fetches last saw them (no
+        broker call: the loop never waits for these), every few seconds."""
+        if now - self._ends_read >= _ENDS_SECONDS or not owned <= self._ends.keys():
             self._ends_read = now
-            try:
-                marks = self._consumer.watermarks(sorted(owned))
-            except KafkaIOError as error:
-                log.warning("processor %d: end offsets not read: %s", self.processor, error)
-                self._ends_retry = now + _ENDS_RETRY_SECONDS
-                marks = {}
-            self._ends.update({p: r.end for p, r in marks.items()})
+            self._ends.update(self._consumer.fetched_ends(sorted(owned)))
         return {p: self._ends[p] for p in owned if p in self._ends}
 
     def _handoff_views(self) -> tuple[HandoffView, ...]:

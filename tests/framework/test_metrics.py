@@ -34,7 +34,9 @@ from framework.metrics import (
 )
 from framework.metrics.ports import PORT_VARIABLE, child_environment, processor_port
 from framework.runtime.loop import ProcessorRuntime, RuntimeStats
+from statestore import ProcessorDatabase
 from tests.sim.app import INPUT
+from tests.sim.consumer import MemoryConsumer
 from tests.sim.one_key import one_key_world
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,7 +109,8 @@ def test_metrics_are_off_by_default(tmp_path: Path) -> None:
 @pytest.mark.parametrize("exactly_once", [False, True])
 def test_counters_and_gauges_after_a_few_batches(tmp_path: Path, exactly_once: bool) -> None:
     """12 records in batches of at most 5: every counter agrees with the run's stats, and
-    the gauges show partition 0 committed to its end, the processor running and ready."""
+    the gauges show partition 0 committed to its end and the processor running; as the run
+    ended, the readiness gauge agrees with /readyz (not ready)."""
     kafka, app = one_key_world(tmp_path, records=12, seed=2, exactly_once=exactly_once)
     runtime = ProcessorRuntime(with_metrics(app), 0, kafka=kafka)
     stats = runtime.run(until=Until("records", 12))
@@ -125,7 +128,8 @@ def test_counters_and_gauges_after_a_few_batches(tmp_path: Path, exactly_once: b
     assert value(found, "splitstate_lag_records", **at_0) == 0
     assert value(found, "splitstate_processor_phase", phase="running") == 1
     assert value(found, "splitstate_processor_phase", phase="catching_up") == 0
-    assert value(found, "splitstate_ready") == 1
+    assert value(found, "splitstate_ready") == 0
+    assert runtime.metrics.readiness() == (False, "the loop has stopped")
     assert value(found, "splitstate_state_size_bytes") > 0
     assert value(found, "splitstate_growth_gates_held") == 0
     assert value(found, "splitstate_lease_fresh") == 1
@@ -350,3 +354,47 @@ def test_the_grafana_dashboard_uses_only_metrics_that_exist() -> None:
     assert used and used <= exposed, used - exposed
     readme = (ROOT / "README.md").read_text()
     assert all(f"`{name}" in readme for name in used), [n for n in used if f"`{n}" not in readme]
+
+
+def test_a_metric_that_cannot_be_read_never_ends_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The state's size read fails (a file RocksDB deleted as it was measured): the run goes
+    on to its end, the failure is logged, and the other values are still published."""
+    kafka, app = one_key_world(tmp_path, records=12, seed=2, exactly_once=False)
+    failures = iter([FileNotFoundError("000012.sst")])
+
+    def size_bytes(_database: object) -> int:
+        raise next(failures, None) or FileNotFoundError("again")
+
+    monkeypatch.setattr(ProcessorDatabase, "size_bytes", size_bytes)
+    runtime = ProcessorRuntime(with_metrics(app), 0, kafka=kafka)
+    stats = runtime.run(until=Until("records", 12))
+    assert stats.records == 12
+    assert "metrics not updated" in caplog.text and "000012.sst" in caplog.text
+
+
+def test_the_lag_is_read_without_asking_the_broker(tmp_path: Path) -> None:
+    """End offsets for the lag come from what the consumer's fetches saw: the observer makes
+    no watermarks call (one that blocks would hold the loop up to Kafka's timeout)."""
+    kafka, app = one_key_world(tmp_path, records=12, seed=2, exactly_once=False)
+    runtime = ProcessorRuntime(with_metrics(app), 0, kafka=kafka)
+    calls: list[str] = []
+
+    def counting(stats: RuntimeStats) -> bool:
+        calls.append("step")
+        return stats.records >= 12
+
+    original = MemoryConsumer.watermarks
+
+    def watermarks(self: MemoryConsumer, positions: Any) -> Any:
+        if calls:  # once the loop runs, only the observer could ask
+            raise AssertionError("a watermarks call from the loop")
+        return original(self, positions)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(MemoryConsumer, "watermarks", watermarks)
+        runtime.run(until=counting)
+    assert runtime.metrics is not None
+    found = samples(generate_latest(runtime.metrics.registry).decode())
+    assert value(found, "splitstate_end_offset", topic=INPUT, partition="0") == 12

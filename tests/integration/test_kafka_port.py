@@ -97,6 +97,8 @@ def test_a_consumer_reads_assigned_partitions_and_commits_offsets(
             values += [m.value() for m in consumer.consume(10, 1.0)]
         assert values == [b"v2", b"v3", b"v4"]
         assert consumer.position((topic, 1)) == 5
+        # what the fetches saw, with no broker call (the metrics' lag)
+        assert consumer.fetched_ends([(topic, 1)]) == {(topic, 1): 5}
         consumer.commit({(topic, 1): 5})
         consumer.seek((topic, 1), 4)
         consumer.remove([(topic, 0)])

@@ -161,6 +161,10 @@ class MemoryConsumer(KafkaConsumer):
         self._call("watermarks")
         return self._kafka.watermarks_of(positions)
 
+    def fetched_ends(self, positions: Iterable[Position]) -> dict[Position, int]:
+        """The end of each partition (the simulated fetches see the log as it is)."""
+        return {p: r.end for p, r in self._kafka.watermarks_of(positions).items()}
+
     def group_metadata(self) -> object:
         """The group's id (all a simulated transaction needs)."""
         return self.group_id

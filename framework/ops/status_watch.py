@@ -110,6 +110,27 @@ def _note_interrupts(stop: threading.Event) -> Callable[[], None]:
     return restore
 
 
+def _refreshing(
+    sampler: _Sampler,
+    show: Callable[[], None],
+    interval: float,
+    clock: Clock,
+    rounds: int | None,
+    *,
+    stop: threading.Event,
+) -> None:
+    """``show()`` the sample, wait ``interval``, refresh; until ``rounds`` or ``stop``."""
+    shown = 0
+    while True:
+        show()
+        shown += 1
+        if rounds is not None and shown >= rounds:
+            return
+        if clock.wait(stop, interval):
+            return
+        sampler.refresh()
+
+
 def _watch_live(
     sampler: _Sampler,
     out: Terminal,
@@ -119,7 +140,6 @@ def _watch_live(
     *,
     stop: threading.Event,
 ) -> None:
-    shown = 0
     with Live(
         console=out.console,
         auto_refresh=False,
@@ -127,7 +147,8 @@ def _watch_live(
         # log lines written meanwhile appear above the view, when they share the terminal
         redirect_stderr=sys.stderr.isatty(),
     ) as live:
-        while True:
+
+        def show() -> None:
             view = live_status(
                 sampler.status,
                 sampler.handoffs,
@@ -136,12 +157,8 @@ def _watch_live(
                 problem=sampler.problem,
             )
             live.update(view, refresh=True)
-            shown += 1
-            if rounds is not None and shown >= rounds:
-                return
-            if clock.wait(stop, interval):
-                return
-            sampler.refresh()
+
+        _refreshing(sampler, show, interval, clock, rounds, stop=stop)
 
 
 def _watch_plain(
@@ -153,16 +170,11 @@ def _watch_plain(
     *,
     stop: threading.Event,
 ) -> None:
-    shown = 0
-    while True:
+    def show() -> None:
         if sampler.problem is not None:
             out.line(f"cannot refresh: {sampler.problem} (retrying)")
         else:
             out.line(plain_report(sampler.status, sampler.handoffs))
         out.line("")
-        shown += 1
-        if rounds is not None and shown >= rounds:
-            return
-        if clock.wait(stop, interval):
-            return
-        sampler.refresh()
+
+    _refreshing(sampler, show, interval, clock, rounds, stop=stop)

@@ -150,7 +150,8 @@ class ControlWatcher:
         self._listeners: list[Callable[[ControlState], None]] = []
 
     def on_change(self, listener: Callable[[ControlState], None]) -> None:
-        """Call ``listener(state)`` now and after every record that changes the state."""
+        """Call ``listener(state)`` now and after every record that changes the state (an
+        exception from a later call is logged, not raised)."""
         self._listeners.append(listener)
         listener(self.state)
 
@@ -196,9 +197,24 @@ class ControlWatcher:
             changed = changed or self.state != before
         if changed:
             self._remember()
-            for listener in self._listeners:
-                listener(self.state)
+            self._tell_listeners()
         return changed
+
+    def _tell_listeners(self) -> None:
+        """Call every listener with the state; one that raises is logged and the others are
+        still called (the state is applied already, and reading the log goes on)."""
+        for listener in self._listeners:
+            try:
+                listener(self.state)
+            except Exception:
+                name = getattr(listener, "__qualname__", None) or repr(listener)
+                log.warning(
+                    "a listener of control log %r (%s) raised; the change was applied and "
+                    "the other listeners are still told",
+                    self.topic,
+                    name,
+                    exc_info=True,
+                )
 
     def catch_up(self, end_offset: int, timeout: float = 30.0) -> None:
         """Poll until every record before ``end_offset`` was applied.

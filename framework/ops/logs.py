@@ -11,7 +11,9 @@ runtime (``framework.runtime.log_context``), so it changes during a scale. Text 
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Mapping
@@ -75,16 +77,31 @@ class ContextFilter(logging.Filter):
 
 class JsonFormatter(logging.Formatter):
     """A record as one line of JSON: time (UTC, ISO 8601, milliseconds), level, logger,
-    message, app, processor, generation, and ``exception`` / ``stack`` as text when present."""
+    message, app, processor, generation, and ``exception`` / ``stack`` as text when present.
+
+    It never raises, so a record is never lost to a "--- Logging error ---" on stderr: a
+    message whose arguments do not fit its format is ``'format' (arguments,)``, text that is
+    not valid UTF-8 (lone surrogates) has them as ``\\udcXX``, and a value orjson refuses
+    (an int above 64 bits) goes through ``json``."""
 
     def format(self, record: logging.LogRecord) -> str:
         """The JSON line of ``record`` (without the newline)."""
-        moment = datetime.fromtimestamp(record.created, UTC)
+        try:
+            line = self._fields(record)
+        except Exception as error:  # a log line must not end anything
+            line = _unformattable(record, error)
+        try:
+            return orjson.dumps(line, default=str).decode()
+        except TypeError:  # orjson.JSONEncodeError: lone surrogates, an int above 64 bits
+            return json.dumps({key: _plain(value) for key, value in line.items()})
+
+    def _fields(self, record: logging.LogRecord) -> dict[str, Any]:
+        """The fields of ``record``'s line (may raise: ``format`` falls back)."""
         line: dict[str, Any] = {
-            "time": moment.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "time": _time(record),
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": _message(record),
             "app": getattr(record, "app", LOG_CONTEXT.app),
             "processor": getattr(record, "processor", LOG_CONTEXT.processor),
             "generation": getattr(record, "generation", LOG_CONTEXT.generation),
@@ -95,7 +112,49 @@ class JsonFormatter(logging.Formatter):
             line["exception"] = record.exc_text
         if record.stack_info:
             line["stack"] = self.formatStack(record.stack_info)
-        return orjson.dumps(line, default=str).decode()
+        return line
+
+
+def _time(record: logging.LogRecord) -> str:
+    """When ``record`` was made: UTC, ISO 8601, to the millisecond."""
+    moment = datetime.fromtimestamp(record.created, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _message(record: logging.LogRecord) -> str:
+    """``record``'s message; its format and arguments as they are when they do not fit."""
+    try:
+        return record.getMessage()
+    except Exception:  # e.g. log.info("%d", "x")
+        return f"{record.msg!r} {record.args!r}"
+
+
+def _unformattable(record: logging.LogRecord, error: Exception) -> dict[str, Any]:
+    """The fields of a record that could not be read, from what is sure to be there."""
+    return {
+        "time": _time(record),
+        "level": str(record.levelname),
+        "logger": str(record.name),
+        "message": f"unformattable log record: {type(error).__name__}",
+        "app": LOG_CONTEXT.app,
+        "processor": LOG_CONTEXT.processor,
+        "generation": LOG_CONTEXT.generation,
+    }
+
+
+def _plain(value: object) -> object:
+    """``value`` as ``json`` writes it to valid UTF-8: text (or ``str`` of an object) with
+    lone surrogates as ``\\udcXX``; ``None``, bools, ints and finite floats as they are (other
+    floats ``None``, as orjson writes them)."""
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    try:
+        text = value if isinstance(value, str) else str(value)
+    except Exception as error:  # an object whose str() fails
+        text = f"<{type(value).__name__}: str() raised {type(error).__name__}>"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def setup_logging(

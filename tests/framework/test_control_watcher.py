@@ -1,15 +1,22 @@
-"""A receiver owns the partitions it took over as soon as its COMPLETE is written, before its
+"""The ``ControlWatcher``: notes what it read in the processor's database, and tells every
+listener of each change.
+
+A receiver owns the partitions it took over as soon as its COMPLETE is written, before its
 watcher reads that far; it then notes the log's end as read (``remember_end``), so that a
 control log restored from a copy older than its COMPLETE is refused at its next start instead
 of making it take the partitions over again from F (found in review)."""
 
 from __future__ import annotations
 
+import logging
 import random
+
+import pytest
 
 from framework.coordination.control_guard import OFFSET_SCOPE
 from framework.coordination.control_log import ControlLog, ControlWatcher
 from framework.kafka import TopicSpec
+from rebalance.control import ControlState
 from rebalance.control_records import instance_record
 from statestore import DatabaseIdentity, ProcessorDatabase
 from tests.clocks import ManualClock
@@ -33,3 +40,30 @@ def test_remember_end_notes_records_written_but_not_yet_read() -> None:
     assert watcher.position() == 2
     watcher.remember_end()
     assert database.progress(OFFSET_SCOPE)[(TOPIC, 0)] == 3
+
+
+def test_a_listener_that_raises_does_not_stop_the_watcher_or_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    kafka = MemoryKafka(Broker(random.Random(1)), ManualClock())
+    kafka.create_topics([TopicSpec(TOPIC, 1)])
+    log = ControlLog(kafka, TOPIC)
+    watcher = ControlWatcher(kafka, TOPIC)
+    seen: list[ControlState] = []
+
+    def broken(state: ControlState) -> None:
+        if state != ControlState():  # fine when registered, fails on a change
+            raise RuntimeError("listener bug")
+
+    watcher.on_change(broken)
+    watcher.on_change(seen.append)
+    log.append(instance_record(0, "a"))
+    with caplog.at_level(logging.WARNING, logger="framework.coordination.control_log"):
+        assert watcher.poll() is True
+    assert seen == [ControlState(), watcher.state] and watcher.state != ControlState()
+    [warning] = caplog.records
+    assert warning.levelno == logging.WARNING and "broken" in warning.getMessage()
+    assert warning.exc_info is not None and "listener bug" in str(warning.exc_info[1])
+    log.append(instance_record(1, "b"))
+    watcher.catch_up(watcher.end_offset())  # catch_up goes on too
+    assert len(seen) == 3 and seen[-1] == watcher.state

@@ -96,3 +96,53 @@ def test_the_supervisors_children_log_as_it_does() -> None:
     assert command[command.index("run") :] == [
         "run", "m:app", "--processor-id", "3", "--log-format", "json",
     ]  # fmt: skip
+
+
+def _one_line(stream: io.StringIO, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    """The one JSON line written, with nothing on stderr (no "--- Logging error ---")."""
+    [line] = stream.getvalue().splitlines()
+    assert capsys.readouterr().err == ""
+    parsed = orjson.loads(line)  # strict: valid UTF-8, no lone surrogate escapes
+    assert isinstance(parsed, dict)
+    return parsed
+
+
+def test_a_message_with_lone_surrogates_is_still_a_json_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    logger, stream = _json_logger()
+    logger.warning("file %s is bad", "caf\udce9.txt")  # a name os.fsdecode could not decode
+    line = _one_line(stream, capsys)
+    assert line["message"] == "file caf\\udce9.txt is bad" and line["level"] == "WARNING"
+
+
+def test_a_message_whose_arguments_do_not_fit_its_format_is_still_logged(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    logger, stream = _json_logger()
+    logger.info("%d records", "x")
+    line = _one_line(stream, capsys)
+    assert line["message"] == "'%d records' ('x',)" and line["level"] == "INFO"
+
+
+def test_an_int_above_64_bits_is_still_a_json_line(capsys: pytest.CaptureFixture[str]) -> None:
+    logger, stream = _json_logger()
+    logger.handlers[0].filters.clear()  # the context from the record's extra fields
+    logger.info("huge", extra={"app": "a", "processor": 1, "generation": 2**70})
+    line = _one_line(stream, capsys)
+    assert line["message"] == "huge" and line["generation"] == 2**70
+
+
+def test_a_field_whose_str_fails_is_still_a_json_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    class Unprintable:
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    logger, stream = _json_logger()
+    logger.handlers[0].filters.clear()
+    logger.info("odd", extra={"app": Unprintable(), "processor": None, "generation": None})
+    line = _one_line(stream, capsys)
+    assert line["message"] == "odd"
+    assert line["app"] == "<Unprintable: str() raised RuntimeError>"

@@ -31,7 +31,6 @@ __all__ = [
     "progress_topic_spec",
     "read_reports",
     "report_key",
-    "write_report",
 ]
 
 log = logging.getLogger(__name__)
@@ -148,11 +147,6 @@ def progress_topic_spec(topic: str) -> TopicSpec:
 def report_key(processor: int) -> bytes:
     """The key of processor ``processor``'s reports (compaction keeps its newest)."""
     return f"processor/{processor}".encode()
-
-
-def write_report(kafka: Kafka, topic: str, report: ProcessorReport) -> None:
-    """Append ``report`` (it replaces the processor's previous one)."""
-    kafka.append(topic, [(report_key(report.processor), report.encode())])
 
 
 def read_reports(kafka: Kafka, topic: str) -> dict[int, ProcessorReport]:

@@ -18,7 +18,6 @@ from framework.bootstrap.child_process import bootstrap_directory, read_bootstra
 from framework.coordination.progress_reports import HEARTBEAT_SECONDS, ProcessorReport
 from framework.growth.placement import UNFENCED_SCOPE
 from framework.runtime.crashes import SkippedRecord, skipped_records
-from framework.runtime.reporting import directory_size
 from framework.snapshots.transfer_progress import (
     TransferProgress,
     read_transfer_progress,
@@ -26,7 +25,7 @@ from framework.snapshots.transfer_progress import (
 )
 from statestore import ProcessorDatabase, StateStoreError
 
-__all__ = ["STALE_SECONDS", "BootstrapStatus", "ProcessorFacts"]
+__all__ = ["STALE_SECONDS", "BootstrapStatus", "ProcessorFacts", "directory_size"]
 
 #: a report older than this no longer says where a processor runs (it writes one at least
 #: every ``HEARTBEAT_SECONDS``)
@@ -204,3 +203,17 @@ def _pids(state_dir: Path) -> dict[int, int]:
     except (OSError, ValueError):
         return {}
     return {int(j): int(pid) for j, pid in data.get("processors", {}).items()}
+
+
+def directory_size(path: Path) -> int | None:
+    """Bytes of the files under ``path`` (``None`` when it is not a directory)."""
+    if not path.is_dir():
+        return None
+    total = 0
+    for file in path.rglob("*"):
+        try:
+            if file.is_file():
+                total += file.stat().st_size
+        except OSError:  # a file RocksDB deleted meanwhile
+            continue
+    return total

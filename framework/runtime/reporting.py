@@ -16,7 +16,6 @@ import logging
 import os
 import socket
 from dataclasses import asdict, replace
-from pathlib import Path
 
 from framework.app import App
 from framework.bootstrap.child_process import bootstrap_directory, read_bootstrap_progress
@@ -32,7 +31,7 @@ from framework.runtime.crashes import skipped_records
 from framework.snapshots.transfer_progress import read_transfer_progress, transfer_directory
 from statestore import ProcessorDatabase
 
-__all__ = ["ProgressReporter", "directory_size"]
+__all__ = ["ProgressReporter"]
 
 log = logging.getLogger(__name__)
 
@@ -45,20 +44,6 @@ _DELIVERY_TIMEOUT_MS = 10_000
 _CLOSE_SECONDS = 2.0
 #: skipped records a report lists at most (the newest; all are in the processor's state)
 _SKIPPED_SHOWN = 50
-
-
-def directory_size(path: Path) -> int | None:
-    """Bytes of the files under ``path`` (``None`` when it is not a directory)."""
-    if not path.is_dir():
-        return None
-    total = 0
-    for file in path.rglob("*"):
-        try:
-            if file.is_file():
-                total += file.stat().st_size
-        except OSError:  # a file RocksDB deleted meanwhile
-            continue
-    return total
 
 
 class ProgressReporter:
@@ -196,7 +181,7 @@ class ProgressReporter:
             self._host,
             os.getpid(),
             self._clock.time(),
-            None if database.path is None else directory_size(Path(database.path)),
+            database.size_bytes(),
             generation,
             catch_up,
             bootstrap,

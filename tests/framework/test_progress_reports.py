@@ -9,7 +9,7 @@ from framework.coordination.progress_reports import (
     ProcessorReport,
     progress_topic_spec,
     read_reports,
-    write_report,
+    report_key,
 )
 from tests.clocks import ManualClock
 from tests.sim.broker import Broker
@@ -32,6 +32,11 @@ def report(processor: int, t2: int, updated: float = 1.0) -> ProcessorReport:
         unfenced={("words", 0): 5},
         skipped=[("words", 1, 17, 3, 99.5)],
     )
+
+
+def write_report(kafka: MemoryKafka, topic: str, report: ProcessorReport) -> None:
+    """Append ``report`` as a processor's reporter does."""
+    kafka.append(topic, [(report_key(report.processor), report.encode())])
 
 
 def test_a_report_reads_back_as_written() -> None:

@@ -31,12 +31,21 @@ Records are JSON objects with a ``type``:
   responsible from F and the scale can only finish); otherwise ignored as a whole, so an abort
   never leaves a scale half applied. The next scale takes the next generation number.
 - ``stopped``: a receiving ``processor`` of ``generation`` stopped on its own (history lost to
-  retention, a failed Spark job) with a ``reason``; shown by ``status`` until that processor
-  writes its next handoff event or the scale ends. A ``RELEASE`` to it that comes after the
+  retention, a failed Spark job) with a ``reason`` and where (``at``: the failing record, or
+  the whole processor); shown by ``status`` until a ``resumed`` ends it (format 2; in a format-1
+  log, until that processor writes its next handoff event) or the scale ends. While a receiver
+  is stopped its sources hold their releases. A ``RELEASE`` to it that comes after the
   stop is ignored (its source decided before it read the stop; the scale notes the record's
   ``request`` id as ``refused``, so its writer knows): the source keeps responsibility, so
   the scale can still be aborted unless another of its handoffs was released already. A
   RELEASE without a ``request`` id (written before they carried one) applies as it did.
+- ``resumed``: the stop of receiver ``processor`` in ``generation`` is over
+  (``rebalance.control_stops`` says who may write it, and when).
+- ``instance``: a run of ``processor`` started (``instance``, a random id); from then on only
+  its facts apply (``rebalance.control_stops``).
+- ``format``: the log is written in format ``version`` from here on. A reader that knows
+  only older formats ignores every later record and says so (``unreadable``): processors
+  and commands refuse such a log instead of acting on part of it.
 - ``metadata_hash``: the last KIP-1101 group hash the processors acted on.
 """
 
@@ -59,6 +68,7 @@ from rebalance.control_records import (
     history_record,
     request_of,
 )
+from rebalance.control_stops import CONTROL_FORMAT, refuse_writer, stop_of
 from rebalance.lineage import TopicHistory
 from rebalance.linear_hash import bucket
 from rebalance.plan import plan_scale
@@ -93,8 +103,12 @@ class ControlState:
     past: tuple[Scale, ...] = field(default=())
     #: the last snapshot an operator asked for
     snapshot_request: SnapshotRequest | None = None
-    #: each processor's newest run under exactly-once (``instance_record``)
+    #: each processor's newest run (``instance_record``)
     instances: Mapping[int, str] = field(default_factory=dict)
+    #: the log's format (1: written before format records)
+    format: int = 1
+    #: a format newer than ``CONTROL_FORMAT`` the log switched to (nothing after it applied)
+    unreadable: int | None = None
 
     @property
     def processors(self) -> int | None:
@@ -116,6 +130,14 @@ class ControlState:
 
     def apply(self, record: Mapping[str, Any]) -> ControlState:
         """The state after ``record``; a record that does not fit is ignored and noted."""
+        if self.unreadable is not None:
+            return self  # noted once, at the format record
+        try:
+            refused = refuse_writer(record, self.format, self.instances)
+        except (KeyError, TypeError, ValueError) as error:
+            return self._ignore(f"a malformed {record.get('type')!r} record ({error!r})")
+        if refused is not None:
+            return self._ignore(refused)
         appliers: dict[str, Callable[[Mapping[str, Any]], ControlState]] = {
             "app": lambda r: self._apply_app(AppDefinition.from_record(r)),
             "generation": lambda r: self._apply_generation(
@@ -132,12 +154,17 @@ class ControlState:
             "instance": lambda r: replace(
                 self, instances={**self.instances, int(r["processor"]): str(r["instance"])}
             ),
+            "resumed": self._apply_resumed,
+            "format": self._apply_format,
         }
         kind = record.get("type")
         applier = appliers.get(str(kind))
         if applier is None:
             return self._ignore(f"unknown record type {kind!r}")
-        return applier(record)
+        try:
+            return applier(record)
+        except (KeyError, TypeError, ValueError) as error:
+            return self._ignore(f"a malformed {kind!r} record ({error!r})")
 
     # -- ownership -------------------------------------------------------------------------
 
@@ -328,7 +355,9 @@ class ControlState:
         updated = replace(
             handoff, phase=HANDOFF_MACHINE.apply(handoff.phase, event), released=released
         )
-        stopped = {j: why for j, why in scale.stopped.items() if j != handoff.target}
+        stopped = scale.stopped
+        if self.format < 2:  # then any event of a stopped receiver ended its stop
+            stopped = {j: why for j, why in scale.stopped.items() if j != handoff.target}
         new_scale = replace(scale, handoffs={**scale.handoffs, pair: updated}, stopped=stopped)
         state = replace(self, scale=new_scale)
         if new_scale.complete:
@@ -390,8 +419,42 @@ class ControlState:
                 f"a stop of processor {processor} in generation {number}, where it receives "
                 "nothing in a scale in progress"
             )
-        stopped = {**scale.stopped, processor: str(record.get("reason") or "stopped")}
+        stopped = {**scale.stopped, processor: stop_of(record)}
         return replace(self, scale=replace(scale, stopped=stopped))
+
+    def _apply_resumed(self, record: Mapping[str, Any]) -> ControlState:
+        scale = self.scaling
+        number, processor = int(record["generation"]), int(record["processor"])
+        stop = None if scale is None else scale.stopped.get(processor)
+        if scale is None or scale.generation != number or stop is None:
+            return self._ignore(
+                f"a resume of processor {processor} in generation {number}, which is not "
+                "stopped in a scale in progress"
+            )
+        if record.get("by") != "operator":
+            if stop.at is None:
+                return self._ignore(
+                    f"processor {processor} resumed itself in generation {number}, but the "
+                    "whole processor had stopped: only an operator resumes that"
+                )
+            if stop.instance is not None and record.get("instance") == stop.instance:
+                return self._ignore(
+                    f"processor {processor} resumed itself in generation {number} with the "
+                    "instance that stopped: a later run must get past the stop"
+                )
+        stopped = {j: s for j, s in scale.stopped.items() if j != processor}
+        return replace(self, scale=replace(scale, stopped=stopped))
+
+    def _apply_format(self, record: Mapping[str, Any]) -> ControlState:
+        version = int(record["version"])
+        if version > CONTROL_FORMAT:
+            ignored = self._ignore(
+                f"the control log is written in format {version} from here on, and this "
+                f"splitstate reads formats up to {CONTROL_FORMAT}: every later record is "
+                "ignored. Fix: upgrade splitstate"
+            )
+            return replace(ignored, unreadable=version)
+        return replace(self, format=max(self.format, version))
 
     def _ignore(self, reason: str) -> ControlState:
         return replace(self, ignored=(*self.ignored, reason))

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rebalance.control_stops import Stop
 from rebalance.lineage import TopicHistory
 from rebalance.plan import ReceiverPlan
 from rebalance.positions import Position
@@ -132,7 +133,8 @@ class Scale:
     receivers: Mapping[int, ReceiverPlan]
     histories: Mapping[str, TopicHistory] = field(default_factory=dict)
     aborted: str | None = None
-    stopped: Mapping[int, str] = field(default_factory=dict)
+    #: receivers that stopped catching up, until resumed
+    stopped: Mapping[int, Stop] = field(default_factory=dict)
     request: str | None = None
     #: request ids of RELEASEs ignored because their receiver had stopped first
     refused: frozenset[str] = frozenset()
@@ -182,8 +184,10 @@ def handoff_record(
     offsets: Mapping[Position, int] | None = None,
     *,
     request: str | None = None,
+    instance: str | None = None,
 ) -> dict[str, Any]:
-    """A ``handoff`` record (``request``: an id its writer can find it by)."""
+    """A ``handoff`` record (``request``: an id its writer can find it by; ``instance``: the
+    writing processor's run, see ``rebalance.control_stops``)."""
     record: dict[str, Any] = {
         "type": "handoff",
         "generation": generation,
@@ -195,6 +199,8 @@ def handoff_record(
         record["offsets"] = [[t, p, o] for (t, p), o in sorted(offsets.items())]
     if request is not None:
         record["request"] = request
+    if instance is not None:
+        record["instance"] = instance
     return record
 
 

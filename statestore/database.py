@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,8 @@ from statestore.layout import (
     OFFSET_PREFIX,
     check_store_name,
     flag_key,
+    note_key,
+    offset_key,
     offset_prefix,
     parse_offset_key,
 )
@@ -279,10 +281,13 @@ class ProcessorDatabase:
         initial: int,
         ranges: Sequence[KeyRange],
         meta: Sequence[tuple[bytes, bytes | None]] = (),
+        *,
+        forget: Collection[tuple[str, int]] = (),
     ) -> None:
         """Delete the keys whose prefix lies in ``ranges`` (computed for ``initial``
         processors at the start) from every store (range deletes, reading nothing), with
-        the metadata changes ``meta``, in one atomic write."""
+        the metadata changes ``meta`` and the input offsets of the partitions ``forget``
+        removed, in one atomic write."""
         if initial != self.layout.initial:
             raise StateStoreError(
                 f"key ranges computed for {initial} initial processors do not fit "
@@ -290,10 +295,42 @@ class ProcessorDatabase:
                 f"{self.layout.initial}: that would delete other keys. Fix: open the database "
                 "with the app's fixed parameters (initial_processors)."
             )
+        changes = [*meta, *((offset_key(t, p), None) for t, p in forget)]
         self.backend.write(
-            {META_STORE: list(meta)} if meta else {},
+            {META_STORE: changes} if changes else {},
             {store: list(ranges) for store in self.store_names()} if ranges else None,
         )
+        for position in forget:
+            self._offsets.pop(position, None)
+
+    def delete_meta(self, prefixes: Sequence[bytes], keys: Sequence[bytes] = ()) -> int:
+        """Delete every metadata entry whose key starts with one of ``prefixes``, and the
+        entries ``keys`` (progress scopes, flags, crash attempts of something finished), in
+        one write; returns how many. Input offsets are not deleted this way
+        (``delete_ranges(forget=...)`` does)."""
+        doomed = [
+            key
+            for prefix in prefixes
+            if not prefix.startswith(OFFSET_PREFIX)
+            for key, _value in self.backend.scan(META_STORE, prefix, prefix_end(prefix))
+        ]
+        doomed += [
+            key
+            for key in keys
+            if not key.startswith(OFFSET_PREFIX) and self.backend.get(META_STORE, key) is not None
+        ]
+        if doomed:
+            self.backend.write({META_STORE: [(key, None) for key in doomed]})
+        return len(doomed)
+
+    def note(self, name: str) -> str | None:
+        """The text noted under ``name`` (``set_note``), or ``None``."""
+        raw = self.backend.get(META_STORE, note_key(name))
+        return None if raw is None else bytes(raw).decode()
+
+    def set_note(self, name: str, text: str) -> None:
+        """Note ``text`` under ``name`` (one write)."""
+        self.backend.write({META_STORE: [(note_key(name), text.encode())]})
 
     def store_names(self) -> list[str]:
         """The user stores this database was opened with."""

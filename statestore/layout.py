@@ -4,6 +4,8 @@ Besides the user's named stores, every database has the store ``__splitstate`` h
 
 - ``offset/<topic>/<partition>`` -> the next input offset to process (ASCII decimal);
 - ``progress/<scope>/<topic>/<partition>`` -> offsets of other reads, e.g. a catch-up;
+- ``note/<name>`` -> a short text the runtime keeps (e.g. from which scale generation on it
+  tracks the handoffs this database completed);
 - ``flag/<name>`` -> ``1`` for steps done once (e.g. stale state cleared for a catch-up), and
   ``flag/fresh-directory`` from the database's creation until the runtime has checked that
   nothing the new (or lost) directory should hold lives only elsewhere;
@@ -35,6 +37,7 @@ __all__ = [
     "OFFSET_PREFIX",
     "check_store_name",
     "flag_key",
+    "note_key",
     "offset_key",
     "offset_prefix",
     "parse_offset_key",
@@ -81,6 +84,11 @@ def skipped_key(topic: str, partition: int, offset: int) -> bytes:
 def flag_key(name: str) -> bytes:
     """The metadata key of a named flag."""
     return f"flag/{name}".encode()
+
+
+def note_key(name: str) -> bytes:
+    """The metadata key of a named note (a short text, e.g. a generation number)."""
+    return f"note/{name}".encode()
 
 
 def check_store_name(name: str) -> None:

@@ -13,7 +13,9 @@ manifest exists is complete. It is JSON (never pickle) so that other tools can r
   to the processor's folder), its size and its SHA-256;
 - ``request``: the operator's request it answers (``splitstate snapshot take``), or null;
 - ``epoch``: the epoch of the app's control log then: a snapshot serves only that epoch (an
-  app started over, with a new control log, never restores or transfers an old one).
+  app started over, with a new control log, never restores or transfers an old one);
+- ``instance``: the run of the processor that took it (its ``instance`` in the control log;
+  a run takes no snapshot once the log names a newer run of its processor).
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ class SnapshotManifest:
     epoch: str | None = None
     #: the state format of the database it copies (``statestore.layout.FORMAT_VERSION``)
     state_format: int = FORMAT_VERSION
+    #: the run of the processor that took it (``None``: taken before snapshots named it)
+    instance: str | None = None
 
     @property
     def size(self) -> int:
@@ -101,6 +105,7 @@ class SnapshotManifest:
             "request": self.request,
             "epoch": self.epoch,
             "state_format": self.state_format,
+            "instance": self.instance,
         }
 
     def encode(self) -> bytes:
@@ -129,6 +134,7 @@ class SnapshotManifest:
                 request=None if data.get("request") is None else str(data["request"]),
                 epoch=None if data.get("epoch") is None else str(data["epoch"]),
                 state_format=int(data.get("state_format", 1)),
+                instance=None if data.get("instance") is None else str(data["instance"]),
             )
         except (ValueError, KeyError, TypeError) as error:
             raise StoreCorruptError(

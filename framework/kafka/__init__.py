@@ -9,6 +9,7 @@ nothing outside this package imports confluent-kafka. ``check_retention`` and
 
 from framework.kafka.clients import Clients
 from framework.kafka.errors import (
+    ConsumerFailedError,
     KafkaIOError,
     OffsetResetError,
     ProducerFencedError,
@@ -35,6 +36,7 @@ from framework.kafka.topics import COMPACTED, check_retention, watermarks
 __all__ = [
     "COMPACTED",
     "Clients",
+    "ConsumerFailedError",
     "DeliveryCallback",
     "DeliveryError",
     "Header",

@@ -10,7 +10,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka import Message as ConfluentMessage
 
 from framework.kafka.client_logs import with_logger
-from framework.kafka.errors import KafkaIOError, OffsetResetError, UnknownPartitionError
+from framework.kafka.errors import (
+    ConsumerFailedError,
+    KafkaIOError,
+    OffsetResetError,
+    UnknownPartitionError,
+)
 from framework.kafka.port import KafkaConsumer, Message
 from rebalance.positions import OffsetRange, Position
 
@@ -143,7 +148,7 @@ class ConfluentConsumer(KafkaConsumer):
                 self.failed = True
                 raise KafkaIOError(f"{self._name}: {problem}")
             elif problem.fatal():
-                raise KafkaIOError(f"Kafka consumer failed: {problem}")
+                raise ConsumerFailedError(f"Kafka consumer failed: {problem}")
             elif problem.code() == KafkaError._AUTO_OFFSET_RESET:
                 raise OffsetResetError(f"{self._name}: {problem}", problem.str())
             else:

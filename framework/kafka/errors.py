@@ -5,6 +5,7 @@ from __future__ import annotations
 from framework.errors import SplitstateError
 
 __all__ = [
+    "ConsumerFailedError",
     "KafkaIOError",
     "OffsetResetError",
     "ProducerFencedError",
@@ -17,6 +18,11 @@ __all__ = [
 
 class KafkaIOError(SplitstateError):
     """Kafka could not be reached or refused a request."""
+
+
+class ConsumerFailedError(KafkaIOError):
+    """The consumer failed for good (a fatal error: it cannot be used any more); a new one
+    may work once the cause is fixed."""
 
 
 class UnknownPartitionError(KafkaIOError):

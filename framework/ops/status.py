@@ -14,6 +14,7 @@ from framework.growth.gates import blocked_partitions
 from framework.kafka import Clients, Kafka
 from framework.ops.processor_facts import BootstrapStatus, ProcessorFacts
 from framework.ops.snapshot_status import SnapshotReport, collect_snapshots
+from framework.ops.stops import StoppedReceiver, stopped_receivers
 from framework.runtime.crashes import SkippedRecord
 from framework.snapshots.transfer_progress import TransferProgress
 from rebalance import bucket, expected_shares
@@ -118,8 +119,8 @@ class AppStatus:
     #: joiners' bulk builds: Spark jobs and snapshot transfers running on this machine
     bootstraps: list[BootstrapStatus | TransferProgress] = field(default_factory=list)
     topics: list[TopicStatus] = field(default_factory=list)
-    #: receivers of the scale in progress that stopped on their own: processor -> reason
-    stopped: dict[int, str] = field(default_factory=dict)
+    #: receivers of the scale in progress that stopped on their own
+    stopped: list[StoppedReceiver] = field(default_factory=list)
     #: the last scale, when it was aborted: (generation, old, new, reason)
     aborted: tuple[int, int, int, str] | None = None
     #: records processed without a ``splitstate.count`` header, per input partition (as
@@ -250,7 +251,7 @@ def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
         handoffs,
         bootstraps,
         topics,
-        dict(scale.stopped) if scale else {},
+        stopped_receivers(scale, control.instances),
         aborted,
         facts.unfenced(list(range(p))),
         {j: records for j, records in skipped.items() if records},

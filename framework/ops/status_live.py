@@ -131,15 +131,8 @@ def _scale(status: AppStatus, handoffs: list[HandoffProgress]) -> list[Renderabl
         parts.append(table)
         if status.bootstraps:
             parts.append(_bootstraps(status.bootstraps))
-        for stopped, reason in sorted(status.stopped.items()):
-            parts.append(
-                Text(
-                    f"processor {stopped} STOPPED and is not catching up: {reason}\n"
-                    "  Fix the cause and restart it, or abandon the scale (old owners keep "
-                    "their partitions): splitstate scale MODULE:APP --abort",
-                    style="bold red",
-                )
-            )
+        for stopped in status.stopped:
+            parts.append(Text("\n".join(stopped.lines()), style="bold red"))
     if status.aborted is not None:
         generation, old, new, reason = status.aborted
         parts.append(

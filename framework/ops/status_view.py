@@ -126,12 +126,8 @@ def _scale_lines(status: AppStatus) -> list[str]:
                 )
         for bootstrap in status.bootstraps:
             lines.append(bootstrap.render())
-        for stopped, reason in sorted(status.stopped.items()):
-            lines.append(f"processor {stopped} STOPPED and is not catching up: {reason}")
-            lines.append(
-                "  Fix the cause and restart it, or abandon the scale (old owners keep "
-                "their partitions): splitstate scale MODULE:APP --abort"
-            )
+        for stopped in status.stopped:
+            lines.extend(stopped.lines())
     if status.aborted is not None:
         generation, old, new, reason = status.aborted
         lines.append("")

@@ -320,7 +320,8 @@ class BatchRunner:
                 f"{where[0]}[{where[1]}]@{where[2]} (key {message.key()!r}) killed the "
                 f"processor {self.guard.crashes(*where)} times (it exited, crashed, ran out "
                 "of memory or was killed while the function ran on it). Fix the function or "
-                "the record, then restart; or set on_error: dead-letter to skip such records."
+                "the record, then restart; or set on_error: dead-letter to skip such records.",
+                at=where,
             )
         return self.guard.skip(batch, message, where, self._config.dead_letters, restore)
 

@@ -24,8 +24,8 @@ import logging
 from collections.abc import Callable, Mapping
 from itertools import chain
 
-from framework.kafka import Kafka, Message, OffsetResetError
-from framework.processing import RecordProcessor
+from framework.kafka import ConsumerFailedError, Kafka, Message, OffsetResetError
+from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime.catchup_apply import (
     BulkBuild,
     Taken,
@@ -35,6 +35,7 @@ from framework.runtime.catchup_apply import (
     gained_from,
     history_lost,
 )
+from framework.runtime.completions import completed_flag
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.read_ahead import ReadAhead
 from framework.runtime.retention import check_catch_up_history
@@ -328,6 +329,12 @@ class CatchUp:
             return self._consumer.consume(max_records, timeout)
         except OffsetResetError as error:
             raise history_lost(self.processor, self.generation, error.reason) from None
+        except ConsumerFailedError as error:  # the catch-up stops; its own partitions go on
+            raise ProcessorStoppedError(
+                f"processor {self.processor}'s catch-up for generation {self.generation} "
+                f"cannot read on: {error}. Fix the cause (see Kafka's message), then restart "
+                "the processor and resume the scale, or abort it."
+            ) from None
 
     def lag(self) -> dict[Position, int]:
         """T1 - T2 per S1 partition (F - T2 once released)."""
@@ -385,6 +392,7 @@ class CatchUp:
         batch = self._database.begin()
         for (topic, partition), final in handoff.released.items():
             batch.set_offset(topic, partition, final)
+        batch.set_flag(completed_flag(self.generation, handoff.source))  # completed *here*
         batch.commit()
         for position in handoff.partitions:
             self.s1.discard(position)

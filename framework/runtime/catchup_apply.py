@@ -72,7 +72,8 @@ def apply_taken(
                         f"processor {guard.crashes(topic, partition, offset)} times while it "
                         "caught up; with on_error: stop it is not skipped (its state change would "
                         "be missing here, while the old owner applied it). Fix the function or "
-                        "the record and restart, or abort the scale."
+                        "the record and restart, or abort the scale.",
+                        at=(topic, partition, offset),
                     )
                 guard.skip(batch, message, (topic, partition, offset), "", restore=True)
             else:

@@ -16,8 +16,17 @@ coordinator answers from the control log and never reaches into the loop:
 - ``report_stop(error)``: a receiver that stops says why in the control log.
 
 A catch-up that cannot go on stops (the processor's own partitions keep flowing) and says why
-in the control log. Every event the coordinator writes is written once per run, but a RELEASE
-the log refused (its receiver had stopped first) may be written again later.
+and where in the control log (``stopped``); a later run resumes it (``resumed``) once it read
+past that record with no lag left, and only an operator resumes a stop of the whole
+processor (``rebalance.control_stops``). Every event the coordinator writes is written once
+per run, but a RELEASE the log refused (its receiver had stopped first) may be written again
+later.
+
+Every record it writes carries this run's ``instance``; before writing, and whenever the log
+changes, it checks that the log still names this run as the processor's newest: otherwise
+it raises ``ProcessorReplacedError`` (the log would ignore what it writes). Before it says
+what the processor owns, ``Completions.settle`` clears what this database holds of handoffs
+another instance completed.
 """
 
 from __future__ import annotations
@@ -32,16 +41,23 @@ from framework.coordination.control_log import ControlLog, ControlWatcher
 from framework.coordination.layout import AppLayout
 from framework.errors import SplitstateError
 from framework.kafka import Kafka, KafkaConsumer, TransactionalProducer
-from framework.processing import ProcessorFencedError, ProcessorStoppedError, RecordProcessor
+from framework.processing import (
+    ProcessorFencedError,
+    ProcessorReplacedError,
+    ProcessorStoppedError,
+    RecordProcessor,
+)
 from framework.runtime.bulk_starts import bulk_starter
 from framework.runtime.catchup import CatchUp
 from framework.runtime.catchup_apply import took_over
+from framework.runtime.completions import Completions
 from framework.runtime.faults import maybe_crash
 from framework.runtime.final_offsets import final_offsets
 from framework.runtime.moved_keys import MovedKeys
 from framework.runtime.transactions import commit_offsets
 from rebalance import HandoffEvent, HandoffPhase
 from rebalance.control import Handoff, Scale, handoff_record
+from rebalance.control_stops import Stop, resumed_record, stopped_record
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
 
@@ -77,9 +93,12 @@ class HandoffCoordinator:
         records: RecordProcessor,
         kafka: Kafka,
         consumer: KafkaConsumer,
+        instance: str,
         transactions: TransactionalProducer | None = None,
     ) -> None:
         self.processor = processor
+        #: this run's id in the control log (``instance`` record)
+        self.instance = instance
         #: the run's transactional producer (exactly-once): F is committed through it
         self._transactions = transactions
         self._app = app
@@ -91,6 +110,7 @@ class HandoffCoordinator:
         self._kafka = kafka
         self._consumer = consumer
         self._moved = MovedKeys(processor, database)
+        self._completions = Completions(processor, database, watcher.state)
         self._catchup: CatchUp | None = None
         #: (generation, source, target, event) of the handoff records written in this run
         self._sent: set[tuple[int, int, int, str]] = set()
@@ -111,6 +131,7 @@ class HandoffCoordinator:
         """What the control log says this processor owns, less what it released itself
         (its own RELEASE may not have come back through the log yet)."""
         state = self._watcher.state
+        self._completions.settle(state)  # before any partition it gained is read
         counts = {name: entry.partitions for name, entry in layout.inputs.items()}
         owned = state.owned(self.processor, counts)
         scale = state.scaling
@@ -166,6 +187,7 @@ class HandoffCoordinator:
         """Act on the control state (after the loop read what ``owned`` says): register
         purges, start or follow this receiver's catch-up, or drop one no longer wanted."""
         state = self._watcher.state
+        self._check_newest()
         self._moved.sync(state)
         scale = state.scaling
         incoming = (
@@ -180,6 +202,8 @@ class HandoffCoordinator:
             return
         try:
             self._join(layout, scale, incoming)
+        except ProcessorFencedError:
+            raise  # a replaced run writes nothing more
         except ProcessorStoppedError as error:
             self._stop_catch_up(scale, error)
 
@@ -224,13 +248,20 @@ class HandoffCoordinator:
             self._catchup.close()
             self._catchup = None
         self._failed[scale.generation] = str(error)
+        how = (
+            "it resumes by itself once it has read past that record"
+            if error.at is not None
+            else "then resume the scale with `splitstate scale MODULE:APP --resume`"
+        )
         log.error(
             "processor %d stopped catching up for generation %d: %s Abandon the scale with "
-            "`splitstate scale MODULE:APP --abort`, or fix the cause and restart processor %d.",
+            "`splitstate scale MODULE:APP --abort`, or fix the cause and restart processor %d "
+            "(%s).",
             self.processor,
             scale.generation,
             error,
             self.processor,
+            how,
         )
         self._append_stopped(scale.generation, error)
 
@@ -240,6 +271,8 @@ class HandoffCoordinator:
         scale = self._watcher.state.scaling
         try:
             return self._follow_catch_up()
+        except ProcessorFencedError:
+            raise  # a replaced run writes nothing more
         except ProcessorStoppedError as error:
             if scale is None:
                 raise
@@ -256,6 +289,7 @@ class HandoffCoordinator:
         read = catchup.step(self._config.scaling.catchup_batch, 0.01 if ready else 0.05)
         if scale is None:
             return read
+        self._resume_when_past(scale, catchup)
         for handoff in incoming:
             if handoff.phase is HandoffPhase.CATCHING_UP and catchup.caught_up(
                 handoff, self._config.scaling.ready_lag
@@ -355,9 +389,56 @@ class HandoffCoordinator:
             log.warning("could not record the stop in the control log: %s", failure)
 
     def _append_stopped(self, generation: int, error: ProcessorStoppedError) -> None:
-        """Say in the control log that this receiver stopped in ``generation``, and why."""
-        record = {"type": "stopped", "generation": generation, "processor": self.processor}
-        self._control.append({**record, "reason": str(error)})
+        """Say in the control log that this receiver stopped in ``generation``, why and
+        where (the record, or the whole processor)."""
+        self._check_newest()
+        self._control.append(
+            stopped_record(
+                generation, self.processor, str(error), at=error.at, instance=self.instance
+            )
+        )
+
+    def _resume_when_past(self, scale: Scale, catchup: CatchUp) -> None:
+        """A stop of this receiver at a record, written by an earlier run: write ``resumed``
+        once this run has read past that record and has no lag on any open incoming handoff
+        (then its sources may release again)."""
+        stop = scale.stopped.get(self.processor)
+        if stop is None or stop.at is None or stop.instance == self.instance:
+            return
+        key = (scale.generation, self.processor, self.processor, "resumed")
+        if key in self._sent or not self._past(stop, catchup):
+            return
+        if catchup.bootstrapping or any(catchup.lag().values()):
+            return
+        self._check_newest()
+        self._sent.add(key)
+        self._control.append(
+            resumed_record(scale.generation, self.processor, instance=self.instance)
+        )
+        log.info(
+            "processor %d: read past %s, where it had stopped, with no lag left: generation %d "
+            "goes on",
+            self.processor,
+            stop.where,
+            scale.generation,
+        )
+
+    def _past(self, stop: Stop, catchup: CatchUp) -> bool:
+        """Whether this run has read past the record ``stop`` names (in its catch-up, or,
+        for a record of its own partitions, in its state)."""
+        assert stop.at is not None
+        topic, partition, offset = stop.at
+        position = (topic, partition)
+        if position in catchup.positions:
+            return catchup.positions[position] > offset
+        return (self._database.offsets().get(position) or 0) > offset
+
+    def _check_newest(self) -> None:
+        """Raise ``ProcessorReplacedError`` when the log names a newer run of this processor
+        (what this run would write is ignored; it stops instead)."""
+        newest = self._watcher.state.instances.get(self.processor)
+        if newest != self.instance:
+            raise ProcessorReplacedError(self.processor, self.instance, newest)
 
     def close(self) -> None:
         """Close the running catch-up, if any."""
@@ -380,9 +461,16 @@ class HandoffCoordinator:
             request = self._release_requests[key[:3]] = uuid.uuid4().hex
         state_dir = self._config.app_state_dir
         maybe_crash(f"before:{event.value}", self.processor, state_dir)
+        self._check_newest()
         self._control.append(
             handoff_record(
-                generation, handoff.source, handoff.target, event, offsets, request=request
+                generation,
+                handoff.source,
+                handoff.target,
+                event,
+                offsets,
+                request=request,
+                instance=self.instance,
             )
         )
         maybe_crash(f"after:{event.value}", self.processor, state_dir)

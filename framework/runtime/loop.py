@@ -43,6 +43,7 @@ from framework.snapshots.restore import restore_lost_state
 from framework.snapshots.taker import SnapshotTaker
 from rebalance.control import ControlState
 from rebalance.control_records import instance_record
+from rebalance.control_stops import CONTROL_FORMAT, format_record
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec, processor_path
 from statestore.snapshot_store import SnapshotStore
 
@@ -160,10 +161,16 @@ class ProcessorRuntime:
             return None
 
     def _open_state(
-        self, layout: AppLayout, state: ControlState, opened: ExitStack, clock: Clock
+        self,
+        layout: AppLayout,
+        state: ControlState,
+        opened: ExitStack,
+        clock: Clock,
+        instance: str,
     ) -> tuple[ProcessorDatabase, SnapshotTaker | None]:
         """Open the processor's database (restored from its newest snapshot when the
-        directory was lost) and, on disk with snapshots on, its snapshot taker."""
+        directory was lost) and, on disk with snapshots on, its snapshot taker (its
+        manifests name this run, ``instance``)."""
         identity = DatabaseIdentity(
             self.config.app_id, self.processor_id, layout.fixed_parameters()
         )
@@ -197,6 +204,7 @@ class ProcessorRuntime:
             database,
             store,
             clock,
+            instance=instance,
             fault=lambda point: maybe_crash(point, self.processor_id, state_dir),
         )
         opened.callback(snapshots.close)
@@ -238,6 +246,7 @@ class ProcessorRuntime:
         self.stats.started = clock.monotonic()
         registry_read = clock.monotonic()  # the outputs' lease runs from the registry read
         layout = prepare_app(self.app, kafka, self.processor_id)
+        instance = uuid.uuid4().hex  # this run's id in the control log
         # whatever was opened is closed however the run ends (last opened, first closed)
         with ExitStack() as opened:
             control = ControlLog(kafka, self.config.control_topic)
@@ -251,7 +260,7 @@ class ProcessorRuntime:
                     f"runs processors 0..{(watcher.state.processors or 1) - 1} and no scale "
                     "adds it. Fix: use an id in that range, or scale first (`splitstate scale`)."
                 )
-            database, snapshots = self._open_state(layout, watcher.state, opened, clock)
+            database, snapshots = self._open_state(layout, watcher.state, opened, clock, instance)
             watcher.record_in(database)  # notes the generation seen (control_guard)
             # outputs may be other apps' inputs: place them under the registry's lease too
             outputs = RegistryLease(
@@ -269,10 +278,13 @@ class ProcessorRuntime:
             opened.callback(clients.consumer.close)
             opened.callback(clients.producer.close)
             opened.callback(outputs.close)  # (first: its renewer reads the producer's metadata)
-            instance = None
-            if clients.transactions is not None:  # this run fenced any earlier one: say so
-                instance = uuid.uuid4().hex
-                control.append(instance_record(self.processor_id, instance))
+            # this run is the processor's newest from here on (exactly-once: its producer
+            # fenced any earlier run's); the log then ignores what an earlier run writes
+            start = (
+                [] if watcher.state.format >= CONTROL_FORMAT else [format_record(CONTROL_FORMAT)]
+            )
+            control.append(*start, instance_record(self.processor_id, instance))
+            watcher.catch_up(watcher.end_offset())  # it acts knowing it is the newest
             records = RecordProcessor(
                 self.app,
                 {name: entry.initial_partitions for name, entry in layout.inputs.items()},
@@ -289,6 +301,7 @@ class ProcessorRuntime:
                 records=records,
                 kafka=kafka,
                 consumer=clients.consumer,
+                instance=instance,
                 transactions=clients.transactions,
             )
             opened.callback(handoffs.close)
@@ -338,9 +351,7 @@ class ProcessorRuntime:
                 loop.coordinate()
                 loop.run(until)
             except ProcessorFencedError as error:
-                if instance is not None and not _replaced(
-                    control, self.processor_id, instance, clock
-                ):
+                if not _replaced(control, self.processor_id, instance, clock):
                     raise KafkaIOError(
                         f"processor {self.processor_id}'s transactions were fenced, but no "
                         "newer run of it started: the broker aborted a transaction that ran "

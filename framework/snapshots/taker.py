@@ -9,7 +9,8 @@ upload that fails is logged and tried again later; it never stops the processor.
 A snapshot is due every ``snapshots.interval_seconds`` or ``interval_records`` records, when
 what the processor owns changed (it took partitions over, or gave some away), and when a scale
 moves some of its partitions and it has none taken since the scale began: the receivers
-start from it (``framework.snapshots.transfer``).
+start from it (``framework.snapshots.transfer``). Each manifest names the run that took it
+(``instance``); a run takes none once the control log names a newer run of its processor.
 """
 
 from __future__ import annotations
@@ -73,9 +74,12 @@ class SnapshotTaker:
         store: SnapshotStore,
         clock: Clock,
         *,
+        instance: str,
         fault: Callable[[str], None] = lambda _point: None,
     ) -> None:
         self.processor = processor
+        #: this run's id in the control log, named in its manifests
+        self.instance = instance
         self._settings = config.snapshots
         self._database = database
         self._store = store
@@ -127,6 +131,9 @@ class SnapshotTaker:
             self._answered.add(asked.id)
             self.request(asked.id)
         self._state = state
+        if state.instances.get(self.processor, self.instance) != self.instance:
+            self.close()  # a newer run of this processor speaks for it now
+            return
         now = self._clock.monotonic()
         if now < self._retry_at:
             return
@@ -182,6 +189,7 @@ class SnapshotTaker:
             offsets={p: offsets.get(p, 0) for p in owned},
             request=self._requested or None,
             epoch=state.app.epoch if state.app is not None else None,
+            instance=self.instance,
         )
         checkpoint.parent.mkdir(parents=True, exist_ok=True)
         database.snapshot(checkpoint)

@@ -43,7 +43,7 @@ def test_a_transfer_keeps_exactly_the_gained_keys_with_the_snapshot_offsets(
     store = SnapshotStore(config.snapshot_url, config.app_id)
     source = open_processor(config, 0)
     values = fill(source, 0, {0: 500, 2: 700})
-    taker = SnapshotTaker(config, 0, source, store, clock)
+    taker = SnapshotTaker(config, 0, source, store, clock, instance="run")
     take(taker, {(TOPIC, 0), (TOPIC, 2)}, ControlState())
     assert taker.latest is not None and taker.latest.generation == 0
     # a transfer for generation 1 waits for a snapshot taken in it
@@ -114,7 +114,7 @@ def test_a_scale_in_from_two_sources_reads_no_ancestor_neither_needs(tmp_path: P
             batch.set_offset(TOPIC, partition, offset)
         batch.commit()
         take(
-            SnapshotTaker(config, source, database, store, clock),
+            SnapshotTaker(config, source, database, store, clock, instance="run"),
             {(TOPIC, p) for p in offsets},
             scale_state(),
         )
@@ -161,7 +161,11 @@ def test_an_ingest_that_fails_keeps_its_files_for_the_next_start(
     store = SnapshotStore(config.snapshot_url, config.app_id)
     source = open_processor(config, 0)
     values = fill(source, 0, {0: 500, 2: 700})
-    take(SnapshotTaker(config, 0, source, store, clock), {(TOPIC, 0), (TOPIC, 2)}, scale_state())
+    take(
+        SnapshotTaker(config, 0, source, store, clock, instance="run"),
+        {(TOPIC, 0), (TOPIC, 2)},
+        scale_state(),
+    )
     source.close()
     receiver = open_processor(config, 2)
 
@@ -178,7 +182,7 @@ def test_an_ingest_that_fails_keeps_its_files_for_the_next_start(
     # no snapshot captures the half-ingested state with its pending load (helper-6's
     # review: restored on another disk, the load's files are gone and it never opens)
     assert receiver.bulk_load_pending
-    own = SnapshotTaker(config, 2, receiver, store, clock)
+    own = SnapshotTaker(config, 2, receiver, store, clock, instance="run")
     own.request()
     own.step({(TOPIC, 2)}, scale_state())
     assert own.upload is None and own.taken == 0 and store.manifests(2) == []
@@ -203,7 +207,7 @@ def test_a_transfer_whose_snapshot_is_damaged_takes_another(tmp_path: Path) -> N
     store = SnapshotStore(config.snapshot_url, config.app_id)
     source = open_processor(config, 0)
     fill(source, 0, {0: 500, 2: 700})
-    taker = SnapshotTaker(config, 0, source, store, clock)
+    taker = SnapshotTaker(config, 0, source, store, clock, instance="run")
     both = {(TOPIC, 0), (TOPIC, 2)}
     take(taker, both, scale_state())
     damaged = taker.latest
@@ -240,7 +244,7 @@ def test_a_source_without_any_snapshot_has_its_keys_replayed_from_0(tmp_path: Pa
     store = SnapshotStore(config.snapshot_url, config.app_id)
     source = open_processor(config, 0)
     fill(source, 0, {0: 500, 2: 700})
-    older = SnapshotTaker(config, 0, source, store, clock)
+    older = SnapshotTaker(config, 0, source, store, clock, instance="run")
     take(older, {(TOPIC, 0), (TOPIC, 2)}, ControlState())  # generation 0: not of the scale
     receiver = open_processor(config, 2)
     waiting = joining_transfer(

@@ -43,7 +43,7 @@ def test_a_lost_directory_comes_back_from_the_newest_snapshot_that_covers_it(
     database = open_processor(config, 1)
     values = fill(database, 1, {1: 40, 3: 60})
     owned = {(TOPIC, 1), (TOPIC, 3)}
-    taker = SnapshotTaker(config, 1, database, store, clock)
+    taker = SnapshotTaker(config, 1, database, store, clock, instance="run")
     take(taker, owned, ControlState())
     identity = database.identity
     path = database.path
@@ -88,7 +88,7 @@ def test_a_lost_directory_comes_back_from_the_newest_snapshot_that_covers_it(
         assert back.offsets() == {(TOPIC, 1): 40, (TOPIC, 3): 60}
         assert dict(back.items("counts")) == values
         # its next snapshot copies no SST file again (inherited by the new lineage)
-        again = SnapshotTaker(config, 1, back, store, clock)
+        again = SnapshotTaker(config, 1, back, store, clock, instance="run")
         again.request()
         take(again, owned, ControlState())
         assert again.latest is not None
@@ -134,7 +134,7 @@ def test_a_snapshot_is_taken_only_after_the_group_has_its_offsets(tmp_path: Path
     store = SnapshotStore(config.snapshot_url, config.app_id)
     database = open_processor(config, 1)
     fill(database, 1, {1: 40})
-    taker = SnapshotTaker(config, 1, database, store, clock)
+    taker = SnapshotTaker(config, 1, database, store, clock, instance="run")
     calls: list[dict[tuple[str, int], int]] = []
 
     def refuse() -> bool:
@@ -167,7 +167,7 @@ def test_the_snapshot_a_scale_builds_from_is_kept_until_its_handoff_ends(tmp_pat
     store = SnapshotStore(config.snapshot_url, config.app_id)
     source = open_processor(config, 0)
     fill(source, 0, {0: 500, 2: 700})
-    taker = SnapshotTaker(config, 0, source, store, clock)
+    taker = SnapshotTaker(config, 0, source, store, clock, instance="run")
     scale = scale_state()
     both = {(TOPIC, 0), (TOPIC, 2)}
     take(taker, both, scale)
@@ -201,7 +201,7 @@ def test_a_directory_put_back_from_a_backup_writes_under_a_new_lineage(tmp_path:
     owned = {(TOPIC, 1), (TOPIC, 3)}
     database = open_processor(config, 1)
     fill(database, 1, {1: 10})
-    take(SnapshotTaker(config, 1, database, store, clock), owned, ControlState())
+    take(SnapshotTaker(config, 1, database, store, clock, instance="run"), owned, ControlState())
     path = database.path
     assert path is not None
     database.close()
@@ -212,7 +212,7 @@ def test_a_directory_put_back_from_a_backup_writes_under_a_new_lineage(tmp_path:
     batch.store("counts").set(b"only-in-the-lost-future", 1)
     batch.set_offset(TOPIC, 1, 20)
     batch.commit()
-    taker = SnapshotTaker(config, 1, database, store, clock)
+    taker = SnapshotTaker(config, 1, database, store, clock, instance="run")
     taker.request()
     take(taker, owned, ControlState())
     lost = taker.latest
@@ -225,7 +225,7 @@ def test_a_directory_put_back_from_a_backup_writes_under_a_new_lineage(tmp_path:
     batch.store("counts").set(b"after-the-put-back", 2)
     batch.set_offset(TOPIC, 1, 15)
     batch.commit()
-    taker = SnapshotTaker(config, 1, database, store, clock)
+    taker = SnapshotTaker(config, 1, database, store, clock, instance="run")
     taker.request()
     take(taker, owned, ControlState())
     database.close()
@@ -259,10 +259,10 @@ def test_the_pinned_snapshot_is_one_of_this_history_of_the_app(tmp_path: Path) -
     source = open_processor(config, 0)
     fill(source, 0, {0: 500, 2: 700})
     both = {(TOPIC, 0), (TOPIC, 2)}
-    before = SnapshotTaker(config, 0, source, store, clock)
+    before = SnapshotTaker(config, 0, source, store, clock, instance="run")
     take(before, both, scale_state("earlier"))
     # the app starts over (a new control log) and scales again
-    taker = SnapshotTaker(config, 0, source, store, clock)
+    taker = SnapshotTaker(config, 0, source, store, clock, instance="run")
     scale = scale_state("now")
     take(taker, both, scale)  # due at once: the newest is of the earlier history
     first = taker.latest
@@ -284,7 +284,7 @@ def test_an_operators_request_is_answered_even_when_the_first_upload_fails(
     store = SnapshotStore(config.snapshot_url, config.app_id)
     source = open_processor(config, 0)
     fill(source, 0, {0: 500, 2: 700})
-    taker = SnapshotTaker(config, 0, source, store, clock)
+    taker = SnapshotTaker(config, 0, source, store, clock, instance="run")
     owned = {(TOPIC, 0), (TOPIC, 2)}
     take(taker, owned, ControlState())
     taker.request("r1")

@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from framework.app import App
 from framework.coordination.scaling import read_control
 from framework.loader import load_app
 from framework.ops.status import collect_status
@@ -20,6 +21,10 @@ from tests.integration.harness import counts_by_word, splitstate
 from tests.integration.test_scaling import APP, ScalingRun, scale_to
 
 pytestmark = pytest.mark.integration
+
+
+def _stopped(app: App, processor: int) -> bool:
+    return processor in [s.processor for s in collect_status(app).stopped]
 
 
 def delete_processed_prefix(kafka: str, group: str, topic: str, partitions: list[int]) -> None:
@@ -51,10 +56,10 @@ def test_a_stopped_joiner_is_shown_and_the_scale_can_be_aborted(
         generation = scale_to(run.config, 3)
         delete_processed_prefix(kafka_bootstrap, config.app_id, config.inputs[0].topic, [2, 6])
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and 2 not in collect_status(app).stopped:
+        while time.monotonic() < deadline and not _stopped(app, 2):
             time.sleep(0.5)
         status = collect_status(app)
-        assert 2 in status.stopped, render_status(status)
+        assert 2 in [s.processor for s in status.stopped], render_status(status)
         report = render_status(status)
         assert "processor 2 STOPPED" in report and "retention" in report, report
         assert "--abort" in report, report

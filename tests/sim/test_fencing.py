@@ -67,12 +67,13 @@ def test_a_fenced_old_owner_neither_moves_the_group_back_nor_writes_release(
     coordinator = HandoffCoordinator(
         app,
         0,
-        watcher=cast(Any, None),
+        watcher=cast(Any, _Watcher(started(1).apply(instance_record(0, "zombie")))),
         control=cast(Any, log),
         database=ProcessorDatabase.in_memory(identity, []),
         records=cast(Any, None),
         kafka=kafka,
         consumer=consumer,
+        instance="zombie",
         transactions=zombie,
     )
     handoff = Handoff(0, 1, (moved,), HandoffPhase.READY)
@@ -98,7 +99,7 @@ def test_a_fenced_receiver_does_not_report_a_stop_that_would_hold_the_scale_back
     app = make_app(
         tmp_path, partitions=4, initial_processors=2, max_records=5, lease_ms=2000, ready_lag=0
     )
-    state = scale(started(2), 1, 3)  # processor 2 receives from processor 0
+    state = scale(started(2), 1, 3).apply(instance_record(2, "run"))  # 2 receives from 0
 
     def coordinator(log: _Log) -> HandoffCoordinator:
         identity = DatabaseIdentity(app.config.app_id, 2, {"initial_processors": 2})
@@ -111,6 +112,7 @@ def test_a_fenced_receiver_does_not_report_a_stop_that_would_hold_the_scale_back
             records=cast(Any, None),
             kafka=kafka,
             consumer=kafka.consumer(app.config.app_id),
+            instance="run",
         )
 
     fenced_log, stopped_log = _Log(), _Log()

@@ -11,7 +11,7 @@ scales, handoffs, growths and aborts; every processor replays it into
 from framework.coordination.control_log import ControlLog, ControlWatcher
 from framework.coordination.layout import AppLayout, prepare_app
 from framework.coordination.registry import REGISTRY_TOPIC, Growth, TopicEntry, TopicRegistry
-from framework.coordination.scaling import abort_scale, read_control, request_scale
+from framework.coordination.scaling import abort_scale, read_control, request_scale, resume_scale
 from framework.coordination.topic_watch import TopicWatcher
 
 __all__ = [
@@ -27,4 +27,5 @@ __all__ = [
     "prepare_app",
     "read_control",
     "request_scale",
+    "resume_scale",
 ]

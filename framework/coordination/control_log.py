@@ -34,6 +34,7 @@ from typing import Any
 import orjson
 
 from framework.coordination.control_guard import remember
+from framework.errors import SplitstateError
 from framework.kafka import (
     COMPACTED,
     Kafka,
@@ -43,6 +44,7 @@ from framework.kafka import (
     UnknownPartitionError,
 )
 from rebalance.control import ControlState
+from rebalance.control_stops import CONTROL_FORMAT
 from statestore import ProcessorDatabase
 
 __all__ = ["ControlLog", "ControlWatcher", "record_key"]
@@ -68,10 +70,22 @@ def record_key(record: Mapping[str, Any]) -> bytes:
 
 
 def _apply(state: ControlState, value: bytes, topic: str) -> ControlState:
-    """``state`` with the record ``value`` applied (an ignored record is logged)."""
-    after = state.apply(orjson.loads(value))
+    """``state`` with the record ``value`` applied (an ignored record is logged); raises
+    ``SplitstateError`` once the log switches to a format this splitstate cannot read."""
+    try:
+        record = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        record = {"type": None, "raw": value[:80].decode(errors="replace")}
+    after = state.apply(record if isinstance(record, dict) else {"type": None})
     if len(after.ignored) > len(state.ignored):
         log.warning("control log %s: ignored %s", topic, after.ignored[-1])
+    if after.unreadable is not None:
+        raise SplitstateError(
+            f"control log {topic!r} is written in format {after.unreadable}, which this "
+            f"splitstate cannot read (it reads up to {CONTROL_FORMAT}); acting on part of it "
+            "could give a partition to two processors. Fix: upgrade splitstate to the version "
+            "the other processors of this app run."
+        )
     return after
 
 

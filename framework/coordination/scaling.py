@@ -15,12 +15,17 @@ from collections.abc import Mapping
 from framework.app import App
 from framework.config import ConfigError
 from framework.coordination.control_log import ControlLog
+from framework.coordination.progress_reports import ProcessorReport, read_reports
 from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
 from framework.kafka import Clients, Kafka, check_retention, watermarks
 from rebalance import check_layout, plan_scale
 from rebalance.control import ControlState, Scale, abort_record, history_record
+from rebalance.control_stops import Stop, resumed_record
 
-__all__ = ["abort_scale", "read_control", "request_scale"]
+__all__ = ["abort_scale", "read_control", "request_scale", "resume_scale"]
+
+#: a receiver's progress report older than this says nothing of whether it runs now
+_REPORT_FRESH_SECONDS = 90.0
 
 
 def read_control(app: App, kafka: Kafka | None = None) -> ControlState:
@@ -142,6 +147,77 @@ def abort_scale(app: App, reason: str, kafka: Kafka | None = None) -> Scale:
             "processor stopped in `splitstate status`), then scale back."
         )
     return after
+
+
+def resume_scale(
+    app: App, processor: int | None = None, kafka: Kafka | None = None, *, now: float
+) -> list[int]:
+    """End the stop of the scale's stopped receivers (``processor``: only that one) once each
+    can go on; returns those resumed. ``ConfigError`` naming the reason and the fix when
+    there is nothing to resume or it is unsafe: a receiver not restarted since it stopped
+    (the cause cannot have been fixed, and its sources would release to a receiver that
+    stops again, leaving a scale that can neither finish nor be aborted), or one whose
+    progress report says it is not catching up for this scale now. ``now``: the time
+    (``time.time()``) reports are judged fresh by."""
+    config = app.config
+    kafka = Clients.of(config) if kafka is None else kafka
+    log = ControlLog(kafka, config.control_topic)
+    state = log.read()
+    scale = state.scaling
+    if scale is None:
+        raise ConfigError(
+            f"app {config.app_id!r} has no scale in progress, so there is nothing to resume."
+        )
+    stopped = {j: stop for j, stop in scale.stopped.items() if processor is None or j == processor}
+    if not stopped:
+        which = "no receiver" if processor is None else f"processor {processor}"
+        raise ConfigError(
+            f"{which} of the scale to {scale.new_processors} processors (generation "
+            f"{scale.generation}) is stopped; nothing to resume (`splitstate status`)."
+        )
+    reports = read_reports(kafka, config.progress_topic)
+    for j, stop in sorted(stopped.items()):
+        _check_resumable(
+            j, stop, scale, newest=state.instances.get(j), report=reports.get(j), now=now
+        )
+    request = uuid.uuid4().hex
+    log.append(*(resumed_record(scale.generation, j, request=request) for j in sorted(stopped)))
+    after = log.read().scaling
+    left = sorted(set(stopped) & set(after.stopped if after is not None else {}))
+    if left:
+        raise ConfigError(
+            f"processors {left} are still stopped: the control log changed after it was read "
+            "(see `splitstate status`). Fix: check status, then resume again."
+        )
+    return sorted(stopped)
+
+
+def _check_resumable(
+    processor: int,
+    stop: Stop,
+    scale: Scale,
+    *,
+    newest: str | None,
+    report: ProcessorReport | None,
+    now: float,
+) -> None:
+    """Raise ``ConfigError`` when resuming ``processor``'s ``stop`` is unsafe."""
+    where = f"processor {processor} stopped at {stop.where} ({stop.reason})"
+    if stop.instance is not None and newest == stop.instance:
+        raise ConfigError(
+            f"{where} and has not been restarted since, so the cause cannot be fixed yet; "
+            "resuming now would let its sources release to a receiver that stops again. Fix: "
+            f"fix the cause, restart processor {processor}, check in `splitstate status` that "
+            "it catches up, then resume."
+        )
+    if report is None or now - report.updated > _REPORT_FRESH_SECONDS:
+        return  # no word of it: the restart is the evidence there is
+    if report.stopped or report.catch_up_generation != scale.generation:
+        raise ConfigError(
+            f"{where}; it was restarted, but its last progress report says it is not catching "
+            f"up for generation {scale.generation} now. Fix: look at its log, restart it, and "
+            "resume once `splitstate status` shows it catching up."
+        )
 
 
 def _growing(control_topic: str, topic: str, partitions: int) -> str:

@@ -11,7 +11,7 @@ import time
 from framework.config import AppConfig, ConfigError, TopicConfig
 from framework.coordination.progress_reports import progress_topic_spec
 from framework.coordination.registry import TopicRegistry
-from framework.coordination.scaling import abort_scale, request_scale
+from framework.coordination.scaling import abort_scale, request_scale, resume_scale
 from framework.kafka import COMPACTED, Clients, TopicSpec
 from framework.loader import load_app
 from framework.ops.cli._arguments import app_arguments
@@ -70,6 +70,17 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--abort",
         action="store_true",
         help="abandon the scale in progress (old owners keep their partitions)",
+    )
+    target.add_argument(
+        "--resume",
+        action="store_true",
+        help="end the stop of the scale's stopped receivers, once fixed and restarted",
+    )
+    scale.add_argument(
+        "--processor",
+        type=int,
+        metavar="J",
+        help="with --resume: only processor J",
     )
     scale.add_argument(
         "--reason", default="aborted by an operator", help="why (shown by status; with --abort)"
@@ -245,6 +256,13 @@ def _scale(args: argparse.Namespace) -> int:
             f"generation {aborted.generation} ({aborted.old_processors} -> "
             f"{aborted.new_processors} processors) aborted: {aborted.aborted}. The old owners "
             "keep their partitions; joining processors drop what they built and stop."
+        )
+        return 0
+    if args.resume:
+        resumed = resume_scale(app, args.processor, now=time.time())
+        print(
+            f"resumed processors {resumed}: their sources release to them again once they are "
+            "caught up; watch `splitstate status`"
         )
         return 0
     scale = request_scale(app, args.processors)

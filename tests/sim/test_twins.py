@@ -168,7 +168,7 @@ def test_a_directory_that_missed_a_handoff_another_run_completed_is_rebuilt_from
     world.scheduler.kill(twin)
     world.start_processor(1)  # on A's machine: the world's own state directory
     again = world.processors[1]
-    origin = f"processor-1#{world._processes}"  # noqa: SLF001 (the incarnation's port name)
+    origin = f"processor-1#{world._processes}"
     world.start_producer(40)
     try:
         _run_until(world, lambda: not any(p.runnable for p in world.producers))

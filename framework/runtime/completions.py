@@ -63,6 +63,10 @@ class Completions:
         #: scales of this generation and later are tracked
         self.tracked_from = int(tracked)
         self._seen: ControlState | None = None
+        #: handoffs ``(generation, source)`` known completed or settled here, and
+        #: generations known tidied (not to read their flags again at every change)
+        self._done: set[tuple[int, int]] = set()
+        self._tidied: set[int] = set()
 
     def settle(self, state: ControlState) -> list[Handoff]:
         """Clear the keys and offsets of every handoff into this processor that the log says
@@ -85,11 +89,12 @@ class Completions:
         return cleared
 
     def _elsewhere(self, scale: Scale, handoff: Handoff) -> bool:
+        key = (scale.generation, handoff.source)
+        if key in self._done:
+            return False
         has = self._database.has_flag
-        g = scale.generation
-        return not has(completed_flag(g, handoff.source)) and not has(
-            _settled_flag(g, handoff.source)
-        )
+        self._done.add(key)  # it is, or is settled right away
+        return not has(completed_flag(*key)) and not has(_settled_flag(*key))
 
     def _clear(self, initial: int, scale: Scale, handoff: Handoff) -> None:
         g, me = scale.generation, self.processor
@@ -115,6 +120,9 @@ class Completions:
 
     def _tidy(self, generation: int) -> None:
         """Delete the bookkeeping of generation ``generation``'s catch-up (it ended)."""
+        if generation in self._tidied:
+            return
+        self._tidied.add(generation)
         if self._database.has_flag(_tidied_flag(generation)):
             return
         scope = f"catchup-{generation}"

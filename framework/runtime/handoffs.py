@@ -351,7 +351,9 @@ class HandoffCoordinator:
 
     def release(self, release: Release) -> None:
         """Commit F to the group, then write RELEASE (the loop no longer reads them); under
-        exactly-once in a transaction, so that a fenced instance stops before either."""
+        exactly-once in a transaction, so that a fenced instance stops before either; a run
+        the log says was replaced stops before either too."""
+        self._check_newest()
         if self._transactions is None:
             self._consumer.commit(release.offsets)
         else:

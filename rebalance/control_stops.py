@@ -61,11 +61,12 @@ class Stop:
 
     @property
     def where(self) -> str:
-        """Where it stopped, in words."""
+        """Where it stopped, in words: ``at <topic>[<partition>]@<offset>``, or
+        ``as a whole``."""
         if self.at is None:
-            return "the whole processor"
+            return "as a whole"
         topic, partition, offset = self.at
-        return f"{topic}[{partition}]@{offset}"
+        return f"at {topic}[{partition}]@{offset}"
 
 
 def format_record(version: int) -> dict[str, Any]:

@@ -202,7 +202,7 @@ def _check_resumable(
     now: float,
 ) -> None:
     """Raise ``ConfigError`` when resuming ``processor``'s ``stop`` is unsafe."""
-    where = f"processor {processor} stopped at {stop.where} ({stop.reason})"
+    where = f"processor {processor} stopped {stop.where} ({stop.reason})"
     if stop.instance is not None and newest == stop.instance:
         raise ConfigError(
             f"{where} and has not been restarted since, so the cause cannot be fixed yet; "

@@ -29,17 +29,17 @@ class StoppedReceiver:
     def lines(self) -> list[str]:
         """What ``status`` says of it: the stop, what ends it, and the way out."""
         j, stop = self.processor, self.stop
-        lines = [f"processor {j} STOPPED catching up at {stop.where}: {stop.reason}"]
+        lines = [f"processor {j} STOPPED catching up {stop.where}: {stop.reason}"]
         if stop.at is not None:
             lines.append(
                 f"  Its sources hold their releases. Fix the cause and restart processor {j}: "
-                f"it resumes by itself once it has read past {stop.where} with no lag left."
+                "it resumes by itself once it has read past that record with no lag left."
             )
             if self.restarted:
                 lines.append(f"  Processor {j} was restarted since; it has not got past yet.")
         else:
             lines.append(
-                "  Its sources hold their releases. The whole processor stopped, so only you "
+                "  Its sources hold their releases. It stopped as a whole, so only you "
                 f"end the stop: fix the cause, restart processor {j}, then run "
                 "`splitstate scale MODULE:APP --resume`."
             )

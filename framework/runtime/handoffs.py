@@ -418,8 +418,8 @@ class HandoffCoordinator:
             resumed_record(scale.generation, self.processor, instance=self.instance)
         )
         log.info(
-            "processor %d: read past %s, where it had stopped, with no lag left: generation %d "
-            "goes on",
+            "processor %d: read past the record it had stopped %s, with no lag left: "
+            "generation %d goes on",
             self.processor,
             stop.where,
             scale.generation,

@@ -63,6 +63,10 @@ def test_a_stopped_joiner_is_shown_and_the_scale_can_be_aborted(
         report = render_status(status)
         assert "processor 2 STOPPED" in report and "retention" in report, report
         assert "--abort" in report, report
+        assert "as a whole" in report and "--resume" in report, report
+        # the cause (deleted history) is not fixed and processor 2 was not restarted
+        refused = splitstate("scale", APP, "--config", str(run.config), "--resume")
+        assert refused.returncode != 0 and "has not been restarted since" in refused.stderr
 
         aborted = splitstate(
             "scale", APP, "--config", str(run.config), "--abort", "--reason", "input retention"

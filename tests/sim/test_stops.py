@@ -58,7 +58,7 @@ def _buggy_app(world: World, fails_at: tuple[str, int, int]) -> App:
     """The fold app with ``on_error: stop``, whose function fails on record ``fails_at``."""
     plan = world.plan
     app = make_app(
-        world.app.config.state_dir,
+        world.app.config.app_state_dir,
         partitions=plan.partitions,
         initial_processors=plan.initial_processors,
         max_records=plan.max_records,

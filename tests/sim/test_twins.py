@@ -87,7 +87,7 @@ def _twin(world: World, root: Path) -> tuple[App, Party]:
 
 def _wrong_keys(world: World, app: App) -> list[tuple[str, int, Any]]:
     """Processor 1's keys whose state in ``app``'s directory is not the fold of the input."""
-    truth: dict[bytes, int] = {}
+    truth: dict[bytes | None, int] = {}
     for record in world.broker.ledger.get(INPUT, []):
         truth[record.key] = truth.get(record.key, 0) + 1
     database = world.disks.read(processor_path(app.config.app_state_dir, 1))
@@ -96,7 +96,7 @@ def _wrong_keys(world: World, app: App) -> list[tuple[str, int, Any]]:
     database.close()
     return [
         (key.decode(), n, states.get(key))
-        for key, n in sorted(truth.items())
+        for key, n in sorted((k, n) for k, n in truth.items() if k is not None)
         if bucket(key_hash(key), 1, 2) == 1
         and (states.get(key) is None or states[key]["n"] != n or states[key]["bad"])
     ]
@@ -105,7 +105,7 @@ def _wrong_keys(world: World, app: App) -> list[tuple[str, int, Any]]:
 def _wrong_outputs(world: World, origin: Callable[[str], bool]) -> list[Any]:
     """Outputs of input partition 1 written by ``origin`` whose count is not the fold's."""
     expected: dict[tuple[int, int], int] = {}
-    seen: dict[bytes, int] = {}
+    seen: dict[bytes | None, int] = {}
     for record in world.broker.ledger.get(INPUT, []):
         seen[record.key] = seen.get(record.key, 0) + 1
         expected[(record.partition, record.offset)] = seen[record.key]

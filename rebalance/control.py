@@ -431,6 +431,11 @@ class ControlState:
                 f"a resume of processor {processor} in generation {number}, which is not "
                 "stopped in a scale in progress"
             )
+        if not stop.matches(record):
+            return self._ignore(
+                f"a resume of an earlier stop of processor {processor} in generation {number}: "
+                f"it stopped again since ({stop.reason})"
+            )
         if record.get("by") != "operator":
             if stop.at is None:
                 return self._ignore(

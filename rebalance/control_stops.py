@@ -55,6 +55,17 @@ class Stop:
     #: the failing record (``None``: the whole processor stopped; only an operator resumes it)
     at: StopPoint | None = None
     instance: str | None = None
+    #: where ``at`` was met: in the receiver's catch-up, or in its own processing
+    during: str = "catch-up"
+
+    def matches(self, record: Mapping[str, Any]) -> bool:
+        """Whether a ``resumed`` record ends this stop: it names this stop's run and record
+        (one that names none, written before resumes named their stop, ends any)."""
+        if "stop_instance" not in record:
+            return True
+        at = record.get("stop_at")
+        named = None if at is None else (str(at[0]), int(at[1]), int(at[2]))
+        return record.get("stop_instance") == self.instance and named == self.at
 
     def __str__(self) -> str:
         return self.reason
@@ -81,14 +92,17 @@ def stopped_record(
     *,
     at: StopPoint | None,
     instance: str | None,
+    during: str = "catch-up",
 ) -> dict[str, Any]:
-    """A ``stopped`` record: receiver ``processor`` stopped catching up in ``generation``."""
+    """A ``stopped`` record: receiver ``processor`` stopped catching up in ``generation``
+    (``during``: ``catch-up``, or ``processing`` when its own processing stopped it)."""
     record: dict[str, Any] = {
         "type": "stopped",
         "generation": generation,
         "processor": processor,
         "reason": reason,
         "at": None if at is None else list(at),
+        "during": during,
     }
     if instance is not None:
         record["instance"] = instance
@@ -96,16 +110,24 @@ def stopped_record(
 
 
 def resumed_record(
-    generation: int, processor: int, *, instance: str | None = None, request: str | None = None
+    generation: int,
+    processor: int,
+    stop: Stop,
+    *,
+    instance: str | None = None,
+    request: str | None = None,
 ) -> dict[str, Any]:
-    """A ``resumed`` record: the stop of receiver ``processor`` in ``generation`` is over,
-    said by that processor's ``instance`` or (``instance`` ``None``) by an operator
-    (``request``: an id the operator finds the record by)."""
+    """A ``resumed`` record: ``stop`` of receiver ``processor`` in ``generation`` is over
+    (only that stop: a later one is not ended by it), said by that processor's ``instance``
+    or (``instance`` ``None``) by an operator (``request``: an id the operator finds the
+    record by)."""
     record: dict[str, Any] = {
         "type": "resumed",
         "generation": generation,
         "processor": processor,
         "by": "operator" if instance is None else "processor",
+        "stop_instance": stop.instance,
+        "stop_at": None if stop.at is None else list(stop.at),
     }
     if instance is not None:
         record["instance"] = instance
@@ -123,7 +145,10 @@ def stop_of(record: Mapping[str, Any]) -> Stop:
         at = (str(topic), int(partition), int(offset))
     instance = record.get("instance")
     return Stop(
-        str(record.get("reason") or "stopped"), at, None if instance is None else str(instance)
+        str(record.get("reason") or "stopped"),
+        at,
+        None if instance is None else str(instance),
+        str(record.get("during") or "catch-up"),
     )
 
 

@@ -181,7 +181,12 @@ def resume_scale(
             j, stop, scale, newest=state.instances.get(j), report=reports.get(j), now=now
         )
     request = uuid.uuid4().hex
-    log.append(*(resumed_record(scale.generation, j, request=request) for j in sorted(stopped)))
+    log.append(
+        *(
+            resumed_record(scale.generation, j, stop, request=request)
+            for j, stop in sorted(stopped.items())
+        )
+    )
     after = log.read().scaling
     left = sorted(set(stopped) & set(after.stopped if after is not None else {}))
     if left:

@@ -21,8 +21,9 @@ class StoppedReceiver:
     processor: int
     generation: int
     stop: Stop
-    #: a newer run of the processor recorded itself since the stop (it was restarted)
-    restarted: bool
+    #: a newer run of the processor recorded itself since the stop (it was restarted;
+    #: ``None``: unknown, a stop written before stops named their run)
+    restarted: bool | None
     #: handoffs of the scale released already (``"0->2"``): an abort is then refused
     released: tuple[str, ...]
 
@@ -43,7 +44,7 @@ class StoppedReceiver:
                 f"end the stop: fix the cause, restart processor {j}, then run "
                 "`splitstate scale MODULE:APP --resume`."
             )
-            if not self.restarted:
+            if self.restarted is False:
                 lines.append(f"  (--resume is refused until processor {j} is restarted.)")
         if self.released:
             lines.append(
@@ -73,7 +74,9 @@ def stopped_receivers(scale: Scale | None, instances: Mapping[int, str]) -> list
             processor,
             scale.generation,
             stop,
-            restarted=stop.instance is not None and instances.get(processor) != stop.instance,
+            restarted=(
+                None if stop.instance is None else instances.get(processor) != stop.instance
+            ),
             released=released,
         )
         for processor, stop in sorted(scale.stopped.items())

@@ -35,7 +35,7 @@ from framework.runtime.catchup_apply import (
     gained_from,
     history_lost,
 )
-from framework.runtime.completions import completed_flag
+from framework.runtime.completions import holds_flag
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.read_ahead import ReadAhead
 from framework.runtime.retention import check_catch_up_history
@@ -78,9 +78,12 @@ class CatchUp:
         histories: Mapping[str, TopicHistory] | None = None,
         crash_limit: int = 3,
         read_ahead: int = 5000,
+        at_least_once: bool = False,
     ) -> None:
         self.processor = processor
         self.generation = scale.generation
+        #: outputs are at-least-once (see ``check_not_past``)
+        self._at_least_once = at_least_once
         self.scope = f"catchup-{scale.generation}"
         self._loaded_flag = f"{self.scope}-bootstrapped"  # set once a bulk build is in
         # only handoffs still open: a completed one's partitions are processed live already
@@ -171,7 +174,13 @@ class CatchUp:
         self._starts = source_starts(self._database, self.scope, self.sources)
         self._start_reading(self._database.progress(self.scope))
         # a release read before the bulk build ended was checked against positions of 0
-        check_not_past(self.processor, self.generation, self.positions, self.released)
+        self.released = check_not_past(
+            self.processor,
+            self.generation,
+            self.positions,
+            self.released,
+            at_least_once=self._at_least_once,
+        )
 
     def _start_reading(self, progress: Mapping[Position, int]) -> None:
         """Refuse when Kafka lost history still needed from ``progress`` on (see
@@ -197,16 +206,18 @@ class CatchUp:
         )
 
     def release(self, handoff: Handoff) -> None:
-        """The old owner released ``handoff``'s partitions at F: read them exactly to F.
-
-        Raises ``ProcessorStoppedError`` when this processor already applied records at or
-        past F: the old owner emitted nothing for them, so taking over would lose or repeat
-        records. The protocol never lets that happen (T2 <= T1 <= F); it means a broken
-        old owner or an edited group offset, and a person must look.
-        """
-        check_not_past(self.processor, self.generation, self.positions, handoff.released)
-        self.released.update(handoff.released)
-        for position, final in handoff.released.items():
+        """The old owner released ``handoff``'s partitions at F: read them exactly to F
+        (or take them over where it rebuilt to, past F: see ``check_not_past``, which raises
+        ``ProcessorStoppedError`` when that is a protocol error)."""
+        takeover = check_not_past(
+            self.processor,
+            self.generation,
+            self.positions,
+            handoff.released,
+            at_least_once=self._at_least_once,
+        )
+        self.released.update(takeover)
+        for position, final in takeover.items():
             self._ahead.forget(position, final)  # never applied here
         self._resume_ready()
 
@@ -390,9 +401,9 @@ class CatchUp:
         finds the catch-up finished and completes again instead of replaying.
         """
         batch = self._database.begin()
-        for (topic, partition), final in handoff.released.items():
-            batch.set_offset(topic, partition, final)
-        batch.set_flag(completed_flag(self.generation, handoff.source))  # completed *here*
+        for topic, partition in handoff.partitions:
+            batch.set_offset(topic, partition, self.released[(topic, partition)])
+        batch.set_flag(holds_flag(self.generation, handoff.source))  # completed *here*
         batch.commit()
         for position in handoff.partitions:
             self.s1.discard(position)

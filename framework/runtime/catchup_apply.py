@@ -149,13 +149,31 @@ def check_not_past(
     generation: int,
     positions: Mapping[Position, int],
     released: Mapping[Position, int],
-) -> None:
-    """Raise ``ProcessorStoppedError`` if a partition released at F was already rebuilt past
-    F: the old owner emitted nothing for those records, so taking over would lose or repeat
-    records. The protocol never lets that happen (T2 <= T1 <= F; a snapshot's offsets are
-    committed to the group before it is taken); it means a broken old owner or an edited
-    group offset, and a person must look."""
+    *,
+    at_least_once: bool = False,
+) -> dict[Position, int]:
+    """Where to take over partitions released at ``released`` (F): at F, unless one was
+    already rebuilt past F (T2 > F).
+
+    The protocol never lets that happen on its own (T2 <= T1 <= F; a snapshot's offsets are
+    committed to the group before it is taken). Under at-least-once two runs of the old
+    owner may both commit for a while (a mistaken second copy, until it reads the newer
+    run's instance record), so the group's offset the receiver read (T1 >= T2) can be above
+    the F the newer run releases at: every record below T2 was below a group commit, so its
+    outputs were emitted, and the receiver takes over at T2 (said in a warning). Otherwise
+    (exactly-once fences the older run) it means a bug or an edited consumer-group offset:
+    ``ProcessorStoppedError``, and a person must look."""
     past = {p: f for p, f in released.items() if p in positions and positions[p] > f}
+    if past and at_least_once:
+        log.warning(
+            "processor %d, generation %d: partitions released below what it rebuilt: %s. "
+            "Under at-least-once another run of the old owner committed past F before it "
+            "stopped (their outputs were emitted): it takes them over where it rebuilt to",
+            processor,
+            generation,
+            {p: (f, positions[p]) for p, f in past.items()},
+        )
+        return {**released, **{p: positions[p] for p in past}}
     if past:
         where = ", ".join(
             f"{t}[{p}] at {f} (rebuilt to {positions[(t, p)]})" for (t, p), f in past.items()
@@ -167,6 +185,7 @@ def check_not_past(
             "resolved they are not processed. It means a bug or an edited consumer-group "
             "offset: report it with this log."
         )
+    return dict(released)
 
 
 class BulkBuild(Protocol):

@@ -1,48 +1,50 @@
-"""What a processor's database knows of the handoffs into it: which it completed itself, and
-clearing the keys of those another instance of the processor completed.
+"""What a processor's state directory knows of the handoffs into it: which it completed
+itself, and whether it missed one another run of the processor completed.
 
 A receiver's catch-up builds the keys it gains in its own database, and ``CatchUp.complete``
-notes the handoff as completed *here* (a flag, in the same write as the offsets F). The
-control log may say a handoff into this processor is COMPLETE although this database did not
-complete it: another instance did (a second copy on another machine, or this directory was
-stopped while another took over, and is started again now). What this database holds for
-those keys is then not their state -- part of a catch-up, or keys left from an earlier
-ownership -- and their input offsets here are stale. Before the processor reads those
-partitions, ``Completions.settle`` deletes those keys and offsets in one write, with a flag
-saying so; the partitions are then rebuilt from the input like a lost state directory
-(``framework.runtime.assignment``), never on top of what was there.
+notes the handoff as held *here* (a flag, in the same write as the offsets F). The
+control log may say a handoff into this processor is COMPLETE although this directory did
+not complete it: another run did (a second copy on another machine, or this directory was
+stopped while another run took over, and is started again now). The directory then does not
+hold those keys' state -- part of a catch-up, or keys left from an earlier ownership -- and
+its other partitions may be behind what that run processed since. Such a directory is
+*stale*: the runtime replaces it as a lost one (``framework.runtime.loop``: moved aside, then
+restored from the processor's newest snapshot, else rebuilt from the input), never rebuilding
+on top of what was there. Rebuilding only the moved partitions would miss the gained keys'
+earlier records in an ancestor partition this directory already owns (a scale-in after a
+growth).
 
-A database opened for the first time by a splitstate that tracks completions (one written
-before) has no flags for what it completed earlier: it tracks the handoffs of scales after
-the newest one the control log had then (a new, empty database: every scale).
+Which scales are tracked: a directory notes, when first opened by a splitstate that tracks
+completions, from which generation on it does: the scale in progress then, else the next one.
+A new (or lost, re-created) directory holds nothing, so nothing before is stale; a directory
+of an older splitstate has no flags for what it completed before.
 
 Once a scale ended, its catch-up's bookkeeping (progress, bulk-build marks, crash attempts)
-is deleted here too; the completion flags stay.
+is deleted here (``tidy``); the completion flags stay.
 """
 
 from __future__ import annotations
 
-import logging
-
+from framework.errors import SplitstateError
 from rebalance import HandoffPhase
-from rebalance.control import ControlState, Handoff, Scale
-from rebalance.key_ranges import handoff_ranges
+from rebalance.control import ControlState, Handoff
 from statestore import ProcessorDatabase
 from statestore.layout import CRASH_CATCHUP_ATTEMPT_PREFIX, flag_key, offset_prefix
 
-__all__ = ["Completions", "completed_flag"]
+__all__ = ["Completions", "StaleDirectoryError", "holds_flag"]
 
-log = logging.getLogger("framework.runtime.loop")
 _TRACKED_FROM = "handoffs-tracked-from"
 
 
-def completed_flag(generation: int, source: int) -> str:
-    """The flag of a handoff from ``source`` in ``generation`` completed in this database."""
-    return f"handoff-{generation}-from-{source}-completed"
+def holds_flag(generation: int, source: int) -> str:
+    """The flag saying this database holds the keys of the handoff from ``source`` in
+    ``generation``: it completed it, or was created (or replaced) after it."""
+    return f"handoff-{generation}-from-{source}-held"
 
 
-def _settled_flag(generation: int, source: int) -> str:
-    return f"handoff-{generation}-from-{source}-settled"
+class StaleDirectoryError(SplitstateError):
+    """The state directory missed a handoff another run of the processor completed: the run
+    exits, and the next start replaces the directory (``framework.runtime.state_dir``)."""
 
 
 def _tidied_flag(generation: int) -> str:
@@ -50,78 +52,63 @@ def _tidied_flag(generation: int) -> str:
 
 
 class Completions:
-    """The handoffs into processor ``processor`` that its database ``database`` completed."""
+    """The handoffs into processor ``processor`` that its database ``database`` completed
+    (``state``: the control state when the database was opened)."""
 
     def __init__(self, processor: int, database: ProcessorDatabase, state: ControlState) -> None:
         self.processor = processor
         self._database = database
         tracked = database.note(_TRACKED_FROM)
         if tracked is None:
-            newest = 0 if state.scale is None else state.scale.generation
-            tracked = str(0 if database.created or database.fresh else newest + 1)
+            scale = state.scale
+            start = 0 if scale is None else scale.generation + (1 if scale.ended else 0)
+            tracked = str(start)
             database.set_note(_TRACKED_FROM, tracked)
         #: scales of this generation and later are tracked
         self.tracked_from = int(tracked)
-        self._seen: ControlState | None = None
-        #: handoffs ``(generation, source)`` known completed or settled here, and
-        #: generations known tidied (not to read their flags again at every change)
-        self._done: set[tuple[int, int]] = set()
+        #: generations known tidied, handoffs ``(generation, source)`` known held (not to
+        #: read their flags again at every change of the control state)
         self._tidied: set[int] = set()
+        self._held: set[tuple[int, int]] = set()
 
-    def settle(self, state: ControlState) -> list[Handoff]:
-        """Clear the keys and offsets of every handoff into this processor that the log says
-        is COMPLETE and this database did not complete (once each); tidy ended catch-ups.
-        Returns the handoffs it cleared."""
-        if state is self._seen or state.app is None or state.scale is None:
+    def missed(self, state: ControlState) -> list[tuple[int, Handoff]]:
+        """The handoffs ``(generation, handoff)`` into this processor the log says are
+        COMPLETE and this directory did not complete (tracked scales only)."""
+        if state.scale is None:
             return []
-        self._seen = state
-        initial = state.app.initial_processors
-        cleared: list[Handoff] = []
+        missed = []
         for scale in (*state.past, state.scale):
             if scale.generation < self.tracked_from:
                 continue
             for handoff in scale.incoming(self.processor):
-                if handoff.phase is HandoffPhase.COMPLETE and self._elsewhere(scale, handoff):
-                    self._clear(initial, scale, handoff)
-                    cleared.append(handoff)
-            if scale.ended:
+                key = (scale.generation, handoff.source)
+                if handoff.phase is not HandoffPhase.COMPLETE or key in self._held:
+                    continue
+                if self._database.has_flag(holds_flag(*key)):
+                    self._held.add(key)
+                else:
+                    missed.append((scale.generation, handoff))
+        return missed
+
+    def mark(self, missed: list[tuple[int, Handoff]]) -> None:
+        """Note ``missed`` handoffs as held here: only for a directory that holds nothing of
+        their keys (new, or just replaced), so that they are not missed again."""
+        if not missed:
+            return
+        batch = self._database.begin()
+        for generation, handoff in missed:
+            batch.set_flag(holds_flag(generation, handoff.source))
+        batch.commit()
+
+    def tidy(self, state: ControlState) -> None:
+        """Delete the catch-up bookkeeping of every scale that ended (once each)."""
+        if state.scale is None:
+            return
+        for scale in (*state.past, state.scale):
+            if scale.ended and scale.generation not in self._tidied:
                 self._tidy(scale.generation)
-        return cleared
-
-    def _elsewhere(self, scale: Scale, handoff: Handoff) -> bool:
-        key = (scale.generation, handoff.source)
-        if key in self._done:
-            return False
-        has = self._database.has_flag
-        self._done.add(key)  # it is, or is settled right away
-        return not has(completed_flag(*key)) and not has(_settled_flag(*key))
-
-    def _clear(self, initial: int, scale: Scale, handoff: Handoff) -> None:
-        g, me = scale.generation, self.processor
-        ranges = handoff_ranges(
-            initial, scale.old_processors, scale.new_processors, me, [handoff.source]
-        )
-        self._database.delete_ranges(
-            initial,
-            ranges,
-            [(flag_key(_settled_flag(g, handoff.source)), b"1")],
-            forget=handoff.partitions,
-        )
-        log.warning(
-            "processor %d: another instance of it completed handoff %d -> %d of generation %d; "
-            "what this state directory held for those keys (%s) is deleted, and they are "
-            "rebuilt from the input without output",
-            me,
-            handoff.source,
-            me,
-            g,
-            sorted(f"{t}[{p}]" for t, p in handoff.partitions),
-        )
 
     def _tidy(self, generation: int) -> None:
-        """Delete the bookkeeping of generation ``generation``'s catch-up (it ended)."""
-        if generation in self._tidied:
-            return
         self._tidied.add(generation)
         if self._database.has_flag(_tidied_flag(generation)):
             return

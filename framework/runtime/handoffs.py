@@ -50,13 +50,13 @@ from framework.processing import (
 from framework.runtime.bulk_starts import bulk_starter
 from framework.runtime.catchup import CatchUp
 from framework.runtime.catchup_apply import took_over
-from framework.runtime.completions import Completions
+from framework.runtime.completions import Completions, StaleDirectoryError
 from framework.runtime.faults import maybe_crash
 from framework.runtime.final_offsets import final_offsets
 from framework.runtime.moved_keys import MovedKeys
 from framework.runtime.transactions import commit_offsets
 from rebalance import HandoffEvent, HandoffPhase
-from rebalance.control import Handoff, Scale, handoff_record
+from rebalance.control import ControlState, Handoff, Scale, handoff_record
 from rebalance.control_stops import Stop, resumed_record, stopped_record
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
@@ -94,6 +94,7 @@ class HandoffCoordinator:
         kafka: Kafka,
         consumer: KafkaConsumer,
         instance: str,
+        completions: Completions,
         transactions: TransactionalProducer | None = None,
     ) -> None:
         self.processor = processor
@@ -110,7 +111,8 @@ class HandoffCoordinator:
         self._kafka = kafka
         self._consumer = consumer
         self._moved = MovedKeys(processor, database)
-        self._completions = Completions(processor, database, watcher.state)
+        self._completions = completions
+        self._checked: object = None  # the control state ``_check_held`` last checked
         self._catchup: CatchUp | None = None
         #: (generation, source, target, event) of the handoff records written in this run
         self._sent: set[tuple[int, int, int, str]] = set()
@@ -131,7 +133,7 @@ class HandoffCoordinator:
         """What the control log says this processor owns, less what it released itself
         (its own RELEASE may not have come back through the log yet)."""
         state = self._watcher.state
-        self._completions.settle(state)  # before any partition it gained is read
+        self._check_held(state)  # before any partition it gained is read
         counts = {name: entry.partitions for name, entry in layout.inputs.items()}
         owned = state.owned(self.processor, counts)
         scale = state.scaling
@@ -226,6 +228,7 @@ class HandoffCoordinator:
                 histories={name: e.history for name, e in layout.inputs.items()},
                 crash_limit=self._config.crash_limit,
                 read_ahead=self._config.scaling.catchup_batch,
+                at_least_once=self._config.processing_guarantee == "at-least-once",
                 bootstrap=bulk_starter(
                     self._app,
                     self.processor,
@@ -263,7 +266,7 @@ class HandoffCoordinator:
             self.processor,
             how,
         )
-        self._append_stopped(scale.generation, error)
+        self._append_stopped(scale.generation, error, "catch-up")
 
     def catch_up(self) -> int:
         """One step of the running catch-up; CAUGHT_UP and COMPLETE when due. Returns how
@@ -386,17 +389,23 @@ class HandoffCoordinator:
         if isinstance(error, ProcessorFencedError):
             return
         try:
-            self._append_stopped(scale.generation, error)
+            self._append_stopped(scale.generation, error, "processing")
         except SplitstateError as failure:
             log.warning("could not record the stop in the control log: %s", failure)
 
-    def _append_stopped(self, generation: int, error: ProcessorStoppedError) -> None:
+    def _append_stopped(self, generation: int, error: ProcessorStoppedError, during: str) -> None:
         """Say in the control log that this receiver stopped in ``generation``, why and
-        where (the record, or the whole processor)."""
+        where (the record, or the whole processor; ``during``: in its catch-up, or in its
+        own processing)."""
         self._check_newest()
         self._control.append(
             stopped_record(
-                generation, self.processor, str(error), at=error.at, instance=self.instance
+                generation,
+                self.processor,
+                str(error),
+                at=error.at,
+                instance=self.instance,
+                during=during,
             )
         )
 
@@ -415,7 +424,7 @@ class HandoffCoordinator:
         self._check_newest()
         self._sent.add(key)
         self._control.append(
-            resumed_record(scale.generation, self.processor, instance=self.instance)
+            resumed_record(scale.generation, self.processor, stop, instance=self.instance)
         )
         log.info(
             "processor %d: read past the record it had stopped %s, with no lag left: "
@@ -426,14 +435,33 @@ class HandoffCoordinator:
         )
 
     def _past(self, stop: Stop, catchup: CatchUp) -> bool:
-        """Whether this run has read past the record ``stop`` names (in its catch-up, or,
-        for a record of its own partitions, in its state)."""
+        """Whether this run has read past the record ``stop`` names: in its catch-up, or,
+        for a stop of its own processing, in its state (a partition of its own can be an
+        ancestor its catch-up reads only up to a growth threshold)."""
         assert stop.at is not None
         topic, partition, offset = stop.at
         position = (topic, partition)
-        if position in catchup.positions:
+        if stop.during == "catch-up" and position in catchup.positions:
             return catchup.positions[position] > offset
         return (self._database.offsets().get(position) or 0) > offset
+
+    def _check_held(self, state: ControlState) -> None:
+        """Raise ``StaleDirectoryError`` when the log says a handoff into this processor is
+        COMPLETE and this directory did not complete it (the next start replaces the
+        directory: ``framework.runtime.state_dir``); tidy ended catch-ups."""
+        if state is self._checked:
+            return
+        self._checked = state
+        missed = self._completions.missed(state)
+        if missed:
+            generation, handoff = missed[0]
+            raise StaleDirectoryError(
+                f"processor {self.processor}: another run of it completed handoff "
+                f"{handoff.source} -> {handoff.target} of generation {generation} while this "
+                "run started; this run exits, and the next start replaces its state "
+                "directory as a lost one. Fix: restart it (the supervisor does)."
+            )
+        self._completions.tidy(state)
 
     def _check_newest(self) -> None:
         """Raise ``ProcessorReplacedError`` when the log names a newer run of this processor

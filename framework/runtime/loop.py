@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import signal
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from types import FrameType
@@ -32,25 +32,23 @@ from framework.processing import ProcessorFencedError, ProcessorStoppedError, Re
 from framework.runtime.assignment import Assignment
 from framework.runtime.batch_loop import BatchLoop
 from framework.runtime.clients import RunClients, transactional_id
+from framework.runtime.completions import Completions
 from framework.runtime.faults import maybe_crash
 from framework.runtime.handoffs import HandoffCoordinator
 from framework.runtime.log_context import note_generation
 from framework.runtime.observe import RunObserver, RunParts, after_each_step
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.reporting import ProgressReporter
+from framework.runtime.state_dir import DatabaseOpener, StateDirectory, move_aside
 from framework.runtime.stats import RuntimeStats
-from framework.snapshots.restore import restore_lost_state
 from framework.snapshots.taker import SnapshotTaker
 from rebalance.control import ControlState
 from rebalance.control_records import instance_record
 from rebalance.control_stops import CONTROL_FORMAT, format_record
-from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec, processor_path
+from statestore import DatabaseIdentity, ProcessorDatabase, processor_path
 from statestore.snapshot_store import SnapshotStore
 
 __all__ = ["DatabaseOpener", "ProcessorRuntime", "RuntimeStats"]
-
-#: Opens (or creates) a processor's database at a path, as ``ProcessorDatabase.open`` does.
-DatabaseOpener = Callable[[Path, DatabaseIdentity, Sequence[StoreSpec]], ProcessorDatabase]
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +62,8 @@ class ProcessorRuntime:
     ``ProcessorDatabase.open``; the simulation keeps its own disks). ``snapshots``: whether
     the run takes snapshots and restores a lost directory from them (default: with the
     default opener, as ``snapshots.enabled`` says); ``holds_state``: whether a state
-    directory holds anything (default: it is a directory that is not empty).
+    directory holds anything (default: it is a directory that is not empty); ``discard``:
+    how a stale state directory is put away (default: renamed, ``state_dir.move_aside``).
 
     With ``metrics.port`` set, ``metrics`` holds the processor's Prometheus registry and
     health, served on that port while ``run`` runs (``/metrics``, ``/healthz``, ``/readyz``).
@@ -79,8 +78,10 @@ class ProcessorRuntime:
         open_database: DatabaseOpener = ProcessorDatabase.open,
         snapshots: bool | None = None,
         holds_state: Callable[[Path], bool] | None = None,
+        discard: Callable[[Path], None] | None = None,
     ) -> None:
         self.app = app
+        self._discard = discard
         self._kafka = kafka
         self._open_database = open_database
         self._snapshots = snapshots
@@ -167,10 +168,11 @@ class ProcessorRuntime:
         opened: ExitStack,
         clock: Clock,
         instance: str,
-    ) -> tuple[ProcessorDatabase, SnapshotTaker | None]:
+    ) -> tuple[ProcessorDatabase, Completions, SnapshotTaker | None]:
         """Open the processor's database (restored from its newest snapshot when the
-        directory was lost) and, on disk with snapshots on, its snapshot taker (its
-        manifests name this run, ``instance``)."""
+        directory was lost, replaced when stale: ``StateDirectory``), what it completed,
+        and, on disk with snapshots on, its snapshot taker (its manifests name this run,
+        ``instance``)."""
         identity = DatabaseIdentity(
             self.config.app_id, self.processor_id, layout.fixed_parameters()
         )
@@ -180,23 +182,22 @@ class ProcessorRuntime:
         use = (on_disk if self._snapshots is None else self._snapshots) and (
             self.config.snapshots.enabled
         )
-        if use:
-            counts = {name: entry.partitions for name, entry in layout.inputs.items()}
-            owned = state.owned(self.processor_id, counts)
-            epoch = state.app.epoch if state.app else None
-            restore_lost_state(
-                self.config,
-                identity,
-                path,
-                owned,
-                epoch,
-                holds_state=self._holds_state,
-                progress=self._beat,
-            )
-        database = self._open_database(path, identity, self.app.store_specs())
+        counts = {name: entry.partitions for name, entry in layout.inputs.items()}
+        directory = StateDirectory(
+            self.config,
+            identity,
+            path,
+            open_database=self._open_database,
+            stores=self.app.store_specs(),
+            discard=self._discard or move_aside(clock),
+            restore=use,
+            holds_state=self._holds_state,
+            progress=self._beat,
+        )
+        database, completions = directory.open(state, state.owned(self.processor_id, counts))
         opened.callback(database.close)
         if not use:
-            return database, None
+            return database, completions, None
         store = SnapshotStore(self.config.snapshot_url, self.config.app_id)
         snapshots = SnapshotTaker(
             self.config,
@@ -208,7 +209,7 @@ class ProcessorRuntime:
             fault=lambda point: maybe_crash(point, self.processor_id, state_dir),
         )
         opened.callback(snapshots.close)
-        return database, snapshots
+        return database, completions, snapshots
 
     def _reporter(
         self, kafka: Kafka, database: ProcessorDatabase, watcher: ControlWatcher, opened: ExitStack
@@ -260,7 +261,9 @@ class ProcessorRuntime:
                     f"runs processors 0..{(watcher.state.processors or 1) - 1} and no scale "
                     "adds it. Fix: use an id in that range, or scale first (`splitstate scale`)."
                 )
-            database, snapshots = self._open_state(layout, watcher.state, opened, clock, instance)
+            database, completions, snapshots = self._open_state(
+                layout, watcher.state, opened, clock, instance
+            )
             watcher.record_in(database)  # notes the generation seen (control_guard)
             # outputs may be other apps' inputs: place them under the registry's lease too
             outputs = RegistryLease(
@@ -302,6 +305,7 @@ class ProcessorRuntime:
                 kafka=kafka,
                 consumer=clients.consumer,
                 instance=instance,
+                completions=completions,
                 transactions=clients.transactions,
             )
             opened.callback(handoffs.close)

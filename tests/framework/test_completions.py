@@ -1,32 +1,18 @@
-"""``Completions``: a handoff into this processor that another run completed is cleared from
-its directory once, before its partitions are read; one it completed itself, and any before
-the directory was first tracked, are never touched."""
+"""``Completions``: which handoffs into this processor its directory holds (it completed
+them, or was created after them), which it missed, and the tidying of ended catch-ups."""
 
 from __future__ import annotations
 
-from framework.runtime.completions import Completions, completed_flag
-from rebalance import HandoffEvent, bucket, key_hash
+from framework.runtime.completions import Completions, holds_flag
+from rebalance import HandoffEvent
 from rebalance.control import ControlState, handoff_record
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec
-from statestore.memory import MemoryBackend
+from statestore.layout import CRASH_CATCHUP_ATTEMPT_PREFIX, META_STORE
 from tests.rebalance.test_control import scale, started
 from tests.sim.disks import KeptBackend
 
 IDENTITY = DatabaseIdentity("wc", 2, {"initial_processors": 2})
 MOVED = {("words", 2): 5, ("words", 6): 5}  # 2 -> 3 moves partitions 2 and 6 to processor 2
-
-
-def _keys() -> tuple[bytes, bytes]:
-    """A key processor 2 gains from processor 0 in the scale 2 -> 3, and one it never has."""
-    gained = next(
-        k
-        for k in (f"k{i}".encode() for i in range(1000))
-        if bucket(key_hash(k), 2, 3) == 2 and bucket(key_hash(k), 2, 2) == 0
-    )
-    other = next(
-        k for k in (f"o{i}".encode() for i in range(1000)) if bucket(key_hash(k), 2, 3) == 1
-    )
-    return gained, other
 
 
 def _completed_scale() -> ControlState:
@@ -39,59 +25,63 @@ def _completed_scale() -> ControlState:
     return state
 
 
-def _database(backend: MemoryBackend) -> ProcessorDatabase:
-    return ProcessorDatabase.in_memory(IDENTITY, [StoreSpec("counts")], backend)
+def _database(stores: dict[str, dict[bytes, bytes]]) -> ProcessorDatabase:
+    return ProcessorDatabase.in_memory(IDENTITY, [StoreSpec("counts")], KeptBackend(stores))
 
 
-def _write(database: ProcessorDatabase, key: bytes, value: int, offset: int) -> None:
-    batch = database.begin()
-    batch.store("counts").set(key, value)
-    batch.set_offset("words", 2, offset)
-    batch.commit()
-
-
-def test_a_handoff_another_run_completed_is_cleared_once() -> None:
-    gained, other = _keys()
-    database = _database(MemoryBackend())  # a new directory: every scale is tracked
-    _write(database, gained, 17, 3)  # half a catch-up, or keys left from an earlier owner
-    _write(database, other, 4, 3)
-    completions = Completions(2, database, ControlState())
-    assert completions.tracked_from == 0
-    cleared = completions.settle(_completed_scale())
-    assert [h.target for h in cleared] == [2]
-    assert database.get("counts", gained) is None  # rebuilt from empty from here on
-    assert database.get("counts", other) == 4  # not a gained key
-    assert ("words", 2) not in database.offsets()  # its stale offset goes too
-    # rebuilt since: a later state (a restart) never clears it again
-    _write(database, gained, 1, 1)
-    assert Completions(2, database, ControlState()).settle(_completed_scale()) == []
-    assert database.get("counts", gained) == 1
-
-
-def test_a_handoff_completed_here_is_kept() -> None:
-    gained, _other = _keys()
-    database = _database(MemoryBackend())
-    batch = database.begin()
-    batch.store("counts").set(gained, 9)
-    batch.set_offset("words", 2, 5)
-    batch.set_flag(completed_flag(1, 0))  # as CatchUp.complete writes it
-    batch.commit()
-    assert Completions(2, database, ControlState()).settle(_completed_scale()) == []
-    assert database.get("counts", gained) == 9
-    assert database.offsets()[("words", 2)] == 5
-
-
-def test_a_directory_from_before_completions_were_tracked_keeps_its_handoffs() -> None:
-    gained, _other = _keys()
+def test_a_directory_tracked_during_a_scale_misses_a_handoff_another_run_completed() -> None:
     stores: dict[str, dict[bytes, bytes]] = {}
-    old = _database(KeptBackend(stores))
-    _write(old, gained, 9, 5)
+    database = _database(stores)
+    during = scale(started(2), 1, 3)
+    completions = Completions(2, database, during)
+    assert completions.tracked_from == 1  # the scale in progress is tracked
+    missed = completions.missed(_completed_scale())
+    assert [(g, h.source, h.target) for g, h in missed] == [(1, 0, 2)]
+    # completed here (CatchUp.complete writes the flag with F): nothing missed
+    batch = database.begin()
+    batch.set_flag(holds_flag(1, 0))
+    batch.commit()
+    assert Completions(2, _database(stores), during).missed(_completed_scale()) == []
+
+
+def test_a_new_directory_notes_what_it_holds_and_is_not_stale_again() -> None:
+    stores: dict[str, dict[bytes, bytes]] = {}
+    state = _completed_scale()
+    completions = Completions(2, _database(stores), state)
+    assert completions.tracked_from == 2  # after the newest ended scale: nothing before
+    assert completions.missed(state) == []
+    # opened when the scale was in progress, then it completed elsewhere
+    other: dict[str, dict[bytes, bytes]] = {}
+    early = Completions(2, _database(other), scale(started(2), 1, 3))
+    missed = early.missed(state)
+    early.mark(missed)  # what StateDirectory does for a directory that holds nothing
+    assert Completions(2, _database(other), state).missed(state) == []
+
+
+def test_a_directory_from_before_completions_were_tracked_is_not_stale() -> None:
+    stores: dict[str, dict[bytes, bytes]] = {}
+    old = _database(stores)
     old.checked_fresh()  # a directory a run of an older splitstate used
     old.close()
-    reopened = _database(KeptBackend(stores))
+    reopened = _database(stores)
     assert not reopened.created and not reopened.fresh
     state = _completed_scale()
-    completions = Completions(2, reopened, state)
-    assert completions.tracked_from == 2  # only scales after the newest it may have seen
-    assert completions.settle(state) == []
-    assert reopened.get("counts", gained) == 9
+    assert Completions(2, reopened, state).missed(state) == []
+
+
+def test_an_ended_catch_ups_bookkeeping_is_deleted_once() -> None:
+    database = _database({})
+    batch = database.begin()
+    batch.set_progress("catchup-1", "words", 2, 4)
+    batch.set_progress("catchup-1-from-0", "words", 2, 3)
+    batch.set_progress("catchup-11", "words", 2, 9)  # another generation's: kept
+    batch.set_flag("catchup-1-cleared")
+    batch.commit()
+    attempt = CRASH_CATCHUP_ATTEMPT_PREFIX + b"catchup-1"
+    database.backend.write({META_STORE: [(attempt, b'{"ranges": []}')]})
+    Completions(2, database, ControlState()).tidy(_completed_scale())
+    assert database.progress("catchup-1") == {}
+    assert database.progress("catchup-1-from-0") == {}
+    assert database.progress("catchup-11") == {("words", 2): 9}
+    assert not database.has_flag("catchup-1-cleared")
+    assert database.backend.get(META_STORE, attempt) is None

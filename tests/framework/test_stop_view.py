@@ -3,6 +3,7 @@ whether an abort would be refused."""
 
 from __future__ import annotations
 
+from framework.coordination.scaling import _check_resumable
 from framework.ops.stops import stopped_receivers
 from rebalance import HandoffEvent
 from rebalance.control import handoff_record
@@ -41,3 +42,17 @@ def test_a_whole_processor_stop_needs_resume_and_a_release_makes_an_abort_imposs
     assert "STOPPED catching up as a whole: history lost" in text and "--resume" in text
     assert receiver.restarted and "refused until" not in text
     assert "cannot be aborted: 1->3 released" in text and "--abort" not in text
+
+
+def test_status_and_resume_agree_on_a_stop_written_before_stops_named_their_run() -> None:
+    """A format-1 stop (no run named): status does not claim --resume is refused, and
+    --resume's check accepts it (review finding: they disagreed)."""
+    state = scale(started(2), 1, 3)  # a format-1 log: the previous splitstate wrote it
+    state = state.apply({"type": "stopped", "generation": 1, "processor": 2, "reason": "x"})
+    state = state.apply(format_record(2)).apply(instance_record(2, "new-run"))
+    assert state.scaling is not None
+    [receiver] = stopped_receivers(state.scaling, state.instances)
+    assert receiver.restarted is None
+    assert not any("refused until" in line for line in receiver.lines())
+    stop = state.scaling.stopped[2]
+    _check_resumable(2, stop, state.scaling, newest="new-run", report=None, now=0.0)

@@ -105,10 +105,11 @@ def test_a_whole_processor_stop_is_resumed_only_by_an_operator() -> None:
     state = _event(state, HandoffEvent.START_CATCH_UP, "a")
     state = state.apply(stopped_record(1, 2, "history lost", at=None, instance="a"))
     state = state.apply(instance_record(2, "b"))
-    itself = state.apply(resumed_record(1, 2, instance="b"))
+    stop = state.scaling.stopped[2]  # type: ignore[union-attr]
+    itself = state.apply(resumed_record(1, 2, stop, instance="b"))
     assert itself.scaling is not None and 2 in itself.scaling.stopped
     assert "only an operator" in itself.ignored[-1]
-    by_operator = state.apply(resumed_record(1, 2, request="op"))
+    by_operator = state.apply(resumed_record(1, 2, stop, request="op"))
     assert by_operator.scaling is not None and by_operator.scaling.stopped == {}
     # in a format-1 log any event of the receiver ended its stop, as it did then
     legacy = scale(started(2), 1, 3)
@@ -118,7 +119,8 @@ def test_a_whole_processor_stop_is_resumed_only_by_an_operator() -> None:
 
 
 def _resumed(state: ControlState, instance: str) -> Any:
-    after = state.apply(resumed_record(1, 2, instance=instance))
+    assert state.scaling is not None
+    after = state.apply(resumed_record(1, 2, state.scaling.stopped[2], instance=instance))
     assert after.scaling is not None
     return after.scaling
 

@@ -22,6 +22,7 @@ from framework.kafka import (
 )
 from framework.processing import ProcessorFencedError, ProcessorStoppedError
 from framework.runtime.clients import transactional_id
+from framework.runtime.completions import Completions
 from framework.runtime.handoffs import HandoffCoordinator, Release
 from framework.runtime.loop import ProcessorRuntime
 from rebalance import HandoffPhase
@@ -64,16 +65,19 @@ def test_a_fenced_old_owner_neither_moves_the_group_back_nor_writes_release(
     newer.commit(30)
     log = _Log()
     identity = DatabaseIdentity(group, 0, {"initial_processors": 1})
+    state = started(1).apply(instance_record(0, "zombie"))
+    database = ProcessorDatabase.in_memory(identity, [])
     coordinator = HandoffCoordinator(
         app,
         0,
-        watcher=cast(Any, _Watcher(started(1).apply(instance_record(0, "zombie")))),
+        watcher=cast(Any, _Watcher(state)),
         control=cast(Any, log),
-        database=ProcessorDatabase.in_memory(identity, []),
+        database=database,
         records=cast(Any, None),
         kafka=kafka,
         consumer=consumer,
         instance="zombie",
+        completions=Completions(0, database, state),
         transactions=zombie,
     )
     handoff = Handoff(0, 1, (moved,), HandoffPhase.READY)
@@ -103,16 +107,18 @@ def test_a_fenced_receiver_does_not_report_a_stop_that_would_hold_the_scale_back
 
     def coordinator(log: _Log) -> HandoffCoordinator:
         identity = DatabaseIdentity(app.config.app_id, 2, {"initial_processors": 2})
+        database = ProcessorDatabase.in_memory(identity, [])
         return HandoffCoordinator(
             app,
             2,
             watcher=cast(Any, _Watcher(state)),
             control=cast(Any, log),
-            database=ProcessorDatabase.in_memory(identity, []),
+            database=database,
             records=cast(Any, None),
             kafka=kafka,
             consumer=kafka.consumer(app.config.app_id),
             instance="run",
+            completions=Completions(2, database, state),
         )
 
     fenced_log, stopped_log = _Log(), _Log()

@@ -7,16 +7,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from unittest import mock
 
 import pytest
 
 from framework import App, KeyState, Output, Record
 from framework.config import ConfigError
+from framework.coordination import scaling
+from framework.coordination.control_log import ControlLog
 from framework.coordination.scaling import abort_scale, request_scale, resume_scale
 from framework.kafka import ConsumerFailedError, Message
+from framework.runtime.handoffs import HandoffCoordinator
 from framework.runtime.loop import ProcessorRuntime
-from rebalance import HandoffPhase
+from rebalance import HandoffEvent, HandoffPhase
+from rebalance.control import handoff_record
+from rebalance.control_records import instance_record
+from rebalance.control_stops import Stop, stopped_record
 from statestore import processor_path
 from statestore.layout import CRASH_CATCHUP_ATTEMPT_PREFIX, META_STORE
 from tests.sim.app import INPUT, FoldState, fold, make_app, parse
@@ -89,6 +96,7 @@ def _spawn(world: World, app: App, processor: int) -> Party:
             open_database=world.disks.opener(party),
             snapshots=False,
             holds_state=world.disks.holds,
+            discard=world.disks.lose,
         ).run()
 
     return world.spawn(f"processor-{processor}", body)
@@ -242,3 +250,60 @@ def test_a_failed_catch_up_consumer_stops_the_catch_up_and_the_operator_resumes_
         assert world.control().processors == 2
     finally:
         world.scheduler.end()
+
+
+def test_resume_ends_only_the_stop_it_checked(tmp_path: Path) -> None:
+    """The restarted receiver stops again between ``--resume``'s read and its append: the
+    resume names the stop it checked, so the new stop stays and the source keeps holding
+    its release (review finding: the resume ended the unchecked stop and the source
+    released to a stopped receiver)."""
+    world = _world(tmp_path)
+    try:
+        _run_until(world, lambda: False, limit=2000)
+        request_scale(world.app, 2, kafka=world.driver)
+        _run_until(world, lambda: False, limit=200)
+        log = ControlLog(world.driver, world.app.config.control_topic)
+        scale = log.read().scaling
+        assert scale is not None
+        g = scale.generation
+        # processor 1 (its records by hand) caught up, stopped as a whole, was restarted
+        log.append(
+            instance_record(1, "i1"),
+            handoff_record(g, 0, 1, HandoffEvent.START_CATCH_UP, instance="i1"),
+            handoff_record(g, 0, 1, HandoffEvent.CAUGHT_UP, instance="i1"),
+            stopped_record(g, 1, "history lost", at=None, instance="i1"),
+            instance_record(1, "i2"),
+        )
+
+        def racing_reports(_kafka: object, _topic: str) -> dict[int, object]:
+            # the restarted run fails again right now (the cause was not fixed)
+            log.append(stopped_record(g, 1, "history lost again", at=None, instance="i2"))
+            return {}
+
+        with (
+            mock.patch.object(scaling, "read_reports", racing_reports),
+            pytest.raises(ConfigError, match="still stopped"),
+        ):
+            resume_scale(world.app, kafka=world.driver, now=world.clock.time())
+        state = log.read()
+        assert state.scaling is not None and state.scaling.stopped[1].instance == "i2"
+        assert "an earlier stop" in state.ignored[-1]
+        _run_until(world, lambda: False, limit=3000)
+        assert _phase(world) is HandoffPhase.READY  # no release to a stopped receiver
+        abort_scale(world.app, "give up", kafka=world.driver)  # still possible
+    finally:
+        world.scheduler.end()
+
+
+def test_a_stop_of_its_own_processing_is_past_once_its_state_is() -> None:
+    """A receiver stopped by a record of its own partition (its processing, not its
+    catch-up) is past it once its state's offset is, though its catch-up reads that
+    partition only up to a growth threshold as an ancestor (review finding)."""
+    threshold, failing, state_offset = 40, 120, 150
+    database = SimpleNamespace(offsets=lambda: {("in", 0): state_offset})
+    coordinator = SimpleNamespace(_database=database)
+    catchup = SimpleNamespace(positions={("in", 0): threshold, ("in", 2): 30})
+    live = Stop("the function failed", ("in", 0, failing), "run-1", during="processing")
+    assert HandoffCoordinator._past(coordinator, live, catchup)  # type: ignore[arg-type]
+    caught = Stop("the function failed", ("in", 0, 45), "run-1", during="catch-up")
+    assert not HandoffCoordinator._past(coordinator, caught, catchup)  # type: ignore[arg-type]

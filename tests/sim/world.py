@@ -214,6 +214,7 @@ class World:
                 open_database=open_database,
                 snapshots=self.plan.snapshots,
                 holds_state=self.disks.holds,
+                discard=self.disks.lose,
             )
             runtime.run()
 

@@ -1,8 +1,9 @@
 """What ``status`` knows of each processor that only the processor knows.
 
 A processor whose state is on this machine is read from its state (read-only) and from the
-progress files of its bulk builds; any other is known by the progress report it writes to
-Kafka (``framework.coordination.progress_reports``), so ``status`` on any host shows every
+progress files of its bulk builds; any other, or one whose state cannot be read here, is
+known by the progress report it writes to Kafka
+(``framework.coordination.progress_reports``), so ``status`` on any host shows every
 processor. Where it runs (host, pid) is shown only from a report of a running processor at
 most ``STALE_SECONDS`` old: a processor that stopped, or was killed, shows none.
 """
@@ -169,15 +170,16 @@ class ProcessorFacts:
         }
         total: dict[Position, int] = {}
         for processor in sorted(here | set(processors) | set(self.reports)):
-            counts: dict[Position, int] = {}
+            counts: dict[Position, int] | None = None
             if self._local(processor):
                 try:
                     with ProcessorDatabase.open_read_only(self._path(processor)) as database:
                         counts = database.progress(UNFENCED_SCOPE)
                 except StateStoreError:
-                    continue
-            elif processor in self.reports:
-                counts = self.reports[processor].unfenced
+                    pass  # unreadable here: as it last reported
+            if counts is None:
+                report = self.reports.get(processor)
+                counts = {} if report is None else report.unfenced
             for position, count in counts.items():
                 total[position] = total.get(position, 0) + count
         return total
@@ -189,7 +191,7 @@ class ProcessorFacts:
                 with ProcessorDatabase.open_read_only(self._path(processor)) as database:
                     return skipped_records(database)
             except StateStoreError:
-                return []
+                pass  # unreadable here: as it last reported
         report = self.reports.get(processor)
         if report is None:
             return []

@@ -57,3 +57,16 @@ def test_a_stopped_or_silent_processor_shows_no_host_or_pid(tmp_path: Path) -> N
 def test_unfenced_records_sum_every_reported_processor_once(tmp_path: Path) -> None:
     known = facts(tmp_path, report(0), report(1), report(4, stopped=True))  # 4: scaled in
     assert known.unfenced([0, 1]) == {("in", 0): 9}
+
+
+def test_state_here_that_cannot_be_read_is_told_by_the_report(tmp_path: Path) -> None:
+    """A local state directory that does not open (damaged, or another tool's) never makes
+    status show less than the processor's report says."""
+    known = facts(tmp_path, report(1))
+    damaged = tmp_path / "processor-1"
+    damaged.mkdir(parents=True)
+    (damaged / "CURRENT").write_text("MANIFEST-000009\n")  # names a manifest that is not there
+    assert known._local(1)
+    assert [(s.offset, s.crashes) for s in known.skipped(1)] == [(9, 3)]
+    assert known.unfenced([0, 1]) == {("in", 0): 3}
+    assert known.catch_up(1, 2) == {("in", 1): 70}

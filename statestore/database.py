@@ -158,7 +158,7 @@ class ProcessorDatabase:
 
     @classmethod
     def open_read_only(cls, path: Path) -> ProcessorDatabase:
-        """Open existing state for reading (tools): no lock taken, values read as JSON."""
+        """Read existing state (tools, status): no lock, JSON values; safe while it is written."""
         from statestore.rocks import RocksBackend  # noqa: PLC0415
 
         path = path.expanduser().resolve()

@@ -3,12 +3,20 @@
 The database is opened in rocksdict's raw mode, so keys and values are stored as the exact
 bytes splitstate gives (no rocksdict type prefix) and other RocksDB tools can read them.
 Each store is a column family.
+
+A reader (``read_only``: ``status``, the tools) opens the database as a RocksDB *secondary
+instance*, RocksDB's way to read a database that its owner keeps writing: a plain read-only
+open fails now and then with "Corruption: ... No such file" when the owner's flush or
+compaction deletes a file between the reader's reading of the MANIFEST and its opening of
+the file. A secondary keeps every file it uses open (``max_open_files`` -1), so files the
+owner deletes later stay readable, and its own info log goes to a directory of its own.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -29,6 +37,9 @@ from statestore.errors import StateStoreError, StoreCorruptError
 __all__ = ["RocksBackend", "check_order", "read_sst_files", "write_sst_file"]
 
 DEFAULT_STORE = "default"
+#: opens of a reader before an error stands (a file the owner deleted meanwhile)
+_READER_ATTEMPTS = 5
+_READER_RETRY_SECONDS = 0.05
 
 
 def _options() -> Options:
@@ -44,19 +55,37 @@ class RocksBackend:
     def __init__(self, path: Path, read_only: bool = False, fsync: bool = False) -> None:
         self.path = path
         self.read_only = read_only
-        options = _options()
-        access = AccessType.read_only(False) if read_only else AccessType.read_write()
-        try:
-            existing = Rdict.list_cf(str(path), options) if (path / "CURRENT").exists() else []
-            families = {name: Options(raw_mode=True) for name in existing if name != DEFAULT_STORE}
-            self._db = Rdict(str(path), options, column_families=families, access_type=access)
-        except Exception as error:
-            raise _open_error(path, error) from error
+        self._reader_dir: Path | None = None
+        if read_only:
+            self._db, families = self._open_reader(path)
+        else:
+            try:
+                self._db, families = _open(path, _options(), AccessType.read_write())
+            except Exception as error:
+                raise _open_error(path, error) from error
         self._families: dict[str, Rdict] = {
             name: self._db.get_column_family(name) for name in families
         }
         self._write_options = WriteOptions()
         self._write_options.sync = fsync
+
+    def _open_reader(self, path: Path) -> tuple[Rdict, dict[str, Options]]:
+        """Open ``path`` as a secondary instance (its info log in a directory of its own),
+        trying again a few times when the owner deleted a file meanwhile."""
+        self._reader_dir = Path(tempfile.mkdtemp(prefix="splitstate-reader-"))
+        options = _options()
+        options.create_if_missing(False)
+        options.set_max_open_files(-1)  # RocksDB requires it of a secondary instance
+        access = AccessType.secondary(str(self._reader_dir))
+        for attempt in range(1, _READER_ATTEMPTS + 1):
+            try:
+                return _open(path, options, access)
+            except Exception as error:
+                if attempt == _READER_ATTEMPTS or not (path / "CURRENT").exists():
+                    shutil.rmtree(self._reader_dir, ignore_errors=True)
+                    raise _open_error(path, error) from error
+                time.sleep(_READER_RETRY_SECONDS * attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def store_names(self) -> list[str]:
         """The column families other than RocksDB's default one."""
@@ -144,6 +173,15 @@ class RocksBackend:
         for family in self._families.values():
             family.close()
         self._db.close()
+        if self._reader_dir is not None:
+            shutil.rmtree(self._reader_dir, ignore_errors=True)
+
+
+def _open(path: Path, options: Options, access: AccessType) -> tuple[Rdict, dict[str, Options]]:
+    """The database at ``path`` with every column family it has."""
+    existing = Rdict.list_cf(str(path), options) if (path / "CURRENT").exists() else []
+    families = {name: Options(raw_mode=True) for name in existing if name != DEFAULT_STORE}
+    return Rdict(str(path), options, column_families=families, access_type=access), families
 
 
 def _as_bytes(value: object) -> bytes:

@@ -3,11 +3,12 @@
 The job (``job``) is generic: it takes the history (Kafka offset ranges or a Parquet archive,
 ``sources``), a plan (which processors, how keys are placed and records ordered) and a
 ``Fold`` (the app's processor function, ``fold``), and publishes a directory of SST files plus
-a manifest (``manifest``) that ``ProcessorDatabase.bulk_load`` ingests. ``build`` runs it for
-an app after checking the history (``history``); ``backfill`` builds every processor (the
-``splitstate backfill`` command); a joining processor with ``bootstrap: spark`` runs it in a
-child process (``child_process`` starts and watches ``child_main``). pyspark is imported only
-when a job runs.
+a manifest (``manifest``) that ``ProcessorDatabase.bulk_load`` ingests; a record that kills
+the fold's process is skipped as the processors' crash guards skip it (``crash_watch``).
+``build`` runs it for an app after checking the history (``history``); ``backfill`` builds
+every processor (the ``splitstate backfill`` command); a joining processor with ``bootstrap:
+spark`` runs it in a child process (``child_process`` starts and watches ``child_main``).
+pyspark is imported only when a job runs.
 """
 
 from framework.bootstrap.backfill import BackfillResult, backfill

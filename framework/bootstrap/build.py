@@ -109,6 +109,8 @@ def build_state(
                 covered={j: {p: served[p].end for p in ps} for j, ps in request.covers.items()},
                 shards=config.spark.shards,
                 gained_from=request.gained_from,
+                crash_limit=config.crash_limit,
+                stop_on_crash=config.on_error == "stop",
             )
             initial = {name: entry.initial_partitions for name, entry in request.entries.items()}
             histories = {name: entry.history for name, entry in request.entries.items()}

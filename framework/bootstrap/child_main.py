@@ -66,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         f"bootstrap of processor {processor} done: {manifest.records_read} records read, "
         f"{manifest.records_applied} applied, {target.keys} keys"
     )
+    for record in manifest.skipped:
+        print(
+            f"skipped {record.topic}[{record.partition}]@{record.offset}: it killed the Spark "
+            f"fold's process {record.crashes} times (crash_limit; the processors skip it too)"
+        )
     return 0
 
 

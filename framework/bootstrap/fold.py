@@ -10,7 +10,7 @@ as an Arrow table and are decoded a column (of up to ``_COMMIT_EVERY`` rows) at 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -125,11 +125,14 @@ class AppFold:
         self.initial_processors = int(state.get("initial_processors", 1))
         self._processor = None
 
-    def __call__(self, records: pa.Table) -> Iterator[tuple[str, bytes, bytes]]:
+    def __call__(
+        self, records: pa.Table, running: Callable[[int], None] | None = None
+    ) -> Iterator[tuple[str, bytes, bytes]]:
         """``(store, key, encoded value)`` of each key's state after ``records`` (in order;
         the columns of ``RECORD_COLUMNS``: topic string, partition int, offset long, key and
         value binary, timestamp long epoch ms, headers ``list<struct<key: string, value:
-        binary>>``)."""
+        binary>>``). ``running`` is told the index of each record before the function runs
+        on it, and -1 after."""
         if self._processor is None:
             self._processor = RecordProcessor(
                 self.app, self.initial_partitions, histories=self.histories
@@ -147,8 +150,14 @@ class AppFold:
                 columns = [chunk.column(name).to_pylist() for name in RECORD_COLUMNS[:-1]]
                 columns.append(header_lists(chunk.column("headers")))
                 batch = database.begin()
-                for row in zip(*columns, strict=True):
-                    process(batch, _Message(row), restore=True, where=row[:3])
+                if running is None:
+                    for row in zip(*columns, strict=True):
+                        process(batch, _Message(row), restore=True, where=row[:3])
+                else:
+                    for index, row in enumerate(zip(*columns, strict=True), start):
+                        running(index)
+                        process(batch, _Message(row), restore=True, where=row[:3])
+                        running(-1)
                 batch.commit()
         for store in database.store_names():
             for key, raw in database.backend.scan(store):

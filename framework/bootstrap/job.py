@@ -8,7 +8,10 @@ Steps, all distributed:
 2. *fold*: per group (``tasks.group_folder``), keep the records whose key belongs to a target
    processor (``bucket(key_hash, B, P')``, the runtime's murmur3), order them by partition
    lineage then offset and fold them with the given ``Fold`` -- the app's own processor
-   function in restore mode -- into final ``(processor, store, key, value)`` items;
+   function in restore mode -- into final ``(processor, store, key, value)`` items (under a
+   ``crash_watch.CrashWatch``: when a Python worker dies in a group, the job runs again and
+   that group folds carefully, skipping a record that killed it ``crash_limit`` times, as the
+   processors do);
 3. *write*: range-partition the items by ``(processor, store, key)`` (a few are all given to
    one task instead), sort, and let each task stream its runs into SST files
    (``mapInArrow``; non-overlapping per store, so RocksDB ingests them below L0).
@@ -35,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import mmh3
 
+from framework.bootstrap.crash_watch import CrashWatch
 from framework.bootstrap.errors import BootstrapError
 from framework.bootstrap.manifest import Manifest, TargetState
 from framework.bootstrap.tasks import Placement, file_writer, group_folder
@@ -55,18 +59,24 @@ __all__ = [
 
 _ITEMS_SCHEMA = "processor int, store string, key binary, value binary"
 _FILES_SCHEMA = "processor int, store string, path string, keys long"
+#: where a build's crash watch keeps its markers (in its staging directory)
+_CRASH_WATCH = "crash-watch"
 
 
 class Fold(Protocol):
     """Folds one processor's records of a group (already in processing order) into final
     state items."""
 
-    def __call__(self, records: pa.Table) -> Iterable[tuple[str, bytes, bytes]]:
+    def __call__(
+        self, records: pa.Table, running: Callable[[int], None] | None = None
+    ) -> Iterable[tuple[str, bytes, bytes]]:
         """``(store, stored key, encoded value)`` of every key the records leave state for
         (the stored key, prefix and all, is what the SST files hold and are sorted by).
         ``records`` has the columns of ``fold.RECORD_COLUMNS``: topic (string), partition,
         offset, key and value (binary), timestamp (epoch ms) and headers
-        (``list<struct<key: string, value: binary>>``)."""
+        (``list<struct<key: string, value: binary>>``). ``running``, when given, is told
+        the index of the record the function runs on before it runs, and -1 after (the
+        crash guard's record of what a death interrupted)."""
         ...
 
 
@@ -81,7 +91,9 @@ class BootstrapPlan:
     keys whose owner at the old count is one of the sources (a scale's receiver builds the keys
     it gains, never keys it already owns). SST files hold at most ``max_file_items`` keys; up
     to ``one_writer_items`` items one task writes them all, more are range-partitioned over
-    the cores first.
+    the cores first. A record that kills the fold's process ``crash_limit`` times alone is
+    skipped (``stop_on_crash``: the build fails naming it), as the processors skip it
+    (``crash_watch``).
     """
 
     initial_processors: int
@@ -93,6 +105,8 @@ class BootstrapPlan:
     max_file_items: int = 2_000_000
     one_writer_items: int = 200_000
     gained_from: tuple[int, frozenset[int]] | None = None
+    crash_limit: int = 3
+    stop_on_crash: bool = False
 
 
 @dataclass
@@ -135,40 +149,40 @@ def run_bootstrap(
     partial = destination.with_name(f".{destination.name}.partial-{uuid.uuid4().hex[:8]}")
     partial.mkdir(parents=True)
     progress = BootstrapProgress()
-    read_counter = spark.sparkContext.accumulator(0)
-    applied_counter = spark.sparkContext.accumulator(0)
-    reporter = _ProgressReporter(spark, progress, on_progress, read_counter, applied_counter)
+    reporter = _ProgressReporter(spark, progress, on_progress)
     reporter.start()
+    watch = CrashWatch(partial / _CRASH_WATCH, plan.crash_limit, plan.stop_on_crash)
     try:
         placement = _placement(plan)
         groups = max(1, plan.shards * len(plan.targets))
         tasks = min(groups, 2 * max(1, spark.sparkContext.defaultParallelism))
         records = history.select(*_record_columns(placement, group_labels(groups, tasks)))
-        items = (
-            records.repartition(tasks, "group")
-            .groupBy("group")
-            .applyInArrow(
-                group_folder(placement, fold, read_counter, applied_counter), _ITEMS_SCHEMA
+        while True:  # again only when a worker died in a group (then folded carefully)
+            read_counter = spark.sparkContext.accumulator(0)
+            applied_counter = spark.sparkContext.accumulator(0)
+            reporter.count(read_counter, applied_counter)
+            folder = group_folder(placement, fold, read_counter, applied_counter, watch)
+            items = (
+                records.repartition(tasks, "group")
+                .groupBy("group")
+                .applyInArrow(folder, _ITEMS_SCHEMA)
+                .persist(StorageLevel.MEMORY_AND_DISK)
             )
-        )
-        items = items.persist(StorageLevel.MEMORY_AND_DISK)
-        progress.phase = "fold"
-        total = items.count()
-        progress.phase = "write"
-        if total <= plan.one_writer_items:  # one task writes all: no sampling job, no shuffle
-            ranged = items.coalesce(1)
-        else:
-            parallelism = max(1, spark.sparkContext.defaultParallelism)
-            files = max(parallelism, -(-total // plan.max_file_items))
-            ranged = items.repartitionByRange(files, "processor", "store", "key")
-        written = (
-            ranged.sortWithinPartitions("processor", "store", "key")
-            .mapInArrow(file_writer(partial, plan.max_file_items), _FILES_SCHEMA)
-            .collect()
-        )
-        items.unpersist()
+            try:
+                written = _fold_and_write(spark, plan, items, partial, progress)
+                break
+            except Exception as error:
+                if not _is_spark_failure(error) or not watch.again(error):
+                    raise
+                for files in partial.glob("processor-*"):  # the failed run's, written again
+                    shutil.rmtree(files, ignore_errors=True)
+            finally:
+                items.unpersist()
         progress.phase = "publish"
+        skipped = watch.skipped()
+        shutil.rmtree(partial / _CRASH_WATCH, ignore_errors=True)
         manifest = _manifest(plan, written, partial, read_counter.value, applied_counter.value)
+        manifest.skipped = skipped
         manifest.write(partial)
         if destination.exists():
             shutil.rmtree(destination)
@@ -182,6 +196,30 @@ def run_bootstrap(
         raise
     finally:
         reporter.stop()
+
+
+def _fold_and_write(
+    spark: SparkSession,
+    plan: BootstrapPlan,
+    items: DataFrame,
+    partial: Path,
+    progress: BootstrapProgress,
+) -> list[Any]:
+    """Fold (count the items), then write them as SST files; the files' rows."""
+    progress.phase = "fold"
+    total = items.count()
+    progress.phase = "write"
+    if total <= plan.one_writer_items:  # one task writes all: no sampling job, no shuffle
+        ranged = items.coalesce(1)
+    else:
+        parallelism = max(1, spark.sparkContext.defaultParallelism)
+        files = max(parallelism, -(-total // plan.max_file_items))
+        ranged = items.repartitionByRange(files, "processor", "store", "key")
+    return (
+        ranged.sortWithinPartitions("processor", "store", "key")
+        .mapInArrow(file_writer(partial, plan.max_file_items), _FILES_SCHEMA)
+        .collect()
+    )
 
 
 @contextlib.contextmanager
@@ -288,16 +326,18 @@ class _ProgressReporter:
         spark: SparkSession,
         progress: BootstrapProgress,
         callback: Callable[[BootstrapProgress], None] | None,
-        read: Any,
-        applied: Any,
     ) -> None:
         self._spark = spark
         self._progress = progress
         self._callback = callback
-        self._read = read
-        self._applied = applied
+        self._read: Any = None
+        self._applied: Any = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bootstrap-progress", daemon=True)
+
+    def count(self, read: Any, applied: Any) -> None:
+        """Report these accumulators' counts (a run of the job's own)."""
+        self._read, self._applied = read, applied
 
     def start(self) -> None:
         if self._callback is not None:
@@ -325,8 +365,9 @@ class _ProgressReporter:
                 done += info.numCompletedTasks
                 total += info.numTasks
         self._progress.tasks_done, self._progress.tasks_total = done, total
-        self._progress.records_read = self._read.value
-        self._progress.records_applied = self._applied.value
+        if self._read is not None:
+            self._progress.records_read = self._read.value
+            self._progress.records_applied = self._applied.value
         try:
             self._callback(self._progress)
         except Exception:  # a progress report must never fail the job

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from framework.bootstrap.crash_watch import SkippedInFold
 from framework.bootstrap.errors import BootstrapError
 from rebalance.positions import Position
 
@@ -36,12 +37,14 @@ class TargetState:
 
 @dataclass
 class Manifest:
-    """What a bootstrap built."""
+    """What a bootstrap built; ``skipped``: the records it skipped because they killed the
+    fold's process ``crash_limit`` times (as the processors skip them)."""
 
     targets: dict[int, TargetState]
     records_read: int = 0
     records_applied: int = 0
     directory: Path | None = field(default=None, compare=False)
+    skipped: list[SkippedInFold] = field(default_factory=list)
 
     def files(self, processor: int) -> dict[str, list[Path]]:
         """Absolute SST paths per store for ``processor``."""
@@ -59,6 +62,7 @@ class Manifest:
             "format": _FORMAT,
             "records_read": self.records_read,
             "records_applied": self.records_applied,
+            "skipped": [[s.topic, s.partition, s.offset, s.crashes] for s in self.skipped],
             "targets": {
                 str(j): {
                     "files": target.files,
@@ -98,6 +102,10 @@ class Manifest:
                 )
                 for j, t in raw["targets"].items()
             }
+            skipped = [
+                SkippedInFold(str(t), int(p), int(o), int(c))
+                for t, p, o, c in raw.get("skipped", [])
+            ]
         except (KeyError, TypeError, ValueError) as error:
             raise ManifestError(
                 f"{path} is damaged ({error}). Fix: delete {directory} and bootstrap again."
@@ -107,4 +115,5 @@ class Manifest:
             records_read=int(raw.get("records_read", 0)),
             records_applied=int(raw.get("records_applied", 0)),
             directory=directory,
+            skipped=skipped,
         )

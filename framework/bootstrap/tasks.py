@@ -3,7 +3,8 @@
 - ``group_folder``: the fold of one group of records (``applyInArrow``): keep the records whose
   key a target processor builds (the runtime's murmur3 ``key_hash`` and ``bucket``), order
   them by processor, partition lineage and offset, and fold each processor's records with the
-  ``Fold`` into ``(processor, store, key, value)`` items;
+  ``Fold`` into ``(processor, store, key, value)`` items (under a ``CrashWatch``: a record
+  that kills the worker is skipped as the processors' crash guards skip it);
 - ``file_writer``: the writer (``mapInArrow``) that streams a task's sorted items into SST
   files, one run of files per ``(processor, store)``.
 
@@ -17,7 +18,7 @@ import functools
 import gc
 import itertools
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from framework.bootstrap.crash_watch import CrashWatch
 from framework.bootstrap.errors import BootstrapError
 from rebalance import bucket_array, key_hashes
 from rebalance.positions import Position
@@ -145,38 +147,112 @@ def _numbers(column: pa.ChunkedArray) -> npt.NDArray[np.int64]:
 
 
 def group_folder(
-    placement: Placement, fold: Fold, read: Any, applied: Any
+    placement: Placement, fold: Fold, read: Any, applied: Any, watch: CrashWatch | None = None
 ) -> Callable[[pa.Table], pa.Table]:
     """The ``applyInArrow`` function: one group's records (``topic`` as an index into
-    ``placement.topics``) to the items of the keys the targets build; counts records read
-    and applied in the accumulators ``read`` and ``applied``."""
+    ``placement.topics``, and the ``group`` label) to the items of the keys the targets
+    build; counts records read and applied in the accumulators ``read`` and ``applied``.
+    ``watch``: the crash guard that skips records which kill the worker (``crash_watch``)."""
     topics = pa.array(placement.topics, pa.string())
 
     def fold_group(records: pa.Table) -> pa.Table:
         _freeze_worker_heap()
         read.add(records.num_rows)
         rows, owners = placement.order(records)
-        applied.add(len(rows))
-        processors: list[int] = []
-        stores: list[str] = []
-        keys: list[bytes] = []
-        values: list[bytes] = []
-        runs = np.flatnonzero(np.diff(owners)) + 1
-        for start, end in zip([0, *runs.tolist()], [*runs.tolist(), len(rows)], strict=True):
-            if start == end:
-                continue
-            taken = records.take(rows[start:end])
-            topic = topics.take(taken.column("topic").combine_chunks())
-            ordered = taken.set_column(taken.schema.get_field_index("topic"), "topic", topic)
-            processor = int(owners[start])
-            for store, key, value in fold(ordered):
-                processors.append(processor)
-                stores.append(store)
-                keys.append(key)
-                values.append(value)
-        return pa.table([processors, stores, keys, values], schema=ITEMS_SCHEMA)
+
+        def fold_rows(skip: frozenset[int], running: Callable[[int], None] | None) -> pa.Table:
+            if not skip:
+                return _fold_runs(records, rows, owners, topics, fold=fold, running=running)
+            kept = ~np.isin(rows, np.fromiter(skip, dtype=np.int64))
+            return _fold_runs(records, rows[kept], owners[kept], topics, fold=fold, running=running)
+
+        if watch is None or not records.num_rows:
+            table, skipped = fold_rows(frozenset(), None), 0
+        else:
+            label = int(records.column("group")[0].as_py())
+            table, skipped = watch.fold(label, fold_rows, _GroupRows(placement, records))
+        applied.add(len(rows) - skipped)
+        return table
 
     return fold_group
+
+
+class _GroupRows:
+    """A group's records by row, for its ``CrashWatch`` (``topic`` as an index)."""
+
+    def __init__(self, placement: Placement, records: pa.Table) -> None:
+        self._topics = placement.topics
+        self._records = records
+
+    def where(self, row: int) -> tuple[str, int, int, bytes | None]:
+        """The row's topic, partition, offset and key."""
+        record = self._records.slice(row, 1).to_pylist()[0]
+        return (
+            self._topics[record["topic"]],
+            record["partition"],
+            record["offset"],
+            record["key"],
+        )
+
+    def find(self, positions: Collection[tuple[str, int, int]]) -> dict[tuple[str, int, int], int]:
+        """The rows of the records at ``positions`` it holds."""
+        if not positions:
+            return {}
+        topic = _numbers(self._records.column("topic"))
+        partition = _numbers(self._records.column("partition"))
+        offset = _numbers(self._records.column("offset"))
+        index = {name: i for i, name in enumerate(self._topics)}
+        found = {}
+        for position in positions:
+            name, p, o = position
+            hits = np.flatnonzero((topic == index.get(name, -2)) & (partition == p) & (offset == o))
+            if hits.size:
+                found[position] = int(hits[0])
+        return found
+
+
+def _fold_runs(
+    records: pa.Table,
+    rows: npt.NDArray[np.int64],
+    owners: npt.NDArray[np.int64],
+    topics: pa.Array,
+    *,
+    fold: Fold,
+    running: Callable[[int], None] | None,
+) -> pa.Table:
+    """Fold ``rows`` of ``records`` (in order), each owner's run by itself, into items;
+    ``running`` is told each row (of ``records``) the function runs on, -1 after."""
+    processors: list[int] = []
+    stores: list[str] = []
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    runs = np.flatnonzero(np.diff(owners)) + 1
+    for start, end in zip([0, *runs.tolist()], [*runs.tolist(), len(rows)], strict=True):
+        if start == end:
+            continue
+        taken = records.take(rows[start:end])
+        topic = topics.take(taken.column("topic").combine_chunks())
+        ordered = taken.set_column(taken.schema.get_field_index("topic"), "topic", topic)
+        processor = int(owners[start])
+        if running is None:
+            items = fold(ordered)
+        else:
+            items = fold(ordered, _in_group(running, rows[start:end].tolist()))
+        for store, key, value in items:
+            processors.append(processor)
+            stores.append(store)
+            keys.append(key)
+            values.append(value)
+    return pa.table([processors, stores, keys, values], schema=ITEMS_SCHEMA)
+
+
+def _in_group(running: Callable[[int], None], rows: list[int]) -> Callable[[int], None]:
+    """``running`` told a row of the group, from a row of one run (``rows``), -1 as -1."""
+
+    def tell(index: int) -> None:
+        running(rows[index] if index >= 0 else -1)
+
+    return tell
 
 
 def file_writer(

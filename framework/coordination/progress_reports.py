@@ -5,8 +5,11 @@ it that only the processor knows -- a receiver's catch-up position (T2), its Spa
 bootstrap's stages, its snapshot transfer, its state size, the records it skipped -- is
 written as one JSON record per processor to the app's progress topic
 (``<app_id>-splitstate-progress``). The topic is keyed by processor and compacted, and also
-deletes records after a week: only the newest report of each processor matters, and a
-running processor writes one at least every ``HEARTBEAT_SECONDS``.
+deletes records after a week: only the newest report of each processor matters. A running
+processor writes one at least every ``HEARTBEAT_SECONDS`` (every 2 s during a scale), and each
+report says when the next is due (``every``), so a processor that was killed and could not
+say it stopped is known by its silence (``overdue``); where the reader shares the
+processor's process ids (``pid_space``), by its pid being gone.
 
 Nothing reads a report to decide anything: ownership, handoffs and offsets stay in the control
 log and the consumer group. A lost or stale report makes ``status`` show less, never changes
@@ -16,8 +19,10 @@ state.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -25,9 +30,12 @@ import orjson
 from framework.kafka import Kafka, KafkaIOError, TopicSpec
 
 __all__ = [
+    "GRACE_SECONDS",
     "HEARTBEAT_SECONDS",
     "PROGRESS_TOPIC_CONFIG",
     "ProcessorReport",
+    "overdue",
+    "pid_space",
     "progress_topic_spec",
     "read_reports",
     "report_key",
@@ -37,6 +45,10 @@ log = logging.getLogger(__name__)
 
 #: A running processor writes a report at least this often (more often while it catches up).
 HEARTBEAT_SECONDS = 30.0
+
+#: how late a report may be (a slow batch, clocks of two hosts) before its processor is
+#: taken for silent
+GRACE_SECONDS = 10.0
 
 #: Compacted (a report replaces the processor's previous one) and deleted after a week.
 PROGRESS_TOPIC_CONFIG = {
@@ -68,7 +80,8 @@ class ProcessorReport:
     progress reports (with their ``generation``); ``unfenced``: records it processed without
     a ``splitstate.count`` header; ``skipped``: the newest records it skipped after crashes,
     as ``(topic, partition, offset, crashes, at)``; ``stopped``: its run ended (the report
-    its run wrote last).
+    its run wrote last); ``every``: the most seconds until its next report; ``pid_space``:
+    the machine boot and process-id namespace ``pid`` belongs to (``pid_space()``).
     """
 
     processor: int
@@ -83,6 +96,8 @@ class ProcessorReport:
     unfenced: dict[Position, int] = field(default_factory=dict)
     skipped: list[tuple[str, int, int, int, float]] = field(default_factory=list)
     stopped: bool = False
+    every: float = HEARTBEAT_SECONDS
+    pid_space: str | None = None
 
     def encode(self) -> bytes:
         """The report as JSON."""
@@ -100,6 +115,8 @@ class ProcessorReport:
                 "unfenced": _positions(self.unfenced),
                 "skipped": [list(s) for s in self.skipped],
                 "stopped": self.stopped,
+                "every": self.every,
+                "pid_space": self.pid_space,
             }
         )
 
@@ -126,6 +143,8 @@ class ProcessorReport:
                 for t, p, o, c, a in data.get("skipped") or []
             ],
             bool(data.get("stopped", False)),
+            float(data.get("every", HEARTBEAT_SECONDS)),  # older reports have none
+            None if data.get("pid_space") is None else str(data["pid_space"]),
         )
 
     def same_news(self, other: ProcessorReport | None) -> bool:
@@ -137,6 +156,23 @@ class ProcessorReport:
             mine.pop(name)
             theirs.pop(name)
         return mine == theirs
+
+
+def overdue(report: ProcessorReport, now: float) -> bool:
+    """Whether ``report`` (of a running processor) is older, at wall time ``now``, than its
+    next report was due, by more than ``GRACE_SECONDS``: its processor is silent."""
+    return now - report.updated > report.every + GRACE_SECONDS
+
+
+def pid_space() -> str | None:
+    """Which process ids this process sees: its machine's boot and its PID namespace (two
+    pods of one node differ, though their host names may not). ``None`` where unknown."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+    return f"{boot}/{namespace}"
 
 
 def progress_topic_spec(topic: str) -> TopicSpec:

@@ -1,21 +1,25 @@
 """What ``status`` knows of each processor that only the processor knows.
 
 A processor whose state is on this machine is read from its state (read-only) and from the
-progress files of its bulk builds; any other is known by the progress report it writes to
-Kafka (``framework.coordination.progress_reports``), so ``status`` on any host shows every
-processor. Where it runs (host, pid) is shown only from a report of a running processor at
-most ``STALE_SECONDS`` old: a processor that stopped, or was killed, shows none.
+progress files of its bulk builds; any other, or one whose state cannot be read here, is
+known by the progress report it writes to Kafka
+(``framework.coordination.progress_reports``), so ``status`` on any host shows every
+processor. Where it runs (host, pid) is shown only from the report of a running processor
+that is not silent: a processor that said it stopped, whose next report is overdue
+(``progress_reports.overdue``) or, seen from the same machine and PID namespace, whose pid is
+gone (it was killed: it could not say it stopped) shows none, and ``silence`` says why.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from framework.app import App
 from framework.bootstrap.child_process import bootstrap_directory, read_bootstrap_progress
-from framework.coordination.progress_reports import HEARTBEAT_SECONDS, ProcessorReport
+from framework.coordination.progress_reports import ProcessorReport, overdue, pid_space
 from framework.growth.placement import UNFENCED_SCOPE
 from framework.runtime.crashes import SkippedRecord, skipped_records
 from framework.snapshots.transfer_progress import (
@@ -25,11 +29,7 @@ from framework.snapshots.transfer_progress import (
 )
 from statestore import ProcessorDatabase, StateStoreError
 
-__all__ = ["STALE_SECONDS", "BootstrapStatus", "ProcessorFacts", "directory_size"]
-
-#: a report older than this no longer says where a processor runs (it writes one at least
-#: every ``HEARTBEAT_SECONDS``)
-STALE_SECONDS = 3 * HEARTBEAT_SECONDS
+__all__ = ["BootstrapStatus", "ProcessorFacts", "Silence", "directory_size", "pid_alive"]
 
 _BAR = 20
 
@@ -78,6 +78,37 @@ class BootstrapStatus:
         )
 
 
+@dataclass(frozen=True)
+class Silence:
+    """Why a processor that reported is not shown as running: it said it ``stopped``, its
+    pid is gone from this machine (``exited``: killed before it could say so), or its next
+    report is overdue (``silent``). ``age``: seconds since its newest report."""
+
+    processor: int
+    why: str
+    host: str
+    pid: int
+    age: float
+    every: float
+
+    def render(self) -> str:
+        """One line for the report."""
+        where = f"{self.host}, pid {self.pid}"
+        ago = _duration(self.age)
+        if self.why == "stopped":
+            return f"processor {self.processor} is not running: it stopped {ago} ago ({where})"
+        if self.why == "exited":
+            return (
+                f"processor {self.processor} is not running: its process ({where}) is gone, "
+                f"without saying it stopped (killed?); its last report came {ago} ago"
+            )
+        return (
+            f"processor {self.processor} is not reporting: its last report came {ago} ago "
+            f"({where}), one is due every {_duration(self.every)} (stopped, killed, stuck, "
+            "or cut off from Kafka?)"
+        )
+
+
 class ProcessorFacts:
     """Each processor's state size, pid, host, catch-up, bulk builds and skipped records:
     from this machine where its state is here, else from its newest report."""
@@ -88,6 +119,7 @@ class ProcessorFacts:
         self._state_dir = app.config.app_state_dir
         self.reports = reports
         self._pids = _pids(self._state_dir)
+        self._pid_space = pid_space()
 
     def _path(self, processor: int) -> Path:
         return self._state_dir / f"processor-{processor}"
@@ -102,11 +134,33 @@ class ProcessorFacts:
         return size if size is not None or report is None else report.state_bytes
 
     def _running(self, processor: int) -> ProcessorReport | None:
-        """Its newest report, if that says it runs and is recent (``now`` is wall time)."""
+        """Its newest report, if that says it runs and it is not silent."""
         report = self.reports.get(processor)
-        if report is None or report.stopped or self._now - report.updated > STALE_SECONDS:
+        return None if report is None or self._why_silent(report) else report
+
+    def _why_silent(self, report: ProcessorReport) -> str | None:
+        """``stopped``, ``exited`` or ``silent`` (see ``Silence``); ``None`` while it runs."""
+        if report.stopped:
+            return "stopped"
+        if (
+            report.pid_space is not None
+            and report.pid_space == self._pid_space
+            and not pid_alive(report.pid, report.updated)
+        ):
+            return "exited"
+        if overdue(report, self._now):
+            return "silent"
+        return None
+
+    def silence(self, processor: int) -> Silence | None:
+        """Why it is not shown as running though it reported (``None``: it runs, or it never
+        reported)."""
+        report = self.reports.get(processor)
+        why = None if report is None else self._why_silent(report)
+        if report is None or why is None:
             return None
-        return report
+        age = max(0.0, self._now - report.updated)
+        return Silence(processor, why, report.host, report.pid, age, report.every)
 
     def pid(self, processor: int) -> int | None:
         """Its process id (under this machine's supervisor, else as a recent report says)."""
@@ -169,15 +223,16 @@ class ProcessorFacts:
         }
         total: dict[Position, int] = {}
         for processor in sorted(here | set(processors) | set(self.reports)):
-            counts: dict[Position, int] = {}
+            counts: dict[Position, int] | None = None
             if self._local(processor):
                 try:
                     with ProcessorDatabase.open_read_only(self._path(processor)) as database:
                         counts = database.progress(UNFENCED_SCOPE)
                 except StateStoreError:
-                    continue
-            elif processor in self.reports:
-                counts = self.reports[processor].unfenced
+                    pass  # unreadable here: as it last reported
+            if counts is None:
+                report = self.reports.get(processor)
+                counts = {} if report is None else report.unfenced
             for position, count in counts.items():
                 total[position] = total.get(position, 0) + count
         return total
@@ -189,7 +244,7 @@ class ProcessorFacts:
                 with ProcessorDatabase.open_read_only(self._path(processor)) as database:
                     return skipped_records(database)
             except StateStoreError:
-                return []
+                pass  # unreadable here: as it last reported
         report = self.reports.get(processor)
         if report is None:
             return []
@@ -197,12 +252,57 @@ class ProcessorFacts:
 
 
 def _pids(state_dir: Path) -> dict[int, int]:
-    """The pids ``splitstate run --all`` on this machine wrote."""
+    """The pids ``splitstate run --all`` on this machine wrote, of processes still alive (a
+    supervisor that was killed leaves its file behind)."""
+    path = state_dir / "supervisor.json"
     try:
-        data = json.loads((state_dir / "supervisor.json").read_text())
+        data = json.loads(path.read_text())
+        written = path.stat().st_mtime
     except (OSError, ValueError):
         return {}
-    return {int(j): int(pid) for j, pid in data.get("processors", {}).items()}
+    pids = {int(j): int(pid) for j, pid in data.get("processors", {}).items()}
+    return {j: pid for j, pid in pids.items() if pid_alive(pid, written)}
+
+
+def pid_alive(pid: int, since: float) -> bool:
+    """Whether process ``pid`` of this machine runs and is the one that ran at wall time
+    ``since`` (a process that started later, after the first one ended, is another)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's: it exists
+    started = _start_time(pid)
+    return started is None or started <= since + 1.0  # the boot time is whole seconds
+
+
+def _start_time(pid: int) -> float | None:
+    """When process ``pid`` started, in wall-clock seconds (Linux; ``None`` elsewhere)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+    fields = stat.rpartition(")")[2].split()  # after the command name, which may hold spaces
+    try:
+        ticks = int(fields[19])  # field 22 of the line: start time in clock ticks since boot
+    except (IndexError, ValueError):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _duration(seconds: float) -> str:
+    """``42 s``, ``7 min``, ``3 h``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"
 
 
 def directory_size(path: Path) -> int | None:

@@ -12,7 +12,7 @@ from framework.coordination.progress_reports import read_reports
 from framework.coordination.registry import TopicRegistry
 from framework.growth.gates import blocked_partitions
 from framework.kafka import Clients, Kafka
-from framework.ops.processor_facts import BootstrapStatus, ProcessorFacts
+from framework.ops.processor_facts import BootstrapStatus, ProcessorFacts, Silence
 from framework.ops.snapshot_status import SnapshotReport, collect_snapshots
 from framework.ops.stops import StoppedReceiver, stopped_receivers
 from framework.runtime.crashes import SkippedRecord
@@ -53,7 +53,8 @@ class PartitionStatus:
 @dataclass(frozen=True)
 class ProcessorStatus:
     """One processor: its partitions, expected key share, state size, pid and host (the
-    size, pid and host as seen on this machine or in its newest progress report)."""
+    size, pid and host as seen on this machine or in its newest progress report), and why
+    it is not shown as running when it reported (``silence``)."""
 
     processor: int
     partitions: list[PartitionStatus]
@@ -61,6 +62,7 @@ class ProcessorStatus:
     state_bytes: int | None
     pid: int | None
     host: str | None = None
+    silence: Silence | None = None
 
     @property
     def lag(self) -> int:
@@ -183,6 +185,7 @@ def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
             facts.state_bytes(j),
             facts.pid(j),
             facts.host(j),
+            facts.silence(j),
         )
         for j in range(p)
     ]

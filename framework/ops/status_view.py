@@ -49,7 +49,8 @@ def warning_lines(status: AppStatus) -> list[str]:
 
 
 def note_lines(status: AppStatus) -> list[str]:
-    """The report's closing notes: records skipped after crashes, uneven key shares."""
+    """The report's closing notes: processors that reported but are not running, records
+    skipped after crashes, uneven key shares."""
     return _notes(status)
 
 
@@ -140,6 +141,10 @@ def _scale_lines(status: AppStatus) -> list[str]:
 
 def _notes(status: AppStatus) -> list[str]:
     lines: list[str] = []
+    silent = [p.silence for p in status.processors if p.silence is not None]
+    if silent:
+        lines.append("")
+        lines.extend(silence.render() for silence in silent)
     if status.skipped:
         lines.append("")
     for processor_id, records in sorted(status.skipped.items()):

@@ -2,7 +2,8 @@
 
 Between batches, ``ProgressReporter.tick`` writes the processor's report when one is due:
 every ``_SCALE_SECONDS`` while a scale is in progress (a receiver's T2, its bulk build's
-progress), at least every ``HEARTBEAT_SECONDS`` otherwise. Reports never stop or slow
+progress), every ``HEARTBEAT_SECONDS`` otherwise; each report says which (``every``), so
+``status`` knows a processor that was killed by its silence. Reports never stop or slow
 processing: one is handed to a producer of its own and never waited for (its delivery is seen
 at a later tick); while one is unconfirmed no other is made; a report that fails (Kafka
 unreachable, the topic gone, anything else) is logged once a minute at most and the next one
@@ -23,6 +24,7 @@ from framework.coordination.control_log import ControlWatcher
 from framework.coordination.progress_reports import (
     HEARTBEAT_SECONDS,
     ProcessorReport,
+    pid_space,
     report_key,
 )
 from framework.growth.placement import UNFENCED_SCOPE
@@ -66,6 +68,7 @@ class ProgressReporter:
         self._watcher = watcher
         self._clock = kafka.clock
         self._host = socket.gethostname()
+        self._pid_space = pid_space()
         self._due = float("-inf")
         self._written = float("-inf")
         self._warned = float("-inf")
@@ -92,8 +95,8 @@ class ProgressReporter:
         if self._pending:
             return  # the one before is still on its way: this one waits its next turn
         report = self.report()
-        if report.same_news(self._last) and now - self._written < HEARTBEAT_SECONDS:
-            return
+        if not scaling and report.same_news(self._last) and now - self._written < HEARTBEAT_SECONDS:
+            return  # (during a scale each is written: the report promised one in 2 s)
         self._send(report)
         self._last, self._written = report, now
 
@@ -188,4 +191,6 @@ class ProgressReporter:
             transfer,
             database.progress(UNFENCED_SCOPE),
             [(s.topic, s.partition, s.offset, s.crashes, s.at) for s in skipped],
+            every=_SCALE_SECONDS if state.scaling is not None else HEARTBEAT_SECONDS,
+            pid_space=self._pid_space,
         )

@@ -11,7 +11,7 @@ from typing import Any, cast
 import pytest
 
 from framework.coordination.control_log import ControlWatcher
-from framework.coordination.progress_reports import ProcessorReport
+from framework.coordination.progress_reports import HEARTBEAT_SECONDS, ProcessorReport
 from framework.kafka import DeliveryCallback, DeliveryError, Header, Kafka, KafkaIOError
 from framework.runtime.reporting import ProgressReporter
 from rebalance.control import ControlState
@@ -147,9 +147,28 @@ def test_a_report_that_failed_is_sent_again_though_nothing_changed(tmp_path: Pat
     made.tick()
     assert len(producer.records) == 2  # the same news, said again
     producer.deliver()
-    clock.now += 2
+    clock.now += 1
     made.tick()
-    assert len(producer.records) == 2  # delivered: nothing new to say
+    assert len(producer.records) == 2  # not due yet
+
+
+def test_each_report_says_when_the_next_is_due_and_it_comes_then(tmp_path: Path) -> None:
+    """Every 2 s during a scale, though nothing changed (a killed processor is then known
+    by its silence within seconds), every 30 s otherwise; each report says which."""
+    made, kafka, clock = reporter(tmp_path, scale(started(), 1, 3))
+    for _ in range(3):
+        made.tick()
+        kafka.made[0].deliver()
+        clock.now += 2
+    during = reports(kafka.made[0])
+    assert len(during) == 3 and {r.every for r in during} == {2.0}
+    assert during[0].same_news(during[-1])
+    assert during[0].pid_space is not None  # this machine's boot and pid namespace
+    settled, other, _clock = reporter(tmp_path, started())
+    settled.tick()
+    (first,) = reports(other.made[0])
+    assert first.every == HEARTBEAT_SECONDS
+    assert ProcessorReport.decode(first.encode()) == first
 
 
 def test_a_receiver_reports_its_t2_and_its_end_says_stopped(tmp_path: Path) -> None:

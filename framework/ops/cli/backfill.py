@@ -95,6 +95,11 @@ def _backfill(args: argparse.Namespace) -> int:
         f"{result.processors} processors, {result.seconds:.1f}s "
         f"({result.records_per_second:,.0f} records/s)"
     )
+    for record in manifest.skipped:
+        print(
+            f"skipped {record.topic}[{record.partition}]@{record.offset}: it killed the Spark "
+            f"fold's process {record.crashes} times (crash_limit; the processors skip it too)"
+        )
     return 0
 
 

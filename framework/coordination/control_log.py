@@ -67,11 +67,14 @@ def record_key(record: Mapping[str, Any]) -> bytes:
     return f"{fact}/{uuid.uuid4().hex}".encode()
 
 
-def _apply(state: ControlState, value: bytes, topic: str) -> ControlState:
-    """``state`` with the record ``value`` applied (an ignored record is logged)."""
+def _apply(state: ControlState, value: bytes, topic: str, *, live: bool = False) -> ControlState:
+    """``state`` with the record ``value`` applied. An ignored record is logged as a warning
+    when ``live`` (read as it arrives), else at DEBUG: a replay meets every past refusal
+    again, which ``ControlState.ignored`` keeps (``status`` lists the last ones)."""
     after = state.apply(orjson.loads(value))
     if len(after.ignored) > len(state.ignored):
-        log.warning("control log %s: ignored %s", topic, after.ignored[-1])
+        level = logging.WARNING if live else logging.DEBUG
+        log.log(level, "control log %s: ignored %s", topic, after.ignored[-1])
     return after
 
 
@@ -148,6 +151,8 @@ class ControlWatcher:
         self._consumer.assign({(topic, 0): None})
         self._database: ProcessorDatabase | None = None
         self._listeners: list[Callable[[ControlState], None]] = []
+        #: records are read as they arrive once a ``catch_up`` read the log's past
+        self._live = False
 
     def on_change(self, listener: Callable[[ControlState], None]) -> None:
         """Call ``listener(state)`` now and after every record that changes the state (an
@@ -193,7 +198,7 @@ class ControlWatcher:
             if value is None:
                 continue
             before = self.state
-            self.state = _apply(before, value, self.topic)
+            self.state = _apply(before, value, self.topic, live=self._live)
             changed = changed or self.state != before
         if changed:
             self._remember()
@@ -226,6 +231,7 @@ class ControlWatcher:
         while True:
             position = self.position()
             if position >= end_offset:
+                self._live = True
                 return
             if self._clock.monotonic() >= deadline:
                 raise KafkaIOError(

@@ -35,6 +35,7 @@ from framework.records import (
     Output,
     Record,
     StoredMessage,
+    output_items,
 )
 from rebalance import TopicHistory
 from statestore import BatchStatus, StateBatch
@@ -233,7 +234,7 @@ class RecordProcessor:
             result = route.function(
                 Record(topic, partition, offset, key, value, message=message), state
             )
-            outputs = self._encode(result, key, where)
+            outputs = self._encode(result, key, where, route.function)
         except Exception as error:  # any failure of user code is handled by the policy
             self._rollback(batch, route, key, saved)
             if self.stop_on_error:
@@ -298,6 +299,7 @@ class RecordProcessor:
         result: Output | Iterable[Output] | None,
         key: bytes,
         origin: tuple[str, int, int],
+        function: Callable[..., Any],
     ) -> list[EncodedOutput]:
         if result is None:
             return []
@@ -314,14 +316,8 @@ class RecordProcessor:
                     origin,
                 )
             ]
-        items: Iterable[Any] = (result,) if isinstance(result, Output) else result
         encoded = []
-        for output in items:
-            if not isinstance(output, Output):
-                raise TypeError(
-                    f"a processor function must return Output records (or None, or an "
-                    f"iterable of them), got {type(output).__name__}"
-                )
+        for output in output_items(result, getattr(function, "__name__", repr(function))):
             topic = output.topic or self.default_output
             if topic is None:
                 raise ValueError(

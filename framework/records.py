@@ -3,11 +3,21 @@ runtime makes of its outputs and failures (``EncodedOutput``, ``DeadLetter``).""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-__all__ = ["DeadLetter", "EncodedOutput", "InputMessage", "Output", "Record", "StoredMessage"]
+from pydantic import BaseModel
+
+__all__ = [
+    "DeadLetter",
+    "EncodedOutput",
+    "InputMessage",
+    "Output",
+    "Record",
+    "StoredMessage",
+    "output_items",
+]
 
 V = TypeVar("V")
 
@@ -95,6 +105,39 @@ class Output:
     topic: str | None = None
     key: bytes | None = None
     headers: Mapping[str, bytes] | None = None
+
+
+def output_items(result: object, function: str) -> Iterable[Output]:
+    """The outputs of what the processor function ``function`` returned (an ``Output``, or
+    an iterable of them); anything else raises ``TypeError`` naming it and the fix. A value
+    returned bare (a dict, text, a model) is not iterated: its keys or characters are no
+    outputs."""
+    if isinstance(result, Output):
+        return (result,)
+    bare = isinstance(result, str | bytes | bytearray | Mapping | BaseModel)
+    if bare or not isinstance(result, Iterable):
+        raise TypeError(_not_an_output(function, _kind(result)))
+    return _each_output(result, function)
+
+
+def _each_output(items: Iterable[Any], function: str) -> Iterator[Output]:
+    for item in items:
+        if not isinstance(item, Output):
+            raise TypeError(_not_an_output(function, f"an item that is {_kind(item)}"))
+        yield item
+
+
+def _kind(value: object) -> str:
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def _not_an_output(function: str, what: str) -> str:
+    return (
+        f"the processor function {function} returned {what}, not an Output. Fix: return "
+        "Output(value) (to the output topic, with the record's key), an iterable of "
+        "Outputs, or None"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from framework.config_checks import (
     check_environment,
     mask_secrets,
 )
+from framework.config_errors import explain
 from framework.errors import SplitstateError
 
 __all__ = [
@@ -352,7 +353,7 @@ class AppConfig(BaseSettings):
         try:
             return cls(**data)
         except ValidationError as error:
-            raise ConfigError(_explain(error, path)) from None
+            raise ConfigError(explain(error, cls, path, os.environ)) from None
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -373,21 +374,3 @@ def _read_file(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a mapping of settings at the top")
     return data
-
-
-_FIXES = {
-    "missing": "add it to the config file or set SPLITSTATE_{env}",
-    "extra_forbidden": "remove it, or check its spelling against the README's config reference",
-}
-
-
-def _explain(error: ValidationError, path: Path | None) -> str:
-    source = f" in {path}" if path else ""
-    lines = [f"invalid app config{source}:"]
-    for problem in error.errors():
-        field = ".".join(str(part) for part in problem["loc"]) or "(top level)"
-        env = "_".join(str(part).upper() for part in problem["loc"] if isinstance(part, str))
-        fix = _FIXES.get(problem["type"], "").format(env=env.replace(".", "__"))
-        message = problem["msg"].removeprefix("Value error, ")
-        lines.append(f"  - {field}: {message}" + (f" (fix: {fix})" if fix else ""))
-    return "\n".join(lines)

@@ -6,6 +6,7 @@ from framework.errors import SplitstateError
 
 __all__ = [
     "KafkaIOError",
+    "KafkaUnreachableError",
     "OffsetResetError",
     "ProducerFencedError",
     "RecordTooLargeError",
@@ -17,6 +18,11 @@ __all__ = [
 
 class KafkaIOError(SplitstateError):
     """Kafka could not be reached or refused a request."""
+
+
+class KafkaUnreachableError(KafkaIOError):
+    """No broker answered at the bootstrap servers (the message says what each server
+    answered, for how long, and the fix)."""
 
 
 class UnknownPartitionError(KafkaIOError):

@@ -125,6 +125,11 @@ class AppFold:
         self.initial_processors = int(state.get("initial_processors", 1))
         self._processor = None
 
+    @property
+    def dead_letters(self) -> int:
+        """Records dead-lettered so far (in this process), not applied."""
+        return 0 if self._processor is None else self._processor.dead_letter_count
+
     def __call__(self, records: pa.Table) -> Iterator[tuple[str, bytes, bytes]]:
         """``(store, key, encoded value)`` of each key's state after ``records`` (in order;
         the columns of ``RECORD_COLUMNS``: topic string, partition int, offset long, key and

@@ -69,6 +69,12 @@ class Fold(Protocol):
         (``list<struct<key: string, value: binary>>``)."""
         ...
 
+    @property
+    def dead_letters(self) -> int:
+        """Records this fold dead-lettered so far, over all calls (not applied, as the runtime
+        would not apply them)."""
+        ...
+
 
 @dataclass(frozen=True)
 class BootstrapPlan:
@@ -104,6 +110,8 @@ class BootstrapProgress:
     tasks_total: int = 0
     records_read: int = 0
     records_applied: int = 0
+    #: records the runtime would dead-letter, not applied (a build writes no dead letters)
+    records_dead_lettered: int = 0
     started: float = field(default_factory=time.time)
 
     def to_json(self) -> dict[str, Any]:
@@ -114,6 +122,7 @@ class BootstrapProgress:
             "tasks_total": self.tasks_total,
             "records_read": self.records_read,
             "records_applied": self.records_applied,
+            "records_dead_lettered": self.records_dead_lettered,
             "started": self.started,
             "updated": time.time(),
         }
@@ -137,7 +146,9 @@ def run_bootstrap(
     progress = BootstrapProgress()
     read_counter = spark.sparkContext.accumulator(0)
     applied_counter = spark.sparkContext.accumulator(0)
-    reporter = _ProgressReporter(spark, progress, on_progress, read_counter, applied_counter)
+    dead_counter = spark.sparkContext.accumulator(0)
+    counters = (read_counter, applied_counter, dead_counter)
+    reporter = _ProgressReporter(spark, progress, on_progress, counters)
     reporter.start()
     try:
         placement = _placement(plan)
@@ -147,9 +158,7 @@ def run_bootstrap(
         items = (
             records.repartition(tasks, "group")
             .groupBy("group")
-            .applyInArrow(
-                group_folder(placement, fold, read_counter, applied_counter), _ITEMS_SCHEMA
-            )
+            .applyInArrow(group_folder(placement, fold, *counters), _ITEMS_SCHEMA)
         )
         items = items.persist(StorageLevel.MEMORY_AND_DISK)
         progress.phase = "fold"
@@ -168,14 +177,14 @@ def run_bootstrap(
         )
         items.unpersist()
         progress.phase = "publish"
-        manifest = _manifest(plan, written, partial, read_counter.value, applied_counter.value)
+        read, applied, dead = (counter.value for counter in counters)
+        manifest = _manifest(plan, written, partial, (read, applied, dead))
         manifest.write(partial)
         if destination.exists():
             shutil.rmtree(destination)
         partial.rename(destination)
         progress.phase = "done"
-        progress.records_read = read_counter.value
-        progress.records_applied = applied_counter.value
+        reporter.count()
         return Manifest.read(destination)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
@@ -212,8 +221,11 @@ def _cause(error: BaseException) -> str:
 
 
 def _manifest(
-    plan: BootstrapPlan, written: list[Any], partial: Path, read: int, applied: int
+    plan: BootstrapPlan, written: list[Any], partial: Path, counts: tuple[int, int, int]
 ) -> Manifest:
+    """The manifest of the files ``written`` to ``partial``; ``counts``: records read,
+    applied and dead-lettered."""
+    read, applied, dead = counts
     targets: dict[int, TargetState] = {
         j: TargetState(files={}, keys=0, offsets=dict(plan.covered.get(j, {})))
         for j in sorted(plan.targets)
@@ -223,7 +235,9 @@ def _manifest(
         relative = str(Path(row["path"]).relative_to(partial))
         target.files.setdefault(str(row["store"]), []).append(relative)
         target.keys += int(row["keys"])
-    return Manifest(targets=targets, records_read=read, records_applied=applied)
+    return Manifest(
+        targets=targets, records_read=read, records_applied=applied, records_dead_lettered=dead
+    )
 
 
 def _placement(plan: BootstrapPlan) -> Placement:
@@ -288,14 +302,12 @@ class _ProgressReporter:
         spark: SparkSession,
         progress: BootstrapProgress,
         callback: Callable[[BootstrapProgress], None] | None,
-        read: Any,
-        applied: Any,
+        counters: tuple[Any, Any, Any],
     ) -> None:
         self._spark = spark
         self._progress = progress
         self._callback = callback
-        self._read = read
-        self._applied = applied
+        self._counters = counters  # records read, applied, dead-lettered
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bootstrap-progress", daemon=True)
 
@@ -315,6 +327,13 @@ class _ProgressReporter:
         while not self._stop.wait(1.0):
             self._report()
 
+    def count(self) -> None:
+        """Copy the counters' values into the progress."""
+        read, applied, dead = (counter.value for counter in self._counters)
+        progress = self._progress
+        progress.records_read, progress.records_applied = read, applied
+        progress.records_dead_lettered = dead
+
     def _report(self) -> None:
         assert self._callback is not None
         tracker = self._spark.sparkContext.statusTracker()
@@ -325,8 +344,7 @@ class _ProgressReporter:
                 done += info.numCompletedTasks
                 total += info.numTasks
         self._progress.tasks_done, self._progress.tasks_total = done, total
-        self._progress.records_read = self._read.value
-        self._progress.records_applied = self._applied.value
+        self.count()
         try:
             self._callback(self._progress)
         except Exception:  # a progress report must never fail the job

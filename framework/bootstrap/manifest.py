@@ -40,7 +40,9 @@ class Manifest:
 
     targets: dict[int, TargetState]
     records_read: int = 0
+    #: records folded into state; the dead-lettered ones (not applied) are counted apart
     records_applied: int = 0
+    records_dead_lettered: int = 0
     directory: Path | None = field(default=None, compare=False)
 
     def files(self, processor: int) -> dict[str, list[Path]]:
@@ -59,6 +61,7 @@ class Manifest:
             "format": _FORMAT,
             "records_read": self.records_read,
             "records_applied": self.records_applied,
+            "records_dead_lettered": self.records_dead_lettered,
             "targets": {
                 str(j): {
                     "files": target.files,
@@ -106,5 +109,6 @@ class Manifest:
             targets=targets,
             records_read=int(raw.get("records_read", 0)),
             records_applied=int(raw.get("records_applied", 0)),
+            records_dead_lettered=int(raw.get("records_dead_lettered", 0)),
             directory=directory,
         )

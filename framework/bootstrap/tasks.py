@@ -145,18 +145,19 @@ def _numbers(column: pa.ChunkedArray) -> npt.NDArray[np.int64]:
 
 
 def group_folder(
-    placement: Placement, fold: Fold, read: Any, applied: Any
+    placement: Placement, fold: Fold, read: Any, applied: Any, dead: Any
 ) -> Callable[[pa.Table], pa.Table]:
     """The ``applyInArrow`` function: one group's records (``topic`` as an index into
-    ``placement.topics``) to the items of the keys the targets build; counts records read
-    and applied in the accumulators ``read`` and ``applied``."""
+    ``placement.topics``) to the items of the keys the targets build; counts records read,
+    applied and dead-lettered (not applied) in the accumulators ``read``, ``applied`` and
+    ``dead`` (the rest of those read have no key, or a key no target builds)."""
     topics = pa.array(placement.topics, pa.string())
 
     def fold_group(records: pa.Table) -> pa.Table:
         _freeze_worker_heap()
         read.add(records.num_rows)
         rows, owners = placement.order(records)
-        applied.add(len(rows))
+        dead_before = fold.dead_letters
         processors: list[int] = []
         stores: list[str] = []
         keys: list[bytes] = []
@@ -174,6 +175,9 @@ def group_folder(
                 stores.append(store)
                 keys.append(key)
                 values.append(value)
+        dead_letters = fold.dead_letters - dead_before
+        dead.add(dead_letters)
+        applied.add(len(rows) - dead_letters)
         return pa.table([processors, stores, keys, values], schema=ITEMS_SCHEMA)
 
     return fold_group

@@ -19,6 +19,7 @@ from framework.coordination.scaling import read_control
 from framework.kafka import Clients
 from framework.loader import load_app
 from framework.ops.cli._arguments import app_arguments
+from framework.snapshots.transfer_progress import copied_text
 from rebalance.control_records import SnapshotRequest
 from statestore import StateStoreError
 from statestore.snapshot_copy import SnapshotDownload
@@ -171,7 +172,7 @@ def downloaded_snapshot(app: App, processor: int, snapshot_id: str | None) -> It
                     task.update(
                         download.copied,
                         download.total,
-                        f"{download.copied / 2**20:,.1f} of {download.total / 2**20:,.1f} MiB",
+                        copied_text(download.copied, download.total),
                     )
         finally:
             download.close()

@@ -143,10 +143,12 @@ def _list(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def downloaded_snapshot(app: App, processor: int, snapshot_id: str | None) -> Iterator[Path]:
+def downloaded_snapshot(
+    app: App, processor: int, snapshot_id: str | None
+) -> Iterator[tuple[Path, SnapshotManifest]]:
     """A temporary local copy of processor ``processor``'s snapshot ``snapshot_id`` (default:
-    its newest), deleted afterwards; the download shows a bar (plain lines when stderr is not a
-    terminal)."""
+    its newest), deleted afterwards, and its manifest; the download shows a bar (plain lines
+    when stderr is not a terminal)."""
     config = app.config
     store = SnapshotStore(config.snapshot_url, config.app_id)
     manifests = store.manifests(processor)
@@ -176,6 +178,6 @@ def downloaded_snapshot(app: App, processor: int, snapshot_id: str | None) -> It
                     )
         finally:
             download.close()
-        yield scratch / f"processor-{processor}"
+        yield scratch / f"processor-{processor}", chosen[-1]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -205,7 +205,11 @@ class AppConfig(BaseSettings):
     key_hash: Literal["murmur3"] = "murmur3"
     batch: BatchConfig = Field(default_factory=BatchConfig)
     scaling: ScalingConfig = Field(default_factory=ScalingConfig)
-    dead_letter_topic: str | None = None
+    dead_letter_topic: str | None = Field(
+        default=None,
+        description="where bad records go; unset: <app_id>-dead-letters, filled in when the "
+        "config is validated, so a loaded config's dead_letter_topic is the topic in force",
+    )
     on_error: Literal["dead-letter", "stop"] = "dead-letter"
     crash_limit: int = Field(
         default=3,
@@ -232,6 +236,8 @@ class AppConfig(BaseSettings):
 
     @model_validator(mode="after")
     def _consistent(self) -> AppConfig:
+        if self.dead_letter_topic is None:
+            self.dead_letter_topic = f"{self.app_id}-dead-letters"
         names = [t.topic for t in self.inputs] + [t.topic for t in self.outputs]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
@@ -264,7 +270,8 @@ class AppConfig(BaseSettings):
 
     @property
     def dead_letters(self) -> str:
-        """The dead-letter topic (default ``<app_id>-dead-letters``)."""
+        """The dead-letter topic in force (``dead_letter_topic``; ``<app_id>-dead-letters``
+        when not set)."""
         return self.dead_letter_topic or f"{self.app_id}-dead-letters"
 
     @property

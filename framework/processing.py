@@ -30,6 +30,7 @@ from framework.growth.placement import (
 )
 from framework.records import (
     DeadLetter,
+    DeadLetterStage,
     EncodedOutput,
     InputMessage,
     Output,
@@ -256,7 +257,7 @@ class RecordProcessor:
         where: tuple[str, int, int],
         *,
         restore: bool,
-    ) -> tuple[str, str] | None:
+    ) -> tuple[DeadLetterStage, str] | None:
         """``("placement", reason)`` when the record is not where its count header places its
         key, or landed after its growth's fence; a record without the header is counted
         (unless restored) and processed."""
@@ -344,7 +345,7 @@ class RecordProcessor:
         self,
         message: InputMessage,
         where: tuple[str, int, int],
-        stage: str,
+        stage: DeadLetterStage,
         reason: str,
         restore: bool,
     ) -> DeadLetter | None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 __all__ = [
     "DeadLetter",
+    "DeadLetterStage",
     "EncodedOutput",
     "InputMessage",
     "Output",
@@ -195,6 +196,10 @@ class EncodedOutput:
     partition: int = -1
 
 
+#: where a record failed (its dead letter's ``splitstate.stage``; the README has a table)
+DeadLetterStage = Literal["decode", "route", "placement", "processor", "output", "crash"]
+
+
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
     """An input record that could not be processed, and why."""
@@ -205,7 +210,7 @@ class DeadLetter:
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
-    stage: str
+    stage: DeadLetterStage
     reason: str
 
     def kafka_headers(self) -> list[tuple[str, bytes | None]]:

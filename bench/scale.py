@@ -56,7 +56,7 @@ PARTITIONS = 8
 CLI = [sys.executable, "-m", "framework.ops.cli"]
 TOOK_OVER = re.compile(
     r"processor (\d+) took over \[(.*?)\] from processor (\d+) .*replayed (\d+) records "
-    r"in ([\d.]+)s \((\d+)/s\); (\d+) built in bulk"
+    r"in ([\d.]+)s \((\d+)/s\)(?:; before that it took ([\d,]+) keys)?"
 )
 STAMP = r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) "
 RELEASED = re.compile(STAMP + r".*processor \d+ released \[(.*?)\] to processor", re.MULTILINE)
@@ -320,7 +320,7 @@ def print_table(rows: list[Row]) -> None:
         moved_gaps = [row.gaps[p] for p in sorted(row.moved)] or [0.0]
         unmoved = [row.gaps[p] for p in range(PARTITIONS) if p not in row.moved] or [0.0]
         replayed = sum(int(took[3]) for took in row.took)
-        bulk = sum(int(took[6]) for took in row.took)
+        bulk = sum(int((took[6] or "0").replace(",", "")) for took in row.took)
         copied = sum(int(t[3]) for t in row.transferred)
         seconds = max((float(t[4]) for t in row.transferred), default=0.0)
         read = f"{copied / 2**20:.1f} MiB {seconds:.1f}s"

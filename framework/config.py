@@ -23,6 +23,7 @@ from framework.config_checks import (
     check_environment,
     mask_secrets,
 )
+from framework.config_errors import explain
 from framework.errors import SplitstateError
 
 __all__ = [
@@ -204,7 +205,11 @@ class AppConfig(BaseSettings):
     key_hash: Literal["murmur3"] = "murmur3"
     batch: BatchConfig = Field(default_factory=BatchConfig)
     scaling: ScalingConfig = Field(default_factory=ScalingConfig)
-    dead_letter_topic: str | None = None
+    dead_letter_topic: str | None = Field(
+        default=None,
+        description="where bad records go; unset: <app_id>-dead-letters, filled in when the "
+        "config is validated, so a loaded config's dead_letter_topic is the topic in force",
+    )
     on_error: Literal["dead-letter", "stop"] = "dead-letter"
     crash_limit: int = Field(
         default=3,
@@ -231,6 +236,8 @@ class AppConfig(BaseSettings):
 
     @model_validator(mode="after")
     def _consistent(self) -> AppConfig:
+        if self.dead_letter_topic is None:
+            self.dead_letter_topic = f"{self.app_id}-dead-letters"
         names = [t.topic for t in self.inputs] + [t.topic for t in self.outputs]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
@@ -263,7 +270,8 @@ class AppConfig(BaseSettings):
 
     @property
     def dead_letters(self) -> str:
-        """The dead-letter topic (default ``<app_id>-dead-letters``)."""
+        """The dead-letter topic in force (``dead_letter_topic``; ``<app_id>-dead-letters``
+        when not set)."""
         return self.dead_letter_topic or f"{self.app_id}-dead-letters"
 
     @property
@@ -352,7 +360,7 @@ class AppConfig(BaseSettings):
         try:
             return cls(**data)
         except ValidationError as error:
-            raise ConfigError(_explain(error, path)) from None
+            raise ConfigError(explain(error, cls, path, os.environ)) from None
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -373,21 +381,3 @@ def _read_file(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a mapping of settings at the top")
     return data
-
-
-_FIXES = {
-    "missing": "add it to the config file or set SPLITSTATE_{env}",
-    "extra_forbidden": "remove it, or check its spelling against the README's config reference",
-}
-
-
-def _explain(error: ValidationError, path: Path | None) -> str:
-    source = f" in {path}" if path else ""
-    lines = [f"invalid app config{source}:"]
-    for problem in error.errors():
-        field = ".".join(str(part) for part in problem["loc"]) or "(top level)"
-        env = "_".join(str(part).upper() for part in problem["loc"] if isinstance(part, str))
-        fix = _FIXES.get(problem["type"], "").format(env=env.replace(".", "__"))
-        message = problem["msg"].removeprefix("Value error, ")
-        lines.append(f"  - {field}: {message}" + (f" (fix: {fix})" if fix else ""))
-    return "\n".join(lines)

@@ -27,6 +27,7 @@ __all__ = [
     "SECRET_KEY",
     "check_environment",
     "mask_secrets",
+    "nested_model",
 ]
 
 ENV_PREFIX = "SPLITSTATE_"
@@ -52,7 +53,7 @@ def mask_secrets(settings: Mapping[str, Any]) -> dict[str, Any]:
     return {key: MASK if SECRET_KEY.search(key) else value for key, value in settings.items()}
 
 
-def _nested_model(annotation: Any) -> type[BaseModel] | None:
+def nested_model(annotation: Any) -> type[BaseModel] | None:
     """The pydantic model ``annotation`` is (or is optionally), else ``None``."""
     candidates = typing.get_args(annotation) if _is_union(annotation) else (annotation,)
     for candidate in candidates:
@@ -75,7 +76,7 @@ def _variables(model: type[BaseModel], prefix: str) -> Iterator[str]:
     for name, field in model.model_fields.items():
         variable = f"{prefix}{name.upper()}"
         yield variable
-        nested = _nested_model(field.annotation)
+        nested = nested_model(field.annotation)
         if nested is not None:
             yield from _variables(nested, variable + _NESTED)
 
@@ -86,7 +87,7 @@ def _names_a_field(model: type[BaseModel], parts: list[str]) -> bool:
         return False
     if len(parts) == 1 or _is_mapping(field.annotation):
         return True  # a leaf, or a key below a mapping field
-    nested = _nested_model(field.annotation)
+    nested = nested_model(field.annotation)
     return nested is not None and _names_a_field(nested, parts[1:])
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import sys
+import traceback
 from pathlib import Path
+from types import ModuleType
 
 from framework.app import App
 from framework.config import AppConfig
@@ -26,18 +28,47 @@ def load_app(spec: str, config_file: Path | None = None) -> App:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:
+        raise _not_found(module_name, error) from None
+    if not hasattr(module, attribute):
         raise SplitstateError(
-            f"cannot import module {module_name!r} ({error}). Fix: run from the directory "
-            "that holds it, or install it into this environment."
-        ) from None
-    app = getattr(module, attribute, None)
+            f"module {module_name!r} has no attribute {attribute!r}. Fix: "
+            f"{_apps_in(module, module_name)}"
+        )
+    app = getattr(module, attribute)
     if not isinstance(app, App):
         raise SplitstateError(
             f"{module_name}.{attribute} is {type(app).__name__}, not a splitstate App. "
-            f"Fix: point at the App object, e.g. {module_name}:app"
+            f"Fix: {_apps_in(module, module_name)}"
         )
     app.spec = spec
     if config_file is not None:
         app.configure(AppConfig.load(config_file))
         app.config_file = config_file
     return app
+
+
+def _not_found(module_name: str, error: ModuleNotFoundError) -> SplitstateError:
+    """The error for a failed import: the module itself (or its package) not found, or an
+    import inside it that failed (named, with the line that made it)."""
+    missing = error.name or ""
+    if module_name == missing or module_name.startswith(f"{missing}."):
+        return SplitstateError(
+            f"cannot find module {module_name!r} ({error}; looked in {Path.cwd()} and the "
+            "environment's packages). Fix: run from the directory that holds it, or install "
+            "it into this environment."
+        )
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if "importlib" not in f.filename]
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return SplitstateError(
+        f"module {module_name!r} was found, but importing it failed: it imports {missing!r}, "
+        f"which Python cannot find{where}. Fix: install the package that provides "
+        f"{missing!r} into the environment `splitstate` runs from ({sys.prefix})."
+    )
+
+
+def _apps_in(module: ModuleType, module_name: str) -> str:
+    """How to point at the module's ``App`` objects (or say there is none)."""
+    apps = [name for name, value in vars(module).items() if isinstance(value, App)]
+    if not apps:
+        return f"module {module_name!r} defines no App; create one (app = App(...)) there."
+    return "point at its App object: " + " or ".join(f"{module_name}:{name}" for name in apps)

@@ -30,11 +30,13 @@ from framework.growth.placement import (
 )
 from framework.records import (
     DeadLetter,
+    DeadLetterStage,
     EncodedOutput,
     InputMessage,
     Output,
     Record,
     StoredMessage,
+    output_items,
 )
 from rebalance import TopicHistory
 from statestore import BatchStatus, StateBatch
@@ -253,7 +255,7 @@ class RecordProcessor:
             result = route.function(
                 Record(topic, partition, offset, key, value, message=message), state
             )
-            outputs = self._encode(result, key, where)
+            outputs = self._encode(result, key, where, route.function)
         except Exception as error:  # any failure of user code is handled by the policy
             self._rollback(batch, route, key, saved)
             if self.stop_on_error:
@@ -276,7 +278,7 @@ class RecordProcessor:
         where: tuple[str, int, int],
         *,
         restore: bool,
-    ) -> tuple[str, str] | None:
+    ) -> tuple[DeadLetterStage, str] | None:
         """``("placement", reason)`` when the record is not where its count header places its
         key, or landed after its growth's fence; a record without the header is counted
         (unless restored) and processed."""
@@ -319,6 +321,7 @@ class RecordProcessor:
         result: Output | Iterable[Output] | None,
         key: bytes,
         origin: tuple[str, int, int],
+        function: Callable[..., Any],
     ) -> list[EncodedOutput]:
         if result is None:
             return []
@@ -335,14 +338,8 @@ class RecordProcessor:
                     origin,
                 )
             ]
-        items: Iterable[Any] = (result,) if isinstance(result, Output) else result
         encoded = []
-        for output in items:
-            if not isinstance(output, Output):
-                raise TypeError(
-                    f"a processor function must return Output records (or None, or an "
-                    f"iterable of them), got {type(output).__name__}"
-                )
+        for output in output_items(result, getattr(function, "__name__", repr(function))):
             topic = output.topic or self.default_output
             if topic is None:
                 raise ValueError(
@@ -369,7 +366,7 @@ class RecordProcessor:
         self,
         message: InputMessage,
         where: tuple[str, int, int],
-        stage: str,
+        stage: DeadLetterStage,
         reason: str,
         restore: bool,
     ) -> DeadLetter | None:

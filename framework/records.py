@@ -3,11 +3,22 @@ runtime makes of its outputs and failures (``EncodedOutput``, ``DeadLetter``).""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
-__all__ = ["DeadLetter", "EncodedOutput", "InputMessage", "Output", "Record", "StoredMessage"]
+from pydantic import BaseModel
+
+__all__ = [
+    "DeadLetter",
+    "DeadLetterStage",
+    "EncodedOutput",
+    "InputMessage",
+    "Output",
+    "Record",
+    "StoredMessage",
+    "output_items",
+]
 
 V = TypeVar("V")
 
@@ -97,6 +108,39 @@ class Output:
     headers: Mapping[str, bytes] | None = None
 
 
+def output_items(result: object, function: str) -> Iterable[Output]:
+    """The outputs of what the processor function ``function`` returned (an ``Output``, or
+    an iterable of them); anything else raises ``TypeError`` naming it and the fix. A value
+    returned bare (a dict, text, a model) is not iterated: its keys or characters are no
+    outputs."""
+    if isinstance(result, Output):
+        return (result,)
+    bare = isinstance(result, str | bytes | bytearray | Mapping | BaseModel)
+    if bare or not isinstance(result, Iterable):
+        raise TypeError(_not_an_output(function, _kind(result)))
+    return _each_output(result, function)
+
+
+def _each_output(items: Iterable[Any], function: str) -> Iterator[Output]:
+    for item in items:
+        if not isinstance(item, Output):
+            raise TypeError(_not_an_output(function, f"an item that is {_kind(item)}"))
+        yield item
+
+
+def _kind(value: object) -> str:
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def _not_an_output(function: str, what: str) -> str:
+    return (
+        f"the processor function {function} returned {what}, not an Output. Fix: return "
+        "Output(value) (to the output topic, with the record's key), an iterable of "
+        "Outputs, or None"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
     """A record that did not come from a consumer (test driver, history read by Spark),
@@ -152,6 +196,10 @@ class EncodedOutput:
     partition: int = -1
 
 
+#: where a record failed (its dead letter's ``splitstate.stage``; the README has a table)
+DeadLetterStage = Literal["decode", "route", "placement", "processor", "output", "crash"]
+
+
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
     """An input record that could not be processed, and why."""
@@ -162,7 +210,7 @@ class DeadLetter:
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
-    stage: str
+    stage: DeadLetterStage
     reason: str
 
     def kafka_headers(self) -> list[tuple[str, bytes | None]]:

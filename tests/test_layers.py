@@ -25,6 +25,7 @@ FRAMEWORK_LAYERS: tuple[tuple[str, ...], ...] = (
         "framework.gc_tuning",
         "framework.config",
         "framework.config_checks",
+        "framework.config_errors",
         "framework.records",
         "framework.app",
     ),

@@ -63,8 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     target = manifest.targets[processor]
     print(
-        f"bootstrap of processor {processor} done: {manifest.records_read} records read, "
-        f"{manifest.records_applied} applied, {target.keys} keys"
+        f"bootstrap of processor {processor} done: {manifest.records_read} records read: "
+        f"{manifest.records_applied} applied, {manifest.records_dead_lettered} dead letters "
+        f"(not applied), the rest of other processors' keys or without a key; "
+        f"{target.keys} keys"
     )
     for record in manifest.skipped:
         print(

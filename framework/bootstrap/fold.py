@@ -125,6 +125,11 @@ class AppFold:
         self.initial_processors = int(state.get("initial_processors", 1))
         self._processor = None
 
+    @property
+    def dead_letters(self) -> int:
+        """Records dead-lettered so far (in this process), not applied."""
+        return 0 if self._processor is None else self._processor.dead_letter_count
+
     def __call__(
         self, records: pa.Table, running: Callable[[int], None] | None = None
     ) -> Iterator[tuple[str, bytes, bytes]]:

@@ -79,6 +79,12 @@ class Fold(Protocol):
         crash guard's record of what a death interrupted)."""
         ...
 
+    @property
+    def dead_letters(self) -> int:
+        """Records this fold dead-lettered so far, over all calls (not applied, as the runtime
+        would not apply them)."""
+        ...
+
 
 @dataclass(frozen=True)
 class BootstrapPlan:
@@ -118,6 +124,8 @@ class BootstrapProgress:
     tasks_total: int = 0
     records_read: int = 0
     records_applied: int = 0
+    #: records the runtime would dead-letter, not applied (a build writes no dead letters)
+    records_dead_lettered: int = 0
     started: float = field(default_factory=time.time)
 
     def to_json(self) -> dict[str, Any]:
@@ -128,6 +136,7 @@ class BootstrapProgress:
             "tasks_total": self.tasks_total,
             "records_read": self.records_read,
             "records_applied": self.records_applied,
+            "records_dead_lettered": self.records_dead_lettered,
             "started": self.started,
             "updated": time.time(),
         }
@@ -158,10 +167,9 @@ def run_bootstrap(
         tasks = min(groups, 2 * max(1, spark.sparkContext.defaultParallelism))
         records = history.select(*_record_columns(placement, group_labels(groups, tasks)))
         while True:  # again only when a worker died in a group (then folded carefully)
-            read_counter = spark.sparkContext.accumulator(0)
-            applied_counter = spark.sparkContext.accumulator(0)
-            reporter.count(read_counter, applied_counter)
-            folder = group_folder(placement, fold, read_counter, applied_counter, watch)
+            counters = tuple(spark.sparkContext.accumulator(0) for _ in range(3))
+            reporter.count_with(counters)
+            folder = group_folder(placement, fold, counters, watch)
             items = (
                 records.repartition(tasks, "group")
                 .groupBy("group")
@@ -181,15 +189,15 @@ def run_bootstrap(
         progress.phase = "publish"
         skipped = watch.skipped()
         shutil.rmtree(partial / _CRASH_WATCH, ignore_errors=True)
-        manifest = _manifest(plan, written, partial, read_counter.value, applied_counter.value)
+        read, applied, dead = (counter.value for counter in counters)
+        manifest = _manifest(plan, written, partial, (read, applied, dead))
         manifest.skipped = skipped
         manifest.write(partial)
         if destination.exists():
             shutil.rmtree(destination)
         partial.rename(destination)
         progress.phase = "done"
-        progress.records_read = read_counter.value
-        progress.records_applied = applied_counter.value
+        reporter.count()
         return Manifest.read(destination)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
@@ -250,8 +258,11 @@ def _cause(error: BaseException) -> str:
 
 
 def _manifest(
-    plan: BootstrapPlan, written: list[Any], partial: Path, read: int, applied: int
+    plan: BootstrapPlan, written: list[Any], partial: Path, counts: tuple[int, int, int]
 ) -> Manifest:
+    """The manifest of the files ``written`` to ``partial``; ``counts``: records read,
+    applied and dead-lettered."""
+    read, applied, dead = counts
     targets: dict[int, TargetState] = {
         j: TargetState(files={}, keys=0, offsets=dict(plan.covered.get(j, {})))
         for j in sorted(plan.targets)
@@ -261,7 +272,9 @@ def _manifest(
         relative = str(Path(row["path"]).relative_to(partial))
         target.files.setdefault(str(row["store"]), []).append(relative)
         target.keys += int(row["keys"])
-    return Manifest(targets=targets, records_read=read, records_applied=applied)
+    return Manifest(
+        targets=targets, records_read=read, records_applied=applied, records_dead_lettered=dead
+    )
 
 
 def _placement(plan: BootstrapPlan) -> Placement:
@@ -330,14 +343,24 @@ class _ProgressReporter:
         self._spark = spark
         self._progress = progress
         self._callback = callback
-        self._read: Any = None
-        self._applied: Any = None
+        #: records read, applied, dead-lettered (the accumulators of the job's last run)
+        self._counters: tuple[Any, ...] = ()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bootstrap-progress", daemon=True)
 
-    def count(self, read: Any, applied: Any) -> None:
-        """Report these accumulators' counts (a run of the job's own)."""
-        self._read, self._applied = read, applied
+    def count_with(self, counters: tuple[Any, ...]) -> None:
+        """Report these accumulators' counts: records read, applied and dead-lettered (a run
+        of the job's own)."""
+        self._counters = counters
+
+    def count(self) -> None:
+        """Copy the counters' values into the progress."""
+        if not self._counters:
+            return
+        read, applied, dead = (counter.value for counter in self._counters)
+        progress = self._progress
+        progress.records_read, progress.records_applied = read, applied
+        progress.records_dead_lettered = dead
 
     def start(self) -> None:
         if self._callback is not None:
@@ -365,9 +388,7 @@ class _ProgressReporter:
                 done += info.numCompletedTasks
                 total += info.numTasks
         self._progress.tasks_done, self._progress.tasks_total = done, total
-        if self._read is not None:
-            self._progress.records_read = self._read.value
-            self._progress.records_applied = self._applied.value
+        self.count()
         try:
             self._callback(self._progress)
         except Exception:  # a progress report must never fail the job

@@ -42,7 +42,9 @@ class Manifest:
 
     targets: dict[int, TargetState]
     records_read: int = 0
+    #: records folded into state; the dead-lettered ones (not applied) are counted apart
     records_applied: int = 0
+    records_dead_lettered: int = 0
     directory: Path | None = field(default=None, compare=False)
     skipped: list[SkippedInFold] = field(default_factory=list)
 
@@ -63,6 +65,7 @@ class Manifest:
             "records_read": self.records_read,
             "records_applied": self.records_applied,
             "skipped": [[s.topic, s.partition, s.offset, s.crashes] for s in self.skipped],
+            "records_dead_lettered": self.records_dead_lettered,
             "targets": {
                 str(j): {
                     "files": target.files,
@@ -114,6 +117,7 @@ class Manifest:
             targets=targets,
             records_read=int(raw.get("records_read", 0)),
             records_applied=int(raw.get("records_applied", 0)),
+            records_dead_lettered=int(raw.get("records_dead_lettered", 0)),
             directory=directory,
             skipped=skipped,
         )

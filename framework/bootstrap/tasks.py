@@ -18,7 +18,7 @@ import functools
 import gc
 import itertools
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -147,16 +147,22 @@ def _numbers(column: pa.ChunkedArray) -> npt.NDArray[np.int64]:
 
 
 def group_folder(
-    placement: Placement, fold: Fold, read: Any, applied: Any, watch: CrashWatch | None = None
+    placement: Placement,
+    fold: Fold,
+    counters: Sequence[Any],
+    watch: CrashWatch | None = None,
 ) -> Callable[[pa.Table], pa.Table]:
     """The ``applyInArrow`` function: one group's records (``topic`` as an index into
     ``placement.topics``, and the ``group`` label) to the items of the keys the targets
-    build; counts records read and applied in the accumulators ``read`` and ``applied``.
-    ``watch``: the crash guard that skips records which kill the worker (``crash_watch``)."""
+    build; counts records read, applied and dead-lettered (not applied) in ``counters``,
+    three accumulators (the rest of those read have no key, a key no target builds, or
+    killed the worker). ``watch``: the crash guard that skips records which kill
+    the worker (``crash_watch``)."""
     topics = pa.array(placement.topics, pa.string())
 
     def fold_group(records: pa.Table) -> pa.Table:
         _freeze_worker_heap()
+        read, applied, dead = counters
         read.add(records.num_rows)
         rows, owners = placement.order(records)
 
@@ -166,12 +172,15 @@ def group_folder(
             kept = ~np.isin(rows, np.fromiter(skip, dtype=np.int64))
             return _fold_runs(records, rows[kept], owners[kept], topics, fold=fold, running=running)
 
+        dead_before = fold.dead_letters
         if watch is None or not records.num_rows:
             table, skipped = fold_rows(frozenset(), None), 0
         else:
             label = int(records.column("group")[0].as_py())
             table, skipped = watch.fold(label, fold_rows, _GroupRows(placement, records))
-        applied.add(len(rows) - skipped)
+        dead_letters = fold.dead_letters - dead_before
+        dead.add(dead_letters)
+        applied.add(len(rows) - skipped - dead_letters)
         return table
 
     return fold_group

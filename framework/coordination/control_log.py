@@ -69,8 +69,10 @@ def record_key(record: Mapping[str, Any]) -> bytes:
     return f"{fact}/{uuid.uuid4().hex}".encode()
 
 
-def _apply(state: ControlState, value: bytes, topic: str) -> ControlState:
-    """``state`` with the record ``value`` applied (an ignored record is logged); raises
+def _apply(state: ControlState, value: bytes, topic: str, *, live: bool = False) -> ControlState:
+    """``state`` with the record ``value`` applied. An ignored record is logged as a warning
+    when ``live`` (read as it arrives), else at DEBUG: a replay meets every past refusal
+    again, which ``ControlState.ignored`` keeps (``status`` lists the last ones). Raises
     ``SplitstateError`` once the log switches to a format this splitstate cannot read."""
     try:
         record = orjson.loads(value)
@@ -78,7 +80,8 @@ def _apply(state: ControlState, value: bytes, topic: str) -> ControlState:
         record = {"type": None, "raw": value[:80].decode(errors="replace")}
     after = state.apply(record if isinstance(record, dict) else {"type": None})
     if len(after.ignored) > len(state.ignored):
-        log.warning("control log %s: ignored %s", topic, after.ignored[-1])
+        level = logging.WARNING if live else logging.DEBUG
+        log.log(level, "control log %s: ignored %s", topic, after.ignored[-1])
     if after.unreadable is not None:
         raise SplitstateError(
             f"control log {topic!r} is written in format {after.unreadable}, which this "
@@ -162,6 +165,8 @@ class ControlWatcher:
         self._consumer.assign({(topic, 0): None})
         self._database: ProcessorDatabase | None = None
         self._listeners: list[Callable[[ControlState], None]] = []
+        #: records are read as they arrive once a ``catch_up`` read the log's past
+        self._live = False
 
     def on_change(self, listener: Callable[[ControlState], None]) -> None:
         """Call ``listener(state)`` now and after every record that changes the state (an
@@ -207,7 +212,7 @@ class ControlWatcher:
             if value is None:
                 continue
             before = self.state
-            self.state = _apply(before, value, self.topic)
+            self.state = _apply(before, value, self.topic, live=self._live)
             changed = changed or self.state != before
         if changed:
             self._remember()
@@ -240,6 +245,7 @@ class ControlWatcher:
         while True:
             position = self.position()
             if position >= end_offset:
+                self._live = True
                 return
             if self._clock.monotonic() >= deadline:
                 raise KafkaIOError(

@@ -29,6 +29,7 @@ from framework.kafka.port import (
     TopicSpec,
     TransactionalProducer,
 )
+from framework.kafka.reach import check_reachable
 from framework.kafka.settings_check import check_kafka_settings
 
 __all__ = ["Clients"]
@@ -41,7 +42,8 @@ class Clients(Kafka):
     ``settings`` (``bootstrap.servers``, security: ``KafkaConfig.client_settings``).
 
     The admin client and the producer that serves ``append`` (the control log's and the
-    topic registry's) are made once, when first needed, and kept.
+    topic registry's) are made once, when first needed, and kept. Before the first client,
+    ``check_reachable`` makes sure a broker answers (else it says what was tried and the fix).
     """
 
     def __init__(self, settings: Mapping[str, Any]) -> None:
@@ -50,6 +52,8 @@ class Clients(Kafka):
         self._lock = threading.Lock()
         self._admin: AdminClient | None = None
         self._appender: Producer | None = None
+        self._reached = False
+        self._reach_lock = threading.Lock()
 
     @classmethod
     def of(cls, config: AppConfig) -> Clients:
@@ -60,6 +64,16 @@ class Clients(Kafka):
 
     # -- clients ---------------------------------------------------------------------------
 
+    def _reach(self) -> None:
+        """Once, before the first client: return when a broker answers, else raise
+        ``KafkaUnreachableError`` (``check_reachable``)."""
+        if self._reached:
+            return
+        with self._reach_lock:
+            if not self._reached:
+                check_reachable(self.settings)
+                self._reached = True
+
     def consumer(
         self,
         group_id: str,
@@ -69,6 +83,7 @@ class Clients(Kafka):
         name: str = "consumer",
     ) -> KafkaConsumer:
         """A new consumer in group ``group_id`` that never commits on its own."""
+        self._reach()
         settings: dict[str, Any] = {
             "isolation.level": "read_committed",  # an input may be a transactional output
             **self.settings,
@@ -89,6 +104,7 @@ class Clients(Kafka):
         settings: Mapping[str, Any] | None = None,
     ) -> KafkaProducer:
         """A new idempotent producer (``settings`` last: the user's override ours)."""
+        self._reach()
         wanted = self._producer_settings(linger_ms, delivery_timeout_ms, settings)
         try:
             return ConfluentProducer(Producer(with_logger(wanted)))
@@ -104,6 +120,7 @@ class Clients(Kafka):
         settings: Mapping[str, Any] | None = None,
     ) -> TransactionalProducer:
         """A new producer with ``transactional_id``, its transactions initialised."""
+        self._reach()
         wanted = self._producer_settings(linger_ms, delivery_timeout_ms, settings)
         wanted["transactional.id"] = transactional_id
         # librdkafka refuses a delivery timeout longer than the transaction timeout (60 s by
@@ -131,6 +148,7 @@ class Clients(Kafka):
     @property
     def admin(self) -> AdminClient:
         """The admin client (made on first use; each use first serves its log lines)."""
+        self._reach()
         with self._lock:
             if self._admin is None:
                 try:
@@ -256,6 +274,7 @@ class Clients(Kafka):
 
     def read_log(self, topic: str, partition: int = 0) -> list[tuple[bytes | None, bytes | None]]:
         """Every ``(key, value)`` of ``topic[partition]`` from its start to its current end."""
+        self._reach()
         settings = {
             **self.settings,
             "group.id": f"splitstate-reader-{uuid.uuid4().hex[:12]}",
@@ -314,6 +333,7 @@ class Clients(Kafka):
             raise io_error(error) from None
 
     def _shared_producer(self) -> Producer:
+        self._reach()
         with self._lock:
             if self._appender is None:
                 self._appender = Producer(with_logger(self._producer_settings()))

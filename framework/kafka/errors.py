@@ -7,6 +7,7 @@ from framework.errors import SplitstateError
 __all__ = [
     "ConsumerFailedError",
     "KafkaIOError",
+    "KafkaUnreachableError",
     "OffsetResetError",
     "ProducerFencedError",
     "RecordTooLargeError",
@@ -23,6 +24,11 @@ class KafkaIOError(SplitstateError):
 class ConsumerFailedError(KafkaIOError):
     """The consumer failed for good (a fatal error: it cannot be used any more); a new one
     may work once the cause is fixed."""
+
+
+class KafkaUnreachableError(KafkaIOError):
+    """No broker answered at the bootstrap servers (the message says what each server
+    answered, for how long, and the fix)."""
 
 
 class UnknownPartitionError(KafkaIOError):

@@ -28,13 +28,18 @@ _FIX = (
 
 
 def resolve_processor_id(
-    given: int | None, environ: Mapping[str, str], hostname: str | None = None
+    given: int | None,
+    environ: Mapping[str, str],
+    hostname: str | None = None,
+    *,
+    supervised: bool = False,
 ) -> tuple[int, str]:
-    """The processor id and where it came from (for the start's log line)."""
+    """The processor id and where it came from (for the start's log line); ``supervised``:
+    ``given`` came from the supervisor of ``splitstate run --all``, not from the user."""
     if given is not None:
         if given < 0:
             raise ConfigError(f"processor id {given} (from --processor-id) is negative. {_FIX}")
-        return given, "--processor-id"
+        return given, "the supervisor of `splitstate run --all`" if supervised else "--processor-id"
     value = environ.get(ENV_VARIABLE)
     if value is None:
         raise ConfigError(f"no processor id given. {_FIX}")

@@ -30,6 +30,8 @@ __all__ = [
 ]
 
 _BAR = 20
+#: how many of the control log's ignored records status lists
+_LAST_IGNORED = 3
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,10 @@ class AppStatus:
     bootstrap: str = "snapshot"
     #: the outputs' guarantee in force (``processing_guarantee`` in the config)
     guarantee: str = "exactly-once"
+    #: control-log records ignored since the app began (refused as they were written): how
+    #: many, and the last few reasons
+    ignored: int = 0
+    last_ignored: tuple[str, ...] = ()
 
 
 def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
@@ -268,4 +274,6 @@ def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
         ),
         config.bootstrap,
         config.processing_guarantee,
+        len(control.ignored),
+        control.ignored[-_LAST_IGNORED:],
     )

@@ -19,7 +19,7 @@ from rich.text import Text
 from framework.ops.progress import HandoffProgress
 from framework.ops.status import AppStatus, BootstrapStatus
 from framework.ops.status_view import note_lines, size_text, warning_lines
-from framework.snapshots.transfer_progress import TransferProgress
+from framework.snapshots.transfer_progress import TransferProgress, copied_text
 
 __all__ = ["live_status"]
 
@@ -165,7 +165,7 @@ def _bootstraps(bootstraps: list[BootstrapStatus | TransferProgress]) -> Table:
                 "snapshot transfer",
                 item.phase,
                 _bar(item.bytes_copied, item.bytes_total),
-                f"{item.bytes_copied / 2**20:,.1f} of {item.bytes_total / 2**20:,.1f} MiB, "
+                f"{copied_text(item.bytes_copied, item.bytes_total)}, "
                 f"{item.keys_kept:,} keys kept{waiting}, {item.updated - item.started:.0f}s",
             )
     return table

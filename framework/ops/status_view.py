@@ -50,7 +50,7 @@ def warning_lines(status: AppStatus) -> list[str]:
 
 def note_lines(status: AppStatus) -> list[str]:
     """The report's closing notes: processors that reported but are not running, records
-    skipped after crashes, uneven key shares."""
+    skipped after crashes, the control log's ignored records, uneven key shares."""
     return _notes(status)
 
 
@@ -154,6 +154,15 @@ def _notes(status: AppStatus) -> list[str]:
                 f"{record.offset}: it killed the processor {record.crashes} times (see the "
                 "dead-letter topic, stage crash)"
             )
+    if status.ignored:
+        lines.append("")
+        if status.ignored == 1:
+            what = "1 record ignored, refused when it was written"
+        else:
+            what = f"{status.ignored} records ignored, each refused when it was written"
+            what += f" (the last {len(status.last_ignored)} below)"
+        lines.append(f"control log: {what}, e.g. the later of two scale requests:")
+        lines.extend(f"  - {reason}" for reason in status.last_ignored)
     uneven = len({p.share for p in status.processors}) > 1
     if uneven:
         lines.append("")

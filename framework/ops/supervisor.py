@@ -82,7 +82,7 @@ class Supervisor:
     def command(self, processor: int) -> list[str]:
         """The command line of processor ``processor``."""
         command = [sys.executable, "-m", "framework.ops.cli", "run", self.app_spec]
-        command += ["--processor-id", str(processor)]
+        command += ["--processor-id", str(processor), "--supervised"]
         if self.config_file is not None:
             command += ["--config", str(self.config_file)]
         return [*command, "--log-format", self.log_format]

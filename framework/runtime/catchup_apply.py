@@ -121,15 +121,22 @@ def gained_from(
     return source_of
 
 
-def took_over(processor: int, handoff: Handoff, replayed: int, seconds: float, bulk: int) -> str:
+def took_over(
+    processor: int, handoff: Handoff, replayed: int, seconds: float, bulk: int, *, bootstrap: str
+) -> str:
     """The log line of ``processor`` completing ``handoff``, having read ``replayed`` records
-    in the ``seconds`` its catch-up ran and built ``bulk`` keys or records in bulk first."""
+    in the ``seconds`` its catch-up ran, after a bulk build (``bootstrap`` in the config) that
+    counted ``bulk``: keys taken from snapshots, or records Spark folded."""
     seconds = max(seconds, 1e-9)
+    before = ""
+    if bulk and bootstrap == "snapshot":
+        before = f"; before that it took {bulk:,} keys from its sources' snapshots"
+    elif bulk and bootstrap == "spark":
+        before = f"; before that Spark folded {bulk:,} records"
     return (
         f"processor {processor} took over {sorted(handoff.partitions)} from processor "
         f"{handoff.source} at {dict(handoff.released)}; replayed {replayed} records in "
-        f"{seconds:.1f}s ({replayed / seconds:.0f}/s); {bulk} built in bulk before (keys or "
-        "records)"
+        f"{seconds:.1f}s ({replayed / seconds:.0f}/s){before}"
     )
 
 

@@ -309,7 +309,8 @@ class HandoffCoordinator:
                 self._completed.setdefault(scale.generation, set()).update(handoff.partitions)
                 seconds = self._kafka.clock.monotonic() - catchup.started
                 what = (catchup.replayed, seconds, catchup.bootstrapped)
-                log.info("%s", took_over(self.processor, handoff, *what))
+                bootstrap = self._config.bootstrap
+                log.info("%s", took_over(self.processor, handoff, *what, bootstrap=bootstrap))
         return read
 
     # -- old owner -------------------------------------------------------------------------

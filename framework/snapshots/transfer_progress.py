@@ -13,10 +13,22 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["TransferProgress", "read_transfer_progress", "transfer_directory"]
+__all__ = ["TransferProgress", "copied_text", "read_transfer_progress", "transfer_directory"]
 
 _BAR = 20
 _FILE = "progress.json"
+
+
+def copied_text(copied: int, total: int) -> str:
+    """``copied`` of ``total`` bytes in the largest unit ``total`` fills at least once
+    (``500 of 800 B``, ``11.7 of 23.3 KiB``)."""
+    unit, scale = "B", 1
+    for name, size in (("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30)):
+        if total >= size:
+            unit, scale = name, size
+    if scale == 1:
+        return f"{copied:,} of {total:,} B"
+    return f"{copied / scale:,.1f} of {total / scale:,.1f} {unit}"
 
 
 def transfer_directory(state_dir: Path, processor: int, generation: int) -> Path:
@@ -47,7 +59,7 @@ class TransferProgress:
         waiting = f", waiting for a snapshot of {self.waiting_for}" if self.waiting_for else ""
         return (
             f"processor {self.processor} snapshot transfer {self.phase:<9} [{bar}] "
-            f"{self.bytes_copied / 2**20:,.1f} of {self.bytes_total / 2**20:,.1f} MiB copied, "
+            f"{copied_text(self.bytes_copied, self.bytes_total)} copied, "
             f"{self.keys_kept:,} keys kept{waiting}  {self.updated - self.started:.0f}s"
         )
 

@@ -17,7 +17,7 @@ from framework.coordination.control_guard import OFFSET_SCOPE
 from framework.coordination.control_log import ControlLog, ControlWatcher
 from framework.kafka import TopicSpec
 from rebalance.control import ControlState
-from rebalance.control_records import instance_record
+from rebalance.control_records import abort_record, instance_record
 from statestore import DatabaseIdentity, ProcessorDatabase
 from tests.clocks import ManualClock
 from tests.sim.broker import Broker
@@ -67,3 +67,33 @@ def test_a_listener_that_raises_does_not_stop_the_watcher_or_the_others(
     log.append(instance_record(1, "b"))
     watcher.catch_up(watcher.end_offset())  # catch_up goes on too
     assert len(seen) == 3 and seen[-1] == watcher.state
+
+
+def test_an_ignored_record_is_logged_once_when_read_live_not_on_every_replay(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A refused request stays in the log: every replay (the supervisor's every 2 s, every
+    `status`, a processor's start) meets it again. It is said once, by a watcher that reads
+    it as it arrives; replays keep it in ``ControlState.ignored`` only (found by a new user:
+    the warning repeated every 2 s and buried `status --watch`)."""
+    kafka = MemoryKafka(Broker(random.Random(1)), ManualClock())
+    kafka.create_topics([TopicSpec(TOPIC, 1)])
+    log = ControlLog(kafka, TOPIC)
+    following = ControlWatcher(kafka, TOPIC)
+    following.catch_up(following.end_offset())
+    log.append(abort_record(3, "first"))
+    with caplog.at_level(logging.DEBUG, logger="framework.coordination.control_log"):
+        following.poll()
+        said = [r for r in caplog.records if r.levelno >= logging.INFO]
+        assert len(said) == 1 and "abort of generation 3" in said[0].getMessage()
+        caplog.clear()
+        for _ in range(3):  # the supervisor, status, a scale request: replays
+            assert log.read().ignored == ("an abort of generation 3, which is not in progress",)
+        starting = ControlWatcher(kafka, TOPIC)  # a processor starting: its first catch-up
+        starting.catch_up(starting.end_offset())
+        assert len(starting.state.ignored) == 1
+        assert [r for r in caplog.records if r.levelno >= logging.INFO] == []
+        log.append(abort_record(4, "second"))  # new: each follower says it once
+        starting.poll()
+        said = [r for r in caplog.records if r.levelno >= logging.INFO]
+        assert len(said) == 1 and "abort of generation 4" in said[0].getMessage()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -212,3 +213,33 @@ def test_send_refuses_a_value_it_cannot_encode_naming_the_fix() -> None:
     with pytest.raises(TypeError, match=r"TestDriver\.send to 'clicks': a value of type object"):
         driver.send("clicks", b"u1", object())
     assert driver.outputs("out") == [] and sum(driver.offsets().values()) == 0
+
+
+@pytest.mark.parametrize(
+    ("returned", "named"),
+    [
+        ({"word": "apple"}, "a dict"),
+        ("apple", "a str"),
+        (b"apple", "a bytes"),
+        (3, "an int"),
+        ([Output(1), {"word": "apple"}], "an item that is a dict"),
+    ],
+)
+def test_returning_a_value_instead_of_an_output_names_the_fix(returned: object, named: str) -> None:
+    """A function that returns its value bare (a dict, text) was iterated and its first item
+    named ("got str"): the dead letter now says what it returned and to wrap it in Output."""
+    app = App(config())
+    app.store("s")
+
+    @app.processor()
+    def bare(record: Record[bytes], state: KeyState[int]) -> Any:
+        state.set(1)
+        return returned
+
+    driver = TestDriver(app)
+    driver.send("in", b"k")
+    [dead] = driver.dead_letters
+    assert dead.stage == "processor"
+    assert f"the processor function bare returned {named}, not an Output" in dead.reason
+    assert "Fix: return Output(value)" in dead.reason, dead.reason
+    assert driver.state("s", b"k") is None  # rolled back, as for any failure

@@ -94,7 +94,7 @@ def test_the_supervisors_children_log_as_it_does() -> None:
     supervisor.app_spec, supervisor.config_file, supervisor.log_format = "m:app", None, "json"
     command = supervisor.command(3)
     assert command[command.index("run") :] == [
-        "run", "m:app", "--processor-id", "3", "--log-format", "json",
+        "run", "m:app", "--processor-id", "3", "--supervised", "--log-format", "json",
     ]  # fmt: skip
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from framework.config import ConfigError
+from framework.ops.cli import build_parser
 from framework.ops.processor_id import resolve_processor_id
+from framework.ops.supervisor import Supervisor
 
 ORDINAL = {"SPLITSTATE_PROCESSOR_ID": "ordinal"}
 
@@ -46,3 +48,19 @@ def test_a_malformed_environment_value_is_named(value: str) -> None:
 def test_a_negative_flag_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"processor id -1 \(from --processor-id\) is negative"):
         resolve_processor_id(-1, {}, None)
+
+
+def test_a_processor_started_by_run_all_says_so() -> None:
+    """Found by a new user: under `run --all` each processor logged "id from
+    --processor-id", a flag they never gave."""
+    supervisor = Supervisor.__new__(Supervisor)  # command() needs only these
+    supervisor.app_spec, supervisor.config_file, supervisor.log_format = "m:app", None, "text"
+    command = supervisor.command(3)
+    args = build_parser().parse_args(command[command.index("run") :])
+    found = resolve_processor_id(args.processor_id, {}, supervised=args.supervised)
+    assert found == (3, "the supervisor of `splitstate run --all`")
+    alone = build_parser().parse_args(["run", "m:app", "--processor-id", "3"])
+    assert resolve_processor_id(alone.processor_id, {}, supervised=alone.supervised) == (
+        3,
+        "--processor-id",
+    )

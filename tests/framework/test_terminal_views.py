@@ -209,10 +209,10 @@ def test_backfill_progress_in_plain_mode() -> None:
             clock.now = float(second)
             show(BootstrapProgress(phase, done, total, read, read - 10))
     assert out.getvalue().splitlines() == [
-        "backfill fold: tasks 0/8, 0 records read, -10 applied",
-        "backfill fold: tasks 8/8, 4,000 records read, 3,990 applied",
-        "backfill write: tasks 1/4, 4,000 records read, 3,990 applied",
-        "backfill done: 4,000 records read, 3,990 applied",
+        "backfill fold: tasks 0/8, 0 records read, -10 applied, 0 dead letters",
+        "backfill fold: tasks 8/8, 4,000 records read, 3,990 applied, 0 dead letters",
+        "backfill write: tasks 1/4, 4,000 records read, 3,990 applied, 0 dead letters",
+        "backfill done: 4,000 records read, 3,990 applied, 0 dead letters",
     ]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -249,6 +250,16 @@ def test_backfill_from_kafka_equals_replay(history: History) -> None:
     built = splitstate("backfill", history.app, "--config", str(config), "--replace", timeout=600)
     assert built.returncode == 0, built.stderr[-3000:]
     assert f"{RECORDS} records read" in built.stdout
+    # its figures add up: read = applied + dead letters + records without a key (a new user
+    # found "records read / applied" counting balances' dead letters as applied)
+    figures = re.search(
+        r"backfill: (\d+) records read: (\d+) applied, (\d+) dead letters .*?, (\d+) without a key",
+        built.stdout,
+    )
+    assert figures is not None, built.stdout
+    read, applied, dead, keyless = map(int, figures.groups())
+    assert read == applied + dead + keyless and keyless == 0
+    assert (dead > 0) == (history.app == "examples.balances.app:app"), built.stdout
     backfilled, offsets = state_of(history.tmp / "backfill-kafka")
     assert backfilled == replayed
     assert offsets == replay_offsets

@@ -3,6 +3,7 @@ supervisor applies a changed `processors` in the config file."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -10,10 +11,14 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from framework.coordination.control_log import ControlLog
 from framework.coordination.scaling import read_control
+from framework.kafka import Clients
 from framework.loader import load_app
+from rebalance.control_records import abort_record
 from tests.integration.harness import (
     Supervised,
+    create_app,
     produce,
     splitstate,
     unique,
@@ -125,3 +130,32 @@ def test_a_scale_is_refused_when_retention_deleted_history_it_needs(
     finally:
         assert runner.stop() == 0
     assert "processor 0 released" not in runner.output()  # nothing moved
+
+
+def test_status_lists_ignored_control_records_as_past_events_without_warning(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    """A refused request stays in the control log. `status` lists the last ones once, as
+    past events, and no longer warns about each on stderr every time it replays the log."""
+    config = create_app(
+        tmp_path,
+        kafka_bootstrap,
+        APP,
+        app_id=unique("ignored"),
+        inputs=[{"topic": unique("words"), "partitions": 2}],
+        outputs=[{"topic": unique("counts"), "partitions": 2}],
+        initial_processors=1,
+    )
+    app = load_app(APP, config)
+    clients = Clients.of(app.config)
+    try:
+        log = ControlLog(clients, app.config.control_topic)
+        log.append(*(abort_record(g, "x") for g in range(3, 8)))
+    finally:
+        clients.close()
+    shown = splitstate("status", APP, "--config", str(config))
+    assert shown.returncode == 0, shown.stderr
+    assert "ignored" not in shown.stderr, shown.stderr
+    assert "control log: 5 records ignored" in shown.stdout, shown.stdout
+    listed = re.findall(r"an abort of generation (\d+)", shown.stdout)
+    assert listed == ["5", "6", "7"], shown.stdout  # the last three

@@ -179,7 +179,7 @@ def test_status_watch_in_a_terminal_and_through_a_pipe(
         )
         assert dumped.returncode == 0, dumped.stderr
         assert all(json.loads(line) for line in dumped.stdout.splitlines())  # stdout: the dump
-        assert re.search(r"snapshot download \S+: [\d.]+ of [\d.]+ MiB", dumped.stderr)
+        assert re.search(r"snapshot download \S+: [\d.,]+ of [\d.,]+ (?:B|KiB|MiB)", dumped.stderr)
         assert ESC not in dumped.stdout + dumped.stderr
         assert runner.stop() == 0, runner.output()[-3000:]
         runner = None

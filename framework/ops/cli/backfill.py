@@ -90,10 +90,13 @@ def _backfill(args: argparse.Namespace) -> int:
     for j, target in sorted(manifest.targets.items()):
         offsets = ", ".join(f"{t}[{p}]@{o}" for (t, p), o in sorted(target.offsets.items()))
         print(f"processor {j}: {target.keys} keys, continues from {offsets}")
+    read, applied = manifest.records_read, manifest.records_applied
+    dead = manifest.records_dead_lettered
     print(
-        f"backfill: {manifest.records_read} records read, {manifest.records_applied} applied, "
-        f"{result.processors} processors, {result.seconds:.1f}s "
-        f"({result.records_per_second:,.0f} records/s)"
+        f"backfill: {read} records read: {applied} applied, {dead} dead letters (not "
+        f"applied; a backfill writes no dead-letter records), {read - applied - dead} "
+        f"without a key; {result.processors} processor{'' if result.processors == 1 else 's'}, "
+        f"{result.seconds:.1f}s ({result.records_per_second:,.0f} records/s)"
     )
     for record in manifest.skipped:
         print(
@@ -104,8 +107,8 @@ def _backfill(args: argparse.Namespace) -> int:
 
 
 class BackfillProgress:
-    """Shows the Spark job's progress: a bar over the current stage's tasks, records read
-    and applied (plain mode: a line every few seconds and at each phase)."""
+    """Shows the Spark job's progress: a bar over the current stage's tasks, records read,
+    applied and dead-lettered (plain mode: a line every few seconds and at each phase)."""
 
     def __init__(self, task: ProgressTask) -> None:
         self._task = task
@@ -118,6 +121,7 @@ class BackfillProgress:
         self._task.update(
             completed,
             total or None,
-            f"{tasks}{progress.records_read:,} records read, {progress.records_applied:,} applied",
+            f"{tasks}{progress.records_read:,} records read, {progress.records_applied:,} "
+            f"applied, {progress.records_dead_lettered:,} dead letters",
             description=f"backfill {progress.phase}",
         )

@@ -48,6 +48,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     which.add_argument(
         "--all", action="store_true", help="run every processor under a local supervisor"
     )
+    # set by `run --all` for the processors it starts: their first log line says so
+    run.add_argument("--supervised", action="store_true", help=argparse.SUPPRESS)
     run.set_defaults(handler=_run)
 
     topics = commands.add_parser("topics", help="manage an app's Kafka topics")
@@ -117,7 +119,9 @@ def _logging(args: argparse.Namespace, processor: int | None) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     processor, source = (
-        (None, "") if args.all else resolve_processor_id(args.processor_id, os.environ)
+        (None, "")
+        if args.all
+        else resolve_processor_id(args.processor_id, os.environ, supervised=args.supervised)
     )
     log_format = _logging(args, processor)
     app = load_app(args.app, args.config)

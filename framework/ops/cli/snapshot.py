@@ -19,6 +19,7 @@ from framework.coordination.scaling import read_control
 from framework.kafka import Clients
 from framework.loader import load_app
 from framework.ops.cli._arguments import app_arguments
+from framework.snapshots.transfer_progress import copied_text
 from rebalance.control_records import SnapshotRequest
 from statestore import StateStoreError
 from statestore.snapshot_copy import SnapshotDownload
@@ -142,10 +143,12 @@ def _list(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def downloaded_snapshot(app: App, processor: int, snapshot_id: str | None) -> Iterator[Path]:
+def downloaded_snapshot(
+    app: App, processor: int, snapshot_id: str | None
+) -> Iterator[tuple[Path, SnapshotManifest]]:
     """A temporary local copy of processor ``processor``'s snapshot ``snapshot_id`` (default:
-    its newest), deleted afterwards; the download shows a bar (plain lines when stderr is not a
-    terminal)."""
+    its newest), deleted afterwards, and its manifest; the download shows a bar (plain lines
+    when stderr is not a terminal)."""
     config = app.config
     store = SnapshotStore(config.snapshot_url, config.app_id)
     manifests = store.manifests(processor)
@@ -171,10 +174,10 @@ def downloaded_snapshot(app: App, processor: int, snapshot_id: str | None) -> It
                     task.update(
                         download.copied,
                         download.total,
-                        f"{download.copied / 2**20:,.1f} of {download.total / 2**20:,.1f} MiB",
+                        copied_text(download.copied, download.total),
                     )
         finally:
             download.close()
-        yield scratch / f"processor-{processor}"
+        yield scratch / f"processor-{processor}", chosen[-1]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

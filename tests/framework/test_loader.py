@@ -1,0 +1,76 @@
+"""``load_app``: a ``MODULE:APP`` that cannot be loaded is named with what went wrong and
+the fix (found by a new user: a misspelt attribute was "NoneType, not a splitstate App", and a
+module importing a missing package was told to run from the directory that holds it)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from framework.errors import SplitstateError
+from framework.loader import load_app
+
+APP_MODULE = """
+from framework import App
+
+app = App()
+other = App()
+limit = 3
+"""
+
+
+def module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> str:
+    """A new module holding ``text``, importable from the current directory."""
+    name = f"user_app_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return name
+
+
+def test_an_attribute_the_module_lacks_is_named_with_the_apps_it_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = module(tmp_path, monkeypatch, APP_MODULE)
+    with pytest.raises(SplitstateError) as raised:
+        load_app(f"{name}:ap")
+    message = str(raised.value)
+    assert f"module {name!r} has no attribute 'ap'" in message, message
+    assert f"{name}:app" in message and f"{name}:other" in message, message
+    assert "NoneType" not in message
+
+
+def test_an_attribute_that_is_no_app_says_what_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = module(tmp_path, monkeypatch, APP_MODULE)
+    with pytest.raises(SplitstateError, match=rf"{name}\.limit is int, not a splitstate App"):
+        load_app(f"{name}:limit")
+    assert load_app(f"{name}:app").spec == f"{name}:app"
+
+
+def test_a_missing_package_imported_by_the_module_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = module(tmp_path, monkeypatch, "import os\nimport notapackage_xyz  # needed\n")
+    with pytest.raises(SplitstateError) as raised:
+        load_app(f"{name}:app")
+    message = str(raised.value)
+    assert "'notapackage_xyz'" in message and f"{name}.py:2" in message, message
+    assert "install" in message
+    assert "run from the directory" not in message
+
+
+def test_a_module_that_is_not_found_says_where_it_was_looked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for spec in ("no_such_module_q:app", "no_such_package_q.app:app"):
+        with pytest.raises(SplitstateError) as raised:
+            load_app(spec)
+        message = str(raised.value)
+        assert f"cannot find module {spec.partition(':')[0]!r}" in message, message
+        assert "run from the directory that holds it" in message

@@ -17,7 +17,12 @@ import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from framework.app import App, Handler
-from framework.errors import SplitstateError
+from framework.errors import (
+    ProcessorFencedError,
+    ProcessorReplacedError,
+    ProcessorStoppedError,
+    SplitstateError,
+)
 from framework.growth.markers import is_marker, marker_child
 from framework.growth.placement import (
     UNFENCED_SCOPE,
@@ -57,35 +62,6 @@ __all__ = [
 
 #: batches whose counts stand (a sealed batch commits, or every later one is dropped too)
 _KEPT = (BatchStatus.COMMITTED, BatchStatus.SEALED)
-
-
-class ProcessorStoppedError(SplitstateError):
-    """The processor function failed on a record and ``on_error`` is ``stop`` (or another
-    cause stops the processor, or its catch-up). ``at``: the record it stopped at
-    (``(topic, partition, offset)``), when one record is the cause."""
-
-    def __init__(self, message: str, *, at: tuple[str, int, int] | None = None) -> None:
-        super().__init__(message)
-        self.at = at
-
-
-class ProcessorFencedError(ProcessorStoppedError):
-    """Another instance of the same processor started since this one (its transactional
-    producer fenced this one's): this one stops, and says nothing in the control log (the
-    other instance speaks for the processor now)."""
-
-
-class ProcessorReplacedError(ProcessorFencedError):
-    """The control log records a newer instance of this processor than this run: this run
-    stops before it writes anything more (the control log ignores what it would write)."""
-
-    def __init__(self, processor: int, instance: str, newest: str | None) -> None:
-        super().__init__(
-            f"processor {processor} was replaced: a newer run of it (instance {newest}) "
-            f"recorded itself in the control log, so this run (instance {instance}) stops and "
-            "writes nothing more. Fix: run each processor id once (stop the other instance "
-            "first when moving a processor to another machine)."
-        )
 
 
 _FAST_ENCODERS: dict[type, Callable[[Any], bytes]] = {

@@ -68,11 +68,11 @@ from rebalance.control_records import (
     history_record,
     request_of,
 )
-from rebalance.control_stops import CONTROL_FORMAT, refuse_writer, stop_of
-from rebalance.lineage import TopicHistory
+from rebalance.control_stops import CONTROL_FORMAT, refuse_writer
 from rebalance.linear_hash import bucket
-from rebalance.plan import plan_scale
 from rebalance.positions import Position
+from rebalance.receiver_stops import apply_resumed, apply_stopped
+from rebalance.scale_records import scale_of
 from rebalance.states import HANDOFF_MACHINE, HandoffEvent, HandoffPhase
 
 __all__ = [
@@ -255,50 +255,9 @@ class ControlState:
             return self._ignore(
                 f"scale to generation {number}; generation {self.next_generation} was expected"
             )
-        counts = {str(k): int(v) for k, v in dict(record["partitions"]).items()}
-        recorded = dict(record.get("histories") or {})
-        histories: dict[str, TopicHistory] = {}
-        try:
-            for topic, initial in sorted(self.app.inputs.items()):
-                count = counts.get(topic, initial)
-                if topic in recorded:
-                    history = history_from_record(topic, recorded[topic])
-                else:  # written before scales carried histories: no thresholds known
-                    history = TopicHistory.of(
-                        topic, [initial] if count == initial else [initial, count]
-                    )
-                if history.initial_partitions != initial or history.partitions != count:
-                    raise ValueError(
-                        f"topic {topic!r}: history {list(history.counts)} does not match "
-                        f"N={initial} and {count} partitions"
-                    )
-                histories[topic] = history
-            plan = plan_scale(
-                self.app.initial_processors,
-                list(histories.values()),
-                self.generation.processors,
-                int(record["processors"]),
-            )
-        except (ValueError, KeyError, TypeError) as error:
-            return self._ignore(f"scale to generation {number}: {error}")
-        handoffs: dict[tuple[int, int], Handoff] = {}
-        for move in plan.moves:
-            pair = (move.source, move.target)
-            previous = handoffs.get(pair)
-            parts = (previous.partitions if previous else ()) + ((move.topic, move.partition),)
-            handoffs[pair] = Handoff(move.source, move.target, parts)
-        scale = Scale(
-            number,
-            plan.old_processors,
-            plan.new_processors,
-            counts,
-            handoffs,
-            dict(plan.receivers),
-            # only histories the record carried: a reader of an older record keeps the
-            # registry's thresholds instead of a history that has none
-            {topic: h for topic, h in histories.items() if topic in recorded},
-            request=request_of(record),
-        )
+        scale = scale_of(self.app, self.generation.processors, number, record)
+        if isinstance(scale, str):
+            return self._ignore(scale)
         past = self.past if self.scale is None else (*self.past, self.scale)
         return replace(self, scale=scale, past=past)
 
@@ -412,43 +371,16 @@ class ControlState:
         return replace(self, scale=replace(scale, handoffs=handoffs, aborted=reason))
 
     def _apply_stopped(self, record: Mapping[str, Any]) -> ControlState:
-        scale = self.scaling
-        number, processor = int(record["generation"]), int(record["processor"])
-        if scale is None or scale.generation != number or not scale.incoming(processor):
-            return self._ignore(
-                f"a stop of processor {processor} in generation {number}, where it receives "
-                "nothing in a scale in progress"
-            )
-        stopped = {**scale.stopped, processor: stop_of(record)}
-        return replace(self, scale=replace(scale, stopped=stopped))
+        return self._with_scale(apply_stopped(self.scaling, record))
 
     def _apply_resumed(self, record: Mapping[str, Any]) -> ControlState:
-        scale = self.scaling
-        number, processor = int(record["generation"]), int(record["processor"])
-        stop = None if scale is None else scale.stopped.get(processor)
-        if scale is None or scale.generation != number or stop is None:
-            return self._ignore(
-                f"a resume of processor {processor} in generation {number}, which is not "
-                "stopped in a scale in progress"
-            )
-        if not stop.matches(record):
-            return self._ignore(
-                f"a resume of an earlier stop of processor {processor} in generation {number}: "
-                f"it stopped again since ({stop.reason})"
-            )
-        if record.get("by") != "operator":
-            if stop.at is None:
-                return self._ignore(
-                    f"processor {processor} resumed itself in generation {number}, but the "
-                    "whole processor had stopped: only an operator resumes that"
-                )
-            if stop.instance is not None and record.get("instance") == stop.instance:
-                return self._ignore(
-                    f"processor {processor} resumed itself in generation {number} with the "
-                    "instance that stopped: a later run must get past the stop"
-                )
-        stopped = {j: s for j, s in scale.stopped.items() if j != processor}
-        return replace(self, scale=replace(scale, stopped=stopped))
+        return self._with_scale(apply_resumed(self.scaling, record))
+
+    def _with_scale(self, outcome: Scale | str) -> ControlState:
+        """The state with the scale ``outcome``, or with why a record was ignored."""
+        if isinstance(outcome, str):
+            return self._ignore(outcome)
+        return replace(self, scale=outcome)
 
     def _apply_format(self, record: Mapping[str, Any]) -> ControlState:
         version = int(record["version"])

@@ -7,7 +7,7 @@ Layers: ``ProcessorDatabase`` (one per processor) -> named stores (column famili
 
 from statestore.batch import BatchStatus, KeyState, StateBatch, StoreBatch
 from statestore.codec import Codec, JsonCodec, TypedCodec, codec_for
-from statestore.database import DatabaseIdentity, ProcessorDatabase, StoreSpec
+from statestore.database import ProcessorDatabase
 from statestore.errors import (
     BatchStateError,
     StateStoreError,
@@ -15,6 +15,7 @@ from statestore.errors import (
     StoreCorruptError,
     StoreLockedError,
 )
+from statestore.identity import DatabaseIdentity, StoreSpec
 from statestore.layout import META_STORE, processor_path
 from statestore.purge import KeyPurge, pending_purges, start_purge
 from statestore.sst import SstRunWriter, write_sst_file

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +20,13 @@ from statestore.batch import StateBatch
 from statestore.bulk_load import finish_bulk_load, record_bulk_load
 from statestore.codec import Codec, codec_for
 from statestore.errors import StateStoreError, StoreConflictError, StoreCorruptError
+from statestore.identity import DatabaseIdentity, StoreSpec
 from statestore.key_layout import KeyLayout, KeyRange
 from statestore.layout import (
     BULK_LOAD_KEY,
-    FORMAT_VERSION,
     FRESH_DIRECTORY_FLAG,
     META_STORE,
     OFFSET_PREFIX,
-    check_store_name,
     flag_key,
     note_key,
     offset_key,
@@ -41,35 +39,6 @@ from statestore.meta import creation_records, prefix_end, read_meta
 from statestore.value_cache import CachedBackend
 
 __all__ = ["DatabaseIdentity", "ProcessorDatabase", "StoreSpec"]
-
-
-@dataclass(frozen=True)
-class StoreSpec:
-    """A named store and the type of its values (``None``: any JSON-able value)."""
-
-    name: str
-    value_type: type[Any] | None = None
-
-    def __post_init__(self) -> None:
-        check_store_name(self.name)
-
-
-@dataclass(frozen=True)
-class DatabaseIdentity:
-    """Whose database this is; ``fixed`` holds the app's parameters that may never change."""
-
-    app_id: str
-    processor: int
-    fixed: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        """The identity as stored in the ``meta`` record."""
-        return {
-            "format": FORMAT_VERSION,
-            "app_id": self.app_id,
-            "processor": self.processor,
-            "fixed": dict(self.fixed),
-        }
 
 
 class ProcessorDatabase:
@@ -302,26 +271,6 @@ class ProcessorDatabase:
         )
         for position in forget:
             self._offsets.pop(position, None)
-
-    def delete_meta(self, prefixes: Sequence[bytes], keys: Sequence[bytes] = ()) -> int:
-        """Delete every metadata entry whose key starts with one of ``prefixes``, and the
-        entries ``keys`` (progress scopes, flags, crash attempts of something finished), in
-        one write; returns how many. Input offsets are not deleted this way
-        (``delete_ranges(forget=...)`` does)."""
-        doomed = [
-            key
-            for prefix in prefixes
-            if not prefix.startswith(OFFSET_PREFIX)
-            for key, _value in self.backend.scan(META_STORE, prefix, prefix_end(prefix))
-        ]
-        doomed += [
-            key
-            for key in keys
-            if not key.startswith(OFFSET_PREFIX) and self.backend.get(META_STORE, key) is not None
-        ]
-        if doomed:
-            self.backend.write({META_STORE: [(key, None) for key in doomed]})
-        return len(doomed)
 
     def note(self, name: str) -> str | None:
         """The text noted under ``name`` (``set_note``), or ``None``."""

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from statestore.backend import Backend
 from statestore.errors import StoreConflictError, StoreCorruptError
-from statestore.layout import FORMAT_VERSION, FRESH_DIRECTORY_FLAG, META_KEY, META_STORE, flag_key
+from statestore.layout import (
+    FORMAT_VERSION,
+    FRESH_DIRECTORY_FLAG,
+    META_KEY,
+    META_STORE,
+    OFFSET_PREFIX,
+    flag_key,
+)
 
-__all__ = ["creation_records", "prefix_end", "read_meta"]
+__all__ = ["creation_records", "delete_meta", "prefix_end", "read_meta"]
 
 
 def creation_records(identity: dict[str, Any]) -> list[tuple[bytes, bytes | None]]:
@@ -54,3 +62,24 @@ def read_meta(backend: Backend, path: Path | None) -> dict[str, Any]:
             f"order). Nothing was changed. Fix: {fix}."
         )
     return meta
+
+
+def delete_meta(backend: Backend, prefixes: Sequence[bytes], keys: Sequence[bytes] = ()) -> int:
+    """Delete every metadata entry whose key starts with one of ``prefixes``, and the
+    entries ``keys`` (progress scopes, flags, crash attempts of something finished), in
+    one write; returns how many. Input offsets are never deleted this way (their cache
+    lives in ``ProcessorDatabase``: ``delete_ranges(forget=...)`` deletes them)."""
+    doomed = [
+        key
+        for prefix in prefixes
+        if not prefix.startswith(OFFSET_PREFIX)
+        for key, _value in backend.scan(META_STORE, prefix, prefix_end(prefix))
+    ]
+    doomed += [
+        key
+        for key in keys
+        if not key.startswith(OFFSET_PREFIX) and backend.get(META_STORE, key) is not None
+    ]
+    if doomed:
+        backend.write({META_STORE: [(key, None) for key in doomed]})
+    return len(doomed)

@@ -20,15 +20,9 @@ from framework.bootstrap.child_process import (
 )
 from framework.bootstrap.errors import BootstrapError
 from framework.bootstrap.fold import AppFold
-from framework.bootstrap.job import (
-    BootstrapPlan,
-    BootstrapProgress,
-    Fold,
-    progress_file_writer,
-    run_bootstrap,
-    spark_errors,
-)
+from framework.bootstrap.job import BootstrapPlan, Fold, run_bootstrap, spark_errors
 from framework.bootstrap.manifest import MANIFEST_FILE, Manifest, ManifestError, TargetState
+from framework.bootstrap.progress import BootstrapProgress, progress_file_writer
 from framework.bootstrap.sources import (
     ARCHIVE_COLUMNS,
     ArchiveError,

@@ -19,8 +19,8 @@ from pathlib import Path
 from framework.app import App
 from framework.bootstrap.build import BuildRequest, build_state
 from framework.bootstrap.history import parse_until
-from framework.bootstrap.job import BootstrapProgress
 from framework.bootstrap.manifest import Manifest
+from framework.bootstrap.progress import BootstrapProgress
 from framework.config import ConfigError
 from framework.coordination.layout import AppLayout, prepare_app
 from framework.kafka import Clients, Kafka, watermarks

@@ -19,8 +19,9 @@ from framework.bootstrap.history import (
     check_kafka_ranges,
     lineage_ranks,
 )
-from framework.bootstrap.job import BootstrapPlan, BootstrapProgress, run_bootstrap, spark_errors
+from framework.bootstrap.job import BootstrapPlan, run_bootstrap, spark_errors
 from framework.bootstrap.manifest import Manifest
+from framework.bootstrap.progress import BootstrapProgress
 from framework.bootstrap.sources import kafka_history, parquet_history, parquet_offsets
 from framework.bootstrap.spark_session import spark_session
 from framework.coordination.registry import TopicEntry

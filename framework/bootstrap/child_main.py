@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from framework.bootstrap.build import BuildRequest, build_state
-from framework.bootstrap.job import progress_file_writer
+from framework.bootstrap.progress import progress_file_writer
 from framework.coordination.registry import TopicRegistry
 from framework.errors import SplitstateError
 from framework.kafka import Clients, watermarks

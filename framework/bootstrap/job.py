@@ -25,14 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import shutil
 import struct
-import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -41,6 +38,7 @@ import mmh3
 from framework.bootstrap.crash_watch import CrashWatch
 from framework.bootstrap.errors import BootstrapError
 from framework.bootstrap.manifest import Manifest, TargetState
+from framework.bootstrap.progress import BootstrapProgress, SparkProgress
 from framework.bootstrap.tasks import Placement, file_writer, group_folder
 from rebalance.positions import Position
 
@@ -48,14 +46,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
-__all__ = [
-    "BootstrapPlan",
-    "BootstrapProgress",
-    "Fold",
-    "progress_file_writer",
-    "run_bootstrap",
-    "spark_errors",
-]
+__all__ = ["BootstrapPlan", "Fold", "run_bootstrap", "spark_errors"]
 
 _ITEMS_SCHEMA = "processor int, store string, key binary, value binary"
 _FILES_SCHEMA = "processor int, store string, path string, keys long"
@@ -115,33 +106,6 @@ class BootstrapPlan:
     stop_on_crash: bool = False
 
 
-@dataclass
-class BootstrapProgress:
-    """What a running bootstrap reports: the phase, Spark tasks done, records seen."""
-
-    phase: str = "starting"
-    tasks_done: int = 0
-    tasks_total: int = 0
-    records_read: int = 0
-    records_applied: int = 0
-    #: records the runtime would dead-letter, not applied (a build writes no dead letters)
-    records_dead_lettered: int = 0
-    started: float = field(default_factory=time.time)
-
-    def to_json(self) -> dict[str, Any]:
-        """The progress as JSON-able values."""
-        return {
-            "phase": self.phase,
-            "tasks_done": self.tasks_done,
-            "tasks_total": self.tasks_total,
-            "records_read": self.records_read,
-            "records_applied": self.records_applied,
-            "records_dead_lettered": self.records_dead_lettered,
-            "started": self.started,
-            "updated": time.time(),
-        }
-
-
 def run_bootstrap(
     spark: SparkSession,
     history: DataFrame,
@@ -158,7 +122,7 @@ def run_bootstrap(
     partial = destination.with_name(f".{destination.name}.partial-{uuid.uuid4().hex[:8]}")
     partial.mkdir(parents=True)
     progress = BootstrapProgress()
-    reporter = _ProgressReporter(spark, progress, on_progress)
+    reporter = SparkProgress(spark, progress, on_progress)
     reporter.start()
     watch = CrashWatch(partial / _CRASH_WATCH, plan.crash_limit, plan.stop_on_crash)
     try:
@@ -329,78 +293,3 @@ def group_labels(groups: int, tasks: int) -> list[int]:
             if not any(wanted.values()):
                 return labels
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-class _ProgressReporter:
-    """Samples Spark's status tracker every second and hands progress to a callback."""
-
-    def __init__(
-        self,
-        spark: SparkSession,
-        progress: BootstrapProgress,
-        callback: Callable[[BootstrapProgress], None] | None,
-    ) -> None:
-        self._spark = spark
-        self._progress = progress
-        self._callback = callback
-        #: records read, applied, dead-lettered (the accumulators of the job's last run)
-        self._counters: tuple[Any, ...] = ()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bootstrap-progress", daemon=True)
-
-    def count_with(self, counters: tuple[Any, ...]) -> None:
-        """Report these accumulators' counts: records read, applied and dead-lettered (a run
-        of the job's own)."""
-        self._counters = counters
-
-    def count(self) -> None:
-        """Copy the counters' values into the progress."""
-        if not self._counters:
-            return
-        read, applied, dead = (counter.value for counter in self._counters)
-        progress = self._progress
-        progress.records_read, progress.records_applied = read, applied
-        progress.records_dead_lettered = dead
-
-    def start(self) -> None:
-        if self._callback is not None:
-            self._thread.start()
-
-    def stop(self) -> None:
-        if self._callback is None:
-            return
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
-        self._report()
-
-    def _run(self) -> None:
-        while not self._stop.wait(1.0):
-            self._report()
-
-    def _report(self) -> None:
-        assert self._callback is not None
-        tracker = self._spark.sparkContext.statusTracker()
-        done = total = 0
-        for stage_id in tracker.getActiveStageIds():
-            info = tracker.getStageInfo(stage_id)
-            if info is not None:
-                done += info.numCompletedTasks
-                total += info.numTasks
-        self._progress.tasks_done, self._progress.tasks_total = done, total
-        self.count()
-        try:
-            self._callback(self._progress)
-        except Exception:  # a progress report must never fail the job
-            return
-
-
-def progress_file_writer(path: Path) -> Callable[[BootstrapProgress], None]:
-    """A progress callback that keeps ``path`` up to date (JSON, replaced atomically)."""
-
-    def write(progress: BootstrapProgress) -> None:
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(json.dumps(progress.to_json()))
-        temporary.replace(path)
-
-    return write

@@ -1,6 +1,7 @@
-"""How a receiver's catch-up gets its gained keys in bulk, per ``bootstrap`` in the config:
-``snapshot`` (its sources' snapshots, the default), ``spark`` (a Spark job over history or an
-archive) or ``replay`` (nothing: the catch-up reads from the beginning)."""
+"""How a receiver's catch-up starts (``start_catch_up``), and how it gets its gained keys in
+bulk, per ``bootstrap`` in the config: ``snapshot`` (its sources' snapshots, the default),
+``spark`` (a Spark job over history or an archive) or ``replay`` (nothing: the catch-up reads
+from the beginning)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,53 @@ import logging
 from framework.app import App
 from framework.bootstrap.child_process import BootstrapRun
 from framework.clock import Clock
+from framework.coordination.layout import AppLayout
+from framework.kafka import Kafka
+from framework.processing import RecordProcessor
 from framework.runtime.catchup import BootstrapStarter, CatchUp
 from framework.runtime.catchup_apply import BulkBuild, SparkBuild
 from framework.runtime.faults import maybe_crash
 from framework.snapshots.transfer import SnapshotTransfer
 from framework.snapshots.transfer_progress import transfer_directory
-from rebalance.control import Scale
+from rebalance.control import ControlState, Scale
 from rebalance.positions import OffsetRange, Position
 from statestore import ProcessorDatabase
 from statestore.snapshot_store import SnapshotStore
 
-__all__ = ["bulk_starter"]
+__all__ = ["bulk_starter", "start_catch_up"]
 
 log = logging.getLogger("framework.runtime.catchup")
+
+
+def start_catch_up(
+    app: App,
+    processor: int,
+    scale: Scale,
+    *,
+    state: ControlState,
+    layout: AppLayout,
+    kafka: Kafka,
+    database: ProcessorDatabase,
+    records: RecordProcessor,
+) -> CatchUp:
+    """Processor ``processor``'s catch-up for ``scale`` (``state``: the control state), with
+    its bulk build per the config."""
+    config = app.config
+    assert state.app is not None
+    return CatchUp(
+        processor,
+        state.app.initial_processors,
+        scale,
+        kafka=kafka,
+        group_id=config.app_id,
+        database=database,
+        records=records,
+        histories={name: e.history for name, e in layout.inputs.items()},
+        crash_limit=config.crash_limit,
+        read_ahead=config.scaling.catchup_batch,
+        at_least_once=config.processing_guarantee == "at-least-once",
+        bootstrap=bulk_starter(app, processor, scale, database, kafka.clock, epoch=state.app.epoch),
+    )
 
 
 def bulk_starter(

@@ -13,9 +13,9 @@ already completed (and now processes live) are never applied again.
 
 It never applies a record past T1 (the group's committed offset; no snapshot covers more), so
 it applies nothing the owner has not emitted; records read past T1 wait in a ``ReadAhead``.
-Released at F, a partition is applied exactly up to F (a position past F is a protocol error
-that stops it). It first deletes any state it holds for the gained keys (left from an earlier
-membership): gained keys are always rebuilt from empty.
+Released at F, a partition is applied exactly up to F (a position past F stops it, but under
+at-least-once: ``check_not_past``). It first deletes any state it holds for the gained keys
+(left from an earlier membership): gained keys are always rebuilt from empty.
 """
 
 from __future__ import annotations
@@ -25,19 +25,19 @@ from collections.abc import Callable, Mapping
 from itertools import chain
 
 from framework.kafka import ConsumerFailedError, Kafka, Message, OffsetResetError
-from framework.processing import ProcessorStoppedError, RecordProcessor
+from framework.processing import RecordProcessor
 from framework.runtime.catchup_apply import (
     BulkBuild,
     Taken,
     apply_taken,
+    cannot_read_on,
     check_not_past,
     clear_stale,
     gained_from,
-    history_lost,
 )
 from framework.runtime.completions import holds_flag
 from framework.runtime.crashes import CrashGuard
-from framework.runtime.read_ahead import ReadAhead
+from framework.runtime.read_ahead import PausedReads, ReadAhead
 from framework.runtime.retention import check_catch_up_history
 from framework.snapshots.source_starts import source_starts
 from rebalance import HandoffPhase, TopicHistory
@@ -128,7 +128,7 @@ class CatchUp:
         )
         self.t1: dict[Position, int] = {}
         self.released: dict[Position, int] = {}
-        self._paused: set[Position] = set()  # see ``_read_ahead``
+        self._paused = PausedReads(self._consumer)  # see ``_read_ahead``
         #: records read past how far they may be applied yet (T1, or F): ``read_ahead`` in all
         self._ahead = ReadAhead(read_ahead // max(1, len(self.bounds)))
         self._refreshed = 0.0
@@ -174,13 +174,7 @@ class CatchUp:
         self._starts = source_starts(self._database, self.scope, self.sources)
         self._start_reading(self._database.progress(self.scope))
         # a release read before the bulk build ended was checked against positions of 0
-        self.released = check_not_past(
-            self.processor,
-            self.generation,
-            self.positions,
-            self.released,
-            at_least_once=self._at_least_once,
-        )
+        self.released = self._takeover(self.released)
 
     def _start_reading(self, progress: Mapping[Position, int]) -> None:
         """Refuse when Kafka lost history still needed from ``progress`` on (see
@@ -209,13 +203,7 @@ class CatchUp:
         """The old owner released ``handoff``'s partitions at F: read them exactly to F
         (or take them over where it rebuilt to, past F: see ``check_not_past``, which raises
         ``ProcessorStoppedError`` when that is a protocol error)."""
-        takeover = check_not_past(
-            self.processor,
-            self.generation,
-            self.positions,
-            handoff.released,
-            at_least_once=self._at_least_once,
-        )
+        takeover = self._takeover(handoff.released)
         self.released.update(takeover)
         for position, final in takeover.items():
             self._ahead.forget(position, final)  # never applied here
@@ -266,16 +254,7 @@ class CatchUp:
         self._resume_ready()
 
     def _resume_ready(self) -> None:
-        """Read paused partitions again (from the catch-up's position) once their kept records
-        were applied and the limit allows more."""
-        for position in list(self._paused):
-            if self._ahead.holding(position):
-                continue
-            limit = self.limit(position)
-            if limit is None or self.positions[position] < limit:
-                self._consumer.seek(position, self.positions[position])
-                self._consumer.resume([position])
-                self._paused.discard(position)
+        self._paused.resume_ready(self._ahead, self.limit, self.positions)
 
     def step(self, max_records: int, timeout: float = 0.05) -> int:
         """Apply up to ``max_records`` records (read ahead earlier when the limits now allow
@@ -331,21 +310,20 @@ class CatchUp:
         final = position in self.released or self.bounds.get(position, -1) == limit
         past = final and limit is not None and at >= limit  # past F or the bound: never applied
         if past or not self._ahead.hold(position, message, at):
-            self._consumer.pause([position])
-            self._paused.add(position)
+            self._paused.pause(position)
         return True
+
+    def _takeover(self, released: Mapping[Position, int]) -> dict[Position, int]:
+        at_least_once = self._at_least_once
+        return check_not_past(
+            self.processor, self.generation, self.positions, released, at_least_once=at_least_once
+        )
 
     def _consume(self, max_records: int, timeout: float) -> list[Message]:
         try:
             return self._consumer.consume(max_records, timeout)
-        except OffsetResetError as error:
-            raise history_lost(self.processor, self.generation, error.reason) from None
-        except ConsumerFailedError as error:  # the catch-up stops; its own partitions go on
-            raise ProcessorStoppedError(
-                f"processor {self.processor}'s catch-up for generation {self.generation} "
-                f"cannot read on: {error}. Fix the cause (see Kafka's message), then restart "
-                "the processor and resume the scale, or abort it."
-            ) from None
+        except (OffsetResetError, ConsumerFailedError) as error:  # the catch-up stops only
+            raise cannot_read_on(self.processor, self.generation, error) from None
 
     def lag(self) -> dict[Position, int]:
         """T1 - T2 per S1 partition (F - T2 once released)."""
@@ -408,8 +386,7 @@ class CatchUp:
         for position in handoff.partitions:
             self.s1.discard(position)
             self._ahead.forget(position)
-            self._consumer.pause([position])
-            self._paused.add(position)
+            self._paused.pause(position)
 
     def close(self) -> None:
         """Stop reading (and a bulk build still running)."""

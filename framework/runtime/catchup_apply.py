@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Protocol
 
 from framework.bootstrap.child_process import BootstrapRun
-from framework.kafka import Message
+from framework.kafka import ConsumerFailedError, Message, OffsetResetError
 from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime.crashes import CrashGuard
 from rebalance import bucket, key_hash
@@ -26,6 +26,7 @@ __all__ = [
     "SparkBuild",
     "Taken",
     "apply_taken",
+    "cannot_read_on",
     "check_not_past",
     "clear_stale",
     "gained_from",
@@ -137,6 +138,20 @@ def took_over(
         f"processor {processor} took over {sorted(handoff.partitions)} from processor "
         f"{handoff.source} at {dict(handoff.released)}; replayed {replayed} records in "
         f"{seconds:.1f}s ({replayed / seconds:.0f}/s){before}"
+    )
+
+
+def cannot_read_on(
+    processor: int, generation: int, error: OffsetResetError | ConsumerFailedError
+) -> ProcessorStoppedError:
+    """The stop of a catch-up whose consumer cannot read on: records retention deleted
+    before it read them, or a consumer that failed for good."""
+    if isinstance(error, OffsetResetError):
+        return history_lost(processor, generation, error.reason)
+    return ProcessorStoppedError(
+        f"processor {processor}'s catch-up for generation {generation} cannot read on: "
+        f"{error}. Fix the cause (see Kafka's message), then restart the processor and "
+        "resume the scale, or abort it."
     )
 
 

@@ -30,6 +30,7 @@ from rebalance import HandoffPhase
 from rebalance.control import ControlState, Handoff
 from statestore import ProcessorDatabase
 from statestore.layout import CRASH_CATCHUP_ATTEMPT_PREFIX, flag_key, offset_prefix
+from statestore.meta import delete_meta
 
 __all__ = ["Completions", "StaleDirectoryError", "holds_flag"]
 
@@ -113,7 +114,8 @@ class Completions:
         if self._database.has_flag(_tidied_flag(generation)):
             return
         scope = f"catchup-{generation}"
-        self._database.delete_meta(
+        delete_meta(
+            self._database.backend,
             [offset_prefix(scope), f"progress/{scope}-from-".encode(), flag_key(f"{scope}-")],
             [CRASH_CATCHUP_ATTEMPT_PREFIX + scope.encode()],
         )

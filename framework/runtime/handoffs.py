@@ -16,17 +16,9 @@ coordinator answers from the control log and never reaches into the loop:
 - ``report_stop(error)``: a receiver that stops says why in the control log.
 
 A catch-up that cannot go on stops (the processor's own partitions keep flowing) and says why
-and where in the control log (``stopped``); a later run resumes it (``resumed``) once it read
-past that record with no lag left, and only an operator resumes a stop of the whole
-processor (``rebalance.control_stops``). Every event the coordinator writes is written once
-per run, but a RELEASE the log refused (its receiver had stopped first) may be written again
-later.
-
-Every record it writes carries this run's ``instance``; before writing, and whenever the log
-changes, it checks that the log still names this run as the processor's newest: otherwise
-it raises ``ProcessorReplacedError`` (the log would ignore what it writes). Before it says
-what the processor owns, ``Completions.settle`` clears what this database holds of handoffs
-another instance completed.
+and where in the control log; a later run resumes it once past that point. What the run
+writes, and the checks before it writes, are ``RunVoice``'s. Every event is written once per
+run, but a RELEASE the log refused (its receiver had stopped first) may be written again.
 """
 
 from __future__ import annotations
@@ -39,25 +31,23 @@ from dataclasses import dataclass
 from framework.app import App
 from framework.coordination.control_log import ControlLog, ControlWatcher
 from framework.coordination.layout import AppLayout
-from framework.errors import SplitstateError
 from framework.kafka import Kafka, KafkaConsumer, TransactionalProducer
 from framework.processing import (
     ProcessorFencedError,
-    ProcessorReplacedError,
     ProcessorStoppedError,
     RecordProcessor,
 )
-from framework.runtime.bulk_starts import bulk_starter
+from framework.runtime.bulk_starts import start_catch_up
 from framework.runtime.catchup import CatchUp
 from framework.runtime.catchup_apply import took_over
-from framework.runtime.completions import Completions, StaleDirectoryError
+from framework.runtime.completions import Completions
 from framework.runtime.faults import maybe_crash
 from framework.runtime.final_offsets import final_offsets
 from framework.runtime.moved_keys import MovedKeys
+from framework.runtime.run_voice import RunVoice
 from framework.runtime.transactions import commit_offsets
 from rebalance import HandoffEvent, HandoffPhase
-from rebalance.control import ControlState, Handoff, Scale, handoff_record
-from rebalance.control_stops import Stop, resumed_record, stopped_record
+from rebalance.control import Handoff, Scale, handoff_record
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
 
@@ -111,8 +101,15 @@ class HandoffCoordinator:
         self._kafka = kafka
         self._consumer = consumer
         self._moved = MovedKeys(processor, database)
-        self._completions = completions
-        self._checked: object = None  # the control state ``_check_held`` last checked
+        #: what this run writes to the control log, and whether it may
+        self._voice = RunVoice(
+            processor,
+            instance,
+            watcher=watcher,
+            control=control,
+            database=database,
+            completions=completions,
+        )
         self._catchup: CatchUp | None = None
         #: (generation, source, target, event) of the handoff records written in this run
         self._sent: set[tuple[int, int, int, str]] = set()
@@ -133,7 +130,7 @@ class HandoffCoordinator:
         """What the control log says this processor owns, less what it released itself
         (its own RELEASE may not have come back through the log yet)."""
         state = self._watcher.state
-        self._check_held(state)  # before any partition it gained is read
+        self._voice.check_held(state)  # before any partition it gained is read
         counts = {name: entry.partitions for name, entry in layout.inputs.items()}
         owned = state.owned(self.processor, counts)
         scale = state.scaling
@@ -189,7 +186,7 @@ class HandoffCoordinator:
         """Act on the control state (after the loop read what ``owned`` says): register
         purges, start or follow this receiver's catch-up, or drop one no longer wanted."""
         state = self._watcher.state
-        self._check_newest()
+        self._voice.check_newest()
         self._moved.sync(state)
         scale = state.scaling
         incoming = (
@@ -216,27 +213,15 @@ class HandoffCoordinator:
             if self._catchup is not None:
                 self._catchup.close()
             self._moved.finish()  # an older purge must not delete keys rebuilt from now on
-            assert state.app is not None
-            self._catchup = CatchUp(
+            self._catchup = start_catch_up(
+                self._app,
                 self.processor,
-                state.app.initial_processors,
                 scale,
+                state=state,
+                layout=layout,
                 kafka=self._kafka,
-                group_id=self._config.app_id,
                 database=self._database,
                 records=self._records,
-                histories={name: e.history for name, e in layout.inputs.items()},
-                crash_limit=self._config.crash_limit,
-                read_ahead=self._config.scaling.catchup_batch,
-                at_least_once=self._config.processing_guarantee == "at-least-once",
-                bootstrap=bulk_starter(
-                    self._app,
-                    self.processor,
-                    scale,
-                    self._database,
-                    self._kafka.clock,
-                    epoch=state.app.epoch,
-                ),
             )
         for handoff in incoming:
             if handoff.phase is HandoffPhase.PLANNED:
@@ -251,22 +236,7 @@ class HandoffCoordinator:
             self._catchup.close()
             self._catchup = None
         self._failed[scale.generation] = str(error)
-        how = (
-            "it resumes by itself once it has read past that record"
-            if error.at is not None
-            else "then resume the scale with `splitstate scale MODULE:APP --resume`"
-        )
-        log.error(
-            "processor %d stopped catching up for generation %d: %s Abandon the scale with "
-            "`splitstate scale MODULE:APP --abort`, or fix the cause and restart processor %d "
-            "(%s).",
-            self.processor,
-            scale.generation,
-            error,
-            self.processor,
-            how,
-        )
-        self._append_stopped(scale.generation, error, "catch-up")
+        self._voice.catch_up_stopped(scale.generation, error)
 
     def catch_up(self) -> int:
         """One step of the running catch-up; CAUGHT_UP and COMPLETE when due. Returns how
@@ -292,7 +262,7 @@ class HandoffCoordinator:
         read = catchup.step(self._config.scaling.catchup_batch, 0.01 if ready else 0.05)
         if scale is None:
             return read
-        self._resume_when_past(scale, catchup)
+        self._voice.resume_when_past(scale, catchup)
         for handoff in incoming:
             if handoff.phase is HandoffPhase.CATCHING_UP and catchup.caught_up(
                 handoff, self._config.scaling.ready_lag
@@ -357,7 +327,7 @@ class HandoffCoordinator:
         """Commit F to the group, then write RELEASE (the loop no longer reads them); under
         exactly-once in a transaction, so that a fenced instance stops before either; a run
         the log says was replaced stops before either too."""
-        self._check_newest()
+        self._voice.check_newest()
         if self._transactions is None:
             self._consumer.commit(release.offsets)
         else:
@@ -382,94 +352,9 @@ class HandoffCoordinator:
     # -- both ------------------------------------------------------------------------------
 
     def report_stop(self, error: ProcessorStoppedError) -> None:
-        """A receiver that stops during a scale says why in the control log (for ``status``);
-        not a fenced one: the instance that fenced it is the receiver now."""
-        scale = self._watcher.state.scaling
-        if scale is None or not scale.incoming(self.processor):
-            return
-        if isinstance(error, ProcessorFencedError):
-            return
-        try:
-            self._append_stopped(scale.generation, error, "processing")
-        except SplitstateError as failure:
-            log.warning("could not record the stop in the control log: %s", failure)
-
-    def _append_stopped(self, generation: int, error: ProcessorStoppedError, during: str) -> None:
-        """Say in the control log that this receiver stopped in ``generation``, why and
-        where (the record, or the whole processor; ``during``: in its catch-up, or in its
-        own processing)."""
-        self._check_newest()
-        self._control.append(
-            stopped_record(
-                generation,
-                self.processor,
-                str(error),
-                at=error.at,
-                instance=self.instance,
-                during=during,
-            )
-        )
-
-    def _resume_when_past(self, scale: Scale, catchup: CatchUp) -> None:
-        """A stop of this receiver at a record, written by an earlier run: write ``resumed``
-        once this run has read past that record and has no lag on any open incoming handoff
-        (then its sources may release again)."""
-        stop = scale.stopped.get(self.processor)
-        if stop is None or stop.at is None or stop.instance == self.instance:
-            return
-        key = (scale.generation, self.processor, self.processor, "resumed")
-        if key in self._sent or not self._past(stop, catchup):
-            return
-        if catchup.bootstrapping or any(catchup.lag().values()):
-            return
-        self._check_newest()
-        self._sent.add(key)
-        self._control.append(
-            resumed_record(scale.generation, self.processor, stop, instance=self.instance)
-        )
-        log.info(
-            "processor %d: read past the record it had stopped %s, with no lag left: "
-            "generation %d goes on",
-            self.processor,
-            stop.where,
-            scale.generation,
-        )
-
-    def _past(self, stop: Stop, catchup: CatchUp) -> bool:
-        """Whether this run has read past the record ``stop`` names: in its catch-up, or,
-        for a stop of its own processing, in its state (a partition of its own can be an
-        ancestor its catch-up reads only up to a growth threshold)."""
-        assert stop.at is not None
-        topic, partition, offset = stop.at
-        position = (topic, partition)
-        if stop.during == "catch-up" and position in catchup.positions:
-            return catchup.positions[position] > offset
-        return (self._database.offsets().get(position) or 0) > offset
-
-    def _check_held(self, state: ControlState) -> None:
-        """Raise ``StaleDirectoryError`` when the log says a handoff into this processor is
-        COMPLETE and this directory did not complete it (the next start replaces the
-        directory: ``framework.runtime.state_dir``); tidy ended catch-ups."""
-        if state is self._checked:
-            return
-        self._checked = state
-        missed = self._completions.missed(state)
-        if missed:
-            generation, handoff = missed[0]
-            raise StaleDirectoryError(
-                f"processor {self.processor}: another run of it completed handoff "
-                f"{handoff.source} -> {handoff.target} of generation {generation} while this "
-                "run started; this run exits, and the next start replaces its state "
-                "directory as a lost one. Fix: restart it (the supervisor does)."
-            )
-        self._completions.tidy(state)
-
-    def _check_newest(self) -> None:
-        """Raise ``ProcessorReplacedError`` when the log names a newer run of this processor
-        (what this run would write is ignored; it stops instead)."""
-        newest = self._watcher.state.instances.get(self.processor)
-        if newest != self.instance:
-            raise ProcessorReplacedError(self.processor, self.instance, newest)
+        """A receiver that stops during a scale says why in the control log (for
+        ``status``; ``RunVoice.processor_stopped``)."""
+        self._voice.processor_stopped(self._watcher.state.scaling, error)
 
     def close(self) -> None:
         """Close the running catch-up, if any."""
@@ -492,8 +377,7 @@ class HandoffCoordinator:
             request = self._release_requests[key[:3]] = uuid.uuid4().hex
         state_dir = self._config.app_state_dir
         maybe_crash(f"before:{event.value}", self.processor, state_dir)
-        self._check_newest()
-        self._control.append(
+        self._voice.append(
             handoff_record(
                 generation,
                 handoff.source,

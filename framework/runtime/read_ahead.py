@@ -14,12 +14,46 @@ keys and values; a partition whose record is not kept is paused by the caller, a
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from framework.kafka import Message
+from framework.kafka import KafkaConsumer, Message
 from rebalance.positions import Position
 
-__all__ = ["ReadAhead"]
+__all__ = ["PausedReads", "ReadAhead"]
+
+
+class PausedReads:
+    """The partitions a catch-up's ``consumer`` stopped fetching: it keeps enough of their
+    records already, or what comes next is never applied."""
+
+    def __init__(self, consumer: KafkaConsumer) -> None:
+        self._consumer = consumer
+        self._paused: set[Position] = set()
+
+    def __contains__(self, position: object) -> bool:
+        return position in self._paused
+
+    def pause(self, position: Position) -> None:
+        """Stop fetching ``position``."""
+        self._consumer.pause([position])
+        self._paused.add(position)
+
+    def resume_ready(
+        self,
+        ahead: ReadAhead,
+        limit: Callable[[Position], int | None],
+        positions: Mapping[Position, int],
+    ) -> None:
+        """Fetch paused partitions again, from the catch-up's ``positions``, once ``ahead``
+        keeps none of their records and their ``limit`` allows more."""
+        for position in list(self._paused):
+            if ahead.holding(position):
+                continue
+            allowed = limit(position)
+            if allowed is None or positions[position] < allowed:
+                self._consumer.seek(position, positions[position])
+                self._consumer.resume([position])
+                self._paused.discard(position)
 
 
 class ReadAhead:

@@ -18,8 +18,8 @@ from framework.coordination import scaling
 from framework.coordination.control_log import ControlLog
 from framework.coordination.scaling import abort_scale, request_scale, resume_scale
 from framework.kafka import ConsumerFailedError, Message
-from framework.runtime.handoffs import HandoffCoordinator
 from framework.runtime.loop import ProcessorRuntime
+from framework.runtime.run_voice import RunVoice
 from rebalance import HandoffEvent, HandoffPhase
 from rebalance.control import handoff_record
 from rebalance.control_records import instance_record
@@ -301,9 +301,9 @@ def test_a_stop_of_its_own_processing_is_past_once_its_state_is() -> None:
     partition only up to a growth threshold as an ancestor (review finding)."""
     threshold, failing, state_offset = 40, 120, 150
     database = SimpleNamespace(offsets=lambda: {("in", 0): state_offset})
-    coordinator = SimpleNamespace(_database=database)
+    voice = SimpleNamespace(_database=database)
     catchup = SimpleNamespace(positions={("in", 0): threshold, ("in", 2): 30})
     live = Stop("the function failed", ("in", 0, failing), "run-1", during="processing")
-    assert HandoffCoordinator._past(coordinator, live, catchup)  # type: ignore[arg-type]
+    assert RunVoice._past(voice, live, catchup)  # type: ignore[arg-type]
     caught = Stop("the function failed", ("in", 0, 45), "run-1", during="catch-up")
-    assert not HandoffCoordinator._past(coordinator, caught, catchup)  # type: ignore[arg-type]
+    assert not RunVoice._past(voice, caught, catchup)  # type: ignore[arg-type]

@@ -1,0 +1,178 @@
+"""What a run of a processor says in the control log, and whether it may still speak.
+
+Every record a run writes names it (its ``instance``), and it writes only while the log
+names it as the processor's newest run (``check_newest``: else ``ProcessorReplacedError``;
+readers ignore such records anyway). Before the run reads partitions it gained, it checks
+that its state directory holds every handoff the log says is COMPLETE (``check_held``: else
+``StaleDirectoryError``, and the next start replaces the directory). A receiver's stop is
+written with where it happened (``stopped``), and a later run ends it once past that point
+with no lag left (``resume_when_past``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from framework.coordination.control_log import ControlLog, ControlWatcher
+from framework.errors import (
+    ProcessorFencedError,
+    ProcessorReplacedError,
+    ProcessorStoppedError,
+    SplitstateError,
+)
+from framework.runtime.completions import Completions, StaleDirectoryError
+from rebalance.control import ControlState, Scale
+from rebalance.control_stops import Stop, resumed_record, stopped_record
+from rebalance.positions import Position
+from statestore import ProcessorDatabase
+
+__all__ = ["CatchUpProgress", "RunVoice"]
+
+# the processor's lines keep the loop's logger name (they were written there)
+log = logging.getLogger("framework.runtime.loop")
+
+
+class CatchUpProgress(Protocol):
+    """What ``resume_when_past`` reads of a running catch-up."""
+
+    positions: dict[Position, int]
+
+    @property
+    def bootstrapping(self) -> bool: ...
+
+    def lag(self) -> dict[Position, int]: ...
+
+
+class RunVoice:
+    """Run ``instance`` of processor ``processor``: its writes to ``control``, checked
+    against what ``watcher`` read (and ``completions``, what ``database`` holds)."""
+
+    def __init__(
+        self,
+        processor: int,
+        instance: str,
+        *,
+        watcher: ControlWatcher,
+        control: ControlLog,
+        database: ProcessorDatabase,
+        completions: Completions,
+    ) -> None:
+        self.processor = processor
+        self.instance = instance
+        self._watcher = watcher
+        self._control = control
+        self._database = database
+        self._completions = completions
+        self._checked: object = None  # the control state ``check_held`` last checked
+        self._resumed: set[int] = set()  # generations this run resumed
+
+    def check_newest(self) -> None:
+        """Raise ``ProcessorReplacedError`` when the log names a newer run of this processor
+        (what this run would write is ignored; it stops instead)."""
+        newest = self._watcher.state.instances.get(self.processor)
+        if newest != self.instance:
+            raise ProcessorReplacedError(self.processor, self.instance, newest)
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        """Write ``record`` (made with this run's instance), if this run is the newest."""
+        self.check_newest()
+        self._control.append(record)
+
+    def check_held(self, state: ControlState) -> None:
+        """Raise ``StaleDirectoryError`` when the log says a handoff into this processor is
+        COMPLETE and this directory did not complete it (the next start replaces the
+        directory: ``framework.runtime.state_dir``); tidy ended catch-ups."""
+        if state is self._checked:
+            return
+        self._checked = state
+        missed = self._completions.missed(state)
+        if missed:
+            generation, handoff = missed[0]
+            raise StaleDirectoryError(
+                f"processor {self.processor}: another run of it completed handoff "
+                f"{handoff.source} -> {handoff.target} of generation {generation} while this "
+                "run started; this run exits, and the next start replaces its state "
+                "directory as a lost one. Fix: restart it (the supervisor does)."
+            )
+        self._completions.tidy(state)
+
+    def stopped(self, generation: int, error: ProcessorStoppedError, during: str) -> None:
+        """Say that this receiver stopped in ``generation``, why and where (the record, or
+        the whole processor; ``during``: in its catch-up, or in its own processing)."""
+        self.append(
+            stopped_record(
+                generation,
+                self.processor,
+                str(error),
+                at=error.at,
+                instance=self.instance,
+                during=during,
+            )
+        )
+
+    def catch_up_stopped(self, generation: int, error: ProcessorStoppedError) -> None:
+        """This receiver's catch-up for ``generation`` stopped (not its own partitions): say
+        why in the log and in the control log (for ``status``)."""
+        how = (
+            "it resumes by itself once it has read past that record"
+            if error.at is not None
+            else "then resume the scale with `splitstate scale MODULE:APP --resume`"
+        )
+        log.error(
+            "processor %d stopped catching up for generation %d: %s Abandon the scale with "
+            "`splitstate scale MODULE:APP --abort`, or fix the cause and restart processor %d "
+            "(%s).",
+            self.processor,
+            generation,
+            error,
+            self.processor,
+            how,
+        )
+        self.stopped(generation, error, "catch-up")
+
+    def processor_stopped(self, scale: Scale | None, error: ProcessorStoppedError) -> None:
+        """The whole processor stops: as a receiver of ``scale`` (the scale in progress) say
+        why in the control log, unless fenced (the run that fenced it speaks for it now); a
+        failure to say so is logged."""
+        if scale is None or not scale.incoming(self.processor):
+            return
+        if isinstance(error, ProcessorFencedError):
+            return
+        try:
+            self.stopped(scale.generation, error, "processing")
+        except SplitstateError as failure:
+            log.warning("could not record the stop in the control log: %s", failure)
+
+    def resume_when_past(self, scale: Scale, catchup: CatchUpProgress) -> None:
+        """A stop of this receiver at a record, written by an earlier run: write ``resumed``
+        once this run has read past that record and has no lag on any open incoming handoff
+        (then its sources may release again)."""
+        stop = scale.stopped.get(self.processor)
+        if stop is None or stop.at is None or stop.instance == self.instance:
+            return
+        if scale.generation in self._resumed or not self._past(stop, catchup):
+            return
+        if catchup.bootstrapping or any(catchup.lag().values()):
+            return
+        self.append(resumed_record(scale.generation, self.processor, stop, instance=self.instance))
+        self._resumed.add(scale.generation)
+        log.info(
+            "processor %d: read past the record it had stopped %s, with no lag left: "
+            "generation %d goes on",
+            self.processor,
+            stop.where,
+            scale.generation,
+        )
+
+    def _past(self, stop: Stop, catchup: CatchUpProgress) -> bool:
+        """Whether this run has read past the record ``stop`` names: in its catch-up, or,
+        for a stop of its own processing, in its state (a partition of its own can be an
+        ancestor its catch-up reads only up to a growth threshold)."""
+        assert stop.at is not None
+        topic, partition, offset = stop.at
+        position = (topic, partition)
+        if stop.during == "catch-up" and position in catchup.positions:
+            return catchup.positions[position] > offset
+        return (self._database.offsets().get(position) or 0) > offset

@@ -46,10 +46,12 @@ from framework.runtime.clients import RunClients
 from framework.runtime.faults import maybe_crash
 from framework.runtime.handoffs import HandoffCoordinator
 from framework.runtime.observe import RunObserver, catch_up_progress
+from framework.runtime.passed_over import passed_over
 from framework.runtime.pipeline import Pipeline
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
 from framework.runtime.stats import RuntimeStats
+from framework.runtime.transactions import commit_offsets
 from framework.snapshots.taker import SnapshotTaker
 from rebalance import HandoffPhase
 from statestore import ProcessorDatabase
@@ -64,6 +66,9 @@ _TAKEOVER_WAIT_SECONDS = 0.01
 #: aborted transactions in a row after which the processor exits (the supervisor restarts it
 #: with backoff): a write that keeps failing is not retried at once for ever
 _ABORTS_IN_A_ROW = 5
+#: how often an idle or rebuilding processor moves its offsets over transaction markers and
+#: aborted records its consumer passed (``passed_over``)
+_PASS_OVER_SECONDS = 1.0
 
 
 def _nothing(*_args: object) -> None:
@@ -122,6 +127,8 @@ class BatchLoop:
         self._takeovers = 0
         #: after a takeover, batches wait briefly until one has records, until this at most
         self._hurry_until = 0.0
+        #: when the offsets passed over were last followed (``_pass_over``)
+        self._passed_at = 0.0
 
     def adopt_topics(self) -> None:
         """Take the registry's current view of the input topics (a growth, its thresholds)."""
@@ -186,7 +193,9 @@ class BatchLoop:
             return False
         if self._reading.owned and self._release_due():
             self.drain()  # released at this boundary, before another batch is read
+            self._pass_over(now=True)  # F is where the consumer got to
             self._release_ready()
+        self._end_rebuild()
         if handoffs.catching_up and not self._reading.rebuilding():
             self.drain()  # (a RELEASE just read is taken over before another batch)
             self.stats.replayed += handoffs.catch_up()
@@ -286,6 +295,7 @@ class BatchLoop:
             ) from None
         if not messages:
             self.drain()  # the input is idle: nothing waits behind the batches in flight
+            self._pass_over()
             return
         self._hurry_until = 0.0
         if pipeline.accepts(messages):
@@ -376,6 +386,42 @@ class BatchLoop:
         for position, offset in first_offsets(messages).items():
             if position in self._reading.owned:
                 self._clients.consumer.seek(position, offset)
+
+    def _pass_over(self, *, now: bool = False) -> None:
+        """Move the state's offsets, and the group's, over the transaction markers and
+        aborted records the consumer passed without a record (``passed_over``), once a
+        second at most unless ``now``. Under exactly-once the group's offsets are committed
+        in a transaction first, as a batch's are; a crash before the state's write leaves the
+        group ahead, and the rebuild up to it ends here again."""
+        clock_now = self._clock.monotonic()
+        if not now and clock_now - self._passed_at < _PASS_OVER_SECONDS:
+            return
+        self._passed_at = clock_now
+        self.drain()  # every record delivered is applied: what lies between was passed over
+        consumer = self._clients.consumer
+        passed = passed_over(consumer, self._reading.owned, self._database.offsets())
+        if not passed:
+            return
+        commits = committable(self._reading.restore_below, passed)
+        transactions = self._clients.transactions
+        if transactions is not None and commits:
+            try:
+                commit_offsets(transactions, consumer, commits, self.processor)
+            except TransactionAbortableError as error:
+                log.warning("processor %d: %s (tried again later)", self.processor, error)
+                return
+        batch = self._database.begin()
+        for (topic, partition), offset in passed.items():
+            batch.set_offset(topic, partition, offset)
+        batch.commit()
+        if transactions is None and commits:
+            consumer.commit(commits, asynchronous=True)
+
+    def _end_rebuild(self) -> None:
+        """A rebuild up to the group's offset ends where the consumer passed that offset,
+        even without a record there (``_pass_over``)."""
+        if self._reading.rebuilding():
+            self._pass_over()
 
     def _release_ready(self) -> None:
         """At a batch boundary: stop reading the partitions of READY handoffs the coordinator

@@ -171,7 +171,9 @@ class KafkaConsumer(Protocol):
         ...
 
     def committed(self, positions: Iterable[Position]) -> dict[Position, int]:
-        """The group's committed offset of each partition that has one."""
+        """The group's committed offset of each partition that has one. A partition Kafka
+        answers with an error of its own is asked again, then raises ``KafkaIOError``: it
+        is never left out as if it had no offset."""
         ...
 
     def commit(self, offsets: Mapping[Position, int], *, asynchronous: bool = False) -> None:

@@ -78,7 +78,7 @@ def transaction(
     )
     upstream.init_transactions(30)
     upstream.begin_transaction()
-    header = [("splitstate.count", str(count).encode())]
+    header: list[tuple[str, str | bytes | None]] = [("splitstate.count", str(count).encode())]
     for key in keys:
         upstream.produce(topic, b"", key, partition=partition, headers=header)
     upstream.flush(30)

@@ -5,22 +5,30 @@ comparison may count them as records not processed yet."""
 
 from __future__ import annotations
 
+import shutil
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from framework import App
+from framework.coordination.registry import TopicRegistry
 from framework.coordination.scaling import read_control, request_scale
+from framework.growth.expand import expand_topic
+from framework.kafka import Clients
 from framework.loader import load_app
 from framework.ops.status import collect_status
+from framework.producer import SplitstateProducer
 from framework.runtime.loop import ProcessorRuntime
-from rebalance import bucket, key_hash
+from rebalance import HandoffEvent, bucket, key_hash
 from statestore import ProcessorDatabase, processor_path
+from tests.integration.catchup_world import World, hand_over, send
 from tests.integration.harness import create_app, produce, unique, wait_for
 
 pytestmark = pytest.mark.integration
@@ -185,3 +193,122 @@ def test_lag_is_zero_once_a_transactional_input_is_read(
         assert database.offsets() == {position: 10}  # what metrics' lag and F are read from
     finally:
         database.close()
+
+
+def test_a_catch_up_reads_to_t1_and_f_past_transaction_markers(
+    kafka_bootstrap: str, kafka_admin: AdminClient
+) -> None:
+    """The old owner's offsets follow its consumer past markers and aborted records, so T1
+    and F lie past the last record: the receiver is caught up, and finished, when its own
+    consumer passed them (it waited for a record there for ever)."""
+    world = World(kafka_bootstrap, kafka_admin, partitions=2, initial=2, b=1)
+    moved = keys_of(1, 2, 6)
+    transaction(kafka_bootstrap, world.topic, 1, moved, commit=True)  # offsets 0-5, marker 6
+    transaction(kafka_bootstrap, world.topic, 1, moved[:3], commit=False)  # 7-9, marker 10
+    world.commit_group({1: 7})  # T1: the old owner read past the commit marker
+    state = send(world.control(1, 2), 0, 1, HandoffEvent.START_CATCH_UP)
+    database = world.database(1)
+    catchup = world.catch_up(1, state, database)
+    try:
+        hand_over(state, catchup, 0, 1, {(world.topic, 1): 11})  # F: the partition's end
+    finally:
+        catchup.close()
+    assert world.state(database, moved) == dict.fromkeys(moved, 1)
+    assert database.progress(catchup.scope) == {(world.topic, 1): 11}
+
+
+class Flow(threading.Thread):
+    """Keeps writing committed records of ``key`` to the input: a backlog, then a steady
+    flow (the processor's loop never finds its input idle)."""
+
+    def __init__(self, bootstrap: str, topic: str, key: bytes) -> None:
+        super().__init__(name="flow", daemon=True)
+        self.producer = SplitstateProducer({"bootstrap.servers": bootstrap}, [topic])
+        self.topic, self.key = topic, key
+        self.stop = threading.Event()
+        self.written = 0
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.producer.produce(self.topic, self.key, b"")
+            self.producer.poll(0)
+            self.written += 1
+            if self.written > 3000:
+                time.sleep(0.002)
+        self.producer.close(30)
+
+
+def test_a_lost_state_is_rebuilt_to_a_group_offset_past_a_commit_marker(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    """The group's offset of partition 0 is past its last record (a commit marker follows
+    it). A processor that lost its state directory rebuilds the partition up to there; with
+    no record at that offset, the rebuild ends where its consumer passed it, even while
+    partition 1 keeps it busy: it is ready again, not "restoring" until a new record
+    arrives."""
+    words = unique("words")
+    config = create_app(
+        tmp_path,
+        kafka_bootstrap,
+        APP,
+        app_id=unique("marker-rebuild"),
+        inputs=[{"topic": words, "partitions": 2}],
+        outputs=[{"topic": unique("counts"), "partitions": 2}],
+        initial_processors=1,
+        processors=1,
+        bootstrap="replay",
+        snapshots={"enabled": False},
+        metrics={"port": 0},
+    )
+    app = load_app(APP, config)
+    rebuilt = keys_of(0, 2, 5)
+    transaction(kafka_bootstrap, words, 0, rebuilt, commit=True)  # offsets 0-4, marker 5
+    kafka = Clients({"bootstrap.servers": kafka_bootstrap})
+    with running(app, 0) as run, kafka.consumer(app.config.app_id) as group:
+        position = (words, 0)
+        wait_for(lambda: group.committed([position]) == {position: 6}, 60, "T1 past the marker")
+    kafka.close()
+    assert run.runtime.stats.records == 5
+    shutil.rmtree(processor_path(app.config.app_state_dir, 0))  # the disk is lost
+    flow = Flow(kafka_bootstrap, words, keys_of(1, 2, 1)[0])
+    flow.start()
+    wait_for(lambda: flow.written > 3000, 30, "a backlog on partition 1")
+    try:
+        with running(app, 0) as run:
+
+            def ready() -> bool:
+                run.check()
+                metrics = run.runtime.metrics
+                return metrics is not None and metrics.readiness()[0]
+
+            wait_for(ready, 30, "the rebuilt processor to be ready")
+            assert run.runtime.stats.restored == 5
+    finally:
+        flow.stop.set()
+        flow.join(30)
+    assert counts(app, 0)[rebuilt[0]] == 1
+
+
+def _quiet(_what: object) -> None:
+    """Neither a report line nor a wait (the fence's wait is not what is tested)."""
+
+
+def test_a_resumed_expand_does_not_wait_a_minute_on_a_transactional_tail(
+    kafka_bootstrap: str, topic_factory: Callable[..., str]
+) -> None:
+    """`expand` resumed after its fence looks for its marker in each parent from the fence's
+    end to the partition's end. A parent whose last offset is a commit marker has no record
+    there: the search waited a minute for one, for each such parent."""
+    topic = topic_factory(partitions=2)
+    kafka = Clients({"bootstrap.servers": kafka_bootstrap})
+    try:
+        TopicRegistry(kafka).ensure_topic()
+        TopicRegistry(kafka).register(topic, 2)
+        expand_topic(kafka, topic, 4, report=_quiet, wait=_quiet, stop_after="fenced")
+        transaction(kafka_bootstrap, topic, 0, keys_of(0, 2, 3), commit=True)
+        started = time.monotonic()
+        entry = expand_topic(kafka, topic, 4, report=_quiet, wait=_quiet)
+    finally:
+        kafka.close()
+    assert time.monotonic() - started < 20
+    assert entry.growth is None and entry.history.thresholds[2] == 4  # after the marker

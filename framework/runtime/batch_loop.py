@@ -25,6 +25,11 @@ handoffs to release at this batch boundary (it stops reading them, the coordinat
 and writes RELEASE), and it lets the coordinator step a receiver's catch-up and forget keys
 given away. Before any of that, the batches in flight are committed (``drain``). Exactly one
 processor emits output for each record.
+
+An input written by a transactional producer holds offsets without a record (markers, aborted
+records). When the input is idle (once a second at most), before a release and while a
+rebuild runs, the state's and the group's offsets move to where the consumer got past them
+(``passed_over``), so that F, T1 and the lag do not count them as records not read yet.
 """
 
 from __future__ import annotations

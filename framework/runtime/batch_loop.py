@@ -59,6 +59,7 @@ from framework.runtime.stats import RuntimeStats
 from framework.runtime.transactions import commit_offsets
 from framework.snapshots.taker import SnapshotTaker
 from rebalance import HandoffPhase
+from rebalance.positions import Position
 from statestore import ProcessorDatabase
 
 __all__ = ["BatchLoop", "RuntimeStats"]
@@ -134,6 +135,8 @@ class BatchLoop:
         self._hurry_until = 0.0
         #: when the offsets passed over were last followed (``_pass_over``)
         self._passed_at = 0.0
+        #: offsets passed over whose transaction could not commit (tried again)
+        self._unconfirmed: dict[Position, int] = {}
 
     def adopt_topics(self) -> None:
         """Take the registry's current view of the input topics (a growth, its thresholds)."""
@@ -395,32 +398,43 @@ class BatchLoop:
     def _pass_over(self, *, now: bool = False) -> None:
         """Move the state's offsets, and the group's, over the transaction markers and
         aborted records the consumer passed without a record (``passed_over``), once a
-        second at most unless ``now``. Under exactly-once the group's offsets are committed
-        in a transaction first, as a batch's are; a crash before the state's write leaves the
-        group ahead, and the rebuild up to it ends here again."""
+        second at most unless ``now``.
+
+        The state is written first, in both guarantees: no output depends on these offsets,
+        and a state ahead of the group (a crash before the group's commit) only has the
+        group's offset committed at the next start. The other order could leave the group
+        ahead of a state with no offset at all, which reads as a lost state directory (a
+        rebuild from offset 0, impossible after retention). Under exactly-once the group's
+        offsets go through a transaction; one that cannot commit is tried again at the next
+        pass, for the partitions the state has not moved on from since."""
         clock_now = self._clock.monotonic()
         if not now and clock_now - self._passed_at < _PASS_OVER_SECONDS:
             return
         self._passed_at = clock_now
         self.drain()  # every record delivered is applied: what lies between was passed over
         consumer = self._clients.consumer
-        passed = passed_over(consumer, self._reading.owned, self._database.offsets())
-        if not passed:
+        offsets = self._database.offsets()
+        passed = passed_over(consumer, self._reading.owned, offsets)
+        if passed:
+            batch = self._database.begin()
+            for (topic, partition), offset in passed.items():
+                batch.set_offset(topic, partition, offset)
+            batch.commit()
+            maybe_crash("pass-over:written", self.processor, self.config.app_state_dir)
+        again = {p: o for p, o in self._unconfirmed.items() if offsets.get(p) == o}
+        self._unconfirmed = {}
+        commits = committable(self._reading.restore_below, {**again, **passed})
+        if not commits:
             return
-        commits = committable(self._reading.restore_below, passed)
         transactions = self._clients.transactions
-        if transactions is not None and commits:
-            try:
-                commit_offsets(transactions, consumer, commits, self.processor)
-            except TransactionAbortableError as error:
-                log.warning("processor %d: %s (tried again later)", self.processor, error)
-                return
-        batch = self._database.begin()
-        for (topic, partition), offset in passed.items():
-            batch.set_offset(topic, partition, offset)
-        batch.commit()
-        if transactions is None and commits:
+        if transactions is None:
             consumer.commit(commits, asynchronous=True)
+            return
+        try:
+            commit_offsets(transactions, consumer, commits, self.processor)
+        except TransactionAbortableError as error:
+            self._unconfirmed = commits
+            log.warning("processor %d: %s (tried again later)", self.processor, error)
 
     def _end_rebuild(self) -> None:
         """A rebuild up to the group's offset ends where the consumer passed that offset,

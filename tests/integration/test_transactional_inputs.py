@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from framework import App
@@ -29,7 +29,15 @@ from framework.runtime.loop import ProcessorRuntime
 from rebalance import HandoffEvent, bucket, key_hash
 from statestore import ProcessorDatabase, processor_path
 from tests.integration.catchup_world import World, hand_over, send
-from tests.integration.harness import create_app, produce, unique, wait_for
+from tests.integration.harness import (
+    Supervised,
+    TopicReader,
+    counts_by_word,
+    create_app,
+    produce,
+    unique,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -312,3 +320,57 @@ def test_a_resumed_expand_does_not_wait_a_minute_on_a_transactional_tail(
         kafka.close()
     assert time.monotonic() - started < 20
     assert entry.growth is None and entry.history.thresholds[2] == 4  # after the marker
+
+
+def test_a_crash_between_passing_over_and_the_group_commit_loses_nothing(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    kafka_admin: AdminClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Exactly-once; retention deleted the partition's first records before the app read it,
+    then an aborted transaction follows. The processor passes over it (state offset 7) and is
+    killed before the group's commit. Restarted, it resumes at 7 and commits it: had the group
+    been first, it would find the group at 7 over a state with no offset, demand a rebuild
+    from offset 0 that retention made impossible, and stop."""
+    monkeypatch.setenv("SPLITSTATE_FAULT", "0:pass-over:written")
+    words, out, app_id = unique("words"), unique("counts"), unique("pass-crash")
+    config = create_app(
+        tmp_path,
+        kafka_bootstrap,
+        APP,
+        app_id=app_id,
+        inputs=[{"topic": words, "partitions": 1}],
+        outputs=[{"topic": out, "partitions": 1}],
+        initial_processors=1,
+        processors=1,
+        bootstrap="replay",
+        snapshots={"enabled": False},
+    )
+    keys = [f"w{i}".encode() for i in range(3)]
+    produce(kafka_bootstrap, words, ((key, b"") for key in keys))  # offsets 0-2
+    futures = kafka_admin.delete_records([TopicPartition(words, 0, 3)])
+    for future in futures.values():
+        future.result(timeout=30)
+    transaction(kafka_bootstrap, words, 0, keys, commit=False, count=1)  # 3-5, marker 6
+    runner = Supervised(APP, config, tmp_path / "state", tmp_path / "run.log")
+    reader = TopicReader(kafka_bootstrap, out, 1)
+    try:
+        state_dir = load_app(APP, config).config.app_state_dir
+        marker = state_dir / ".fault-0-pass-over-written"
+        wait_for(marker.exists, 60, "processor 0 to pass over the aborted transaction")
+        produce(kafka_bootstrap, words, ((key, b"") for key in keys))  # offsets 7-9
+        reader.wait_for(lambda r: len(r.records) == 3, 60, "the outputs of 7-9")
+    finally:
+        assert runner.stop() == 0, runner.output()[-3000:]
+        reader.close()
+    log = runner.output()
+    assert "processor 0 exited with status -9; restarting" in log, log[-3000:]
+    assert "cannot read on" not in log
+    assert counts_by_word(reader.records) == {key.decode(): [1] for key in keys}
+    kafka = Clients({"bootstrap.servers": kafka_bootstrap})
+    try:
+        with kafka.consumer(app_id) as group:
+            assert group.committed([(words, 0)]) == {(words, 0): 10}
+    finally:
+        kafka.close()

@@ -268,7 +268,9 @@ def _find_marker(
     kafka: Kafka, topic: str, partition: int, start: int, marker_id: str
 ) -> int | None:
     """The offset of marker ``marker_id`` in ``topic[partition]`` at or after ``start``
-    (``None`` when retention deleted it: a new marker is as good, the fence held since)."""
+    (``None`` when retention deleted it: a new marker is as good, the fence held since).
+    The partition's end may lie past its last record (transaction markers, aborted records
+    of a transactional producer): the search ends where the consumer got there."""
     position = (topic, partition)
     with kafka.consumer("splitstate-expand") as consumer:
         retained = consumer.watermarks([position])[position]
@@ -285,4 +287,7 @@ def _find_marker(
                 offset = message.offset()
                 if offset is not None and offset + 1 >= high:
                     return None
+            reached = consumer.position(position)
+            if reached is not None and reached >= high:
+                return None
         return None

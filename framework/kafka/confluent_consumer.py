@@ -29,6 +29,8 @@ TIMEOUT = 30.0
 _LEADER_WAIT_SECONDS = 10.0
 #: How long a consumer waits for metadata before its first assignment (see ``_connect``).
 _CONNECT_SECONDS = 1.0
+#: how long ``committed`` waits before asking again for partitions answered with an error
+_RETRY_SECONDS = 0.1
 _UNKNOWN = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
 _NO_LEADER = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
 
@@ -185,16 +187,38 @@ class ConfluentConsumer(KafkaConsumer):
         return found.offset if found.offset >= 0 else None
 
     def committed(self, positions: Iterable[Position]) -> dict[Position, int]:
-        """The group's committed offset of each partition that has one."""
+        """The group's committed offset of each partition that has one.
+
+        A partition Kafka answered with an error of its own (e.g. UNSTABLE_OFFSET_COMMIT:
+        offsets a transaction committed, not settled yet) is asked again, for up to
+        ``TIMEOUT`` in all; then ``KafkaIOError`` names it. An error never reads as "no
+        offset": a caller would take the group for one that never processed the partition.
+        """
         wanted = _partitions(positions)
-        if not wanted:
-            return {}
-        try:
-            found = self._consumer.committed(wanted, timeout=TIMEOUT)
-        except KafkaException as error:
-            raise io_error(error) from None
-        self._connected = True
-        return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
+        result: dict[Position, int] = {}
+        deadline = time.monotonic() + TIMEOUT
+        while wanted:
+            try:
+                found = self._consumer.committed(
+                    wanted, timeout=max(deadline - time.monotonic(), _RETRY_SECONDS)
+                )
+            except KafkaException as error:
+                raise io_error(error) from None
+            self._connected = True
+            failed = [tp for tp in found if tp.error is not None]
+            for tp in found:
+                if tp.error is None and tp.offset >= 0:
+                    result[(tp.topic, tp.partition)] = tp.offset
+            if failed and time.monotonic() >= deadline:
+                errors = ", ".join(f"{tp.topic}[{tp.partition}]: {tp.error}" for tp in failed)
+                raise KafkaIOError(
+                    f"{self._name}: Kafka did not say the group's committed offsets within "
+                    f"{TIMEOUT:.0f}s ({errors})"
+                )
+            if failed:
+                time.sleep(_RETRY_SECONDS)
+            wanted = [TopicPartition(tp.topic, tp.partition) for tp in failed]
+        return result
 
     def commit(self, offsets: Mapping[Position, int], *, asynchronous: bool = False) -> None:
         """Commit these next offsets to the group."""

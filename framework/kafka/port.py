@@ -167,11 +167,16 @@ class KafkaConsumer(Protocol):
         ...
 
     def position(self, position: Position) -> int | None:
-        """The offset of the next record of ``position`` to consume (``None``: not known)."""
+        """The offset of the next record of ``position`` to consume (``None``: not known:
+        nothing fetched since it was assigned or sought). It moves past the transaction
+        markers and aborted records the consumer passed over without a record, never past a
+        record not consumed yet."""
         ...
 
     def committed(self, positions: Iterable[Position]) -> dict[Position, int]:
-        """The group's committed offset of each partition that has one."""
+        """The group's committed offset of each partition that has one. A partition Kafka
+        answers with an error of its own is asked again, then raises ``KafkaIOError``: it
+        is never left out as if it had no offset."""
         ...
 
     def commit(self, offsets: Mapping[Position, int], *, asynchronous: bool = False) -> None:
@@ -179,7 +184,9 @@ class KafkaConsumer(Protocol):
         ...
 
     def watermarks(self, positions: Iterable[Position]) -> dict[Position, OffsetRange]:
-        """``[earliest retained, end)`` of each partition, as Kafka reports them now."""
+        """``[earliest retained, end)`` of each partition, as Kafka reports them now (for a
+        ``read_committed`` consumer the end is the last stable offset: before any
+        transaction still open)."""
         ...
 
     def fetched_ends(self, positions: Iterable[Position]) -> dict[Position, int]:
@@ -295,7 +302,8 @@ class Kafka(Protocol):
         store_offsets: bool = True,
         name: str = "consumer",
     ) -> KafkaConsumer:
-        """A new consumer in group ``group_id`` (offsets are only ever committed explicitly).
+        """A new consumer in group ``group_id`` (offsets are only ever committed explicitly),
+        reading ``read_committed``: no record of an open or aborted transaction is delivered.
 
         ``reset``: where to read when a position is not held (default: the client's);
         ``store_offsets``: whether consumed offsets are kept by the client for a commit

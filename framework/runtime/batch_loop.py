@@ -25,6 +25,11 @@ handoffs to release at this batch boundary (it stops reading them, the coordinat
 and writes RELEASE), and it lets the coordinator step a receiver's catch-up and forget keys
 given away. Before any of that, the batches in flight are committed (``drain``). Exactly one
 processor emits output for each record.
+
+An input written by a transactional producer holds offsets without a record (markers, aborted
+records). When the input is idle (once a second at most), before a release and while a
+rebuild runs, the state's and the group's offsets move to where the consumer got past them
+(``passed_over``), so that F, T1 and the lag do not count them as records not read yet.
 """
 
 from __future__ import annotations
@@ -46,12 +51,15 @@ from framework.runtime.clients import RunClients
 from framework.runtime.faults import maybe_crash
 from framework.runtime.handoffs import HandoffCoordinator
 from framework.runtime.observe import RunObserver, catch_up_progress
+from framework.runtime.passed_over import passed_over
 from framework.runtime.pipeline import Pipeline
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
 from framework.runtime.stats import RuntimeStats
+from framework.runtime.transactions import commit_offsets
 from framework.snapshots.taker import SnapshotTaker
 from rebalance import HandoffPhase
+from rebalance.positions import Position
 from statestore import ProcessorDatabase
 
 __all__ = ["BatchLoop", "RuntimeStats"]
@@ -64,6 +72,9 @@ _TAKEOVER_WAIT_SECONDS = 0.01
 #: aborted transactions in a row after which the processor exits (the supervisor restarts it
 #: with backoff): a write that keeps failing is not retried at once for ever
 _ABORTS_IN_A_ROW = 5
+#: how often an idle or rebuilding processor moves its offsets over transaction markers and
+#: aborted records its consumer passed (``passed_over``)
+_PASS_OVER_SECONDS = 1.0
 
 
 def _nothing(*_args: object) -> None:
@@ -122,6 +133,10 @@ class BatchLoop:
         self._takeovers = 0
         #: after a takeover, batches wait briefly until one has records, until this at most
         self._hurry_until = 0.0
+        #: when the offsets passed over were last followed (``_pass_over``)
+        self._passed_at = 0.0
+        #: offsets passed over whose transaction could not commit (tried again)
+        self._unconfirmed: dict[Position, int] = {}
 
     def adopt_topics(self) -> None:
         """Take the registry's current view of the input topics (a growth, its thresholds)."""
@@ -186,7 +201,9 @@ class BatchLoop:
             return False
         if self._reading.owned and self._release_due():
             self.drain()  # released at this boundary, before another batch is read
+            self._pass_over(now=True)  # F is where the consumer got to
             self._release_ready()
+        self._end_rebuild()
         if handoffs.catching_up and not self._reading.rebuilding():
             self.drain()  # (a RELEASE just read is taken over before another batch)
             self.stats.replayed += handoffs.catch_up()
@@ -286,6 +303,7 @@ class BatchLoop:
             ) from None
         if not messages:
             self.drain()  # the input is idle: nothing waits behind the batches in flight
+            self._pass_over()
             return
         self._hurry_until = 0.0
         if pipeline.accepts(messages):
@@ -376,6 +394,53 @@ class BatchLoop:
         for position, offset in first_offsets(messages).items():
             if position in self._reading.owned:
                 self._clients.consumer.seek(position, offset)
+
+    def _pass_over(self, *, now: bool = False) -> None:
+        """Move the state's offsets, and the group's, over the transaction markers and
+        aborted records the consumer passed without a record (``passed_over``), once a
+        second at most unless ``now``.
+
+        The state is written first, in both guarantees: no output depends on these offsets,
+        and a state ahead of the group (a crash before the group's commit) only has the
+        group's offset committed at the next start. The other order could leave the group
+        ahead of a state with no offset at all, which reads as a lost state directory (a
+        rebuild from offset 0, impossible after retention). Under exactly-once the group's
+        offsets go through a transaction; one that cannot commit is tried again at the next
+        pass, for the partitions the state has not moved on from since."""
+        clock_now = self._clock.monotonic()
+        if not now and clock_now - self._passed_at < _PASS_OVER_SECONDS:
+            return
+        self._passed_at = clock_now
+        self.drain()  # every record delivered is applied: what lies between was passed over
+        consumer = self._clients.consumer
+        offsets = self._database.offsets()
+        passed = passed_over(consumer, self._reading.owned, offsets)
+        if passed:
+            batch = self._database.begin()
+            for (topic, partition), offset in passed.items():
+                batch.set_offset(topic, partition, offset)
+            batch.commit()
+            maybe_crash("pass-over:written", self.processor, self.config.app_state_dir)
+        again = {p: o for p, o in self._unconfirmed.items() if offsets.get(p) == o}
+        self._unconfirmed = {}
+        commits = committable(self._reading.restore_below, {**again, **passed})
+        if not commits:
+            return
+        transactions = self._clients.transactions
+        if transactions is None:
+            consumer.commit(commits, asynchronous=True)
+            return
+        try:
+            commit_offsets(transactions, consumer, commits, self.processor)
+        except TransactionAbortableError as error:
+            self._unconfirmed = commits
+            log.warning("processor %d: %s (tried again later)", self.processor, error)
+
+    def _end_rebuild(self) -> None:
+        """A rebuild up to the group's offset ends where the consumer passed that offset,
+        even without a record there (``_pass_over``)."""
+        if self._reading.rebuilding():
+            self._pass_over()
 
     def _release_ready(self) -> None:
         """At a batch boundary: stop reading the partitions of READY handoffs the coordinator

@@ -37,6 +37,7 @@ from framework.runtime.catchup_apply import (
 )
 from framework.runtime.completions import holds_flag
 from framework.runtime.crashes import CrashGuard
+from framework.runtime.passed_over import passed_over
 from framework.runtime.read_ahead import PausedReads, ReadAhead
 from framework.runtime.retention import check_catch_up_history
 from framework.snapshots.source_starts import source_starts
@@ -286,7 +287,10 @@ class CatchUp:
             taken.append((message, position, offset, applies))
             self.positions[position] = offset + 1
             moved[position] = offset + 1
-        if taken:
+        for position, offset in self._passed_over().items():
+            self.positions[position] = offset
+            moved[position] = offset
+        if moved:
             database, records, guard = self._database, self._records, self._guard
             self.applied += apply_taken(
                 taken, moved, database=database, records=records, guard=guard, scope=self.scope
@@ -295,6 +299,25 @@ class CatchUp:
             self._guard.committed(moved)
         self._resume_ready()
         return len(taken)
+
+    def _passed_over(self) -> dict[Position, int]:
+        """Where the consumer read past offsets without a record (transaction markers and
+        aborted records of a transactional input, ``passed_over``), each partition no further
+        than it may be applied now: F itself may be such an offset. Not a paused partition
+        (the records it delivered meanwhile were dropped) nor one with records kept (they
+        lie before its position)."""
+        lagging = [
+            position
+            for position in self.bounds
+            if position not in self._paused
+            and not self._ahead.holding(position)
+            and self.positions[position] < (self.limit(position) or 0)
+        ]
+        passed = passed_over(self._consumer, lagging, self.positions)
+        return {
+            position: min(reached, self.limit(position) or 0)
+            for position, reached in passed.items()
+        }
 
     def _read_ahead(self, position: Position, message: Message, at: int, limits: Limits) -> bool:
         """Keep ``message`` (at offset ``at``) when ``position`` may not be applied that far

@@ -4,7 +4,9 @@ Set ``SPLITSTATE_FAULT`` to a comma-separated list of ``J:before:EVENT`` or ``J:
 (EVENT one of the handoff events, e.g. ``2:after:CAUGHT_UP,0:after:RELEASE``), or of snapshot
 points: ``J:snapshot:copying`` (a source mid-upload), ``J:snapshot:written`` (its manifest
 just written), ``J:transfer:found``, ``J:transfer:copying``, ``J:transfer:ingesting`` (a
-receiver's bulk load recorded, not yet ingested) and ``J:transfer:ingested``. Processor J then
+receiver's bulk load recorded, not yet ingested), ``J:transfer:ingested``, and
+``J:pass-over:written`` (offsets moved past transaction markers in the state, not yet in the
+group). Processor J then
 SIGKILLs itself at that point, once: a marker file in the state directory keeps it from doing
 so again after the supervisor restarts it. Unset (the default), nothing happens.
 """

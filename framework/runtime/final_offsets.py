@@ -2,7 +2,9 @@
 
 F is where the old owner's state ends, never below the group's committed offset (T1, which
 the receiver may already have rebuilt to), and never below the growth threshold of a partition
-split from a moved one. While either does not hold yet, the release waits.
+split from a moved one. While either does not hold yet, the release waits. (The loop moves the
+state's offsets past transaction markers and aborted records its consumer passed over before
+it asks: F is where the consumer got to, not the last record's offset plus one.)
 """
 
 from __future__ import annotations

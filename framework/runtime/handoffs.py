@@ -324,10 +324,21 @@ class HandoffCoordinator:
             yield Release(scale.generation, handoff, frozenset(moved), final)
 
     def release(self, release: Release) -> None:
-        """Commit F to the group, then write RELEASE (the loop no longer reads them); under
-        exactly-once in a transaction, so that a fenced instance stops before either; a run
-        the log says was replaced stops before either too."""
+        """Note F in the state, commit F to the group, then write RELEASE (the loop no longer
+        reads them); under exactly-once in a transaction, so that a fenced instance stops
+        before either; a run the log says was replaced stops before either too.
+
+        F is the state's offset already, unless the state had none there (nothing read: an
+        empty partition, or one whose records retention deleted). Noted first, it is where
+        this processor resumes if the partitions come back to it (a RELEASE the log refused,
+        or a crash before RELEASE): the group's F is then no offset its state lacks, which
+        would mean a rebuild from offset 0.
+        """
         self._voice.check_newest()
+        batch = self._database.begin()
+        for (topic, partition), final in release.offsets.items():
+            batch.set_offset(topic, partition, final)
+        batch.commit()
         if self._transactions is None:
             self._consumer.commit(release.offsets)
         else:

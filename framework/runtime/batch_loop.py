@@ -50,16 +50,13 @@ from framework.runtime.batches import BatchResult, BatchRunner, first_offsets
 from framework.runtime.clients import RunClients
 from framework.runtime.faults import maybe_crash
 from framework.runtime.handoffs import HandoffCoordinator
-from framework.runtime.observe import RunObserver, catch_up_progress
-from framework.runtime.passed_over import passed_over
+from framework.runtime.observe import RunObserver, progress_line
+from framework.runtime.passed_over import PassOver
 from framework.runtime.pipeline import Pipeline
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
 from framework.runtime.stats import RuntimeStats
-from framework.runtime.transactions import commit_offsets
 from framework.snapshots.taker import SnapshotTaker
-from rebalance import HandoffPhase
-from rebalance.positions import Position
 from statestore import ProcessorDatabase
 
 __all__ = ["BatchLoop", "RuntimeStats"]
@@ -72,9 +69,6 @@ _TAKEOVER_WAIT_SECONDS = 0.01
 #: aborted transactions in a row after which the processor exits (the supervisor restarts it
 #: with backoff): a write that keeps failing is not retried at once for ever
 _ABORTS_IN_A_ROW = 5
-#: how often an idle or rebuilding processor moves its offsets over transaction markers and
-#: aborted records its consumer passed (``passed_over``)
-_PASS_OVER_SECONDS = 1.0
 
 
 def _nothing(*_args: object) -> None:
@@ -133,10 +127,9 @@ class BatchLoop:
         self._takeovers = 0
         #: after a takeover, batches wait briefly until one has records, until this at most
         self._hurry_until = 0.0
-        #: when the offsets passed over were last followed (``_pass_over``)
-        self._passed_at = 0.0
-        #: offsets passed over whose transaction could not commit (tried again)
-        self._unconfirmed: dict[Position, int] = {}
+        #: the state's and the group's offsets over what the consumer passed without a record
+        fault = lambda point: maybe_crash(point, processor, config.app_state_dir)  # noqa: E731
+        self._passing = PassOver(processor, database, clients, clock, fault=fault)
 
     def adopt_topics(self) -> None:
         """Take the registry's current view of the input topics (a growth, its thresholds)."""
@@ -168,10 +161,11 @@ class BatchLoop:
                     self._every_step()
                 now = self._clock.monotonic()
                 if now - last_log >= _LOG_EVERY_SECONDS:
-                    self._log_progress(now)
+                    catchup = self._handoffs.catchup
+                    log.info("%s", progress_line(self.processor, self.stats, now, catchup))
                     last_log = now
             self.drain()
-        self._commit_final()
+        self._commit_state("final consumer group commit")
 
     def step(self) -> bool:
         """Follow the logs, process one batch, play the scale parts; ``False`` once this
@@ -199,7 +193,7 @@ class BatchLoop:
                 self._database.path,
             )
             return False
-        if self._reading.owned and self._release_due():
+        if self._reading.owned and handoffs.release_due:
             self.drain()  # released at this boundary, before another batch is read
             self._pass_over(now=True)  # F is where the consumer got to
             self._release_ready()
@@ -237,42 +231,28 @@ class BatchLoop:
         except TransactionAbortableError as error:
             self._aborted_batch(error)
 
-    def _release_due(self) -> bool:
-        """Whether a handoff of this processor is READY (to release at this boundary)."""
-        scale = self._watcher.state.scaling
-        return scale is not None and any(
-            h.phase is HandoffPhase.READY for h in scale.outgoing(self.processor)
-        )
-
     def _commit_for_snapshot(self) -> bool:
         """Commit the state's offsets to the group now (synchronously): a snapshot about to
         be taken then covers nothing past T1. ``False`` when Kafka refused."""
+        return self._commit_state("snapshot put off")
+
+    def _commit_state(self, what: str) -> bool:
+        """Under at-least-once, commit the state's offsets of what it reads to the group
+        (under exactly-once each batch's transaction did, before the state); ``False`` when
+        Kafka refused (logged with ``what``)."""
         if self._clients.transactions is not None:
-            return True  # each batch's transaction committed the group, before the state
-        owned = self._reading.owned
-        offsets = {p: o for p, o in self._database.offsets().items() if p in owned}
-        commits = committable(self._reading.restore_below, offsets)
+            return True
+        owned, offsets = self._reading.owned, self._database.offsets()
+        commits = committable(
+            self._reading.restore_below, {p: offsets[p] for p in owned & set(offsets)}
+        )
         try:
             if commits:
                 self._clients.consumer.commit(commits)
         except KafkaIOError as error:
-            log.warning("processor %d: snapshot put off, commit failed: %s", self.processor, error)
+            log.warning("processor %d: %s: commit failed: %s", self.processor, what, error)
             return False
         return True
-
-    def _commit_final(self) -> None:
-        if self._clients.transactions is not None:
-            return  # each batch's transaction committed the group, before the state
-        owned = self._reading.owned
-        committed = committable(
-            self._reading.restore_below,
-            {p: o for p, o in self._database.offsets().items() if p in owned},
-        )
-        if committed:
-            try:
-                self._clients.consumer.commit(committed)
-            except KafkaIOError as error:
-                log.warning("final consumer group commit failed: %s", error)
 
     def _process_batch(self, wait: float) -> None:
         if not self._outputs.fresh():
@@ -396,49 +376,14 @@ class BatchLoop:
                 self._clients.consumer.seek(position, offset)
 
     def _pass_over(self, *, now: bool = False) -> None:
-        """Move the state's offsets, and the group's, over the transaction markers and
-        aborted records the consumer passed without a record (``passed_over``), once a
-        second at most unless ``now``.
-
-        The state is written first, in both guarantees: no output depends on these offsets,
-        and a state ahead of the group (a crash before the group's commit) only has the
-        group's offset committed at the next start. The other order could leave the group
-        ahead of a state with no offset at all, which reads as a lost state directory (a
-        rebuild from offset 0, impossible after retention). Under exactly-once the group's
-        offsets go through a transaction; one that cannot commit is tried again at the next
-        pass, for the partitions the state has not moved on from since."""
-        clock_now = self._clock.monotonic()
-        if not now and clock_now - self._passed_at < _PASS_OVER_SECONDS:
-            return
-        self._passed_at = clock_now
-        self.drain()  # every record delivered is applied: what lies between was passed over
-        consumer = self._clients.consumer
-        offsets = self._database.offsets()
-        passed = passed_over(consumer, self._reading.owned, offsets)
-        if passed:
-            batch = self._database.begin()
-            for (topic, partition), offset in passed.items():
-                batch.set_offset(topic, partition, offset)
-            batch.commit()
-            maybe_crash("pass-over:written", self.processor, self.config.app_state_dir)
-        again = {p: o for p, o in self._unconfirmed.items() if offsets.get(p) == o}
-        self._unconfirmed = {}
-        commits = committable(self._reading.restore_below, {**again, **passed})
-        if not commits:
-            return
-        transactions = self._clients.transactions
-        if transactions is None:
-            consumer.commit(commits, asynchronous=True)
-            return
-        try:
-            commit_offsets(transactions, consumer, commits, self.processor)
-        except TransactionAbortableError as error:
-            self._unconfirmed = commits
-            log.warning("processor %d: %s (tried again later)", self.processor, error)
+        """Follow the offsets passed over without a record (``PassOver``), once a second
+        at most unless ``now``, with every batch in flight committed first."""
+        if self._passing.due(now):
+            self.drain()  # every record delivered is applied: what lies between was passed
+            self._passing.follow(self._reading.owned, self._reading.restore_below)
 
     def _end_rebuild(self) -> None:
-        """A rebuild up to the group's offset ends where the consumer passed that offset,
-        even without a record there (``_pass_over``)."""
+        """A rebuild to the group's offset ends where the consumer passed that offset."""
         if self._reading.rebuilding():
             self._pass_over()
 
@@ -448,17 +393,3 @@ class BatchLoop:
         for release in self._handoffs.releases(self._reading.layout):
             self._reading.assign(self._reading.owned - release.partitions)
             self._handoffs.release(release)
-
-    def _log_progress(self, now: float) -> None:
-        stats = self.stats
-        elapsed = max(now - stats.started, 1e-9)
-        log.info(
-            "processor %d: %d records (%.0f/s), %d restored, %d outputs, %d dead letters%s",
-            self.processor,
-            stats.records,
-            stats.records / elapsed,
-            stats.restored,
-            stats.outputs,
-            stats.dead_letters,
-            catch_up_progress(self._handoffs.catchup),
-        )

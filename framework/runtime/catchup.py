@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from functools import partial
 from itertools import chain
 
 from framework.kafka import ConsumerFailedError, Kafka, Message, OffsetResetError
@@ -37,7 +38,7 @@ from framework.runtime.catchup_apply import (
 )
 from framework.runtime.completions import holds_flag
 from framework.runtime.crashes import CrashGuard
-from framework.runtime.passed_over import passed_over
+from framework.runtime.passed_over import passed_within
 from framework.runtime.read_ahead import PausedReads, ReadAhead
 from framework.runtime.retention import check_catch_up_history
 from framework.snapshots.source_starts import source_starts
@@ -83,8 +84,6 @@ class CatchUp:
     ) -> None:
         self.processor = processor
         self.generation = scale.generation
-        #: outputs are at-least-once (see ``check_not_past``)
-        self._at_least_once = at_least_once
         self.scope = f"catchup-{scale.generation}"
         self._loaded_flag = f"{self.scope}-bootstrapped"  # set once a bulk build is in
         # only handoffs still open: a completed one's partitions are processed live already
@@ -119,6 +118,11 @@ class CatchUp:
         self._consumer = kafka.consumer(group_id, reset="error", name="catch-up consumer")
         progress = database.progress(self.scope)
         self.positions: dict[Position, int] = {p: progress.get(p, 0) for p in self.bounds}
+        #: where released partitions are taken over (F, or where it rebuilt to, under
+        #: at-least-once: ``check_not_past``)
+        self._takeover = partial(
+            check_not_past, processor, self.generation, self.positions, at_least_once=at_least_once
+        )
         self._guard = CrashGuard(
             database,
             crash_limit,
@@ -287,9 +291,10 @@ class CatchUp:
             taken.append((message, position, offset, applies))
             self.positions[position] = offset + 1
             moved[position] = offset + 1
-        for position, offset in self._passed_over().items():
-            self.positions[position] = offset
-            moved[position] = offset
+        held = self._paused.holds(self._ahead)  # (records it delivered lie before)
+        passed = passed_within(self._consumer, self.positions, self.limit, held)
+        self.positions.update(passed)
+        moved.update(passed)
         if moved:
             database, records, guard = self._database, self._records, self._guard
             self.applied += apply_taken(
@@ -299,25 +304,6 @@ class CatchUp:
             self._guard.committed(moved)
         self._resume_ready()
         return len(taken)
-
-    def _passed_over(self) -> dict[Position, int]:
-        """Where the consumer read past offsets without a record (transaction markers and
-        aborted records of a transactional input, ``passed_over``), each partition no further
-        than it may be applied now: F itself may be such an offset. Not a paused partition
-        (the records it delivered meanwhile were dropped) nor one with records kept (they
-        lie before its position)."""
-        lagging = [
-            position
-            for position in self.bounds
-            if position not in self._paused
-            and not self._ahead.holding(position)
-            and self.positions[position] < (self.limit(position) or 0)
-        ]
-        passed = passed_over(self._consumer, lagging, self.positions)
-        return {
-            position: min(reached, self.limit(position) or 0)
-            for position, reached in passed.items()
-        }
 
     def _read_ahead(self, position: Position, message: Message, at: int, limits: Limits) -> bool:
         """Keep ``message`` (at offset ``at``) when ``position`` may not be applied that far
@@ -335,12 +321,6 @@ class CatchUp:
         if past or not self._ahead.hold(position, message, at):
             self._paused.pause(position)
         return True
-
-    def _takeover(self, released: Mapping[Position, int]) -> dict[Position, int]:
-        at_least_once = self._at_least_once
-        return check_not_past(
-            self.processor, self.generation, self.positions, released, at_least_once=at_least_once
-        )
 
     def _consume(self, max_records: int, timeout: float) -> list[Message]:
         try:

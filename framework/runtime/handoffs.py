@@ -41,13 +41,12 @@ from framework.runtime.bulk_starts import start_catch_up
 from framework.runtime.catchup import CatchUp
 from framework.runtime.catchup_apply import took_over
 from framework.runtime.completions import Completions
-from framework.runtime.faults import maybe_crash
 from framework.runtime.final_offsets import final_offsets
 from framework.runtime.moved_keys import MovedKeys
 from framework.runtime.run_voice import RunVoice
 from framework.runtime.transactions import commit_offsets
 from rebalance import HandoffEvent, HandoffPhase
-from rebalance.control import Handoff, Scale, handoff_record
+from rebalance.control import Handoff, Scale
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
 
@@ -109,10 +108,10 @@ class HandoffCoordinator:
             control=control,
             database=database,
             completions=completions,
+            state_dir=self._config.app_state_dir,
         )
         self._catchup: CatchUp | None = None
         #: (generation, source, target, event) of the handoff records written in this run
-        self._sent: set[tuple[int, int, int, str]] = set()
         #: per generation, the partitions this processor released (before the log shows it)
         self._released: dict[int, set[Position]] = {}
         #: per generation, the partitions this processor completed (before the log shows it)
@@ -155,7 +154,7 @@ class HandoffCoordinator:
             if generation != scale.generation or request not in scale.refused:
                 continue
             del self._release_requests[(generation, source, target)]
-            self._sent.discard((generation, source, target, HandoffEvent.RELEASE.value))
+            self._voice.unsend((generation, source, target, HandoffEvent.RELEASE.value))
             handoff = scale.handoffs[(source, target)]
             self._released.get(generation, set()).difference_update(handoff.partitions)
             log.warning(
@@ -225,7 +224,7 @@ class HandoffCoordinator:
             )
         for handoff in incoming:
             if handoff.phase is HandoffPhase.PLANNED:
-                self._send(scale.generation, handoff, HandoffEvent.START_CATCH_UP)
+                self._voice.send(scale.generation, handoff, HandoffEvent.START_CATCH_UP)
             elif handoff.phase is HandoffPhase.RELEASED:
                 self._catchup.release(handoff)
 
@@ -267,14 +266,16 @@ class HandoffCoordinator:
             if handoff.phase is HandoffPhase.CATCHING_UP and catchup.caught_up(
                 handoff, self._config.scaling.ready_lag
             ):
-                self._send(scale.generation, handoff, HandoffEvent.CAUGHT_UP)
+                self._voice.send(scale.generation, handoff, HandoffEvent.CAUGHT_UP)
             elif (
                 handoff.phase is HandoffPhase.RELEASED
-                and (scale.generation, handoff.source, handoff.target, "COMPLETE") not in self._sent
+                and not self._voice.sent(
+                    (scale.generation, handoff.source, handoff.target, "COMPLETE")
+                )
                 and catchup.finished(handoff)
             ):
                 catchup.complete(handoff)
-                self._send(scale.generation, handoff, HandoffEvent.COMPLETE)
+                self._voice.send(scale.generation, handoff, HandoffEvent.COMPLETE)
                 self._watcher.remember_end()  # owned before the log is read that far
                 self._completed.setdefault(scale.generation, set()).update(handoff.partitions)
                 seconds = self._kafka.clock.monotonic() - catchup.started
@@ -284,6 +285,13 @@ class HandoffCoordinator:
         return read
 
     # -- old owner -------------------------------------------------------------------------
+
+    @property
+    def release_due(self) -> bool:
+        """Whether a handoff of this processor is READY (to release at this boundary)."""
+        scale = self._watcher.state.scaling
+        outgoing = [] if scale is None else scale.outgoing(self.processor)
+        return any(h.phase is HandoffPhase.READY for h in outgoing)
 
     def releases(self, layout: AppLayout) -> Iterator[Release]:
         """At a batch boundary: the READY handoffs to give away now, each at its offsets F.
@@ -307,7 +315,7 @@ class HandoffCoordinator:
             if handoff.phase is not HandoffPhase.READY:
                 continue
             key = (scale.generation, handoff.source, handoff.target, HandoffEvent.RELEASE.value)
-            if key in self._sent:
+            if self._voice.sent(key):
                 continue
             moved = set(handoff.partitions)
             final = final_offsets(
@@ -343,7 +351,16 @@ class HandoffCoordinator:
             self._consumer.commit(release.offsets)
         else:
             commit_offsets(self._transactions, self._consumer, release.offsets, self.processor)
-        self._send(release.generation, release.handoff, HandoffEvent.RELEASE, release.offsets)
+        request = self._release_requests[
+            (release.generation, release.handoff.source, release.handoff.target)
+        ] = uuid.uuid4().hex  # found by its id if the log ignores it
+        self._voice.send(
+            release.generation,
+            release.handoff,
+            HandoffEvent.RELEASE,
+            release.offsets,
+            request=request,
+        )
         what = f"{sorted(release.partitions)} to processor {release.handoff.target}"
         log.info("processor %d released %s at %s", self.processor, what, release.offsets)
 
@@ -371,40 +388,3 @@ class HandoffCoordinator:
         """Close the running catch-up, if any."""
         if self._catchup is not None:
             self._catchup.close()
-
-    def _send(
-        self,
-        generation: int,
-        handoff: Handoff,
-        event: HandoffEvent,
-        offsets: dict[Position, int] | None = None,
-    ) -> None:
-        key = (generation, handoff.source, handoff.target, event.value)
-        if key in self._sent:
-            return
-        self._sent.add(key)
-        request = None
-        if event is HandoffEvent.RELEASE:  # found by its id if the log ignores it
-            request = self._release_requests[key[:3]] = uuid.uuid4().hex
-        state_dir = self._config.app_state_dir
-        maybe_crash(f"before:{event.value}", self.processor, state_dir)
-        self._voice.append(
-            handoff_record(
-                generation,
-                handoff.source,
-                handoff.target,
-                event,
-                offsets,
-                request=request,
-                instance=self.instance,
-            )
-        )
-        maybe_crash(f"after:{event.value}", self.processor, state_dir)
-        log.info(
-            "processor %d: generation %d handoff %d -> %d: %s",
-            self.processor,
-            generation,
-            handoff.source,
-            handoff.target,
-            event.value,
-        )

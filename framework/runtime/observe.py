@@ -27,7 +27,7 @@ from framework.snapshots.taker import SnapshotTaker
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
 
-__all__ = ["RunObserver", "RunParts", "after_each_step", "catch_up_progress"]
+__all__ = ["RunObserver", "RunParts", "after_each_step", "catch_up_progress", "progress_line"]
 
 log = logging.getLogger(__name__)
 #: how often the gauges are refreshed from the run's parts, and the end offsets (as the
@@ -36,6 +36,17 @@ _PUBLISH_SECONDS = 1.0
 _ENDS_SECONDS = 5.0
 #: a failed observation is logged once in this long at most
 _WARN_SECONDS = 60.0
+
+
+def progress_line(processor: int, stats: RuntimeStats, now: float, catchup: CatchUp | None) -> str:
+    """The line the loop logs now and then: records, their rate, restored, outputs, dead
+    letters, and the catch-up's progress."""
+    elapsed = max(now - stats.started, 1e-9)
+    return (
+        f"processor {processor}: {stats.records} records ({stats.records / elapsed:.0f}/s), "
+        f"{stats.restored} restored, {stats.outputs} outputs, {stats.dead_letters} dead "
+        f"letters{catch_up_progress(catchup)}"
+    )
 
 
 def catch_up_progress(catchup: CatchUp | None) -> str:

@@ -16,12 +16,24 @@ consumer's position for the same reason, KAFKA-6607).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Mapping
 
-from framework.kafka import KafkaConsumer
+from framework.clock import Clock
+from framework.kafka import KafkaConsumer, TransactionAbortableError
+from framework.runtime.clients import RunClients
+from framework.runtime.recovery import committable
+from framework.runtime.transactions import commit_offsets
 from rebalance.positions import Position
+from statestore import ProcessorDatabase
 
-__all__ = ["passed_over"]
+__all__ = ["PassOver", "passed_over", "passed_within"]
+
+# the processor's lines keep the loop's logger name (they were written there)
+log = logging.getLogger("framework.runtime.loop")
+#: how often an idle or rebuilding processor moves its offsets over transaction markers and
+#: aborted records its consumer passed
+_PASS_OVER_SECONDS = 1.0
 
 
 def passed_over(
@@ -45,3 +57,85 @@ def passed_over(
         if stored is None or reached > stored:
             passed[position] = reached
     return passed
+
+
+def passed_within(
+    consumer: KafkaConsumer,
+    positions: Mapping[Position, int],
+    limit: Callable[[Position], int | None],
+    held: Callable[[Position], bool],
+) -> dict[Position, int]:
+    """A catch-up's ``passed_over``: each of its ``positions`` below its ``limit`` (how far
+    it may be applied now: F itself may be an offset without a record), moved no further
+    than that limit; not the partitions ``held`` says it paused or keeps records of (what
+    the consumer delivered for them was dropped, or lies before its position)."""
+    lagging = [p for p in positions if not held(p) and positions[p] < (limit(p) or 0)]
+    return {
+        position: min(reached, limit(position) or 0)
+        for position, reached in passed_over(consumer, lagging, positions).items()
+    }
+
+
+class PassOver:
+    """Moves processor ``processor``'s state offsets, and the group's, over the transaction
+    markers and aborted records its consumer (of ``clients``) passed without a record.
+
+    The state is written first, in both guarantees: no output depends on these offsets, and
+    a state ahead of the group (a crash before the group's commit) only has the group's
+    offset committed at the next start. The other order could leave the group ahead of a
+    state with no offset at all, which reads as a lost state directory (a rebuild from
+    offset 0, impossible after retention). Under exactly-once the group's offsets go through
+    a transaction; one that cannot commit is tried again at the next pass,
+    for the partitions the state has not moved on from since."""
+
+    def __init__(
+        self,
+        processor: int,
+        database: ProcessorDatabase,
+        clients: RunClients,
+        clock: Clock,
+        *,
+        fault: Callable[[str], None] = lambda _point: None,
+    ) -> None:
+        self.processor = processor
+        self._database = database
+        self._consumer = clients.consumer
+        self._transactions = clients.transactions
+        self._clock = clock
+        self._fault = fault
+        self._passed_at = 0.0
+        #: offsets passed over whose transaction could not commit (tried again)
+        self._unconfirmed: dict[Position, int] = {}
+
+    def due(self, now: bool = False) -> bool:
+        """Whether to follow now: ``now``, or a second after the last time."""
+        clock_now = self._clock.monotonic()
+        if not now and clock_now - self._passed_at < _PASS_OVER_SECONDS:
+            return False
+        self._passed_at = clock_now
+        return True
+
+    def follow(self, owned: Iterable[Position], restore_below: Mapping[Position, int]) -> None:
+        """Move the offsets of ``owned`` (no batch in flight; ``restore_below``: partitions
+        being rebuilt, whose group offset never goes below what it was)."""
+        offsets = self._database.offsets()
+        passed = passed_over(self._consumer, owned, offsets)
+        if passed:
+            batch = self._database.begin()
+            for (topic, partition), offset in passed.items():
+                batch.set_offset(topic, partition, offset)
+            batch.commit()
+            self._fault("pass-over:written")
+        again = {p: o for p, o in self._unconfirmed.items() if offsets.get(p) == o}
+        self._unconfirmed = {}
+        commits = committable(restore_below, {**again, **passed})
+        if not commits:
+            return
+        if self._transactions is None:
+            self._consumer.commit(commits, asynchronous=True)
+            return
+        try:
+            commit_offsets(self._transactions, self._consumer, commits, self.processor)
+        except TransactionAbortableError as error:
+            self._unconfirmed = commits
+            log.warning("processor %d: %s (tried again later)", self.processor, error)

@@ -33,6 +33,10 @@ class PausedReads:
     def __contains__(self, position: object) -> bool:
         return position in self._paused
 
+    def holds(self, ahead: ReadAhead) -> Callable[[Position], bool]:
+        """Whether a partition is paused, or ``ahead`` keeps records of it."""
+        return lambda position: position in self._paused or ahead.holding(position)
+
     def pause(self, position: Position) -> None:
         """Stop fetching ``position``."""
         self._consumer.pause([position])

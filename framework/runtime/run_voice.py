@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from framework.coordination.control_log import ControlLog, ControlWatcher
@@ -23,7 +24,9 @@ from framework.errors import (
     SplitstateError,
 )
 from framework.runtime.completions import Completions, StaleDirectoryError
-from rebalance.control import ControlState, Scale
+from framework.runtime.faults import maybe_crash
+from rebalance import HandoffEvent
+from rebalance.control import ControlState, Handoff, Scale, handoff_record
 from rebalance.control_stops import Stop, resumed_record, stopped_record
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
@@ -58,6 +61,7 @@ class RunVoice:
         control: ControlLog,
         database: ProcessorDatabase,
         completions: Completions,
+        state_dir: Path,
     ) -> None:
         self.processor = processor
         self.instance = instance
@@ -67,6 +71,9 @@ class RunVoice:
         self._completions = completions
         self._checked: object = None  # the control state ``check_held`` last checked
         self._resumed: set[int] = set()  # generations this run resumed
+        #: ``(generation, source, target, event)`` of the handoff events this run wrote
+        self._sent: set[tuple[int, int, int, str]] = set()
+        self._state_dir = state_dir
 
     def check_newest(self) -> None:
         """Raise ``ProcessorReplacedError`` when the log names a newer run of this processor
@@ -79,6 +86,51 @@ class RunVoice:
         """Write ``record`` (made with this run's instance), if this run is the newest."""
         self.check_newest()
         self._control.append(record)
+
+    def sent(self, key: tuple[int, int, int, str]) -> bool:
+        """Whether this run wrote the handoff event ``(generation, source, target, event)``."""
+        return key in self._sent
+
+    def unsend(self, key: tuple[int, int, int, str]) -> None:
+        """Let ``send`` write that event again (a RELEASE the log refused)."""
+        self._sent.discard(key)
+
+    def send(
+        self,
+        generation: int,
+        handoff: Handoff,
+        event: HandoffEvent,
+        offsets: dict[Position, int] | None = None,
+        *,
+        request: str | None = None,
+    ) -> None:
+        """Write ``event`` of ``handoff`` in ``generation`` (once per run; ``request``: an id
+        to find it by)."""
+        key = (generation, handoff.source, handoff.target, event.value)
+        if key in self._sent:
+            return
+        self._sent.add(key)
+        maybe_crash(f"before:{event.value}", self.processor, self._state_dir)
+        self.append(
+            handoff_record(
+                generation,
+                handoff.source,
+                handoff.target,
+                event,
+                offsets,
+                request=request,
+                instance=self.instance,
+            )
+        )
+        maybe_crash(f"after:{event.value}", self.processor, self._state_dir)
+        log.info(
+            "processor %d: generation %d handoff %d -> %d: %s",
+            self.processor,
+            generation,
+            handoff.source,
+            handoff.target,
+            event.value,
+        )
 
     def check_held(self, state: ControlState) -> None:
         """Raise ``StaleDirectoryError`` when the log says a handoff into this processor is

@@ -22,6 +22,8 @@ from framework.kafka import KafkaIOError, TopicSpec
 from framework.runtime.loop import ProcessorRuntime, RuntimeStats
 from rebalance import HandoffEvent, HandoffPhase, bucket, key_hash
 from rebalance.control import ControlState, handoff_record
+from rebalance.control_records import instance_record
+from rebalance.control_stops import stopped_record
 from statestore import ProcessorDatabase, processor_path
 from tests.clocks import ManualClock
 from tests.sim.app import INPUT, OUTPUT, make_app
@@ -29,6 +31,7 @@ from tests.sim.broker import Broker
 from tests.sim.kafka import MemoryKafka
 
 MOVED = (INPUT, 1)
+RECEIVER = "receiver-run"
 #: offsets of partition 1 that retention deleted before processor 0 first read it
 DELETED = 3
 
@@ -67,7 +70,7 @@ class _Processor0(MemoryKafka):
             self.at_release = ""
             receiver = ControlLog(MemoryKafka(self.broker, self.clock), topic)
             generation = release[0]["generation"]
-            receiver.append({"type": "stopped", "generation": generation, "processor": 1})
+            receiver.append(stopped_record(generation, 1, "a test", at=None, instance=RECEIVER))
             super().append(topic, records)
             self.releases += release
             _write(self, 1, [1, 2])  # processor 0 gets these once it took partition 1 back
@@ -103,8 +106,9 @@ def _ready_scale(tmp_path: Path) -> tuple[App, MemoryKafka]:
     _run(app, kafka, lambda stats: stats.records >= 4)
     generation = request_scale(app, 2, kafka).generation
     receiver = ControlLog(kafka, app.config.control_topic)
+    receiver.append(instance_record(1, RECEIVER))  # the receiver's run (played by the test)
     for event in (HandoffEvent.START_CATCH_UP, HandoffEvent.CAUGHT_UP):
-        receiver.append(handoff_record(generation, 0, 1, event))
+        receiver.append(handoff_record(generation, 0, 1, event, instance=RECEIVER))
     assert _state(app, kafka).scaling is not None
     return app, kafka
 

@@ -3,8 +3,11 @@
 Shared by the runtime and the test driver: decode and validate the value, give the function
 the key's state, collect its outputs, and turn anything that goes wrong into a dead letter
 (or, with ``on_error: stop``, a ``ProcessorStoppedError`` naming the record). A failed record's
-state writes are rolled back; nothing it did survives. A keyed record that is not where its
-``splitstate.count`` header places it is dead-lettered before anything runs (``placement``).
+state writes are rolled back; nothing it did survives. A keyed record that is not where linear
+hashing places its key -- by its ``splitstate.count`` header's count, or without the header by
+any count in the topic's history -- is dead-lettered before anything runs (``placement``, see
+``framework.growth.placement``); so every path that folds records (the live loop, restore
+mode, a catch-up, the Spark fold) skips the same ones.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import mmh3
 import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -21,12 +25,18 @@ from framework.errors import SplitstateError
 from framework.growth.markers import is_marker, marker_child
 from framework.growth.placement import (
     UNFENCED_SCOPE,
+    UNPLACED_SCOPE,
     Fence,
+    Layouts,
     NoCountHeader,
     count_header,
     fences_of,
-    late_record,
-    misplacement,
+    history_layouts,
+    late_fence,
+    late_reason,
+    misplaced_reason,
+    placed_by,
+    unplaced_reason,
 )
 from framework.records import (
     DeadLetter,
@@ -131,13 +141,15 @@ class RecordProcessor:
     """Runs the app's processor functions over raw records within a state batch.
 
     ``initial_partitions``: each input topic's initial partition count ``N`` (the topic
-    registry's); a keyed record of such a topic must sit on the partition its
-    ``splitstate.count`` header places it on (topics it lacks are not checked).
+    registry's); a keyed record of such a topic must sit on a partition where linear hashing
+    places its key (topics it lacks are not checked): the one its ``splitstate.count`` header's
+    count places it on, or without the header one that any count of the topic's history does.
     ``histories``: each input topic's partition history (counts and thresholds, the topic
-    registry's, kept current with ``adopt``); with the growth markers met in the input, they
-    say which records landed after their growth's fence (dead-lettered: ``late_record``).
-    ``unfenced``: how many records without that header this processor processed before
-    (``database.progress(UNFENCED_SCOPE)``); the count is kept up to date in the batches.
+    registry's, kept current with ``adopt``; just ``N`` for a topic without one); with the
+    growth markers met in the input, they say which records landed after their growth's fence
+    (dead-lettered: ``late_record``). ``unfenced``: how many records without that header this
+    processor processed before (``database.progress(UNFENCED_SCOPE)``), ``unplaced``: how many
+    it dead-lettered (``UNPLACED_SCOPE``); both counts are kept up to date in the batches.
     """
 
     def __init__(
@@ -146,15 +158,22 @@ class RecordProcessor:
         initial_partitions: Mapping[str, int] | None = None,
         unfenced: Mapping[tuple[str, int], int] | None = None,
         histories: Mapping[str, TopicHistory] | None = None,
+        *,
+        unplaced: Mapping[tuple[str, int], int] | None = None,
     ) -> None:
         self.app = app
         self.initial_partitions = dict(initial_partitions or {})
+        #: each input topic's partition counts (its history's) and their layouts
+        self._counts: dict[str, tuple[int, ...]] = {}
+        self._layouts: dict[str, Layouts] = {}
+        for name, initial in self.initial_partitions.items():
+            self._counts[name] = (initial,)
+            self._layouts[name] = history_layouts((initial,))
         #: each input partition's growth fences, by child: the registry's and markers met
         self._fences: dict[tuple[str, int], dict[int, Fence]] = {}
         self.adopt(histories or {})
-        self.unfenced = dict(unfenced or {})
-        self._counting: StateBatch | None = None  # the batch ``_pending`` counts belong to
-        self._pending: dict[tuple[str, int], int] = {}
+        self._counted: dict[str, dict[tuple[str, int], int]] = {}
+        self.recount(unfenced or {}, unplaced or {})
         self.stop_on_error = app.config.on_error == "stop"
         self.outputs = {t.topic for t in app.config.outputs}
         self.default_output = app.config.outputs[0].topic if len(app.config.outputs) == 1 else None
@@ -164,13 +183,31 @@ class RecordProcessor:
             self._routes[topic.topic] = _Route(handler, handler.stores or list(app.stores))
         self.dead_letter_count = 0
 
-    def recount(self, unfenced: Mapping[tuple[str, int], int]) -> None:
-        """Count from ``unfenced`` again (the state's, after uncommitted batches were dropped)."""
-        self.unfenced, self._counting, self._pending = dict(unfenced), None, {}
+    def recount(
+        self,
+        unfenced: Mapping[tuple[str, int], int],
+        unplaced: Mapping[tuple[str, int], int] | None = None,
+    ) -> None:
+        """Count from ``unfenced`` and ``unplaced`` again (the state's, after uncommitted
+        batches were dropped)."""
+        self._counted = {UNFENCED_SCOPE: dict(unfenced), UNPLACED_SCOPE: dict(unplaced or {})}
+        #: the batch ``_pending`` counts belong to, and its counts by (scope, position)
+        self._counting: StateBatch | None = None
+        self._pending: dict[tuple[str, tuple[str, int]], int] = {}
+
+    def counts(self, scope: str) -> dict[tuple[str, int], int]:
+        """The records counted in ``scope`` (``UNFENCED_SCOPE``, ``UNPLACED_SCOPE``) per input
+        partition, by committed batches."""
+        if self._counting is not None and self._counting.status is BatchStatus.COMMITTED:
+            self._keep_pending()
+        return dict(self._counted.get(scope, {}))
 
     def adopt(self, histories: Mapping[str, TopicHistory]) -> None:
-        """Take the input topics' current histories (a growth recorded its thresholds)."""
+        """Take the input topics' current histories (a growth recorded its count, then its
+        thresholds)."""
         for topic, history in histories.items():
+            self._counts[topic] = history.counts
+            self._layouts[topic] = history_layouts(history.counts)
             for partition, fences in fences_of(history).items():
                 known = self._fences.setdefault((topic, partition), {})
                 known.update((fence[0], fence) for fence in fences)
@@ -257,33 +294,62 @@ class RecordProcessor:
         restore: bool,
     ) -> tuple[str, str] | None:
         """``("placement", reason)`` when the record is not where its count header places its
-        key, or landed after its growth's fence; a record without the header is counted
-        (unless restored) and processed."""
-        topic, partition, _offset = where
-        position = (topic, partition)
+        key (without the header: where no count of the topic's history does), or landed after
+        its growth's fence. Records without the header are counted (unless restored): those
+        processed, and those dead-lettered."""
+        topic, partition, offset = where
         initial = self.initial_partitions.get(topic)
         if initial is None:
             return None
+        h = mmh3.hash(key, 0, False)  # key_hash(key), inlined: once, for every check below
         placed = count_header(message.headers())
         if isinstance(placed, NoCountHeader):
-            if not restore:
-                self._count_unfenced(batch, position)
-            return None
-        reason = misplacement(key, topic, partition, initial, placed)
-        fences = self._fences.get(position)
-        if reason is None and fences:
-            reason = late_record(key, where, initial, fences.values())
+            return self._check_unheaded(batch, h, key, where, restore=restore)
+        reason = misplaced_reason(h, key, (topic, partition), initial, placed)
+        if reason is None:
+            fences = self._fences.get((topic, partition))
+            fence = late_fence(h, offset, initial, fences.values()) if fences else None
+            if fence is not None:
+                reason = late_reason(key, where, fence, header=True)
         return None if reason is None else ("placement", reason)
 
-    def _count_unfenced(self, batch: StateBatch, position: tuple[str, int]) -> None:
-        """Count a record without the count header, in ``batch`` (kept once it commits)."""
+    def _check_unheaded(
+        self, batch: StateBatch, h: int, key: bytes, where: tuple[str, int, int], *, restore: bool
+    ) -> tuple[str, str] | None:
+        """``_check_placement`` of a record without the count header, whose key's
+        ``key_hash`` is ``h``: counted (unless restored) as processed or dead-lettered."""
+        topic, partition, offset = where
+        position = (topic, partition)
+        reason = None
+        if not placed_by(h, partition, self._layouts[topic]):
+            reason = unplaced_reason(h, key, topic, partition, self._counts[topic])
+        else:
+            fences = self._fences.get(position)
+            if fences:
+                initial = self._counts[topic][0]
+                fence = late_fence(h, offset, initial, fences.values())
+                if fence is not None:
+                    reason = late_reason(key, where, fence, header=False)
+        if not restore:
+            self._count(batch, UNFENCED_SCOPE if reason is None else UNPLACED_SCOPE, position)
+        return None if reason is None else ("placement", reason)
+
+    def _count(self, batch: StateBatch, scope: str, position: tuple[str, int]) -> None:
+        """Count a record in ``scope``, in ``batch`` (kept once it commits)."""
         if batch is not self._counting:
             if self._counting is not None and self._counting.status in _KEPT:
-                self.unfenced.update(self._pending)
+                self._keep_pending()
             self._counting, self._pending = batch, {}
-        count = self._pending.get(position, self.unfenced.get(position, 0)) + 1
-        self._pending[position] = count
-        batch.set_progress(UNFENCED_SCOPE, *position, count)
+        counted = (scope, position)
+        count = self._pending.get(counted, self._counted[scope].get(position, 0)) + 1
+        self._pending[counted] = count
+        batch.set_progress(scope, *position, count)
+
+    def _keep_pending(self) -> None:
+        """Take the counting batch's counts as kept (it committed, or is sealed)."""
+        for (scope, position), count in self._pending.items():
+            self._counted[scope][position] = count
+        self._counting, self._pending = None, {}
 
     @staticmethod
     def _rollback(batch: StateBatch, route: _Route, key: bytes, saved: Any) -> None:

@@ -25,7 +25,7 @@ from framework.coordination.registry import TopicRegistry
 from framework.coordination.topic_watch import TopicWatcher
 from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
-from framework.growth.placement import UNFENCED_SCOPE
+from framework.growth.placement import UNFENCED_SCOPE, UNPLACED_SCOPE
 from framework.kafka import Clients, Kafka, KafkaConsumer, KafkaIOError, KafkaProducer
 from framework.metrics import MetricsServer, ProcessorMetrics
 from framework.processing import ProcessorFencedError, ProcessorStoppedError, RecordProcessor
@@ -278,6 +278,7 @@ class ProcessorRuntime:
                 {name: entry.initial_partitions for name, entry in layout.inputs.items()},
                 database.progress(UNFENCED_SCOPE),
                 {name: entry.history for name, entry in layout.inputs.items()},
+                unplaced=database.progress(UNPLACED_SCOPE),
             )
             topics = TopicWatcher(kafka, list(layout.inputs), layout.inputs)
             handoffs = HandoffCoordinator(

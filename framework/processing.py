@@ -16,28 +16,13 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import mmh3
 import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from framework.app import App, Handler
 from framework.errors import SplitstateError
-from framework.growth.markers import is_marker, marker_child
-from framework.growth.placement import (
-    UNFENCED_SCOPE,
-    UNPLACED_SCOPE,
-    Fence,
-    Layouts,
-    NoCountHeader,
-    count_header,
-    fences_of,
-    history_layouts,
-    late_fence,
-    late_reason,
-    misplaced_reason,
-    placed_by,
-    unplaced_reason,
-)
+from framework.growth.markers import is_marker
+from framework.growth.placement_check import PlacementCheck
 from framework.records import (
     DeadLetter,
     EncodedOutput,
@@ -47,7 +32,7 @@ from framework.records import (
     StoredMessage,
 )
 from rebalance import TopicHistory
-from statestore import BatchStatus, StateBatch
+from statestore import StateBatch
 
 __all__ = [
     "DeadLetter",
@@ -60,10 +45,6 @@ __all__ = [
     "encode_input",
     "encode_value",
 ]
-
-
-#: batches whose counts stand (a sealed batch commits, or every later one is dropped too)
-_KEPT = (BatchStatus.COMMITTED, BatchStatus.SEALED)
 
 
 class ProcessorStoppedError(SplitstateError):
@@ -149,7 +130,7 @@ class RecordProcessor:
     growth markers met in the input, they say which records landed after their growth's fence
     (dead-lettered: ``late_record``). ``unfenced``: how many records without that header this
     processor processed before (``database.progress(UNFENCED_SCOPE)``), ``unplaced``: how many
-    it dead-lettered (``UNPLACED_SCOPE``); both counts are kept up to date in the batches.
+    it dead-lettered (``UNPLACED_SCOPE``); ``placement`` keeps both up to date in the batches.
     """
 
     def __init__(
@@ -162,18 +143,10 @@ class RecordProcessor:
         unplaced: Mapping[tuple[str, int], int] | None = None,
     ) -> None:
         self.app = app
-        self.initial_partitions = dict(initial_partitions or {})
-        #: each input topic's partition counts (its history's) and their layouts
-        self._counts: dict[str, tuple[int, ...]] = {}
-        self._layouts: dict[str, Layouts] = {}
-        for name, initial in self.initial_partitions.items():
-            self._counts[name] = (initial,)
-            self._layouts[name] = history_layouts((initial,))
-        #: each input partition's growth fences, by child: the registry's and markers met
-        self._fences: dict[tuple[str, int], dict[int, Fence]] = {}
-        self.adopt(histories or {})
-        self._counted: dict[str, dict[tuple[str, int], int]] = {}
-        self.recount(unfenced or {}, unplaced or {})
+        #: the placement check, and its counts of records without the count header
+        self.placement = PlacementCheck(
+            initial_partitions or {}, histories or {}, unfenced or {}, unplaced or {}
+        )
         self.stop_on_error = app.config.on_error == "stop"
         self.outputs = {t.topic for t in app.config.outputs}
         self.default_output = app.config.outputs[0].topic if len(app.config.outputs) == 1 else None
@@ -190,36 +163,12 @@ class RecordProcessor:
     ) -> None:
         """Count from ``unfenced`` and ``unplaced`` again (the state's, after uncommitted
         batches were dropped)."""
-        self._counted = {UNFENCED_SCOPE: dict(unfenced), UNPLACED_SCOPE: dict(unplaced or {})}
-        #: the batch ``_pending`` counts belong to, and its counts by (scope, position)
-        self._counting: StateBatch | None = None
-        self._pending: dict[tuple[str, tuple[str, int]], int] = {}
-
-    def counts(self, scope: str) -> dict[tuple[str, int], int]:
-        """The records counted in ``scope`` (``UNFENCED_SCOPE``, ``UNPLACED_SCOPE``) per input
-        partition, by committed batches."""
-        if self._counting is not None and self._counting.status is BatchStatus.COMMITTED:
-            self._keep_pending()
-        return dict(self._counted.get(scope, {}))
+        self.placement.recount(unfenced, unplaced or {})
 
     def adopt(self, histories: Mapping[str, TopicHistory]) -> None:
         """Take the input topics' current histories (a growth recorded its count, then its
         thresholds)."""
-        for topic, history in histories.items():
-            self._counts[topic] = history.counts
-            self._layouts[topic] = history_layouts(history.counts)
-            for partition, fences in fences_of(history).items():
-                known = self._fences.setdefault((topic, partition), {})
-                known.update((fence[0], fence) for fence in fences)
-
-    def _note_marker(self, topic: str, partition: int, offset: int, headers: Any) -> None:
-        """A growth marker met in ``topic[partition]``: its child's keys end here (the first
-        marker of a child is its threshold), even before the registry says so."""
-        growth = marker_child(headers)
-        if growth is not None:
-            count, child = growth
-            fences = self._fences.setdefault((topic, partition), {})
-            fences.setdefault(child, (child, count, offset))
+        self.placement.adopt(histories)
 
     def process(  # noqa: PLR0911 - one return per way a record can end
         self,
@@ -246,13 +195,13 @@ class RecordProcessor:
             return [], self._dead(message, where, "route", reason, restore)
         if key is None:
             if is_marker(message.headers()):
-                self._note_marker(topic, partition, offset, message.headers())
+                self.placement.note_marker(topic, partition, offset, message.headers())
                 return [], None  # a growth marker: not a record of the app's
             reason = "the record has no key; splitstate keeps state per key"
             return [], self._dead(message, where, "decode", reason, restore)
-        misplaced = self._check_placement(batch, message, key, where, restore=restore)
+        misplaced = self.placement.check(batch, message, key, where, restore=restore)
         if misplaced is not None:
-            return [], self._dead(message, where, *misplaced, restore)
+            return [], self._dead(message, where, "placement", misplaced, restore)
         try:
             value = route.decode(raw)
         except (ValidationError, ValueError, UnicodeDecodeError) as error:
@@ -283,73 +232,6 @@ class RecordProcessor:
             reason = _describe(error, with_trace=True)
             return [], self._dead(message, where, "processor", reason, restore)
         return ([] if restore else outputs), None
-
-    def _check_placement(
-        self,
-        batch: StateBatch,
-        message: InputMessage,
-        key: bytes,
-        where: tuple[str, int, int],
-        *,
-        restore: bool,
-    ) -> tuple[str, str] | None:
-        """``("placement", reason)`` when the record is not where its count header places its
-        key (without the header: where no count of the topic's history does), or landed after
-        its growth's fence. Records without the header are counted (unless restored): those
-        processed, and those dead-lettered."""
-        topic, partition, offset = where
-        initial = self.initial_partitions.get(topic)
-        if initial is None:
-            return None
-        h = mmh3.hash(key, 0, False)  # key_hash(key), inlined: once, for every check below
-        placed = count_header(message.headers())
-        if isinstance(placed, NoCountHeader):
-            return self._check_unheaded(batch, h, key, where, restore=restore)
-        reason = misplaced_reason(h, key, (topic, partition), initial, placed)
-        if reason is None:
-            fences = self._fences.get((topic, partition))
-            fence = late_fence(h, offset, initial, fences.values()) if fences else None
-            if fence is not None:
-                reason = late_reason(key, where, fence, header=True)
-        return None if reason is None else ("placement", reason)
-
-    def _check_unheaded(
-        self, batch: StateBatch, h: int, key: bytes, where: tuple[str, int, int], *, restore: bool
-    ) -> tuple[str, str] | None:
-        """``_check_placement`` of a record without the count header, whose key's
-        ``key_hash`` is ``h``: counted (unless restored) as processed or dead-lettered."""
-        topic, partition, offset = where
-        position = (topic, partition)
-        reason = None
-        if not placed_by(h, partition, self._layouts[topic]):
-            reason = unplaced_reason(h, key, topic, partition, self._counts[topic])
-        else:
-            fences = self._fences.get(position)
-            if fences:
-                initial = self._counts[topic][0]
-                fence = late_fence(h, offset, initial, fences.values())
-                if fence is not None:
-                    reason = late_reason(key, where, fence, header=False)
-        if not restore:
-            self._count(batch, UNFENCED_SCOPE if reason is None else UNPLACED_SCOPE, position)
-        return None if reason is None else ("placement", reason)
-
-    def _count(self, batch: StateBatch, scope: str, position: tuple[str, int]) -> None:
-        """Count a record in ``scope``, in ``batch`` (kept once it commits)."""
-        if batch is not self._counting:
-            if self._counting is not None and self._counting.status in _KEPT:
-                self._keep_pending()
-            self._counting, self._pending = batch, {}
-        counted = (scope, position)
-        count = self._pending.get(counted, self._counted[scope].get(position, 0)) + 1
-        self._pending[counted] = count
-        batch.set_progress(scope, *position, count)
-
-    def _keep_pending(self) -> None:
-        """Take the counting batch's counts as kept (it committed, or is sealed)."""
-        for (scope, position), count in self._pending.items():
-            self._counted[scope][position] = count
-        self._counting, self._pending = None, {}
 
     @staticmethod
     def _rollback(batch: StateBatch, route: _Route, key: bytes, saved: Any) -> None:

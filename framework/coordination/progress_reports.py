@@ -68,7 +68,8 @@ class ProcessorReport:
     progress reports (with their ``generation``); ``unfenced``: records it processed without
     a ``splitstate.count`` header; ``skipped``: the newest records it skipped after crashes,
     as ``(topic, partition, offset, crashes, at)``; ``stopped``: its run ended (the report
-    its run wrote last).
+    its run wrote last); ``unplaced``: records without the header it dead-lettered, as no
+    partition count places their keys where they are.
     """
 
     processor: int
@@ -83,6 +84,7 @@ class ProcessorReport:
     unfenced: dict[Position, int] = field(default_factory=dict)
     skipped: list[tuple[str, int, int, int, float]] = field(default_factory=list)
     stopped: bool = False
+    unplaced: dict[Position, int] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         """The report as JSON."""
@@ -100,6 +102,7 @@ class ProcessorReport:
                 "unfenced": _positions(self.unfenced),
                 "skipped": [list(s) for s in self.skipped],
                 "stopped": self.stopped,
+                "unplaced": _positions(self.unplaced),
             }
         )
 
@@ -126,6 +129,7 @@ class ProcessorReport:
                 for t, p, o, c, a in data.get("skipped") or []
             ],
             bool(data.get("stopped", False)),
+            _pairs(data.get("unplaced")),
         )
 
     def same_news(self, other: ProcessorReport | None) -> bool:

@@ -132,6 +132,9 @@ class AppStatus:
     bootstrap: str = "snapshot"
     #: the outputs' guarantee in force (``processing_guarantee`` in the config)
     guarantee: str = "exactly-once"
+    #: records without a ``splitstate.count`` header dead-lettered because no partition count
+    #: places their key where they are, per input partition (counted as ``unfenced``)
+    unplaced: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
@@ -264,4 +267,5 @@ def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
         ),
         config.bootstrap,
         config.processing_guarantee,
+        facts.unplaced(list(range(p))),
     )

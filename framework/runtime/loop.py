@@ -39,6 +39,7 @@ from framework.runtime.observe import RunObserver, RunParts, after_each_step
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.reporting import ProgressReporter
 from framework.runtime.stats import RuntimeStats
+from framework.runtime.unplaced_log import UnplacedWarnings
 from framework.snapshots.restore import restore_lost_state
 from framework.snapshots.taker import SnapshotTaker
 from rebalance.control import ControlState
@@ -202,16 +203,26 @@ class ProcessorRuntime:
         opened.callback(snapshots.close)
         return database, snapshots
 
-    def _reporter(
-        self, kafka: Kafka, database: ProcessorDatabase, watcher: ControlWatcher, opened: ExitStack
-    ) -> ProgressReporter:
-        """The run's progress reporter; its last report (stopped) is written as the run
-        closes, before the state and the clients close."""
+    def _between_steps(
+        self,
+        kafka: Kafka,
+        database: ProcessorDatabase,
+        watcher: ControlWatcher,
+        records: RecordProcessor,
+        opened: ExitStack,
+    ) -> list[Callable[[], None]]:
+        """What the loop does after each step, when due: the run's progress report (its last,
+        stopped, is written as the run closes, before the state and the clients close) and
+        the warning of unplaced input records (also as the run ends)."""
         reporter = ProgressReporter(
             self.app, self.processor_id, kafka=kafka, database=database, watcher=watcher
         )
         opened.callback(reporter.close)
-        return reporter
+        warnings = UnplacedWarnings(
+            self.processor_id, records, kafka.clock, self.config.dead_letters
+        )
+        opened.callback(warnings.check)
+        return [reporter.tick, warnings.tick]
 
     def _observer(
         self, parts: RunParts, consumer: KafkaConsumer, opened: ExitStack, clock: Clock
@@ -317,7 +328,7 @@ class ProcessorRuntime:
                 snapshots=snapshots,
                 limits=limits,
                 every_step=after_each_step(
-                    self._reporter(kafka, database, watcher, opened).tick, observer
+                    self._between_steps(kafka, database, watcher, records, opened), observer
                 ),
                 stopping=self._stopped,
                 clock=clock,

@@ -25,7 +25,7 @@ from framework.coordination.progress_reports import (
     ProcessorReport,
     report_key,
 )
-from framework.growth.placement import UNFENCED_SCOPE
+from framework.growth.placement import UNFENCED_SCOPE, UNPLACED_SCOPE
 from framework.kafka import DeliveryError, Kafka, KafkaProducer, Message
 from framework.runtime.crashes import skipped_records
 from framework.snapshots.transfer_progress import read_transfer_progress, transfer_directory
@@ -188,4 +188,5 @@ class ProgressReporter:
             transfer,
             database.progress(UNFENCED_SCOPE),
             [(s.topic, s.partition, s.offset, s.crashes, s.at) for s in skipped],
+            unplaced=database.progress(UNPLACED_SCOPE),
         )

@@ -94,8 +94,8 @@ def _unplaced_lines(status: AppStatus) -> list[str]:
     total = sum(status.unplaced.values())
     return [
         f"warning: {total} record{'s' if total != 1 else ''} without a splitstate.count header "
-        "dead-lettered (stage placement), as no partition count places their keys where they "
-        f"are: {where}",
+        "dead-lettered (stage placement), as linear hashing does not place their keys where "
+        f"they are: {where}",
         f"  {UNPLACED_CAUSE}. Fix: {UNPLACED_FIX}; then send them again from the dead-letter topic",
     ]
 

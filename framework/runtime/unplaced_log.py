@@ -59,17 +59,16 @@ class UnplacedWarnings:
                 continue
             log.warning(
                 "processor %d dead-lettered %d record%s of %s[%d] (stage placement; %d in all "
-                "so far): without a splitstate.count header, and no partition count of %r "
-                "places their keys there, so processing them would split their keys' state "
-                "across processors. They were %s. Fix: %s; then send them again from the "
-                "dead-letter topic %s.",
+                "so far): without a splitstate.count header, and where linear hashing does "
+                "not place their keys (each dead letter's splitstate.error says where it "
+                "does), so processing them would split their keys' state across processors. "
+                "They were %s. Fix: %s; then send them again from the dead-letter topic %s.",
                 self._processor,
                 new,
                 "" if new == 1 else "s",
                 topic,
                 partition,
                 count,
-                topic,
                 UNPLACED_CAUSE,
                 UNPLACED_FIX,
                 self._dead_letter_topic,

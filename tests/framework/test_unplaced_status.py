@@ -60,7 +60,7 @@ def test_status_says_what_wrote_them_and_the_fix() -> None:
     first, second = warning_lines(status)
     assert first == (
         "warning: 3 records without a splitstate.count header dead-lettered (stage placement), "
-        "as no partition count places their keys where they are: words[0] 2, words[1] 1"
+        "as linear hashing does not place their keys where they are: words[0] 2, words[1] 1"
     )
     assert CAUSE in second and "Kafka's default partitioner" in second and FIX in second
     assert first in render_status(status).splitlines()

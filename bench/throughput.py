@@ -34,7 +34,10 @@ first record processed; stop seconds from the last record processed to the retur
 records/s); peak RSS (ru_maxrss) of that process. Ratios of records/s follow the table.
 
 Run: .venv/bin/python bench/throughput.py [--records N] [--distinct N] [--bootstrap HOST:PORT]
-[--no-quix] (``--distinct 1000000``: the memory of a million keys)
+[--no-quix] [--no-count-header] (``--distinct 1000000``: the memory of a million keys;
+``--no-count-header``: the input is written by a plain producer, placed as splitstate places
+keys but without the ``splitstate.count`` header, so processors check each key against the
+topic's partition-count history instead)
 """
 
 from __future__ import annotations
@@ -137,15 +140,16 @@ def run_all(
     quix: tuple[Path | None, str],
     *,
     distinct: int = 10_000,
+    count_header: bool = True,
 ) -> list[Row]:
-    """Make the topics, write the input once (``distinct`` words), run every row one after
-    the other."""
+    """Make the topics, write the input once (``distinct`` words; ``count_header``: with the
+    ``splitstate.count`` header), run every row one after the other."""
     topic = f"bench-words-{tag}"
     outputs = {kind: f"bench-{kind}-out-{tag}" for _, kind in RUN_LIST}
     kafka = Clients({"bootstrap.servers": bootstrap})
     kafka.create_topics([TopicSpec(name, PARTITIONS) for name in [topic, *outputs.values()]])
     start = time.perf_counter()
-    produce_words(bootstrap, topic, records, distinct=distinct)
+    produce_words(bootstrap, topic, records, distinct=distinct, count_header=count_header)
     print(f"produced {records:,} records in {time.perf_counter() - start:.1f}s", flush=True)
     timeout = 600 + records / 500
     python, version = quix
@@ -238,12 +242,26 @@ def main() -> None:
     parser.add_argument(
         "--distinct", type=int, default=10_000, help="distinct words (keys) in the input"
     )
+    parser.add_argument(
+        "--no-count-header",
+        action="store_true",
+        help="write the input without the splitstate.count header (a plain producer placing "
+        "keys as splitstate does)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     quix = (None, "--no-quix") if args.no_quix else quix_python()
     tag = uuid.uuid4().hex[:8]  # every run's topics and groups are new, on any broker
     with scratch_and_broker(args.bootstrap, "splitstate-throughput-") as (scratch, bootstrap):
-        rows = run_all(bootstrap, args.records, scratch, tag, quix, distinct=args.distinct)
+        rows = run_all(
+            bootstrap,
+            args.records,
+            scratch,
+            tag,
+            quix,
+            distinct=args.distinct,
+            count_header=not args.no_count_header,
+        )
     print_table(rows)
 
 

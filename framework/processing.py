@@ -3,8 +3,11 @@
 Shared by the runtime and the test driver: decode and validate the value, give the function
 the key's state, collect its outputs, and turn anything that goes wrong into a dead letter
 (or, with ``on_error: stop``, a ``ProcessorStoppedError`` naming the record). A failed record's
-state writes are rolled back; nothing it did survives. A keyed record that is not where its
-``splitstate.count`` header places it is dead-lettered before anything runs (``placement``).
+state writes are rolled back; nothing it did survives. A keyed record that is not where linear
+hashing places its key -- by its ``splitstate.count`` header's count, or without the header by
+any count in the topic's history -- is dead-lettered before anything runs (``placement``, see
+``framework.growth.placement``); so every path that folds records (the live loop, restore
+mode, a catch-up, the Spark fold) skips the same ones.
 """
 
 from __future__ import annotations
@@ -23,16 +26,8 @@ from framework.errors import (
     ProcessorStoppedError,
     SplitstateError,
 )
-from framework.growth.markers import is_marker, marker_child
-from framework.growth.placement import (
-    UNFENCED_SCOPE,
-    Fence,
-    NoCountHeader,
-    count_header,
-    fences_of,
-    late_record,
-    misplacement,
-)
+from framework.growth.markers import is_marker
+from framework.growth.placement_check import PlacementCheck
 from framework.records import (
     DeadLetter,
     DeadLetterStage,
@@ -44,7 +39,7 @@ from framework.records import (
     output_items,
 )
 from rebalance import TopicHistory
-from statestore import BatchStatus, StateBatch
+from statestore import StateBatch
 
 __all__ = [
     "DeadLetter",
@@ -58,10 +53,6 @@ __all__ = [
     "encode_input",
     "encode_value",
 ]
-
-
-#: batches whose counts stand (a sealed batch commits, or every later one is dropped too)
-_KEPT = (BatchStatus.COMMITTED, BatchStatus.SEALED)
 
 
 _FAST_ENCODERS: dict[type, Callable[[Any], bytes]] = {
@@ -129,13 +120,15 @@ class RecordProcessor:
     """Runs the app's processor functions over raw records within a state batch.
 
     ``initial_partitions``: each input topic's initial partition count ``N`` (the topic
-    registry's); a keyed record of such a topic must sit on the partition its
-    ``splitstate.count`` header places it on (topics it lacks are not checked).
+    registry's); a keyed record of such a topic must sit on a partition where linear hashing
+    places its key (topics it lacks are not checked): the one its ``splitstate.count`` header's
+    count places it on, or without the header one that any count of the topic's history does.
     ``histories``: each input topic's partition history (counts and thresholds, the topic
-    registry's, kept current with ``adopt``); with the growth markers met in the input, they
-    say which records landed after their growth's fence (dead-lettered: ``late_record``).
-    ``unfenced``: how many records without that header this processor processed before
-    (``database.progress(UNFENCED_SCOPE)``); the count is kept up to date in the batches.
+    registry's, kept current with ``adopt``; just ``N`` for a topic without one); with the
+    growth markers met in the input, they say which records landed after their growth's fence
+    (dead-lettered: ``late_record``). ``unfenced``: how many records without that header this
+    processor processed before (``database.progress(UNFENCED_SCOPE)``), ``unplaced``: how many
+    it dead-lettered (``UNPLACED_SCOPE``); ``placement`` keeps both up to date in the batches.
     """
 
     def __init__(
@@ -144,15 +137,14 @@ class RecordProcessor:
         initial_partitions: Mapping[str, int] | None = None,
         unfenced: Mapping[tuple[str, int], int] | None = None,
         histories: Mapping[str, TopicHistory] | None = None,
+        *,
+        unplaced: Mapping[tuple[str, int], int] | None = None,
     ) -> None:
         self.app = app
-        self.initial_partitions = dict(initial_partitions or {})
-        #: each input partition's growth fences, by child: the registry's and markers met
-        self._fences: dict[tuple[str, int], dict[int, Fence]] = {}
-        self.adopt(histories or {})
-        self.unfenced = dict(unfenced or {})
-        self._counting: StateBatch | None = None  # the batch ``_pending`` counts belong to
-        self._pending: dict[tuple[str, int], int] = {}
+        #: the placement check, and its counts of records without the count header
+        self.placement = PlacementCheck(
+            initial_partitions or {}, histories or {}, unfenced or {}, unplaced or {}
+        )
         self.stop_on_error = app.config.on_error == "stop"
         self.outputs = {t.topic for t in app.config.outputs}
         self.default_output = app.config.outputs[0].topic if len(app.config.outputs) == 1 else None
@@ -162,25 +154,19 @@ class RecordProcessor:
             self._routes[topic.topic] = _Route(handler, handler.stores or list(app.stores))
         self.dead_letter_count = 0
 
-    def recount(self, unfenced: Mapping[tuple[str, int], int]) -> None:
-        """Count from ``unfenced`` again (the state's, after uncommitted batches were dropped)."""
-        self.unfenced, self._counting, self._pending = dict(unfenced), None, {}
+    def recount(
+        self,
+        unfenced: Mapping[tuple[str, int], int],
+        unplaced: Mapping[tuple[str, int], int] | None = None,
+    ) -> None:
+        """Count from ``unfenced`` and ``unplaced`` again (the state's, after uncommitted
+        batches were dropped)."""
+        self.placement.recount(unfenced, unplaced or {})
 
     def adopt(self, histories: Mapping[str, TopicHistory]) -> None:
-        """Take the input topics' current histories (a growth recorded its thresholds)."""
-        for topic, history in histories.items():
-            for partition, fences in fences_of(history).items():
-                known = self._fences.setdefault((topic, partition), {})
-                known.update((fence[0], fence) for fence in fences)
-
-    def _note_marker(self, topic: str, partition: int, offset: int, headers: Any) -> None:
-        """A growth marker met in ``topic[partition]``: its child's keys end here (the first
-        marker of a child is its threshold), even before the registry says so."""
-        growth = marker_child(headers)
-        if growth is not None:
-            count, child = growth
-            fences = self._fences.setdefault((topic, partition), {})
-            fences.setdefault(child, (child, count, offset))
+        """Take the input topics' current histories (a growth recorded its count, then its
+        thresholds)."""
+        self.placement.adopt(histories)
 
     def process(  # noqa: PLR0911 - one return per way a record can end
         self,
@@ -207,13 +193,13 @@ class RecordProcessor:
             return [], self._dead(message, where, "route", reason, restore)
         if key is None:
             if is_marker(message.headers()):
-                self._note_marker(topic, partition, offset, message.headers())
+                self.placement.note_marker(topic, partition, offset, message.headers())
                 return [], None  # a growth marker: not a record of the app's
             reason = "the record has no key; splitstate keeps state per key"
             return [], self._dead(message, where, "decode", reason, restore)
-        misplaced = self._check_placement(batch, message, key, where, restore=restore)
+        misplaced = self.placement.check(batch, message, key, where, restore=restore)
         if misplaced is not None:
-            return [], self._dead(message, where, *misplaced, restore)
+            return [], self._dead(message, where, "placement", misplaced, restore)
         try:
             value = route.decode(raw)
         except (ValidationError, ValueError, UnicodeDecodeError) as error:
@@ -245,44 +231,6 @@ class RecordProcessor:
             reason = _describe(error, with_trace=True)
             return [], self._dead(message, where, "processor", reason, restore)
         return ([] if restore else outputs), None
-
-    def _check_placement(
-        self,
-        batch: StateBatch,
-        message: InputMessage,
-        key: bytes,
-        where: tuple[str, int, int],
-        *,
-        restore: bool,
-    ) -> tuple[DeadLetterStage, str] | None:
-        """``("placement", reason)`` when the record is not where its count header places its
-        key, or landed after its growth's fence; a record without the header is counted
-        (unless restored) and processed."""
-        topic, partition, _offset = where
-        position = (topic, partition)
-        initial = self.initial_partitions.get(topic)
-        if initial is None:
-            return None
-        placed = count_header(message.headers())
-        if isinstance(placed, NoCountHeader):
-            if not restore:
-                self._count_unfenced(batch, position)
-            return None
-        reason = misplacement(key, topic, partition, initial, placed)
-        fences = self._fences.get(position)
-        if reason is None and fences:
-            reason = late_record(key, where, initial, fences.values())
-        return None if reason is None else ("placement", reason)
-
-    def _count_unfenced(self, batch: StateBatch, position: tuple[str, int]) -> None:
-        """Count a record without the count header, in ``batch`` (kept once it commits)."""
-        if batch is not self._counting:
-            if self._counting is not None and self._counting.status in _KEPT:
-                self.unfenced.update(self._pending)
-            self._counting, self._pending = batch, {}
-        count = self._pending.get(position, self.unfenced.get(position, 0)) + 1
-        self._pending[position] = count
-        batch.set_progress(UNFENCED_SCOPE, *position, count)
 
     @staticmethod
     def _rollback(batch: StateBatch, route: _Route, key: bytes, saved: Any) -> None:

@@ -66,8 +66,10 @@ class TestDriver:
         partition: int | None = None,
     ) -> None:
         """Process one record of input ``topic`` as one batch, on ``partition`` (default: where
-        producers place its key). ``value`` is encoded as ``Output`` values are: bytes as
-        they are, text as UTF-8, a pydantic model or any JSON-able value as JSON."""
+        producers place its key; a keyed record on a partition where linear hashing does not
+        place it is a dead letter, stage ``placement``, as in the runtime). ``value`` is
+        encoded as ``Output`` values are: bytes as they are, text as UTF-8, a pydantic model or
+        any JSON-able value as JSON."""
         if partition is None:
             partitions = self.config.input_topic(topic).partitions
             partition = 0 if key is None else bucket(key_hash(key), partitions, partitions)

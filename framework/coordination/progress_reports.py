@@ -81,7 +81,9 @@ class ProcessorReport:
     a ``splitstate.count`` header; ``skipped``: the newest records it skipped after crashes,
     as ``(topic, partition, offset, crashes, at)``; ``stopped``: its run ended (the report
     its run wrote last); ``every``: the most seconds until its next report; ``pid_space``:
-    the machine boot and process-id namespace ``pid`` belongs to (``pid_space()``).
+    the machine boot and process-id namespace ``pid`` belongs to (``pid_space()``);
+    ``unplaced``: records without the header it dead-lettered, as no partition count places
+    their keys where they are.
     """
 
     processor: int
@@ -98,6 +100,7 @@ class ProcessorReport:
     stopped: bool = False
     every: float = HEARTBEAT_SECONDS
     pid_space: str | None = None
+    unplaced: dict[Position, int] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         """The report as JSON."""
@@ -117,6 +120,7 @@ class ProcessorReport:
                 "stopped": self.stopped,
                 "every": self.every,
                 "pid_space": self.pid_space,
+                "unplaced": _positions(self.unplaced),
             }
         )
 
@@ -145,6 +149,7 @@ class ProcessorReport:
             bool(data.get("stopped", False)),
             float(data.get("every", HEARTBEAT_SECONDS)),  # older reports have none
             None if data.get("pid_space") is None else str(data["pid_space"]),
+            _pairs(data.get("unplaced")),
         )
 
     def same_news(self, other: ProcessorReport | None) -> bool:

@@ -4,8 +4,9 @@
 (``hold``), record the new count in the topic registry, wait out every producer's lease
 (``lease``: counts are used only while the registry can be re-read), write growth markers
 (``markers``) and record each parent's threshold. Readers then keep a new partition closed
-until its parent passes the threshold (``gates``), and refuse records placed with a count
-their header contradicts (``placement``).
+until its parent passes the threshold (``gates``), and refuse records that are not where
+linear hashing places their keys (``placement``: where keys go; ``placement_check``: the check
+of each input record).
 """
 
 from framework.growth.expand import ExpandError, expand_topic

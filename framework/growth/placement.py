@@ -1,14 +1,19 @@
-"""The growth fence, checked on every consumed record: a keyed record must sit on the partition
-its ``splitstate.count`` header (the count its producer placed it with) gives its key.
+"""The growth fence, checked on every consumed record: a keyed record must sit on a partition
+where linear hashing places its key.
 
-``SplitstateProducer`` and the runtime's outputs set the header. A record whose header places
-it elsewhere is dead-lettered (stage ``placement``, reason ``misplaced ...``) and changes no
-state: processing it would split its key's state across processors. So is a record that its
-header does place there but that landed after the growth fence (``late_record``, reason
-``late ...``): a key a growth split off to a child partition has no record in the parent after
-the child's marker. Records without the header
-come from producers that bypass the fence; they are processed, and counted per input partition
-in the processor's state (``UNFENCED_SCOPE``) for ``splitstate status``.
+With the ``splitstate.count`` header (the count its producer placed it with: what
+``SplitstateProducer`` and the runtime's outputs set), the record must sit where that count
+places its key: ``bucket(key_hash(key), N, count)``. Without the header, where any partition
+count in the topic's history (``TopicHistory.counts``: ``N`` and the count after each growth)
+places it. Either way it must also not sit after the growth fence of a child its key moved to
+(``late``): a key a growth split off to a child partition has no record in the parent after
+the child's marker. A record that fails is dead-lettered (stage ``placement``, reason
+``misplaced ...`` or ``late ...``) and changes no state: processing it would split its key's
+state across processors. Records without the header come from producers that bypass the
+fence; the processor counts per input partition, in its state, those it processed
+(``UNFENCED_SCOPE``) and those it dead-lettered (``UNPLACED_SCOPE``: written by a producer
+that does not place keys by linear hashing, e.g. Kafka's default partitioner), for
+``splitstate status`` and its log.
 """
 
 from __future__ import annotations
@@ -28,14 +33,24 @@ __all__ = [
     "COUNT_HEADER",
     "NO_COUNT_HEADER",
     "UNFENCED_SCOPE",
+    "UNPLACED_CAUSE",
+    "UNPLACED_FIX",
+    "UNPLACED_SCOPE",
     "Fence",
+    "Layouts",
     "LinearHashPartitioner",
     "NoCountHeader",
     "count_header",
     "fences_of",
+    "history_layouts",
+    "late_fence",
+    "late_reason",
     "late_record",
+    "misplaced_reason",
     "misplacement",
+    "placed_by",
     "produce_placed",
+    "unplaced_reason",
 ]
 
 #: Header carrying the partition count a record was placed with.
@@ -44,6 +59,26 @@ COUNT_HEADER = "splitstate.count"
 #: Where a processor's state counts, per input partition, the records it processed without a
 #: ``splitstate.count`` header (``StateBatch.set_progress`` / ``ProcessorDatabase.progress``).
 UNFENCED_SCOPE = "unfenced"
+
+#: Where a processor's state counts, per input partition, the records without a
+#: ``splitstate.count`` header it dead-lettered (stage ``placement``): no count in the topic's
+#: history places their key there (or they landed past their key's growth fence).
+UNPLACED_SCOPE = "unplaced"
+
+#: What writes records without the ``splitstate.count`` header that no count places where they
+#: are (``UNPLACED_SCOPE``), for dead letters, the log and ``splitstate status``
+UNPLACED_CAUSE = (
+    "written by a producer that does not place keys by linear hashing, e.g. Kafka's default "
+    "partitioner"
+)
+#: the fix for them
+UNPLACED_FIX = (
+    "write with framework.SplitstateProducer, or a partitioner using the same hash "
+    "(bucket(key_hash(key), N, M) over the topic registry's counts; README, 'Writing input')"
+)
+
+#: ``(low, split)`` of each partition count in a topic's history, as ``bucket`` computes them
+Layouts = tuple[tuple[int, int], ...]
 
 
 class NoCountHeader:
@@ -68,20 +103,30 @@ def misplacement(
     """Why a keyed record whose ``splitstate.count`` header is ``placed`` may not be processed
     on ``partition`` of ``topic`` (``initial`` partitions at first); ``None`` if it sits where
     that count places its key: ``bucket(key_hash(key), initial, count)``."""
+    h = mmh3.hash(key, 0, False)
+    return misplaced_reason(h, key, (topic, partition), initial, placed)
+
+
+def misplaced_reason(
+    h: int, key: bytes, position: tuple[str, int], initial: int, placed: str | bytes | None
+) -> str | None:
+    """``misplacement`` of ``key``, whose ``key_hash`` is ``h``, at ``position`` (topic,
+    partition)."""
     layout = _layout(initial, placed)
     if layout is None:
         return (
             f"misplaced: its {COUNT_HEADER} header {placed!r} is not a partition count of "
-            f"{topic!r} (at least its initial {initial}), so where its key belongs is unknown; "
-            "the record was not processed. Fix: produce with SplitstateProducer, which sets it."
+            f"{position[0]!r} (at least its initial {initial}), so where its key belongs is "
+            "unknown; the record was not processed. Fix: produce with SplitstateProducer, which "
+            "sets it."
         )
     low, split, count = layout
-    h = mmh3.hash(key, 0, False)  # bucket(key_hash(key), initial, count), inlined
-    expected = h % low
+    expected = h % low  # bucket(h, initial, count), inlined
     if expected < split:
         expected = h % (low << 1)
-    if expected == partition:
+    if expected == position[1]:
         return None
+    topic, partition = position
     return (
         f"misplaced: placed with {count} partitions ({COUNT_HEADER} header), key {key!r} "
         f"belongs in {topic}[{expected}] (bucket(key_hash(key), {initial}, {count})), but the "
@@ -90,6 +135,46 @@ def misplacement(
         "(or place keys with bucket(key_hash(key), N, M) from the topic registry), then send "
         "the record again."
     )
+
+
+def history_layouts(counts: Sequence[int]) -> Layouts:
+    """``(low, split)`` of each partition count of a topic's history (``counts``, from ``N``
+    up), for ``placed_by``."""
+    layouts = []
+    for count in counts:
+        low = counts[0] << level(counts[0], count)
+        layouts.append((low, count - low))
+    return tuple(layouts)
+
+
+def placed_by(h: int, partition: int, layouts: Layouts) -> bool:
+    """Whether some count of ``layouts`` (``history_layouts``) places a key whose ``key_hash``
+    is ``h`` on ``partition``: ``bucket(h, N, count) == partition``, inlined."""
+    for low, split in layouts:
+        b = h % low
+        if b < split:
+            b = h % (low << 1)
+        if b == partition:
+            return True
+    return False
+
+
+def unplaced_reason(h: int, key: bytes, topic: str, partition: int, counts: Sequence[int]) -> str:
+    """Why a keyed record without the ``splitstate.count`` header, whose key (``key_hash``
+    ``h``) no count of the topic's history ``counts`` places on ``partition``, is not
+    processed."""
+    initial, now = counts[0], counts[-1]
+    return (
+        f"misplaced: no {COUNT_HEADER} header, and no partition count of {topic!r} "
+        f"({_listed(counts)}) places key {key!r} in {topic}[{partition}]; linear hashing puts "
+        f"it in {topic}[{bucket(h, initial, now)}] (bucket(key_hash(key), {initial}, {now})). "
+        f"It was {UNPLACED_CAUSE}. Processing it here would split the key's state across "
+        f"processors, so it was not processed. Fix: {UNPLACED_FIX}, then send the record again."
+    )
+
+
+def _listed(counts: Sequence[int]) -> str:
+    return ", ".join(str(c) for c in counts) if len(counts) > 1 else f"{counts[0]} partitions"
 
 
 #: a growth fence in a parent partition: the child split off, the partition count that created
@@ -121,20 +206,47 @@ def late_record(
     growth, then paused (a suspended machine, a long GC pause) for longer than its lease
     before sending it. Processed here it would come after the key's newer records in the
     child."""
-    topic, partition, offset = where
     h = key_hash(key)
-    for child, count, threshold in fences:
+    fence = late_fence(h, where[2], initial, fences)
+    return None if fence is None else late_reason(key, where, fence, header=True)
+
+
+def late_fence(h: int, offset: int, initial: int, fences: Iterable[Fence]) -> Fence | None:
+    """The fence (of a partition's ``fences``) that a record at ``offset`` of a key whose
+    ``key_hash`` is ``h`` lies past: its key moved to that fence's child; ``None`` if none."""
+    for fence in fences:
+        child, count, threshold = fence
         if offset > threshold and _descends(bucket(h, initial, count), child, initial):
-            return (
-                f"late: key {key!r} moved to {topic}[{child}] when the topic grew to {count} "
-                f"partitions, and this record landed in {topic}[{partition}] after that "
-                f"partition's marker (offset {threshold}): its producer placed it with the count "
-                "before the growth and paused (a suspended machine, a long GC pause) for longer "
-                "than its lease before sending it. Processing it here would apply it after the "
-                "key's newer records, so it was not processed. Fix: send the record again "
-                "(SplitstateProducer places it with the current count)."
-            )
+            return fence
     return None
+
+
+def late_reason(key: bytes, where: tuple[str, int, int], fence: Fence, *, header: bool) -> str:
+    """Why a record at ``where`` past ``fence`` (``late_fence``) is not processed: with the
+    ``splitstate.count`` header its producer paused past its lease; without, it does not
+    follow the growth fence at all."""
+    topic, partition, _offset = where
+    child, count, threshold = fence
+    moved = (
+        f"key {key!r} moved to {topic}[{child}] when the topic grew to {count} partitions, and "
+        f"this record landed in {topic}[{partition}] after that partition's marker (offset "
+        f"{threshold})"
+    )
+    if not header:
+        return (
+            f"late: no {COUNT_HEADER} header, and its {moved}: its producer placed it with a "
+            "count from before the growth, and a producer without the header does not follow "
+            "the growth fence. Processing it here would apply it after the key's newer records, "
+            "so it was not processed. Fix: write with framework.SplitstateProducer, which places "
+            "keys with the current count under a lease, then send the record again."
+        )
+    return (
+        f"late: {moved}: its producer placed it with the count "
+        "before the growth and paused (a suspended machine, a long GC pause) for longer "
+        "than its lease before sending it. Processing it here would apply it after the "
+        "key's newer records, so it was not processed. Fix: send the record again "
+        "(SplitstateProducer places it with the current count)."
+    )
 
 
 def _descends(partition: int, ancestor: int, initial: int) -> bool:

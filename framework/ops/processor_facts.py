@@ -20,7 +20,7 @@ from pathlib import Path
 from framework.app import App
 from framework.bootstrap.child_process import bootstrap_directory, read_bootstrap_progress
 from framework.coordination.progress_reports import ProcessorReport, overdue, pid_space
-from framework.growth.placement import UNFENCED_SCOPE
+from framework.growth.placement import UNFENCED_SCOPE, UNPLACED_SCOPE
 from framework.runtime.crashes import SkippedRecord, skipped_records
 from framework.snapshots.transfer_progress import (
     TransferProgress,
@@ -216,6 +216,16 @@ class ProcessorFacts:
         """Records processed without a ``splitstate.count`` header, summed over
         ``processors``, any other processor whose state is here, and any that reported (a
         scaled-in one's count stays)."""
+        return self._summed(UNFENCED_SCOPE, processors)
+
+    def unplaced(self, processors: list[int]) -> dict[Position, int]:
+        """Records without a ``splitstate.count`` header dead-lettered as misplaced, summed
+        as ``unfenced`` sums them."""
+        return self._summed(UNPLACED_SCOPE, processors)
+
+    def _summed(self, scope: str, processors: list[int]) -> dict[Position, int]:
+        """A count the processors keep per input partition in their state (``scope``:
+        ``UNFENCED_SCOPE`` or ``UNPLACED_SCOPE``, also in their reports), summed."""
         here = {
             int(path.name.removeprefix("processor-"))
             for path in self._state_dir.glob("processor-*")
@@ -227,12 +237,15 @@ class ProcessorFacts:
             if self._local(processor):
                 try:
                     with ProcessorDatabase.open_read_only(self._path(processor)) as database:
-                        counts = database.progress(UNFENCED_SCOPE)
+                        counts = database.progress(scope)
                 except StateStoreError:
                     pass  # unreadable here: as it last reported
             if counts is None:
                 report = self.reports.get(processor)
-                counts = {} if report is None else report.unfenced
+                if report is None:
+                    counts = {}
+                else:
+                    counts = report.unfenced if scope == UNFENCED_SCOPE else report.unplaced
             for position, count in counts.items():
                 total[position] = total.get(position, 0) + count
         return total

@@ -141,6 +141,9 @@ class AppStatus:
     #: many, and the last few reasons
     ignored: int = 0
     last_ignored: tuple[str, ...] = ()
+    #: records without a ``splitstate.count`` header dead-lettered because no partition count
+    #: places their key where they are, per input partition (counted as ``unfenced``)
+    unplaced: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
@@ -276,4 +279,5 @@ def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
         config.processing_guarantee,
         len(control.ignored),
         control.ignored[-_LAST_IGNORED:],
+        facts.unplaced(list(range(p))),
     )

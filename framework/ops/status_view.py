@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from framework.growth.placement import UNPLACED_CAUSE, UNPLACED_FIX
 from framework.ops.status import AppStatus
 
 __all__ = ["note_lines", "render_status", "size_text", "warning_lines"]
@@ -43,9 +44,10 @@ def _retention_warning(status: AppStatus) -> list[str]:
 
 
 def warning_lines(status: AppStatus) -> list[str]:
-    """The report's warnings about the inputs: history retention deleted (when it matters)
-    and records written by producers that bypass the growth fence."""
-    return _retention_warning(status) + _unfenced_line(status)
+    """The report's warnings about the inputs: history retention deleted (when it matters),
+    records written by producers that bypass the growth fence, and those of them dead-lettered
+    as misplaced."""
+    return _retention_warning(status) + _unfenced_line(status) + _unplaced_lines(status)
 
 
 def note_lines(status: AppStatus) -> list[str]:
@@ -65,6 +67,7 @@ def render_status(status: AppStatus) -> str:
         lines.extend(topic_status.render())
     lines.extend(_retention_warning(status))
     lines.extend(_unfenced_line(status))
+    lines.extend(_unplaced_lines(status))
     lines.extend(_processor_lines(status))
     lines.extend(_scale_lines(status))
     if status.snapshots is not None:
@@ -83,6 +86,19 @@ def _unfenced_line(status: AppStatus) -> list[str]:
             f"(written by producers that bypass the growth fence): {where}"
         )
     return lines
+
+
+def _unplaced_lines(status: AppStatus) -> list[str]:
+    if not status.unplaced:
+        return []
+    where = ", ".join(f"{t}[{p}] {n}" for (t, p), n in sorted(status.unplaced.items()))
+    total = sum(status.unplaced.values())
+    return [
+        f"warning: {total} record{'s' if total != 1 else ''} without a splitstate.count header "
+        "dead-lettered (stage placement), as linear hashing does not place their keys where "
+        f"they are: {where}",
+        f"  {UNPLACED_CAUSE}. Fix: {UNPLACED_FIX}; then send them again from the dead-letter topic",
+    ]
 
 
 def _processor_lines(status: AppStatus) -> list[str]:

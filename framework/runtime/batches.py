@@ -305,7 +305,8 @@ class BatchRunner:
             if current == partition or (topic, current) in owned:
                 return True
             # only keys a growth moved to a partition split from this one belong elsewhere;
-            # a record a plain producer misplaced was processed here, so it is rebuilt here
+            # a record misplaced by its producer is judged by the placement check, as when
+            # it was first processed (a dead letter then, skipped now)
             return partition not in ancestors(current, initial)
 
         return mine

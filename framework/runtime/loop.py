@@ -25,7 +25,7 @@ from framework.coordination.registry import TopicRegistry
 from framework.coordination.topic_watch import TopicWatcher
 from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
-from framework.growth.placement import UNFENCED_SCOPE
+from framework.growth.placement import UNFENCED_SCOPE, UNPLACED_SCOPE
 from framework.kafka import Clients, Kafka, KafkaConsumer, KafkaIOError, KafkaProducer
 from framework.metrics import MetricsServer, ProcessorMetrics
 from framework.processing import ProcessorFencedError, ProcessorStoppedError, RecordProcessor
@@ -39,12 +39,12 @@ from framework.runtime.log_context import note_generation
 from framework.runtime.observe import RunObserver, RunParts, after_each_step
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.reporting import ProgressReporter
+from framework.runtime.run_voice import record_run
 from framework.runtime.state_dir import DatabaseOpener, StateDirectory, move_aside
 from framework.runtime.stats import RuntimeStats
+from framework.runtime.unplaced_log import UnplacedWarnings
 from framework.snapshots.taker import SnapshotTaker
 from rebalance.control import ControlState
-from rebalance.control_records import instance_record
-from rebalance.control_stops import CONTROL_FORMAT, format_record
 from statestore import DatabaseIdentity, ProcessorDatabase, processor_path
 from statestore.snapshot_store import SnapshotStore
 
@@ -211,16 +211,26 @@ class ProcessorRuntime:
         opened.callback(snapshots.close)
         return database, completions, snapshots
 
-    def _reporter(
-        self, kafka: Kafka, database: ProcessorDatabase, watcher: ControlWatcher, opened: ExitStack
-    ) -> ProgressReporter:
-        """The run's progress reporter; its last report (stopped) is written as the run
-        closes, before the state and the clients close."""
+    def _between_steps(
+        self,
+        kafka: Kafka,
+        database: ProcessorDatabase,
+        watcher: ControlWatcher,
+        records: RecordProcessor,
+        opened: ExitStack,
+    ) -> list[Callable[[], None]]:
+        """What the loop does after each step, when due: the run's progress report (its last,
+        stopped, is written as the run closes, before the state and the clients close) and
+        the warning of unplaced input records (also as the run ends)."""
         reporter = ProgressReporter(
             self.app, self.processor_id, kafka=kafka, database=database, watcher=watcher
         )
         opened.callback(reporter.close)
-        return reporter
+        warnings = UnplacedWarnings(
+            self.processor_id, records, kafka.clock, self.config.dead_letters
+        )
+        opened.callback(warnings.check)
+        return [reporter.tick, warnings.tick]
 
     def _observer(
         self, parts: RunParts, consumer: KafkaConsumer, opened: ExitStack, clock: Clock
@@ -281,18 +291,13 @@ class ProcessorRuntime:
             opened.callback(clients.consumer.close)
             opened.callback(clients.producer.close)
             opened.callback(outputs.close)  # (first: its renewer reads the producer's metadata)
-            # this run is the processor's newest from here on (exactly-once: its producer
-            # fenced any earlier run's); the log then ignores what an earlier run writes
-            start = (
-                [] if watcher.state.format >= CONTROL_FORMAT else [format_record(CONTROL_FORMAT)]
-            )
-            control.append(*start, instance_record(self.processor_id, instance))
-            watcher.catch_up(watcher.end_offset())  # it acts knowing it is the newest
+            record_run(control, watcher, self.processor_id, instance)
             records = RecordProcessor(
                 self.app,
                 {name: entry.initial_partitions for name, entry in layout.inputs.items()},
                 database.progress(UNFENCED_SCOPE),
                 {name: entry.history for name, entry in layout.inputs.items()},
+                unplaced=database.progress(UNPLACED_SCOPE),
             )
             topics = TopicWatcher(kafka, list(layout.inputs), layout.inputs)
             handoffs = HandoffCoordinator(
@@ -333,7 +338,7 @@ class ProcessorRuntime:
                 snapshots=snapshots,
                 limits=limits,
                 every_step=after_each_step(
-                    self._reporter(kafka, database, watcher, opened).tick, observer
+                    self._between_steps(kafka, database, watcher, records, opened), observer
                 ),
                 stopping=self._stopped,
                 clock=clock,

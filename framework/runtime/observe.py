@@ -10,7 +10,7 @@ every few seconds.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from framework.clock import Clock
@@ -70,17 +70,18 @@ class RunParts:
     snapshots: SnapshotTaker | None
 
 
-def after_each_step(step: Callable[[], None], observer: RunObserver | None) -> Callable[[], None]:
-    """What the loop calls after each of its steps: ``step``, then (with metrics on) the
-    observer's ``stepped``."""
-    if observer is None:
-        return step
+def after_each_step(
+    steps: Sequence[Callable[[], None]], observer: RunObserver | None
+) -> Callable[[], None]:
+    """What the loop calls after each of its steps: ``steps`` in turn, then (with metrics on)
+    the observer's ``stepped``."""
+    every = [*steps, *([] if observer is None else [observer.stepped])]
 
-    def both() -> None:
-        step()
-        observer.stepped()
+    def each() -> None:
+        for step in every:
+            step()
 
-    return both
+    return each
 
 
 class RunObserver:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from framework.clock import Clock
 from framework.errors import SplitstateError
-from framework.growth.placement import UNFENCED_SCOPE
+from framework.growth.placement import UNFENCED_SCOPE, UNPLACED_SCOPE
 from framework.kafka import Message, ProducerFencedError, TransactionAbortableError
 from framework.runtime.batches import BatchResult, BatchRunner, coordinates, first_offsets
 from framework.runtime.delivery import refuse_in_transaction
@@ -176,7 +176,8 @@ class Pipeline:
         first one."""
         runner = self._runner
         runner.database.backend.discard_staged()
-        runner.records.recount(runner.database.progress(UNFENCED_SCOPE))
+        progress = runner.database.progress
+        runner.records.recount(progress(UNFENCED_SCOPE), progress(UNPLACED_SCOPE))
         dropped = [m for f in self._flights for m in f.messages]
         starts = first_offsets([*dropped, *(also or [])])
         self._flights.clear()

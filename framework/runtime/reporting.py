@@ -27,7 +27,7 @@ from framework.coordination.progress_reports import (
     pid_space,
     report_key,
 )
-from framework.growth.placement import UNFENCED_SCOPE
+from framework.growth.placement import UNFENCED_SCOPE, UNPLACED_SCOPE
 from framework.kafka import DeliveryError, Kafka, KafkaProducer, Message
 from framework.runtime.crashes import skipped_records
 from framework.snapshots.transfer_progress import read_transfer_progress, transfer_directory
@@ -193,4 +193,5 @@ class ProgressReporter:
             [(s.topic, s.partition, s.offset, s.crashes, s.at) for s in skipped],
             every=_SCALE_SECONDS if state.scaling is not None else HEARTBEAT_SECONDS,
             pid_space=self._pid_space,
+            unplaced=database.progress(UNPLACED_SCOPE),
         )

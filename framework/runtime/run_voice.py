@@ -27,14 +27,31 @@ from framework.runtime.completions import Completions, StaleDirectoryError
 from framework.runtime.faults import maybe_crash
 from rebalance import HandoffEvent
 from rebalance.control import ControlState, Handoff, Scale, handoff_record
-from rebalance.control_stops import Stop, resumed_record, stopped_record
+from rebalance.control_records import instance_record
+from rebalance.control_stops import (
+    CONTROL_FORMAT,
+    Stop,
+    format_record,
+    resumed_record,
+    stopped_record,
+)
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
 
-__all__ = ["CatchUpProgress", "RunVoice"]
+__all__ = ["CatchUpProgress", "RunVoice", "record_run"]
 
 # the processor's lines keep the loop's logger name (they were written there)
 log = logging.getLogger("framework.runtime.loop")
+
+
+def record_run(control: ControlLog, watcher: ControlWatcher, processor: int, instance: str) -> None:
+    """Record run ``instance`` of ``processor`` in the control log (after the records that
+    switch an older log to this format), and read the log to there: it is the processor's
+    newest run from then on (under exactly-once its producer fenced the earlier ones' already),
+    and it acts knowing so."""
+    upgrade = [format_record(CONTROL_FORMAT)] if watcher.state.format < CONTROL_FORMAT else []
+    control.append(*upgrade, instance_record(processor, instance))
+    watcher.catch_up(watcher.end_offset())
 
 
 class CatchUpProgress(Protocol):

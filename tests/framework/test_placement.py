@@ -115,12 +115,13 @@ def test_restore_skips_a_misplaced_record_without_state_or_dead_letter() -> None
     message = StoredMessage("in", wrong, 0, key, b"", None, [(COUNT_HEADER, b"6")])
     batch = database.begin()
     assert processor.process(batch, message, restore=True) == ([], None)
-    unheaded = StoredMessage("in", wrong, 1, key, b"", None, None)
+    unheaded = StoredMessage("in", 1 - wrong % 2, 1, key, b"", None, None)  # where 4 never put it
     assert processor.process(batch, unheaded, restore=True) == ([], None)
     batch.commit()
-    assert database.get("counts", key) == 1  # only the record without the header
-    assert processor.dead_letter_count == 1
-    assert database.progress("unfenced") == {}  # restored records were counted when processed
+    assert database.get("counts", key) is None  # neither: both were dead letters when processed
+    assert processor.dead_letter_count == 2
+    # restored records were counted when processed
+    assert database.progress("unfenced") == database.progress("unplaced") == {}
 
 
 def test_counts_of_aborted_batches_are_not_kept() -> None:
@@ -252,3 +253,113 @@ def test_a_marker_met_before_the_registry_records_its_threshold_fences_its_parti
     batch.commit()
     assert database.get("counts", key) == 1  # the record after the marker was late
     assert processor.dead_letter_count == 1
+
+
+def key_in(partition: int, count: int, *, not_at: tuple[int, ...] = ()) -> bytes:
+    """A key ``count`` partitions place in ``partition`` (and no count of ``not_at`` does)."""
+    for i in range(5000):
+        key = f"key-{i}".encode()
+        h = key_hash(key)
+        if bucket(h, N, count) == partition and all(bucket(h, N, c) != partition for c in not_at):
+            return key
+    raise AssertionError("no such key")
+
+
+def test_a_record_without_the_header_that_no_count_places_there_is_dead_lettered() -> None:
+    # a plain producer (Kafka's default partitioner) put the key on another partition
+    driver = TestDriver(counting_app())
+    key = key_in(1, N)
+    driver.send("in", key, b"", partition=2)
+    (dead,) = driver.dead_letters
+    assert (dead.stage, dead.partition, dead.offset) == ("placement", 2, 0)
+    assert dead.reason.startswith("misplaced: no splitstate.count header"), dead.reason
+    for words in ("in[1]", "Kafka's default partitioner", "SplitstateProducer", "same hash"):
+        assert words in dead.reason, (words, dead.reason)
+    assert driver.state("counts", key) is None and driver.outputs() == []
+    assert driver.offsets() == {("in", 2): 1}
+    assert driver.database.progress("unplaced") == {("in", 2): 1}
+    assert driver.unfenced() == {}
+    driver.send("in", key, b"")  # where linear hashing places it: processed
+    assert driver.state("counts", key) == 1
+    assert driver.unfenced() == {("in", 1): 1}
+
+
+def test_without_the_header_any_count_in_the_history_places_a_key() -> None:
+    # 4 -> 6 -> 8: a key now in 7 was placed in 3 by 4 and 6 partitions; in 7 by 8. Partition
+    # 5 holds keys of 1; the key of 13 (4 -> 16) passes through 5, which no count of [4, 16]
+    # places it in.
+    app = counting_app()
+    database = ProcessorDatabase.in_memory(DatabaseIdentity("placement", 0), app.store_specs())
+    grown = TopicHistory.of("in", [N, 6, 8], {4: 10, 5: 10, 6: 10, 7: 10})
+    processor = RecordProcessor(app, {"in": N}, histories={"in": grown})
+    key = key_in(7, 8)
+    batch = database.begin()
+    for partition, offset, placed in ((3, 0, True), (7, 0, True), (1, 0, False), (5, 0, False)):
+        _outputs, dead = processor.process(
+            batch, StoredMessage("in", partition, offset, key, b"", None, None)
+        )
+        assert (dead is None) == placed, (partition, dead)
+    batch.commit()
+    assert database.get("counts", key) == 2
+    assert database.progress("unplaced") == {("in", 1): 1, ("in", 5): 1}
+    at_once = RecordProcessor(app, {"in": N}, histories={"in": TopicHistory.of("in", [N, 16])})
+    deep = key_in(13, 16)
+    batch = database.begin()
+    found = [
+        at_once.process(batch, StoredMessage("in", p, 0, deep, b"", None, None))[1] is None
+        for p in (1, 5, 13)
+    ]
+    batch.abort()
+    assert found == [True, False, True]
+
+
+def test_a_record_without_the_header_past_its_growth_fence_is_late() -> None:
+    # a plain producer placing keys by linear hashing, but with a count from before the growth
+    app = counting_app()
+    key = key_in(5, 6)
+    history = _grown({4: 10, 5: 12}, 6)
+    processor = RecordProcessor(app, {"in": N}, histories={"in": history})
+    database = ProcessorDatabase.in_memory(DatabaseIdentity("placement", 0), app.store_specs())
+    batch = database.begin()
+    assert processor.process(batch, StoredMessage("in", 1, 12, key, b"", None, None))[1] is None
+    _outputs, dead = processor.process(batch, StoredMessage("in", 1, 13, key, b"", None, None))
+    batch.commit()
+    assert dead is not None and dead.stage == "placement"
+    assert dead.reason.startswith("late: no splitstate.count header"), dead.reason
+    assert "in[5]" in dead.reason and "offset 12" in dead.reason
+    assert "SplitstateProducer" in dead.reason
+    assert database.get("counts", key) == 1
+    assert database.progress("unplaced") == {("in", 1): 1}
+
+
+@given(
+    st.binary(max_size=24),
+    st.integers(min_value=1, max_value=8),
+    st.lists(st.integers(min_value=1, max_value=20), max_size=3),
+    st.integers(min_value=0, max_value=70),
+)
+def test_without_the_header_a_key_is_placed_where_some_count_of_the_history_puts_it(
+    key: bytes, initial: int, steps: list[int], at: int
+) -> None:
+    counts = [initial]
+    for step in steps:
+        counts.append(counts[-1] + step)
+    app = App(
+        AppConfig.load(
+            None,
+            app_id="placement",
+            inputs=[{"topic": "in", "partitions": initial}],
+            initial_processors=1,
+        )
+    )
+    app.store("counts", int)
+    app.processor("in")(lambda _record, state: state.set((state.get() or 0) + 1))
+    processor = RecordProcessor(
+        app, {"in": initial}, histories={"in": TopicHistory.of("in", counts)}
+    )
+    database = ProcessorDatabase.in_memory(DatabaseIdentity("placement", 0), app.store_specs())
+    batch = database.begin()
+    _outputs, dead = processor.process(batch, StoredMessage("in", at, 0, key, b"", None, None))
+    batch.abort()
+    placed = any(bucket(key_hash(key), initial, count) == at for count in counts)
+    assert (dead is None) == placed, (counts, at, dead)

@@ -4,9 +4,10 @@ No broker: the history is a DataFrame (or a Parquet archive) of two topics, one 
 2 -> 4 partitions mid-history, with what the fold must get right: headers (several, null
 values, none at all), null values, missing timestamps, records without a key, a growth
 marker, misplaced and late records (skipped), a failing record (rolled back) and records
-without a count header. The replay is ``RecordProcessor`` over ``StoredMessage`` records in
-lineage-then-offset order, restore mode, as the catch-up applies them; the fold's output must
-be the same bytes.
+without a count header (placed by either count: applied; placed by neither, or late:
+skipped, as the runtime dead-letters them). The replay is ``RecordProcessor`` over
+``StoredMessage`` records in lineage-then-offset order, restore mode, as the catch-up applies
+them; the fold's output must be the same bytes.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -49,40 +52,60 @@ def count(value: int) -> list[dict[str, Any]]:
     return [{"key": "splitstate.count", "value": str(value).encode()}]
 
 
-def make_history(seed: int = 5) -> tuple[Records, dict[str, TopicHistory]]:
-    """The records of both topics (in no particular order) and the topics' histories."""
-    rng = random.Random(seed)
-    keys = [f"k{i:02d}".encode() for i in range(30)]
-    offsets: dict[Position, int] = defaultdict(int)
-    rows: Records = []
+class _Writer:
+    """Appends records to a history (``rows``), counting offsets per partition."""
 
-    def add(topic: str, partition: int, key: bytes | None, headers: Any) -> None:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.offsets: dict[Position, int] = defaultdict(int)
+        self.rows: Records = []
+        self.unheaded = History()
+
+    def add(self, topic: str, partition: int, key: bytes | None, headers: Any) -> bytes | None:
+        """Append a record (a random value, maybe no timestamp); returns its value."""
+        rng = self.rng
         value = rng.choice([b"a", b"bb", b"\x00\xff", None, b"boom", b"c" * 40])
         stamp = None if rng.random() < 0.1 else 1_700_000_000_000 + rng.randrange(10**6)
-        rows.append((topic, partition, offsets[(topic, partition)], key, value, stamp, headers))
-        offsets[(topic, partition)] += 1
+        offset = self.offsets[(topic, partition)]
+        self.rows.append((topic, partition, offset, key, value, stamp, headers))
+        self.offsets[(topic, partition)] += 1
+        return value
 
+    def add_unheaded(self, partition: int, key: bytes, *, placed: bool) -> None:
+        """Append a record of ``events`` without a count header, noting whether the fold
+        applies it (``placed``; unless the function fails on it) or skips it."""
+        where = ("events", partition, self.offsets[("events", partition)])
+        value = self.add("events", partition, key, None)
+        if not placed:
+            self.unheaded.skipped.add(where)
+        elif value != b"boom":
+            self.unheaded.applied.add(where)
+
+
+def make_history(seed: int = 5) -> tuple[Records, dict[str, TopicHistory], History]:
+    """The records of both topics (in no particular order), the topics' histories, and where
+    the records without a count header are (applied, or skipped)."""
+    writer = _Writer(seed)
+    rng, add, keys = writer.rng, writer.add, [f"k{i:02d}".encode() for i in range(30)]
     for _ in range(400):  # events on 2 partitions
         key, roll = rng.choice(keys), rng.random()
         if roll < 0.05:
-            add("events", placed(key, 2), key, None)  # no count header: processed
-        elif roll < 0.10:
+            writer.add_unheaded(placed(key, 2), key, placed=True)  # no count header
+        elif roll < 0.08:
+            writer.add_unheaded(1 - placed(key, 2), key, placed=False)  # and misplaced
+        elif roll < 0.13:
             add("events", 1 - placed(key, 2), key, count(2))  # misplaced: skipped
-        elif roll < 0.15:
+        elif roll < 0.18:
             add("events", placed(key, 2), key, [{"key": "trace", "value": None}, *count(2)])
         else:
             add("events", placed(key, 2), key, count(2))
     thresholds = {}
     for child in (2, 3):  # the growth to 4: a marker in each parent
-        thresholds[child] = offsets[("events", child - 2)]
+        thresholds[child] = writer.offsets[("events", child - 2)]
         marker = [{"key": "splitstate.marker", "value": f"events/4/{child}".encode()}]
         add("events", child - 2, None, marker)
     for _ in range(400):  # events on 4 partitions
-        key, roll = rng.choice(keys), rng.random()
-        if roll < 0.05 and placed(key, 4) >= 2:
-            add("events", placed(key, 2), key, count(2))  # late: after its growth's marker
-        else:
-            add("events", placed(key, 4), key, [*count(4), {"key": "x", "value": b""}])
+        _events_after_the_growth(writer, rng.choice(keys), rng.random())
     for _ in range(200):
         key = rng.choice(keys)
         add("notes", placed(key, 2), key, count(2))
@@ -91,7 +114,41 @@ def make_history(seed: int = 5) -> tuple[Records, dict[str, TopicHistory]]:
         "events": TopicHistory.of("events", [2, 4], thresholds),
         "notes": TopicHistory.of("notes", [2]),
     }
-    return rows, histories
+    return writer.rows, histories, writer.unheaded
+
+
+def _events_after_the_growth(writer: _Writer, key: bytes, roll: float) -> None:
+    """One record of ``events`` after its growth to 4 partitions."""
+    moved = placed(key, 4) >= 2
+    if roll < 0.05 and moved:
+        writer.add("events", placed(key, 2), key, count(2))  # late: after its growth's marker
+    elif roll < 0.08 and moved:
+        writer.add_unheaded(placed(key, 2), key, placed=False)  # late, and no header
+    elif roll < 0.11:
+        writer.add_unheaded(placed(key, 4), key, placed=True)  # no header, placed by 4
+    elif roll < 0.13 and moved:
+        writer.add_unheaded(5 - placed(key, 4), key, placed=False)  # the other child
+    else:
+        writer.add("events", placed(key, 4), key, [*count(4), {"key": "x", "value": b""}])
+
+
+@dataclass
+class History:
+    """Where the records without a count header are: ``(topic, partition, offset)`` of those
+    the fold applies, and of those it must skip (misplaced or late)."""
+
+    applied: set[tuple[str, int, int]] = field(default_factory=set)
+    skipped: set[tuple[str, int, int]] = field(default_factory=set)
+
+    def check(self, items: list[tuple[str, bytes, bytes]]) -> None:
+        """``items`` (journals) hold every applied one and no skipped one."""
+        journaled = {
+            (topic, partition, offset)
+            for _store, _key, raw in items
+            for topic, partition, offset, *_rest in orjson.loads(raw)
+        }
+        assert self.skipped and not self.skipped & journaled
+        assert self.applied and self.applied <= journaled
 
 
 def replay(rows: Records, histories: dict[str, TopicHistory]) -> list[tuple[str, bytes, bytes]]:
@@ -151,13 +208,14 @@ def built_items(manifest: Manifest, target: int, directory: Path) -> list[tuple[
 
 
 def test_the_arrow_fold_gives_the_replays_bytes() -> None:
-    rows, histories = make_history()
+    rows, histories, unheaded = make_history()
     ranks = lineage_ranks(app.config, entries(histories))
     ordered = sorted(rows, key=lambda r: (ranks[(r[0], r[1])], r[2]))
     folded = list(AppFold(app, {"events": 2, "notes": 2}, histories, B)(records_table(ordered)))
     expected = replay(rows, histories)
     assert folded == expected
     assert len(expected) == 30  # every key has a journal
+    unheaded.check(folded)
 
 
 @pytest.mark.spark
@@ -173,7 +231,7 @@ def test_the_spark_job_builds_what_the_replay_builds(
     targets: set[int],
     gained_from: tuple[int, frozenset[int]] | None,
 ) -> None:
-    rows, histories = make_history()
+    rows, histories, unheaded = make_history()
     random.Random(1).shuffle(rows)
     frame = spark.createDataFrame(rows, _ddl()).repartition(3)
     plan = BootstrapPlan(
@@ -197,6 +255,8 @@ def test_the_spark_job_builds_what_the_replay_builds(
     ]
     built = {j: built_items(manifest, j, tmp_path / "dbs") for j in sorted(targets)}
     assert sorted(item for items in built.values() for item in items) == sorted(wanted)
+    if gained_from is None:  # every key built
+        unheaded.check([item for items in built.values() for item in items])
     assert wanted, "the plan builds some keys"
     for j, items in built.items():
         assert all(owner(key, processors) == j for _, key, _ in items)
@@ -225,7 +285,7 @@ def test_many_items_are_range_partitioned_into_files_that_ingest_as_one(
     """Past ``one_writer_items`` the items are range-partitioned over several writer tasks;
     each writes runs of at most ``max_file_items`` keys, and the files ingest to the state
     a single writer's files give."""
-    rows, histories = make_history()
+    rows, histories, _unheaded = make_history()
     frame = spark.createDataFrame(rows, _ddl())
     fold = AppFold(app, {"events": 2, "notes": 2}, histories, B)
     plan = BootstrapPlan(
@@ -255,7 +315,7 @@ def test_two_builds_in_one_session_each_build_their_keys(
 ) -> None:
     """``build_state`` runs in a given session, leaves it running, and a second build in it
     (other processors, from a Parquet archive) is as right as the first."""
-    rows, histories = make_history(seed=9)
+    rows, histories, _unheaded = make_history(seed=9)
     archive = tmp_path / "archive"
     archive.mkdir()
     table = records_table(rows)

@@ -14,13 +14,16 @@ from tests.sim.app import INPUT, OUTPUT, make_app
 from tests.sim.broker import Broker
 from tests.sim.kafka import MemoryKafka
 
-__all__ = ["one_key_world"]
+__all__ = ["KEY", "one_key_world"]
+
+#: the key: linear hashing over 2 partitions places it in partition 0 (``b"k"`` goes to 1)
+KEY = b"a"
 
 
 def one_key_world(
     tmp_path: Path, *, records: int, seed: int, exactly_once: bool, in_flight: int = 1
 ) -> tuple[MemoryKafka, App]:
-    """Values ``p:1 .. p:<records>`` of key ``k`` in input partition 0 (of 2, registered, as
+    """Values ``p:1 .. p:<records>`` of ``KEY`` in input partition 0 (of 2, registered, as
     is the output topic), and the fold app over them, processor 0 of 1, batches of 5."""
     kafka = MemoryKafka(Broker(random.Random(seed)), ManualClock())
     kafka.create_topics([TopicSpec(INPUT, 2), TopicSpec(OUTPUT, 2)])
@@ -29,7 +32,7 @@ def one_key_world(
     registry.register(INPUT, 2)
     registry.register(OUTPUT, 2)
     for seq in range(1, records + 1):
-        record = {"key": b"k", "value": f"p:{seq}".encode(), "headers": ()}
+        record = {"key": KEY, "value": f"p:{seq}".encode(), "headers": ()}
         kafka.broker.append((INPUT, 0), {**record, "timestamp_ms": 0, "origin": "p"})
     app = make_app(
         tmp_path,

@@ -25,7 +25,7 @@ from framework.runtime.loop import ProcessorRuntime, RuntimeStats
 from statestore import ProcessorDatabase, processor_path
 from tests.sim.app import INPUT, OUTPUT
 from tests.sim.kafka import MemoryKafka
-from tests.sim.one_key import one_key_world
+from tests.sim.one_key import KEY, one_key_world
 from tests.sim.producer import MemoryProducer
 from tests.sim.transactions import MemoryTransactionalProducer
 
@@ -54,7 +54,7 @@ def _state(app: App) -> tuple[dict[tuple[str, int], int], object]:
     path = processor_path(app.config.app_state_dir, 0)
     database = ProcessorDatabase.open_read_only(path)
     try:
-        return database.offsets(), database.get("folds", b"k")
+        return database.offsets(), database.get("folds", KEY)
     finally:
         database.close()
 

@@ -1,0 +1,174 @@
+"""The placement check of every keyed input record, before anything runs
+(``framework.growth.placement`` says what is placed), and the counts of the records without
+the ``splitstate.count`` header it passed (``UNFENCED_SCOPE``) and refused
+(``UNPLACED_SCOPE``), kept in the state batches so that they stand only once a batch commits.
+
+``RecordProcessor`` runs it on every path that folds records into state -- the live loop,
+restore mode, a receiver's catch-up, the Spark fold -- so each judges a record the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import mmh3
+
+from framework.growth.markers import marker_child
+from framework.growth.placement import (
+    UNFENCED_SCOPE,
+    UNPLACED_SCOPE,
+    Fence,
+    Layouts,
+    NoCountHeader,
+    count_header,
+    fences_of,
+    history_layouts,
+    late_fence,
+    late_reason,
+    misplaced_reason,
+    placed_by,
+    unplaced_reason,
+)
+from framework.records import InputMessage
+from rebalance import TopicHistory
+from statestore import BatchStatus, StateBatch
+
+__all__ = ["PlacementCheck"]
+
+Position = tuple[str, int]
+
+#: batches whose counts stand (a sealed batch commits, or every later one is dropped too)
+_KEPT = (BatchStatus.COMMITTED, BatchStatus.SEALED)
+
+
+class PlacementCheck:
+    """Whether keyed records sit where linear hashing places their keys.
+
+    ``initial_partitions``: each input topic's initial partition count ``N`` (the topic
+    registry's; topics it lacks are not checked). ``histories``: each input topic's partition
+    history (counts and thresholds, the registry's, kept current with ``adopt``; just ``N``
+    for a topic without one): without the header, any of its counts places a key; with the
+    growth markers met in the input, its thresholds say which records landed after their
+    growth's fence. ``unfenced``/``unplaced``: the counts the processor's state holds.
+    """
+
+    def __init__(
+        self,
+        initial_partitions: Mapping[str, int],
+        histories: Mapping[str, TopicHistory],
+        unfenced: Mapping[Position, int],
+        unplaced: Mapping[Position, int],
+    ) -> None:
+        self.initial_partitions = dict(initial_partitions)
+        #: each input topic's partition counts (its history's) and their layouts
+        self._counts: dict[str, tuple[int, ...]] = {}
+        self._layouts: dict[str, Layouts] = {}
+        for name, initial in self.initial_partitions.items():
+            self._counts[name] = (initial,)
+            self._layouts[name] = history_layouts((initial,))
+        #: each input partition's growth fences, by child: the registry's and markers met
+        self._fences: dict[Position, dict[int, Fence]] = {}
+        self.adopt(histories)
+        self._counted: dict[str, dict[Position, int]] = {}
+        self._counting: StateBatch | None = None  # the batch ``_pending`` counts belong to
+        self._pending: dict[tuple[str, Position], int] = {}  # by (scope, position)
+        self.recount(unfenced, unplaced)
+
+    def adopt(self, histories: Mapping[str, TopicHistory]) -> None:
+        """Take the input topics' current histories (a growth recorded its count, then its
+        thresholds)."""
+        for topic, history in histories.items():
+            self._counts[topic] = history.counts
+            self._layouts[topic] = history_layouts(history.counts)
+            for partition, fences in fences_of(history).items():
+                known = self._fences.setdefault((topic, partition), {})
+                known.update((fence[0], fence) for fence in fences)
+
+    def note_marker(self, topic: str, partition: int, offset: int, headers: Any) -> None:
+        """A growth marker met in ``topic[partition]``: its child's keys end here (the first
+        marker of a child is its threshold), even before the registry says so."""
+        growth = marker_child(headers)
+        if growth is not None:
+            count, child = growth
+            fences = self._fences.setdefault((topic, partition), {})
+            fences.setdefault(child, (child, count, offset))
+
+    def recount(self, unfenced: Mapping[Position, int], unplaced: Mapping[Position, int]) -> None:
+        """Count from ``unfenced`` and ``unplaced`` again (the state's, after uncommitted
+        batches were dropped)."""
+        self._counted = {UNFENCED_SCOPE: dict(unfenced), UNPLACED_SCOPE: dict(unplaced)}
+        self._counting, self._pending = None, {}
+
+    def counts(self, scope: str) -> dict[Position, int]:
+        """The records counted in ``scope`` (``UNFENCED_SCOPE``, ``UNPLACED_SCOPE``) per input
+        partition, by committed batches."""
+        if self._counting is not None and self._counting.status is BatchStatus.COMMITTED:
+            self._keep_pending()
+        return dict(self._counted.get(scope, {}))
+
+    def check(
+        self,
+        batch: StateBatch,
+        message: InputMessage,
+        key: bytes,
+        where: tuple[str, int, int],
+        *,
+        restore: bool,
+    ) -> str | None:
+        """Why the record at ``where`` is not processed (stage ``placement``): not where its
+        count header places its key (without the header: where no count of the topic's
+        history does), or landed after its growth's fence; ``None`` if it is processed.
+        Records without the header are counted in ``batch`` (unless restored)."""
+        topic, partition, offset = where
+        initial = self.initial_partitions.get(topic)
+        if initial is None:
+            return None
+        h = mmh3.hash(key, 0, False)  # key_hash(key), inlined: once, for every check below
+        placed = count_header(message.headers())
+        if isinstance(placed, NoCountHeader):
+            return self._check_unheaded(batch, h, key, where, restore=restore)
+        reason = misplaced_reason(h, key, (topic, partition), initial, placed)
+        if reason is None:
+            fences = self._fences.get((topic, partition))
+            fence = late_fence(h, offset, initial, fences.values()) if fences else None
+            if fence is not None:
+                reason = late_reason(key, where, fence, header=True)
+        return reason
+
+    def _check_unheaded(
+        self, batch: StateBatch, h: int, key: bytes, where: tuple[str, int, int], *, restore: bool
+    ) -> str | None:
+        """``check`` of a record without the count header, whose key's ``key_hash`` is
+        ``h``: counted (unless restored) as processed or dead-lettered."""
+        topic, partition, offset = where
+        position = (topic, partition)
+        reason = None
+        if not placed_by(h, partition, self._layouts[topic]):
+            reason = unplaced_reason(h, key, topic, partition, self._counts[topic])
+        else:
+            fences = self._fences.get(position)
+            if fences:
+                fence = late_fence(h, offset, self._counts[topic][0], fences.values())
+                if fence is not None:
+                    reason = late_reason(key, where, fence, header=False)
+        if not restore:
+            self._count(batch, UNFENCED_SCOPE if reason is None else UNPLACED_SCOPE, position)
+        return reason
+
+    def _count(self, batch: StateBatch, scope: str, position: Position) -> None:
+        """Count a record in ``scope``, in ``batch`` (kept once it commits)."""
+        if batch is not self._counting:
+            if self._counting is not None and self._counting.status in _KEPT:
+                self._keep_pending()
+            self._counting, self._pending = batch, {}
+        counted = (scope, position)
+        count = self._pending.get(counted, self._counted[scope].get(position, 0)) + 1
+        self._pending[counted] = count
+        batch.set_progress(scope, *position, count)
+
+    def _keep_pending(self) -> None:
+        """Take the counting batch's counts as kept (it committed, or is sealed)."""
+        for (scope, position), count in self._pending.items():
+            self._counted[scope][position] = count
+        self._counting, self._pending = None, {}

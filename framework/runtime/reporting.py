@@ -169,6 +169,9 @@ class ProgressReporter:
         if last is not None and any(h.target == self._processor for h in last.handoffs.values()):
             generation = last.generation
             catch_up = database.progress(f"catchup-{generation}")
+            if last.ended:  # the catch-up's progress is deleted then: T2 is each F
+                incoming = last.incoming(self._processor)
+                catch_up = {p: f for h in incoming for p, f in h.released.items()}
         if generation is not None and state.scaling is not None:
             found = read_bootstrap_progress(
                 bootstrap_directory(self._app, self._processor, generation)

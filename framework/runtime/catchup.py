@@ -291,8 +291,9 @@ class CatchUp:
             taken.append((message, position, offset, applies))
             self.positions[position] = offset + 1
             moved[position] = offset + 1
-        held = self._paused.holds(self._ahead)  # (records it delivered lie before)
-        passed = passed_within(self._consumer, self.positions, self.limit, held)
+        firsts = {**self._paused.beyond, **self._ahead.firsts()}  # (records it kept or passed)
+        held = self._paused.holds(self._ahead)
+        passed = passed_within(self._consumer, self.positions, self.limit, held, firsts)
         self.positions.update(passed)
         moved.update(passed)
         if moved:
@@ -319,7 +320,7 @@ class CatchUp:
         final = position in self.released or self.bounds.get(position, -1) == limit
         past = final and limit is not None and at >= limit  # past F or the bound: never applied
         if past or not self._ahead.hold(position, message, at):
-            self._paused.pause(position)
+            self._paused.pause(position, at if past and not self._ahead.holding(position) else None)
         return True
 
     def _consume(self, max_records: int, timeout: float) -> list[Message]:

@@ -64,16 +64,24 @@ def passed_within(
     positions: Mapping[Position, int],
     limit: Callable[[Position], int | None],
     held: Callable[[Position], bool],
+    firsts: Mapping[Position, int],
 ) -> dict[Position, int]:
-    """A catch-up's ``passed_over``: each of its ``positions`` below its ``limit`` (how far
-    it may be applied now: F itself may be an offset without a record), moved no further
-    than that limit; not the partitions ``held`` says it paused or keeps records of (what
-    the consumer delivered for them was dropped, or lies before its position)."""
+    """A catch-up's offsets without a record: each of its ``positions`` moves, no further
+    than its ``limit`` (how far it may be applied now: F or an ancestor's threshold may lie
+    right after a transaction marker), to the first record its consumer delivered past it
+    (``firsts``: kept to apply later, or fetched past where it may ever apply; records come
+    in order, so nothing below that one is to be applied), else to where the consumer got
+    (``passed_over``; not for a partition ``held`` says it paused or keeps records of: what
+    the consumer delivered of it was dropped, or lies before its position)."""
+    moved: dict[Position, int] = {}
     lagging = [p for p in positions if not held(p) and positions[p] < (limit(p) or 0)]
-    return {
-        position: min(reached, limit(position) or 0)
-        for position, reached in passed_over(consumer, lagging, positions).items()
-    }
+    reached = {**passed_over(consumer, lagging, positions), **firsts}
+    for position, offset in reached.items():
+        allowed = limit(position)
+        target = offset if allowed is None else min(offset, allowed)
+        if positions[position] < target:
+            moved[position] = target
+    return moved
 
 
 class PassOver:

@@ -29,6 +29,8 @@ class PausedReads:
     def __init__(self, consumer: KafkaConsumer) -> None:
         self._consumer = consumer
         self._paused: set[Position] = set()
+        #: per partition paused for good, the offset of the record fetched past its limit
+        self.beyond: dict[Position, int] = {}
 
     def __contains__(self, position: object) -> bool:
         return position in self._paused
@@ -37,10 +39,13 @@ class PausedReads:
         """Whether a partition is paused, or ``ahead`` keeps records of it."""
         return lambda position: position in self._paused or ahead.holding(position)
 
-    def pause(self, position: Position) -> None:
-        """Stop fetching ``position``."""
+    def pause(self, position: Position, beyond: int | None = None) -> None:
+        """Stop fetching ``position`` (``beyond``: the offset of the record fetched past
+        where it may ever be applied, when that is why)."""
         self._consumer.pause([position])
         self._paused.add(position)
+        if beyond is not None:
+            self.beyond.setdefault(position, beyond)
 
     def resume_ready(
         self,
@@ -58,6 +63,7 @@ class PausedReads:
                 self._consumer.seek(position, positions[position])
                 self._consumer.resume([position])
                 self._paused.discard(position)
+                self.beyond.pop(position, None)
 
 
 class ReadAhead:
@@ -94,6 +100,10 @@ class ReadAhead:
         records.append(message)
         self.bytes += size
         return True
+
+    def firsts(self) -> dict[Position, int]:
+        """The offset of the first record kept of each partition."""
+        return {position: _offset(records[0]) for position, records in self._held.items()}
 
     def due(self, limit: Callable[[Position], int | None], max_records: int) -> list[Message]:
         """Take out up to ``max_records`` kept records that ``limit`` (how far each partition

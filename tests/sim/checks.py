@@ -68,7 +68,7 @@ def late_records(world: World) -> set[tuple[int, int]]:
     history = entry.history
     initial = history.initial_partitions
     late = set()
-    for record in world.broker.ledger.get(INPUT, []):
+    for record in world.broker.committed_records(INPUT):
         if record.key is None:
             continue
         child = bucket(key_hash(record.key), initial, history.partitions)
@@ -86,7 +86,7 @@ def _input(world: World, kinds: tuple[str, ...]) -> dict[bytes, dict[str, list[i
     input ever held (retention may have deleted some since), less the late ones."""
     seqs: dict[bytes, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     late = late_records(world)
-    for record in world.broker.ledger.get(INPUT, []):
+    for record in world.broker.committed_records(INPUT):
         if is_marker(record.headers) or (record.partition, record.offset) in late:
             continue
         assert record.key is not None and record.value is not None
@@ -152,13 +152,13 @@ def _check_dead_letters(world: World, found: Violation) -> None:
     """Every special or late record is a dead letter, and no other one is."""
     late = late_records(world)
     special: dict[tuple[int, int], str] = dict.fromkeys(late, "late")
-    for record in world.broker.ledger.get(INPUT, []):
+    for record in world.broker.committed_records(INPUT):
         if record.value is not None and not is_marker(record.headers):
             kind = parse(record.value.decode())[2]
             if kind and (record.partition, record.offset) not in late:
                 special[(record.partition, record.offset)] = kind
     jumped = world.events.jumped_ms
-    for record in world.broker.ledger.get(INPUT, []):
+    for record in world.broker.committed_records(INPUT):
         if (record.partition, record.offset) in late and (
             jumped is None or not jumped <= record.timestamp_ms < jumped + _PAUSED_MS
         ):
@@ -167,7 +167,7 @@ def _check_dead_letters(world: World, found: Violation) -> None:
                 "right after a clock jump: its producer placed it with a count it no longer held"
             )
     lettered: set[tuple[int, int]] = set()
-    for letter in world.broker.ledger.get(world.app.config.dead_letters, []):
+    for letter in world.broker.committed_records(world.app.config.dead_letters):
         headers = {name: value for name, value in letter.headers}
         if headers.get("splitstate.topic") != INPUT.encode():
             continue
@@ -257,7 +257,7 @@ def _expected_counts(world: World) -> dict[tuple[str, int, int], int]:
     in the ancestor), then in offset order."""
     by_key: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
     late = late_records(world)
-    for record in world.broker.ledger.get(INPUT, []):
+    for record in world.broker.committed_records(INPUT):
         if not is_marker(record.headers) and (record.partition, record.offset) not in late:
             assert record.key is not None and record.value is not None
             if parse(record.value.decode())[2] not in (POISON, KILLER):

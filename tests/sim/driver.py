@@ -276,16 +276,16 @@ def _operator_fixes(world: World) -> None:
 
 def _quiet(world: World) -> int | None:
     """The processor count in force once nothing is left to do, else ``None``."""
-    if any(party.runnable for party in [*world.producers, *world.operators]):
-        return None
+    inputs = set(_inputs(world))
+    if any(party.runnable for party in [*world.producers, *world.operators]) or any(
+        t.firsts.keys() & inputs for t in world.broker.open_transactions.values()
+    ):
+        return None  # (an input transaction left open by a killed producer times out)
     state = world.control()
     if state.generation is None or state.scaling is not None or state.growth is not None:
         return None
     processors = state.generation.processors
-    ends = {
-        (INPUT, p): world.broker.end_offset(INPUT, p)
-        for p in range(world.broker.partition_count(INPUT))
-    }
+    ends = {position: world.broker.read_end(position) for position in _inputs(world)}
     seen = (processors, tuple(sorted(ends.items())))
     if world.caught_up == seen:
         return processors  # the stores' offsets only grow once faults stopped: read once
@@ -303,6 +303,10 @@ def _quiet(world: World) -> int | None:
         return None
     world.caught_up = seen
     return processors
+
+
+def _inputs(world: World) -> list[tuple[str, int]]:
+    return [(INPUT, p) for p in range(world.broker.partition_count(INPUT))]
 
 
 def _stuck(world: World) -> str:
@@ -326,8 +330,8 @@ def _stuck(world: World) -> str:
     return (
         f"not settled after {SETTLE_STEPS} steps once faults stopped: generation "
         f"{state.generation}, scale {phases}, growth {state.growth}, processors running "
-        f"{running}, still running {busy}; input ends "
-        f"{[world.broker.end_offset(INPUT, p) for p in range(world.broker.partition_count(INPUT))]}"
+        f"{running}, still running {busy}; input ends (last record read + 1 / high watermark) "
+        f"{[(world.broker.read_end(p), world.broker.partition(p).end) for p in _inputs(world)]}"
         f"; stores: {'; '.join(behind)}; last start at {world.last_start:.1f}s of "
         f"{world.scheduler.now:.1f}s"
     )

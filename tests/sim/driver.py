@@ -29,6 +29,7 @@ from tests.sim.aimed import aim_at_protocol_windows
 from tests.sim.app import INPUT
 from tests.sim.checks import check_outputs, check_world
 from tests.sim.plan import Operation, Plan, rival_operations
+from tests.sim.upstream import start_upstream
 from tests.sim.world import World
 
 __all__ = ["Outcome", "run_schedule", "shrink"]
@@ -113,6 +114,8 @@ def _run(plan: Plan, root: Path, aim: Callable[[World], None] | None) -> Outcome
             world.start_processor(processor)
         for _ in range(plan.producers):
             world.start_producer(plan.records)
+        if plan.upstream:
+            start_upstream(world, plan.records)
         world.start_operator(plan.operations)
         if plan.rival:
             world.start_operator(rival_operations(plan), name="rival")

@@ -79,6 +79,15 @@ class Plan:
     chaos_steps: int = 4000
     #: kills the shrinker allows at most (None: as the rates say)
     max_kills: int | None = None
+    #: whether an upstream app's exactly-once outputs are input too: a producer writing in
+    #: transactions (offsets taken by records and markers alike) that abort at ``abort_rate``
+    upstream: bool = False
+    #: the chance that each of the upstream producer's transactions aborts
+    abort_rate: float = 0.0
+    #: an input partition (of the initial count) whose keys only the upstream producer
+    #: writes, only in transactions that abort: it and its children hold aborted records
+    #: and markers only (``None``: no such partition)
+    aborted_partition: int | None = None
 
     def describe(self) -> str:
         """The plan as readable lines."""
@@ -102,6 +111,16 @@ class Plan:
             f"{'exactly-once outputs, ' if self.exactly_once else ''}"
             f"{self.in_flight} batches in flight, chaos for {self.chaos_steps} steps",
         ]
+        if self.upstream:
+            only = (
+                ""
+                if self.aborted_partition is None
+                else f"; partition {self.aborted_partition}'s keys only in aborted ones"
+            )
+            lines.append(
+                f"an upstream producer writes in transactions, {self.abort_rate:.1f} of "
+                f"them aborted{only}"
+            )
         lines += [f"  {i + 1}. {op}" for i, op in enumerate(self.operations)]
         return "\n".join(lines)
 
@@ -136,6 +155,9 @@ class Plan:
             replace(self, snapshots=False),
             replace(self, exactly_once=False),
             replace(self, in_flight=1),
+            replace(self, upstream=False, abort_rate=0.0, aborted_partition=None),
+            replace(self, aborted_partition=None),
+            replace(self, abort_rate=0.0),
             replace(self, producers=max(1, self.producers - 1)),
             replace(self, keys=max(1, self.keys // 2)),
             replace(self, records=max(4, self.records // 2)),
@@ -187,7 +209,13 @@ def draw_plan(seed: int) -> Plan:
     plan = replace(plan, rival=bool(plan.operations) and rng.random() < 0.2)
     plan = replace(plan, snapshots=rng.random() < 0.5)
     plan = replace(plan, exactly_once=rng.random() < 0.3)
-    return replace(plan, in_flight=rng.choice([1, 2, 4]))
+    plan = replace(plan, in_flight=rng.choice([1, 2, 4]))
+    if rng.random() < 0.4:
+        aborted = rng.randrange(plan.partitions) if rng.random() < 0.5 else None
+        plan = replace(
+            plan, upstream=True, abort_rate=rng.choice([0.2, 0.5]), aborted_partition=aborted
+        )
+    return plan
 
 
 def rival_operations(plan: Plan) -> tuple[Operation, ...]:

@@ -33,6 +33,7 @@ from framework.kafka import COMPACTED, KafkaIOError, TopicSpec
 from framework.processing import ProcessorStoppedError
 from framework.producer import SplitstateProducer
 from framework.runtime.loop import ProcessorRuntime
+from rebalance import bucket, key_hash
 from rebalance.control import ControlState, Scale
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec, processor_path
 from tests.sim.app import HUGE, INPUT, KILLER, OUTPUT, POISON, make_app
@@ -324,10 +325,8 @@ class World:
         """A producer writing ``records`` records over the plan's keys, then up to as many
         more, slowly, while the operator's plan or a scale is still under way (live records
         during the handoffs)."""
-        self._incarnations += 1
-        name = f"p{self._incarnations}"
-        rng = random.Random(self.plan.seed * 31 + self._incarnations)
-        keys = [f"k{i}".encode() for i in range(self.plan.keys)]
+        name, rng = self.producer_name("p")
+        keys = self.committed_keys()
         kinds = [POISON, POISON, HUGE, HUGE, KILLER] if self.plan.killers else [POISON, HUGE]
         if not self.plan.outputs:  # a huge record's output is what makes it special
             kinds = [kind for kind in kinds if kind != HUGE]
@@ -355,6 +354,31 @@ class World:
             producer.close(5)
 
         self.producers.append(self.spawn(name, body))
+
+    def producer_name(self, prefix: str) -> tuple[str, random.Random]:
+        """The next producer's name (``prefix`` and its number) and its seeded ``Random``."""
+        self._incarnations += 1
+        name = f"{prefix}{self._incarnations}"
+        return name, random.Random(self.plan.seed * 31 + self._incarnations)
+
+    def keys(self) -> list[bytes]:
+        """The plan's keys."""
+        return [f"k{i}".encode() for i in range(self.plan.keys)]
+
+    def aborted_keys(self) -> list[bytes]:
+        """The keys of the plan's ``aborted_partition`` (placed there by the initial count,
+        in it or its children later): written only in transactions that abort."""
+        partition = self.plan.aborted_partition
+        if partition is None:
+            return []
+        initial = self.plan.partitions
+        return [key for key in self.keys() if bucket(key_hash(key), initial, initial) == partition]
+
+    def committed_keys(self) -> list[bytes]:
+        """The keys records that may be read are written with (all but the aborted
+        partition's, unless it holds every key)."""
+        aborted = self.aborted_keys()
+        return [key for key in self.keys() if key not in aborted] or self.keys()
 
     # -- the operator --------------------------------------------------------------------
 

@@ -24,11 +24,11 @@ from unittest import mock
 
 from framework.coordination.registry import TopicRegistry
 from framework.kafka import KafkaIOError
-from statestore import processor_path
 from tests.sim.aimed import aim_at_protocol_windows
 from tests.sim.app import INPUT
 from tests.sim.checks import check_outputs, check_world
 from tests.sim.plan import Operation, Plan, rival_operations
+from tests.sim.twin import Twin
 from tests.sim.upstream import start_upstream
 from tests.sim.world import World
 
@@ -121,7 +121,9 @@ def _run(plan: Plan, root: Path, aim: Callable[[World], None] | None) -> Outcome
             world.start_operator(rival_operations(plan), name="rival")
         world.kill_at_protocol_steps()
         aim_at_protocol_windows(world)
-        _chaos(world, plan)
+        twin = Twin(world)
+        _chaos(world, plan, twin)
+        twin.stop()  # the operator stops one of two instances before the end at the latest
         world.chaos.active = False
         world.protocol_kills = 0.0
         settled = None if world.events.halted else _settle(world)
@@ -138,9 +140,10 @@ def _run(plan: Plan, root: Path, aim: Callable[[World], None] | None) -> Outcome
             outcome.steps = scheduler.steps
             outcome.halted = halted
             lost = {f"processor {j}" for j in world.events.lost_disks}
+            fresh = any(str(path) in halted for path in world.fresh_dirs)
             documented = (
                 "lost state directory" in halted
-                and any(name in halted.replace("-", " ") for name in lost)
+                and (any(name in halted.replace("-", " ") for name in lost) or fresh)
             ) or (world.events.retention and "retention deleted" in halted)
             if not documented:
                 outcome.problems.append(f"stopped without a lost disk or retention: {halted}")
@@ -164,7 +167,7 @@ def _false_alarms(world: World) -> list[str]:
     ] + [f"false report: {line}" for line in world.events.false_reports]
 
 
-def _chaos(world: World, plan: Plan) -> None:
+def _chaos(world: World, plan: Plan, twin: Twin) -> None:
     scheduler = world.scheduler
     rng = world.rng
     next_look = 0.0
@@ -177,10 +180,12 @@ def _chaos(world: World, plan: Plan) -> None:
             return
         if scheduler.now >= next_look:
             _supervise(world)
+            twin.supervise(world.control())
             next_look = scheduler.now + SUPERVISE_SECONDS
             busy = world.operating()  # the faults reach the plan's last scales too
         if scheduler.step() is None:
             scheduler.now += SUPERVISE_SECONDS
+        twin.step()
         if plan.days_later and step == plan.chaos_steps // 2 and world.events.jumped_at is None:
             world.jump_days()  # unless aimed at a producer already (``tests/sim/aimed.py``)
         if world.kills_due or world.kills_now:
@@ -294,7 +299,7 @@ def _quiet(world: World) -> int | None:
         return processors  # the stores' offsets only grow once faults stopped: read once
     done: dict[tuple[str, int], int] = {}
     for j in range(processors):
-        database = world.disks.read(processor_path(world.app.config.app_state_dir, j))
+        database = world.disks.read(world.state_path(j))
         if database is None:
             return None
         try:
@@ -321,7 +326,7 @@ def _stuck(world: World) -> str:
     behind = []
     processors = state.generation.processors if state.generation else 0
     for j in range(processors):
-        database = world.disks.read(processor_path(world.app.config.app_state_dir, j))
+        database = world.disks.read(world.state_path(j))
         if database is None:
             behind.append(f"processor {j}: no state")
             continue
@@ -346,6 +351,7 @@ def _events(world: World) -> list[str]:
     lines += [f"lost disk of processor {j}" for j in events.lost_disks]
     lines += [f"crash {e}" for e in events.errors]
     lines += [f"refused {r}" for r in events.refusals]
+    lines += [f"twin: {t}" for t in events.twin]
     if events.compactions:
         lines.append(f"{events.compactions} compactions")
     if events.retention:

@@ -88,6 +88,17 @@ class Plan:
     #: writes, only in transactions that abort: it and its children hold aborted records
     #: and markers only (``None``: no such partition)
     aborted_partition: int | None = None
+    #: whether a second instance of a processor (another machine, its own state directory:
+    #: a mistaken second pod) starts ``twin_at`` simulated seconds in, or, with
+    #: ``twin_receiver``, ``twin_at`` seconds after the first receiver of a scale began its
+    #: catch-up (a new processor's pod started twice); ``twin_for`` seconds later the
+    #: operator stops one of the two: the first one (``stop_first``, the twin's machine runs
+    #: the processor from then on) or the twin
+    twin: bool = False
+    twin_receiver: bool = False
+    twin_at: float = 0.0
+    twin_for: float = 0.0
+    stop_first: bool = False
 
     def describe(self) -> str:
         """The plan as readable lines."""
@@ -120,6 +131,17 @@ class Plan:
             lines.append(
                 f"an upstream producer writes in transactions, {self.abort_rate:.1f} of "
                 f"them aborted{only}"
+            )
+        if self.twin:
+            stopped = "the first instance" if self.stop_first else "the twin"
+            when = (
+                f"{self.twin_at:.1f}s after a receiver's catch-up began"
+                if self.twin_receiver
+                else f"at t={self.twin_at:.1f}s"
+            )
+            lines.append(
+                f"a twin of a processor starts {when}; {stopped} is stopped "
+                f"{self.twin_for:.1f}s later"
             )
         lines += [f"  {i + 1}. {op}" for i, op in enumerate(self.operations)]
         return "\n".join(lines)
@@ -155,6 +177,7 @@ class Plan:
             replace(self, snapshots=False),
             replace(self, exactly_once=False),
             replace(self, in_flight=1),
+            replace(self, twin=False),
             replace(self, upstream=False, abort_rate=0.0, aborted_partition=None),
             replace(self, aborted_partition=None),
             replace(self, abort_rate=0.0),
@@ -214,6 +237,16 @@ def draw_plan(seed: int) -> Plan:
         aborted = rng.randrange(plan.partitions) if rng.random() < 0.5 else None
         plan = replace(
             plan, upstream=True, abort_rate=rng.choice([0.2, 0.5]), aborted_partition=aborted
+        )
+    if rng.random() < 0.3:
+        receiver = any(op.kind == "scale" for op in plan.operations) and rng.random() < 0.5
+        plan = replace(
+            plan,
+            twin=True,
+            twin_receiver=receiver,
+            twin_at=round(rng.uniform(0.0, 2.0 if receiver else 10.0), 1),
+            twin_for=round(rng.uniform(2.0, 60.0), 1),
+            stop_first=rng.random() < 0.5,
         )
     return plan
 

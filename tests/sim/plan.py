@@ -217,7 +217,7 @@ def draw_plan(seed: int) -> Plan:
         retention_rate=rng.choice([0.0, 0.0, 0.0, 0.001]) if chaotic else 0.0,
         compact_rate=rng.choice([0.0, 0.002, 0.01]),
         lose_disk_rate=rng.choice([0.0, 0.0, 0.3]) if chaotic else 0.0,
-        rocksdb=rng.random() < 0.1,
+        rocksdb=rng.random() < 0.33,
         chaos_steps=rng.choice([1000, 3000, 6000]),
     )
     # drawn last, so that the fields above stay what they were for a seed

@@ -27,6 +27,7 @@ from framework.kafka import KafkaIOError
 from tests.sim.aimed import aim_at_protocol_windows
 from tests.sim.app import INPUT
 from tests.sim.checks import check_outputs, check_world
+from tests.sim.disks import rocksdb_without_background_compactions
 from tests.sim.plan import Operation, Plan, rival_operations
 from tests.sim.twin import Twin
 from tests.sim.upstream import start_upstream
@@ -94,7 +95,7 @@ def run_schedule(
         return uuid.UUID(int=ids.getrandbits(128), version=4)
 
     try:
-        with mock.patch("uuid.uuid4", seeded_uuid4):
+        with mock.patch("uuid.uuid4", seeded_uuid4), rocksdb_without_background_compactions():
             return _run(plan, root, aim)
     finally:
         logging.disable(logging.NOTSET)

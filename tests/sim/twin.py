@@ -19,7 +19,6 @@ import json
 
 from framework import App
 from rebalance.control import ControlState
-from statestore import processor_path
 from tests.sim.app import make_app
 from tests.sim.broker import StoredRecord
 from tests.sim.plan import Plan
@@ -117,7 +116,6 @@ class Twin:
         first = world.processors.get(processor)
         if first is not None and first.runnable:
             world.events.twinned.add(world.port_of[first])
-        world.fresh_dirs.add(processor_path(app.config.app_state_dir, processor))
         self.party = world.run_processor(processor, app, f"twin-processor-{processor}")
 
     def supervise(self, state: ControlState) -> None:

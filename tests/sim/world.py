@@ -156,9 +156,6 @@ class World:
         #: instances stopped because another instance fenced them, not restarted until the
         #: operator stops one of the two (``splitstate run`` exits for good then)
         self.fenced: set[str] = set()
-        #: state directories a processor first ran with empty on a machine of their own (a
-        #: twin's): a stop for want of its state there is the documented lost-disk stop
-        self.fresh_dirs: set[Path] = set()
 
     # -- setting up ----------------------------------------------------------------------
 

@@ -45,7 +45,7 @@ def _without_faults(plan: Plan) -> Plan:
 
 
 VARIANTS: list[tuple[str, Callable[[Plan], Plan]]] = [
-    ("as drawn (10% RocksDB)", lambda plan: plan),
+    ("as drawn (33% RocksDB)", lambda plan: plan),
     ("memory stores", lambda plan: replace(plan, rocksdb=False)),
     ("RocksDB stores", lambda plan: replace(plan, rocksdb=True)),
     ("no faults", _without_faults),

@@ -248,6 +248,77 @@ def test_a_transaction_shows_its_records_and_offsets_together_or_not_at_all(
     newer.commit(30)
 
 
+def test_transaction_markers_take_offsets_that_read_committed_readers_step_over(
+    kafka: Kafka, topic_factory: TopicFactory
+) -> None:
+    """Kafka writes a marker (one offset) in each partition a transaction wrote to when it
+    ends. A ``read_committed`` consumer never returns markers or aborted records, yet its
+    position moves past them; its ``watermarks`` end at the last stable offset (the first
+    offset of an open transaction), its ``fetched_ends`` at the high watermark."""
+    topic = topic_factory(1)
+    position = (topic, 0)
+    producer = kafka.transactional_producer(unique("txn"), linger_ms=5)
+    producer.begin()
+    producer.produce(topic, b"aborted", b"k", 0)  # offset 0, its ABORT marker 1
+    producer.flush(30)
+    producer.abort(30)
+    producer.begin()
+    producer.produce(topic, b"committed", b"k", 0)  # offset 2, its COMMIT marker 3
+    producer.commit(30)
+    with kafka.consumer(unique("group"), reset="earliest") as consumer:
+        assert consumer.watermarks([position])[position] == OffsetRange(0, 4)
+        consumer.assign({position: None})
+        seen: list[tuple[int | None, bytes | None]] = []
+        for _ in range(20):
+            seen += [(m.offset(), m.value()) for m in consumer.consume(10, 0.5)]
+            if consumer.position(position) == 4:
+                break
+        assert seen == [(2, b"committed")]
+        assert consumer.position(position) == 4  # past the COMMIT marker
+        producer.begin()
+        producer.produce(topic, b"open", b"k", 0)  # offset 4, its transaction left open
+        producer.flush(30)
+        kafka.append(topic, [(b"k", b"plain")])  # offset 5, no transaction
+        assert consumer.watermarks([position])[position] == OffsetRange(0, 4)
+        assert consumer.consume(10, 1.0) == []  # nothing below the last stable offset
+        assert consumer.fetched_ends([position]) == {position: 6}
+        producer.commit(30)  # its COMMIT marker at 6
+        assert consumer.watermarks([position])[position] == OffsetRange(0, 7)
+        for _ in range(20):
+            seen += [(m.offset(), m.value()) for m in consumer.consume(10, 0.5)]
+            if consumer.position(position) == 7:
+                break
+        assert seen == [(2, b"committed"), (4, b"open"), (5, b"plain")]
+        assert consumer.position(position) == 7
+        assert consumer.fetched_ends([position]) == {position: 7}
+
+
+def test_a_new_producer_of_a_transactional_id_aborts_what_an_old_one_left_open(
+    kafka: Kafka, topic_factory: TopicFactory
+) -> None:
+    """A process that died in a transaction leaves it open (``read_committed`` readers stop
+    at its first record); the next producer of its transactional id aborts it."""
+    topic = topic_factory(1)
+    position = (topic, 0)
+    ident = unique("txn")
+    crashed = kafka.transactional_producer(ident, linger_ms=5)
+    crashed.begin()
+    crashed.produce(topic, b"lost", b"k", 0)  # offset 0
+    crashed.flush(30)
+    kafka.append(topic, [(b"k", b"after")])  # offset 1
+    with kafka.consumer(unique("group"), reset="earliest") as consumer:
+        assert consumer.watermarks([position])[position] == OffsetRange(0, 0)
+        kafka.transactional_producer(ident)  # its ABORT marker at 2
+        assert consumer.watermarks([position])[position] == OffsetRange(0, 3)
+        consumer.assign({position: None})
+        seen: list[bytes | None] = []
+        for _ in range(20):
+            seen += [m.value() for m in consumer.consume(10, 0.5)]
+            if consumer.position(position) == 3:
+                break
+        assert seen == [b"after"]
+
+
 def test_watermarks_of_a_partition_added_after_the_consumer_read_metadata(
     kafka: Kafka, topic_factory: TopicFactory
 ) -> None:

@@ -1,9 +1,19 @@
-"""The simulated cluster's state: topics of partitioned logs, consumer groups' offsets.
+"""The simulated cluster's state: topics of partitioned logs, consumer groups' offsets,
+transactions.
 
 Pure, deterministic Python: no threads, no time of its own (timestamps come from the clock
 of whoever writes). The adversary acts on it directly: ``compact`` a compacted topic (the
 last record of each key survives, offsets never change, gaps appear as in Kafka) and
 ``delete_before`` an offset (retention deleting a prefix).
+
+Transactions are Kafka's: a record written in a transaction takes its offset when it is
+written; ending the transaction writes a control record (a *marker*, COMMIT or ABORT) to
+each partition it wrote to, which takes an offset too. A partition's *last stable offset*
+is the first offset of its oldest open transaction (its end when none is open):
+``read_committed`` consumers read below it only, skip markers and the records of aborted
+transactions, and their ``watermarks`` end there. The end (the high watermark) counts
+every record and marker. A transaction left open by a producer that died is aborted when a
+producer of the same transactional id starts, or once its timeout ran out.
 """
 
 from __future__ import annotations
@@ -17,7 +27,15 @@ from typing import Any
 from framework.kafka import KafkaIOError, UnknownPartitionError
 from rebalance.positions import Position
 
-__all__ = ["DEFAULT_CONFIGS", "MAX_MESSAGE_BYTES", "Broker", "Partition", "StoredRecord", "Topic"]
+__all__ = [
+    "DEFAULT_CONFIGS",
+    "MAX_MESSAGE_BYTES",
+    "Broker",
+    "Partition",
+    "StoredRecord",
+    "Topic",
+    "Transaction",
+]
 
 #: The broker's ``message.max.bytes`` (Kafka's default, about 1 MiB).
 MAX_MESSAGE_BYTES = 1_048_588
@@ -33,7 +51,9 @@ DEFAULT_CONFIGS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class StoredRecord:
-    """One record of a partition's log; ``origin`` names the process that wrote it."""
+    """One record of a partition's log; ``origin`` names the process that wrote it;
+    ``transaction``: the number of the transaction it was written in (``None``: none);
+    ``marker``: ``"COMMIT"`` or ``"ABORT"`` for a transaction's control record."""
 
     topic: str
     partition: int
@@ -43,6 +63,8 @@ class StoredRecord:
     headers: tuple[tuple[str, bytes | None], ...]
     timestamp_ms: int
     origin: str
+    transaction: int | None = None
+    marker: str | None = None
 
     @property
     def size(self) -> int:
@@ -74,6 +96,21 @@ class Partition:
 
 
 @dataclass
+class Transaction:
+    """One transaction of a transactional producer: ``open``, then ``committed`` or
+    ``aborted``; ``firsts``: the offset of its first record in each partition it wrote to;
+    ``deadline``: the simulated time the broker aborts it at while it is still open
+    (``transaction.timeout.ms``)."""
+
+    number: int
+    transactional_id: str
+    origin: str
+    deadline: float
+    state: str = "open"
+    firsts: dict[Position, int] = field(default_factory=dict)
+
+
+@dataclass
 class Topic:
     """A topic: partitions, configs and an id."""
 
@@ -91,9 +128,9 @@ class Broker:
         self.topics: dict[str, Topic] = {}
         #: group id -> position -> committed next offset
         self.groups: dict[str, dict[Position, int]] = {}
-        #: every record ever written to each topic (compaction and retention delete from the
-        #: logs, not from here: the checks' truth)
-        self.ledger: dict[str, list[StoredRecord]] = {}
+        #: every record and marker ever written to each topic (compaction and retention
+        #: delete from the logs, not from here)
+        self.written: dict[str, list[StoredRecord]] = {}
         #: processes (``name#incarnation``) some of whose records timed out in their
         #: producer's queue (a later record of theirs may have landed before the retry)
         self.expired_origins: set[str] = set()
@@ -103,6 +140,10 @@ class Broker:
         self.senders: dict[int, Callable[[], None]] = {}
         #: transactional id -> the epoch of its newest producer (older ones are fenced)
         self.transactional_epochs: dict[str, int] = {}
+        #: every transaction by its number (the transactions' log)
+        self.transactions: dict[int, Transaction] = {}
+        #: the open transactions, by number
+        self.open_transactions: dict[int, Transaction] = {}
         #: called with every record written (the adversary reacts to protocol steps)
         self.watchers: list[Callable[[StoredRecord], None]] = []
         #: called with a process's name, the consumer's name and the records each of its
@@ -164,14 +205,23 @@ class Broker:
         configured = int(topic.configs.get("max.message.bytes", MAX_MESSAGE_BYTES))
         return min(MAX_MESSAGE_BYTES, configured)
 
-    def append(self, position: Position, record: dict[str, Any]) -> StoredRecord:
+    def append(
+        self, position: Position, record: dict[str, Any], transaction: Transaction | None = None
+    ) -> StoredRecord:
         """Write one record at the end of ``position`` (fields of ``StoredRecord`` but the
-        position and offset)."""
+        position, offset and transaction), in the open ``transaction`` if one is given."""
         log = self.partition(position)
-        stored = StoredRecord(position[0], position[1], log.end, **record)
+        number = None if transaction is None else transaction.number
+        stored = StoredRecord(position[0], position[1], log.end, **record, transaction=number)
+        if transaction is not None:
+            assert transaction.state == "open", "a record of an ended transaction"
+            transaction.firsts.setdefault(position, log.end)
+        return self._write(log, stored)
+
+    def _write(self, log: Partition, stored: StoredRecord) -> StoredRecord:
         log.records.append(stored)
         log.end += 1
-        self.ledger.setdefault(position[0], []).append(stored)
+        self.written.setdefault(stored.topic, []).append(stored)
         for watcher in self.watchers:
             watcher(stored)
         return stored
@@ -181,8 +231,98 @@ class Broker:
         return list(self.partition((name, partition)).records)
 
     def end_offset(self, name: str, partition: int) -> int:
-        """The offset the next record of ``name[partition]`` gets."""
+        """The offset the next record of ``name[partition]`` gets (the high watermark)."""
         return self.partition((name, partition)).end
+
+    # -- transactions --------------------------------------------------------------------
+
+    def begin_transaction(self, transactional_id: str, origin: str, deadline: float) -> Transaction:
+        """A new open transaction of ``transactional_id`` (written by ``origin``), aborted
+        by the broker at simulated time ``deadline`` if still open then."""
+        number = len(self.transactions) + 1
+        transaction = Transaction(number, transactional_id, origin, deadline)
+        self.transactions[number] = transaction
+        self.open_transactions[number] = transaction
+        return transaction
+
+    def end_transaction(self, transaction: Transaction, commit: bool, timestamp_ms: int) -> None:
+        """Commit or abort ``transaction``: a marker in each partition it wrote to."""
+        if transaction.state != "open":
+            return
+        transaction.state = "committed" if commit else "aborted"
+        del self.open_transactions[transaction.number]
+        for position in sorted(transaction.firsts):
+            log = self.partition(position)
+            marker = StoredRecord(
+                *position,
+                log.end,
+                key=None,
+                value=None,
+                headers=(),
+                timestamp_ms=timestamp_ms,
+                origin=transaction.origin,
+                transaction=transaction.number,
+                marker="COMMIT" if commit else "ABORT",
+            )
+            self._write(log, marker)
+
+    def abort_transactions_of(self, transactional_id: str, timestamp_ms: int) -> None:
+        """What a new producer of ``transactional_id`` does first: abort what an earlier one
+        left open."""
+        for transaction in list(self.open_transactions.values()):
+            if transaction.transactional_id == transactional_id:
+                self.end_transaction(transaction, False, timestamp_ms)
+
+    def expire_transactions(self, now: float, timestamp_ms: int) -> None:
+        """Abort every open transaction whose timeout ran out by ``now``."""
+        for transaction in list(self.open_transactions.values()):
+            if transaction.deadline <= now:
+                self.end_transaction(transaction, False, timestamp_ms)
+
+    def stable_offset(self, position: Position) -> int:
+        """The last stable offset of ``position``: the first offset of its oldest open
+        transaction, or its end."""
+        log = self.partition(position)
+        firsts = [
+            t.firsts[position] for t in self.open_transactions.values() if position in t.firsts
+        ]
+        return min(firsts, default=log.end)
+
+    def aborted(self, record: StoredRecord) -> bool:
+        """Whether ``record`` was written in a transaction that aborted (or is a marker)."""
+        if record.marker is not None:
+            return True
+        if record.transaction is None:
+            return False
+        return self.transactions[record.transaction].state == "aborted"
+
+    def visible(self, record: StoredRecord) -> bool:
+        """Whether a ``read_committed`` consumer reads ``record`` (now): a plain record, or one
+        of a committed transaction; never a marker."""
+        if record.marker is not None:
+            return False
+        if record.transaction is None:
+            return True
+        return self.transactions[record.transaction].state == "committed"
+
+    def read_end(self, position: Position) -> int:
+        """The offset after the last record of ``position`` a ``read_committed`` consumer
+        reads (0 when it holds none): where a reader of every such record has got to."""
+        for record in reversed(self.partition(position).records):
+            if self.visible(record):
+                return record.offset + 1
+        return 0
+
+    def committed_records(self, name: str) -> list[StoredRecord]:
+        """Every record ever written to topic ``name`` that a ``read_committed`` consumer
+        reads (the checks' truth), in the order they were written."""
+        return [record for record in self.written.get(name, []) if self.visible(record)]
+
+    @property
+    def ledger(self) -> dict[str, list[StoredRecord]]:
+        """Each topic's ``committed_records``: no markers, no records of transactions that
+        aborted or are still open."""
+        return {name: self.committed_records(name) for name in self.written}
 
     # -- the adversary -------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""``MemoryConsumer``: the port's consumer over a simulated broker (assigned partitions only)."""
+"""``MemoryConsumer``: the port's ``read_committed`` consumer over a simulated broker
+(assigned partitions only)."""
 
 from __future__ import annotations
 
@@ -106,15 +107,46 @@ class MemoryConsumer(KafkaConsumer):
             if offset < log.start or offset > log.end:
                 if self._reset == "error":
                     raise self._kafka.reset_error(position, offset)
-                offset = log.start if self._reset == "earliest" else log.end
-            found = self._kafka.faults.cut(
-                position[0], log.from_offset(offset, max_records - len(out))
-            )
+                offset = log.start if self._reset == "earliest" else broker.stable_offset(position)
+            passed, found = self._read(position, offset, max_records - len(out))
             out.extend(found)
-            self._positions[position] = found[-1].offset + 1 if found else offset
-            if found:
-                self._consumed[position] = found[-1].offset + 1
+            self._positions[position] = passed[-1].offset + 1 if passed else offset
+            ends = [r.offset + 1 for r in passed if r.marker is not None] + [
+                r.offset + 1 for r in found
+            ]
+            if ends:
+                self._consumed[position] = max(ends)
         return out
+
+    def _read(
+        self, position: Position, offset: int, wanted: int
+    ) -> tuple[list[StoredRecord], list[StoredRecord]]:
+        """What a ``read_committed`` fetch of ``position`` from ``offset`` passes (records,
+        markers and aborted records below the last stable offset, up to the ``wanted``-th
+        record it returns) and the records it returns: those of no transaction or of a
+        committed one. A consumed marker moves the position past it (librdkafka)."""
+        broker = self._kafka.broker
+        log = broker.partition(position)
+        stable = broker.stable_offset(position)
+        passed: list[StoredRecord] = []
+        found: list[StoredRecord] = []
+        batch = max(wanted, 16)
+        while len(found) < wanted:
+            chunk = log.from_offset(passed[-1].offset + 1 if passed else offset, batch)
+            chunk = [record for record in chunk if record.offset < stable]
+            if not chunk:
+                break
+            for record in chunk:
+                if len(found) >= wanted:
+                    break
+                passed.append(record)
+                if broker.visible(record):
+                    found.append(record)
+        kept = self._kafka.faults.cut(position[0], found)
+        if len(kept) < len(found):  # cut short: the fetch ends at the last record kept
+            last = kept[-1].offset if kept else offset - 1
+            passed = [record for record in passed if record.offset <= last]
+        return passed, kept
 
     def seek(self, position: Position, offset: int) -> None:
         """Read ``position`` from ``offset`` on."""
@@ -157,13 +189,15 @@ class MemoryConsumer(KafkaConsumer):
             raise KafkaIOError(f"{self._name}: commit timed out (it was written)")
 
     def watermarks(self, positions: Iterable[Position]) -> dict[Position, OffsetRange]:
-        """``[start, end)`` of each partition."""
+        """``[start, last stable offset)`` of each partition (``read_committed``)."""
         self._call("watermarks")
         return self._kafka.watermarks_of(positions)
 
     def fetched_ends(self, positions: Iterable[Position]) -> dict[Position, int]:
-        """The end of each partition (the simulated fetches see the log as it is)."""
-        return {p: r.end for p, r in self._kafka.watermarks_of(positions).items()}
+        """The high watermark of each partition, markers and open transactions included
+        (librdkafka's cached one; the simulated fetches see the log as it is)."""
+        broker = self._kafka.broker
+        return {p: broker.partition(p).end for p in positions}
 
     def group_metadata(self) -> object:
         """The group's id (all a simulated transaction needs)."""

@@ -3,21 +3,31 @@
 By default a directory is an in-memory backend whose stores survive the process (every
 write of a batch is atomic, so a kill leaves the last committed batch); a fraction of
 schedules use real RocksDB directories under a temporary path. Losing a disk deletes it.
+
+RocksDB compacts in background threads, in real time: whether a compaction ran before a
+checkpoint changes its files, so a snapshot's size, so how many batches copying it spans, and
+a seed would not replay. ``rocksdb_without_background_compactions`` turns automatic
+compactions off (as ``Options.set_disable_auto_compactions``) while a schedule runs; the
+stores hold the same data either way.
 """
 
 from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import rocksdict
 
 from framework.runtime.loop import DatabaseOpener
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreCorruptError, StoreSpec
 from statestore.memory import MEMORY_CHECKPOINT, MemoryBackend
 from tests.sim.scheduler import Party
 
-__all__ = ["Disks", "KeptBackend"]
+__all__ = ["Disks", "KeptBackend", "rocksdb_without_background_compactions"]
 
 
 class KeptBackend(MemoryBackend):
@@ -93,3 +103,17 @@ class Disks:
 def _close_quietly(database: ProcessorDatabase) -> None:
     with contextlib.suppress(Exception):
         database.close()
+
+
+def _options_without_compactions(*args: Any, **kwargs: Any) -> rocksdict.Options:
+    options = rocksdict.Options(*args, **kwargs)
+    options.set_disable_auto_compactions(True)
+    return options
+
+
+@contextlib.contextmanager
+def rocksdb_without_background_compactions() -> Iterator[None]:
+    """Every RocksDB database, column family and SST writer made meanwhile has no automatic
+    compactions (see the module)."""
+    with mock.patch("statestore.rocks.Options", _options_without_compactions):
+        yield

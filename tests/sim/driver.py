@@ -24,11 +24,13 @@ from unittest import mock
 
 from framework.coordination.registry import TopicRegistry
 from framework.kafka import KafkaIOError
-from statestore import processor_path
 from tests.sim.aimed import aim_at_protocol_windows
 from tests.sim.app import INPUT
 from tests.sim.checks import check_outputs, check_world
+from tests.sim.disks import rocksdb_without_background_compactions
 from tests.sim.plan import Operation, Plan, rival_operations
+from tests.sim.twin import Twin
+from tests.sim.upstream import start_upstream
 from tests.sim.world import World
 
 __all__ = ["Outcome", "run_schedule", "shrink"]
@@ -93,7 +95,7 @@ def run_schedule(
         return uuid.UUID(int=ids.getrandbits(128), version=4)
 
     try:
-        with mock.patch("uuid.uuid4", seeded_uuid4):
+        with mock.patch("uuid.uuid4", seeded_uuid4), rocksdb_without_background_compactions():
             return _run(plan, root, aim)
     finally:
         logging.disable(logging.NOTSET)
@@ -113,12 +115,16 @@ def _run(plan: Plan, root: Path, aim: Callable[[World], None] | None) -> Outcome
             world.start_processor(processor)
         for _ in range(plan.producers):
             world.start_producer(plan.records)
+        if plan.upstream:
+            start_upstream(world, plan.records)
         world.start_operator(plan.operations)
         if plan.rival:
             world.start_operator(rival_operations(plan), name="rival")
         world.kill_at_protocol_steps()
         aim_at_protocol_windows(world)
-        _chaos(world, plan)
+        twin = Twin(world)
+        _chaos(world, plan, twin)
+        twin.stop()  # the operator stops one of two instances before the end at the latest
         world.chaos.active = False
         world.protocol_kills = 0.0
         settled = None if world.events.halted else _settle(world)
@@ -134,7 +140,10 @@ def _run(plan: Plan, root: Path, aim: Callable[[World], None] | None) -> Outcome
             _after_halt(world)
             outcome.steps = scheduler.steps
             outcome.halted = halted
-            lost = {f"processor {j}" for j in world.events.lost_disks}
+            # a twinned processor's directories: the twin's is new on its machine, and one
+            # that missed a handoff the other instance completed is replaced as a lost one
+            twinned = [] if world.twin_of is None else [world.twin_of]
+            lost = {f"processor {j}" for j in [*world.events.lost_disks, *twinned]}
             documented = (
                 "lost state directory" in halted
                 and any(name in halted.replace("-", " ") for name in lost)
@@ -161,7 +170,7 @@ def _false_alarms(world: World) -> list[str]:
     ] + [f"false report: {line}" for line in world.events.false_reports]
 
 
-def _chaos(world: World, plan: Plan) -> None:
+def _chaos(world: World, plan: Plan, twin: Twin) -> None:
     scheduler = world.scheduler
     rng = world.rng
     next_look = 0.0
@@ -174,10 +183,12 @@ def _chaos(world: World, plan: Plan) -> None:
             return
         if scheduler.now >= next_look:
             _supervise(world)
+            twin.supervise(world.control())
             next_look = scheduler.now + SUPERVISE_SECONDS
             busy = world.operating()  # the faults reach the plan's last scales too
         if scheduler.step() is None:
             scheduler.now += SUPERVISE_SECONDS
+        twin.step()
         if plan.days_later and step == plan.chaos_steps // 2 and world.events.jumped_at is None:
             world.jump_days()  # unless aimed at a producer already (``tests/sim/aimed.py``)
         if world.kills_due or world.kills_now:
@@ -276,22 +287,22 @@ def _operator_fixes(world: World) -> None:
 
 def _quiet(world: World) -> int | None:
     """The processor count in force once nothing is left to do, else ``None``."""
-    if any(party.runnable for party in [*world.producers, *world.operators]):
-        return None
+    inputs = set(_inputs(world))
+    if any(party.runnable for party in [*world.producers, *world.operators]) or any(
+        t.firsts.keys() & inputs for t in world.broker.open_transactions.values()
+    ):
+        return None  # (an input transaction left open by a killed producer times out)
     state = world.control()
     if state.generation is None or state.scaling is not None or state.growth is not None:
         return None
     processors = state.generation.processors
-    ends = {
-        (INPUT, p): world.broker.end_offset(INPUT, p)
-        for p in range(world.broker.partition_count(INPUT))
-    }
+    ends = {position: world.broker.read_end(position) for position in _inputs(world)}
     seen = (processors, tuple(sorted(ends.items())))
     if world.caught_up == seen:
         return processors  # the stores' offsets only grow once faults stopped: read once
     done: dict[tuple[str, int], int] = {}
     for j in range(processors):
-        database = world.disks.read(processor_path(world.app.config.app_state_dir, j))
+        database = world.disks.read(world.state_path(j))
         if database is None:
             return None
         try:
@@ -305,6 +316,10 @@ def _quiet(world: World) -> int | None:
     return processors
 
 
+def _inputs(world: World) -> list[tuple[str, int]]:
+    return [(INPUT, p) for p in range(world.broker.partition_count(INPUT))]
+
+
 def _stuck(world: World) -> str:
     state = world.control()
     scale = state.scaling
@@ -314,7 +329,7 @@ def _stuck(world: World) -> str:
     behind = []
     processors = state.generation.processors if state.generation else 0
     for j in range(processors):
-        database = world.disks.read(processor_path(world.app.config.app_state_dir, j))
+        database = world.disks.read(world.state_path(j))
         if database is None:
             behind.append(f"processor {j}: no state")
             continue
@@ -326,8 +341,8 @@ def _stuck(world: World) -> str:
     return (
         f"not settled after {SETTLE_STEPS} steps once faults stopped: generation "
         f"{state.generation}, scale {phases}, growth {state.growth}, processors running "
-        f"{running}, still running {busy}; input ends "
-        f"{[world.broker.end_offset(INPUT, p) for p in range(world.broker.partition_count(INPUT))]}"
+        f"{running}, still running {busy}; input ends (last record read + 1 / high watermark) "
+        f"{[(world.broker.read_end(p), world.broker.partition(p).end) for p in _inputs(world)]}"
         f"; stores: {'; '.join(behind)}; last start at {world.last_start:.1f}s of "
         f"{world.scheduler.now:.1f}s"
     )
@@ -339,6 +354,7 @@ def _events(world: World) -> list[str]:
     lines += [f"lost disk of processor {j}" for j in events.lost_disks]
     lines += [f"crash {e}" for e in events.errors]
     lines += [f"refused {r}" for r in events.refusals]
+    lines += [f"twin: {t}" for t in events.twin]
     if events.compactions:
         lines.append(f"{events.compactions} compactions")
     if events.retention:

@@ -6,7 +6,12 @@ topic reading as empty. Every call first asks ``faults.before(operation)``, whic
 to another simulated party, fail the call (``KafkaIOError``), kill the caller, or answer
 ``"after"``: an ``append`` or a ``commit`` is then done and still reported failed (a timeout
 whose write landed). ``crash(rng)`` is the process dying: each producer's queued records
-reach Kafka up to a random point per partition, the rest are lost, callbacks never run.
+reach Kafka up to a random point per partition, the rest are lost, callbacks never run; a
+transaction it left open stays open (its records hold back ``read_committed`` readers) until
+a producer of the same transactional id starts or its timeout runs out.
+
+Its consumers are ``read_committed`` (as ``Clients`` makes them): ``watermarks`` end at the
+last stable offset, ``fetched_ends`` at the high watermark (librdkafka's cached one).
 """
 
 from __future__ import annotations
@@ -120,6 +125,9 @@ class MemoryKafka:
         try:
             return self.faults.before(operation)
         finally:
+            if self.broker.open_transactions:
+                now = self.clock.monotonic()
+                self.broker.expire_transactions(now, int(self.clock.time() * 1000))
             for send in list(self.broker.senders.values()):
                 send()
 
@@ -165,16 +173,21 @@ class MemoryKafka:
         delivery_timeout_ms: int | None = None,
         settings: Mapping[str, Any] | None = None,
     ) -> TransactionalProducer:
-        """A new transactional producer; it fences every earlier one of ``transactional_id``."""
+        """A new transactional producer; it fences every earlier one of ``transactional_id``
+        and aborts the transaction one left open. Its transactions time out after
+        ``transaction.timeout.ms`` (as ``Clients`` sets it: 60 s, or the delivery timeout if
+        longer)."""
         self.before("kafka.transactional_producer")
         wanted = settings or {}
         timeout = delivery_timeout_ms if delivery_timeout_ms is not None else 120_000
+        delivery = int(wanted.get("delivery.timeout.ms", timeout))
         producer = MemoryTransactionalProducer(
             self,
             transactional_id,
             int(wanted.get("message.max.bytes", PRODUCER_MAX_BYTES)),
-            int(wanted.get("delivery.timeout.ms", timeout)),
+            delivery,
             int(wanted.get("queue.buffering.max.messages", self.max_queued)),
+            transaction_timeout_ms=int(wanted.get("transaction.timeout.ms", max(60_000, delivery))),
         )
         self.producers.append(producer)
         return producer
@@ -275,11 +288,12 @@ class MemoryKafka:
         self.consumers.clear()
 
     def watermarks_of(self, positions: Iterable[Position]) -> dict[Position, OffsetRange]:
-        """``[start, end)`` of each partition (for consumers)."""
+        """``[start, last stable offset)`` of each partition (what Kafka's ListOffsets
+        answers a ``read_committed`` consumer)."""
         result = {}
         for position in positions:
             log = self.broker.partition(position)
-            result[position] = OffsetRange(log.start, log.end)
+            result[position] = OffsetRange(log.start, self.broker.stable_offset(position))
         return result
 
     def reset_error(self, position: Position, offset: int) -> OffsetResetError:

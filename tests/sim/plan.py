@@ -79,6 +79,26 @@ class Plan:
     chaos_steps: int = 4000
     #: kills the shrinker allows at most (None: as the rates say)
     max_kills: int | None = None
+    #: whether an upstream app's exactly-once outputs are input too: a producer writing in
+    #: transactions (offsets taken by records and markers alike) that abort at ``abort_rate``
+    upstream: bool = False
+    #: the chance that each of the upstream producer's transactions aborts
+    abort_rate: float = 0.0
+    #: an input partition (of the initial count) whose keys only the upstream producer
+    #: writes, only in transactions that abort: it and its children hold aborted records
+    #: and markers only (``None``: no such partition)
+    aborted_partition: int | None = None
+    #: whether a second instance of a processor (another machine, its own state directory:
+    #: a mistaken second pod) starts ``twin_at`` simulated seconds in, or, with
+    #: ``twin_receiver``, ``twin_at`` seconds after the first receiver of a scale began its
+    #: catch-up (a new processor's pod started twice); ``twin_for`` seconds later the
+    #: operator stops one of the two: the first one (``stop_first``, the twin's machine runs
+    #: the processor from then on) or the twin
+    twin: bool = False
+    twin_receiver: bool = False
+    twin_at: float = 0.0
+    twin_for: float = 0.0
+    stop_first: bool = False
 
     def describe(self) -> str:
         """The plan as readable lines."""
@@ -102,6 +122,27 @@ class Plan:
             f"{'exactly-once outputs, ' if self.exactly_once else ''}"
             f"{self.in_flight} batches in flight, chaos for {self.chaos_steps} steps",
         ]
+        if self.upstream:
+            only = (
+                ""
+                if self.aborted_partition is None
+                else f"; partition {self.aborted_partition}'s keys only in aborted ones"
+            )
+            lines.append(
+                f"an upstream producer writes in transactions, {self.abort_rate:.1f} of "
+                f"them aborted{only}"
+            )
+        if self.twin:
+            stopped = "the first instance" if self.stop_first else "the twin"
+            when = (
+                f"{self.twin_at:.1f}s after a receiver's catch-up began"
+                if self.twin_receiver
+                else f"at t={self.twin_at:.1f}s"
+            )
+            lines.append(
+                f"a twin of a processor starts {when}; {stopped} is stopped "
+                f"{self.twin_for:.1f}s later"
+            )
         lines += [f"  {i + 1}. {op}" for i, op in enumerate(self.operations)]
         return "\n".join(lines)
 
@@ -136,6 +177,10 @@ class Plan:
             replace(self, snapshots=False),
             replace(self, exactly_once=False),
             replace(self, in_flight=1),
+            replace(self, twin=False),
+            replace(self, upstream=False, abort_rate=0.0, aborted_partition=None),
+            replace(self, aborted_partition=None),
+            replace(self, abort_rate=0.0),
             replace(self, producers=max(1, self.producers - 1)),
             replace(self, keys=max(1, self.keys // 2)),
             replace(self, records=max(4, self.records // 2)),
@@ -172,7 +217,7 @@ def draw_plan(seed: int) -> Plan:
         retention_rate=rng.choice([0.0, 0.0, 0.0, 0.001]) if chaotic else 0.0,
         compact_rate=rng.choice([0.0, 0.002, 0.01]),
         lose_disk_rate=rng.choice([0.0, 0.0, 0.3]) if chaotic else 0.0,
-        rocksdb=rng.random() < 0.1,
+        rocksdb=rng.random() < 0.33,
         chaos_steps=rng.choice([1000, 3000, 6000]),
     )
     # drawn last, so that the fields above stay what they were for a seed
@@ -187,7 +232,23 @@ def draw_plan(seed: int) -> Plan:
     plan = replace(plan, rival=bool(plan.operations) and rng.random() < 0.2)
     plan = replace(plan, snapshots=rng.random() < 0.5)
     plan = replace(plan, exactly_once=rng.random() < 0.3)
-    return replace(plan, in_flight=rng.choice([1, 2, 4]))
+    plan = replace(plan, in_flight=rng.choice([1, 2, 4]))
+    if rng.random() < 0.4:
+        aborted = rng.randrange(plan.partitions) if rng.random() < 0.5 else None
+        plan = replace(
+            plan, upstream=True, abort_rate=rng.choice([0.2, 0.5]), aborted_partition=aborted
+        )
+    if rng.random() < 0.3:
+        receiver = any(op.kind == "scale" for op in plan.operations) and rng.random() < 0.5
+        plan = replace(
+            plan,
+            twin=True,
+            twin_receiver=receiver,
+            twin_at=round(rng.uniform(0.0, 2.0 if receiver else 10.0), 1),
+            twin_for=round(rng.uniform(2.0, 60.0), 1),
+            stop_first=rng.random() < 0.5,
+        )
+    return plan
 
 
 def rival_operations(plan: Plan) -> tuple[Operation, ...]:

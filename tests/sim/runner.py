@@ -65,11 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="report every schedule")
     parser.add_argument("--no-shrink", action="store_true", help="report failures as they are")
     parser.add_argument("--stop-first", action="store_true", help="stop at the first failure")
+    parser.add_argument("--skip", default="", help="seeds not to run (comma-separated)")
     args = parser.parse_args(argv)
     if args.seed is not None:
         seeds = [args.seed]
     else:
-        seeds = list(range(args.first, args.first + args.count))
+        skipped = {int(seed) for seed in args.skip.split(",") if seed.strip()}
+        seeds = [s for s in range(args.first, args.first + args.count) if s not in skipped]
     started = time.monotonic()
     if args.regression is not None:
         outcome = run_schedule(REGRESSIONS[args.regression])

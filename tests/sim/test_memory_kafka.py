@@ -25,6 +25,7 @@ from tests.integration.test_kafka_port import (
     test_a_log_reads_back_what_was_appended_in_order,
     test_a_missing_partition_of_a_topic_reads_as_empty,
     test_a_missing_topic_reads_as_empty_and_has_no_watermarks,
+    test_a_new_producer_of_a_transactional_id_aborts_what_an_old_one_left_open,
     test_a_position_is_known_once_a_record_was_consumed_there,
     test_a_producer_refuses_a_partition_its_metadata_lacks,
     test_a_producer_takes_records_up_to_about_a_million_bytes_by_default,
@@ -33,6 +34,7 @@ from tests.integration.test_kafka_port import (
     test_an_append_of_a_record_larger_than_kafka_takes_fails,
     test_poll_with_nothing_to_serve_waits_its_timeout,
     test_topics_are_created_once_and_described,
+    test_transaction_markers_take_offsets_that_read_committed_readers_step_over,
 )
 from tests.sim.broker import Broker
 from tests.sim.chaos import Chaos
@@ -45,6 +47,7 @@ __all__ = [
     "test_a_log_reads_back_what_was_appended_in_order",
     "test_a_missing_partition_of_a_topic_reads_as_empty",
     "test_a_missing_topic_reads_as_empty_and_has_no_watermarks",
+    "test_a_new_producer_of_a_transactional_id_aborts_what_an_old_one_left_open",
     "test_a_position_is_known_once_a_record_was_consumed_there",
     "test_a_producer_refuses_a_partition_its_metadata_lacks",
     "test_a_producer_takes_records_up_to_about_a_million_bytes_by_default",
@@ -53,6 +56,7 @@ __all__ = [
     "test_an_append_of_a_record_larger_than_kafka_takes_fails",
     "test_poll_with_nothing_to_serve_waits_its_timeout",
     "test_topics_are_created_once_and_described",
+    "test_transaction_markers_take_offsets_that_read_committed_readers_step_over",
 ]
 
 

@@ -30,9 +30,10 @@ from framework.coordination.scaling import abort_scale, request_scale
 from framework.errors import SplitstateError
 from framework.growth.expand import expand_topic
 from framework.kafka import COMPACTED, KafkaIOError, TopicSpec
-from framework.processing import ProcessorStoppedError
+from framework.processing import ProcessorFencedError, ProcessorStoppedError
 from framework.producer import SplitstateProducer
 from framework.runtime.loop import ProcessorRuntime
+from rebalance import bucket, key_hash
 from rebalance.control import ControlState, Scale
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec, processor_path
 from tests.sim.app import HUGE, INPUT, KILLER, OUTPUT, POISON, make_app
@@ -83,6 +84,11 @@ class Events:
     jumped_ms: int | None = None
     #: commands that reported success for what did not happen (a racing operator's scale)
     false_reports: list[str] = field(default_factory=list)
+    #: what the twin of a processor did (a plan with ``twin``)
+    twin: list[str] = field(default_factory=list)
+    #: runs (``name#incarnation``) of the twinned processor while two instances of it were
+    #: deployed: under at-least-once both may emit a record's outputs
+    twinned: set[str] = field(default_factory=set)
 
 
 class World:
@@ -105,7 +111,7 @@ class World:
             max_records=plan.max_records,
             lease_ms=2000,
             ready_lag=plan.ready_lag,
-            die=self._die,
+            die=self.die,
             outputs=plan.outputs,
             snapshots=plan.snapshots,
             exactly_once=plan.exactly_once,
@@ -120,6 +126,8 @@ class World:
         self.kills_now: list[int] = []
         self.driver = MemoryKafka(self.broker, self.clock, name="driver")
         self.processors: dict[int, Party] = {}
+        #: the name of each process's port (``name#incarnation``: the origin of its writes)
+        self.port_of: dict[Party, str] = {}
         #: when a processor was last started (the world is not settled right after)
         self.last_start = 0.0
         self.restart_at: dict[int, float] = {}
@@ -138,6 +146,16 @@ class World:
         #: the driver's control state, and the control log's offset it has read to
         self._control = ControlState()
         self._control_next = 0
+        #: the app (its state directory: the machine) each processor runs with when not the
+        #: first one's (after the operator stopped the first instance of a twinned processor)
+        self.homes: dict[int, App] = {}
+        #: the processor a twin (``tests/sim/twin.py``) was started of, and whether both
+        #: instances are deployed now
+        self.twin_of: int | None = None
+        self.twin_deployed = False
+        #: instances stopped because another instance fenced them, not restarted until the
+        #: operator stops one of the two (``splitstate run`` exits for good then)
+        self.fenced: set[str] = set()
 
     # -- setting up ----------------------------------------------------------------------
 
@@ -184,16 +202,31 @@ class World:
 
         party = self.scheduler.spawn(name, run)
         holder.append(party)
+        self.port_of[party] = port.name
         party.on_kill.append(lambda: self.events.cut_short.add(port.name))
         party.on_kill.append(lambda: port.crash(self.rng))
         return party
 
     # -- processors ----------------------------------------------------------------------
 
+    def state_path(self, processor: int) -> Path:
+        """The state directory processor ``processor`` runs with now (its machine's)."""
+        app = self.homes.get(processor, self.app)
+        return processor_path(app.config.app_state_dir, processor)
+
     def start_processor(self, processor: int) -> None:
-        """Run processor ``processor`` (as ``splitstate run`` would)."""
+        """Run processor ``processor`` (as ``splitstate run`` would) on its machine."""
+        app = self.homes.get(processor, self.app)
+        name = f"processor-{processor}" if app is self.app else f"twin-processor-{processor}"
+        self.processors[processor] = self.run_processor(processor, app, name)
+
+    def run_processor(self, processor: int, app: App, name: str) -> Party:
+        """A process ``name`` running processor ``processor`` of ``app`` (whose state
+        directory says which machine it runs on)."""
 
         def body(port: MemoryKafka, party: Party) -> None:
+            if self.twin_deployed and processor == self.twin_of:
+                self.events.twinned.add(port.name)
             opener = self.disks.opener(party)
 
             def open_database(
@@ -208,7 +241,7 @@ class World:
                 return database
 
             runtime = ProcessorRuntime(
-                self.app,
+                app,
                 processor,
                 kafka=port,
                 open_database=open_database,
@@ -218,14 +251,14 @@ class World:
             )
             runtime.run()
 
-        name = f"processor-{processor}"
         topic = self.app.config.control_topic
         records = len(self.broker.partition((topic, 0)).records)
         if self.chaos.active and records > 1 and self.rng.random() < self.plan.aimed_rate * 0.3:
             # aimed: its first read of the control log stops short, then the log is away
             self.chaos.cut_next[(name, topic)] = self.rng.uniform(31.0, 40.0)
-        self.processors[processor] = self.spawn(name, body)
+        party = self.spawn(name, body)
         self.last_start = self.clock.monotonic()
+        return party
 
     def control(self) -> ControlState:
         """The control state as the driver follows it now: the records appended since its
@@ -254,7 +287,7 @@ class World:
             for processor in range(self.plan.initial_processors):
                 party = self.processors.get(processor)
                 if party is None or not party.runnable:
-                    self._note_crash(processor)
+                    self.note_crash(processor)
                     if self.restart_at.get(processor, 0.0) <= self.clock.monotonic():
                         self.start_processor(processor)
             return
@@ -265,30 +298,46 @@ class World:
             party = self.processors.get(processor)
             if party is not None and party.runnable:
                 continue
-            self._note_crash(processor)
+            self.note_crash(processor)
             if self.restart_at.get(processor, 0.0) > self.clock.monotonic():
                 continue
+            if party is not None and party.name in self.fenced:
+                continue  # another instance fenced it: it stays stopped (``tests/sim/twin.py``)
             if state.has_work(processor):
                 self.start_processor(processor)
 
-    def _note_crash(self, processor: int) -> None:
-        """Note how a processor that stopped on an error stopped; it restarts after a pause."""
-        party = self.processors.get(processor)
+    def note_crash(self, processor: int, party: Party | None = None) -> None:
+        """Note how a processor (``party``: one of its instances) that stopped on an error
+        stopped; it restarts after a pause (one that another instance fenced stays stopped
+        while its twin is deployed)."""
+        first = self.processors.get(processor)
+        party = first if party is None else party
         if party is None or party.error is None:
             return
-        if isinstance(party.error, ProcessorStoppedError) and self.events.halted is None:
+        fenced = isinstance(party.error, ProcessorFencedError)
+        if fenced and processor == self.twin_of:
+            # expected of a twin: while both are deployed it stays stopped (as ``run`` exits
+            # for good); once the operator stopped the other one, it is started again
+            self.events.twin.append(
+                f"t={self.clock.monotonic():.2f} {party.name} stopped: {party.error}"
+            )
+            if self.twin_deployed:
+                self.fenced.add(party.name)
+        elif isinstance(party.error, ProcessorStoppedError) and self.events.halted is None:
             self.events.halted = f"processor-{processor}: {party.error}"
         line = (
-            f"t={self.clock.monotonic():.2f} processor-{processor}: "
+            f"t={self.clock.monotonic():.2f} {party.name}: "
             f"{type(party.error).__name__}: {party.error}"
         )
         self.events.errors.append(line)
         if isinstance(party.error, FALSE_ALARMS):
             self.events.false_alarms.append(line)
         party.error = None
-        self.restart_at[processor] = self.clock.monotonic() + self.rng.uniform(*RESTART_SECONDS)
+        if party is first:  # (a twin's machine restarts it on its own: ``tests/sim/twin.py``)
+            pause = self.rng.uniform(*RESTART_SECONDS)
+            self.restart_at[processor] = self.clock.monotonic() + pause
 
-    def _die(self) -> NoReturn:
+    def die(self) -> NoReturn:
         """The calling process dies here (a record that kills it while the function runs)."""
         party = self.scheduler.current
         assert party is not None, "only a process dies"
@@ -314,7 +363,7 @@ class World:
         self.events.kills.append(f"t={self.clock.monotonic():.2f} processor-{processor}{lost}{why}")
         self.restart_at[processor] = self.clock.monotonic() + self.rng.uniform(*RESTART_SECONDS)
         if lose_disk:
-            self.disks.lose(processor_path(self.app.config.app_state_dir, processor))
+            self.disks.lose(self.state_path(processor))
             self.events.lost_disks.append(processor)
             self._disk_lost.add(processor)
 
@@ -324,10 +373,8 @@ class World:
         """A producer writing ``records`` records over the plan's keys, then up to as many
         more, slowly, while the operator's plan or a scale is still under way (live records
         during the handoffs)."""
-        self._incarnations += 1
-        name = f"p{self._incarnations}"
-        rng = random.Random(self.plan.seed * 31 + self._incarnations)
-        keys = [f"k{i}".encode() for i in range(self.plan.keys)]
+        name, rng = self.producer_name("p")
+        keys = self.committed_keys()
         kinds = [POISON, POISON, HUGE, HUGE, KILLER] if self.plan.killers else [POISON, HUGE]
         if not self.plan.outputs:  # a huge record's output is what makes it special
             kinds = [kind for kind in kinds if kind != HUGE]
@@ -355,6 +402,31 @@ class World:
             producer.close(5)
 
         self.producers.append(self.spawn(name, body))
+
+    def producer_name(self, prefix: str) -> tuple[str, random.Random]:
+        """The next producer's name (``prefix`` and its number) and its seeded ``Random``."""
+        self._incarnations += 1
+        name = f"{prefix}{self._incarnations}"
+        return name, random.Random(self.plan.seed * 31 + self._incarnations)
+
+    def keys(self) -> list[bytes]:
+        """The plan's keys."""
+        return [f"k{i}".encode() for i in range(self.plan.keys)]
+
+    def aborted_keys(self) -> list[bytes]:
+        """The keys of the plan's ``aborted_partition`` (placed there by the initial count,
+        in it or its children later): written only in transactions that abort."""
+        partition = self.plan.aborted_partition
+        if partition is None:
+            return []
+        initial = self.plan.partitions
+        return [key for key in self.keys() if bucket(key_hash(key), initial, initial) == partition]
+
+    def committed_keys(self) -> list[bytes]:
+        """The keys records that may be read are written with (all but the aborted
+        partition's, unless it holds every key)."""
+        aborted = self.aborted_keys()
+        return [key for key in self.keys() if key not in aborted] or self.keys()
 
     # -- the operator --------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ from framework.runtime.assignment import Assignment
 from framework.runtime.batches import BatchResult, BatchRunner, first_offsets
 from framework.runtime.clients import RunClients
 from framework.runtime.faults import maybe_crash
+from framework.runtime.first_reads import FirstReads
 from framework.runtime.handoffs import HandoffCoordinator
 from framework.runtime.observe import RunObserver, catch_up_progress
 from framework.runtime.pipeline import Pipeline
@@ -122,6 +123,8 @@ class BatchLoop:
         self._takeovers = 0
         #: after a takeover, batches wait briefly until one has records, until this at most
         self._hurry_until = 0.0
+        #: partitions taken over whose first records were not read yet
+        self._first_reads = FirstReads(processor, clock)
 
     def adopt_topics(self) -> None:
         """Take the registry's current view of the input topics (a growth, its thresholds)."""
@@ -192,7 +195,9 @@ class BatchLoop:
             self.stats.replayed += handoffs.catch_up()
             if handoffs.takeovers != self._takeovers:
                 self._takeovers = handoffs.takeovers
+                before = set(self._reading.owned)
                 self.read_owned()
+                self._first_reads.began(self._reading.owned - before)
                 self._hurry_until = self._clock.monotonic() + 1.0
         wait = 0.0 if handoffs.catching_up else self.config.batch.max_wait_ms / 1000
         if self._clock.monotonic() < self._hurry_until:
@@ -287,6 +292,7 @@ class BatchLoop:
         if not messages:
             self.drain()  # the input is idle: nothing waits behind the batches in flight
             return
+        self._first_reads.read(messages)
         self._hurry_until = 0.0
         if pipeline.accepts(messages):
             try:
@@ -382,6 +388,7 @@ class BatchLoop:
         gives away, then let it commit their F and write RELEASE, one handoff at a time."""
         for release in self._handoffs.releases(self._reading.layout):
             self._reading.assign(self._reading.owned - release.partitions)
+            self._first_reads.forget(release.partitions)
             self._handoffs.release(release)
 
     def _log_progress(self, now: float) -> None:

@@ -240,6 +240,24 @@ class HandoffCoordinator:
                 self._send(scale.generation, handoff, HandoffEvent.START_CATCH_UP)
             elif handoff.phase is HandoffPhase.RELEASED:
                 self._catchup.release(handoff)
+                self._note_release_read(scale.generation, handoff)
+
+    def _note_release_read(self, generation: int, handoff: Handoff) -> None:
+        """Log, once per handoff, that this receiver read its RELEASE (a mark of the handoff
+        pause, which ``bench/scale.py`` splits into its parts)."""
+        note = f"read RELEASE {generation} {handoff.source}"
+        if note in self._notes:
+            return
+        self._notes.add(note)
+        log.info(
+            "processor %d: generation %d handoff %d -> %d: read RELEASE of %s at %s",
+            self.processor,
+            generation,
+            handoff.source,
+            handoff.target,
+            sorted(handoff.partitions),
+            dict(handoff.released),
+        )
 
     def _stop_catch_up(self, scale: Scale, error: ProcessorStoppedError) -> None:
         """The catch-up cannot go on: stop it (not the processor's own partitions), say why in

@@ -278,13 +278,18 @@ class Clients(Kafka):
             raise KafkaIOError(f"reading {topic!r} to its end took over {TIMEOUT:.0f}s")
         return records
 
-    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> None:
-        """Write ``records`` to partition 0 of ``topic`` and wait until all are written."""
+    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> int:
+        """Write ``records`` to partition 0 of ``topic`` and wait until all are written;
+        returns the offset after the last of them (as their delivery reports say)."""
         failures: list[str] = []
+        ends: list[int] = []
 
-        def delivered(error: KafkaError | None, _message: ConfluentMessage) -> None:
+        def delivered(error: KafkaError | None, message: ConfluentMessage) -> None:
+            offset = message.offset()
             if error is not None:
                 failures.append(str(error))
+            elif offset is not None and offset >= 0:
+                ends.append(offset + 1)
 
         try:
             producer = self._shared_producer()
@@ -302,6 +307,7 @@ class Clients(Kafka):
             raise KafkaIOError(
                 f"could not write to {topic!r}: {failures[:3] or f'{remaining} records unsent'}"
             )
+        return max(ends, default=0)
 
     def prepare_appends(self) -> None:
         """Make the producer of ``append`` now: an idempotent producer asked to produce right

@@ -319,8 +319,9 @@ class HandoffCoordinator:
                 and catchup.finished(handoff)
             ):
                 catchup.complete(handoff)
-                self._send(scale.generation, handoff, HandoffEvent.COMPLETE)
-                self._watcher.remember_end()  # owned before the log is read that far
+                end = self._send(scale.generation, handoff, HandoffEvent.COMPLETE)
+                if end is not None:  # owned before the log is read that far
+                    self._watcher.remember_written(end)
                 self._completed.setdefault(scale.generation, set()).update(handoff.partitions)
                 seconds = self._kafka.clock.monotonic() - catchup.started
                 what = (catchup.replayed, seconds, catchup.bootstrapped)
@@ -471,10 +472,12 @@ class HandoffCoordinator:
         handoff: Handoff,
         event: HandoffEvent,
         offsets: dict[Position, int] | None = None,
-    ) -> None:
+    ) -> int | None:
+        """Write ``event`` of ``handoff`` once per run; returns the offset after it (``None``:
+        written already)."""
         key = (generation, handoff.source, handoff.target, event.value)
         if key in self._sent:
-            return
+            return None
         self._sent.add(key)
         request = None
         if event is HandoffEvent.RELEASE:  # found by its id if the log ignores it
@@ -482,7 +485,7 @@ class HandoffCoordinator:
         state_dir = self._config.app_state_dir
         maybe_crash(f"before:{event.value}", self.processor, state_dir)
         self._check_newest()
-        self._control.append(
+        end = self._control.append(
             handoff_record(
                 generation,
                 handoff.source,
@@ -502,3 +505,4 @@ class HandoffCoordinator:
             handoff.target,
             event.value,
         )
+        return end

@@ -60,8 +60,6 @@ __all__ = ["BatchLoop", "RuntimeStats"]
 # the processor's lines keep the loop's logger name
 log = logging.getLogger("framework.runtime.loop")
 _LOG_EVERY_SECONDS = 10.0
-#: how long the first batches after a takeover wait for records (the backlog since F is there)
-_TAKEOVER_WAIT_SECONDS = 0.01
 #: aborted transactions in a row after which the processor exits (the supervisor restarts it
 #: with backoff): a write that keeps failing is not retried at once for ever
 _ABORTS_IN_A_ROW = 5
@@ -121,9 +119,8 @@ class BatchLoop:
         self._aborted = 0
         #: handoffs completed (``HandoffCoordinator.takeovers``) when last read
         self._takeovers = 0
-        #: after a takeover, batches wait briefly until one has records, until this at most
-        self._hurry_until = 0.0
-        #: partitions taken over whose first records were not read yet
+        #: partitions taken over whose first records were not read yet (batches wait only
+        #: briefly for records meanwhile)
         self._first_reads = FirstReads(processor, clock)
 
     def adopt_topics(self) -> None:
@@ -198,10 +195,8 @@ class BatchLoop:
                 before = set(self._reading.owned)
                 self.read_owned()
                 self._first_reads.began(self._reading.owned - before)
-                self._hurry_until = self._clock.monotonic() + 1.0
         wait = 0.0 if handoffs.catching_up else self.config.batch.max_wait_ms / 1000
-        if self._clock.monotonic() < self._hurry_until:
-            wait = min(wait, _TAKEOVER_WAIT_SECONDS)
+        wait = self._first_reads.wait(wait)
         if self._reading.owned:
             self._process_batch(wait)
         elif not handoffs.catching_up or handoffs.bootstrapping:
@@ -293,7 +288,6 @@ class BatchLoop:
             self.drain()  # the input is idle: nothing waits behind the batches in flight
             return
         self._first_reads.read(messages)
-        self._hurry_until = 0.0
         if pipeline.accepts(messages):
             try:
                 pipeline.start(messages)

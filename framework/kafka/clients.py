@@ -34,6 +34,8 @@ from framework.kafka.settings_check import check_kafka_settings
 __all__ = ["Clients"]
 
 _GROW_SECONDS = 60.0
+#: consumers' first backoff before a request is retried (see ``Clients.consumer``)
+_RETRY_BACKOFF_MS = 10
 
 
 class Clients(Kafka):
@@ -71,6 +73,12 @@ class Clients(Kafka):
         """A new consumer in group ``group_id`` that never commits on its own."""
         settings: dict[str, Any] = {
             "isolation.level": "read_committed",  # an input may be a transactional output
+            # read_committed asks for stable group offsets: right after a transaction that
+            # committed some, the broker answers UNSTABLE_OFFSET_COMMIT until the transaction's
+            # markers are written (a few ms later), and librdkafka asks again after
+            # retry.backoff.ms (100 ms by default, doubling up to retry.backoff.max.ms). An old
+            # owner's release, a takeover and a catch-up's T1 all ask right after one.
+            "retry.backoff.ms": _RETRY_BACKOFF_MS,
             **self.settings,
             "group.id": group_id,
             "enable.auto.commit": False,

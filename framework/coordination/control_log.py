@@ -190,9 +190,9 @@ class ControlWatcher:
         Not the log's end from Kafka: that request waits behind this watcher's own fetch of
         the log, which the broker holds up to ``fetch.wait.max.ms`` (500 ms) while the log
         is idle (it answers one connection's requests in order), and a takeover waited for
-        it."""
+        it; asked only when ``end`` is unknown (0: delivery reports without offsets)."""
         if self._database is not None:
-            remember(self._database, self.topic, self.state, end)
+            remember(self._database, self.topic, self.state, end or self.end_offset())
 
     def position(self) -> int:
         """The offset of the next record to read."""

@@ -68,3 +68,15 @@ def test_a_listener_that_raises_does_not_stop_the_watcher_or_the_others(
     log.append(instance_record(1, "b"))
     watcher.catch_up(watcher.end_offset())  # catch_up goes on too
     assert len(seen) == 3 and seen[-1] == watcher.state
+
+
+def test_remember_written_asks_for_the_end_when_the_append_knew_no_offset() -> None:
+    kafka = MemoryKafka(Broker(random.Random(1)), ManualClock())
+    kafka.create_topics([TopicSpec(TOPIC, 1)])
+    log = ControlLog(kafka, TOPIC)
+    watcher = ControlWatcher(kafka, TOPIC)
+    database = ProcessorDatabase.in_memory(DatabaseIdentity("app", 0), [])
+    watcher.record_in(database)
+    log.append(instance_record(0, "a"), instance_record(1, "b"))
+    watcher.remember_written(0)  # no offset in the delivery reports: the log's end is read
+    assert database.progress(OFFSET_SCOPE)[(TOPIC, 0)] == 2

@@ -14,12 +14,16 @@ read) and how long the transfer took. Then the output pauses, p50/max over parti
 *handoff pause* of each moved partition (from its last output before its release to its first
 output after it: the old owner's last batch to the new owner's first), and the longest gap in
 output of each partition, moved and unmoved, during the scale (unmoved partitions show what
-batching and a busy machine give without a handoff). The last lines compare each way's time on
-the longest history with its time on the shortest (issue goal: within 1.3x with snapshots:
-the cost grows with state, not history).
+batching and a busy machine give without a handoff). A second table splits each moved
+partition's handoff pause (p50 over them) at the lines the processors log: the old owner's last
+output -> its RELEASE written ("old owner"), -> the receiver read it ("to receiver"), -> its
+COMPLETE written, the catch-up finished to F ("to F"), -> its consumer reads the partition
+("assign"), -> the partition's first records came back ("1st fetch"), -> its first output
+("1st output"). The last lines compare each way's time on the longest history with its time on
+the shortest (issue goal: within 1.3x with snapshots: the cost grows with state, not history).
 
 Run: .venv/bin/python bench/scale.py [--histories 1000000,10000000] [--keys 100000]
-     [--rate RECORDS_PER_S] [--scales 3] [--ways snapshot,replay]
+     [--rate RECORDS_PER_S] [--scales 3] [--ways snapshot,replay] [--logs DIR]
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +55,7 @@ from framework.coordination.scaling import read_control, request_scale
 from framework.loader import load_app
 from framework.ops.broker import LocalBroker
 from framework.producer import SplitstateProducer
+from rebalance.control import Scale
 
 APP = "examples.wordcount.app:app"
 PARTITIONS = 8
@@ -63,6 +69,16 @@ RELEASED = re.compile(STAMP + r".*processor \d+ released \[(.*?)\] to processor"
 EVENT = re.compile(
     STAMP + r".*generation (\d+) handoff (\d+) -> (\d+): (START_CATCH_UP|COMPLETE)$", re.MULTILINE
 )
+READ_RELEASE = re.compile(
+    STAMP + r".*processor \d+: generation (\d+) handoff \d+ -> \d+: read RELEASE of \[(.*?)\]",
+    re.MULTILINE,
+)
+READS = re.compile(STAMP + r".*processor \d+: reads \[(.*?)\] it took over$", re.MULTILINE)
+FIRST_READ = re.compile(
+    STAMP + r".*processor \d+: first records of \[(.*?)\] it took over read", re.MULTILINE
+)
+#: the parts of a handoff pause, in order (see ``pause_parts``)
+PARTS = ("old owner", "to receiver", "to F", "assign", "1st fetch", "1st output")
 TRANSFERRED = re.compile(
     r"processor (\d+): took (\d+) keys gained from processor (\d+) out of its snapshot \S+ "
     r"\((\d+) bytes; ([\d.]+)s since the transfer began\)"
@@ -109,6 +125,8 @@ class Row:
     handoff_gaps: dict[int, float] = field(default_factory=dict)
     #: the longest START_CATCH_UP -> COMPLETE of the scale's handoffs (no process start-up)
     catch_up: float = 0.0
+    #: per moved partition, its handoff pause in parts (seconds, in the order of ``PARTS``)
+    parts: dict[int, tuple[float, ...]] = field(default_factory=dict)
 
 
 def stamp_of(text: str) -> float:
@@ -123,6 +141,56 @@ def releases(log: str) -> dict[int, float]:
         for stamp, partitions in RELEASED.findall(log)
         for partition in re.findall(r"'[^']*', (\d+)", partitions)
     }
+
+
+def _newest(
+    pattern: re.Pattern[str], log: str, since: float, generation: int | None = None
+) -> dict[int, float]:
+    """Per input partition, when the newest line of ``pattern`` (its first group a stamp,
+    its last the partitions; with ``generation``, its second the generation, which must be
+    that) was logged, at or after ``since``."""
+    found: dict[int, float] = {}
+    for match in pattern.finditer(log):
+        moment = stamp_of(match.group(1))
+        if moment < since or (generation is not None and int(match.group(2)) != generation):
+            continue
+        for partition in re.findall(r"'[^']*', (\d+)", match.group(match.lastindex or 1)):
+            found[int(partition)] = moment
+    return found
+
+
+def pause_parts(
+    log: str,
+    scale: Scale,
+    stamps: dict[int, list[int]],
+    window: tuple[int, int],
+) -> dict[int, tuple[float, ...]]:
+    """Per moved partition of ``scale``, its handoff pause split at the lines the processors
+    log (seconds, in the order of ``PARTS``): the old owner's last output -> RELEASE written
+    ("released"), -> the receiver read it, -> its COMPLETE (the catch-up finished to F), ->
+    its consumer reads the partition, -> the first records of it came back, -> the first
+    output of them. A partition missing a line is left out."""
+    since = window[0] / 1000 - 1.0
+    released = _newest(RELEASED, log, since)
+    read = _newest(READ_RELEASE, log, since, scale.generation)
+    completed: dict[int, float] = {}
+    for stamp, generation, source, target, event in EVENT.findall(log):
+        handoff = scale.handoffs.get((int(source), int(target)))
+        if int(generation) == scale.generation and event == "COMPLETE" and handoff is not None:
+            completed.update({p: stamp_of(stamp) for _t, p in handoff.partitions})
+    reads = _newest(READS, log, since)
+    first = _newest(FIRST_READ, log, since)
+    parts: dict[int, tuple[float, ...]] = {}
+    for p in sorted(released.keys() & stamps.keys()):
+        marks = [released[p], read.get(p), completed.get(p), reads.get(p), first.get(p)]
+        if any(mark is None for mark in marks):
+            continue
+        moment = int(released[p] * 1000)
+        before = max((t for t in stamps[p] if t <= moment), default=window[0]) / 1000
+        after = min((t for t in stamps[p] if t > moment), default=window[1]) / 1000
+        edges = [before, *(mark for mark in marks if mark is not None), after]
+        parts[p] = tuple(b - a for a, b in pairwise(edges))
+    return parts
 
 
 def catch_up_seconds(log: str, generation: int) -> float:
@@ -250,6 +318,23 @@ def app_config(scratch: Path, bootstrap: str, topic: str, way: str, history: int
     return path
 
 
+def measure_pauses(
+    row: Row, scale: Scale, log_text: str, bootstrap: str, window: tuple[int, int]
+) -> None:
+    """Fill ``row``'s output gaps, handoff pauses and their parts from the output topic's
+    timestamps within ``window`` (ms) and the processors' log."""
+    stamps = output_stamps(bootstrap, f"counts-{row.way}-{row.history}", *window)
+    row.gaps = {p: longest_gap(values, *window) for p, values in stamps.items()}
+    released = releases(log_text)
+    row.handoff_gaps = {
+        p: gap_across(stamps[p], int(released[p] * 1000), *window)
+        for p in row.moved
+        if p in released
+    }
+    row.catch_up = catch_up_seconds(log_text, scale.generation)
+    row.parts = pause_parts(log_text, scale, {p: stamps[p] for p in row.moved}, window)
+
+
 def run_case(
     scratch: Path, bootstrap: str, topic: str, way: str, *, history: int, args: Any
 ) -> list[Row]:
@@ -287,16 +372,7 @@ def run_case(
             row.transferred = TRANSFERRED.findall(log_path.read_text())[copies:]
             row.moved = {int(p) for h in scale.handoffs.values() for _t, p in h.partitions}
             window = (int(start * 1000), int((start + elapsed + 3) * 1000))
-            stamps = output_stamps(bootstrap, f"counts-{way}-{history}", *window)
-            row.gaps = {p: longest_gap(values, *window) for p, values in stamps.items()}
-            log_text = log_path.read_text()
-            released = releases(log_text)
-            row.handoff_gaps = {
-                p: gap_across(stamps[p], int(released[p] * 1000), *window)
-                for p in row.moved
-                if p in released
-            }
-            row.catch_up = catch_up_seconds(log_text, scale.generation)
+            measure_pauses(row, scale, log_path.read_text(), bootstrap, window)
             rows.append(row)
             print(f"  {way}: {row.label} in {elapsed:.1f}s", flush=True)
     finally:
@@ -305,6 +381,9 @@ def run_case(
             stream.join()
         supervisor.send_signal(signal.SIGTERM)
         supervisor.wait(timeout=300)
+        if args.logs:
+            Path(args.logs).mkdir(parents=True, exist_ok=True)
+            shutil.copy(log_path, Path(args.logs) / log_path.name)
         shutil.rmtree(scratch / f"{way}-{history}", ignore_errors=True)
     return rows
 
@@ -330,6 +409,17 @@ def print_table(rows: list[Row]) -> None:
             f"{read if row.transferred else '-':>15} {_p50_max(handoff):>14} "
             f"{_p50_max(moved_gaps):>14} {_p50_max(unmoved):>16}"
         )
+    print("\nhandoff pause in parts, p50 over moved partitions (ms):")
+    print("{:>11} {:<9} {:<6}".format("history", "bootstrap", "scale"), end="")
+    print("".join(f" {part:>11}" for part in PARTS), f"{'pause':>7}")
+    for row in rows:
+        print(f"{row.history:>11,} {row.way:<9} {row.label:<6}", end="")
+        values = list(row.parts.values())
+        for index in range(len(PARTS)):
+            part = [v[index] for v in values]
+            print(f" {statistics.median(part) * 1000 if part else float('nan'):>11.0f}", end="")
+        pauses = [sum(v) for v in values]
+        print(f" {statistics.median(pauses) * 1000 if pauses else float('nan'):>7.0f}")
     histories = sorted({row.history for row in rows})
     if len(histories) < 2:
         return
@@ -355,6 +445,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=3000, help="records/s during the scales")
     parser.add_argument("--scales", default="3", help="processor counts to scale to, in turn")
     parser.add_argument("--ways", default="snapshot,replay", help="bootstraps to compare")
+    parser.add_argument("--logs", help="a directory to keep each case's processor log in")
     args = parser.parse_args()
     args.scales = [int(n) for n in args.scales.split(",")]
     histories = [int(n) for n in args.histories.split(",")]

@@ -147,9 +147,12 @@ class ControlLog:
         """A ``ControlWatcher`` following this log from its start."""
         return ControlWatcher(self._kafka, self.topic)
 
-    def append(self, *records: Mapping[str, Any]) -> None:
-        """Write ``records`` and wait until they are stored."""
-        self._kafka.append(self.topic, [(record_key(r), orjson.dumps(dict(r))) for r in records])
+    def append(self, *records: Mapping[str, Any]) -> int:
+        """Write ``records`` and wait until they are stored; returns the offset after the
+        last (the log reaches at least that far)."""
+        return self._kafka.append(
+            self.topic, [(record_key(r), orjson.dumps(dict(r))) for r in records]
+        )
 
 
 class ControlWatcher:
@@ -183,12 +186,18 @@ class ControlWatcher:
         if self._database is not None:
             remember(self._database, self.topic, self.state, self.position())
 
-    def remember_end(self) -> None:
-        """Note in the database that the log reaches at least its end now: a record this
-        processor wrote and acts on before reading it back (its COMPLETE) is then proved to
-        exist, and a log restored from before it is refused at the next start."""
+    def remember_written(self, end: int) -> None:
+        """Note in the database that the log reaches at least ``end``, the offset after a
+        record this processor wrote and acts on before reading it back (its COMPLETE: what
+        ``ControlLog.append`` returned): that record is then proved to exist, and a log
+        restored from before it is refused at the next start.
+
+        Not the log's end from Kafka: that request waits behind this watcher's own fetch of
+        the log, which the broker holds up to ``fetch.wait.max.ms`` (500 ms) while the log
+        is idle (it answers one connection's requests in order), and a takeover waited for
+        it; asked only when ``end`` is unknown (0: delivery reports without offsets)."""
         if self._database is not None:
-            remember(self._database, self.topic, self.state, self.end_offset())
+            remember(self._database, self.topic, self.state, end or self.end_offset())
 
     def position(self) -> int:
         """The offset of the next record to read."""

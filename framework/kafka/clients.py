@@ -35,6 +35,8 @@ from framework.kafka.settings_check import check_kafka_settings
 __all__ = ["Clients"]
 
 _GROW_SECONDS = 60.0
+#: consumers' first backoff before a request is retried (see ``Clients.consumer``)
+_RETRY_BACKOFF_MS = 10
 
 
 class Clients(Kafka):
@@ -86,6 +88,12 @@ class Clients(Kafka):
         self._reach()
         settings: dict[str, Any] = {
             "isolation.level": "read_committed",  # an input may be a transactional output
+            # read_committed asks for stable group offsets: right after a transaction that
+            # committed some, the broker answers UNSTABLE_OFFSET_COMMIT until the transaction's
+            # markers are written (a few ms later), and librdkafka asks again after
+            # retry.backoff.ms (100 ms by default, doubling up to retry.backoff.max.ms). An old
+            # owner's release, a takeover and a catch-up's T1 all ask right after one.
+            "retry.backoff.ms": _RETRY_BACKOFF_MS,
             **self.settings,
             "group.id": group_id,
             "enable.auto.commit": False,
@@ -297,13 +305,18 @@ class Clients(Kafka):
             raise KafkaIOError(f"reading {topic!r} to its end took over {TIMEOUT:.0f}s")
         return records
 
-    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> None:
-        """Write ``records`` to partition 0 of ``topic`` and wait until all are written."""
+    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> int:
+        """Write ``records`` to partition 0 of ``topic`` and wait until all are written;
+        returns the offset after the last of them (as their delivery reports say)."""
         failures: list[str] = []
+        ends: list[int] = []
 
-        def delivered(error: KafkaError | None, _message: ConfluentMessage) -> None:
+        def delivered(error: KafkaError | None, message: ConfluentMessage) -> None:
+            offset = message.offset()
             if error is not None:
                 failures.append(str(error))
+            elif offset is not None and offset >= 0:
+                ends.append(offset + 1)
 
         try:
             producer = self._shared_producer()
@@ -321,6 +334,7 @@ class Clients(Kafka):
             raise KafkaIOError(
                 f"could not write to {topic!r}: {failures[:3] or f'{remaining} records unsent'}"
             )
+        return max(ends, default=0)
 
     def prepare_appends(self) -> None:
         """Make the producer of ``append`` now: an idempotent producer asked to produce right

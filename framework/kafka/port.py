@@ -359,9 +359,10 @@ class Kafka(Protocol):
         in order; a topic that does not exist yet reads as empty."""
         ...
 
-    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> None:
+    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> int:
         """Write ``(key, value)`` records to partition 0 of ``topic`` and wait until all are
-        written (one producer per port serves every append)."""
+        written (one producer per port serves every append); returns the offset after the
+        last of them (the log reaches at least that far)."""
         ...
 
     def prepare_appends(self) -> None:

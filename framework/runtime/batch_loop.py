@@ -49,6 +49,7 @@ from framework.runtime.assignment import Assignment
 from framework.runtime.batches import BatchResult, BatchRunner, first_offsets
 from framework.runtime.clients import RunClients
 from framework.runtime.faults import maybe_crash
+from framework.runtime.first_reads import FirstReads
 from framework.runtime.handoffs import HandoffCoordinator
 from framework.runtime.observe import RunObserver, progress_line
 from framework.runtime.passed_over import PassOver
@@ -64,8 +65,6 @@ __all__ = ["BatchLoop", "RuntimeStats"]
 # the processor's lines keep the loop's logger name
 log = logging.getLogger("framework.runtime.loop")
 _LOG_EVERY_SECONDS = 10.0
-#: how long the first batches after a takeover wait for records (the backlog since F is there)
-_TAKEOVER_WAIT_SECONDS = 0.01
 #: aborted transactions in a row after which the processor exits (the supervisor restarts it
 #: with backoff): a write that keeps failing is not retried at once for ever
 _ABORTS_IN_A_ROW = 5
@@ -125,11 +124,12 @@ class BatchLoop:
         self._aborted = 0
         #: handoffs completed (``HandoffCoordinator.takeovers``) when last read
         self._takeovers = 0
-        #: after a takeover, batches wait briefly until one has records, until this at most
-        self._hurry_until = 0.0
         #: the state's and the group's offsets over what the consumer passed without a record
         fault = lambda point: maybe_crash(point, processor, config.app_state_dir)  # noqa: E731
         self._passing = PassOver(processor, database, clients, clock, fault=fault)
+        #: partitions taken over whose first records were not read yet (batches wait only
+        #: briefly for records meanwhile)
+        self._first_reads = FirstReads(processor, clock)
 
     def adopt_topics(self) -> None:
         """Take the registry's current view of the input topics (a growth, its thresholds)."""
@@ -203,11 +203,11 @@ class BatchLoop:
             self.stats.replayed += handoffs.catch_up()
             if handoffs.takeovers != self._takeovers:
                 self._takeovers = handoffs.takeovers
+                before = set(self._reading.owned)
                 self.read_owned()
-                self._hurry_until = self._clock.monotonic() + 1.0
+                self._first_reads.began(self._reading.owned - before)
         wait = 0.0 if handoffs.catching_up else self.config.batch.max_wait_ms / 1000
-        if self._clock.monotonic() < self._hurry_until:
-            wait = min(wait, _TAKEOVER_WAIT_SECONDS)
+        wait = self._first_reads.wait(wait)
         if self._reading.owned:
             self._process_batch(wait)
         elif not handoffs.catching_up or handoffs.bootstrapping:
@@ -285,7 +285,7 @@ class BatchLoop:
             self.drain()  # the input is idle: nothing waits behind the batches in flight
             self._pass_over()
             return
-        self._hurry_until = 0.0
+        self._first_reads.read(messages)
         if pipeline.accepts(messages):
             try:
                 pipeline.start(messages)
@@ -392,4 +392,5 @@ class BatchLoop:
         gives away, then let it commit their F and write RELEASE, one handoff at a time."""
         for release in self._handoffs.releases(self._reading.layout):
             self._reading.assign(self._reading.owned - release.partitions)
+            self._first_reads.forget(release.partitions)
             self._handoffs.release(release)

@@ -227,6 +227,7 @@ class HandoffCoordinator:
                 self._voice.send(scale.generation, handoff, HandoffEvent.START_CATCH_UP)
             elif handoff.phase is HandoffPhase.RELEASED:
                 self._catchup.release(handoff)
+                self._voice.heard_release(scale.generation, handoff)
 
     def _stop_catch_up(self, scale: Scale, error: ProcessorStoppedError) -> None:
         """The catch-up cannot go on: stop it (not the processor's own partitions), say why in
@@ -275,8 +276,9 @@ class HandoffCoordinator:
                 and catchup.finished(handoff)
             ):
                 catchup.complete(handoff)
-                self._voice.send(scale.generation, handoff, HandoffEvent.COMPLETE)
-                self._watcher.remember_end()  # owned before the log is read that far
+                end = self._voice.send(scale.generation, handoff, HandoffEvent.COMPLETE)
+                if end is not None:  # owned before the log is read that far
+                    self._watcher.remember_written(end)
                 self._completed.setdefault(scale.generation, set()).update(handoff.partitions)
                 seconds = self._kafka.clock.monotonic() - catchup.started
                 what = (catchup.replayed, seconds, catchup.bootstrapped)

@@ -90,6 +90,8 @@ class RunVoice:
         self._resumed: set[int] = set()  # generations this run resumed
         #: ``(generation, source, target, event)`` of the handoff events this run wrote
         self._sent: set[tuple[int, int, int, str]] = set()
+        #: the handoffs ``(generation, source, target)`` whose RELEASE this run logged reading
+        self._heard: set[tuple[int, int, int]] = set()
         self._state_dir = state_dir
 
     def check_newest(self) -> None:
@@ -99,10 +101,11 @@ class RunVoice:
         if newest != self.instance:
             raise ProcessorReplacedError(self.processor, self.instance, newest)
 
-    def append(self, record: Mapping[str, Any]) -> None:
-        """Write ``record`` (made with this run's instance), if this run is the newest."""
+    def append(self, record: Mapping[str, Any]) -> int:
+        """Write ``record`` (made with this run's instance), if this run is the newest;
+        returns the offset after it (0: the delivery report gave none)."""
         self.check_newest()
-        self._control.append(record)
+        return self._control.append(record)
 
     def sent(self, key: tuple[int, int, int, str]) -> bool:
         """Whether this run wrote the handoff event ``(generation, source, target, event)``."""
@@ -120,15 +123,15 @@ class RunVoice:
         offsets: dict[Position, int] | None = None,
         *,
         request: str | None = None,
-    ) -> None:
+    ) -> int | None:
         """Write ``event`` of ``handoff`` in ``generation`` (once per run; ``request``: an id
-        to find it by)."""
+        to find it by); returns the offset after it (``None``: written already)."""
         key = (generation, handoff.source, handoff.target, event.value)
         if key in self._sent:
-            return
+            return None
         self._sent.add(key)
         maybe_crash(f"before:{event.value}", self.processor, self._state_dir)
-        self.append(
+        end = self.append(
             handoff_record(
                 generation,
                 handoff.source,
@@ -147,6 +150,24 @@ class RunVoice:
             handoff.source,
             handoff.target,
             event.value,
+        )
+        return end
+
+    def heard_release(self, generation: int, handoff: Handoff) -> None:
+        """Log, once per run and handoff, that this receiver read its RELEASE (a mark of the
+        handoff pause, which ``bench/scale.py`` splits into its parts)."""
+        key = (generation, handoff.source, handoff.target)
+        if key in self._heard:
+            return
+        self._heard.add(key)
+        log.info(
+            "processor %d: generation %d handoff %d -> %d: read RELEASE of %s at %s",
+            self.processor,
+            generation,
+            handoff.source,
+            handoff.target,
+            sorted(handoff.partitions),
+            dict(handoff.released),
         )
 
     def check_held(self, state: ControlState) -> None:

@@ -2,9 +2,10 @@
 listener of each change.
 
 A receiver owns the partitions it took over as soon as its COMPLETE is written, before its
-watcher reads that far; it then notes the log's end as read (``remember_end``), so that a
-control log restored from a copy older than its COMPLETE is refused at its next start instead
-of making it take the partitions over again from F (found in review)."""
+watcher reads that far; it then notes the offset after its COMPLETE as read
+(``remember_written``, with what the append returned), so that a control log restored from a
+copy older than its COMPLETE is refused at its next start instead of making it take the
+partitions over again from F (found in review)."""
 
 from __future__ import annotations
 
@@ -26,19 +27,19 @@ from tests.sim.kafka import MemoryKafka
 TOPIC = "app-control"
 
 
-def test_remember_end_notes_records_written_but_not_yet_read() -> None:
+def test_remember_written_notes_records_written_but_not_yet_read() -> None:
     kafka = MemoryKafka(Broker(random.Random(1)), ManualClock())
     kafka.create_topics([TopicSpec(TOPIC, 1)])
     log = ControlLog(kafka, TOPIC)
     watcher = ControlWatcher(kafka, TOPIC)
     database = ProcessorDatabase.in_memory(DatabaseIdentity("app", 0), [])
     watcher.record_in(database)
-    log.append(instance_record(0, "a"), instance_record(1, "b"))
+    assert log.append(instance_record(0, "a"), instance_record(1, "b")) == 2
     watcher.poll()
     assert database.progress(OFFSET_SCOPE)[(TOPIC, 0)] == 2
-    log.append(instance_record(0, "c"))  # written by this processor, not read back yet
-    assert watcher.position() == 2
-    watcher.remember_end()
+    end = log.append(instance_record(0, "c"))  # written by this processor, not read back yet
+    assert end == 3 and watcher.position() == 2
+    watcher.remember_written(end)
     assert database.progress(OFFSET_SCOPE)[(TOPIC, 0)] == 3
 
 
@@ -97,3 +98,15 @@ def test_an_ignored_record_is_logged_once_when_read_live_not_on_every_replay(
         starting.poll()
         said = [r for r in caplog.records if r.levelno >= logging.INFO]
         assert len(said) == 1 and "abort of generation 4" in said[0].getMessage()
+
+
+def test_remember_written_asks_for_the_end_when_the_append_knew_no_offset() -> None:
+    kafka = MemoryKafka(Broker(random.Random(1)), ManualClock())
+    kafka.create_topics([TopicSpec(TOPIC, 1)])
+    log = ControlLog(kafka, TOPIC)
+    watcher = ControlWatcher(kafka, TOPIC)
+    database = ProcessorDatabase.in_memory(DatabaseIdentity("app", 0), [])
+    watcher.record_in(database)
+    log.append(instance_record(0, "a"), instance_record(1, "b"))
+    watcher.remember_written(0)  # no offset in the delivery reports: the log's end is read
+    assert database.progress(OFFSET_SCOPE)[(TOPIC, 0)] == 2

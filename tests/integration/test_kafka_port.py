@@ -42,8 +42,8 @@ def test_a_log_reads_back_what_was_appended_in_order(
 ) -> None:
     topic = topic_factory(1, config=COMPACTED)
     assert kafka.read_log(topic) == []
-    kafka.append(topic, [(b"a", b"1"), (b"b", b"2")])
-    kafka.append(topic, [(b"a", b"3")])  # the same producer serves every append
+    assert kafka.append(topic, [(b"a", b"1"), (b"b", b"2")]) == 2  # the offset after them
+    assert kafka.append(topic, [(b"a", b"3")]) == 3  # the same producer serves every append
     assert kafka.read_log(topic) == [(b"a", b"1"), (b"b", b"2"), (b"a", b"3")]
 
 

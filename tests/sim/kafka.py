@@ -241,14 +241,15 @@ class MemoryKafka:
         self.faults.after("kafka.read_log")
         return records
 
-    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> None:
-        """Write ``records`` to ``topic[0]``. A record over the producer's limit stops the
-        append there (those before it are written), one over the topic's is not written;
-        either fails the append with ``KafkaIOError``."""
+    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> int:
+        """Write ``records`` to ``topic[0]``; returns the offset after the last. A record over
+        the producer's limit stops the append there (those before it are written), one over
+        the topic's is not written; either fails the append with ``KafkaIOError``."""
         after = self.before("kafka.append") == "after"
         if topic not in self.broker.topics:
             raise KafkaIOError(f"could not write to {topic!r}: Unknown topic or partition")
         refused: list[str] = []
+        end = 0
         for key, value in records:
             size = len(key) + len(value)
             if size > PRODUCER_MAX_BYTES:
@@ -256,7 +257,7 @@ class MemoryKafka:
             if size > self.broker.limit(topic):
                 refused.append(f"Broker: Message size too large ({size} bytes)")
                 continue
-            self.broker.append(
+            stored = self.broker.append(
                 (topic, 0),
                 {
                     "key": key,
@@ -266,10 +267,12 @@ class MemoryKafka:
                     "origin": self.name,
                 },
             )
+            end = stored.offset + 1
         if refused:
             raise KafkaIOError(f"could not write to {topic!r}: {refused[:3]}")
         if after:
             raise KafkaIOError(f"could not write to {topic!r}: timed out (the write landed)")
+        return end
 
     def prepare_appends(self) -> None:
         """Nothing to prepare: appends write to the broker directly."""

@@ -36,9 +36,9 @@ class CountingKafka(MemoryKafka):
         self.reads[topic] += 1
         return super().read_log(topic, partition)
 
-    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> None:
+    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> int:
         self.appends[topic] += 1
-        super().append(topic, records)
+        return super().append(topic, records)
 
 
 def test_a_first_start_registers_its_topics_in_one_append_and_a_restart_only_reads(

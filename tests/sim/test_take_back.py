@@ -60,7 +60,7 @@ class _Processor0(MemoryKafka):
         self.at_release = at_release
         self.releases: list[dict[str, object]] = []
 
-    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> None:
+    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> int:
         facts = [orjson.loads(value) for _key, value in records]
         release = [f for f in facts if f.get("event") == HandoffEvent.RELEASE.value]
         if release and self.at_release == "crash":
@@ -71,12 +71,13 @@ class _Processor0(MemoryKafka):
             receiver = ControlLog(MemoryKafka(self.broker, self.clock), topic)
             generation = release[0]["generation"]
             receiver.append(stopped_record(generation, 1, "a test", at=None, instance=RECEIVER))
-            super().append(topic, records)
+            end = super().append(topic, records)
             self.releases += release
             _write(self, 1, [1, 2])  # processor 0 gets these once it took partition 1 back
-            return
-        super().append(topic, records)
+            return end
+        end = super().append(topic, records)
         self.releases += release
+        return end
 
 
 def _ready_scale(tmp_path: Path) -> tuple[App, MemoryKafka]:

@@ -16,7 +16,10 @@ from framework.kafka.clients import Clients
 
 
 def _settings(user: dict[str, Any]) -> dict[str, Any]:
-    with mock.patch("framework.kafka.clients.ConfluentConsumer") as made:
+    with (
+        mock.patch("framework.kafka.clients.ConfluentConsumer") as made,
+        mock.patch("framework.kafka.clients.check_reachable"),  # no broker here
+    ):
         Clients({"bootstrap.servers": "127.0.0.1:1", **user}).consumer("app", name="main")
     [(settings, name), _kwargs] = made.call_args
     assert name == "main"

@@ -140,6 +140,16 @@ class Scheduler:
         self._resume(party)
         return party
 
+    def run_until(self, done: Callable[[], bool], limit: int = 200_000) -> bool:
+        """Step until ``done()`` (``True``) or ``limit`` steps ran (``False``); time moves on
+        half a second whenever no party is left."""
+        for _ in range(limit):
+            if done():
+                return True
+            if self.step() is None:
+                self.now += 0.5
+        return False
+
     def _resume(self, party: Party) -> None:
         if party.glet is None:
             party.glet = greenlet.greenlet(self._body(party), parent=self._hub)

@@ -5,7 +5,6 @@ on the in-memory Kafka."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
@@ -50,15 +49,6 @@ def _world(tmp_path: Path, ready_lag: int = 5) -> World:
     world.start_processor(0)
     world.start_producer(plan.records)
     return world
-
-
-def _run_until(world: World, done: Callable[[], bool], limit: int = 100_000) -> bool:
-    for _ in range(limit):
-        if done():
-            return True
-        if world.scheduler.step() is None:
-            world.scheduler.now += 0.5
-    return False
 
 
 def _buggy_app(world: World, fails_at: tuple[str, int, int]) -> App:
@@ -111,10 +101,9 @@ def _stopped_while_ready(world: World) -> tuple[tuple[str, int, int], Party]:
     """Processor 0 processed every record; the scale 1 -> 2 starts while it is down, and
     processor 1 (a version whose function fails on a record near the end of partition 1)
     reaches READY, then stops at that record. Returns the record, and that run."""
-    _run_until(world, lambda: not any(p.runnable for p in world.producers))
+    world.scheduler.run_until(lambda: not any(p.runnable for p in world.producers))
     end = world.broker.end_offset(INPUT, 1)
-    assert _run_until(
-        world,
+    assert world.scheduler.run_until(
         lambda: (
             (world.disks.read(processor_path(world.app.config.app_state_dir, 0)) or _Empty())
             .offsets()
@@ -122,12 +111,12 @@ def _stopped_while_ready(world: World) -> tuple[tuple[str, int, int], Party]:
             >= end
         ),
     )
-    _run_until(world, lambda: False, limit=2000)  # its group commits land
+    world.scheduler.run_until(lambda: False, limit=2000)  # its group commits land
     world.scheduler.kill(world.processors[0])
     request_scale(world.app, 2, kafka=world.driver)
     fails_at = (INPUT, 1, end - 2)  # within ready_lag of T1: READY is written before it
     buggy = _spawn(world, _buggy_app(world, fails_at), 1)
-    assert _run_until(world, lambda: bool(_stops(world)))
+    assert world.scheduler.run_until(lambda: bool(_stops(world)))
     assert _phase(world) is HandoffPhase.READY
     return fails_at, buggy
 
@@ -151,11 +140,11 @@ def test_a_receiver_stopped_at_a_record_resumes_once_fixed_and_restarted(tmp_pat
         stop = world.control().scaling.stopped[1]  # type: ignore[union-attr]
         assert stop.at == fails_at
         world.start_processor(0)  # the source is back: it holds its release meanwhile
-        _run_until(world, lambda: False, limit=3000)
+        world.scheduler.run_until(lambda: False, limit=3000)
         assert _phase(world) is HandoffPhase.READY and _stops(world)
         world.scheduler.kill(buggy)  # the fix: the usual function
         world.start_processor(1)
-        assert _run_until(world, lambda: world.control().scaling is None), _stops(world)
+        assert world.scheduler.run_until(lambda: world.control().scaling is None), _stops(world)
         assert world.control().processors == 2
     finally:
         world.scheduler.end()
@@ -170,7 +159,7 @@ def test_resume_is_refused_until_the_stopped_receiver_was_restarted(tmp_path: Pa
         world.scheduler.kill(buggy)
         world.start_processor(1)  # fixed: it gets past the record and resumes by itself
         world.start_processor(0)
-        assert _run_until(world, lambda: world.control().scaling is None), _stops(world)
+        assert world.scheduler.run_until(lambda: world.control().scaling is None), _stops(world)
         with pytest.raises(ConfigError, match="no scale in progress"):
             resume_scale(world.app, kafka=world.driver, now=world.clock.time())
     finally:
@@ -183,10 +172,10 @@ def test_an_ended_catch_ups_bookkeeping_is_deleted(tmp_path: Path) -> None:
     the catch-up's progress (on main they stayed for good)."""
     world = _world(tmp_path, ready_lag=0)
     try:
-        assert _run_until(world, lambda: not any(p.runnable for p in world.producers))
+        assert world.scheduler.run_until(lambda: not any(p.runnable for p in world.producers))
         request_scale(world.app, 2, kafka=world.driver)
         world.start_processor(1)
-        assert _run_until(world, lambda: world.control().scaling is None)
+        assert world.scheduler.run_until(lambda: world.control().scaling is None)
         request_scale(world.app, 1, kafka=world.driver)  # processor 0 receives
         path = processor_path(world.app.config.app_state_dir, 0)
         scope = "catchup-2"
@@ -195,7 +184,7 @@ def test_an_ended_catch_ups_bookkeeping_is_deleted(tmp_path: Path) -> None:
             database = world.disks.read(path)
             return database is not None and bool(database.progress(scope))
 
-        assert _run_until(world, catching_up)
+        assert world.scheduler.run_until(catching_up)
         world.scheduler.kill(world.processors[0])
         left = world.disks.read(path)
         assert left is not None
@@ -203,7 +192,7 @@ def test_an_ended_catch_ups_bookkeeping_is_deleted(tmp_path: Path) -> None:
         left.backend.write({META_STORE: [(attempt, b'{"ranges": [["sim-in", 1, 0, 2, 0]]}')]})
         abort_scale(world.app, "a test", kafka=world.driver)
         world.start_processor(0)
-        _run_until(world, lambda: False, limit=3000)
+        world.scheduler.run_until(lambda: False, limit=3000)
         after = world.disks.read(path)
         assert after is not None
         assert after.backend.get(META_STORE, attempt) is None
@@ -229,12 +218,12 @@ def test_a_failed_catch_up_consumer_stops_the_catch_up_and_the_operator_resumes_
         return original(self, max_records, timeout)
 
     try:
-        _run_until(world, lambda: not any(p.runnable for p in world.producers))
+        world.scheduler.run_until(lambda: not any(p.runnable for p in world.producers))
         request_scale(world.app, 2, kafka=world.driver)
         with mock.patch.object(MemoryConsumer, "consume", consume):
             world.start_processor(1)
-            assert _run_until(world, lambda: bool(_stops(world)))
-            _run_until(world, lambda: False, limit=500)
+            assert world.scheduler.run_until(lambda: bool(_stops(world)))
+            world.scheduler.run_until(lambda: False, limit=500)
         receiver = world.processors[1]
         assert receiver.runnable and receiver.error is None, receiver.error
         stop = world.control().scaling.stopped[1]  # type: ignore[union-attr]
@@ -243,10 +232,10 @@ def test_a_failed_catch_up_consumer_stops_the_catch_up_and_the_operator_resumes_
             resume_scale(world.app, kafka=world.driver, now=world.clock.time())
         world.scheduler.kill(receiver)
         world.start_processor(1)
-        _run_until(world, lambda: False, limit=5000)
+        world.scheduler.run_until(lambda: False, limit=5000)
         assert _stops(world), "a whole-processor stop must wait for the operator"
         assert resume_scale(world.app, kafka=world.driver, now=world.clock.time()) == [1]
-        assert _run_until(world, lambda: world.control().scaling is None), _stops(world)
+        assert world.scheduler.run_until(lambda: world.control().scaling is None), _stops(world)
         assert world.control().processors == 2
     finally:
         world.scheduler.end()
@@ -259,9 +248,9 @@ def test_resume_ends_only_the_stop_it_checked(tmp_path: Path) -> None:
     released to a stopped receiver)."""
     world = _world(tmp_path)
     try:
-        _run_until(world, lambda: False, limit=2000)
+        world.scheduler.run_until(lambda: False, limit=2000)
         request_scale(world.app, 2, kafka=world.driver)
-        _run_until(world, lambda: False, limit=200)
+        world.scheduler.run_until(lambda: False, limit=200)
         log = ControlLog(world.driver, world.app.config.control_topic)
         scale = log.read().scaling
         assert scale is not None
@@ -288,7 +277,7 @@ def test_resume_ends_only_the_stop_it_checked(tmp_path: Path) -> None:
         state = log.read()
         assert state.scaling is not None and state.scaling.stopped[1].instance == "i2"
         assert "an earlier stop" in state.ignored[-1]
-        _run_until(world, lambda: False, limit=3000)
+        world.scheduler.run_until(lambda: False, limit=3000)
         assert _phase(world) is HandoffPhase.READY  # no release to a stopped receiver
         abort_scale(world.app, "give up", kafka=world.driver)  # still possible
     finally:

@@ -55,15 +55,6 @@ def _world(
     return world
 
 
-def _run_until(world: World, done: Callable[[], bool], limit: int = 200_000) -> bool:
-    for _ in range(limit):
-        if done():
-            return True
-        if world.scheduler.step() is None:
-            world.scheduler.now += 0.5
-    return False
-
-
 def _handoff_events(
     world: World, event: str, generation: int = 1
 ) -> list[tuple[dict[str, Any], str]]:
@@ -144,6 +135,23 @@ def _wrong_outputs(world: World, origin: Callable[[str], bool], partition: int =
     return [o for o in mine if o[2] != expected[(o[4], o[5])]]
 
 
+def _restart_on_the_first_machine(world: World) -> None:
+    """Start processor 1 on its first machine (the world's own state directory), write 40
+    more records, and check it runs with exact state and outputs."""
+    world.start_processor(1)
+    again = world.processors[1]
+    origin = f"processor-1#{world._processes}"
+    world.start_producer(40)
+    try:
+        world.scheduler.run_until(lambda: not any(p.runnable for p in world.producers))
+        world.scheduler.run_until(lambda: False, limit=30_000)
+        assert again.runnable and again.error is None, again.error
+        assert _wrong_keys(world, world.app) == []
+        assert _wrong_outputs(world, lambda o: o == origin) == []
+    finally:
+        world.scheduler.end()
+
+
 def test_a_second_run_of_a_receiver_neither_completes_for_it_nor_corrupts_its_state(
     tmp_path: Path,
 ) -> None:
@@ -152,16 +160,16 @@ def test_a_second_run_of_a_receiver_neither_completes_for_it_nor_corrupts_its_st
     main B took A's COMPLETE, dropped its catch-up and replayed the partition on top of it:
     every output it emitted after was wrong)."""
     world = _world(tmp_path / "world", seed=5)
-    _run_until(world, lambda: world.scheduler.now > 8.0)
+    world.scheduler.run_until(lambda: world.scheduler.now > 8.0)
     request_scale(world.app, 2, kafka=world.driver)
     world.start_processor(1)
     first = world.processors[1]
-    assert _run_until(world, lambda: bool(_handoff_events(world, "START_CATCH_UP")))
-    _run_until(world, lambda: False, limit=20)  # A applies a few records
+    assert world.scheduler.run_until(lambda: bool(_handoff_events(world, "START_CATCH_UP")))
+    world.scheduler.run_until(lambda: False, limit=20)  # A applies a few records
     twin_app, twin = _twin(world, tmp_path / "twin")
-    assert _run_until(world, lambda: bool(_handoff_events(world, "COMPLETE")))
-    _run_until(world, lambda: not any(p.runnable for p in world.producers))
-    _run_until(world, lambda: False, limit=30_000)
+    assert world.scheduler.run_until(lambda: bool(_handoff_events(world, "COMPLETE")))
+    world.scheduler.run_until(lambda: not any(p.runnable for p in world.producers))
+    world.scheduler.run_until(lambda: False, limit=30_000)
     try:
         assert isinstance(first.error, ProcessorReplacedError), first.error
         assert twin.runnable and twin.error is None, twin.error
@@ -181,28 +189,17 @@ def test_a_directory_that_missed_a_handoff_another_run_completed_is_rebuilt_from
     directory held of the gained keys and rebuilds them, so its outputs are exact (on main
     it replayed the partition on top of its half catch-up)."""
     world = _world(tmp_path / "world", seed=3)
-    _run_until(world, lambda: world.scheduler.now > 8.0)
+    world.scheduler.run_until(lambda: world.scheduler.now > 8.0)
     request_scale(world.app, 2, kafka=world.driver)
     world.start_processor(1)
-    assert _run_until(world, lambda: bool(_handoff_events(world, "START_CATCH_UP")))
+    assert world.scheduler.run_until(lambda: bool(_handoff_events(world, "START_CATCH_UP")))
     _twin_app, twin = _twin(world, tmp_path / "twin")
-    assert _run_until(world, lambda: bool(_handoff_events(world, "COMPLETE")))
+    assert world.scheduler.run_until(lambda: bool(_handoff_events(world, "COMPLETE")))
     assert _handoff_events(world, "COMPLETE")[-1][1].startswith("twin")
-    _run_until(world, lambda: not any(p.runnable for p in world.producers))
-    _run_until(world, lambda: False, limit=30_000)
+    world.scheduler.run_until(lambda: not any(p.runnable for p in world.producers))
+    world.scheduler.run_until(lambda: False, limit=30_000)
     world.scheduler.kill(twin)
-    world.start_processor(1)  # on A's machine: the world's own state directory
-    again = world.processors[1]
-    origin = f"processor-1#{world._processes}"
-    world.start_producer(40)
-    try:
-        _run_until(world, lambda: not any(p.runnable for p in world.producers))
-        _run_until(world, lambda: False, limit=30_000)
-        assert again.runnable and again.error is None, again.error
-        assert _wrong_keys(world, world.app) == []
-        assert _wrong_outputs(world, lambda o: o == origin) == []
-    finally:
-        world.scheduler.end()
+    _restart_on_the_first_machine(world)  # the world's own state directory
 
 
 def test_a_stale_directory_of_a_scale_in_receiver_after_a_growth_is_rebuilt_whole(
@@ -215,35 +212,34 @@ def test_a_stale_directory_of_a_scale_in_receiver_after_a_growth_is_rebuilt_whol
     clearing the gained keys alone lost their records in partition 0 below the threshold,
     which nothing read again)."""
     world = _world(tmp_path / "world", seed=7, keys=12, records=120)
-    _run_until(world, lambda: world.scheduler.now > 6.0)
+    world.scheduler.run_until(lambda: world.scheduler.now > 6.0)
     world.start_operator((Operation("expand", 3),))
-    assert _run_until(
-        world,
+    assert world.scheduler.run_until(
         lambda: not any(o.runnable for o in world.operators) and world.control().growth is None,
     )
-    _run_until(world, lambda: not any(p.runnable for p in world.producers))
+    world.scheduler.run_until(lambda: not any(p.runnable for p in world.producers))
     request_scale(world.app, 3, kafka=world.driver)
     world.start_processor(1)
     world.start_processor(2)
     world.start_producer(60)
-    assert _run_until(world, lambda: world.control().processors == 3)
-    _run_until(world, lambda: not any(p.runnable for p in world.producers))
+    assert world.scheduler.run_until(lambda: world.control().processors == 3)
+    world.scheduler.run_until(lambda: not any(p.runnable for p in world.producers))
     request_scale(world.app, 2, kafka=world.driver)  # 2 -> 0: partition 2
     world.start_producer(60)
-    assert _run_until(world, lambda: bool(_handoff_events(world, "START_CATCH_UP", 2)))
+    assert world.scheduler.run_until(lambda: bool(_handoff_events(world, "START_CATCH_UP", 2)))
     twin_app, twin = _twin(world, tmp_path / "twin", processor=0)
-    assert _run_until(world, lambda: bool(_handoff_events(world, "COMPLETE", 2)))
+    assert world.scheduler.run_until(lambda: bool(_handoff_events(world, "COMPLETE", 2)))
     assert _handoff_events(world, "COMPLETE", 2)[-1][1].startswith("twin")
-    _run_until(world, lambda: not any(p.runnable for p in world.producers))
-    _run_until(world, lambda: False, limit=30_000)
+    world.scheduler.run_until(lambda: not any(p.runnable for p in world.producers))
+    world.scheduler.run_until(lambda: False, limit=30_000)
     try:
         assert _wrong_keys(world, twin_app, processor=0) == []
         world.scheduler.kill(twin)
         world.start_processor(0)
         origin = f"processor-0#{world._processes}"
         world.start_producer(30)
-        _run_until(world, lambda: not any(p.runnable for p in world.producers))
-        _run_until(world, lambda: False, limit=40_000)
+        world.scheduler.run_until(lambda: not any(p.runnable for p in world.producers))
+        world.scheduler.run_until(lambda: False, limit=40_000)
         assert world.processors[0].error is None, world.processors[0].error
         assert _wrong_keys(world, world.app, processor=0) == []
         assert _wrong_outputs(world, lambda o: o == origin, partition=2) == []
@@ -259,30 +255,19 @@ def test_a_stale_directory_is_restored_from_the_snapshot_the_other_run_took(
     completed the handoff), not rebuilt from records Kafka no longer has (review finding:
     the rebuild from offset 0 was refused and the processor stopped for good)."""
     world = _world(tmp_path / "world", seed=3, snapshots=True)
-    _run_until(world, lambda: world.scheduler.now > 8.0)
+    world.scheduler.run_until(lambda: world.scheduler.now > 8.0)
     request_scale(world.app, 2, kafka=world.driver)
     world.start_processor(1)
-    assert _run_until(world, lambda: bool(_handoff_events(world, "START_CATCH_UP")))
+    assert world.scheduler.run_until(lambda: bool(_handoff_events(world, "START_CATCH_UP")))
     _twin_app, twin = _twin(world, tmp_path / "twin")
-    assert _run_until(world, lambda: world.control().scaling is None)
+    assert world.scheduler.run_until(lambda: world.control().scaling is None)
     assert _handoff_events(world, "COMPLETE")[-1][1].startswith("twin")
-    _run_until(world, lambda: not any(p.runnable for p in world.producers))
-    _run_until(world, lambda: False, limit=30_000)
+    world.scheduler.run_until(lambda: not any(p.runnable for p in world.producers))
+    world.scheduler.run_until(lambda: False, limit=30_000)
     world.scheduler.kill(twin)
     committed = world.broker.groups[world.app.config.app_id][(INPUT, 1)]
     world.broker.delete_before(INPUT, 1, committed // 2)  # a processed prefix
-    world.start_processor(1)  # on the first machine
-    again = world.processors[1]
-    origin = f"processor-1#{world._processes}"
-    world.start_producer(40)
-    try:
-        _run_until(world, lambda: not any(p.runnable for p in world.producers))
-        _run_until(world, lambda: False, limit=30_000)
-        assert again.runnable and again.error is None, again.error
-        assert _wrong_keys(world, world.app) == []
-        assert _wrong_outputs(world, lambda o: o == origin) == []
-    finally:
-        world.scheduler.end()
+    _restart_on_the_first_machine(world)
 
 
 def test_an_at_least_once_source_twin_that_commits_late_leaves_the_scale_finishing(
@@ -295,11 +280,11 @@ def test_an_at_least_once_source_twin_that_commits_late_leaves_the_scale_finishi
     finishes with exact state (review finding: it stopped with "T2 > F" after the release,
     and the scale could neither finish nor be aborted)."""
     world = _world(tmp_path, seed=4, records=400, exactly_once=False)
-    _run_until(world, lambda: world.produced > 150)
+    world.scheduler.run_until(lambda: world.produced > 150)
     request_scale(world.app, 2, kafka=world.driver)
     world.start_processor(1)
-    assert _run_until(world, lambda: bool(_handoff_events(world, "START_CATCH_UP")))
-    _run_until(world, lambda: False, limit=28)
+    assert world.scheduler.run_until(lambda: bool(_handoff_events(world, "START_CATCH_UP")))
+    world.scheduler.run_until(lambda: False, limit=28)
     older = world.processors[0]
     until = world.clock.monotonic() + 1.0
     real_poll = ControlWatcher.poll
@@ -317,10 +302,12 @@ def test_an_at_least_once_source_twin_that_commits_late_leaves_the_scale_finishi
             mock.patch.object(ControlWatcher, "poll", poll),
             mock.patch("framework.runtime.catchup._REFRESH_SECONDS", 0.0),
         ):
-            finished = _run_until(world, lambda: world.control().scaling is None, limit=150_000)
+            finished = world.scheduler.run_until(
+                lambda: world.control().scaling is None, limit=150_000
+            )
         assert finished, world.control().scaling
-        _run_until(world, lambda: not any(p.runnable for p in world.producers))
-        _run_until(world, lambda: False, limit=30_000)
+        world.scheduler.run_until(lambda: not any(p.runnable for p in world.producers))
+        world.scheduler.run_until(lambda: False, limit=30_000)
         assert _wrong_keys(world, world.app) == []
     finally:
         world.scheduler.end()

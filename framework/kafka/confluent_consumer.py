@@ -31,6 +31,19 @@ _LEADER_WAIT_SECONDS = 10.0
 _CONNECT_SECONDS = 1.0
 #: how long ``committed`` waits before asking again for partitions answered with an error
 _RETRY_SECONDS = 0.1
+#: how long a synchronous ``commit`` asks again while the group's coordinator is away
+COMMIT_RETRY_SECONDS = 10.0
+#: the commit errors that mean "the coordinator is loading, moving or slow: ask again"
+#: (librdkafka retries them itself only twice, ``retry.backoff.ms`` apart: 30 ms at the
+#: 10 ms splitstate's consumers set)
+_COMMIT_AGAIN = (
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+)
 _UNKNOWN = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
 _NO_LEADER = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
 
@@ -221,15 +234,31 @@ class ConfluentConsumer(KafkaConsumer):
         return result
 
     def commit(self, offsets: Mapping[Position, int], *, asynchronous: bool = False) -> None:
-        """Commit these next offsets to the group."""
+        """Commit these next offsets to the group.
+
+        A synchronous commit the group's coordinator could not take (loading, moved, timed
+        out: ``_COMMIT_AGAIN``) is sent again, for up to ``COMMIT_RETRY_SECONDS``; any other
+        error, or one that stays, raises ``KafkaIOError``. Sending the same offsets again is
+        harmless."""
         partitions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
-        try:
-            if asynchronous:
+        if asynchronous:
+            try:
                 self._consumer.commit(offsets=partitions, asynchronous=True)
-            else:
+            except KafkaException as error:
+                raise io_error(error) from None
+            return
+        deadline = time.monotonic() + COMMIT_RETRY_SECONDS
+        while True:
+            try:
                 self._consumer.commit(offsets=partitions, asynchronous=False)
-        except KafkaException as error:
-            raise io_error(error) from None
+                return
+            except KafkaException as error:
+                kafka_error = error.args[0] if error.args else None
+                code = kafka_error.code() if isinstance(kafka_error, KafkaError) else None
+                if code not in _COMMIT_AGAIN or time.monotonic() >= deadline:
+                    raise io_error(error) from None
+                log.debug("%s: commit not taken (%s): asking again", self._name, error)
+            time.sleep(_RETRY_SECONDS)
 
     def watermarks(self, positions: Iterable[Position]) -> dict[Position, OffsetRange]:
         """``[earliest retained, end)`` of each partition."""

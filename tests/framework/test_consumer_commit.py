@@ -8,32 +8,18 @@ Such errors cannot be made on demand on a one-node broker: a stand-in answers he
 
 from __future__ import annotations
 
-from unittest import mock
-
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from framework.kafka import KafkaIOError, confluent_consumer
-from framework.kafka.confluent_consumer import ConfluentConsumer
+from tests.framework.stand_in import consumer_answering
 
 LOADING = KafkaException(KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS))
 DENIED = KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED))
 
 
-def _consumer(answers: list[object]) -> tuple[ConfluentConsumer, mock.Mock]:
-    consumer = ConfluentConsumer(
-        {"bootstrap.servers": "127.0.0.1:1", "group.id": "g", "log_level": 0}, "test"
-    )
-    real = consumer._consumer
-    stand_in = mock.Mock(wraps=real)
-    stand_in.commit.side_effect = answers
-    consumer._consumer = stand_in
-    stand_in.close.side_effect = real.close
-    return consumer, stand_in
-
-
 def test_a_commit_the_coordinator_could_not_take_is_sent_again() -> None:
-    consumer, stand_in = _consumer([LOADING, LOADING, None])
+    consumer, stand_in = consumer_answering("commit", [LOADING, LOADING, None])
     try:
         consumer.commit({("t", 0): 7})
         sent = [
@@ -48,7 +34,7 @@ def test_a_commit_the_coordinator_could_not_take_is_sent_again() -> None:
 def test_other_errors_fail_at_once_and_a_lasting_one_in_the_end(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    consumer, stand_in = _consumer([DENIED])
+    consumer, stand_in = consumer_answering("commit", [DENIED])
     try:
         with pytest.raises(KafkaIOError, match="GROUP_AUTHORIZATION_FAILED"):
             consumer.commit({("t", 0): 7})
@@ -56,7 +42,7 @@ def test_other_errors_fail_at_once_and_a_lasting_one_in_the_end(
     finally:
         consumer.close()
     monkeypatch.setattr(confluent_consumer, "COMMIT_RETRY_SECONDS", 0.3)
-    consumer, stand_in = _consumer([LOADING] * 100)
+    consumer, stand_in = consumer_answering("commit", [LOADING] * 100)
     try:
         with pytest.raises(KafkaIOError, match="COORDINATOR_LOAD_IN_PROGRESS"):
             consumer.commit({("t", 0): 7})

@@ -9,13 +9,12 @@ partition alone): a stand-in answers here."""
 from __future__ import annotations
 
 from types import SimpleNamespace
-from unittest import mock
 
 import pytest
 from confluent_kafka import KafkaError
 
 from framework.kafka import KafkaIOError, confluent_consumer
-from framework.kafka.confluent_consumer import ConfluentConsumer
+from tests.framework.stand_in import consumer_answering
 
 UNSTABLE = KafkaError(KafkaError.UNSTABLE_OFFSET_COMMIT)
 
@@ -27,24 +26,13 @@ def _answer(*partitions: tuple[int, int, KafkaError | None]) -> list[SimpleNames
     ]
 
 
-def _consumer(answers: list[object]) -> tuple[ConfluentConsumer, mock.Mock]:
-    consumer = ConfluentConsumer(
-        {"bootstrap.servers": "127.0.0.1:1", "group.id": "g", "log_level": 0}, "test"
-    )
-    real = consumer._consumer
-    stand_in = mock.Mock(wraps=real)
-    stand_in.committed.side_effect = answers
-    consumer._consumer = stand_in
-    stand_in.close.side_effect = real.close
-    return consumer, stand_in
-
-
 def test_a_partition_answered_with_an_error_is_asked_again() -> None:
-    consumer, stand_in = _consumer(
+    consumer, stand_in = consumer_answering(
+        "committed",
         [
             _answer((0, 7, None), (1, -1001, UNSTABLE), (2, -1001, None)),
             _answer((1, 9, None)),
-        ]
+        ],
     )
     try:
         assert consumer.committed([("t", 0), ("t", 1), ("t", 2)]) == {("t", 0): 7, ("t", 1): 9}
@@ -56,7 +44,9 @@ def test_a_partition_answered_with_an_error_is_asked_again() -> None:
 
 def test_an_error_that_stays_fails_naming_the_partition(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(confluent_consumer, "TIMEOUT", 0.3)
-    consumer, _stand_in = _consumer([_answer((0, 7, None), (1, -1001, UNSTABLE))] * 100)
+    consumer, _stand_in = consumer_answering(
+        "committed", [_answer((0, 7, None), (1, -1001, UNSTABLE))] * 100
+    )
     try:
         with pytest.raises(KafkaIOError, match=r"t\[1\]: .*unstable offsets"):
             consumer.committed([("t", 0), ("t", 1)])

@@ -27,13 +27,18 @@ from tests.sim.kafka import MemoryKafka
 TOPIC = "app-control"
 
 
-def test_remember_written_notes_records_written_but_not_yet_read() -> None:
+def _noting_watcher() -> tuple[ControlLog, ControlWatcher, ProcessorDatabase]:
+    """A control log, and a watcher of it that notes what it read in a database."""
     kafka = MemoryKafka(Broker(random.Random(1)), ManualClock())
     kafka.create_topics([TopicSpec(TOPIC, 1)])
-    log = ControlLog(kafka, TOPIC)
     watcher = ControlWatcher(kafka, TOPIC)
     database = ProcessorDatabase.in_memory(DatabaseIdentity("app", 0), [])
     watcher.record_in(database)
+    return ControlLog(kafka, TOPIC), watcher, database
+
+
+def test_remember_written_notes_records_written_but_not_yet_read() -> None:
+    log, watcher, database = _noting_watcher()
     assert log.append(instance_record(0, "a"), instance_record(1, "b")) == 2
     watcher.poll()
     assert database.progress(OFFSET_SCOPE)[(TOPIC, 0)] == 2
@@ -101,12 +106,7 @@ def test_an_ignored_record_is_logged_once_when_read_live_not_on_every_replay(
 
 
 def test_remember_written_asks_for_the_end_when_the_append_knew_no_offset() -> None:
-    kafka = MemoryKafka(Broker(random.Random(1)), ManualClock())
-    kafka.create_topics([TopicSpec(TOPIC, 1)])
-    log = ControlLog(kafka, TOPIC)
-    watcher = ControlWatcher(kafka, TOPIC)
-    database = ProcessorDatabase.in_memory(DatabaseIdentity("app", 0), [])
-    watcher.record_in(database)
+    log, watcher, database = _noting_watcher()
     log.append(instance_record(0, "a"), instance_record(1, "b"))
     watcher.remember_written(0)  # no offset in the delivery reports: the log's end is read
     assert database.progress(OFFSET_SCOPE)[(TOPIC, 0)] == 2

@@ -6,6 +6,7 @@ too.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +16,7 @@ from framework.kafka import (
     Clients,
     DeliveryError,
     Kafka,
+    KafkaConsumer,
     KafkaIOError,
     Message,
     ProducerFencedError,
@@ -266,7 +268,7 @@ def test_transaction_markers_take_offsets_that_read_committed_readers_step_over(
     producer.produce(topic, b"committed", b"k", 0)  # offset 2, its COMMIT marker 3
     producer.commit(30)
     with kafka.consumer(unique("group"), reset="earliest") as consumer:
-        assert consumer.watermarks([position])[position] == OffsetRange(0, 4)
+        assert _stable_end(consumer, position, 4) == OffsetRange(0, 4)
         consumer.assign({position: None})
         seen: list[tuple[int | None, bytes | None]] = []
         for _ in range(20):
@@ -283,7 +285,7 @@ def test_transaction_markers_take_offsets_that_read_committed_readers_step_over(
         assert consumer.consume(10, 1.0) == []  # nothing below the last stable offset
         assert consumer.fetched_ends([position]) == {position: 6}
         producer.commit(30)  # its COMMIT marker at 6
-        assert consumer.watermarks([position])[position] == OffsetRange(0, 7)
+        assert _stable_end(consumer, position, 7) == OffsetRange(0, 7)
         for _ in range(20):
             seen += [(m.offset(), m.value()) for m in consumer.consume(10, 0.5)]
             if consumer.position(position) == 7:
@@ -291,6 +293,18 @@ def test_transaction_markers_take_offsets_that_read_committed_readers_step_over(
         assert seen == [(2, b"committed"), (4, b"open"), (5, b"plain")]
         assert consumer.position(position) == 7
         assert consumer.fetched_ends([position]) == {position: 7}
+
+
+def _stable_end(consumer: KafkaConsumer, position: tuple[str, int], end: int) -> OffsetRange:
+    """The partition's watermarks once they end at ``end`` (or after 10 s): a commit returns
+    when the coordinator logged it, and the broker writes the partition's marker, moving its
+    last stable offset, a moment later."""
+    deadline = time.monotonic() + 10
+    watermarks = consumer.watermarks([position])[position]
+    while watermarks.end != end and time.monotonic() < deadline:
+        time.sleep(0.05)
+        watermarks = consumer.watermarks([position])[position]
+    return watermarks
 
 
 def test_a_new_producer_of_a_transactional_id_aborts_what_an_old_one_left_open(

@@ -16,6 +16,10 @@ manifest exists is complete. It is JSON (never pickle) so that other tools can r
   app started over, with a new control log, never restores or transfers an old one);
 - ``instance``: the run of the processor that took it (its ``instance`` in the control log;
   a run takes no snapshot once the log names a newer run of its processor).
+
+A manifest read back from the store is refused (``StoreCorruptError``, naming what is wrong)
+unless every field has the form and type splitstate writes (``statestore.snapshot_names``):
+its id and its files' names and paths become paths that are written and deleted.
 """
 
 from __future__ import annotations
@@ -23,10 +27,28 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    ValidationError,
+    model_validator,
+)
 
 from statestore.errors import StoreCorruptError
 from statestore.layout import FORMAT_VERSION
+from statestore.snapshot_names import (
+    check_file_name,
+    check_sha256,
+    check_snapshot_id,
+    check_topic,
+    store_path_of,
+)
 
 __all__ = ["MANIFEST_FORMAT", "SnapshotFile", "SnapshotManifest"]
 
@@ -114,30 +136,108 @@ class SnapshotManifest:
 
     @classmethod
     def decode(cls, raw: bytes, where: str) -> SnapshotManifest:
-        """Read a manifest; raises ``StoreCorruptError`` naming ``where`` if it is not one."""
+        """Read a manifest; raises ``StoreCorruptError`` naming ``where`` and what is wrong
+        if it is not one in the form splitstate writes (``statestore.snapshot_names``)."""
         try:
             data = json.loads(raw)
+            if not isinstance(data, dict):
+                raise ValueError(f"it holds {_json_kind(data)}, not a JSON object")
             if data.get("format") != MANIFEST_FORMAT:
                 raise ValueError(f"format {data.get('format')!r}, this splitstate reads 1")
-            return cls(
-                app_id=str(data["app_id"]),
-                processor=int(data["processor"]),
-                fixed=dict(data["fixed"]),
-                id=str(data["id"]),
-                created=float(data["created"]),
-                generation=int(data["generation"]),
-                offsets={(str(t), int(p)): int(o) for t, p, o in data["offsets"]},
-                files=tuple(
-                    SnapshotFile(str(f["name"]), str(f["path"]), int(f["size"]), str(f["sha256"]))
-                    for f in data["files"]
-                ),
-                request=None if data.get("request") is None else str(data["request"]),
-                epoch=None if data.get("epoch") is None else str(data["epoch"]),
-                state_format=int(data.get("state_format", 1)),
-                instance=None if data.get("instance") is None else str(data["instance"]),
-            )
-        except (ValueError, KeyError, TypeError) as error:
+            read = _ManifestJson.model_validate_json(raw)
+        except ValidationError as error:
+            problems = "; ".join(_problem(p) for p in error.errors()[:5])
+            raise StoreCorruptError(
+                f"snapshot manifest {where} is refused: {problems}. It is not one splitstate "
+                "wrote, so its snapshot is not used. Fix: delete it, and check who may write "
+                "to the snapshot store."
+            ) from None
+        except ValueError as error:
             raise StoreCorruptError(
                 f"snapshot manifest {where} cannot be read ({error}). Fix: delete it (the "
                 "snapshot is then unused), or use the splitstate version that wrote it."
             ) from None
+        return cls(
+            app_id=read.app_id,
+            processor=read.processor,
+            fixed=read.fixed,
+            id=read.id,
+            created=read.created,
+            generation=read.generation,
+            offsets={(t, p): o for t, p, o in read.offsets},
+            files=tuple(SnapshotFile(f.name, f.path, f.size, f.sha256) for f in read.files),
+            request=read.request,
+            epoch=read.epoch,
+            state_format=read.state_format,
+            instance=read.instance,
+        )
+
+
+_SnapshotId = Annotated[str, AfterValidator(check_snapshot_id)]
+_Topic = Annotated[str, AfterValidator(check_topic)]
+
+
+class _FileJson(BaseModel):
+    """A file entry as read from the store (strict: only what splitstate writes)."""
+
+    model_config = ConfigDict(strict=True)
+
+    name: Annotated[str, AfterValidator(check_file_name)]
+    path: str
+    size: NonNegativeInt
+    sha256: Annotated[str, AfterValidator(check_sha256)]
+
+
+class _ManifestJson(BaseModel):
+    """A manifest as read from the store (strict: only what splitstate writes)."""
+
+    model_config = ConfigDict(strict=True)
+
+    app_id: str
+    processor: NonNegativeInt
+    fixed: dict[str, Any]
+    id: _SnapshotId
+    created: Annotated[float, Field(allow_inf_nan=False)]
+    generation: NonNegativeInt
+    offsets: list[tuple[_Topic, NonNegativeInt, NonNegativeInt]]
+    files: list[_FileJson]
+    request: str | None = None
+    epoch: str | None = None
+    state_format: PositiveInt = 1
+    instance: str | None = None
+
+    @model_validator(mode="after")
+    def _files_in_place(self) -> _ManifestJson:
+        """Each file named once, at the path splitstate keeps it."""
+        seen: set[str] = set()
+        for index, file in enumerate(self.files):
+            if file.name in seen:
+                raise ValueError(f"files.{index}.name {file.name!r} is named twice")
+            seen.add(file.name)
+            try:
+                store_path_of(file.path, file.name, self.id)
+            except ValueError as error:
+                raise ValueError(f"files.{index}.path {file.path!r:.120} {error}") from None
+        return self
+
+
+def _problem(error: Mapping[str, Any]) -> str:
+    """One problem of a refused manifest: where, the value (shortened) and what is wrong."""
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if not error["loc"]:
+        return message
+    field = ".".join(str(part) for part in error["loc"])
+    if error["type"] == "missing":
+        return f"{field} is missing"
+    return f"{field} = {error['input']!r:.120}: {message}"
+
+
+def _json_kind(value: object) -> str:
+    """What JSON value ``value`` is, in words."""
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    return "a boolean" if isinstance(value, bool) else "a number"

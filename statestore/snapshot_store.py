@@ -11,6 +11,10 @@ A database's *lineage* names its line of SST files: RocksDB never reuses a file 
 one database, but a database restored from an older snapshot may, so a restored database
 starts a new lineage (``statestore.snapshot_lineage``) and its new files cannot overwrite
 another's. ``prune`` keeps the newest ``keep`` snapshots and deletes files none of them uses.
+
+Whoever may write to the store may have written what is read back, so a manifest is used
+only if it has the form splitstate writes (``SnapshotManifest.decode``) and the id of its
+file's name.
 """
 
 from __future__ import annotations
@@ -25,11 +29,11 @@ from pyarrow import fs as pafs
 
 from statestore.errors import StateStoreError, StoreCorruptError
 from statestore.snapshot_manifest import SnapshotManifest
+from statestore.snapshot_names import is_snapshot_id
 
 __all__ = ["SnapshotStore", "redact_url"]
 
 log = logging.getLogger(__name__)
-_MANIFEST = re.compile(r"^\d{13}-[0-9a-f]{8}\.json$")
 _PROCESSOR = re.compile(r"^processor-(\d+)$")
 
 
@@ -85,14 +89,22 @@ class SnapshotStore:
         found: list[SnapshotManifest] = []
         infos = self._list(self.path(processor, "manifests"), recursive=False)
         for info in sorted(infos, key=lambda i: i.base_name):
-            if not _MANIFEST.match(info.base_name):
+            if info.type != pafs.FileType.File or not _is_manifest_name(info.base_name):
                 continue
             try:
                 manifest = SnapshotManifest.decode(self.read(info.path), info.path)
             except (StoreCorruptError, FileNotFoundError) as error:
                 log.warning("skipping snapshot %s: %s", info.path, error)
                 continue
-            if manifest.app_id == self.app_id and manifest.processor == processor:
+            if f"{manifest.id}.json" != info.base_name:
+                log.warning(
+                    "skipping snapshot %s: it names itself %r, not its file's name. It is not "
+                    "one splitstate wrote. Fix: delete it, and check who may write to the "
+                    "snapshot store.",
+                    info.path,
+                    manifest.id,
+                )
+            elif manifest.app_id == self.app_id and manifest.processor == processor:
                 found.append(manifest)
             else:
                 log.warning(
@@ -170,3 +182,8 @@ class SnapshotStore:
         selector = pafs.FileSelector(folder, recursive=recursive, allow_not_found=True)
         infos: list[pafs.FileInfo] = self.fs.get_file_info(selector)
         return infos
+
+
+def _is_manifest_name(name: str) -> bool:
+    """Whether ``name`` is a manifest's file name (``<snapshot id>.json``)."""
+    return name.endswith(".json") and is_snapshot_id(name.removesuffix(".json"))

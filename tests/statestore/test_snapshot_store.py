@@ -197,7 +197,7 @@ def test_unreadable_manifests_are_skipped_and_urls_are_redacted(store: SnapshotS
         6.0,
         3,
         {("in", 1): 7},
-        (SnapshotFile("CURRENT", "snapshots/x/CURRENT", 16, "00"),),
+        (SnapshotFile("CURRENT", f"snapshots/{6:013d}-abcdef02/CURRENT", 16, "0" * 64),),
     )
     store.write_manifest(good)
     assert store.manifests(0) == [good]
@@ -209,7 +209,9 @@ def test_unreadable_manifests_are_skipped_and_urls_are_redacted(store: SnapshotS
 def test_a_snapshot_of_the_plain_key_format_is_never_used() -> None:
     """Manifests written before keys were stored by bucket carry no state format: format 1,
     which no restore or transfer may copy into a format-2 database."""
-    manifest = SnapshotManifest("app", 0, {"initial_processors": 2}, "m1", 1.0, 0, {("t", 0): 5})
+    manifest = SnapshotManifest(
+        "app", 0, {"initial_processors": 2}, f"{1:013d}-00000001", 1.0, 0, {("t", 0): 5}
+    )
     assert manifest.belongs_to("app", {"initial_processors": 2}, None)
     old = manifest.to_json()
     del old["state_format"]

@@ -1,0 +1,153 @@
+"""What the snapshot store holds is untrusted: anyone who may write to it may have written a
+manifest whose id, file names or paths climb out of where they are used. Such a manifest is
+refused like a damaged one, a download writes nothing outside its directory and nothing
+unchecked under a file's name, and a prune deletes nothing outside the store (issue 33)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statestore import StoreCorruptError
+from statestore.snapshot_manifest import SnapshotFile, SnapshotManifest
+from statestore.snapshot_store import SnapshotStore
+from tests.statestore.conftest import IDENTITY
+
+_ID = "1700000000000-0badc0de"
+_GOOD = SnapshotManifest(
+    IDENTITY.app_id,
+    0,
+    dict(IDENTITY.fixed),
+    _ID,
+    1.7e9,
+    2,
+    {("in", 0): 5},
+    (
+        SnapshotFile("000011.sst", "files/0123456789abcdef/000011.sst", 10, "a" * 64),
+        SnapshotFile("CURRENT", f"snapshots/{_ID}/CURRENT", 16, "b" * 64),
+    ),
+    request="r1",
+    epoch="e1",
+    instance="run",
+)
+Change = Callable[[dict[str, Any]], object]
+
+
+def _file(index: int, **fields: object) -> Change:
+    return lambda data: data["files"][index].update(fields)
+
+
+def _field(**fields: object) -> Change:
+    return lambda data: data.update(fields)
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (_file(0, name="../../outside/x.sst"), r"files\.0\.name .* not a plain file name"),
+        (_file(0, name="/var/outside/x.sst"), r"files\.0\.name .* not a plain file name"),
+        (_file(1, name="a/b"), r"files\.1\.name .* not a plain file name"),
+        (_file(1, name=".."), r"files\.1\.name .* not a plain file name"),
+        (_file(1, name=""), r"files\.1\.name .* not a plain file name"),
+        (_file(1, name="CURRENT\x00"), r"files\.1\.name .* not a plain file name"),
+        (_file(0, path="../../../etc/x/000011.sst"), r"files\.0\.path .* not where"),
+        (_file(0, path="files/../000011.sst"), r"files\.0\.path .* not where"),
+        (_file(0, path="/etc/000011.sst"), r"files\.0\.path .* not where"),
+        (_file(0, path="files/0123456789abcdef/000012.sst"), r"files\.0\.path .* not where"),
+        (_file(1, path="snapshots/1700000000000-deadbeef/CURRENT"), r"files\.1\.path"),
+        (_file(0, size=-1), r"files\.0\.size = -1"),
+        (_file(0, size="10"), r"files\.0\.size = '10'"),
+        (_file(0, size=1.5), r"files\.0\.size = 1\.5"),
+        (_file(0, size=True), r"files\.0\.size = True"),
+        (_file(0, sha256="00"), r"files\.0\.sha256 = '00': is not a SHA-256"),
+        (_file(0, sha256="A" * 64), r"files\.0\.sha256"),
+        (_field(id="/home/operator"), r"id = '/home/operator': is not a snapshot id"),
+        (_field(id="../../../../victim"), r"id = .*: is not a snapshot id"),
+        (_field(id="m1"), r"id = 'm1': is not a snapshot id"),
+        (_field(processor=-1), r"processor = -1"),
+        (_field(processor="0"), r"processor = '0'"),
+        (_field(generation=-2), r"generation = -2"),
+        (_field(offsets=[["in", 0, -5]]), r"offsets\.0\.2 = -5"),
+        (_field(offsets=[["in", 0]]), r"offsets\.0"),
+        (_field(offsets=[["\x1b[2J", 0, 1]]), r"offsets\.0\.0 = .*not a Kafka topic name"),
+        (_field(offsets={"in": 5}), r"offsets"),
+        (_field(files={"name": "CURRENT"}), r"files"),
+        (_field(files=[None]), r"files\.0"),
+        (_field(fixed=[]), r"fixed"),
+        (_field(created="yesterday"), r"created"),
+        (_field(request=5), r"request = 5"),
+        (_field(state_format=-1), r"state_format = -1"),
+        (lambda data: data.pop("id"), r"id is missing"),
+        (lambda data: data["files"].append(data["files"][0]), r"000011\.sst' is named twice"),
+    ],
+)
+def test_a_manifest_not_in_the_form_splitstate_writes_is_refused(
+    change: Change, problem: str
+) -> None:
+    data = _GOOD.to_json()
+    change(data)
+    with pytest.raises(StoreCorruptError, match=problem) as refused:
+        SnapshotManifest.decode(json.dumps(data).encode(), "store/processor-0/manifests/x.json")
+    message = str(refused.value)
+    assert "store/processor-0/manifests/x.json is refused" in message
+    assert "Fix: delete it, and check who may write to the snapshot store" in message
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b"[]", "it holds an array, not a JSON object"),
+        (b"null", "it holds null, not a JSON object"),
+        (b'"x"', "it holds a string, not a JSON object"),
+        (b"7", "it holds a number, not a JSON object"),
+        (b"\xff\xfe", "cannot be read"),
+        (b"{not json", "Expecting property name"),
+    ],
+)
+def test_a_manifest_that_is_no_json_object_cannot_be_read(raw: bytes, problem: str) -> None:
+    with pytest.raises(StoreCorruptError, match=problem):
+        SnapshotManifest.decode(raw, "x.json")
+
+
+def test_a_manifest_splitstate_wrote_reads_back_the_same() -> None:
+    assert SnapshotManifest.decode(_GOOD.encode(), "x.json") == _GOOD
+    older = _GOOD.to_json()
+    del older["state_format"], older["instance"], older["request"], older["epoch"]
+    assert SnapshotManifest.decode(json.dumps(older).encode(), "x.json").state_format == 1
+
+
+def _plant(store: SnapshotStore, name: str, data: object) -> str:
+    folder = Path(store.path(0, "manifests"))
+    folder.mkdir(parents=True, exist_ok=True)
+    raw = data if isinstance(data, bytes) else json.dumps(data).encode()
+    (folder / name).write_bytes(raw)
+    return str(folder / name)
+
+
+def test_the_store_skips_a_refused_manifest_saying_where_and_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SnapshotStore(str(tmp_path / "store"), IDENTITY.app_id)
+    store.write_manifest(_GOOD)
+    array = _plant(store, "0000000000001-00000001.json", b"[]")
+    climbing = _plant(store, "0000000000002-00000002.json", dict(_GOOD.to_json(), id="../../x"))
+    # a well-formed id, but not its file's: deleting it would delete the other manifest
+    renamed = _plant(store, "0000000000003-00000003.json", _GOOD.to_json())
+    forged = _GOOD.to_json()
+    forged["files"][1]["name"] = "../../../outside"
+    named = _plant(store, "0000000000004-00000004.json", forged)
+    with caplog.at_level(logging.WARNING, "statestore.snapshot_store"):
+        assert store.manifests(0) == [_GOOD]
+    warnings = "\n".join(r.getMessage() for r in caplog.records)
+    assert f"skipping snapshot {array}: " in warnings
+    assert "it holds an array, not a JSON object" in warnings
+    assert f"skipping snapshot {climbing}: " in warnings
+    assert "id = '../../x': is not a snapshot id" in warnings
+    assert f"skipping snapshot {renamed}: it names itself '{_ID}'" in warnings
+    assert f"skipping snapshot {named}: " in warnings
+    assert "files.1.name = '../../../outside': is not a plain file name" in warnings

@@ -14,7 +14,8 @@ another's. ``prune`` keeps the newest ``keep`` snapshots and deletes files none 
 
 Whoever may write to the store may have written what is read back, so a manifest is used
 only if it has the form splitstate writes (``SnapshotManifest.decode``) and the id of its
-file's name.
+file's name, and what is deleted is built from such ids or listed in the processor's folder,
+never reached through a symbolic link out of it.
 """
 
 from __future__ import annotations
@@ -141,6 +142,11 @@ class SnapshotStore:
     def delete(self, manifest: SnapshotManifest) -> None:
         """Delete ``manifest`` (first, so the snapshot is no longer used) and its own files;
         SST files it shares with others stay until ``prune``."""
+        if not is_snapshot_id(manifest.id):  # never a path built from another id
+            raise StoreCorruptError(
+                f"snapshot {manifest.id!r:.120} is not deleted: its id is not one splitstate "
+                "writes (<13 digits>-<8 hex>)."
+            )
         self._delete_file(self.path(manifest.processor, f"manifests/{manifest.id}.json"))
         folder = self.path(manifest.processor, f"snapshots/{manifest.id}")
         if self.fs.get_file_info(folder).type == pafs.FileType.Directory:
@@ -164,15 +170,31 @@ class SnapshotStore:
                 self.delete(manifest)
         used = {self.path(processor, f.path) for m in kept for f in m.files}
         deleted = 0
-        for info in self._list(self.path(processor, "files"), recursive=True):
+        files = self.path(processor, "files")
+        for info in self._list(files, recursive=True):
             if info.type == pafs.FileType.File and info.path not in used:
+                if not self._within(info.path, files):
+                    log.warning(
+                        "not deleting %s: a symbolic link in the snapshot store leads it "
+                        "outside %s. Fix: remove that link from the store.",
+                        info.path,
+                        files,
+                    )
+                    continue
                 self._delete_file(info.path)
                 deleted += 1
         kept_ids = {m.id for m in kept}
         for info in self._list(self.path(processor, "snapshots"), recursive=False):
-            if info.base_name not in kept_ids:
-                self.fs.delete_dir(info.path)
+            if info.type == pafs.FileType.Directory and info.base_name not in kept_ids:
+                self.fs.delete_dir(info.path)  # a link is deleted, not followed
         return deleted
+
+    def _within(self, path: str, folder: str) -> bool:
+        """Whether file ``path``, listed in ``folder``, lies in it once symbolic links are
+        followed (a local directory may hold links; an object store has none)."""
+        if not isinstance(self.fs, pafs.LocalFileSystem):
+            return True
+        return Path(path).parent.resolve().is_relative_to(Path(folder).resolve())
 
     def _delete_file(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from statestore import StoreCorruptError
+from statestore import ProcessorDatabase, StoreCorruptError
+from statestore.snapshot_copy import SnapshotUpload
 from statestore.snapshot_manifest import SnapshotFile, SnapshotManifest
 from statestore.snapshot_store import SnapshotStore
-from tests.statestore.conftest import IDENTITY
+from tests.statestore.conftest import IDENTITY, STORES
 
 _ID = "1700000000000-0badc0de"
 _GOOD = SnapshotManifest(
@@ -151,3 +154,52 @@ def test_the_store_skips_a_refused_manifest_saying_where_and_why(
     assert f"skipping snapshot {renamed}: it names itself '{_ID}'" in warnings
     assert f"skipping snapshot {named}: " in warnings
     assert "files.1.name = '../../../outside': is not a plain file name" in warnings
+
+
+def _snapshot(
+    database: ProcessorDatabase, store: SnapshotStore, work: Path, n: int = 1
+) -> SnapshotManifest:
+    """Write some keys, take a checkpoint and upload it as the ``n``-th snapshot."""
+    batch = database.begin()
+    for i in range(2000):
+        batch.store("counts").set(f"key-{i:05d}".encode(), i)
+    batch.set_offset("in", 0, 2000)
+    batch.commit()
+    snapshot_id = f"{1700000000000 + n:013d}-{uuid.uuid4().hex[:8]}"
+    checkpoint = work / snapshot_id
+    database.snapshot(checkpoint)
+    base = SnapshotManifest(
+        IDENTITY.app_id, 0, dict(IDENTITY.fixed), snapshot_id, 1.7e9, 0, {("in", 0): 2000}
+    )
+    upload = SnapshotUpload(store, checkpoint, base, "0123456789abcdef", {})
+    while (manifest := upload.step(1 << 20)) is None:
+        pass
+    upload.close()
+    return manifest
+
+
+def test_prune_deletes_nothing_outside_the_store(tmp_path: Path) -> None:
+    """A manifest whose id climbs out of the store, one whose id is another manifest's, and
+    a symbolic link in the store's files: the routine prune after a snapshot deletes none
+    of what they point at, and keeps the manifest the second one names."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "important.txt").write_text("keep\n")
+    (tmp_path / "victim.json").write_text("{}\n")
+    store = SnapshotStore(str(tmp_path / "store"), IDENTITY.app_id)
+    database = ProcessorDatabase.open(tmp_path / "processor-0", IDENTITY, STORES)
+    first = _snapshot(database, store, tmp_path / "work")
+    second = _snapshot(database, store, tmp_path / "work", 2)
+    database.close()
+    _plant(store, "0000000000001-deadbeef.json", dict(first.to_json(), id="../../../../victim"))
+    _plant(store, "0000000000002-deadbeef.json", dict(second.to_json(), created=1.0))
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "000099.sst").write_text("not the store's\n")
+    os.symlink(linked, store.path(0, "files/evil"))
+    store.prune(0, keep=1)
+    assert (victim / "important.txt").read_text() == "keep\n"
+    assert (tmp_path / "victim.json").exists()
+    assert (linked / "000099.sst").exists()
+    assert [m.id for m in store.manifests(0)] == [second.id]
+    assert all(Path(store.path(0, f.path)).exists() for f in second.files)

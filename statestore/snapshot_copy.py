@@ -4,7 +4,9 @@ A processor copies between batches: each ``step(budget)`` copies at most ``budge
 returns, so the loop never waits for a whole snapshot. ``SnapshotUpload`` copies a RocksDB
 checkpoint's files the store does not hold yet and writes the manifest last;
 ``SnapshotDownload`` copies a snapshot into a local directory, checking every file's size and
-SHA-256, so the directory opens as the database it was.
+SHA-256, so the directory opens as the database it was: each file is copied into a staging
+file and takes its name only once checked, and a name that is not a plain file name (as a
+manifest from the store could hold) is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from statestore.errors import StoreCorruptError
 from statestore.snapshot_manifest import SnapshotFile, SnapshotManifest
+from statestore.snapshot_names import local_path
 from statestore.snapshot_store import SnapshotStore
 
 __all__ = ["IMMUTABLE_SUFFIXES", "SlicedCopy", "SnapshotDownload", "SnapshotUpload"]
@@ -35,6 +38,10 @@ class _Item:
     open_source: Callable[[], Any]
     open_target: Callable[[], Any]
     expected: str | None = None
+    #: called once the copy is checked (a download moves its staging file into place)
+    checked: Callable[[], object] = lambda: None
+    #: called when the copy is refused or left half done (a download deletes its staging file)
+    dropped: Callable[[], object] = lambda: None
 
 
 class SlicedCopy:
@@ -72,6 +79,9 @@ class SlicedCopy:
                 self._done_in_file += len(chunk)
                 spent += len(chunk)
                 self.copied += len(chunk)
+                if self._done_in_file > item.size:  # never copy more than it should hold
+                    self.close()
+                    self._refuse(item, f"more than {item.size} bytes")
                 continue
             self._finish(item)
         return self.done
@@ -82,20 +92,28 @@ class SlicedCopy:
         self._source = self._target = None
         digest = self._hash.hexdigest()
         if self._done_in_file != item.size or (item.expected and digest != item.expected):
-            raise StoreCorruptError(
-                f"snapshot file {item.name} has {self._done_in_file} bytes with SHA-256 "
-                f"{digest}, but {item.size} bytes with {item.expected} were expected: the file "
-                "changed or was damaged. Fix: take a new snapshot (`splitstate snapshot`)."
-            )
+            item.dropped()
+            self._refuse(item, f"{self._done_in_file} bytes with SHA-256 {digest}")
+        item.checked()
         self.digests[item.name] = digest
         self._index += 1
 
+    @staticmethod
+    def _refuse(item: _Item, found: str) -> NoReturn:
+        raise StoreCorruptError(
+            f"snapshot file {item.name} has {found}, but {item.size} bytes with "
+            f"{item.expected} were expected: the file changed or was damaged. Fix: take a new "
+            "snapshot (`splitstate snapshot`)."
+        )
+
     def close(self) -> None:
-        """Close a file left half-copied."""
+        """Close a file left half-copied (and drop it: a download deletes its staging file)."""
+        if self._source is None:
+            return
         for stream in (self._source, self._target):
-            if stream is not None:
-                stream.close()
+            stream.close()
         self._source = self._target = None
+        self._items[self._index].dropped()
 
 
 class SnapshotUpload:
@@ -177,21 +195,24 @@ class SnapshotUpload:
 
 
 class SnapshotDownload:
-    """Copies snapshot ``manifest`` into the new directory ``target``, checking every file."""
+    """Copies snapshot ``manifest`` into the new directory ``target``, checking every file
+    (``StoreCorruptError`` before anything is written if a file's name is not a plain one,
+    or is named twice)."""
 
     def __init__(self, store: SnapshotStore, manifest: SnapshotManifest, target: Path) -> None:
         self.manifest = manifest
         self.target = target
+        what = f"snapshot {manifest.id!r:.40}'s file"
+        finals = [local_path(target, f.name, what) for f in manifest.files]
+        if len(set(finals)) < len(finals):
+            raise StoreCorruptError(
+                f"snapshot {manifest.id!r:.40} names a file twice: it is not used. Fix: delete "
+                "its manifest, and check who may write to the snapshot store."
+            )
         target.mkdir(parents=True)
         items = [
-            _Item(
-                f.name,
-                f.size,
-                partial(store.fs.open_input_stream, store.path(manifest.processor, f.path)),
-                partial((target / f.name).open, "wb"),
-                f.sha256,
-            )
-            for f in manifest.files
+            _download_item(store, manifest.processor, file, final)
+            for file, final in zip(manifest.files, finals, strict=True)
         ]
         self._copy = SlicedCopy(items)
 
@@ -212,3 +233,18 @@ class SnapshotDownload:
     def close(self) -> None:
         """Close a file left half-copied (the directory stays; the caller removes it)."""
         self._copy.close()
+
+
+def _download_item(store: SnapshotStore, processor: int, file: SnapshotFile, final: Path) -> _Item:
+    """Copy ``file`` into a staging file beside ``final`` (a dot name no snapshot file has),
+    created anew (never through a link), renamed to ``final`` once checked."""
+    staging = final.with_name(f".{final.name}.copying")
+    return _Item(
+        file.name,
+        file.size,
+        partial(store.fs.open_input_stream, store.path(processor, file.path)),
+        partial(staging.open, "xb"),
+        file.sha256,
+        checked=partial(staging.rename, final),
+        dropped=partial(staging.unlink, missing_ok=True),
+    )

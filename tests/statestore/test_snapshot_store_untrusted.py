@@ -5,6 +5,7 @@ unchecked under a file's name, and a prune deletes nothing outside the store (is
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from statestore import ProcessorDatabase, StoreCorruptError
-from statestore.snapshot_copy import SnapshotUpload
+from statestore.snapshot_copy import SnapshotDownload, SnapshotUpload
 from statestore.snapshot_manifest import SnapshotFile, SnapshotManifest
 from statestore.snapshot_store import SnapshotStore
 from tests.statestore.conftest import IDENTITY, STORES
@@ -176,6 +177,67 @@ def _snapshot(
         pass
     upload.close()
     return manifest
+
+
+def test_a_download_writes_nothing_outside_its_directory(tmp_path: Path) -> None:
+    """A manifest built in code (not read back through ``decode``) with a climbing or an
+    absolute file name: the download refuses it before writing anything."""
+    store = SnapshotStore(str(tmp_path / "store"), IDENTITY.app_id)
+    database = ProcessorDatabase.open(tmp_path / "processor-0", IDENTITY, STORES)
+    manifest = _snapshot(database, store, tmp_path / "work")
+    database.close()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    payload = b"#!/bin/sh\necho pwned\n"
+    Path(store.path(0, "files/0123456789abcdef/payload.sst")).write_bytes(payload)
+    digest = hashlib.sha256(payload).hexdigest()
+    target = tmp_path / "state" / "restored"
+    for name in ("../../outside/relative", str(outside / "absolute")):
+        bad = SnapshotFile(name, "files/0123456789abcdef/payload.sst", len(payload), digest)
+        forged = SnapshotManifest(**{**vars(manifest), "files": (*manifest.files, bad)})
+        with pytest.raises(StoreCorruptError, match="is not a plain file name"):
+            download = SnapshotDownload(store, forged, target)
+            while not download.step(1 << 20):
+                pass
+        assert not target.exists()
+        assert list(outside.iterdir()) == []
+    twice = SnapshotManifest(**{**vars(manifest), "files": (*manifest.files, manifest.files[0])})
+    with pytest.raises(StoreCorruptError, match="names a file twice"):
+        SnapshotDownload(store, twice, target)
+    assert not target.exists()
+
+
+def test_a_file_takes_its_name_only_once_checked(tmp_path: Path) -> None:
+    """A damaged file is copied into a staging file, checked, and deleted: no file of the
+    snapshot's ever holds unchecked bytes under its name; one longer than its manifest says
+    is refused as soon as it is (not copied to its end)."""
+    store = SnapshotStore(str(tmp_path / "store"), IDENTITY.app_id)
+    database = ProcessorDatabase.open(tmp_path / "processor-0", IDENTITY, STORES)
+    manifest = _snapshot(database, store, tmp_path / "work")
+    database.close()
+    sst = max((f for f in manifest.files if f.name.endswith(".sst")), key=lambda f: f.size)
+    damaged = Path(store.path(0, sst.path))
+    data = bytearray(damaged.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    target = tmp_path / "restored"
+    download = SnapshotDownload(store, manifest, target)
+    with pytest.raises(StoreCorruptError, match=f"snapshot file {sst.name} has .* SHA-256"):
+        while not download.step(1 << 20):
+            pass
+    download.close()
+    assert not (target / sst.name).exists()
+    assert [p.name for p in target.iterdir() if p.name.startswith(".")] == []
+
+    damaged.write_bytes(bytes(data) + b"\0" * (4 << 20))  # far longer than it should be
+    again = SnapshotDownload(store, manifest, tmp_path / "again")
+    with pytest.raises(StoreCorruptError, match=f"{sst.name} has more than {sst.size} bytes"):
+        while not again.step(64 << 20):
+            pass
+    again.close()
+    assert again.copied < manifest.size + (1 << 20)
+    assert not (tmp_path / "again" / sst.name).exists()
+    assert [p.name for p in (tmp_path / "again").iterdir() if p.name.startswith(".")] == []
 
 
 def test_prune_deletes_nothing_outside_the_store(tmp_path: Path) -> None:

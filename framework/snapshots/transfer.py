@@ -39,6 +39,7 @@ from statestore.checkpoints import open_checkpoint, scan_ranges
 from statestore.rocks import write_sst_file
 from statestore.snapshot_copy import SnapshotDownload
 from statestore.snapshot_manifest import SnapshotManifest
+from statestore.snapshot_names import local_path
 from statestore.snapshot_store import SnapshotStore
 
 __all__ = ["SnapshotTransfer"]
@@ -233,7 +234,7 @@ class SnapshotTransfer:
                 )
             return
         part.manifest = manifest
-        target = self.directory / f"from-{part.source}" / manifest.id
+        target = self._checkpoint(part)
         shutil.rmtree(target, ignore_errors=True)
         part.download = SnapshotDownload(self._store, manifest, target)
         self._fault("transfer:found")
@@ -290,8 +291,7 @@ class SnapshotTransfer:
             self._ingest(part)
             return
         store = part.stores[0]
-        checkpoint = self.directory / f"from-{part.source}" / part.manifest.id
-        backend = open_checkpoint(checkpoint)
+        backend = open_checkpoint(self._checkpoint(part))
         kept: list[tuple[bytes, bytes]] = []
         seen = 0
         try:
@@ -314,6 +314,13 @@ class SnapshotTransfer:
         if seen < _KEYS_PER_STEP:
             part.stores.pop(0)
             part.resume_after = None
+
+    def _checkpoint(self, part: _Source) -> Path:
+        """Where the source's snapshot is copied: ``<work_dir>/from-<source>/<its id>``, the
+        id checked to be one segment (it comes from the store: an absolute or climbing one
+        would have this directory deleted anywhere)."""
+        assert part.manifest is not None
+        return local_path(self.directory / f"from-{part.source}", part.manifest.id, "snapshot id")
 
     def _ingest(self, part: _Source) -> None:
         """Ingest the source's kept keys with the offsets its snapshot covers."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -167,3 +168,46 @@ def test_a_transfer_never_deletes_a_directory_a_manifest_names(
     finally:
         source.close()
         receiver.close()
+
+
+class _ForgingStore(SnapshotStore):
+    """A store whose listing also hands out a copy of each manifest with another id, as a
+    manifest built in code (never read through ``decode``) could have."""
+
+    def __init__(self, url: str, app_id: str, forged_id: str) -> None:
+        super().__init__(url, app_id)
+        self.forged_id = forged_id
+
+    def manifests(self, processor: int) -> list[SnapshotManifest]:
+        listed = super().manifests(processor)
+        return [*(replace(m, id=self.forged_id) for m in listed), *listed]
+
+
+def test_a_transfer_builds_its_directory_only_from_a_plain_id(tmp_path: Path) -> None:
+    """The transfer checks the id it makes a directory of (and deletes) itself, whatever
+    handed it the manifest: an absolute one is refused and the real snapshot used."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("precious\n")
+    config = config_for(tmp_path)
+    clock = ManualClock(100.0)
+    source = open_processor(config, 0)
+    fill(source, 0, {0: 500, 2: 700})
+    honest = SnapshotStore(config.snapshot_url, config.app_id)
+    taker = SnapshotTaker(config, 0, source, honest, clock, instance="run")
+    take(taker, {(TOPIC, 0), (TOPIC, 2)}, scale_state())
+    store = _ForgingStore(config.snapshot_url, config.app_id, str(victim))
+    receiver = open_processor(config, 2)
+    transfer = joining_transfer(receiver, store, tmp_path / "work", clock, 1 << 12)
+    done = None
+    try:
+        for _ in range(2_000):
+            clock.now += 1
+            if (done := transfer.poll()) is not None:
+                break
+        assert done is not None, transfer.describe()
+        assert receiver.progress("catchup-1") == {(TOPIC, 2): 700}
+    finally:
+        source.close()
+        receiver.close()
+        assert (victim / "precious.txt").exists(), "a directory outside the work dir was deleted"

@@ -233,8 +233,8 @@ class SnapshotTransfer:
                     part.source,
                 )
             return
-        part.manifest = manifest
-        target = self._checkpoint(part)
+        part.manifest = manifest  # its id checked again: an absolute one would be deleted
+        target = local_path(self.directory / f"from-{part.source}", manifest.id, "snapshot id")
         shutil.rmtree(target, ignore_errors=True)
         part.download = SnapshotDownload(self._store, manifest, target)
         self._fault("transfer:found")
@@ -291,7 +291,7 @@ class SnapshotTransfer:
             self._ingest(part)
             return
         store = part.stores[0]
-        backend = open_checkpoint(self._checkpoint(part))
+        backend = open_checkpoint(self.directory / f"from-{part.source}" / part.manifest.id)
         kept: list[tuple[bytes, bytes]] = []
         seen = 0
         try:
@@ -314,13 +314,6 @@ class SnapshotTransfer:
         if seen < _KEYS_PER_STEP:
             part.stores.pop(0)
             part.resume_after = None
-
-    def _checkpoint(self, part: _Source) -> Path:
-        """Where the source's snapshot is copied: ``<work_dir>/from-<source>/<its id>``, the
-        id checked to be one segment (it comes from the store: an absolute or climbing one
-        would have this directory deleted anywhere)."""
-        assert part.manifest is not None
-        return local_path(self.directory / f"from-{part.source}", part.manifest.id, "snapshot id")
 
     def _ingest(self, part: _Source) -> None:
         """Ingest the source's kept keys with the offsets its snapshot covers."""

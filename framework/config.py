@@ -2,8 +2,10 @@
 
 ``AppConfig.load(path)`` reads the file and then applies ``SPLITSTATE_*`` environment variables
 (nested fields with ``__``, e.g. ``SPLITSTATE_KAFKA__BOOTSTRAP_SERVERS``), which win over the
-file. Every problem becomes a ``ConfigError`` naming the field and the fix. Secrets in Kafka
-settings are masked whenever the config is printed.
+file. Every problem becomes a ``ConfigError`` naming the field and the fix. Secrets (in
+``kafka.settings``, ``spark.settings``, ``spark.kafka_options``, ``snapshots.url``) are masked
+whenever the config is printed, and masked in any error or log line once it is validated
+(``framework.redaction``).
 """
 
 from __future__ import annotations
@@ -18,13 +20,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from framework.config_checks import (
-    ENV_PREFIX,
-    check_environment,
-    mask_secrets,
-)
+from framework.config_checks import ENV_PREFIX, check_environment
 from framework.config_errors import explain
 from framework.errors import SplitstateError
+from framework.redaction import RedactedRepr, mask_secrets, redacted_data, remember_secrets
+from framework.redaction import secret_values as _secret_values
 
 __all__ = [
     "AppConfig",
@@ -54,7 +54,7 @@ def _check_name(value: str, what: str) -> str:
     return value
 
 
-class KafkaConfig(BaseModel):
+class KafkaConfig(RedactedRepr, BaseModel):
     """How to reach Kafka; ``settings`` pass through to librdkafka (e.g. security)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -65,10 +65,6 @@ class KafkaConfig(BaseModel):
     def client_settings(self) -> dict[str, Any]:
         """Settings for a confluent-kafka client: bootstrap servers plus the pass-through."""
         return {"bootstrap.servers": self.bootstrap_servers, **self.settings}
-
-    def __repr_args__(self) -> Any:
-        yield "bootstrap_servers", self.bootstrap_servers
-        yield "settings", mask_secrets(dict(self.settings))
 
 
 class TopicConfig(BaseModel):
@@ -126,7 +122,7 @@ class ScalingConfig(BaseModel):
     )
 
 
-class SparkConfig(BaseModel):
+class SparkConfig(RedactedRepr, BaseModel):
     """How Spark builds state in bulk (``bootstrap: spark`` and ``splitstate backfill``)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -148,7 +144,7 @@ class SparkConfig(BaseModel):
     )
 
 
-class SnapshotConfig(BaseModel):
+class SnapshotConfig(RedactedRepr, BaseModel):
     """Durable snapshots of each processor's state: how joiners get state, and how a
     processor that lost its disk comes back, without the input's whole history."""
 
@@ -188,7 +184,7 @@ class MetricsConfig(BaseModel):
     )
 
 
-class AppConfig(BaseSettings):
+class AppConfig(RedactedRepr, BaseSettings):
     """Everything an app needs: identity, Kafka, topics, processors, state, batching, errors."""
 
     model_config = SettingsConfigDict(
@@ -261,6 +257,7 @@ class AppConfig(BaseSettings):
                 f"processors ({self.processors}) cannot be below initial_processors "
                 f"({self.initial_processors})"
             )
+        remember_secrets(_secret_values(self))  # masked in every error and log line from now
         return self
 
     @property
@@ -326,14 +323,7 @@ class AppConfig(BaseSettings):
 
     def redacted(self) -> dict[str, Any]:
         """The config as plain data with secrets masked (safe to print or log)."""
-        data = self.model_dump(mode="json")
-        data["kafka"]["settings"] = mask_secrets(data["kafka"]["settings"])
-        data["spark"]["settings"] = mask_secrets(data["spark"]["settings"])
-        data["spark"]["kafka_options"] = mask_secrets(data["spark"]["kafka_options"])
-        return data
-
-    def __repr_args__(self) -> Any:
-        yield from self.redacted().items()
+        return redacted_data(self)
 
     @classmethod
     def settings_customise_sources(
@@ -376,8 +366,22 @@ def _read_file(path: Path) -> dict[str, Any]:
             raise ConfigError(
                 f"config file {path} must end in .yaml, .yml or .toml to say its format"
             )
-    except (yaml.YAMLError, tomllib.TOMLDecodeError) as error:
-        raise ConfigError(f"config file {path} is not valid {path.suffix[1:]}: {error}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"config file {path} is not valid yaml: {_yaml_problem(error)}") from None
+    except tomllib.TOMLDecodeError as error:  # says where, and no more of the text than a char
+        raise ConfigError(f"config file {path} is not valid toml: {error}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a mapping of settings at the top")
     return data
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """What PyYAML found wrong, and where, without its copy of the line (a secret's, maybe)."""
+    if not isinstance(error, yaml.MarkedYAMLError):
+        return type(error).__name__
+    parts = []
+    for what, mark in ((error.problem, error.problem_mark), (error.context, error.context_mark)):
+        if what:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            parts.append(f"{what}{where}")
+    return "; ".join(parts) or type(error).__name__

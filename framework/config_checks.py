@@ -1,6 +1,6 @@
 """Settings that would otherwise be ignored without a word: ``SPLITSTATE_*`` environment
 variables that name no config field (``kafka.settings`` librdkafka refuses are checked by
-``framework.kafka.settings_check``); and which settings are secrets, masked when printed.
+``framework.kafka.settings_check``).
 
 pydantic-settings reads only the variables that match a field and ignores the rest, so a typo
 (``SPLITSTATE_PROCESSING_GUARANTE=exactly-once``) would leave the default in force. Here every
@@ -12,7 +12,6 @@ field.
 from __future__ import annotations
 
 import difflib
-import re
 import types
 import typing
 from collections.abc import Iterator, Mapping
@@ -23,10 +22,7 @@ from pydantic import BaseModel
 __all__ = [
     "ENV_PREFIX",
     "FRAMEWORK_VARIABLES",
-    "MASK",
-    "SECRET_KEY",
     "check_environment",
-    "mask_secrets",
     "nested_model",
 ]
 
@@ -43,14 +39,6 @@ FRAMEWORK_VARIABLES = frozenset(
     }
 )
 _NESTED = "__"
-#: librdkafka setting names whose values are secrets
-SECRET_KEY = re.compile(r"password|secret|token|credential|jaas|private|\.pem$", re.IGNORECASE)
-MASK = "*****"
-
-
-def mask_secrets(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of librdkafka ``settings`` with secret values replaced by ``*****``."""
-    return {key: MASK if SECRET_KEY.search(key) else value for key, value in settings.items()}
 
 
 def nested_model(annotation: Any) -> type[BaseModel] | None:

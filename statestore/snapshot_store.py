@@ -24,7 +24,6 @@ import contextlib
 import logging
 import re
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from pyarrow import fs as pafs
 
@@ -32,23 +31,17 @@ from statestore.errors import StateStoreError, StoreCorruptError
 from statestore.snapshot_manifest import SnapshotManifest
 from statestore.snapshot_names import is_snapshot_id
 
-__all__ = ["SnapshotStore", "redact_url"]
+__all__ = ["SnapshotStore"]
 
 log = logging.getLogger(__name__)
 _PROCESSOR = re.compile(r"^processor-(\d+)$")
 
 
-def redact_url(url: str) -> str:
-    """``url`` with any user name and password masked (safe to log)."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"*****@{host}", query=""))
-
-
 class SnapshotStore:
-    """Where app ``app_id``'s processors keep their snapshots (``url``: a path or a URL)."""
+    """Where app ``app_id``'s processors keep their snapshots (``url``: a path or a URL).
+
+    The URL may hold credentials: no message or ``repr`` of the store repeats it (the
+    framework shows it through ``framework.redaction.mask_url``)."""
 
     def __init__(self, url: str, app_id: str) -> None:
         self.url = url
@@ -59,8 +52,9 @@ class SnapshotStore:
             else:
                 filesystem, root = pafs.LocalFileSystem(), str(Path(url).expanduser().resolve())
         except (ValueError, OSError) as error:
+            reason = str(error).replace(url, "<snapshots.url>")  # pyarrow quotes it whole
             raise StateStoreError(
-                f"snapshots.url {redact_url(url)!r} cannot be used: {error}. Fix: give a local "
+                f"snapshots.url cannot be used: {reason}. Fix: give a local "
                 "directory or a URL pyarrow.fs reads (s3://bucket/prefix, gs://, hdfs://, "
                 "file:///path), with its credentials in the environment."
             ) from None
@@ -68,7 +62,7 @@ class SnapshotStore:
         self.root = root.rstrip("/")
 
     def __repr__(self) -> str:
-        return f"SnapshotStore({redact_url(self.url)!r}, {self.app_id!r})"
+        return f"SnapshotStore({self.fs.type_name}:{self.root!r}, {self.app_id!r})"
 
     def folder(self, processor: int) -> str:
         """The store path of processor ``processor``'s snapshots."""

@@ -19,6 +19,7 @@ from framework.coordination.registry import TopicRegistry
 from framework.errors import SplitstateError
 from framework.kafka import Clients, watermarks
 from framework.loader import load_app
+from framework.redaction import RedactingFormatter, scrub
 from rebalance.positions import OffsetRange
 from statestore import StateStoreError
 
@@ -28,9 +29,9 @@ __all__ = ["main"]
 def main(argv: list[str] | None = None) -> int:
     """Run the bootstrap described in the directory given as the only argument."""
     args = sys.argv[1:] if argv is None else argv
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    handler = logging.StreamHandler()  # stderr, as basicConfig's
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     directory = Path(args[0])
     request = json.loads((directory / "request.json").read_text())
     try:
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             app, build, directory / "output", progress_file_writer(directory / "progress.json")
         )
     except (SplitstateError, StateStoreError) as error:
-        print(f"splitstate bootstrap error: {error}", file=sys.stderr)
+        print(scrub(f"splitstate bootstrap error: {error}"), file=sys.stderr)
         return 2
     target = manifest.targets[processor]
     print(

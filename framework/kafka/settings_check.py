@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from confluent_kafka import KafkaException, Producer
 
 from framework.config import ConfigError
-from framework.config_checks import MASK, SECRET_KEY
+from framework.redaction import MASK, is_secret_key
 
 __all__ = ["check_kafka_settings"]
 
@@ -40,7 +40,7 @@ def _check(trial: tuple[tuple[str, str], ...]) -> None:
     except KafkaException as error:
         reason = error.args[0].str() if error.args else str(error)
         for key, value in trial:
-            if SECRET_KEY.search(key) and value:
+            if is_secret_key(key) and value:
                 reason = reason.replace(value, MASK)
         raise ConfigError(
             f"kafka.settings: librdkafka refuses them: {reason}. Fix: check the property "

@@ -6,7 +6,8 @@
 ``app`` and ``processor`` are set as the command starts (``processor`` is ``null`` in the
 supervisor of ``run --all``); ``generation`` is the generation in force, kept current by the
 runtime (``framework.runtime.log_context``), so it changes during a scale. Text lines stay
-``time LEVEL logger: message``.
+``time LEVEL logger: message``. In both, the secrets of the app's config are masked
+(``framework.redaction.scrub``), in the message and in a traceback.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 import orjson
 
 from framework.config import ConfigError
+from framework.redaction import RedactingFormatter, scrub
 from framework.runtime.log_context import LOG_CONTEXT
 
 __all__ = [
@@ -82,7 +84,8 @@ class JsonFormatter(logging.Formatter):
     It never raises, so a record is never lost to a "--- Logging error ---" on stderr: a
     message whose arguments do not fit its format is ``'format' (arguments,)``, text that is
     not valid UTF-8 (lone surrogates) has them as ``\\udcXX``, and a value orjson refuses
-    (an int above 64 bits) goes through ``json``."""
+    (an int above 64 bits) goes through ``json``. The app's secrets are masked in the
+    message, the traceback and the stack (``framework.redaction.scrub``)."""
 
     def format(self, record: logging.LogRecord) -> str:
         """The JSON line of ``record`` (without the newline)."""
@@ -101,17 +104,17 @@ class JsonFormatter(logging.Formatter):
             "time": _time(record),
             "level": record.levelname,
             "logger": record.name,
-            "message": _message(record),
+            "message": scrub(_message(record)),
             "app": getattr(record, "app", LOG_CONTEXT.app),
             "processor": getattr(record, "processor", LOG_CONTEXT.processor),
             "generation": getattr(record, "generation", LOG_CONTEXT.generation),
         }
         if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
+            line["exception"] = scrub(self.formatException(record.exc_info))
         elif record.exc_text:
-            line["exception"] = record.exc_text
+            line["exception"] = scrub(record.exc_text)
         if record.stack_info:
-            line["stack"] = self.formatStack(record.stack_info)
+            line["stack"] = scrub(self.formatStack(record.stack_info))
         return line
 
 
@@ -170,7 +173,7 @@ def setup_logging(
     LOG_CONTEXT.app, LOG_CONTEXT.processor = app, processor
     handler = logging.StreamHandler(sys.stderr)
     json_lines = check_log_format(log_format) == "json"
-    handler.setFormatter(JsonFormatter() if json_lines else logging.Formatter(_TEXT))
+    handler.setFormatter(JsonFormatter() if json_lines else RedactingFormatter(_TEXT))
     handler.addFilter(ContextFilter())
     logging.basicConfig(level=level, handlers=[handler])
     return handler

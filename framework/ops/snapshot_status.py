@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from pyarrow import ArrowException
 
 from framework.config import AppConfig
+from framework.redaction import mask_url, scrub
 from statestore import StateStoreError
 from statestore.snapshot_manifest import SnapshotManifest
-from statestore.snapshot_store import SnapshotStore, redact_url
+from statestore.snapshot_store import SnapshotStore
 
 __all__ = ["SnapshotReport", "collect_snapshots"]
 
@@ -88,11 +89,11 @@ def collect_snapshots(
     """The newest snapshot of each of ``processors`` (``None`` when snapshots are off)."""
     if not config.snapshots.enabled:
         return None
-    url = redact_url(config.snapshot_url)
+    url = mask_url(config.snapshot_url)
     interval = config.snapshots.interval_seconds
     try:
         store = SnapshotStore(config.snapshot_url, config.app_id)
         newest = {j: store.newest(j) for j in processors}
     except (OSError, ArrowException, StateStoreError) as error:
-        return SnapshotReport(url, {}, now, interval, error=str(error))
+        return SnapshotReport(url, {}, now, interval, error=scrub(str(error)))
     return SnapshotReport(url, newest, now, interval, retained=dict(retained))

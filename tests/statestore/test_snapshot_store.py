@@ -17,7 +17,7 @@ from statestore import ProcessorDatabase, StoreCorruptError
 from statestore.snapshot_copy import SnapshotDownload, SnapshotUpload
 from statestore.snapshot_lineage import lineage_of
 from statestore.snapshot_manifest import SnapshotFile, SnapshotManifest
-from statestore.snapshot_store import SnapshotStore, redact_url
+from statestore.snapshot_store import SnapshotStore
 from tests.s3_server import CREDENTIALS, s3_server, snapshot_url
 from tests.statestore.conftest import IDENTITY, STORES
 
@@ -184,7 +184,7 @@ def test_a_damaged_file_is_refused_on_the_way_back(tmp_path: Path, store: Snapsh
     download.close()
 
 
-def test_unreadable_manifests_are_skipped_and_urls_are_redacted(store: SnapshotStore) -> None:
+def test_unreadable_manifests_are_skipped(store: SnapshotStore) -> None:
     folder = store.path(0, "manifests")
     store.fs.create_dir(folder, recursive=True)
     with store.fs.open_output_stream(f"{folder}/{5:013d}-abcdef01.json") as stream:
@@ -202,8 +202,6 @@ def test_unreadable_manifests_are_skipped_and_urls_are_redacted(store: SnapshotS
     store.write_manifest(good)
     assert store.manifests(0) == [good]
     assert store.processors() == [0]
-    assert redact_url("s3://key:secret@bucket/prefix?region=x") == "s3://*****@bucket/prefix"
-    assert redact_url("/plain/path") == "/plain/path"
 
 
 def test_a_snapshot_of_the_plain_key_format_is_never_used() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from argparse import SUPPRESS
@@ -16,12 +17,15 @@ from framework.ops.cli import expand as expand_commands
 from framework.ops.cli import run as run_commands
 from framework.ops.cli import snapshot as snapshot_commands
 from framework.ops.cli import state as state_commands
+from framework.ops.cli._errors import report_error
 from framework.ops.logs import LOG_FORMAT_VARIABLE, LOG_FORMATS
+from framework.redaction import RedactingFormatter
 from statestore.errors import StateStoreError
 
 __all__ = ["build_parser", "main"]
 
 EXIT_USER_ERROR = 2
+EXIT_UNEXPECTED = 1
 _LOG_FORMAT: dict[str, Any] = {
     "choices": LOG_FORMATS,
     "help": f"how `run` logs: text, or json (one object per line); default: "
@@ -55,13 +59,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``splitstate`` command; returns the process exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command != "run":  # `run` sets up its logging itself (--log-format)
+        _warnings_to_stderr()
+    debug = bool(args.debug or os.environ.get("SPLITSTATE_DEBUG"))
     try:
         status: int = args.handler(args)
     except (SplitstateError, StateStoreError) as error:
-        if args.debug or os.environ.get("SPLITSTATE_DEBUG"):
-            raise
-        print(f"splitstate: error: {error}", file=sys.stderr)
+        report_error(args, error, with_traceback=debug)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 130
+    except Exception as error:  # a bug, or an error of a library no layer explained
+        report_error(args, error, with_traceback=True)
+        return EXIT_UNEXPECTED
     return status
+
+
+def _warnings_to_stderr() -> None:
+    """Log warnings and errors to stderr as bare messages (as Python does when logging is
+    not set up), secrets masked."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)  # as logging.lastResort: a logger set lower stays quiet
+    handler.setFormatter(RedactingFormatter("%(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])

@@ -19,6 +19,7 @@ from framework.coordination.scaling import read_control
 from framework.kafka import Clients
 from framework.loader import load_app
 from framework.ops.cli._arguments import app_arguments
+from framework.redaction import mask_url
 from framework.snapshots.transfer_progress import copied_text
 from rebalance.control_records import SnapshotRequest
 from statestore import StateStoreError
@@ -131,7 +132,7 @@ def _list(args: argparse.Namespace) -> int:
     store = SnapshotStore(config.snapshot_url, config.app_id)
     processors = store.processors() if args.processor is None else [args.processor]
     now = time.time()
-    print(f"snapshot store {store.url}")
+    print(f"snapshot store {mask_url(store.url)}")
     shown = 0
     for j in processors:
         for manifest in store.manifests(j):
@@ -156,7 +157,7 @@ def downloaded_snapshot(
     if not chosen:
         raise StateStoreError(
             f"processor {processor} has no snapshot{f' {snapshot_id}' if snapshot_id else ''} "
-            f"in {store.url}. Fix: see `splitstate snapshot list`."
+            f"in {mask_url(store.url)}. Fix: see `splitstate snapshot list`."
         )
     # rich only here: `splitstate run` must not pay for importing it
     from framework.ops.bars import ProgressView  # noqa: PLC0415

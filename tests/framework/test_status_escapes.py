@@ -10,10 +10,13 @@ from fractions import Fraction
 from pathlib import Path
 
 import orjson
+import pytest
 from rich.console import Console
 
 from framework.coordination.control_log import ControlLog
 from framework.errors import SplitstateError
+from framework.ops.cli import main
+from framework.ops.cli.snapshot import describe
 from framework.ops.escape import printable
 from framework.ops.processor_facts import BootstrapStatus, Silence
 from framework.ops.snapshot_status import SnapshotReport
@@ -26,6 +29,7 @@ from framework.ops.terminal import terminal
 from framework.runtime.loop import ProcessorRuntime
 from framework.snapshots.transfer_progress import TransferProgress
 from rebalance.control_stops import Stop
+from statestore.snapshot_manifest import SnapshotManifest
 from tests.clocks import ManualClock
 from tests.sim.one_key import one_key_world
 
@@ -136,3 +140,20 @@ def test_status_of_a_run_escapes_an_abort_reason_and_a_reported_host(tmp_path: P
     text = render_status(collect_status(app, kafka))
     _shows_nothing_raw(text)
     assert "aborted: \\x1b]0;owned" in text
+
+
+def test_a_command_error_is_printed_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "state\x1b]0;owned\x07"
+    assert main(["state", "dump", "--dir", str(missing)]) == 2
+    error = capsys.readouterr().err
+    _shows_nothing_raw(error)
+    assert "state\\x1b]0;owned\\x07 does not exist" in error
+
+
+def test_snapshot_lines_are_escaped() -> None:
+    manifest = SnapshotManifest("wc", 0, {}, "0000000000001-abcdef01", 0.0, 1, {(EVIL, 0): 5})
+    line = describe(manifest, 10.0)
+    _shows_nothing_raw(line)
+    assert "\\x1b]0;owned" in line and "\n" not in line

@@ -16,6 +16,7 @@ from framework.ops.cli import expand as expand_commands
 from framework.ops.cli import run as run_commands
 from framework.ops.cli import snapshot as snapshot_commands
 from framework.ops.cli import state as state_commands
+from framework.ops.escape import printable
 from framework.ops.logs import LOG_FORMAT_VARIABLE, LOG_FORMATS
 from statestore.errors import StateStoreError
 
@@ -60,7 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SplitstateError, StateStoreError) as error:
         if args.debug or os.environ.get("SPLITSTATE_DEBUG"):
             raise
-        print(f"splitstate: error: {error}", file=sys.stderr)
+        # escaped (lines kept): an error may quote the control log, a report or a path
+        shown = "\n".join(printable(line) for line in str(error).split("\n"))
+        print(f"splitstate: error: {shown}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 130

@@ -11,6 +11,8 @@ A database's *lineage* names its line of SST files: RocksDB never reuses a file 
 one database, but a database restored from an older snapshot may, so a restored database
 starts a new lineage (``statestore.snapshot_lineage``) and its new files cannot overwrite
 another's. ``prune`` keeps the newest ``keep`` snapshots and deletes files none of them uses.
+A local store is written owner-only (``statestore.owner_only_fs``): directories ``0700``,
+files ``0600``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pyarrow import fs as pafs
 
 from statestore.errors import StateStoreError, StoreCorruptError
+from statestore.owner_only_fs import owner_only_local
 from statestore.snapshot_manifest import SnapshotManifest
 
 __all__ = ["SnapshotStore", "redact_url"]
@@ -53,6 +56,8 @@ class SnapshotStore:
                 filesystem, root = pafs.FileSystem.from_uri(url)
             else:
                 filesystem, root = pafs.LocalFileSystem(), str(Path(url).expanduser().resolve())
+            if isinstance(filesystem, pafs.LocalFileSystem):  # written owner-only
+                filesystem = owner_only_local(f"{root.rstrip('/')}/{app_id}")
         except (ValueError, OSError) as error:
             raise StateStoreError(
                 f"snapshots.url {redact_url(url)!r} cannot be used: {error}. Fix: give a local "

@@ -3,8 +3,9 @@
 A processor copies between batches: each ``step(budget)`` copies at most ``budget`` bytes and
 returns, so the loop never waits for a whole snapshot. ``SnapshotUpload`` copies a RocksDB
 checkpoint's files the store does not hold yet and writes the manifest last;
-``SnapshotDownload`` copies a snapshot into a local directory, checking every file's size and
-SHA-256, so the directory opens as the database it was.
+``SnapshotDownload`` copies a snapshot into a new owner-only local directory (``0700``, its
+files ``0600``: ``statestore.owner_only``), checking every file's size and SHA-256, so the
+directory opens as the database it was.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from statestore.errors import StoreCorruptError
+from statestore.owner_only import open_private, private_directory
 from statestore.snapshot_manifest import SnapshotFile, SnapshotManifest
 from statestore.snapshot_store import SnapshotStore
 
@@ -182,13 +184,13 @@ class SnapshotDownload:
     def __init__(self, store: SnapshotStore, manifest: SnapshotManifest, target: Path) -> None:
         self.manifest = manifest
         self.target = target
-        target.mkdir(parents=True)
+        private_directory(target, exist_ok=False)
         items = [
             _Item(
                 f.name,
                 f.size,
                 partial(store.fs.open_input_stream, store.path(manifest.processor, f.path)),
-                partial((target / f.name).open, "wb"),
+                partial(open_private, target / f.name),
                 f.sha256,
             )
             for f in manifest.files

@@ -3,8 +3,9 @@
 ``ProcessorDatabase.open(path, identity, stores)`` opens (or creates) processor ``J``'s RocksDB;
 ``ProcessorDatabase.in_memory(identity, stores)`` gives the same API without disk. A database
 records who it belongs to (app id, processor id, the app's fixed parameters) and refuses to
-open for anyone else. User keys are stored behind a bucket prefix (``statestore.key_layout``)
-that callers never see, except as the order of ``items``.
+open for anyone else; its directory and its snapshots are owner-only (``0700``:
+``statestore.owner_only``). User keys are stored behind a bucket prefix
+(``statestore.key_layout``) that callers never see, except as the order of ``items``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from statestore.layout import (
 from statestore.lock import DirectoryLock
 from statestore.memory import MemoryBackend
 from statestore.meta import creation_records, prefix_end, read_meta
+from statestore.owner_only import made_private, private_directory
 from statestore.value_cache import CachedBackend
 
 __all__ = ["DatabaseIdentity", "ProcessorDatabase", "StoreSpec"]
@@ -74,7 +76,8 @@ class ProcessorDatabase:
         stores: Sequence[StoreSpec],
         fsync: bool = False,
     ) -> ProcessorDatabase:
-        """Open processor state at ``path``, creating it on first use.
+        """Open processor state at ``path``, creating it on first use (owner-only; one that
+        other users may enter is made so, and a warning says so).
 
         Raises ``StoreLockedError`` when another live process has it open,
         ``StoreConflictError`` when it belongs to another app, processor or fixed parameters,
@@ -94,6 +97,8 @@ class ProcessorDatabase:
                     "not a splitstate state directory, or its creation was interrupted. "
                     "Nothing was deleted. Fix: move it aside, or point state_dir elsewhere."
                 )
+            else:
+                private_directory(path)  # one an older splitstate left open to other users
             backend = RocksBackend(path, fsync=fsync)
             try:
                 database = cls._attach(backend, identity, stores, path, lock)
@@ -149,7 +154,7 @@ class ProcessorDatabase:
 
         staging = path.with_name(f".{path.name}.creating-{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)  # our own leftover from a crash
-        staging.mkdir(parents=True)
+        private_directory(staging, exist_ok=False)
         backend = RocksBackend(staging)
         try:
             backend.create_store(META_STORE)
@@ -304,16 +309,15 @@ class ProcessorDatabase:
         return self.backend.approximate_size()
 
     def snapshot(self, path: Path) -> Path:
-        """A consistent copy of the whole database at the last committed batch.
+        """A consistent copy of the whole database at the last committed batch, in a new
+        owner-only directory (``made_private``).
 
         The copy opens like any processor directory (copy it to ``processor-<J>``).
         """
         path = path.expanduser().resolve()
         if path.exists():
             raise StateStoreError(f"snapshot target {path} already exists; choose a new path")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.backend.checkpoint(path)
-        return path
+        return made_private(path, self.backend.checkpoint)
 
     # -- bulk load -------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from statestore.errors import StoreLockedError
+from statestore.owner_only import make_private_dirs
 
 __all__ = ["DirectoryLock"]
 
@@ -22,7 +23,7 @@ class DirectoryLock:
 
     def __init__(self, path: Path) -> None:
         self.lock_file = path.with_name(path.name + ".lock")
-        self.lock_file.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.lock_file.parent)
         handle = self.lock_file.open("a+")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

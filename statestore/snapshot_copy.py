@@ -3,10 +3,11 @@
 A processor copies between batches: each ``step(budget)`` copies at most ``budget`` bytes and
 returns, so the loop never waits for a whole snapshot. ``SnapshotUpload`` copies a RocksDB
 checkpoint's files the store does not hold yet and writes the manifest last;
-``SnapshotDownload`` copies a snapshot into a local directory, checking every file's size and
-SHA-256, so the directory opens as the database it was: each file is copied into a staging
-file and takes its name only once checked, and a name that is not a plain file name (as a
-manifest from the store could hold) is refused before anything is written.
+``SnapshotDownload`` copies a snapshot into a new owner-only local directory (``0700``, its
+files ``0600``: ``statestore.owner_only``), checking every file's size and SHA-256, so the
+directory opens as the database it was: each file is copied into a staging file and takes its
+name only once checked, and a name that is not a plain file name (as a manifest from the store
+could hold) is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from statestore.errors import StoreCorruptError
+from statestore.owner_only import open_private, private_directory
 from statestore.snapshot_manifest import SnapshotFile, SnapshotManifest
 from statestore.snapshot_names import local_path
 from statestore.snapshot_store import SnapshotStore
@@ -209,7 +211,7 @@ class SnapshotDownload:
                 f"snapshot {manifest.id!r:.40} names a file twice: it is not used. Fix: delete "
                 "its manifest, and check who may write to the snapshot store."
             )
-        target.mkdir(parents=True)
+        private_directory(target, exist_ok=False)
         items = [
             _download_item(store, manifest.processor, file, final)
             for file, final in zip(manifest.files, finals, strict=True)
@@ -243,7 +245,7 @@ def _download_item(store: SnapshotStore, processor: int, file: SnapshotFile, fin
         file.name,
         file.size,
         partial(store.fs.open_input_stream, store.path(processor, file.path)),
-        partial(staging.open, "xb"),
+        partial(open_private, staging),
         file.sha256,
         checked=partial(staging.rename, final),
         dropped=partial(staging.unlink, missing_ok=True),

@@ -15,7 +15,8 @@ another's. ``prune`` keeps the newest ``keep`` snapshots and deletes files none 
 Whoever may write to the store may have written what is read back, so a manifest is used
 only if it has the form splitstate writes (``SnapshotManifest.decode``) and the id of its
 file's name, and what is deleted is built from such ids or listed in the processor's folder,
-never reached through a symbolic link out of it.
+never reached through a symbolic link out of it. A local store is written owner-only
+(``statestore.owner_only_fs``): directories ``0700``, files ``0600``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 from pyarrow import fs as pafs
 
 from statestore.errors import StateStoreError, StoreCorruptError
+from statestore.owner_only_fs import owner_only_local
 from statestore.snapshot_manifest import SnapshotManifest
 from statestore.snapshot_names import is_snapshot_id
 
@@ -51,6 +53,9 @@ class SnapshotStore:
                 filesystem, root = pafs.FileSystem.from_uri(url)
             else:
                 filesystem, root = pafs.LocalFileSystem(), str(Path(url).expanduser().resolve())
+            local = isinstance(filesystem, pafs.LocalFileSystem)
+            if local:  # written owner-only
+                filesystem = owner_only_local(f"{root.rstrip('/')}/{app_id}")
         except (ValueError, OSError) as error:
             reason = str(error).replace(url, "<snapshots.url>")  # pyarrow quotes it whole
             raise StateStoreError(
@@ -59,10 +64,13 @@ class SnapshotStore:
                 "file:///path), with its credentials in the environment."
             ) from None
         self.fs: pafs.FileSystem = filesystem
+        #: a directory on this machine (it may hold symbolic links; an object store has none)
+        self.local = local
         self.root = root.rstrip("/")
 
     def __repr__(self) -> str:
-        return f"SnapshotStore({self.fs.type_name}:{self.root!r}, {self.app_id!r})"
+        kind = "local" if self.local else self.fs.type_name
+        return f"SnapshotStore({kind}:{self.root!r}, {self.app_id!r})"
 
     def folder(self, processor: int) -> str:
         """The store path of processor ``processor``'s snapshots."""
@@ -186,7 +194,7 @@ class SnapshotStore:
     def _within(self, path: str, folder: str) -> bool:
         """Whether file ``path``, listed in ``folder``, lies in it once symbolic links are
         followed (a local directory may hold links; an object store has none)."""
-        if not isinstance(self.fs, pafs.LocalFileSystem):
+        if not self.local:
             return True
         return Path(path).parent.resolve().is_relative_to(Path(folder).resolve())
 

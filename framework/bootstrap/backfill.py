@@ -27,6 +27,7 @@ from framework.kafka import Clients, Kafka, watermarks
 from rebalance.positions import OffsetRange, Position
 from statestore import DatabaseIdentity, ProcessorDatabase, processor_path
 from statestore.lock import DirectoryLock
+from statestore.owner_only import private_directory
 from statestore.snapshot_store import SnapshotStore
 
 __all__ = ["BackfillResult", "backfill"]
@@ -188,7 +189,7 @@ def _move_aside(state_dir: Path, existing: list[Path]) -> Path:
     locks = [DirectoryLock(path) for path in existing]
     try:
         target = state_dir / f"replaced-{time.strftime('%Y%m%d-%H%M%S')}"
-        target.mkdir(parents=True)
+        private_directory(target, exist_ok=False)
         for path in existing:
             path.rename(target / path.name)
         return target

@@ -22,6 +22,7 @@ from framework.app import App
 from framework.bootstrap.manifest import MANIFEST_FILE, Manifest
 from framework.processing import ProcessorStoppedError
 from rebalance.positions import OffsetRange, Position
+from statestore.owner_only import private_directory
 
 __all__ = ["BootstrapRun", "bootstrap_directory", "read_bootstrap_progress"]
 
@@ -75,7 +76,7 @@ class BootstrapRun:
                 "with `splitstate run MODULE:APP`, or set bootstrap: replay."
             )
         directory = bootstrap_directory(app, processor, generation)
-        directory.mkdir(parents=True, exist_ok=True)
+        private_directory(directory)  # its output holds state (statestore.owner_only)
         if (directory / "output" / MANIFEST_FILE).exists():
             return cls(directory, None)  # finished before this processor restarted
         if _running(directory):

@@ -41,6 +41,7 @@ from framework.bootstrap.manifest import Manifest, TargetState
 from framework.bootstrap.progress import BootstrapProgress, SparkProgress
 from framework.bootstrap.tasks import Placement, file_writer, group_folder
 from rebalance.positions import Position
+from statestore.owner_only import private_directory
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -120,7 +121,7 @@ def run_bootstrap(
 
     destination = destination.expanduser().resolve()
     partial = destination.with_name(f".{destination.name}.partial-{uuid.uuid4().hex[:8]}")
-    partial.mkdir(parents=True)
+    private_directory(partial, exist_ok=False)  # the files hold state: owner-only
     progress = BootstrapProgress()
     reporter = SparkProgress(spark, progress, on_progress)
     reporter.start()

@@ -3,26 +3,40 @@
 Served by prometheus_client's WSGI app (``make_wsgi_app`` over the processor's own registry)
 plus the two health routes, on a threaded ``wsgiref`` server in a daemon thread, bound to
 ``metrics.host``. Health routes answer 200 or 503 with a one-line text body.
+
+Whoever reaches the port cannot make the process grow: each connection is answered in a
+thread of its own, at most ``MAX_CONNECTIONS`` at once (a connection past them is closed
+unanswered), and one silent for ``IDLE_SECONDS`` (sending no request, or not taking its
+answer) is closed. prometheus_client's own server bounds neither, hence this one.
 """
 
 from __future__ import annotations
 
 import errno
 import logging
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import make_wsgi_app
 
 from framework.errors import SplitstateError
 from framework.metrics.processor import ProcessorMetrics
 
-__all__ = ["MetricsPortError", "MetricsServer"]
+__all__ = ["IDLE_SECONDS", "MAX_CONNECTIONS", "MetricsPortError", "MetricsServer"]
 
 log = logging.getLogger(__name__)
+
+#: connections answered at once (a thread each); one past them is closed unanswered
+MAX_CONNECTIONS = 16
+#: seconds a connection may stay silent (its request not sent, its answer not taken)
+IDLE_SECONDS = 5.0
+#: at most one warning about refused connections per this many seconds
+_REFUSED_NOTE_SECONDS = 60.0
 
 StartResponse = Callable[..., Any]
 Environ = dict[str, Any]
@@ -32,14 +46,63 @@ class MetricsPortError(SplitstateError):
     """The metrics endpoint cannot listen on its host and port."""
 
 
-class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
-    """A WSGI server answering each request in a thread of its own (daemon threads)."""
+class _BoundedWSGIServer(ThreadingMixIn, WSGIServer):
+    """A WSGI server answering each connection in a (daemon) thread of its own, at most
+    ``limit`` at once: a connection past them is closed unanswered, and a warning says so
+    (at most once a minute)."""
 
     daemon_threads = True
 
+    def __init__(self, address: tuple[str, int], limit: int, processor: int) -> None:
+        super().__init__(address, _QuietHandler)
+        self._slots = threading.BoundedSemaphore(limit)
+        self._limit = limit
+        self._processor = processor
+        self._refused = 0
+        self._noted = -_REFUSED_NOTE_SECONDS
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._note_refused(client_address)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()  # no thread took it
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that failed (timed out, reset): the client's affair, not an error of
+        the processor's."""
+        log.debug("metrics connection from %s ended: %r", client_address, sys.exc_info()[1])
+
+    def _note_refused(self, client_address: Any) -> None:
+        self._refused += 1
+        now = time.monotonic()
+        if now - self._noted >= _REFUSED_NOTE_SECONDS:
+            self._noted = now
+            log.warning(
+                "processor %d's metrics endpoint closed a connection from %s unanswered: %d "
+                "are open, the most it answers at once (%d refused so far; a client that "
+                "opens connections and sends nothing?)",
+                self._processor,
+                client_address[0] if client_address else "?",
+                self._limit,
+                self._refused,
+            )
+
 
 class _QuietHandler(WSGIRequestHandler):
-    """No access log line per scrape."""
+    """No access log line per scrape; a connection silent for ``IDLE_SECONDS`` is closed."""
+
+    timeout = IDLE_SECONDS
 
     def log_message(self, format: str, *args: Any) -> None:
         return
@@ -53,7 +116,7 @@ class MetricsServer:
         self.host = host
         self.requested_port = port
         self._scrape = make_wsgi_app(metrics.registry)
-        self._server: _ThreadingWSGIServer | None = None
+        self._server: _BoundedWSGIServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -66,15 +129,12 @@ class MetricsServer:
     def start(self) -> MetricsServer:
         """Listen and serve in a daemon thread; ``MetricsPortError`` when the port is taken."""
         try:
-            server = make_server(
-                self.host,
-                self.requested_port,
-                self._app,
-                server_class=_ThreadingWSGIServer,
-                handler_class=_QuietHandler,
+            server = _BoundedWSGIServer(
+                (self.host, self.requested_port), MAX_CONNECTIONS, self.metrics.processor
             )
         except OSError as error:
             raise self._port_error(error) from None
+        server.set_app(self._app)
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever,

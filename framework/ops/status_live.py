@@ -6,6 +6,10 @@ renderable: the app line, inputs, a processors table (host, pid, key share, stat
 partitions), a partitions table (committed offset, end, lag), the handoffs of a scale in
 progress with bars, records/s and ETA, the Spark bootstraps and snapshot transfers with bars,
 then the snapshot lines and notes of the plain report.
+
+Text read from outside (a report's host, an abort or stop reason, a phase) is shown escaped
+(``framework.ops.escape.printable``) and as ``rich.text.Text``, never as a string rich would
+read markup in: a ``[bold]`` in a reason is shown as it is.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from framework.ops.escape import printable
 from framework.ops.progress import HandoffProgress
 from framework.ops.status import AppStatus, BootstrapStatus
 from framework.ops.status_view import note_lines, size_text, warning_lines
@@ -44,18 +49,28 @@ def live_status(
     footer = Text(f"updated {updated}, every {every:g}s; Ctrl-C to exit", style="dim")
     parts: list[RenderableType] = [header]
     if problem is not None:
-        parts.append(Text(f"cannot refresh: {problem} (retrying)", style="bold red"))
+        parts.append(_text(f"cannot refresh: {problem} (retrying)", style="bold red"))
     for topic in status.topics:
-        parts.extend(Text(line) for line in topic.render())
+        parts.extend(_text(line) for line in topic.render())
     parts.extend(Text(line, style="yellow") for line in warning_lines(status))
     parts.append(_processors(status))
     parts.append(_partitions(status))
     parts.extend(_scale(status, handoffs))
     if status.snapshots is not None:
-        parts.extend(Text(line) for line in status.snapshots.render())
+        parts.extend(_text(line) for line in status.snapshots.render())
     parts.extend(Text(line) for line in note_lines(status))
     parts.append(footer)
     return Group(*parts)
+
+
+def _text(text: str, style: str = "") -> Text:
+    """``text`` escaped, as a ``Text`` (no markup read in it)."""
+    return Text(printable(text), style=style)
+
+
+def _row(table: Table, *cells: str | RenderableType) -> None:
+    """Add a row; a string cell is shown escaped and as plain text (``_text``)."""
+    table.add_row(*(_text(cell) if isinstance(cell, str) else cell for cell in cells))
 
 
 _TEXT_COLUMNS = frozenset(
@@ -78,7 +93,8 @@ def _lag(lag: int) -> Text:
 def _processors(status: AppStatus) -> Table:
     table = _table("processor", "host", "pid", "share", "state", "lag", "partitions")
     for processor in status.processors:
-        table.add_row(
+        _row(
+            table,
             str(processor.processor),
             processor.host or "-",
             str(processor.pid or "-"),
@@ -97,7 +113,8 @@ def _partitions(status: AppStatus) -> Table:
         key=lambda p: (p.topic, p.partition),
     )
     for part in rows:
-        table.add_row(
+        _row(
+            table,
             f"{part.topic}[{part.partition}]",
             str(part.owner),
             "-" if part.committed is None else f"{part.committed:,}",
@@ -119,9 +136,10 @@ def _scale(status: AppStatus, handoffs: list[HandoffProgress]) -> list[Renderabl
         for handoff in handoffs:
             goal = handoff.goal if handoff.goal > 0 else 1
             done = handoff.done if handoff.goal > 0 else 1
-            table.add_row(
+            _row(
+                table,
                 f"{handoff.source} -> {handoff.target}",
-                Text(handoff.phase, style="cyan"),
+                _text(handoff.phase, style="cyan"),
                 _bar(done, goal),
                 f"{handoff.fraction:.0%}",
                 f"{handoff.done:,} of {handoff.goal:,}",
@@ -132,11 +150,11 @@ def _scale(status: AppStatus, handoffs: list[HandoffProgress]) -> list[Renderabl
         if status.bootstraps:
             parts.append(_bootstraps(status.bootstraps))
         for stopped in status.stopped:
-            parts.append(Text("\n".join(stopped.lines()), style="bold red"))
+            parts.append(_text_lines(stopped.lines(), style="bold red"))
     if status.aborted is not None:
         generation, old, new, reason = status.aborted
         parts.append(
-            Text(
+            _text(
                 f"the scale of generation {generation} ({old} -> {new} processors) was "
                 f"aborted: {reason}"
             )
@@ -150,7 +168,8 @@ def _bootstraps(bootstraps: list[BootstrapStatus | TransferProgress]) -> Table:
     table = _table("processor", "build", "phase", "progress", "detail")
     for item in bootstraps:
         if isinstance(item, BootstrapStatus):
-            table.add_row(
+            _row(
+                table,
                 str(item.processor),
                 "Spark bootstrap",
                 item.phase,
@@ -160,7 +179,8 @@ def _bootstraps(bootstraps: list[BootstrapStatus | TransferProgress]) -> Table:
             )
         else:
             waiting = f", waiting for a snapshot of {item.waiting_for}" if item.waiting_for else ""
-            table.add_row(
+            _row(
+                table,
                 str(item.processor),
                 "snapshot transfer",
                 item.phase,
@@ -169,3 +189,8 @@ def _bootstraps(bootstraps: list[BootstrapStatus | TransferProgress]) -> Table:
                 f"{item.keys_kept:,} keys kept{waiting}, {item.updated - item.started:.0f}s",
             )
     return table
+
+
+def _text_lines(lines: list[str], style: str = "") -> Text:
+    """``lines``, each escaped (``_text``), as one ``Text``."""
+    return Text("\n".join(printable(line) for line in lines), style=style)

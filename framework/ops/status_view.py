@@ -1,8 +1,14 @@
-"""``splitstate status`` as text: topics, processors, partitions, a scale in progress, notes."""
+"""``splitstate status`` as text: topics, processors, partitions, a scale in progress, notes.
+
+Much of it is read from outside (the control log, the progress topic, the snapshot store):
+every line is shown through ``framework.ops.escape.printable``, so no text in it reaches the
+terminal as an escape sequence, a carriage return or a line of its own.
+"""
 
 from __future__ import annotations
 
 from framework.growth.placement import UNPLACED_CAUSE, UNPLACED_FIX
+from framework.ops.escape import printable
 from framework.ops.status import AppStatus
 
 __all__ = ["note_lines", "render_status", "size_text", "warning_lines"]
@@ -46,18 +52,20 @@ def _retention_warning(status: AppStatus) -> list[str]:
 def warning_lines(status: AppStatus) -> list[str]:
     """The report's warnings about the inputs: history retention deleted (when it matters),
     records written by producers that bypass the growth fence, and those of them dead-lettered
-    as misplaced."""
-    return _retention_warning(status) + _unfenced_line(status) + _unplaced_lines(status)
+    as misplaced (escaped: ``printable``)."""
+    lines = _retention_warning(status) + _unfenced_line(status) + _unplaced_lines(status)
+    return [printable(line) for line in lines]
 
 
 def note_lines(status: AppStatus) -> list[str]:
     """The report's closing notes: processors that reported but are not running, records
-    skipped after crashes, the control log's ignored records, uneven key shares."""
-    return _notes(status)
+    skipped after crashes, the control log's ignored records, uneven key shares (escaped:
+    ``printable``)."""
+    return [printable(line) for line in _notes(status)]
 
 
 def render_status(status: AppStatus) -> str:
-    """A plain-text report."""
+    """A plain-text report (each line escaped: ``printable``)."""
     lines = [
         f"app {status.app_id}: generation {status.generation}, "
         f"{len(status.processors)} processors (initial {status.initial_processors}), "
@@ -73,7 +81,7 @@ def render_status(status: AppStatus) -> str:
     if status.snapshots is not None:
         lines.extend(status.snapshots.render())
     lines.extend(_notes(status))
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
 
 
 def _unfenced_line(status: AppStatus) -> list[str]:
@@ -108,7 +116,7 @@ def _processor_lines(status: AppStatus) -> list[str]:
     )
     for processor in status.processors:
         parts = ", ".join(f"{p.topic}[{p.partition}]" for p in processor.partitions)
-        host = (processor.host or "-")[-16:]  # the end holds a pod's ordinal
+        host = printable(processor.host or "-")[-16:]  # the end holds a pod's ordinal
         lines.append(
             f"{processor.processor:>9} {host:<16} {processor.pid or '-':>7} "
             f"{float(processor.share):>7.1%} {_size(processor.state_bytes):>9} "

@@ -21,6 +21,7 @@ from rich.live import Live
 
 from framework.clock import SYSTEM_CLOCK, Clock, StopSignal
 from framework.errors import SplitstateError
+from framework.ops.escape import printable
 from framework.ops.progress import CatchUpProgress, HandoffProgress
 from framework.ops.status import AppStatus
 from framework.ops.status_live import live_status
@@ -34,7 +35,7 @@ def plain_report(status: AppStatus, handoffs: list[HandoffProgress]) -> str:
     """The plain report: ``splitstate status``'s text, plus catch-up progress in a scale."""
     text = render_status(status)
     if status.scaling_to is not None and handoffs:
-        lines = "\n".join("  " + h.render() for h in handoffs)
+        lines = "\n".join("  " + printable(h.render()) for h in handoffs)
         text += f"\n\ncatch-up progress:\n{lines}"
     return text
 
@@ -172,7 +173,7 @@ def _watch_plain(
 ) -> None:
     def show() -> None:
         if sampler.problem is not None:
-            out.line(f"cannot refresh: {sampler.problem} (retrying)")
+            out.line(printable(f"cannot refresh: {sampler.problem} (retrying)"))
         else:
             out.line(plain_report(sampler.status, sampler.handoffs))
         out.line("")

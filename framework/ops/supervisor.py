@@ -31,6 +31,7 @@ from framework.metrics.ports import child_environment
 from framework.ops.progress import CatchUpProgress
 from framework.ops.status import collect_status
 from framework.runtime.log_context import note_generation
+from statestore.owner_only import private_directory
 
 __all__ = ["EXIT_STOPPED_BY_POLICY", "Supervisor"]
 
@@ -291,7 +292,7 @@ class Supervisor:
         log.info("all processors stopped")
 
     def _write_pids(self) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        private_directory(self.state_dir)
         pids = {
             str(c.processor): c.process.pid
             for c in self.children.values()

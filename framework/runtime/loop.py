@@ -46,6 +46,7 @@ from framework.runtime.unplaced_log import UnplacedWarnings
 from framework.snapshots.taker import SnapshotTaker
 from rebalance.control import ControlState
 from statestore import DatabaseIdentity, ProcessorDatabase, processor_path
+from statestore.owner_only import private_directory
 from statestore.snapshot_store import SnapshotStore
 
 __all__ = ["DatabaseOpener", "ProcessorRuntime", "RuntimeStats"]
@@ -179,6 +180,8 @@ class ProcessorRuntime:
         state_dir = self.config.app_state_dir
         path = processor_path(state_dir, self.processor_id)
         on_disk = self._open_database == ProcessorDatabase.open
+        if on_disk:  # everything of the app's state below it: owner-only (statestore.owner_only)
+            private_directory(state_dir)
         use = (on_disk if self._snapshots is None else self._snapshots) and (
             self.config.snapshots.enabled
         )

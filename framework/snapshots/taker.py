@@ -191,8 +191,7 @@ class SnapshotTaker:
             epoch=state.app.epoch if state.app is not None else None,
             instance=self.instance,
         )
-        checkpoint.parent.mkdir(parents=True, exist_ok=True)
-        database.snapshot(checkpoint)
+        database.snapshot(checkpoint)  # owner-only, its missing parents too
         # a request is answered once the manifest is written (an upload that fails takes the
         # snapshot again); one that came meanwhile stays for the next
         self._answering = self._requested

@@ -13,6 +13,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from statestore.owner_only import make_private_dirs
+
 __all__ = ["TransferProgress", "copied_text", "read_transfer_progress", "transfer_directory"]
 
 _BAR = 20
@@ -65,7 +67,7 @@ class TransferProgress:
 
     def write(self, directory: Path) -> None:
         """Replace ``directory/progress.json`` with this report."""
-        directory.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(directory)
         staged = directory / f".{_FILE}.tmp"
         staged.write_text(json.dumps(asdict(self)))
         os.replace(staged, directory / _FILE)

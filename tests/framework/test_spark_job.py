@@ -12,7 +12,9 @@ them; the fold's output must be the same bytes.
 
 from __future__ import annotations
 
+import os
 import random
+import stat
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -389,3 +391,28 @@ def _ddl() -> str:
         "topic string, partition int, offset long, key binary, value binary, timestamp long, "
         "headers array<struct<key:string,value:binary>>"
     )
+
+
+@pytest.mark.spark
+def test_the_built_files_are_staged_owner_only(spark: SparkSession, tmp_path: Path) -> None:
+    """The job's SST files hold state: their directory is owner-only (0700) from the start,
+    whatever the umask of the process that runs the job."""
+    rows, histories, _unheaded = make_history()
+    plan = BootstrapPlan(
+        initial_processors=B,
+        processors=2,
+        targets=frozenset({0}),
+        lineage=lineage_ranks(app.config, entries(histories)),
+        covered={0: {}},
+        shards=2,
+    )
+    fold = AppFold(app, {"events": 2, "notes": 2}, histories, B)
+    previous = os.umask(0o022)
+    try:
+        manifest = run_bootstrap(
+            spark, spark.createDataFrame(rows, _ddl()), plan, fold, tmp_path / "out"
+        )
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "out").stat().st_mode) == 0o700
+    assert manifest.files(0)["journal"]

@@ -1,7 +1,8 @@
 """How a ``splitstate`` command reports the error that ends it, on stderr: the line
 ``splitstate: error: ...`` (the traceback instead when the error is unexpected, or with
 ``--debug``), or, for ``run`` logging JSON, one JSON log line at level ``CRITICAL`` (its
-traceback under ``"exception"``). Either way the app's secrets are masked."""
+traceback under ``"exception"``). Either way the app's secrets are masked, and control
+characters (an error may quote the control log, a progress report or a path) escaped."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import sys
 import traceback
 
+from framework.ops.escape import printable
 from framework.ops.logs import LOG_FORMAT_VARIABLE, ContextFilter, JsonFormatter
 from framework.redaction import scrub
 
@@ -37,4 +39,6 @@ def report_error(args: argparse.Namespace, error: BaseException, *, with_traceba
         text = "".join(traceback.format_exception(error)).rstrip("\n")
     else:
         text = f"splitstate: error: {error}"
-    print(scrub(text), file=sys.stderr, flush=True)
+    # escaped (lines kept): an error may quote the control log, a report or a path
+    shown = "\n".join(printable(line) for line in scrub(text).split("\n"))
+    print(shown, file=sys.stderr, flush=True)

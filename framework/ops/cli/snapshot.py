@@ -19,6 +19,7 @@ from framework.coordination.scaling import read_control
 from framework.kafka import Clients
 from framework.loader import load_app
 from framework.ops.cli._arguments import app_arguments
+from framework.ops.escape import printable
 from framework.redaction import mask_url
 from framework.snapshots.transfer_progress import copied_text
 from rebalance.control_records import SnapshotRequest
@@ -48,9 +49,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def describe(manifest: SnapshotManifest, now: float) -> str:
-    """One line about ``manifest``: id, age, size, generation and offsets."""
+    """One line about ``manifest``: id, age, size, generation and offsets (escaped, as read
+    from the store: ``printable``)."""
     offsets = ", ".join(f"{t}[{p}]@{o}" for (t, p), o in sorted(manifest.offsets.items()))
-    return (
+    return printable(
         f"processor {manifest.processor}  {manifest.id}  {max(0.0, now - manifest.created):7.0f}s "
         f"old  {manifest.size:>12,} bytes  generation {manifest.generation}  {offsets or '-'}"
     )

@@ -118,7 +118,7 @@ class ControlLog:
         """
         state = ControlState()
         reason = None
-        for _key, value in self._kafka.read_log(self.topic):
+        for _offset, _key, value in self._kafka.read_log(self.topic):
             if value is None:
                 continue
             before = len(state.ignored)

@@ -199,7 +199,7 @@ def read_reports(kafka: Kafka, topic: str) -> dict[int, ProcessorReport]:
         log.warning("could not read the progress reports in %r: %s", topic, error)
         return {}
     reports: dict[int, ProcessorReport] = {}
-    for key, value in records:
+    for _offset, key, value in records:
         if key is None or not key.startswith(b"processor/"):
             continue
         if value is None:  # a tombstone: the processor's reports are gone

@@ -169,7 +169,7 @@ class TopicRegistry:
     def read(self) -> dict[str, TopicEntry]:
         """Every registered topic."""
         entries: dict[str, TopicEntry] = {}
-        for key, value in self._kafka.read_log(REGISTRY_TOPIC):
+        for _offset, key, value in self._kafka.read_log(REGISTRY_TOPIC):
             if key is None:
                 continue
             if value is None:

@@ -24,6 +24,7 @@ from framework.kafka.port import (
     Kafka,
     KafkaConsumer,
     KafkaProducer,
+    LogRecord,
     OffsetReset,
     TopicDescription,
     TopicSpec,
@@ -280,8 +281,8 @@ class Clients(Kafka):
 
     # -- coordination logs -----------------------------------------------------------------
 
-    def read_log(self, topic: str, partition: int = 0) -> list[tuple[bytes | None, bytes | None]]:
-        """Every ``(key, value)`` of ``topic[partition]`` from its start to its current end."""
+    def read_log(self, topic: str, partition: int = 0) -> list[LogRecord]:
+        """Every record of ``topic[partition]`` from its start to its current end."""
         self._reach()
         settings = {
             **self.settings,
@@ -305,9 +306,10 @@ class Clients(Kafka):
             raise KafkaIOError(f"reading {topic!r} to its end took over {TIMEOUT:.0f}s")
         return records
 
-    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> int:
-        """Write ``records`` to partition 0 of ``topic`` and wait until all are written;
-        returns the offset after the last of them (as their delivery reports say)."""
+    def append(self, topic: str, records: Sequence[tuple[bytes, bytes | None]]) -> int:
+        """Write ``records`` to partition 0 of ``topic`` (a value ``None``: a tombstone) and
+        wait until all are written; returns the offset after the last of them (as their
+        delivery reports say)."""
         failures: list[str] = []
         ends: list[int] = []
 
@@ -371,21 +373,20 @@ class Clients(Kafka):
             admin.poll(0)  # its last log lines
 
 
-def _read_to_end(
-    consumer: ConfluentConsumer, position: tuple[str, int]
-) -> list[tuple[bytes | None, bytes | None]] | None:
+def _read_to_end(consumer: ConfluentConsumer, position: tuple[str, int]) -> list[LogRecord] | None:
     """Every record of ``position`` up to its end now; ``None`` when that takes too long."""
     offsets = consumer.watermarks([position])[position]
     end = offsets.end
     if end <= offsets.start:
         return []
     consumer.assign({position: None})
-    records: list[tuple[bytes | None, bytes | None]] = []
+    records: list[LogRecord] = []
     deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
         for message in consumer.consume_ready(1000, 0.5):
-            records.append((message.key(), message.value()))
             offset = message.offset()
+            where = -1 if offset is None else offset
+            records.append(LogRecord(where, message.key(), message.value()))
             if offset is not None and offset + 1 >= end:
                 return records
         if position in consumer.ended:

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from framework.clock import Clock
 from rebalance.positions import OffsetRange, Position
@@ -30,6 +30,7 @@ __all__ = [
     "Kafka",
     "KafkaConsumer",
     "KafkaProducer",
+    "LogRecord",
     "Message",
     "OffsetReset",
     "TopicDescription",
@@ -39,6 +40,17 @@ __all__ = [
 
 #: A record header as a producer takes it.
 Header = tuple[str, str | bytes | None]
+
+
+class LogRecord(NamedTuple):
+    """One record of a coordination log as ``Kafka.read_log`` reads it: its offset (to name
+    it in an error), key and value (``None``: a tombstone)."""
+
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
 #: What a consumer does at a position Kafka does not hold (no committed offset, or deleted):
 #: start at the earliest record, or stop with ``OffsetResetError``.
 OffsetReset = Literal["earliest", "error"]
@@ -354,15 +366,16 @@ class Kafka(Protocol):
         """Each topic's id and replica racks."""
         ...
 
-    def read_log(self, topic: str, partition: int = 0) -> list[tuple[bytes | None, bytes | None]]:
-        """Every ``(key, value)`` of ``topic[partition]`` from its start to its current end,
-        in order; a topic that does not exist yet reads as empty."""
+    def read_log(self, topic: str, partition: int = 0) -> list[LogRecord]:
+        """Every record of ``topic[partition]`` from its start to its current end, in order;
+        a topic that does not exist yet reads as empty."""
         ...
 
-    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> int:
-        """Write ``(key, value)`` records to partition 0 of ``topic`` and wait until all are
-        written (one producer per port serves every append); returns the offset after the
-        last of them (the log reaches at least that far)."""
+    def append(self, topic: str, records: Sequence[tuple[bytes, bytes | None]]) -> int:
+        """Write ``(key, value)`` records to partition 0 of ``topic`` (a value ``None``: a
+        tombstone of its key) and wait until all are written (one producer per port serves
+        every append); returns the offset after the last of them (the log reaches at least
+        that far)."""
         ...
 
     def prepare_appends(self) -> None:

@@ -61,7 +61,7 @@ def new_app(tmp_path: Path, kafka: str, topics: TopicFactory, partitions: int = 
 
 def control_records(app: App) -> list[dict[str, object]]:
     records = Clients.of(app.config).read_log(app.config.control_topic)
-    return [orjson.loads(v) for _k, v in records if v]
+    return [orjson.loads(r.value) for r in records if r.value]
 
 
 def recreate_empty(admin: AdminClient, kafka: Kafka, topic: str) -> None:

@@ -25,6 +25,7 @@ from framework.kafka import (
     KafkaConsumer,
     KafkaIOError,
     KafkaProducer,
+    LogRecord,
     OffsetResetError,
     TopicDescription,
     TopicSpec,
@@ -232,17 +233,19 @@ class MemoryKafka:
 
     # -- coordination logs ---------------------------------------------------------------
 
-    def read_log(self, topic: str, partition: int = 0) -> list[tuple[bytes | None, bytes | None]]:
+    def read_log(self, topic: str, partition: int = 0) -> list[LogRecord]:
         """Every record of ``topic[partition]`` now; a missing topic reads as empty."""
         self.before("kafka.read_log")
         if not 0 <= partition < self.broker.partition_count(topic):
             return []  # a missing topic or partition reads as empty
-        records = [(r.key, r.value) for r in self.broker.records(topic, partition)]
+        stored = self.broker.records(topic, partition)
+        records = [LogRecord(r.offset, r.key, r.value) for r in stored]
         self.faults.after("kafka.read_log")
         return records
 
-    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> int:
-        """Write ``records`` to ``topic[0]``; returns the offset after the last. A record over
+    def append(self, topic: str, records: Sequence[tuple[bytes, bytes | None]]) -> int:
+        """Write ``records`` to ``topic[0]`` (a value ``None``: a tombstone); returns the
+        offset after the last. A record over
         the producer's limit stops the append there (those before it are written), one over
         the topic's is not written; either fails the append with ``KafkaIOError``."""
         after = self.before("kafka.append") == "after"
@@ -251,7 +254,7 @@ class MemoryKafka:
         refused: list[str] = []
         end = 0
         for key, value in records:
-            size = len(key) + len(value)
+            size = len(key) + len(value or b"")
             if size > PRODUCER_MAX_BYTES:
                 raise KafkaIOError(f"could not write to {topic!r}: {too_large(size)}")
             if size > self.broker.limit(topic):

@@ -16,7 +16,7 @@ from framework.config import ConfigError
 from framework.coordination.control_guard import ControlLogLostError
 from framework.coordination.layout import prepare_app
 from framework.coordination.registry import TopicRegistry
-from framework.kafka import OffsetResetError, TopicSpec
+from framework.kafka import LogRecord, OffsetResetError, TopicSpec
 from framework.runtime.assignment import Assignment
 from framework.runtime.clients import RunClients
 from statestore import DatabaseIdentity, ProcessorDatabase
@@ -52,7 +52,7 @@ class _SlowControlLogRead(MemoryKafka):
         self.app = app
         self.slowed = 0
 
-    def read_log(self, topic: str, partition: int = 0) -> list[tuple[bytes | None, bytes | None]]:
+    def read_log(self, topic: str, partition: int = 0) -> list[LogRecord]:
         answer = super().read_log(topic, partition)
         config = self.app.config
         if topic == config.control_topic and not self.slowed:

@@ -17,7 +17,7 @@ from pathlib import Path
 from framework.coordination.control_log import ControlLog, ControlWatcher
 from framework.coordination.layout import prepare_app
 from framework.coordination.registry import REGISTRY_TOPIC
-from framework.kafka import KafkaConsumer, Message, TopicSpec
+from framework.kafka import KafkaConsumer, LogRecord, Message, TopicSpec
 from tests.clocks import ManualClock
 from tests.sim.app import INPUT, OUTPUT, make_app
 from tests.sim.broker import Broker
@@ -32,11 +32,11 @@ class CountingKafka(MemoryKafka):
         self.reads: Counter[str] = Counter()
         self.appends: Counter[str] = Counter()
 
-    def read_log(self, topic: str, partition: int = 0) -> list[tuple[bytes | None, bytes | None]]:
+    def read_log(self, topic: str, partition: int = 0) -> list[LogRecord]:
         self.reads[topic] += 1
         return super().read_log(topic, partition)
 
-    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> int:
+    def append(self, topic: str, records: Sequence[tuple[bytes, bytes | None]]) -> int:
         self.appends[topic] += 1
         return super().append(topic, records)
 

@@ -60,8 +60,8 @@ class _Processor0(MemoryKafka):
         self.at_release = at_release
         self.releases: list[dict[str, object]] = []
 
-    def append(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> int:
-        facts = [orjson.loads(value) for _key, value in records]
+    def append(self, topic: str, records: Sequence[tuple[bytes, bytes | None]]) -> int:
+        facts = [orjson.loads(value) for _key, value in records if value is not None]
         release = [f for f in facts if f.get("event") == HandoffEvent.RELEASE.value]
         if release and self.at_release == "crash":
             self.at_release = ""

@@ -47,6 +47,11 @@ Records are JSON objects with a ``type``:
   only older formats ignores every later record and says so (``unreadable``): processors
   and commands refuse such a log instead of acting on part of it.
 - ``metadata_hash``: the last KIP-1101 group hash the processors acted on.
+
+Each record's shape is checked once, by ``rebalance.control_schema``, before any rule reads
+it: a record of a known kind that does not fit its schema is refused (``apply`` raises
+``MalformedRecordError``) by every reader at the same record; one of an unknown kind is
+ignored and noted (that module says why each).
 """
 
 from __future__ import annotations
@@ -68,10 +73,12 @@ from rebalance.control_records import (
     history_record,
     request_of,
 )
+from rebalance.control_schema import check_record
 from rebalance.control_stops import CONTROL_FORMAT, refuse_writer
 from rebalance.linear_hash import bucket
 from rebalance.positions import Position
 from rebalance.receiver_stops import apply_resumed, apply_stopped
+from rebalance.record_checks import shown
 from rebalance.scale_records import scale_of
 from rebalance.states import HANDOFF_MACHINE, HandoffEvent, HandoffPhase
 
@@ -129,13 +136,16 @@ class ControlState:
         return max(last, self.generation.generation) + 1
 
     def apply(self, record: Mapping[str, Any]) -> ControlState:
-        """The state after ``record``; a record that does not fit is ignored and noted."""
+        """The state after ``record``; a record that does not fit the state, or is of a
+        kind this splitstate does not know, is ignored and noted. Raises
+        ``MalformedRecordError`` for a record of a known kind that does not fit its schema:
+        every reader refuses it the same way (``rebalance.control_schema`` says why)."""
         if self.unreadable is not None:
             return self  # noted once, at the format record
-        try:
-            refused = refuse_writer(record, self.format, self.instances)
-        except (KeyError, TypeError, ValueError) as error:
-            return self._ignore(f"a malformed {record.get('type')!r} record ({error!r})")
+        checked = check_record(record)
+        if checked is None:
+            return self._ignore(f"unknown record type {shown(record.get('type'))}")
+        refused = refuse_writer(checked, self.format, self.instances)
         if refused is not None:
             return self._ignore(refused)
         appliers: dict[str, Callable[[Mapping[str, Any]], ControlState]] = {
@@ -157,14 +167,7 @@ class ControlState:
             "resumed": self._apply_resumed,
             "format": self._apply_format,
         }
-        kind = record.get("type")
-        applier = appliers.get(str(kind))
-        if applier is None:
-            return self._ignore(f"unknown record type {kind!r}")
-        try:
-            return applier(record)
-        except (KeyError, TypeError, ValueError) as error:
-            return self._ignore(f"a malformed {kind!r} record ({error!r})")
+        return appliers[checked["type"]](checked)
 
     # -- ownership -------------------------------------------------------------------------
 
@@ -296,10 +299,7 @@ class ControlState:
         handoff = scale.handoffs.get(pair)
         if handoff is None:
             return self._ignore(f"generation {number} has no handoff {pair[0]} -> {pair[1]}")
-        try:
-            event = HandoffEvent(str(record["event"]))
-        except ValueError:
-            return self._ignore(f"unknown handoff event {record.get('event')!r}")
+        event = HandoffEvent(record["event"])  # (the schema knows every event)
         if not HANDOFF_MACHINE.can_apply(handoff.phase, event):
             return self._ignore(
                 f"handoff {pair[0]} -> {pair[1]} of generation {number}: event {event.value} "

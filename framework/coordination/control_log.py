@@ -22,13 +22,24 @@ to the same state however much of it was compacted.
 The topic is created compacted with ``retention.ms=-1`` and ``retention.bytes=-1``, and
 ``framework.kafka.check_retention`` refuses to use it (or the topic registry) when its
 config would delete records.
+
+**A record no reader can read** (not JSON, not an object, or a known kind that does not fit
+its schema: ``rebalance.control_schema``) stops every reader at it the same way: each
+processor (at its start, or as the record arrives), ``status``, ``scale`` and ``expand``
+raise ``ControlRecordError`` naming the topic, the record's offset and key, and the fix.
+Nothing acts on the log past it, because skipping it could change who owns a partition
+for one reader and not another. An operator removes it with ``splitstate control drop``,
+which writes a tombstone of its key (refused for a record that can be read): from then on
+every reader skips it, as compaction will remove it anyway. A reader meeting a refused
+record therefore looks for a later tombstone of its key before it refuses: whether a
+record applies depends only on the log, not on when it was read.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -39,15 +50,18 @@ from framework.kafka import (
     COMPACTED,
     Kafka,
     KafkaIOError,
+    LogRecord,
     Message,
     TopicSpec,
     UnknownPartitionError,
 )
 from rebalance.control import ControlState
+from rebalance.control_schema import check_record
 from rebalance.control_stops import CONTROL_FORMAT
+from rebalance.record_checks import MalformedRecordError, json_object, shown
 from statestore import ProcessorDatabase
 
-__all__ = ["ControlLog", "ControlWatcher", "record_key"]
+__all__ = ["ControlLog", "ControlRecordError", "ControlWatcher", "record_key", "why_unreadable"]
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +83,60 @@ def record_key(record: Mapping[str, Any]) -> bytes:
     return f"{fact}/{uuid.uuid4().hex}".encode()
 
 
-def _apply(state: ControlState, value: bytes, topic: str, *, live: bool = False) -> ControlState:
-    """``state`` with the record ``value`` applied. An ignored record is logged as a warning
-    when ``live`` (read as it arrives), else at DEBUG: a replay meets every past refusal
-    again, which ``ControlState.ignored`` keeps (``status`` lists the last ones). Raises
-    ``SplitstateError`` once the log switches to a format this splitstate cannot read."""
+class ControlRecordError(SplitstateError):
+    """A control-log record no reader can read: every reader stops at it until it is
+    removed (``splitstate control drop``)."""
+
+    def __init__(self, topic: str, offset: int, key: bytes | None, problem: str) -> None:
+        self.topic, self.offset, self.key = topic, offset, key
+        super().__init__(
+            f"control log {topic!r} holds a record that cannot be read, at offset {offset} "
+            f"(key {shown(key)}): {problem}. Every processor, `splitstate status`, `scale` "
+            "and `expand` stop at it the same way: acting on the log without it could give "
+            "a partition to two processors. Fix: if a newer splitstate wrote it, run that "
+            "version everywhere; otherwise remove it with `splitstate control drop "
+            f"MODULE:APP --offset {offset}` (a tombstone of its key, which every reader then "
+            "skips)."
+        )
+
+
+def why_unreadable(value: bytes) -> str | None:
+    """Why the control-log record ``value`` cannot be read (``None``: it can)."""
     try:
-        record = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        record = {"type": None, "raw": value[:80].decode(errors="replace")}
-    after = state.apply(record if isinstance(record, dict) else {"type": None})
+        check_record(json_object(value))
+    except MalformedRecordError as problem:
+        return str(problem)
+    return None
+
+
+def _apply(
+    state: ControlState,
+    record: LogRecord,
+    topic: str,
+    removed: Callable[[LogRecord], bool],
+    *,
+    live: bool = False,
+) -> ControlState:
+    """``state`` with ``record`` (not a tombstone) applied. A record that cannot be read
+    raises ``ControlRecordError``, unless ``removed(record)`` says a later tombstone of its
+    key removed it (then it is skipped). An ignored record is logged as a warning when
+    ``live`` (read as it arrives), else at DEBUG: a replay meets every past refusal again,
+    which ``ControlState.ignored`` keeps (``status`` lists the last ones). Raises
+    ``SplitstateError`` once the log switches to a format this splitstate cannot read."""
+    assert record.value is not None
+    try:
+        after = state.apply(json_object(record.value))
+    except MalformedRecordError as problem:
+        if removed(record):
+            log.log(
+                logging.WARNING if live else logging.DEBUG,
+                "control log %s: skipped the record at offset %d, which cannot be read and "
+                "whose key a later tombstone removed",
+                topic,
+                record.offset,
+            )
+            return state
+        raise ControlRecordError(topic, record.offset, record.key, str(problem)) from None
     if len(after.ignored) > len(state.ignored):
         level = logging.WARNING if live else logging.DEBUG
         log.log(level, "control log %s: ignored %s", topic, after.ignored[-1])
@@ -90,6 +148,21 @@ def _apply(state: ControlState, value: bytes, topic: str, *, live: bool = False)
             "the other processors of this app run."
         )
     return after
+
+
+def _removed_in(records: Sequence[LogRecord]) -> Callable[[LogRecord], bool]:
+    """Whether a record of ``records`` was removed: a tombstone of its key comes later."""
+    last_tombstone: dict[bytes | None, int] = {}
+    for record in records:
+        if record.value is None:
+            last_tombstone[record.key] = record.offset
+    return lambda record: last_tombstone.get(record.key, -1) > record.offset
+
+
+def _request(value: bytes) -> str | None:
+    """The ``request`` id of a record that was read (``None``: it names none)."""
+    request = json_object(value).get("request")
+    return request if isinstance(request, str) else None
 
 
 class ControlLog:
@@ -108,25 +181,55 @@ class ControlLog:
         self._kafka.create_topics([self.topic_spec()])
 
     def read(self) -> ControlState:
-        """Apply every record, in order."""
+        """Apply every record, in order (``ControlRecordError`` at one no reader can read)."""
         return self.outcome(None)[0]
 
     def outcome(self, request: str | None) -> tuple[ControlState, str | None]:
         """The state after every record, and why the record of ``request`` was ignored.
 
-        The reason is ``None`` when that record was applied (or is not in the log).
+        The reason is ``None`` when that record was applied (or is not in the log). Raises
+        ``ControlRecordError`` at a record no reader can read.
         """
+        records = self._kafka.read_log(self.topic)
+        removed = _removed_in(records)
         state = ControlState()
         reason = None
-        for _offset, _key, value in self._kafka.read_log(self.topic):
-            if value is None:
+        for record in records:
+            if record.value is None:
                 continue
             before = len(state.ignored)
-            state = _apply(state, value, self.topic)
+            state = _apply(state, record, self.topic, removed)
             ignored = len(state.ignored) > before
-            if ignored and request is not None and orjson.loads(value).get("request") == request:
+            if ignored and request is not None and _request(record.value) == request:
                 reason = state.ignored[-1]
         return state, reason
+
+    def drop(self, offset: int) -> bytes:
+        """Remove the record at ``offset``, one no reader can read: append a tombstone of
+        its key, after which every reader skips it; returns the key. Raises
+        ``SplitstateError`` (removing nothing) when no such record is there, or when it can
+        be read: a fact of the protocol is never removed."""
+        records = self._kafka.read_log(self.topic)
+        found = next((r for r in records if r.offset == offset), None)
+        if found is None or found.value is None or found.key is None:
+            what = "no record" if found is None else "a tombstone or a keyless record"
+            raise SplitstateError(
+                f"control log {self.topic!r} holds {what} at offset {offset}; nothing was "
+                "dropped. Fix: give the offset that `splitstate status` (or the processors' "
+                "error) names."
+            )
+        problem = why_unreadable(found.value)
+        if problem is None:
+            raise SplitstateError(
+                f"the record at offset {offset} of control log {self.topic!r} can be read: it "
+                "is a fact of the protocol, and removing it could give a partition to two "
+                "processors; nothing was dropped. Fix: drop only the record the processors' "
+                "error names."
+            )
+        if _removed_in(records)(found):
+            return found.key
+        self._kafka.append(self.topic, [(found.key, None)])
+        return found.key
 
     def end_offset(self) -> int:
         """The log's end offset (0 when the topic is missing or empty)."""
@@ -161,6 +264,7 @@ class ControlWatcher:
     def __init__(self, kafka: Kafka, topic: str) -> None:
         self.topic = topic
         self.state = ControlState()
+        self._kafka = kafka
         self._clock = kafka.clock
         self._consumer = kafka.consumer(
             f"splitstate-control-{uuid.uuid4().hex[:12]}", name=f"control log {topic}"
@@ -221,12 +325,18 @@ class ControlWatcher:
             if value is None:
                 continue
             before = self.state
-            self.state = _apply(before, value, self.topic, live=self._live)
+            record = LogRecord(message.offset() or 0, message.key(), value)
+            self.state = _apply(before, record, self.topic, self._removed, live=self._live)
             changed = changed or self.state != before
         if changed:
             self._remember()
             self._tell_listeners()
         return changed
+
+    def _removed(self, record: LogRecord) -> bool:
+        """Whether a tombstone of ``record``'s key follows it in the log now (asked only of
+        a record that cannot be read: the log is read once more to its end)."""
+        return _removed_in(self._kafka.read_log(self.topic))(record)
 
     def _tell_listeners(self) -> None:
         """Call every listener with the state; one that raises is logged and the others are

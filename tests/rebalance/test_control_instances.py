@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from rebalance import HandoffEvent, HandoffPhase
 from rebalance.control import ControlState, handoff_record
 from rebalance.control_records import instance_record
@@ -15,6 +17,7 @@ from rebalance.control_stops import (
     resumed_record,
     stopped_record,
 )
+from rebalance.record_checks import MalformedRecordError
 from tests.rebalance.test_control import COUNTS, scale, started
 
 RELEASED = {("words", 2): 7, ("words", 6): 7}
@@ -134,15 +137,16 @@ def test_a_log_in_a_newer_format_is_refused_as_a_whole() -> None:
     assert after == newer  # nothing after it applies
 
 
-def test_a_malformed_record_is_ignored_not_raised() -> None:
+def test_a_malformed_record_is_refused_not_ignored() -> None:
+    """Every reader refuses it the same way (``rebalance.control_schema`` says why): none
+    skips it and acts on the rest of the log."""
     state = _format2((2, "a"))
     for record in (
         {"type": "handoff", "generation": 1},
         {"type": "stopped", "generation": "x", "processor": 2, "instance": "a"},
         {"type": "instance", "processor": "two", "instance": "c"},
     ):
-        after = state.apply(record)
-        assert after.scaling == state.scaling and "malformed" in after.ignored[-1]
-    idle = started(2)
-    after = idle.apply({"type": "scale", "processors": 3})
-    assert after.scale is None and "malformed" in after.ignored[-1]
+        with pytest.raises(MalformedRecordError, match="does not fit"):
+            state.apply(record)
+    with pytest.raises(MalformedRecordError, match="generation: Field required"):
+        started(2).apply({"type": "scale", "processors": 3})

@@ -13,6 +13,7 @@ from typing import Any
 from framework.errors import SplitstateError
 from framework.ops.cli import backfill as backfill_commands
 from framework.ops.cli import broker as broker_commands
+from framework.ops.cli import control as control_commands
 from framework.ops.cli import expand as expand_commands
 from framework.ops.cli import run as run_commands
 from framework.ops.cli import snapshot as snapshot_commands
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     backfill_commands.register(commands)
     expand_commands.register(commands)
     snapshot_commands.register(commands)
+    control_commands.register(commands)
     return parser
 
 

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from framework.coordination.registry import TopicRegistry
+from framework.coordination.registry import TopicEntry, TopicRegistry
 from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
 from framework.growth.placement import LinearHashPartitioner, produce_placed
@@ -55,19 +55,20 @@ class SplitstateProducer:
         registry = TopicRegistry(kafka)
         registry.ensure_topic()
         read_at = kafka.clock.monotonic()  # the lease runs from before the registry read
-        entries = registry.read()
+        known = registry.read()
         counts = kafka.partition_counts(topics)
+        entries: dict[str, TopicEntry] = {}
         for topic in topics:
-            if topic not in entries:
-                if topic not in counts:
-                    raise SplitstateError(
-                        f"topic {topic!r} does not exist. Fix: create it first "
-                        "(`splitstate topics create MODULE:APP`)."
-                    )
-                entries[topic] = registry.register(topic, counts[topic])
-        self.lease = RegistryLease(
-            registry, {t: entries[t] for t in topics}, kafka.clock, read_at=read_at
-        )
+            if topic in known:
+                entries[topic] = known[topic]
+                continue
+            if topic not in counts:
+                raise SplitstateError(
+                    f"topic {topic!r} does not exist. Fix: create it first "
+                    "(`splitstate topics create MODULE:APP`)."
+                )
+            entries[topic] = registry.register(topic, counts[topic])
+        self.lease = RegistryLease(registry, entries, kafka.clock, read_at=read_at)
         timeout_ms = self.lease.delivery_timeout_ms
         settings = dict(producer_settings or {})
         for name in _TIMEOUT_SETTINGS:

@@ -108,11 +108,11 @@ def prepare_app(
         for name in dict.fromkeys(names)
         if name not in known
     ]
-    if new:  # registered in one append (the registry is read again just before it)
-        known = {**known, **registry.register_all(new)}
+    # registered in one append (the registry is read again just before it)
+    registered = registry.register_all(new) if new else {}
     entries: dict[str, TopicEntry] = {}
     for name in names:
-        entry = known[name]
+        entry = registered[name] if name in registered else known[name]
         if entry.key_hash != config.key_hash:
             raise ConfigError(
                 f"topic {name!r} is registered with key hash {entry.key_hash!r} but the config "

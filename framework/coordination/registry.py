@@ -12,24 +12,51 @@ Producers place keys with the last count and must re-read the registry within ``
 a record placed with an older count is delivered (or failed) within ``delivery_timeout_ms``.
 So ``lease_ms + delivery_timeout_ms`` after a new count is recorded, no record placed with the
 old count can still land, and the growth's markers can fence the parents.
+
+**Records that cannot be read.** Every app and producer on the cluster reads the whole
+registry, so what one bad record does must not depend on whose it is:
+
+- a record whose key cannot name a topic (not UTF-8, or not a Kafka topic name) is ignored by
+  every reader: no app or producer reads it as its own;
+- a topic whose last record cannot be read (not JSON, not of the schema below, or naming
+  another topic than its key) is *registered but unreadable*: it stays in what ``read``
+  returns (so nobody registers it afresh: a new history would send keys to other
+  partitions), and only a reader that asks for that topic gets ``RegistryRecordError``
+  naming the offset and the fix. Every other app and producer goes on. The record before it
+  is not used instead: compaction may have removed it for one reader and not another.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from framework.kafka import COMPACTED, Kafka, TopicSpec
+from framework.errors import SplitstateError
+from framework.kafka import COMPACTED, Kafka, LogRecord, TopicSpec
 from rebalance import TopicHistory
+from rebalance.record_checks import (
+    Count,
+    IndexKey,
+    MalformedRecordError,
+    Offset,
+    Text,
+    describe,
+    json_object,
+    shown,
+)
 
 __all__ = [
     "DEFAULT_DELIVERY_TIMEOUT_MS",
     "DEFAULT_LEASE_MS",
     "REGISTRY_TOPIC",
     "Growth",
+    "RegistryEntries",
+    "RegistryRecordError",
     "TopicEntry",
     "TopicRegistry",
 ]
@@ -71,14 +98,8 @@ class Growth:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Growth:
-        """Parse :meth:`to_record`'s output."""
-        ends = record.get("fence_ends")
-        return cls(
-            int(record["partitions"]),
-            int(record["recorded_ms"]),
-            None if ends is None else {int(k): int(v) for k, v in ends.items()},
-            {int(k): int(v) for k, v in dict(record.get("markers", {})).items()},
-        )
+        """Parse :meth:`to_record`'s output (``MalformedRecordError`` when it does not fit)."""
+        return _growth_of(_checked(_GrowthRecord, record))
 
 
 @dataclass(frozen=True)
@@ -135,20 +156,142 @@ class TopicEntry:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> TopicEntry:
-        """Parse a registry record."""
-        history = TopicHistory.of(
-            str(record["topic"]),
-            [int(c) for c in record["counts"]],
-            {int(k): int(v) for k, v in dict(record.get("thresholds", {})).items()},
-        )
-        growth = record.get("growth")
+        """Parse a registry record (``MalformedRecordError`` when it does not fit)."""
+        checked = _checked(_EntryRecord, record)
+        try:
+            history = TopicHistory.of(
+                checked.topic,
+                checked.counts,
+                {int(k): v for k, v in checked.thresholds.items()},
+            )
+        except ValueError as error:  # counts that do not grow, a threshold of no growth
+            raise MalformedRecordError(str(error)) from None
+        growth = checked.growth
         return cls(
             history,
-            str(record.get("key_hash", "murmur3")),
-            int(record.get("lease_ms", DEFAULT_LEASE_MS)),
-            int(record.get("delivery_timeout_ms", DEFAULT_DELIVERY_TIMEOUT_MS)),
-            None if growth is None else Growth.from_record(growth),
+            checked.key_hash,
+            checked.lease_ms,
+            checked.delivery_timeout_ms,
+            None if growth is None else _growth_of(growth),
         )
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class _GrowthRecord(_Record):
+    """The schema of a growth in progress (``Growth.to_record``)."""
+
+    partitions: Count
+    recorded_ms: Offset
+    fence_ends: dict[IndexKey, Offset] | None = None
+    markers: dict[IndexKey, Offset] = Field(default_factory=dict)
+
+
+class _EntryRecord(_Record):
+    """The schema of a registry record (``TopicEntry.to_record``); fields written by later
+    versions are left out, and those older versions did not write take their defaults."""
+
+    topic: Text
+    counts: list[Count] = Field(min_length=1)
+    thresholds: dict[IndexKey, Offset] = Field(default_factory=dict)
+    key_hash: Text = "murmur3"
+    lease_ms: Count = DEFAULT_LEASE_MS
+    delivery_timeout_ms: Count = DEFAULT_DELIVERY_TIMEOUT_MS
+    growth: _GrowthRecord | None = None
+
+
+_Schema = TypeVar("_Schema", bound=BaseModel)
+
+
+def _checked(schema: type[_Schema], record: Mapping[str, Any]) -> _Schema:
+    """``record`` read by ``schema`` (``MalformedRecordError`` naming what does not fit)."""
+    try:
+        return schema.model_validate(record)
+    except ValidationError as error:
+        raise MalformedRecordError(describe(error)) from None
+
+
+def _growth_of(record: _GrowthRecord) -> Growth:
+    ends = record.fence_ends
+    return Growth(
+        record.partitions,
+        record.recorded_ms,
+        None if ends is None else {int(k): v for k, v in ends.items()},
+        {int(k): v for k, v in record.markers.items()},
+    )
+
+
+#: what Kafka allows as a topic name
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+class RegistryRecordError(SplitstateError):
+    """The registry's last record of a topic cannot be read: its producers and apps stop
+    rather than guess the topic's partition history."""
+
+    def __init__(self, topic: str, offset: int, problem: str, previous: int | None) -> None:
+        self.topic, self.offset = topic, offset
+        again = (
+            f"produce the value of its last readable record (at offset {previous}) again "
+            f"with key {topic!r}"
+            if previous is not None
+            else f"produce its entry again with key {topic!r} (the log holds no readable "
+            "record of it: its partition counts and thresholds are those `splitstate "
+            "status` showed)"
+        )
+        super().__init__(
+            f"the topic registry {REGISTRY_TOPIC!r} holds an entry for topic {topic!r} that "
+            f"cannot be read, at offset {offset}: {problem}. Producers and apps of {topic!r} "
+            "stop rather than guess its partition history (a wrong one sends keys to other "
+            f"partitions). Fix: write its entry again: {again}. Only if {topic!r} never grew "
+            f"(`splitstate expand`), a tombstone of key {topic!r} instead lets the next start "
+            "register it again with its partition count."
+        )
+
+
+@dataclass(frozen=True)
+class _Unreadable:
+    """A topic whose last registry record cannot be read."""
+
+    offset: int
+    problem: str
+    #: the offset of its last readable record before, if the log still holds one
+    previous: int | None
+
+
+class RegistryEntries:
+    """Every registered topic's entry, as ``TopicRegistry.read`` found it. A topic whose
+    last record cannot be read is registered (``in`` is true) but reading its entry raises
+    ``RegistryRecordError``. Not a mapping on purpose: nothing copies or walks the whole
+    registry, which would meet other apps' unreadable entries; ``readable`` gives the
+    entries that can be read."""
+
+    def __init__(
+        self, entries: Mapping[str, TopicEntry], unreadable: Mapping[str, _Unreadable]
+    ) -> None:
+        self._entries = dict(entries)
+        self._unreadable = dict(unreadable)
+
+    def __contains__(self, topic: str) -> bool:
+        return topic in self._entries or topic in self._unreadable
+
+    def __getitem__(self, topic: str) -> TopicEntry:
+        bad = self._unreadable.get(topic)
+        if bad is not None:
+            raise RegistryRecordError(topic, bad.offset, bad.problem, bad.previous)
+        return self._entries[topic]
+
+    def get(self, topic: str) -> TopicEntry | None:
+        """The entry of ``topic``, ``None`` when it is not registered."""
+        if topic not in self:
+            return None
+        return self[topic]
+
+    def readable(self) -> dict[str, TopicEntry]:
+        """The entries that can be read."""
+        return dict(self._entries)
 
 
 class TopicRegistry:
@@ -166,17 +309,30 @@ class TopicRegistry:
         """Create the registry topic when missing (compacted, never deleting records)."""
         self._kafka.create_topics([self.topic_spec()])
 
-    def read(self) -> dict[str, TopicEntry]:
-        """Every registered topic."""
+    def read(self) -> RegistryEntries:
+        """Every registered topic: the last record of each key that names a topic (see the
+        module docstring for records that cannot be read)."""
         entries: dict[str, TopicEntry] = {}
-        for _offset, key, value in self._kafka.read_log(REGISTRY_TOPIC):
-            if key is None:
+        unreadable: dict[str, _Unreadable] = {}
+        readable_at: dict[str, int] = {}
+        for record in self._kafka.read_log(REGISTRY_TOPIC):
+            topic = _topic_of(record)
+            if topic is None:
+                continue  # no app or producer reads it as its own
+            entries.pop(topic, None)
+            unreadable.pop(topic, None)
+            if record.value is None:
+                readable_at.pop(topic, None)
                 continue
-            if value is None:
-                entries.pop(key.decode(), None)
-            else:
-                entries[key.decode()] = TopicEntry.from_record(orjson.loads(value))
-        return entries
+            try:
+                entry = _entry(topic, record.value)
+            except MalformedRecordError as problem:
+                previous = readable_at.get(topic)
+                unreadable[topic] = _Unreadable(record.offset, str(problem), previous)
+                continue
+            entries[topic] = entry
+            readable_at[topic] = record.offset
+        return RegistryEntries(entries, unreadable)
 
     def write(self, entry: TopicEntry) -> None:
         """Record ``entry`` (replacing what was known about its topic)."""
@@ -204,8 +360,30 @@ class TopicRegistry:
 
     def register_all(self, entries: Sequence[TopicEntry]) -> dict[str, TopicEntry]:
         """Each topic's registered entry, registering those of ``entries`` whose topic is
-        new: one read of the registry, then one append of the new ones."""
+        new: one read of the registry, then one append of the new ones. A topic whose entry
+        cannot be read is not new: ``RegistryRecordError``."""
         known = self.read()
-        found = {e.topic: known.get(e.topic, e) for e in entries}
-        self.write_all([e for e in entries if e.topic not in known])
+        new = [e for e in entries if e.topic not in known]
+        found = {e.topic: e for e in new}
+        for entry in entries:
+            if entry.topic not in found:
+                found[entry.topic] = known[entry.topic]
+        self.write_all(new)
         return found
+
+
+def _topic_of(record: LogRecord) -> str | None:
+    """The topic ``record``'s key names (``None``: none, not even another app's)."""
+    try:
+        topic = record.key.decode() if record.key is not None else ""
+    except UnicodeDecodeError:
+        return None
+    return topic if _TOPIC_NAME.fullmatch(topic) else None
+
+
+def _entry(topic: str, value: bytes) -> TopicEntry:
+    """The entry of ``topic`` its record ``value`` says (``MalformedRecordError``)."""
+    entry = TopicEntry.from_record(json_object(value))
+    if entry.topic != topic:
+        raise MalformedRecordError(f"its value is the entry of another topic, {shown(entry.topic)}")
+    return entry

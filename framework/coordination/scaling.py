@@ -16,7 +16,12 @@ from framework.app import App
 from framework.config import ConfigError
 from framework.coordination.control_log import ControlLog
 from framework.coordination.progress_reports import ProcessorReport, read_reports
-from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
+from framework.coordination.registry import (
+    REGISTRY_TOPIC,
+    RegistryEntries,
+    TopicEntry,
+    TopicRegistry,
+)
 from framework.kafka import Clients, Kafka, check_retention, watermarks
 from rebalance import check_layout, plan_scale
 from rebalance.control import ControlState, Scale, abort_record, history_record
@@ -238,7 +243,7 @@ def _growing(control_topic: str, topic: str, partitions: int) -> str:
 def _check_history(
     kafka: Kafka,
     app: App,
-    entries: Mapping[str, TopicEntry],
+    entries: RegistryEntries | Mapping[str, TopicEntry],
     *,
     b: int,
     current: int,

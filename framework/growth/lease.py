@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from framework.clock import SYSTEM_CLOCK, Clock, StopSignal, Task
-from framework.coordination.registry import TopicEntry
+from framework.coordination.registry import RegistryEntries, RegistryRecordError, TopicEntry
 from framework.errors import SplitstateError
 from framework.growth.placement import LinearHashPartitioner
 from framework.kafka import KafkaProducer
@@ -35,7 +35,7 @@ class ProducerLeaseError(SplitstateError):
 class RegistryReader(Protocol):
     """What a lease reads its counts from (``TopicRegistry``)."""
 
-    def read(self) -> dict[str, TopicEntry]:
+    def read(self) -> RegistryEntries | Mapping[str, TopicEntry]:
         """Every registered topic."""
         ...
 
@@ -72,6 +72,8 @@ class RegistryLease:
             (e.delivery_timeout_ms for e in entries.values()), default=30_000
         )
         self._renewed = clock.monotonic() if read_at is None else read_at
+        #: why the last renewal failed (``None`` once one worked)
+        self._failure: Exception | None = None
         self._producer: KafkaProducer | None = None
         self._closed = StopSignal()
         self._renewer: Task | None = None
@@ -94,12 +96,18 @@ class RegistryLease:
         """Raise ``ProducerLeaseError`` when the counts may be stale."""
         age = self._clock.monotonic() - self._renewed
         if self._topics and age > self.lease_seconds:
+            failure = self._failure
+            fix = (
+                f"The registry was read, but {failure}"
+                if isinstance(failure, RegistryRecordError)
+                else "Fix: make Kafka reachable; producing works again once the registry can "
+                "be read."
+            )
             raise ProducerLeaseError(
                 f"the producer could not re-read the splitstate topic registry for {age:.1f}s "
                 f"(its lease is {self.lease_seconds:.1f}s), so the partition counts it holds "
-                "may be stale and keys could land on the wrong partition; nothing was "
-                "produced. Fix: make Kafka reachable; producing works again once the "
-                "registry can be read."
+                f"may be stale and keys could land on the wrong partition; nothing was "
+                f"produced. {fix}"
             )
 
     def close(self, timeout: float = 30.0) -> None:
@@ -140,6 +148,7 @@ class RegistryLease:
         except _ClosedError:
             return False
         except Exception as error:  # the lease runs out unless a later read works
+            self._failure = error
             # (a read that failed as the lease was being closed concerns no one)
             log.log(
                 logging.DEBUG if self.closed() else logging.WARNING,
@@ -154,6 +163,7 @@ class RegistryLease:
             )
         self.partitioner = partitioner
         self._renewed = started
+        self._failure = None
         return True
 
     def _wait_for_partitions(self, topic: str, count: int) -> None:

@@ -13,7 +13,10 @@ processor's process ids (``pid_space``), by its pid being gone.
 
 Nothing reads a report to decide anything: ownership, handoffs and offsets stay in the control
 log and the consumer group. A lost or stale report makes ``status`` show less, never changes
-state.
+state. So a report that cannot be read (not JSON, or not of the schema below: anyone who
+can write to the topic may have written it) is left out by every reader, with a warning, and
+``status`` shows the other processors' reports: refusing it would take ``status`` away and
+protect nothing.
 """
 
 from __future__ import annotations
@@ -23,11 +26,21 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from framework.kafka import Kafka, KafkaIOError, TopicSpec
+from rebalance.record_checks import (
+    Index,
+    MalformedRecordError,
+    Offset,
+    Seconds,
+    Text,
+    describe,
+    json_object,
+)
 
 __all__ = [
     "GRACE_SECONDS",
@@ -65,8 +78,62 @@ def _positions(pairs: Mapping[Position, int]) -> list[list[Any]]:
     return [[topic, partition, value] for (topic, partition), value in sorted(pairs.items())]
 
 
-def _pairs(rows: Any) -> dict[Position, int]:
-    return {(str(t), int(p)): int(v) for t, p, v in rows or []}
+def _pairs(rows: list[tuple[str, int, int]] | None) -> dict[Position, int]:
+    return {(t, p): v for t, p, v in rows or []}
+
+
+#: ``[topic, partition, number]`` rows
+_Rows = list[tuple[Text, Index, Offset]] | None
+_Number = Annotated[int, Strict()] | Seconds
+
+
+class _Bootstrap(BaseModel):
+    """A Spark bootstrap's progress as reported (``framework.bootstrap.progress``)."""
+
+    generation: Index
+    phase: Text = "?"
+    tasks_done: _Number = 0
+    tasks_total: _Number = 0
+    records_read: _Number = 0
+    records_applied: _Number = 0
+    started: _Number = 0
+    updated: _Number = 0
+
+
+class _Transfer(BaseModel):
+    """A snapshot transfer's progress as reported (``TransferProgress``)."""
+
+    generation: Index
+    processor: Index
+    phase: Text = "waiting"
+    bytes_copied: Offset = 0
+    bytes_total: Offset = 0
+    keys_kept: Offset = 0
+    waiting_for: list[Index] = Field(default_factory=list)
+    started: Seconds = 0.0
+    updated: Seconds = 0.0
+
+
+class _Report(BaseModel):
+    """The schema of a report (``ProcessorReport.encode``); later fields are left out."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    processor: Index
+    host: Text
+    pid: Offset
+    updated: Seconds
+    state_bytes: Offset | None = None
+    catch_up_generation: Index | None = None
+    catch_up: _Rows = None
+    bootstrap: _Bootstrap | None = None
+    transfer: _Transfer | None = None
+    unfenced: _Rows = None
+    skipped: list[tuple[Text, Index, Offset, Offset, Seconds]] | None = None
+    stopped: Annotated[bool, Strict()] = False
+    every: Annotated[Seconds, Field(gt=0)] = HEARTBEAT_SECONDS  # older reports have none
+    pid_space: Text | None = None
+    unplaced: _Rows = None
 
 
 @dataclass(frozen=True)
@@ -126,30 +193,28 @@ class ProcessorReport:
 
     @classmethod
     def decode(cls, value: bytes) -> ProcessorReport:
-        """A report from its JSON (``ValueError``/``KeyError``/``TypeError`` when malformed)."""
-        data = orjson.loads(value)
-        for name in ("bootstrap", "transfer"):
-            if data.get(name) is not None and not isinstance(data[name], dict):
-                raise TypeError(f"{name} is not an object")
+        """A report from its JSON (``MalformedRecordError`` when it does not fit)."""
+        data = json_object(value)
+        try:
+            report = _Report.model_validate(data)
+        except ValidationError as error:
+            raise MalformedRecordError(describe(error)) from None
         return cls(
-            int(data["processor"]),
-            str(data["host"]),
-            int(data["pid"]),
-            float(data["updated"]),
-            None if data.get("state_bytes") is None else int(data["state_bytes"]),
-            None if data.get("catch_up_generation") is None else int(data["catch_up_generation"]),
-            _pairs(data.get("catch_up")),
-            data.get("bootstrap"),
-            data.get("transfer"),
-            _pairs(data.get("unfenced")),
-            [
-                (str(t), int(p), int(o), int(c), float(a))
-                for t, p, o, c, a in data.get("skipped") or []
-            ],
-            bool(data.get("stopped", False)),
-            float(data.get("every", HEARTBEAT_SECONDS)),  # older reports have none
-            None if data.get("pid_space") is None else str(data["pid_space"]),
-            _pairs(data.get("unplaced")),
+            report.processor,
+            report.host,
+            report.pid,
+            report.updated,
+            report.state_bytes,
+            report.catch_up_generation,
+            _pairs(report.catch_up),
+            data.get("bootstrap"),  # as written: checked to fit ``_Bootstrap``
+            data.get("transfer"),  # (and ``_Transfer``); the readers take what they know
+            _pairs(report.unfenced),
+            list(report.skipped or []),
+            report.stopped,
+            report.every,
+            report.pid_space,
+            _pairs(report.unplaced),
         )
 
     def same_news(self, other: ProcessorReport | None) -> bool:
@@ -199,7 +264,7 @@ def read_reports(kafka: Kafka, topic: str) -> dict[int, ProcessorReport]:
         log.warning("could not read the progress reports in %r: %s", topic, error)
         return {}
     reports: dict[int, ProcessorReport] = {}
-    for _offset, key, value in records:
+    for offset, key, value in records:
         if key is None or not key.startswith(b"processor/"):
             continue
         if value is None:  # a tombstone: the processor's reports are gone
@@ -209,8 +274,13 @@ def read_reports(kafka: Kafka, topic: str) -> dict[int, ProcessorReport]:
             continue
         try:
             report = ProcessorReport.decode(value)
-        except (ValueError, KeyError, TypeError) as error:
-            log.warning("a malformed progress report in %r (%s) is left out", topic, error)
+        except MalformedRecordError as error:
+            log.warning(
+                "the progress report at offset %d of %r cannot be read and is left out: %s",
+                offset,
+                topic,
+                error,
+            )
             continue
         reports[report.processor] = report
     return reports

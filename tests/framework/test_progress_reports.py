@@ -1,9 +1,13 @@
 """Processors' progress reports on Kafka: written, read back newest first, malformed ones left
-out, and a report that says nothing new recognised as such."""
+out (a report decides nothing, so every reader leaves out one it cannot read, and ``status``
+shows the others), and a report that says nothing new recognised as such."""
 
 from __future__ import annotations
 
 import random
+from pathlib import Path
+
+import pytest
 
 from framework.coordination.progress_reports import (
     ProcessorReport,
@@ -11,7 +15,9 @@ from framework.coordination.progress_reports import (
     read_reports,
     report_key,
 )
+from framework.ops.status import collect_status
 from tests.clocks import ManualClock
+from tests.framework.test_unreadable_control_records import append, started
 from tests.sim.broker import Broker
 from tests.sim.kafka import MemoryKafka
 
@@ -65,3 +71,32 @@ def test_only_time_and_size_are_no_news() -> None:
     assert later.same_news(first)
     assert not report(1, 101).same_news(first)
     assert not first.same_news(None)
+
+
+#: progress reports that cannot be read
+REPORTS = {
+    "a list": b"[]",
+    "a string": b'"x"',
+    "not JSON": b"not json",
+    "a missing field": b'{"processor": 7, "host": "h", "pid": 1}',
+    "a string for a number": b'{"processor": 7, "host": "h", "pid": "1", "updated": 1}',
+    "a number for a host": b'{"processor": 7, "host": 5, "pid": 1, "updated": 1}',
+    "a negative processor": b'{"processor": -7, "host": "h", "pid": 1, "updated": 1}',
+    "bad rows": b'{"processor": 7, "host": "h", "pid": 1, "updated": 1, "catch_up": [["t"]]}',
+    "a bootstrap of text": b'{"processor": 7, "host": "h", "pid": 1, "updated": 1, '
+    b'"bootstrap": {"generation": 1, "tasks_done": "many"}}',
+    "a transfer of text": b'{"processor": 7, "host": "h", "pid": 1, "updated": 1, '
+    b'"transfer": {"generation": 1, "processor": 7, "keys_kept": "x"}}',
+}
+
+
+@pytest.mark.parametrize("value", list(REPORTS.values()), ids=list(REPORTS))
+def test_a_progress_report_that_cannot_be_read_is_left_out(tmp_path: Path, value: bytes) -> None:
+    kafka, app = started(tmp_path)
+    topic = app.config.progress_topic
+    append(kafka, topic, report_key(7), value)
+    append(kafka, topic, b"processor/8", value)
+    with pytest.raises(ValueError):
+        ProcessorReport.decode(value)
+    assert sorted(read_reports(kafka, topic)) == [0]
+    assert collect_status(app, kafka=kafka).generation == 0

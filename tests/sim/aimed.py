@@ -46,7 +46,7 @@ from framework.coordination.registry import REGISTRY_TOPIC
 from tests.sim.app import INPUT
 from tests.sim.broker import StoredRecord
 from tests.sim.plan import Operation
-from tests.sim.world import World
+from tests.sim.world import World, control_fact
 
 __all__ = ["aim_at_protocol_windows"]
 
@@ -84,7 +84,9 @@ def aim_at_protocol_windows(world: World) -> None:
         if not world.chaos.active or record.value is None:
             return
         if record.topic == control_topic:
-            fact = json.loads(record.value)
+            fact = control_fact(record.value)
+            if fact is None:
+                return
             if fact.get("type") == "handoff":
                 on_handoff(fact)
             elif fact.get("type") == "growth" and rng.random() < rate:
@@ -97,26 +99,26 @@ def aim_at_protocol_windows(world: World) -> None:
                 world.chaos.late_replies(operators, 0.1, (0.2, 0.6))
                 producers = [p.name for p in world.producers if p.runnable]
                 world.chaos.late_replies(producers, 0.5, (3.0, 5.0))
-        elif record.topic == REGISTRY_TOPIC:
-            entry = json.loads(record.value)
-            growth = entry.get("growth") if isinstance(entry, dict) else None
-            recorded = isinstance(growth, dict) and growth.get("fence_ends") is None
-            if recorded and rng.random() < rate:
-                producers = [p.name for p in world.producers if p.runnable]
-                if world.plan.days_later and world.events.jumped_at is None:
-                    # the machine is suspended as a producer places a record with the counts
-                    # of its lease, still the old ones, and queues it only after the fence
-                    world.chaos.pause_in_produce = (world.jump_days, frozenset(producers))
-                topic = world.app.config.inputs[0]
-                lease, timeout = (
-                    topic.producer_lease_ms / 1000,
-                    topic.producer_delivery_timeout_ms / 1000,
-                )
-                if rng.random() < 0.5:  # past the fence, before a record queued late expires
-                    seconds = rng.uniform(lease + timeout + 1.0, lease + timeout + 3.0)
-                else:
-                    seconds = rng.uniform(0.5, 2.0)
-                world.chaos.isolate(producers, seconds)
+        elif (
+            record.topic == REGISTRY_TOPIC
+            and _growth_recorded(record.value)
+            and rng.random() < rate
+        ):
+            producers = [p.name for p in world.producers if p.runnable]
+            if world.plan.days_later and world.events.jumped_at is None:
+                # the machine is suspended as a producer places a record with the counts
+                # of its lease, still the old ones, and queues it only after the fence
+                world.chaos.pause_in_produce = (world.jump_days, frozenset(producers))
+            topic = world.app.config.inputs[0]
+            lease, timeout = (
+                topic.producer_lease_ms / 1000,
+                topic.producer_delivery_timeout_ms / 1000,
+            )
+            if rng.random() < 0.5:  # past the fence, before a record queued late expires
+                seconds = rng.uniform(lease + timeout + 1.0, lease + timeout + 3.0)
+            else:
+                seconds = rng.uniform(0.5, 2.0)
+            world.chaos.isolate(producers, seconds)
 
     deleted_under_catch_up = False
 
@@ -178,3 +180,14 @@ def _racing(world: World, operation: Operation) -> Operation | None:
     if processors - 1 >= world.plan.initial_processors:
         return Operation("scale", processors - 1)
     return None
+
+
+def _growth_recorded(value: bytes) -> bool:
+    """Whether a registry record records a growth's new count (its fence not known yet);
+    one that is not JSON (``tests/sim/junk.py``) records nothing."""
+    try:
+        entry = json.loads(value)
+    except ValueError:
+        return False
+    growth = entry.get("growth") if isinstance(entry, dict) else None
+    return isinstance(growth, dict) and growth.get("fence_ends") is None

@@ -328,14 +328,15 @@ class Broker:
 
     def compact(self, name: str, rng: random.Random) -> None:
         """Kafka's log cleaner on topic ``name`` (if compacted): in a prefix of each log, a
-        record is removed when a later record has its key; tombstones may go too."""
+        record is removed when a later record has its key; tombstones may go too. The last
+        record stays: Kafka never cleans the active segment, which holds it."""
         topic = self.topics.get(name)
         if topic is None or "compact" not in topic.configs.get("cleanup.policy", ""):
             return
         for log in topic.partitions:
             if not log.records:
                 continue
-            cut = rng.randint(log.start, log.end)
+            cut = min(rng.randint(log.start, log.end), log.records[-1].offset)
             last: dict[bytes | None, int] = {}
             for record in log.records:
                 last[record.key] = record.offset

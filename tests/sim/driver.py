@@ -28,6 +28,7 @@ from tests.sim.aimed import aim_at_protocol_windows
 from tests.sim.app import INPUT
 from tests.sim.checks import check_outputs, check_world
 from tests.sim.disks import rocksdb_without_background_compactions
+from tests.sim.junk import Junk
 from tests.sim.plan import Operation, Plan, rival_operations
 from tests.sim.twin import Twin
 from tests.sim.upstream import start_upstream
@@ -123,8 +124,10 @@ def _run(plan: Plan, root: Path, aim: Callable[[World], None] | None) -> Outcome
         world.kill_at_protocol_steps()
         aim_at_protocol_windows(world)
         twin = Twin(world)
-        _chaos(world, plan, twin)
+        junk = Junk(world)
+        _chaos(world, plan, twin, junk)
         twin.stop()  # the operator stops one of two instances before the end at the latest
+        junk.fix()  # the operator drops a record no reader can read by then at the latest
         world.chaos.active = False
         world.protocol_kills = 0.0
         settled = None if world.events.halted else _settle(world)
@@ -151,13 +154,13 @@ def _run(plan: Plan, root: Path, aim: Callable[[World], None] | None) -> Outcome
             if not documented:
                 outcome.problems.append(f"stopped without a lost disk or retention: {halted}")
             outcome.problems += check_outputs(world).problems
-            outcome.problems += _false_alarms(world)
+            outcome.problems += _false_alarms(world) + junk.problems()
             return outcome
         if settled is None:
             outcome.problems.append(_stuck(world))
             return outcome
         outcome.problems += check_world(world, settled).problems
-        outcome.problems += _false_alarms(world)
+        outcome.problems += _false_alarms(world) + junk.problems()
         return outcome
     finally:
         scheduler.end()
@@ -170,7 +173,7 @@ def _false_alarms(world: World) -> list[str]:
     ] + [f"false report: {line}" for line in world.events.false_reports]
 
 
-def _chaos(world: World, plan: Plan, twin: Twin) -> None:
+def _chaos(world: World, plan: Plan, twin: Twin, junk: Junk) -> None:
     scheduler = world.scheduler
     rng = world.rng
     next_look = 0.0
@@ -189,6 +192,7 @@ def _chaos(world: World, plan: Plan, twin: Twin) -> None:
         if scheduler.step() is None:
             scheduler.now += SUPERVISE_SECONDS
         twin.step()
+        junk.step(step)
         if plan.days_later and step == plan.chaos_steps // 2 and world.events.jumped_at is None:
             world.jump_days()  # unless aimed at a producer already (``tests/sim/aimed.py``)
         if world.kills_due or world.kills_now:

@@ -99,6 +99,9 @@ class Plan:
     twin_at: float = 0.0
     twin_for: float = 0.0
     stop_first: bool = False
+    #: whether someone writes records no reader can read to the control log, the topic
+    #: registry and the progress topic (``tests/sim/junk.py``)
+    junk: bool = False
 
     def describe(self) -> str:
         """The plan as readable lines."""
@@ -120,6 +123,7 @@ class Plan:
             f"{self.max_queued}, {'a rival operator, ' if self.rival else ''}"
             f"{'snapshots, ' if self.snapshots else ''}"
             f"{'exactly-once outputs, ' if self.exactly_once else ''}"
+            f"{'records no reader can read, ' if self.junk else ''}"
             f"{self.in_flight} batches in flight, chaos for {self.chaos_steps} steps",
         ]
         if self.upstream:
@@ -178,6 +182,7 @@ class Plan:
             replace(self, exactly_once=False),
             replace(self, in_flight=1),
             replace(self, twin=False),
+            replace(self, junk=False),
             replace(self, upstream=False, abort_rate=0.0, aborted_partition=None),
             replace(self, aborted_partition=None),
             replace(self, abort_rate=0.0),
@@ -248,6 +253,7 @@ def draw_plan(seed: int) -> Plan:
             twin_for=round(rng.uniform(2.0, 60.0), 1),
             stop_first=rng.random() < 0.5,
         )
+    plan = replace(plan, junk=rng.random() < 0.2)
     return plan
 
 

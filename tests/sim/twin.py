@@ -15,15 +15,13 @@ instance the other one fenced is then started again.
 
 from __future__ import annotations
 
-import json
-
 from framework import App
 from rebalance.control import ControlState
 from tests.sim.app import make_app
 from tests.sim.broker import StoredRecord
 from tests.sim.plan import Plan
 from tests.sim.scheduler import Party
-from tests.sim.world import RESTART_SECONDS, World
+from tests.sim.world import RESTART_SECONDS, World, control_fact
 
 __all__ = ["Twin"]
 
@@ -52,7 +50,9 @@ class Twin:
             return
         if record.topic != self.world.app.config.control_topic:
             return
-        fact = json.loads(record.value)
+        fact = control_fact(record.value)
+        if fact is None:
+            return
         if fact.get("type") == "handoff" and fact.get("event") == "START_CATCH_UP":
             self._receiver = (int(fact["target"]), self.world.clock.monotonic())
 

@@ -10,21 +10,18 @@ the control state gives work and that is not running, as ``splitstate run --all`
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
-
-import orjson
+from typing import Any, NoReturn
 
 from framework.app import App
 from framework.clock import Clock
 from framework.config import ConfigError
 from framework.coordination.control_guard import ControlLogLostError
-from framework.coordination.control_log import ControlLog
+from framework.coordination.control_log import ControlLog, ControlRecordError
 from framework.coordination.registry import REGISTRY_TOPIC, TopicRegistry
 from framework.coordination.scaling import abort_scale, request_scale
 from framework.errors import SplitstateError
@@ -35,6 +32,8 @@ from framework.producer import SplitstateProducer
 from framework.runtime.loop import ProcessorRuntime
 from rebalance import bucket, key_hash
 from rebalance.control import ControlState, Scale
+from rebalance.control_schema import check_record
+from rebalance.record_checks import MalformedRecordError, json_object
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec, processor_path
 from tests.sim.app import HUGE, INPUT, KILLER, OUTPUT, POISON, make_app
 from tests.sim.broker import Broker, StoredRecord
@@ -89,6 +88,9 @@ class Events:
     #: runs (``name#incarnation``) of the twinned processor while two instances of it were
     #: deployed: under at-least-once both may emit a record's outputs
     twinned: set[str] = field(default_factory=set)
+    #: the offsets that ``ControlRecordError`` named, each time a party stopped at a
+    #: control-log record no reader can read (``tests/sim/junk.py``)
+    control_refusals: list[int] = field(default_factory=list)
 
 
 class World:
@@ -263,7 +265,9 @@ class World:
     def control(self) -> ControlState:
         """The control state as the driver follows it now: the records appended since its
         last look applied to what it had (as a ``ControlWatcher`` does; a record compaction
-        removes has a newer one after it, so the state is the whole log's)."""
+        removes has a newer one after it, so the state is the whole log's). At a record no
+        reader can read it stops, as every reader does, until a tombstone of its key
+        follows it (``ControlLog.drop``); then it skips it, as every reader does."""
         log = self.broker.partition((self.app.config.control_topic, 0))
         new: list[StoredRecord] = []
         for record in reversed(log.records):
@@ -272,7 +276,16 @@ class World:
             new.append(record)
         for record in reversed(new):
             if record.value is not None:
-                self._control = self._control.apply(orjson.loads(record.value))
+                try:
+                    self._control = self._control.apply(json_object(record.value))
+                except MalformedRecordError:
+                    dropped = any(
+                        later.key == record.key and later.value is None
+                        for later in log.records
+                        if later.offset > record.offset
+                    )
+                    if not dropped:
+                        break
             self._control_next = record.offset + 1
         return self._control
 
@@ -325,6 +338,7 @@ class World:
                 self.fenced.add(party.name)
         elif isinstance(party.error, ProcessorStoppedError) and self.events.halted is None:
             self.events.halted = f"processor-{processor}: {party.error}"
+        self.note_refusal(party.error)
         line = (
             f"t={self.clock.monotonic():.2f} {party.name}: "
             f"{type(party.error).__name__}: {party.error}"
@@ -336,6 +350,11 @@ class World:
         if party is first:  # (a twin's machine restarts it on its own: ``tests/sim/twin.py``)
             pause = self.rng.uniform(*RESTART_SECONDS)
             self.restart_at[processor] = self.clock.monotonic() + pause
+
+    def note_refusal(self, error: BaseException) -> None:
+        """Note the offset a ``ControlRecordError`` names (``tests/sim/junk.py``)."""
+        if isinstance(error, ControlRecordError):
+            self.events.control_refusals.append(error.offset)
 
     def die(self) -> NoReturn:
         """The calling process dies here (a record that kills it while the function runs)."""
@@ -459,6 +478,7 @@ class World:
             else:
                 self._expand(port, operation.value)
         except (SplitstateError, KafkaIOError) as error:
+            self.note_refusal(error)
             self.events.refusals.append(f"{operation}: {type(error).__name__}: {error}")
 
     def start_racer(self, operation: Operation) -> None:
@@ -473,6 +493,7 @@ class World:
                 else:
                     self._expand(port, operation.value)
             except (SplitstateError, KafkaIOError) as error:
+                self.note_refusal(error)
                 self.events.refusals.append(f"racing {operation}: {type(error).__name__}: {error}")
             self._finish_growth(port)
 
@@ -489,12 +510,14 @@ class World:
 
     def _scale(self, port: MemoryKafka, processors: int) -> None:
         """Ask for a scale, again a while later while another scale or a growth is in the
-        way (as an operator would)."""
+        way, or the control log holds a record no reader can read (as an operator would,
+        who waits for its fix: ``tests/sim/junk.py``)."""
         for _ in range(30):
             try:
                 self._check_report(processors, request_scale(self.app, processors, kafka=port))
                 return
-            except KafkaIOError:
+            except (KafkaIOError, ControlRecordError) as error:
+                self.note_refusal(error)
                 self.clock.sleep(1.0)
             except ConfigError as error:
                 if "in progress" not in str(error) and "growing" not in str(error):
@@ -504,13 +527,14 @@ class World:
 
     def _expand(self, port: MemoryKafka, partitions: int) -> None:
         """Grow the input, again a while later when the broker failed it (``status`` would
-        show the growth unfinished)."""
+        show the growth unfinished) or the control log holds a record no reader can read."""
         control = ControlLog(port, self.app.config.control_topic)
         for _ in range(10):
             try:
                 expand_topic(port, INPUT, partitions, control=control, report=lambda _line: None)
                 return
-            except KafkaIOError:
+            except (KafkaIOError, ControlRecordError) as error:
+                self.note_refusal(error)
                 self.clock.sleep(1.0)
         expand_topic(port, INPUT, partitions, control=control, report=lambda _line: None)
 
@@ -526,6 +550,7 @@ class World:
             try:
                 self._expand(port, target)
             except (SplitstateError, KafkaIOError) as error:
+                self.note_refusal(error)
                 self.events.refusals.append(f"finishing growth: {type(error).__name__}: {error}")
                 self.clock.sleep(1.0)
 
@@ -542,7 +567,9 @@ class World:
                 return
             if b'"handoff"' not in record.value or self.rng.random() >= self.protocol_kills:
                 return
-            fact = json.loads(record.value)
+            fact = control_fact(record.value)
+            if fact is None:
+                return
             victim = self.rng.choice([int(fact["source"]), int(fact["target"])])
             if self.rng.random() < 0.5:  # now, or a little later (live records meanwhile)
                 self.kill_processor(victim, self.rng.random() < self.plan.lose_disk_rate)
@@ -580,6 +607,15 @@ class World:
         self.broker.compact(self.app.config.control_topic, self.rng)
         self.broker.compact(REGISTRY_TOPIC, self.rng)
         self.events.compactions += 1
+
+
+def control_fact(value: bytes) -> dict[str, Any] | None:
+    """The control-log record ``value`` as every reader reads it, ``None`` when it is none
+    (no reader can read it, or its kind is unknown): the world's watchers act on facts."""
+    try:
+        return check_record(json_object(value))
+    except MalformedRecordError:
+        return None
 
 
 def _open_producer(port: MemoryKafka, clock: Clock) -> SplitstateProducer:

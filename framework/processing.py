@@ -37,6 +37,7 @@ from framework.records import (
     Record,
     StoredMessage,
     output_items,
+    readable_headers,
 )
 from rebalance import TopicHistory
 from statestore import StateBatch
@@ -54,6 +55,15 @@ __all__ = [
     "encode_value",
 ]
 
+
+#: why a record whose headers cannot be read (``readable_headers``) is a dead letter
+UNREADABLE_REASON = (
+    "its headers cannot be read: a header name is not UTF-8 text (confluent-kafka cannot "
+    "decode it; Java clients and Spark read it with U+FFFD replacement characters, so a name "
+    "holding U+FFFD counts the same). The record was not processed; this dead letter holds its "
+    "key and value, not its headers. Fix: write header names as UTF-8 text, then send the "
+    "record again."
+)
 
 _FAST_ENCODERS: dict[type, Callable[[Any], bytes]] = {
     dict: orjson.dumps,
@@ -191,13 +201,16 @@ class RecordProcessor:
         if route is None:
             reason = f"no processor function for topic {topic!r}"
             return [], self._dead(message, where, "route", reason, restore)
+        headers = readable_headers(message)
+        if headers is None:
+            return [], self._dead(message, where, "decode", UNREADABLE_REASON, restore)
         if key is None:
-            if is_marker(message.headers()):
-                self.placement.note_marker(topic, partition, offset, message.headers())
+            if is_marker(headers):
+                self.placement.note_marker(topic, partition, offset, headers)
                 return [], None  # a growth marker: not a record of the app's
             reason = "the record has no key; splitstate keeps state per key"
             return [], self._dead(message, where, "decode", reason, restore)
-        misplaced = self.placement.check(batch, message, key, where, restore=restore)
+        misplaced = self.placement.check(batch, headers, key, where, restore=restore)
         if misplaced is not None:
             return [], self._dead(message, where, "placement", misplaced, restore)
         try:
@@ -297,11 +310,7 @@ class RecordProcessor:
         self.dead_letter_count += 1
         if restore:
             return None  # it was written when the record was first processed
-        topic, partition, offset = where
-        headers = tuple(message.headers() or ())
-        return DeadLetter(
-            topic, partition, offset, message.key(), message.value(), headers, stage, reason
-        )
+        return DeadLetter.of(message, where, stage, reason)
 
 
 def _where(message: InputMessage) -> tuple[str, int, int]:

@@ -30,7 +30,6 @@ from framework.growth.placement import (
     placed_by,
     unplaced_reason,
 )
-from framework.records import InputMessage
 from rebalance import TopicHistory
 from statestore import BatchStatus, StateBatch
 
@@ -110,22 +109,23 @@ class PlacementCheck:
     def check(
         self,
         batch: StateBatch,
-        message: InputMessage,
+        headers: Any,
         key: bytes,
         where: tuple[str, int, int],
         *,
         restore: bool,
     ) -> str | None:
-        """Why the record at ``where`` is not processed (stage ``placement``): not where its
-        count header places its key (without the header: where no count of the topic's
-        history does), or landed after its growth's fence; ``None`` if it is processed.
+        """Why the record at ``where``, with ``headers``, is not processed (stage
+        ``placement``): not where its count header places its key (without the header:
+        where no count of the topic's history does), or landed after its growth's fence;
+        ``None`` if it is processed.
         Records without the header are counted in ``batch`` (unless restored)."""
         topic, partition, offset = where
         initial = self.initial_partitions.get(topic)
         if initial is None:
             return None
         h = mmh3.hash(key, 0, False)  # key_hash(key), inlined: once, for every check below
-        placed = count_header(message.headers())
+        placed = count_header(headers)
         if isinstance(placed, NoCountHeader):
             return self._check_unheaded(batch, h, key, where, restore=restore)
         reason = misplaced_reason(h, key, (topic, partition), initial, placed)

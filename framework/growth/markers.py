@@ -58,10 +58,11 @@ def unrecorded_marker(  # noqa: PLR0911 - one return per way a marker can be ref
     that the topic registry (``history``, and ``growth`` in progress, of the topic) records;
     ``None`` if it is: its growth created its child, split from this partition, and the
     registry records the child's threshold (``marker_fence``: where the child's keys end in
-    the partition, whichever marker of the child this is; a resumed `expand` may write one
-    twice), or, the growth not done yet, the partition's fence end at or before this offset
-    (the markers are written after it: a record before it is none)."""
-    topic, partition, offset = where
+    the partition, whichever marker of the child this is: a resumed or a second concurrent
+    `expand` writes one twice) or, the growth not done yet, its fence (``fence_ends``: no
+    marker is written before it). The fence ends' offsets bound nothing: a second `expand`
+    of the same growth records its own, past the first one's marker."""
+    topic, partition, _offset = where
     found = marker_growth(topic, headers)
     if found is None:
         shown = [
@@ -102,19 +103,11 @@ def unrecorded_marker(  # noqa: PLR0911 - one return per way a marker can be ref
         )
     if child in history.thresholds:
         return None  # its fence is the registry's threshold (``marker_fence``)
-    ends = None if growth is None or growth.partitions != count else growth.fence_ends
-    if ends is None:
+    if growth is None or growth.partitions != count or growth.fence_ends is None:
         return _refused(
             topic,
-            f"the topic registry records {growth_text}, but not yet the fence `splitstate "
-            "expand` records before it writes the markers",
-        )
-    end = ends.get(partition)
-    if end is None or offset < end:
-        return _refused(
-            topic,
-            f"it lies before the fence of {growth_text}, which the topic registry records at "
-            f"{topic}[{partition}]@{end}; `splitstate expand` writes the markers after it",
+            f"the topic registry records {growth_text}, but not yet its fence, which "
+            "`splitstate expand` records before it writes the markers",
         )
     return None
 

@@ -10,6 +10,7 @@ letter.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from framework.records import UNREADABLE_HEADERS, UNREADABLE_HEADERS_HEADER
 from framework.runtime.loop import ProcessorRuntime
 from rebalance import bucket, key_hash
 from statestore import processor_path
-from tests.integration.harness import TopicReader, create_app, produce, unique
+from tests.integration.harness import TopicReader, create_app, produce, splitstate, unique
 from tests.integration.raw_records import produce_raw
 from tests.integration.test_unplaced_records import state_counts
 
@@ -32,13 +33,14 @@ BEFORE = 40  # records of the key before the bad one
 TOTAL = BEFORE + 3
 
 
-def test_a_record_whose_header_name_is_not_utf8_is_a_dead_letter_and_the_partition_moves(
-    tmp_path: Path, kafka_bootstrap: str
-) -> None:
+def bad_header_input(tmp_path: Path, bootstrap: str) -> tuple[Path, str, str, int]:
+    """The app's config, input and dead-letter topics, and the offset of the bad record: the
+    input holds ``BEFORE`` records of ``apple``, the bad one, one more ``apple`` and a
+    ``pear``."""
     topic, dead = unique("words"), unique("dead")
     config = create_app(
         tmp_path,
-        kafka_bootstrap,
+        bootstrap,
         APP,
         app_id=unique("bad-header"),
         inputs=[{"topic": topic, "partitions": 2}],
@@ -46,20 +48,27 @@ def test_a_record_whose_header_name_is_not_utf8_is_a_dead_letter_and_the_partiti
         initial_processors=1,
         dead_letter_topic=dead,
     )
-    partition = bucket(key_hash(b"apple"), 2, 2)
     # enough records before it that the interpreter specialized the calls reading headers:
     # confluent-kafka's headers() then returns a broken list without raising (see
     # framework.records.readable_headers)
-    produce(kafka_bootstrap, topic, [(b"apple", b"before")] * BEFORE)
+    produce(bootstrap, topic, [(b"apple", b"before")] * BEFORE)
     bad = produce_raw(
-        kafka_bootstrap,
+        bootstrap,
         topic,
-        partition,
+        bucket(key_hash(b"apple"), 2, 2),
         key=b"apple",
         value=b"evil",
         headers=[(b"\xff\xfe", b"x"), (COUNT_HEADER.encode(), b"2")],
     )
-    produce(kafka_bootstrap, topic, [(b"apple", b"after"), (b"pear", b"")])
+    produce(bootstrap, topic, [(b"apple", b"after"), (b"pear", b"")])
+    return config, topic, dead, bad
+
+
+def test_a_record_whose_header_name_is_not_utf8_is_a_dead_letter_and_the_partition_moves(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    config, topic, dead, bad = bad_header_input(tmp_path, kafka_bootstrap)
+    partition = bucket(key_hash(b"apple"), 2, 2)
     app = load_app(APP, config)
     live = ProcessorRuntime(app, 0).run(until=lambda stats: stats.records >= TOTAL)
     assert (live.records, live.outputs, live.dead_letters) == (TOTAL, TOTAL - 1, 1)
@@ -73,6 +82,7 @@ def test_a_record_whose_header_name_is_not_utf8_is_a_dead_letter_and_the_partiti
         fields = dict(headers)
         assert fields[UNREADABLE_HEADERS_HEADER] == UNREADABLE_HEADERS
         assert fields["splitstate.stage"] == b"decode"
+        assert fields["splitstate.topic"] == topic.encode()
         assert fields["splitstate.error"].startswith(b"its headers cannot be read")
         assert (fields["splitstate.partition"], fields["splitstate.offset"]) == (
             str(partition).encode(),
@@ -88,3 +98,19 @@ def test_a_record_whose_header_name_is_not_utf8_is_a_dead_letter_and_the_partiti
         assert len(letters.records) == 1  # none written again
     finally:
         letters.close()
+
+
+@pytest.mark.spark
+def test_spark_builds_the_state_the_runtime_builds_without_the_record(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    # Spark's Kafka source (Java) reads the name with U+FFFD for the bad bytes: the fold
+    # skips the record as the runtime does
+    config, _topic, _dead, _bad = bad_header_input(tmp_path, kafka_bootstrap)
+    built = splitstate("backfill", APP, "--config", str(config), timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    figures = re.search(r"(\d+) records read: (\d+) applied, (\d+) dead letters", built.stdout)
+    assert figures is not None, built.stdout
+    assert tuple(map(int, figures.groups())) == (TOTAL, TOTAL - 1, 1), built.stdout
+    state_dir = load_app(APP, config).config.app_state_dir
+    assert state_counts(state_dir, 0) == {"apple": BEFORE + 1, "pear": 1}

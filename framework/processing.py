@@ -20,14 +20,16 @@ import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from framework.app import App, Handler
+from framework.coordination.registry import Growth, TopicEntry
 from framework.errors import (
     ProcessorFencedError,
     ProcessorReplacedError,
     ProcessorStoppedError,
     SplitstateError,
 )
-from framework.growth.markers import is_marker
+from framework.growth.markers import is_marker, marker_growth
 from framework.growth.placement_check import PlacementCheck
+from framework.kafka import KafkaIOError
 from framework.records import (
     DeadLetter,
     DeadLetterStage,
@@ -37,6 +39,7 @@ from framework.records import (
     Record,
     StoredMessage,
     output_items,
+    readable_headers,
 )
 from rebalance import TopicHistory
 from statestore import StateBatch
@@ -54,6 +57,15 @@ __all__ = [
     "encode_value",
 ]
 
+
+#: why a record whose headers cannot be read (``readable_headers``) is a dead letter
+UNREADABLE_REASON = (
+    "its headers cannot be read: a header name is not UTF-8 text (confluent-kafka cannot "
+    "decode it; Java clients and Spark read it with U+FFFD replacement characters, so a name "
+    "holding U+FFFD counts the same). The record was not processed; this dead letter holds its "
+    "key and value, not its headers. Fix: write header names as UTF-8 text, then send the "
+    "record again."
+)
 
 _FAST_ENCODERS: dict[type, Callable[[Any], bytes]] = {
     dict: orjson.dumps,
@@ -129,6 +141,13 @@ class RecordProcessor:
     (dead-lettered: ``late_record``). ``unfenced``: how many records without that header this
     processor processed before (``database.progress(UNFENCED_SCOPE)``), ``unplaced``: how many
     it dead-lettered (``UNPLACED_SCOPE``); ``placement`` keeps both up to date in the batches.
+
+    A growth marker counts only if the registry records its growth (``growths``: the input
+    topics' growths in progress, with ``histories``); any other record that claims to be one
+    is a dead letter (stage ``placement``, ``unrecorded marker: ...``). ``registry`` reads
+    the registry's entries now; given, ``confirm_markers`` reads them again before records
+    holding a marker the processor's view does not record, so a marker written after the view
+    was read is not refused.
     """
 
     def __init__(
@@ -139,12 +158,15 @@ class RecordProcessor:
         histories: Mapping[str, TopicHistory] | None = None,
         *,
         unplaced: Mapping[tuple[str, int], int] | None = None,
+        growths: Mapping[str, Growth] | None = None,
+        registry: Callable[[], Mapping[str, TopicEntry]] | None = None,
     ) -> None:
         self.app = app
         #: the placement check, and its counts of records without the count header
         self.placement = PlacementCheck(
-            initial_partitions or {}, histories or {}, unfenced or {}, unplaced or {}
+            initial_partitions or {}, histories or {}, unfenced or {}, unplaced or {}, growths
         )
+        self._registry = registry
         self.stop_on_error = app.config.on_error == "stop"
         self.outputs = {t.topic for t in app.config.outputs}
         self.default_output = app.config.outputs[0].topic if len(app.config.outputs) == 1 else None
@@ -163,10 +185,45 @@ class RecordProcessor:
         batches were dropped)."""
         self.placement.recount(unfenced, unplaced or {})
 
-    def adopt(self, histories: Mapping[str, TopicHistory]) -> None:
+    def adopt(
+        self, histories: Mapping[str, TopicHistory], growths: Mapping[str, Growth] | None = None
+    ) -> None:
         """Take the input topics' current histories (a growth recorded its count, then its
-        thresholds)."""
-        self.placement.adopt(histories)
+        thresholds) and growths in progress."""
+        self.placement.adopt(histories, growths)
+
+    def confirm_markers(self, messages: Iterable[InputMessage]) -> None:
+        """Before ``messages`` are processed: if one of them is a growth marker that the
+        registry, as this processor last read it, does not record, read the registry again
+        (once; with ``registry`` only). ``splitstate expand`` records a growth and its fence
+        before it writes the markers, so a registry read after a marker was read records the
+        marker's growth: a marker it does not record is no marker of ``expand``'s. A
+        ``KafkaIOError`` when the registry cannot be read (the records are not processed:
+        a marker is never judged by a view older than itself)."""
+        if self._registry is None:
+            return
+        for message in messages:
+            if message.key() is not None:
+                continue
+            topic, partition, offset = message.topic(), message.partition(), message.offset()
+            if topic not in self._routes or partition is None or offset is None:
+                continue
+            headers = readable_headers(message)
+            if not headers or marker_growth(topic, headers) is None:
+                continue  # no marker, or one no registry can record: no read
+            if self.placement.unrecorded((topic, partition, offset), headers) is None:
+                continue
+            try:
+                entries = self._registry()
+            except KafkaIOError as error:
+                raise KafkaIOError(
+                    f"could not read the topic registry to check the growth marker at "
+                    f"{topic}[{partition}]@{offset} against it: {error}. It is not judged by "
+                    "an older view of the registry: the processor exits, to read it again "
+                    "when restarted. Fix: make Kafka reachable."
+                ) from None
+            self.placement.confirm(entries)
+            return
 
     def process(  # noqa: PLR0911 - one return per way a record can end
         self,
@@ -191,13 +248,15 @@ class RecordProcessor:
         if route is None:
             reason = f"no processor function for topic {topic!r}"
             return [], self._dead(message, where, "route", reason, restore)
+        headers = readable_headers(message)
+        if headers is None:
+            return [], self._dead(message, where, "decode", UNREADABLE_REASON, restore)
         if key is None:
-            if is_marker(message.headers()):
-                self.placement.note_marker(topic, partition, offset, message.headers())
-                return [], None  # a growth marker: not a record of the app's
+            if is_marker(headers):
+                return [], self._marker(message, where, headers, restore)
             reason = "the record has no key; splitstate keeps state per key"
             return [], self._dead(message, where, "decode", reason, restore)
-        misplaced = self.placement.check(batch, message, key, where, restore=restore)
+        misplaced = self.placement.check(batch, headers, key, where, restore=restore)
         if misplaced is not None:
             return [], self._dead(message, where, "placement", misplaced, restore)
         try:
@@ -231,6 +290,20 @@ class RecordProcessor:
             reason = _describe(error, with_trace=True)
             return [], self._dead(message, where, "processor", reason, restore)
         return ([] if restore else outputs), None
+
+    def _marker(
+        self,
+        message: InputMessage,
+        where: tuple[str, int, int],
+        headers: Sequence[tuple[str, bytes | None]],
+        restore: bool,
+    ) -> DeadLetter | None:
+        """A record without a key that claims to be a growth marker: noted as one (no dead
+        letter) if the registry records its growth, else a dead letter."""
+        refused = self.placement.marker(where, headers)
+        if refused is None:
+            return None  # a growth marker: not a record of the app's
+        return self._dead(message, where, "placement", refused, restore)
 
     @staticmethod
     def _rollback(batch: StateBatch, route: _Route, key: bytes, saved: Any) -> None:
@@ -297,11 +370,7 @@ class RecordProcessor:
         self.dead_letter_count += 1
         if restore:
             return None  # it was written when the record was first processed
-        topic, partition, offset = where
-        headers = tuple(message.headers() or ())
-        return DeadLetter(
-            topic, partition, offset, message.key(), message.value(), headers, stage, reason
-        )
+        return DeadLetter.of(message, where, stage, reason)
 
 
 def _where(message: InputMessage) -> tuple[str, int, int]:

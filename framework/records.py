@@ -3,13 +3,16 @@ runtime makes of its outputs and failures (``EncodedOutput``, ``DeadLetter``).""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import operator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 __all__ = [
+    "UNREADABLE_HEADERS",
+    "UNREADABLE_HEADERS_HEADER",
     "DeadLetter",
     "DeadLetterStage",
     "EncodedOutput",
@@ -18,6 +21,7 @@ __all__ = [
     "Record",
     "StoredMessage",
     "output_items",
+    "readable_headers",
 ]
 
 V = TypeVar("V")
@@ -33,6 +37,69 @@ class InputMessage(Protocol):
     def value(self) -> bytes | None: ...
     def timestamp(self) -> tuple[int, int]: ...
     def headers(self) -> Any: ...
+
+
+#: What a consumed message whose headers could not be read holds instead (``readable_headers``)
+_UNREADABLE: list[tuple[str, bytes | None]] = []
+
+#: ``message.headers()``, called so that CPython always checks the result: a call site the
+#: interpreter specialized (3.11+) takes what a C method returns as is, and confluent-kafka's
+#: ``headers()`` returns a broken list (and leaves an exception pending) for a header name it
+#: cannot decode; ``methodcaller`` calls through ``PyObject_VectorcallMethod``, which turns
+#: that into a ``SystemError``.
+_HEADERS = operator.methodcaller("headers")
+
+
+def readable_headers(message: InputMessage) -> Sequence[tuple[str, bytes | None]] | None:
+    """The record's headers (``()`` for none), or ``None`` when they cannot be read: a header
+    name that is not UTF-8 text. Every reader of a consumed record's headers goes through here.
+
+    confluent-kafka cannot decode such a name: its ``headers()`` builds a list holding a
+    missing name, keeps it, and returns it with a ``UnicodeDecodeError`` pending (seen with
+    confluent-kafka 2.16). Python reports that as a ``SystemError`` only where it checks the
+    result (``_HEADERS``); reading the list crashes the interpreter, and a second
+    ``headers()`` returns it again. So the message's headers are replaced (``set_headers``)
+    by a list of our own, known by its identity, the first time.
+    Java clients, and so Spark's Kafka source, read such a name with U+FFFD in place of the bad
+    bytes: a name holding U+FFFD (or, from a test, one that is no text) counts as unreadable
+    too, and every path that reads records skips the same ones.
+    """
+    try:
+        headers = _HEADERS(message)
+    except (SystemError, UnicodeDecodeError):
+        repair = getattr(message, "set_headers", None)
+        if repair is not None:
+            repair(_UNREADABLE)
+        return None
+    if headers is _UNREADABLE:
+        return None
+    if not headers:
+        return ()
+    for name, _value in headers:
+        if type(name) is not str or not (name.isascii() or _plain_text(name)):
+            return None
+    return headers  # type: ignore[no-any-return]
+
+
+def _plain_text(name: str) -> bool:
+    """Whether a (non-ASCII) header name is UTF-8 text as sent: no U+FFFD, no surrogates."""
+    if "\ufffd" in name:
+        return False
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+#: The header a dead letter carries when the record's own headers could not be read
+#: (``readable_headers``); none of them are in the dead letter then.
+UNREADABLE_HEADERS_HEADER = "splitstate.headers"
+#: Its value
+UNREADABLE_HEADERS = (
+    b"unreadable: a header name of the record is not UTF-8 text, so its headers are not "
+    b"in this dead letter (its key and value are)"
+)
 
 
 class Record(Generic[V]):
@@ -202,7 +269,11 @@ DeadLetterStage = Literal["decode", "route", "placement", "processor", "output",
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
-    """An input record that could not be processed, and why."""
+    """An input record that could not be processed, and why.
+
+    ``headers_unreadable``: the record's headers could not be read (``readable_headers``), so
+    ``headers`` is empty and the dead letter says so in header ``splitstate.headers``.
+    """
 
     topic: str
     partition: int
@@ -212,11 +283,37 @@ class DeadLetter:
     headers: tuple[tuple[str, bytes | None], ...]
     stage: DeadLetterStage
     reason: str
+    headers_unreadable: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        message: InputMessage,
+        where: tuple[str, int, int],
+        stage: DeadLetterStage,
+        reason: str,
+    ) -> DeadLetter:
+        """The dead letter of ``message``, at ``where`` (topic, partition, offset): its key,
+        value and headers (none, when they cannot be read)."""
+        topic, partition, offset = where
+        headers = readable_headers(message)
+        return cls(
+            topic,
+            partition,
+            offset,
+            message.key(),
+            message.value(),
+            () if headers is None else tuple(headers),
+            stage,
+            reason,
+            headers_unreadable=headers is None,
+        )
 
     def kafka_headers(self) -> list[tuple[str, bytes | None]]:
         """The original headers plus splitstate's explanation."""
+        unreadable = [(UNREADABLE_HEADERS_HEADER, UNREADABLE_HEADERS)]
         return [
-            *self.headers,
+            *(unreadable if self.headers_unreadable else self.headers),
             ("splitstate.error", self.reason.encode()[:4000]),
             ("splitstate.stage", self.stage.encode()),
             ("splitstate.topic", self.topic.encode()),

@@ -37,6 +37,7 @@ from framework.coordination.registry import REGISTRY_TOPIC, Growth, TopicEntry, 
 from framework.growth.hold import ExpandError, hold_growth, release_growth
 from framework.growth.markers import MARKER_HEADER
 from framework.kafka import DeliveryError, Kafka, KafkaProducer, Message, check_retention
+from framework.records import readable_headers
 from rebalance import TopicHistory, parent
 
 __all__ = ["ExpandError", "expand_topic"]
@@ -281,7 +282,7 @@ def _find_marker(
         deadline = kafka.clock.monotonic() + 60
         while kafka.clock.monotonic() < deadline:
             for message in consumer.consume(1000, 0.5):
-                headers = message.headers() or []
+                headers = readable_headers(message) or ()
                 if (MARKER_HEADER, marker_id.encode()) in headers:
                     return message.offset()
                 offset = message.offset()

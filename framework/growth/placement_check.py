@@ -14,7 +14,8 @@ from typing import Any
 
 import mmh3
 
-from framework.growth.markers import marker_child
+from framework.coordination.registry import Growth, TopicEntry
+from framework.growth.markers import marker_fence, marker_growth, unrecorded_marker
 from framework.growth.placement import (
     UNFENCED_SCOPE,
     UNPLACED_SCOPE,
@@ -30,7 +31,6 @@ from framework.growth.placement import (
     placed_by,
     unplaced_reason,
 )
-from framework.records import InputMessage
 from rebalance import TopicHistory
 from statestore import BatchStatus, StateBatch
 
@@ -51,6 +51,8 @@ class PlacementCheck:
     for a topic without one): without the header, any of its counts places a key; with the
     growth markers met in the input, its thresholds say which records landed after their
     growth's fence. ``unfenced``/``unplaced``: the counts the processor's state holds.
+    ``growths``: the input topics' growths in progress (the registry's). A growth marker met
+    in the input fences its partition only if these record its growth (``marker``).
     """
 
     def __init__(
@@ -59,6 +61,7 @@ class PlacementCheck:
         histories: Mapping[str, TopicHistory],
         unfenced: Mapping[Position, int],
         unplaced: Mapping[Position, int],
+        growths: Mapping[str, Growth] | None = None,
     ) -> None:
         self.initial_partitions = dict(initial_partitions)
         #: each input topic's partition counts (its history's) and their layouts
@@ -69,30 +72,56 @@ class PlacementCheck:
             self._layouts[name] = history_layouts((initial,))
         #: each input partition's growth fences, by child: the registry's and markers met
         self._fences: dict[Position, dict[int, Fence]] = {}
-        self.adopt(histories)
+        #: each input topic's history and growth in progress, as last read from the registry:
+        #: what growth markers are checked against
+        self._registry: dict[str, tuple[TopicHistory, Growth | None]] = {}
+        self.adopt(histories, growths)
         self._counted: dict[str, dict[Position, int]] = {}
         self._counting: StateBatch | None = None  # the batch ``_pending`` counts belong to
         self._pending: dict[tuple[str, Position], int] = {}  # by (scope, position)
         self.recount(unfenced, unplaced)
 
-    def adopt(self, histories: Mapping[str, TopicHistory]) -> None:
+    def adopt(
+        self, histories: Mapping[str, TopicHistory], growths: Mapping[str, Growth] | None = None
+    ) -> None:
         """Take the input topics' current histories (a growth recorded its count, then its
-        thresholds)."""
+        thresholds) and their growths in progress (``growths``), both the registry's."""
         for topic, history in histories.items():
+            self._registry[topic] = (history, (growths or {}).get(topic))
             self._counts[topic] = history.counts
             self._layouts[topic] = history_layouts(history.counts)
             for partition, fences in fences_of(history).items():
                 known = self._fences.setdefault((topic, partition), {})
                 known.update((fence[0], fence) for fence in fences)
 
-    def note_marker(self, topic: str, partition: int, offset: int, headers: Any) -> None:
-        """A growth marker met in ``topic[partition]``: its child's keys end here (the first
-        marker of a child is its threshold), even before the registry says so."""
-        growth = marker_child(headers)
-        if growth is not None:
+    def confirm(self, entries: Mapping[str, TopicEntry]) -> None:
+        """Check growth markers against ``entries`` (the topic registry's, read after the
+        markers were: ``RecordProcessor.confirm_markers``) from now on."""
+        for topic, entry in entries.items():
+            if topic in self.initial_partitions:
+                self._registry[topic] = (entry.history, entry.growth)
+
+    def unrecorded(self, where: tuple[str, int, int], headers: Any) -> str | None:
+        """Why the growth marker at ``where`` (topic, partition, offset) is not one the
+        registry (as this check knows it) records; ``None`` if it is."""
+        history, growth = self._registry.get(where[0], (None, None))
+        return unrecorded_marker(where, headers, history, growth)
+
+    def marker(self, where: tuple[str, int, int], headers: Any) -> str | None:
+        """A growth marker met at ``where``: if the registry records its growth, its child's
+        keys end at the registry's threshold or, before the registry records one, here (the
+        first marker of a child is its threshold); otherwise why it fences nothing (a dead
+        letter)."""
+        refused = self.unrecorded(where, headers)
+        if refused is None:
+            topic, partition, _offset = where
+            growth = marker_growth(topic, headers)
+            assert growth is not None  # a recorded marker names its growth
             count, child = growth
             fences = self._fences.setdefault((topic, partition), {})
-            fences.setdefault(child, (child, count, offset))
+            history, _growth = self._registry[topic]
+            fences.setdefault(child, marker_fence(where, count, child, history))
+        return refused
 
     def recount(self, unfenced: Mapping[Position, int], unplaced: Mapping[Position, int]) -> None:
         """Count from ``unfenced`` and ``unplaced`` again (the state's, after uncommitted
@@ -110,22 +139,23 @@ class PlacementCheck:
     def check(
         self,
         batch: StateBatch,
-        message: InputMessage,
+        headers: Any,
         key: bytes,
         where: tuple[str, int, int],
         *,
         restore: bool,
     ) -> str | None:
-        """Why the record at ``where`` is not processed (stage ``placement``): not where its
-        count header places its key (without the header: where no count of the topic's
-        history does), or landed after its growth's fence; ``None`` if it is processed.
+        """Why the record at ``where``, with ``headers``, is not processed (stage
+        ``placement``): not where its count header places its key (without the header:
+        where no count of the topic's history does), or landed after its growth's fence;
+        ``None`` if it is processed.
         Records without the header are counted in ``batch`` (unless restored)."""
         topic, partition, offset = where
         initial = self.initial_partitions.get(topic)
         if initial is None:
             return None
         h = mmh3.hash(key, 0, False)  # key_hash(key), inlined: once, for every check below
-        placed = count_header(message.headers())
+        placed = count_header(headers)
         if isinstance(placed, NoCountHeader):
             return self._check_unheaded(batch, h, key, where, restore=restore)
         reason = misplaced_reason(h, key, (topic, partition), initial, placed)

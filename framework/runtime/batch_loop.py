@@ -134,7 +134,11 @@ class BatchLoop:
     def adopt_topics(self) -> None:
         """Take the registry's current view of the input topics (a growth, its thresholds)."""
         self._reading.adopt(self._topics.entries)
-        self._records.adopt({name: entry.history for name, entry in self._topics.entries.items()})
+        entries = self._topics.entries
+        self._records.adopt(
+            {name: entry.history for name, entry in entries.items()},
+            {name: entry.growth for name, entry in entries.items() if entry.growth is not None},
+        )
 
     def read_owned(self) -> None:
         """Read what the coordinator says this processor owns, less what gates hold back."""

@@ -172,6 +172,8 @@ class BatchRunner:
         its dead letters."""
         started = self._clock.monotonic()
         records, ranges = self._take(messages)
+        # before the crash guard's attempt: a registry that cannot be read is no record's crash
+        self.records.confirm_markers(message for message, *_ in records)
         guard = self.guard
         if ranges:
             guard.attempt(ranges)  # a crash from here on counts against these records

@@ -178,10 +178,7 @@ class CrashGuard:
             "on this record: it exited, crashed, ran out of memory or was killed); skipped "
             "after crash_limit crashes. Its state changes were not applied."
         )
-        headers = tuple(message.headers() or ())
-        return DeadLetter(
-            topic, partition, offset, message.key(), message.value(), headers, "crash", reason
-        )
+        return DeadLetter.of(message, where, "crash", reason)
 
 
 def skipped_records(database: ProcessorDatabase) -> list[SkippedRecord]:

@@ -301,6 +301,8 @@ class ProcessorRuntime:
                 database.progress(UNFENCED_SCOPE),
                 {name: entry.history for name, entry in layout.inputs.items()},
                 unplaced=database.progress(UNPLACED_SCOPE),
+                growths={n: e.growth for n, e in layout.inputs.items() if e.growth is not None},
+                registry=TopicRegistry(kafka).read,
             )
             topics = TopicWatcher(kafka, list(layout.inputs), layout.inputs)
             handoffs = HandoffCoordinator(

@@ -32,9 +32,10 @@ def output_dead_letter(output: EncodedOutput, why: str, message: InputMessage | 
         f"record's state change was kept and this output dropped{cut}. Fix: make the output "
         "smaller, or raise the topic's max.message.bytes (and kafka.settings message.max.bytes)"
     )
-    key = output.key if message is None else message.key()
-    headers = () if message is None else tuple(message.headers() or ())
-    return DeadLetter(topic, partition, offset, key, value, headers, "output", reason)
+    if message is None:
+        return DeadLetter(topic, partition, offset, output.key, value, (), "output", reason)
+    letter = DeadLetter.of(message, (topic, partition, offset), "output", reason)
+    return replace(letter, value=value)
 
 
 def stripped_dead_letter(letter: DeadLetter, topic: str, why: str) -> DeadLetter:

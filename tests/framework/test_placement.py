@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from framework import App, AppConfig, Output, Record
+from framework.coordination.registry import Growth
 from framework.growth.placement import COUNT_HEADER, fences_of, late_record, misplacement
 from framework.processing import RecordProcessor, StoredMessage
 from framework.testing import TestDriver
@@ -98,11 +99,14 @@ def test_records_without_the_header_are_processed_and_counted() -> None:
 
 
 def test_markers_and_keyless_records_keep_their_handling() -> None:
+    # a marker the registry does not record (none: the test driver has no registry) is a
+    # dead letter too (test_untrusted_records.py has the cases)
     driver = TestDriver(counting_app())
     driver.send("in", None, None, [("splitstate.marker", b"{}"), (COUNT_HEADER, b"6")])
-    assert driver.dead_letters == []
+    assert [d.stage for d in driver.dead_letters] == ["placement"]
+    assert driver.dead_letters[0].reason.startswith("unrecorded marker")
     driver.send("in", None, b"x", [(COUNT_HEADER, b"6")])
-    assert [d.stage for d in driver.dead_letters] == ["decode"]
+    assert [d.stage for d in driver.dead_letters] == ["placement", "decode"]
 
 
 def test_restore_skips_a_misplaced_record_without_state_or_dead_letter() -> None:
@@ -236,13 +240,16 @@ def test_a_late_record_two_levels_down_is_late_by_the_marker_of_the_child_on_its
 
 
 def test_a_marker_met_before_the_registry_records_its_threshold_fences_its_partition() -> None:
-    # the processor has not re-read the registry since the growth: the marker itself says
-    # where the child's keys end in the parent
+    # the registry records the growth and its fence, not the threshold yet: the marker
+    # itself says where the child's keys end in the parent
     app = counting_app()
     key = moved_key(6)
     child = bucket(key_hash(key), N, 6)
     parent_partition = bucket(key_hash(key), N, N)
-    processor = RecordProcessor(app, {"in": N}, histories={"in": _grown({}, 6)})
+    fenced = Growth(6, 0, fence_ends=dict.fromkeys(range(N), 1))
+    processor = RecordProcessor(
+        app, {"in": N}, histories={"in": _grown({}, 6)}, growths={"in": fenced}
+    )
     database = ProcessorDatabase.in_memory(DatabaseIdentity("placement", 0), app.store_specs())
     batch = database.begin()
     placed: list[tuple[str, bytes | None]] = [(COUNT_HEADER, b"4")]

@@ -14,7 +14,7 @@ from typing import Any
 
 import mmh3
 
-from framework.coordination.registry import Growth, TopicEntry
+from framework.coordination.registry import Growth, RegistryEntries, TopicEntry
 from framework.growth.markers import marker_fence, marker_growth, unrecorded_marker
 from framework.growth.placement import (
     UNFENCED_SCOPE,
@@ -94,11 +94,14 @@ class PlacementCheck:
                 known = self._fences.setdefault((topic, partition), {})
                 known.update((fence[0], fence) for fence in fences)
 
-    def confirm(self, entries: Mapping[str, TopicEntry]) -> None:
+    def confirm(self, entries: RegistryEntries | Mapping[str, TopicEntry]) -> None:
         """Check growth markers against ``entries`` (the topic registry's, read after the
-        markers were: ``RecordProcessor.confirm_markers``) from now on."""
-        for topic, entry in entries.items():
-            if topic in self.initial_partitions:
+        markers were: ``RecordProcessor.confirm_markers``) from now on. Only the inputs'
+        entries are looked at (``RegistryRecordError`` if one cannot be read), never another
+        app's."""
+        for topic in self.initial_partitions:
+            entry = entries.get(topic)
+            if entry is not None:
                 self._registry[topic] = (entry.history, entry.growth)
 
     def unrecorded(self, where: tuple[str, int, int], headers: Any) -> str | None:

@@ -265,3 +265,18 @@ def test_prune_deletes_nothing_outside_the_store(tmp_path: Path) -> None:
     assert (linked / "000099.sst").exists()
     assert [m.id for m in store.manifests(0)] == [second.id]
     assert all(Path(store.path(0, f.path)).exists() for f in second.files)
+
+
+def test_prune_deletes_nothing_when_the_files_folder_itself_is_a_link(tmp_path: Path) -> None:
+    """A symbolic link planted as the processor's ``files`` folder: following it from both
+    ends made everything it leads to look inside the store, and prune deleted it."""
+    victim = tmp_path / "victim"
+    (victim / "sub").mkdir(parents=True)
+    (victim / "important.txt").write_text("keep\n")
+    (victim / "sub" / "000012.sst").write_text("keep\n")
+    store = SnapshotStore(str(tmp_path / "store"), IDENTITY.app_id)
+    store.write_manifest(_GOOD)
+    os.symlink(victim, store.path(0, "files"))
+    store.prune(0, keep=1)
+    assert (victim / "important.txt").read_text() == "keep\n"
+    assert (victim / "sub" / "000012.sst").read_text() == "keep\n"

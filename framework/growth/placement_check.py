@@ -10,7 +10,7 @@ restore mode, a receiver's catch-up, the Spark fold -- so each judges a record t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import mmh3
 
@@ -34,9 +34,19 @@ from framework.growth.placement import (
 from rebalance import TopicHistory
 from statestore import BatchStatus, StateBatch
 
-__all__ = ["PlacementCheck"]
+__all__ = ["PlacementCheck", "RegistryView"]
 
 Position = tuple[str, int]
+
+
+class RegistryView(Protocol):
+    """The topic registry's entries as read (``TopicRegistry.read``'s ``RegistryEntries``, or
+    a ``dict``): the entry of a topic, ``None`` when it is not registered (the registry's
+    raises ``RegistryRecordError`` when its last record cannot be read)."""
+
+    def get(self, topic: str, /) -> TopicEntry | None:
+        """The entry of ``topic``."""
+
 
 #: batches whose counts stand (a sealed batch commits, or every later one is dropped too)
 _KEPT = (BatchStatus.COMMITTED, BatchStatus.SEALED)
@@ -94,11 +104,13 @@ class PlacementCheck:
                 known = self._fences.setdefault((topic, partition), {})
                 known.update((fence[0], fence) for fence in fences)
 
-    def confirm(self, entries: Mapping[str, TopicEntry]) -> None:
+    def confirm(self, entries: RegistryView) -> None:
         """Check growth markers against ``entries`` (the topic registry's, read after the
-        markers were: ``RecordProcessor.confirm_markers``) from now on."""
-        for topic, entry in entries.items():
-            if topic in self.initial_partitions:
+        markers were: ``RecordProcessor.confirm_markers``) from now on. Only the input
+        topics' entries are read: another app's that cannot be read is never met."""
+        for topic in self.initial_partitions:
+            entry = entries.get(topic)
+            if entry is not None:
                 self._registry[topic] = (entry.history, entry.growth)
 
     def unrecorded(self, where: tuple[str, int, int], headers: Any) -> str | None:

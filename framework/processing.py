@@ -20,7 +20,7 @@ import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from framework.app import App, Handler
-from framework.coordination.registry import Growth, RegistryEntries, TopicEntry
+from framework.coordination.registry import Growth
 from framework.errors import (
     ProcessorFencedError,
     ProcessorReplacedError,
@@ -28,7 +28,7 @@ from framework.errors import (
     SplitstateError,
 )
 from framework.growth.markers import is_marker, marker_growth
-from framework.growth.placement_check import PlacementCheck
+from framework.growth.placement_check import PlacementCheck, RegistryView
 from framework.kafka import KafkaIOError
 from framework.records import (
     DeadLetter,
@@ -159,7 +159,7 @@ class RecordProcessor:
         *,
         unplaced: Mapping[tuple[str, int], int] | None = None,
         growths: Mapping[str, Growth] | None = None,
-        registry: Callable[[], RegistryEntries | Mapping[str, TopicEntry]] | None = None,
+        registry: Callable[[], RegistryView] | None = None,
     ) -> None:
         self.app = app
         #: the placement check, and its counts of records without the count header

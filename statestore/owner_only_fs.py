@@ -6,6 +6,9 @@ would be readable by every user of the machine. ``owner_only_local(top)`` is pya
 filesystem behind a ``pyarrow.fs.PyFileSystem`` handler that creates every directory ``0700``
 and every file ``0600`` (``statestore.owner_only``), and before its first write makes ``top``
 (the app's folder in the store) owner-only, tightening one an older splitstate left open.
+Whoever may write the store may plant symbolic links in it: a file is written only in a folder
+that lies below ``top`` once links are followed (``PermissionError`` otherwise), and a link
+where the file goes is replaced by the file, never written through.
 Reading, listing, moving and deleting are pyarrow's own; streams are pyarrow's native files.
 """
 
@@ -49,6 +52,21 @@ class OwnerOnlyLocalHandler(pafs.FileSystemHandler):  # type: ignore[misc]  # py
         if not self._top_private:
             private_directory(Path(self.top))
             self._top_private = True
+
+    def _inside(self, path: str) -> None:
+        """Before writing file ``path``: ``PermissionError`` unless its folder lies below
+        ``top`` once links are followed; a link at ``path`` itself is removed (it lies in
+        the store), so the file is written in its place, not through it."""
+        top = Path(self.top)
+        real_top = top.parent.resolve() / top.name
+        if not Path(path).parent.resolve().is_relative_to(real_top):
+            raise PermissionError(
+                f"not writing {path}: a symbolic link in the snapshot store leads its folder "
+                f"outside the snapshot store ({top}). Fix: remove that link from the store, "
+                "and check who may write to it."
+            )
+        if Path(path).is_symlink():
+            os.unlink(path)
 
     def get_type_name(self) -> str:
         return "local-owner-only"
@@ -96,6 +114,7 @@ class OwnerOnlyLocalHandler(pafs.FileSystemHandler):  # type: ignore[misc]  # py
 
     def copy_file(self, src: str, dest: str) -> None:
         self._before_writing()
+        self._inside(dest)
         self._local.copy_file(src, dest)
         os.chmod(dest, FILE_MODE)
 
@@ -107,11 +126,13 @@ class OwnerOnlyLocalHandler(pafs.FileSystemHandler):  # type: ignore[misc]  # py
 
     def open_output_stream(self, path: str, metadata: Any) -> NativeFile:
         self._before_writing()
+        self._inside(path)
         _create_private(path, truncate=True)
         return self._local.open_output_stream(path, compression=None, metadata=metadata)
 
     def open_append_stream(self, path: str, metadata: Any) -> NativeFile:
         self._before_writing()
+        self._inside(path)
         _create_private(path, truncate=False)
         return self._local.open_append_stream(path, compression=None, metadata=metadata)
 

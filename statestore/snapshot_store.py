@@ -192,11 +192,15 @@ class SnapshotStore:
         return deleted
 
     def _within(self, path: str, folder: str) -> bool:
-        """Whether file ``path``, listed in ``folder``, lies in it once symbolic links are
-        followed (a local directory may hold links; an object store has none)."""
+        """Whether file ``path``, listed in ``folder`` (below the store's root), lies in it
+        once symbolic links are followed (a local directory may hold links; an object store
+        has none). Only the root is resolved: a link planted as ``folder`` itself, or one of
+        its parents in the store, leads outside it."""
         if not self.local:
             return True
-        return Path(path).parent.resolve().is_relative_to(Path(folder).resolve())
+        root = Path(self.root)
+        real_folder = root.resolve() / Path(folder).relative_to(root)
+        return Path(path).parent.resolve().is_relative_to(real_folder)
 
     def _delete_file(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -10,11 +10,11 @@ restore mode, a receiver's catch-up, the Spark fold -- so each judges a record t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import mmh3
 
-from framework.coordination.registry import Growth, RegistryEntries, TopicEntry
+from framework.coordination.registry import Growth, TopicEntry
 from framework.growth.markers import marker_fence, marker_growth, unrecorded_marker
 from framework.growth.placement import (
     UNFENCED_SCOPE,
@@ -34,9 +34,19 @@ from framework.growth.placement import (
 from rebalance import TopicHistory
 from statestore import BatchStatus, StateBatch
 
-__all__ = ["PlacementCheck"]
+__all__ = ["PlacementCheck", "RegistryView"]
 
 Position = tuple[str, int]
+
+
+class RegistryView(Protocol):
+    """The topic registry's entries as read (``TopicRegistry.read``'s ``RegistryEntries``, or
+    a ``dict``): the entry of a topic, ``None`` when it is not registered (the registry's
+    raises ``RegistryRecordError`` when its last record cannot be read)."""
+
+    def get(self, topic: str, /) -> TopicEntry | None:
+        """The entry of ``topic``."""
+
 
 #: batches whose counts stand (a sealed batch commits, or every later one is dropped too)
 _KEPT = (BatchStatus.COMMITTED, BatchStatus.SEALED)
@@ -94,11 +104,10 @@ class PlacementCheck:
                 known = self._fences.setdefault((topic, partition), {})
                 known.update((fence[0], fence) for fence in fences)
 
-    def confirm(self, entries: RegistryEntries | Mapping[str, TopicEntry]) -> None:
+    def confirm(self, entries: RegistryView) -> None:
         """Check growth markers against ``entries`` (the topic registry's, read after the
-        markers were: ``RecordProcessor.confirm_markers``) from now on. Only the inputs'
-        entries are looked at (``RegistryRecordError`` if one cannot be read), never another
-        app's."""
+        markers were: ``RecordProcessor.confirm_markers``) from now on. Only the input
+        topics' entries are read: another app's that cannot be read is never met."""
         for topic in self.initial_partitions:
             entry = entries.get(topic)
             if entry is not None:

@@ -16,7 +16,13 @@ from dataclasses import replace
 import pytest
 
 from framework import KafkaIOError
-from framework.coordination.registry import Growth, TopicEntry
+from framework.coordination.registry import (
+    Growth,
+    RegistryEntries,
+    RegistryRecordError,
+    TopicEntry,
+    _Unreadable,
+)
 from framework.growth.markers import MARKER_HEADER
 from framework.growth.placement import COUNT_HEADER
 from framework.processing import RecordProcessor, StoredMessage
@@ -282,3 +288,25 @@ def test_a_keyless_record_read_for_markers_first_is_a_dead_letter_too() -> None:
     _outputs, dead = processor.process(batch, message)
     batch.abort()
     assert dead is not None and dead.stage == "decode" and dead.headers_unreadable
+
+
+def test_a_marker_is_confirmed_against_what_the_registry_reads_and_others_are_not_met() -> None:
+    """The runtime confirms markers with ``TopicRegistry.read``, whose ``RegistryEntries`` is
+    no mapping (it crashed the processor with an ``AttributeError`` on the first marker its
+    view did not record, genuine or forged, before the crash guard: on every restart); another
+    app's entry that cannot be read is never met."""
+    unreadable = _Unreadable(offset=7, problem="it is not JSON", previous=None)
+    entries = RegistryEntries(
+        {TOPIC: TopicEntry(IN_PROGRESS, growth=FENCED)}, {"other": unreadable}
+    )
+    app = counting_app()
+    processor = RecordProcessor(app, {TOPIC: N}, registry=lambda: entries)
+    marker = StoredMessage(TOPIC, 0, 8, None, b"{}", None, [(MARKER_HEADER, b"in/4/2")])
+    processor.confirm_markers([marker])
+    batch = database(app).begin()
+    assert processor.process(batch, marker) == ([], None)
+    batch.abort()
+    own = RegistryEntries({}, {TOPIC: unreadable})
+    processor = RecordProcessor(app, {TOPIC: N}, registry=lambda: own)
+    with pytest.raises(RegistryRecordError, match="offset 7"):
+        processor.confirm_markers([marker])

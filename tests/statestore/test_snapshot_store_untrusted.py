@@ -265,3 +265,65 @@ def test_prune_deletes_nothing_outside_the_store(tmp_path: Path) -> None:
     assert (linked / "000099.sst").exists()
     assert [m.id for m in store.manifests(0)] == [second.id]
     assert all(Path(store.path(0, f.path)).exists() for f in second.files)
+
+
+def test_prune_deletes_nothing_when_the_files_folder_itself_is_a_link(tmp_path: Path) -> None:
+    """A symbolic link planted as the processor's ``files`` folder: following it from both
+    ends made everything it leads to look inside the store, and prune deleted it."""
+    victim = tmp_path / "victim"
+    (victim / "sub").mkdir(parents=True)
+    (victim / "important.txt").write_text("keep\n")
+    (victim / "sub" / "000012.sst").write_text("keep\n")
+    store = SnapshotStore(str(tmp_path / "store"), IDENTITY.app_id)
+    store.write_manifest(_GOOD)
+    os.symlink(victim, store.path(0, "files"))
+    store.prune(0, keep=1)
+    assert (victim / "important.txt").read_text() == "keep\n"
+    assert (victim / "sub" / "000012.sst").read_text() == "keep\n"
+
+
+def test_an_upload_writes_nothing_through_a_link_planted_in_the_store(tmp_path: Path) -> None:
+    """Symbolic links planted where an upload writes (its SST files' folder leading out, or
+    a file's own name): nothing outside the store is written; a link at a file's name is
+    replaced by the file, and a folder leading out is refused, naming it."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    database = ProcessorDatabase.open(tmp_path / "processor-0", IDENTITY, STORES)
+    batch = database.begin()
+    batch.store("counts").set(b"k", 1)
+    batch.set_offset("in", 0, 1)
+    batch.commit()
+    store = SnapshotStore(str(tmp_path / "store"), IDENTITY.app_id)
+    try:
+        for lineage, plant_folder in (("linked-names", False), ("linked-folder", True)):
+            snapshot_id = f"1700000000001-{uuid.uuid4().hex[:8]}"
+            checkpoint = database.snapshot(tmp_path / "work" / snapshot_id)
+            names = sorted(p.name for p in checkpoint.iterdir())
+            folders = {"files": f"files/{lineage}", "snapshots": f"snapshots/{snapshot_id}"}
+            for kind, folder in folders.items():
+                if plant_folder and kind == "files":
+                    Path(store.path(0, "files")).mkdir(parents=True, exist_ok=True)
+                    os.symlink(victim, store.path(0, folder))
+                    continue
+                Path(store.path(0, folder)).mkdir(parents=True, exist_ok=True)
+                for name in names:
+                    (victim / name).write_text("keep\n")
+                    os.symlink(victim / name, store.path(0, f"{folder}/{name}"))
+            base = SnapshotManifest(
+                IDENTITY.app_id, 0, dict(IDENTITY.fixed), snapshot_id, 1.7e9, 0, {("in", 0): 1}
+            )
+            upload = SnapshotUpload(store, checkpoint, base, lineage, {})
+            try:
+                if plant_folder:
+                    with pytest.raises(PermissionError, match="leads its folder outside"):
+                        while upload.step(1 << 20) is None:
+                            pass
+                else:
+                    while (manifest := upload.step(1 << 20)) is None:
+                        pass
+                    assert all(not Path(store.path(0, f.path)).is_symlink() for f in manifest.files)
+            finally:
+                upload.close()
+            assert {p.read_text() for p in victim.iterdir()} == {"keep\n"}
+    finally:
+        database.close()

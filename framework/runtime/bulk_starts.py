@@ -109,6 +109,7 @@ def bulk_starter(
                 fault=lambda point: maybe_crash(point, processor, config.app_state_dir),
                 epoch=epoch,
                 fallback_seconds=2 * config.snapshots.interval_seconds,
+                released=lambda: catchup.released,
             )
 
         return snapshot

@@ -7,10 +7,12 @@ applies a record of a key gained from source ``s`` only at or past ``s``'s offse
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
 
-__all__ = ["source_scope", "source_starts"]
+__all__ = ["replayed_from_0", "source_scope", "source_starts"]
 
 
 def source_scope(scope: str, source: int) -> str:
@@ -28,3 +30,15 @@ def source_starts(
         for position, offset in database.progress(source_scope(scope, source)).items():
             starts.setdefault(position, {})[source] = offset
     return starts
+
+
+def replayed_from_0(
+    database: ProcessorDatabase, scope: str, source: int, positions: Iterable[Position]
+) -> None:
+    """Record that source ``source``'s gained keys are replayed from offset 0 on ``positions``
+    (no snapshot of it is used; a restart does not switch back to one under a half-replayed
+    state)."""
+    batch = database.begin()
+    for topic, partition in positions:
+        batch.set_progress(source_scope(scope, source), topic, partition, 0)
+    batch.commit()

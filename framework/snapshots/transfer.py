@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyarrow import ArrowException
 
 from framework.clock import Clock
-from framework.snapshots.source_starts import source_scope, source_starts
+from framework.snapshots.source_starts import replayed_from_0, source_scope, source_starts
 from framework.snapshots.transfer_progress import TransferProgress
 from rebalance import TopicHistory
 from rebalance.key_ranges import KeyRange
@@ -90,6 +90,7 @@ class SnapshotTransfer:
         fault: Callable[[str], None] = lambda _point: None,
         epoch: str | None = None,
         fallback_seconds: float = 600.0,
+        released: Callable[[], Collection[Position]] = frozenset,
     ) -> None:
         self.processor = processor
         self.generation = generation
@@ -110,10 +111,11 @@ class SnapshotTransfer:
         self._failed: dict[int, set[str]] = {}
         #: per source, when its missing snapshot was last logged
         self._waiting_noted: dict[int, float] = {}
-        #: per source without any snapshot of this app history, since when (after
-        #: ``fallback_seconds`` its keys are replayed from offset 0 instead)
+        #: per source without any snapshot of this app history (or that released its
+        #: partitions), since when (after ``fallback_seconds``: replayed from 0 instead)
         self._no_snapshot_since: dict[int, float] = {}
         self._fallback_seconds = fallback_seconds
+        self._released = released  # the partitions whose RELEASE the receiver read
         self.keys = 0
         self.copied = 0
         now = clock.time()
@@ -212,10 +214,12 @@ class SnapshotTransfer:
             failed.clear()
         else:
             identity = self._database.identity
-            if not any(m.belongs_to(identity.app_id, identity.fixed, self._epoch) for m in listed):
+            ours = any(m.belongs_to(identity.app_id, identity.fixed, self._epoch) for m in listed)
+            gone = part.partitions <= set(self._released())  # no snapshot can cover them now
+            if gone or not ours:
                 waited = now - self._no_snapshot_since.setdefault(part.source, now)
                 if waited >= self._fallback_seconds:
-                    self._replay_instead(part, waited)
+                    self._replay_instead(part, waited, gone)
                     return
             else:
                 self._no_snapshot_since.pop(part.source, None)
@@ -239,24 +243,20 @@ class SnapshotTransfer:
         part.download = SnapshotDownload(self._store, manifest, target)
         self._fault("transfer:found")
 
-    def _replay_instead(self, part: _Source, waited: float) -> None:
-        """The source has no snapshot at all: its gained keys are rebuilt by replaying its
-        partitions from offset 0 (recorded, so a restart does not switch back to a snapshot
-        under a half-replayed state; the catch-up stops, saying so, if retention deleted
-        records it needs)."""
+    def _replay_instead(self, part: _Source, waited: float, released: bool) -> None:
+        """The source has no snapshot at all, or released the partitions with none of the
+        scale covering them: its gained keys are rebuilt by replaying its partitions from 0
+        (recorded: ``replayed_from_0``; the catch-up stops if retention deleted any)."""
         log.warning(
-            "processor %d: processor %d has no snapshot after %.0fs of waiting (is snapshots.url "
-            "writable by it?); the keys it gains from it are rebuilt by replaying %s from "
-            "offset 0 instead",
+            "processor %d: processor %d %s after %.0fs of waiting (is snapshots.url writable by "
+            "it?); the keys it gains from it are rebuilt by replaying %s from offset 0 instead",
             self.processor,
             part.source,
+            "released them with no snapshot of the scale" if released else "has no snapshot",
             waited,
             sorted(part.reads),
         )
-        batch = self._database.begin()
-        for topic, partition in part.reads:
-            batch.set_progress(source_scope(self._scope, part.source), topic, partition, 0)
-        batch.commit()
+        replayed_from_0(self._database, self._scope, part.source, part.reads)
         part.done = True
 
     def _usable(self, part: _Source, manifest: SnapshotManifest) -> bool:

@@ -4,9 +4,14 @@ does when a snapshot is missing, damaged or its ingest fails."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
+from framework.app import App
+from framework.runtime.bulk_starts import bulk_starter
+from framework.runtime.catchup import CatchUp
 from framework.runtime.retention import check_catch_up_history
 from framework.snapshots.source_starts import source_scope, source_starts
 from framework.snapshots.taker import SnapshotTaker
@@ -268,5 +273,50 @@ def test_a_source_without_any_snapshot_has_its_keys_replayed_from_0(tmp_path: Pa
     assert receiver.progress(source_scope("catchup-1", 0)) == {(TOPIC, 2): 0}
     assert receiver.progress("catchup-1") == {(TOPIC, 2): 0}
     assert receiver.has_flag("catchup-1-bootstrapped")
+    source.close()
+    receiver.close()
+
+
+def test_a_source_that_released_without_a_covering_snapshot_has_its_keys_replayed(
+    tmp_path: Path,
+) -> None:
+    """Seed 790: a receiver's earlier run replayed instead (its source had no snapshot yet)
+    and wrote CAUGHT_UP; its disk was lost, and the source, restarted, released at once and
+    then took snapshots without the partition it gave away. The receiver's next run waited
+    for a snapshot of the scale covering that partition, which the source can no longer take:
+    the scale never ended. Once the source released, the receiver replays instead."""
+    config = config_for(tmp_path)
+    clock = ManualClock(100.0)
+    store = SnapshotStore(config.snapshot_url, config.app_id)
+    source = open_processor(config, 0)
+    fill(source, 0, {0: 500, 2: 700})
+    taker = SnapshotTaker(config, 0, source, store, clock, instance="run")
+    take(taker, {(TOPIC, 0)}, scale_state())  # after its release of partition 2
+    scale = scale_state().scaling
+    assert scale is not None
+    receiver = open_processor(config, 2)
+    catchup = SimpleNamespace(
+        sources=frozenset({0}),
+        scope="catchup-1",
+        topics={TOPIC: TopicHistory(TOPIC, (4,))},
+        gained_ranges={0: handoff_ranges(2, 2, 3, 2, [0])},
+        released={},
+    )
+    start = bulk_starter(App(config), 2, scale, receiver, clock)
+    assert start is not None
+    transfer = start(cast(CatchUp, catchup))
+    assert transfer is not None
+    for _ in range(60):  # not released yet: its snapshot of the scale may still come
+        clock.now += 1
+        assert transfer.poll() is None
+    catchup.released = {(TOPIC, 2): 700}  # the RELEASE is read
+    done = None
+    for _ in range(3 * int(config.snapshots.interval_seconds)):
+        clock.now += 1
+        if (done := transfer.poll()) is not None:
+            break
+    assert done == 0, transfer.describe()
+    assert receiver.progress(source_scope("catchup-1", 0)) == {(TOPIC, 2): 0}
+    assert receiver.progress("catchup-1") == {(TOPIC, 2): 0}
     source.close()
     receiver.close()

@@ -358,4 +358,38 @@ REGRESSIONS: dict[str, Plan] = {
         chaos_steps=500,
         max_kills=0,
     ),
+    # A receiver's earlier run replayed instead of waiting for its source's snapshot (the
+    # source had none yet) and wrote CAUGHT_UP; its disk was lost and restored from its own
+    # snapshot taken before that, and its source, restarted, released at once, then took
+    # snapshots without the partition it gave away. The receiver's next run waited for a
+    # snapshot of the scale covering that partition, which could never come: the scale
+    # stayed RELEASED. A transfer now replays a source's keys once it read the RELEASE with
+    # no usable snapshot (seed 790, shrunk).
+    "receiver-waits-for-a-released-sources-snapshot-790": Plan(
+        seed=790,
+        partitions=4,
+        initial_processors=2,
+        keys=5,
+        producers=1,
+        records=25,
+        max_records=3,
+        ready_lag=10,
+        operations=(
+            Operation("expand", 8, 1.1),
+            Operation("scale", 8, 0.3),
+            Operation("scale", 2, 1.7),
+            Operation("scale", 3, 0.8),
+        ),
+        kill_rate=0.001,
+        slow_rate=0.2,
+        outage_rate=0.002,
+        lose_disk_rate=0.3,
+        aimed_rate=0.5,
+        rival=True,
+        snapshots=True,
+        chaos_steps=500,
+        twin=True,
+        twin_at=1.2,
+        twin_for=16.8,
+    ),
 }

@@ -5,21 +5,26 @@ process's threads."""
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 
 from framework.metrics import ProcessorMetrics
-from framework.metrics.server import MAX_CONNECTIONS, MetricsServer
+from framework.metrics.server import MAX_CONNECTIONS, MAX_PER_CLIENT, MetricsServer
 from tests.integration.harness import wait_for
 
 #: how long a test waits for the server to close a connection before it calls it hung
 _GUARD_SECONDS = 60.0
 
 
-def _connect(port: int) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", port), timeout=_GUARD_SECONDS)
+def _connect(port: int, source: str = "127.0.0.1") -> socket.socket:
+    """A connection to the server from ``source`` (any address of 127/8 is this machine's)."""
+    return socket.create_connection(
+        ("127.0.0.1", port), timeout=_GUARD_SECONDS, source_address=(source, 0)
+    )
 
 
 def _closed_unanswered(connection: socket.socket) -> bool:
@@ -75,6 +80,44 @@ def test_a_silent_connection_is_closed_and_its_thread_ends() -> None:
             assert _closed_unanswered(silent)
             assert _closed_unanswered(half)
         wait_for(lambda: threading.active_count() <= before, _GUARD_SECONDS, "threads to end")
+        assert _healthy(server.port)
+    finally:
+        server.stop()
+
+
+def test_one_client_address_cannot_keep_the_others_out() -> None:
+    server = MetricsServer(ProcessorMetrics("sim", 0), "127.0.0.1", 0).start()
+    held: list[socket.socket] = []
+    try:
+        # as many as the server answers in all: it takes MAX_PER_CLIENT of them
+        for _ in range(MAX_CONNECTIONS):
+            connection = _connect(server.port, source="127.0.0.2")
+            connection.sendall(b"GET /metr")  # never finished
+            held.append(connection)
+        assert MAX_PER_CLIENT < MAX_CONNECTIONS
+        assert _healthy(server.port)  # from 127.0.0.1, before the idle ones time out
+    finally:
+        for connection in held:
+            connection.close()
+        server.stop()
+
+
+def test_a_connection_sending_its_request_a_byte_at_a_time_is_closed() -> None:
+    # each byte comes well within IDLE_SECONDS: only the connection's own deadline ends it
+    server = MetricsServer(ProcessorMetrics("sim", 0), "127.0.0.1", 0).start()
+    try:
+        with _connect(server.port) as trickle:
+            guard = time.monotonic() + _GUARD_SECONDS
+            closed = False
+            while not closed and time.monotonic() < guard:
+                try:
+                    trickle.sendall(b"G")
+                except (BrokenPipeError, ConnectionResetError):
+                    closed = True
+                    break
+                readable, _, _ = select.select([trickle], [], [], 0.5)
+                closed = bool(readable) and _closed_unanswered(trickle)
+            assert closed, "the server kept a trickling connection open"
         assert _healthy(server.port)
     finally:
         server.stop()

@@ -320,3 +320,40 @@ def test_a_source_that_released_without_a_covering_snapshot_has_its_keys_replaye
     assert receiver.progress("catchup-1") == {(TOPIC, 2): 0}
     source.close()
     receiver.close()
+
+
+def test_the_released_fallback_warning_says_why_and_no_wrong_fix(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A source that released its partitions before any snapshot of the scale covered them
+    can never take one: the warning says that, and does not ask whether the source can
+    write to snapshots.url (it can: its newer snapshots are there)."""
+    config = config_for(tmp_path)
+    clock = ManualClock(100.0)
+    store = SnapshotStore(config.snapshot_url, config.app_id)
+    source = open_processor(config, 0)
+    fill(source, 0, {0: 500, 2: 700})
+    taker = SnapshotTaker(config, 0, source, store, clock, instance="run")
+    take(taker, {(TOPIC, 0)}, scale_state())  # after its release of partition 2
+    receiver = open_processor(config, 2)
+    released = {(TOPIC, 2): 700}
+    transfer = joining_transfer(
+        receiver,
+        store,
+        tmp_path / "work",
+        clock,
+        1 << 12,
+        fallback_seconds=5.0,
+        released=lambda: released,
+    )
+    with caplog.at_level("WARNING", logger="framework.snapshots.transfer"):
+        for _ in range(20):
+            clock.now += 1
+            if transfer.poll() is not None:
+                break
+    fallback = [r.getMessage() for r in caplog.records if "offset 0 instead" in r.getMessage()]
+    assert len(fallback) == 1, caplog.text
+    assert "released them before any snapshot of the scale covered them" in fallback[0]
+    assert "writable" not in fallback[0], fallback[0]
+    source.close()
+    receiver.close()

@@ -18,9 +18,14 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
-from framework.config_checks import ENV_PREFIX, check_environment
+from framework.config_checks import ENV_PREFIX, check_environment, environment_parse_problems
 from framework.config_errors import explain
 from framework.errors import SplitstateError
 from framework.redaction import RedactedRepr, mask_secrets, redacted_data, remember_secrets
@@ -40,6 +45,8 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+#: the field in pydantic-settings' "error parsing value for field "kafka" from source ..."
+_SETTINGS_FIELD = re.compile(r'field "([^"]+)"')
 
 
 class ConfigError(SplitstateError):
@@ -351,6 +358,12 @@ class AppConfig(RedactedRepr, BaseSettings):
             return cls(**data)
         except ValidationError as error:
             raise ConfigError(explain(error, cls, path, os.environ)) from None
+        except SettingsError as error:  # a variable's value pydantic-settings cannot parse
+            found = _SETTINGS_FIELD.search(str(error))
+            problems = environment_parse_problems(found.group(1) if found else "", os.environ)
+            raise ConfigError(
+                "invalid app config:\n" + "\n".join(f"  - {p}" for p in problems)
+            ) from None
 
 
 def _read_file(path: Path) -> dict[str, Any]:

@@ -12,6 +12,7 @@ field.
 from __future__ import annotations
 
 import difflib
+import json
 import types
 import typing
 from collections.abc import Iterator, Mapping
@@ -23,6 +24,7 @@ __all__ = [
     "ENV_PREFIX",
     "FRAMEWORK_VARIABLES",
     "check_environment",
+    "environment_parse_problems",
     "nested_model",
 ]
 
@@ -98,3 +100,33 @@ def check_environment(model: type[BaseModel], environ: Mapping[str, str]) -> lis
             "unset it; nested fields are joined with __, e.g. SPLITSTATE_BATCH__MAX_RECORDS)"
         )
     return problems
+
+
+def environment_parse_problems(field: str, environ: Mapping[str, str]) -> list[str]:
+    """Why pydantic-settings could not read the ``SPLITSTATE_*`` variables of config field
+    ``field`` (a mapping, list or section: their values must be JSON): one problem per such
+    variable whose value is no JSON, saying where it breaks but never the value (it may be a
+    secret); the field's variables when none is found at fault."""
+    prefix = f"{ENV_PREFIX}{field.upper()}"
+    variables = sorted(v for v in environ if v.upper().startswith(prefix))
+    problems = []
+    for variable in variables:
+        value = environ[variable].strip()
+        if value[:1] not in ("{", "["):
+            continue
+        try:
+            json.loads(value)
+        except json.JSONDecodeError as error:
+            problems.append(
+                f"environment variable {variable} is not valid JSON ({error.msg}: line "
+                f"{error.lineno}, column {error.colno}). Fix: give valid JSON: an object "
+                """for a mapping or a section (e.g. '{"linger.ms": 5}'), a list for a list"""
+            )
+    if problems:
+        return problems
+    named = ", ".join(variables) or f"{prefix}*"
+    return [
+        f"environment variables of config field {field!r} ({named}) cannot be read: a "
+        "mapping, list or section set in one variable must be JSON (an object or a list). "
+        "Fix: give JSON, or set the field in the config file"
+    ]

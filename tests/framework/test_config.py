@@ -42,6 +42,23 @@ def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.Monk
     assert config.app_state_dir == Path(".splitstate/state/demo")
 
 
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ('{"sasl.password": "Sup3rS3cretPW', r"SPLITSTATE_KAFKA__SETTINGS is not valid JSON \("),
+        ("Sup3rS3cretPW", r"config field 'kafka' \(SPLITSTATE_KAFKA__SETTINGS\) cannot be read"),
+    ],
+)
+def test_a_variable_that_is_no_json_is_named_without_its_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str, expected: str
+) -> None:
+    monkeypatch.setenv("SPLITSTATE_KAFKA__SETTINGS", value)
+    with pytest.raises(ConfigError, match=expected) as raised:
+        AppConfig.load(write(tmp_path, BASE))
+    assert "Sup3rS3cretPW" not in str(raised.value)
+    assert "Fix:" in str(raised.value)
+
+
 def test_toml_works_too(tmp_path: Path) -> None:
     text = """
 app_id = "demo"

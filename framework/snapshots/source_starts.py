@@ -7,12 +7,15 @@ applies a record of a key gained from source ``s`` only at or past ``s``'s offse
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Mapping
 
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
 
 __all__ = ["replayed_from_0", "source_scope", "source_starts"]
+
+log = logging.getLogger(__name__)
 
 
 def source_scope(scope: str, source: int) -> str:
@@ -33,11 +36,29 @@ def source_starts(
 
 
 def replayed_from_0(
-    database: ProcessorDatabase, scope: str, source: int, positions: Iterable[Position]
+    database: ProcessorDatabase,
+    scope: str,
+    source: int,
+    positions: Mapping[Position, object],
+    *,
+    why: tuple[int, float, bool],
 ) -> None:
     """Record that source ``source``'s gained keys are replayed from offset 0 on ``positions``
     (no snapshot of it is used; a restart does not switch back to one under a half-replayed
-    state)."""
+    state), saying why: ``why`` is (the receiver, seconds it waited, whether the source had
+    released the partitions)."""
+    processor, waited, released = why
+    log.warning(
+        "processor %d: processor %d %s after %.0fs of waiting; the keys it gains from it "
+        "are rebuilt by replaying %s from offset 0 instead",
+        processor,
+        source,
+        "released them before any snapshot of the scale covered them (none can now)"
+        if released
+        else "has no snapshot (is snapshots.url writable by it?)",
+        waited,
+        sorted(positions),
+    )
     batch = database.begin()
     for topic, partition in positions:
         batch.set_progress(source_scope(scope, source), topic, partition, 0)

@@ -247,21 +247,8 @@ class SnapshotTransfer:
         """The source has no snapshot at all, or released the partitions with none of the
         scale covering them: its gained keys are rebuilt by replaying its partitions from 0
         (recorded: ``replayed_from_0``; the catch-up stops if retention deleted any)."""
-        why = (
-            "released them before any snapshot of the scale covered them (none can now)"
-            if released
-            else "has no snapshot (is snapshots.url writable by it?)"
-        )
-        log.warning(
-            "processor %d: processor %d %s after %.0fs of waiting; the keys it gains from it "
-            "are rebuilt by replaying %s from offset 0 instead",
-            self.processor,
-            part.source,
-            why,
-            waited,
-            sorted(part.reads),
-        )
-        replayed_from_0(self._database, self._scope, part.source, part.reads)
+        why = (self.processor, waited, released)
+        replayed_from_0(self._database, self._scope, part.source, part.reads, why=why)
         part.done = True
 
     def _usable(self, part: _Source, manifest: SnapshotManifest) -> bool:

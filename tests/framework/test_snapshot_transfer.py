@@ -346,7 +346,7 @@ def test_the_released_fallback_warning_says_why_and_no_wrong_fix(
         fallback_seconds=5.0,
         released=lambda: released,
     )
-    with caplog.at_level("WARNING", logger="framework.snapshots.transfer"):
+    with caplog.at_level("WARNING", logger="framework.snapshots.source_starts"):
         for _ in range(20):
             clock.now += 1
             if transfer.poll() is not None:

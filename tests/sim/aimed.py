@@ -45,6 +45,7 @@ import json
 from framework.coordination.registry import REGISTRY_TOPIC
 from tests.sim.app import INPUT
 from tests.sim.broker import StoredRecord
+from tests.sim.operators import start_racer
 from tests.sim.plan import Operation
 from tests.sim.world import World, control_fact
 
@@ -158,7 +159,7 @@ def aim_at_protocol_windows(world: World) -> None:
         if operation.kind in ("scale", "expand") and rng.random() < rate * 0.5:
             racing = _racing(world, operation)
             if racing is not None:
-                world.start_racer(racing)
+                start_racer(world, racing)
 
     world.broker.watchers.append(watch)
     world.broker.fetch_watchers.append(on_fetch)

@@ -29,6 +29,7 @@ from tests.sim.app import INPUT
 from tests.sim.checks import check_outputs, check_world
 from tests.sim.disks import rocksdb_without_background_compactions
 from tests.sim.junk import Junk
+from tests.sim.operators import start_operator
 from tests.sim.plan import Operation, Plan, rival_operations
 from tests.sim.twin import Twin
 from tests.sim.upstream import start_upstream
@@ -118,9 +119,9 @@ def _run(plan: Plan, root: Path, aim: Callable[[World], None] | None) -> Outcome
             world.start_producer(plan.records)
         if plan.upstream:
             start_upstream(world, plan.records)
-        world.start_operator(plan.operations)
+        start_operator(world, plan.operations)
         if plan.rival:
-            world.start_operator(rival_operations(plan), name="rival")
+            start_operator(world, rival_operations(plan), name="rival")
         world.kill_at_protocol_steps()
         aim_at_protocol_windows(world)
         twin = Twin(world)
@@ -281,12 +282,12 @@ def _operator_fixes(world: World) -> None:
             reasons = "; ".join(f"processor {j}: {why}" for j, why in sorted(scale.stopped.items()))
             world.events.halted = f"a scale that can only finish has a stopped receiver: {reasons}"
         else:
-            world.start_operator((Operation("abort"),))
+            start_operator(world, (Operation("abort"),))
         return
     entry = TopicRegistry(world.driver).read().get(INPUT)
     pending = entry is not None and (entry.growth is not None or entry.pending())
     if pending or state.growth is not None:
-        world.start_operator(())
+        start_operator(world, ())
 
 
 def _quiet(world: World) -> int | None:

@@ -22,6 +22,7 @@ from rebalance import bucket, key_hash
 from statestore import processor_path
 from tests.sim.app import INPUT, OUTPUT, make_app
 from tests.sim.kafka import MemoryKafka
+from tests.sim.operators import start_operator
 from tests.sim.plan import Operation, Plan
 from tests.sim.scheduler import Party
 from tests.sim.world import World
@@ -213,7 +214,7 @@ def test_a_stale_directory_of_a_scale_in_receiver_after_a_growth_is_rebuilt_whol
     which nothing read again)."""
     world = _world(tmp_path / "world", seed=7, keys=12, records=120)
     world.scheduler.run_until(lambda: world.scheduler.now > 6.0)
-    world.start_operator((Operation("expand", 3),))
+    start_operator(world, (Operation("expand", 3),))
     assert world.scheduler.run_until(
         lambda: not any(o.runnable for o in world.operators) and world.control().growth is None,
     )

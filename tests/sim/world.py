@@ -1,11 +1,12 @@
 """A simulated world: one in-memory Kafka cluster, the app's processors, producers writing
 per-key sequences, an operator scaling and growing, and the chaos that kills and fails them.
 
-Every party runs the real code (``ProcessorRuntime``, ``SplitstateProducer``,
-``request_scale``, ``abort_scale``, ``expand_topic``) through its own ``MemoryKafka`` port;
-the driver's own reads (the supervisor's, the checks') go through a port of its own that
-never fails. The supervisor is the driver: between steps it starts a processor for every id
-the control state gives work and that is not running, as ``splitstate run --all`` does.
+Every party runs the real code (``ProcessorRuntime``, ``SplitstateProducer``, and the
+operators' ``request_scale``, ``abort_scale``, ``expand_topic``: ``tests/sim/operators.py``)
+through its own ``MemoryKafka`` port; the driver's own reads (the supervisor's, the
+checks') go through a port of its own that never fails. The supervisor is the driver:
+between steps it starts a processor for every id the control state gives work and that is
+not running, as ``splitstate run --all`` does.
 """
 
 from __future__ import annotations
@@ -23,15 +24,13 @@ from framework.config import ConfigError
 from framework.coordination.control_guard import ControlLogLostError
 from framework.coordination.control_log import ControlLog, ControlRecordError
 from framework.coordination.registry import REGISTRY_TOPIC, TopicRegistry
-from framework.coordination.scaling import abort_scale, request_scale
 from framework.errors import SplitstateError
-from framework.growth.expand import expand_topic
 from framework.kafka import COMPACTED, KafkaIOError, TopicSpec
 from framework.processing import ProcessorFencedError, ProcessorStoppedError
 from framework.producer import SplitstateProducer
 from framework.runtime.loop import ProcessorRuntime
 from rebalance import bucket, key_hash
-from rebalance.control import ControlState, Scale
+from rebalance.control import ControlState
 from rebalance.control_schema import check_record
 from rebalance.record_checks import MalformedRecordError, json_object
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec, processor_path
@@ -454,105 +453,6 @@ class World:
         if any(operator.runnable for operator in self.operators):
             return True
         return self.control().scaling is not None
-
-    def start_operator(self, operations: tuple[Operation, ...], name: str = "operator") -> None:
-        """An operator doing ``operations`` in order (refusals are noted, not errors); a
-        second one (``rival``) races the first."""
-
-        def body(port: MemoryKafka, _party: Party) -> None:
-            for operation in operations:
-                self.clock.sleep(operation.delay)
-                self._operate(port, operation)
-            self._finish_growth(port)
-
-        self.operators.append(self.spawn(name, body))
-
-    def _operate(self, port: MemoryKafka, operation: Operation) -> None:
-        for watcher in self.operation_watchers:
-            watcher(operation)
-        try:
-            if operation.kind == "scale":
-                self._scale(port, operation.value)
-            elif operation.kind == "abort":
-                abort_scale(self.app, "the simulation's operator", kafka=port)
-            else:
-                self._expand(port, operation.value)
-        except (SplitstateError, KafkaIOError) as error:
-            self.note_refusal(error)
-            self.events.refusals.append(f"{operation}: {type(error).__name__}: {error}")
-
-    def start_racer(self, operation: Operation) -> None:
-        """An operator who tries ``operation`` once, at once (racing another operator's
-        command), then finishes a growth it started."""
-
-        def body(port: MemoryKafka, _party: Party) -> None:
-            try:
-                if operation.kind == "scale":
-                    accepted = request_scale(self.app, operation.value, kafka=port)
-                    self._check_report(operation.value, accepted)
-                else:
-                    self._expand(port, operation.value)
-            except (SplitstateError, KafkaIOError) as error:
-                self.note_refusal(error)
-                self.events.refusals.append(f"racing {operation}: {type(error).__name__}: {error}")
-            self._finish_growth(port)
-
-        self.operators.append(self.spawn("racer", body))
-
-    def _check_report(self, processors: int, accepted: Scale) -> None:
-        """Note a scale command that reported another scale as its own."""
-        if accepted.new_processors != processors:
-            self.events.false_reports.append(
-                f"t={self.clock.monotonic():.2f} a scale to {processors} was reported "
-                f"accepted as generation {accepted.generation}, a scale to "
-                f"{accepted.new_processors}"
-            )
-
-    def _scale(self, port: MemoryKafka, processors: int) -> None:
-        """Ask for a scale, again a while later while another scale or a growth is in the
-        way, or the control log holds a record no reader can read (as an operator would,
-        who waits for its fix: ``tests/sim/junk.py``)."""
-        for _ in range(30):
-            try:
-                self._check_report(processors, request_scale(self.app, processors, kafka=port))
-                return
-            except (KafkaIOError, ControlRecordError) as error:
-                self.note_refusal(error)
-                self.clock.sleep(1.0)
-            except ConfigError as error:
-                if "in progress" not in str(error) and "growing" not in str(error):
-                    raise
-                self.clock.sleep(1.0)
-        request_scale(self.app, processors, kafka=port)
-
-    def _expand(self, port: MemoryKafka, partitions: int) -> None:
-        """Grow the input, again a while later when the broker failed it (``status`` would
-        show the growth unfinished) or the control log holds a record no reader can read."""
-        control = ControlLog(port, self.app.config.control_topic)
-        for _ in range(10):
-            try:
-                expand_topic(port, INPUT, partitions, control=control, report=lambda _line: None)
-                return
-            except (KafkaIOError, ControlRecordError) as error:
-                self.note_refusal(error)
-                self.clock.sleep(1.0)
-        expand_topic(port, INPUT, partitions, control=control, report=lambda _line: None)
-
-    def _finish_growth(self, port: MemoryKafka) -> None:
-        """Run ``expand`` again while a growth it started is unfinished (as an operator
-        told by ``status`` would)."""
-        for _ in range(50):
-            entry = TopicRegistry(port).read().get(INPUT)
-            growing = self.control().growth
-            if entry is None or (entry.growth is None and not entry.pending() and not growing):
-                return
-            target = entry.partitions if growing is None else growing.partitions
-            try:
-                self._expand(port, target)
-            except (SplitstateError, KafkaIOError) as error:
-                self.note_refusal(error)
-                self.events.refusals.append(f"finishing growth: {type(error).__name__}: {error}")
-                self.clock.sleep(1.0)
 
     # -- adversary -----------------------------------------------------------------------
 

@@ -1,0 +1,131 @@
+"""The simulation's operators: scale, abort and expand commands run as an operator would,
+asking again while another scale, a growth, a broker outage or a control-log record no reader
+can read is in the way, and finishing a growth they started."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from framework.config import ConfigError
+from framework.coordination.control_log import ControlLog, ControlRecordError
+from framework.coordination.registry import TopicRegistry
+from framework.coordination.scaling import abort_scale, request_scale
+from framework.errors import SplitstateError
+from framework.growth.expand import expand_topic
+from framework.kafka import KafkaIOError
+from rebalance.control import Scale
+from tests.sim.app import INPUT
+from tests.sim.kafka import MemoryKafka
+from tests.sim.plan import Operation
+from tests.sim.scheduler import Party
+
+if TYPE_CHECKING:
+    from tests.sim.world import World
+
+__all__ = ["start_operator", "start_racer"]
+
+
+def start_operator(world: World, operations: tuple[Operation, ...], name: str = "operator") -> None:
+    """An operator doing ``operations`` in order (refusals are noted, not errors); a
+    second one (``rival``) races the first."""
+
+    def body(port: MemoryKafka, _party: Party) -> None:
+        for operation in operations:
+            world.clock.sleep(operation.delay)
+            _operate(world, port, operation)
+        _finish_growth(world, port)
+
+    world.operators.append(world.spawn(name, body))
+
+
+def _operate(world: World, port: MemoryKafka, operation: Operation) -> None:
+    for watcher in world.operation_watchers:
+        watcher(operation)
+    try:
+        if operation.kind == "scale":
+            _scale(world, port, operation.value)
+        elif operation.kind == "abort":
+            abort_scale(world.app, "the simulation's operator", kafka=port)
+        else:
+            _expand(world, port, operation.value)
+    except (SplitstateError, KafkaIOError) as error:
+        world.note_refusal(error)
+        world.events.refusals.append(f"{operation}: {type(error).__name__}: {error}")
+
+
+def start_racer(world: World, operation: Operation) -> None:
+    """An operator who tries ``operation`` once, at once (racing another operator's
+    command), then finishes a growth it started."""
+
+    def body(port: MemoryKafka, _party: Party) -> None:
+        try:
+            if operation.kind == "scale":
+                accepted = request_scale(world.app, operation.value, kafka=port)
+                _check_report(world, operation.value, accepted)
+            else:
+                _expand(world, port, operation.value)
+        except (SplitstateError, KafkaIOError) as error:
+            world.note_refusal(error)
+            world.events.refusals.append(f"racing {operation}: {type(error).__name__}: {error}")
+        _finish_growth(world, port)
+
+    world.operators.append(world.spawn("racer", body))
+
+
+def _check_report(world: World, processors: int, accepted: Scale) -> None:
+    """Note a scale command that reported another scale as its own."""
+    if accepted.new_processors != processors:
+        world.events.false_reports.append(
+            f"t={world.clock.monotonic():.2f} a scale to {processors} was reported "
+            f"accepted as generation {accepted.generation}, a scale to "
+            f"{accepted.new_processors}"
+        )
+
+
+def _scale(world: World, port: MemoryKafka, processors: int) -> None:
+    """Ask for a scale, again a while later while another scale or a growth is in the
+    way, or the control log holds a record no reader can read (as an operator would,
+    who waits for its fix: ``tests/sim/junk.py``)."""
+    for _ in range(30):
+        try:
+            _check_report(world, processors, request_scale(world.app, processors, kafka=port))
+            return
+        except (KafkaIOError, ControlRecordError) as error:
+            world.note_refusal(error)
+            world.clock.sleep(1.0)
+        except ConfigError as error:
+            if "in progress" not in str(error) and "growing" not in str(error):
+                raise
+            world.clock.sleep(1.0)
+    request_scale(world.app, processors, kafka=port)
+
+
+def _expand(world: World, port: MemoryKafka, partitions: int) -> None:
+    """Grow the input, again a while later when the broker failed it (``status`` would
+    show the growth unfinished) or the control log holds a record no reader can read."""
+    control = ControlLog(port, world.app.config.control_topic)
+    for _ in range(10):
+        try:
+            expand_topic(port, INPUT, partitions, control=control, report=lambda _line: None)
+            return
+        except (KafkaIOError, ControlRecordError) as error:
+            world.note_refusal(error)
+            world.clock.sleep(1.0)
+    expand_topic(port, INPUT, partitions, control=control, report=lambda _line: None)
+
+
+def _finish_growth(world: World, port: MemoryKafka) -> None:
+    """Run ``expand`` again while a growth it started is unfinished (as an operator
+    told by ``status`` would)."""
+    for _ in range(50):
+        entry = TopicRegistry(port).read().get(INPUT)
+        growing = world.control().growth
+        if entry is None or (entry.growth is None and not entry.pending() and not growing):
+            return
+        target = entry.partitions if growing is None else growing.partitions
+        try:
+            _expand(world, port, target)
+        except (SplitstateError, KafkaIOError) as error:
+            world.note_refusal(error)
+            world.events.refusals.append(f"finishing growth: {type(error).__name__}: {error}")
+            world.clock.sleep(1.0)

@@ -53,7 +53,11 @@ def test_partition_gates_and_read_limit() -> None:
     assert history.partition_gates(5) == (PartitionGate(0, ((1, 12),), 1),)
     assert history.read_limit(1, {}) == 20
     assert history.read_limit(1, {5: 30}) == 20
-    assert history.read_limit(1, {5: 31}) is None
+    # 5 read past its drain marker, but its life was gated on 1 past 5's marker: not reached
+    assert history.read_limit(1, {5: 31}) == 20
+    assert not history.reached(5, 31, {5: 31})
+    assert history.reached(5, 31, {5: 31, 1: 20})
+    assert history.read_limit(1, {5: 31, 1: 20}) is None
     assert history.read_limit(5, {1: 11}) == 0
     assert history.read_limit(0, {}) is None
 

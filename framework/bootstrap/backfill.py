@@ -83,7 +83,7 @@ def backfill(
     positions = [
         (topic, partition)
         for topic, entry in layout.inputs.items()
-        for partition in range(entry.partitions)
+        for partition in range(entry.history.created)  # deleted partitions too
     ]
     retained = watermarks(kafka, positions)
     if until == "now":
@@ -106,7 +106,7 @@ def backfill(
     # stops midway, finds no snapshot of the old state to restore under the new one (and a
     # backfill that cannot reach the store builds nothing)
     _forget_snapshots(app)
-    counts = {name: entry.partitions for name, entry in layout.inputs.items()}
+    counts = {name: entry.history.created for name, entry in layout.inputs.items()}
     covers = {j: sorted(layout.control.owned(j, counts)) for j in range(count)}
     request = BuildRequest(
         processors=count,

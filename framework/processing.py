@@ -20,14 +20,14 @@ import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from framework.app import App, Handler
-from framework.coordination.registry import Growth
+from framework.coordination.registry import Growth, TopicEntry
 from framework.errors import (
     ProcessorFencedError,
     ProcessorReplacedError,
     ProcessorStoppedError,
     SplitstateError,
 )
-from framework.growth.markers import is_marker, marker_growth
+from framework.growth.markers import is_marker
 from framework.growth.placement_check import PlacementCheck, RegistryView
 from framework.kafka import KafkaIOError
 from framework.records import (
@@ -135,19 +135,20 @@ class RecordProcessor:
     registry's); a keyed record of such a topic must sit on a partition where linear hashing
     places its key (topics it lacks are not checked): the one its ``splitstate.count`` header's
     count places it on, or without the header one that any count of the topic's history does.
-    ``histories``: each input topic's partition history (counts and thresholds, the topic
-    registry's, kept current with ``adopt``; just ``N`` for a topic without one); with the
-    growth markers met in the input, they say which records landed after their growth's fence
-    (dead-lettered: ``late_record``). ``unfenced``: how many records without that header this
-    processor processed before (``database.progress(UNFENCED_SCOPE)``), ``unplaced``: how many
-    it dead-lettered (``UNPLACED_SCOPE``); ``placement`` keeps both up to date in the batches.
+    ``histories``: each input topic's partition history (its steps and their boundaries, the
+    topic registry's, kept current with ``adopt``; just ``N`` for a topic without one); with the
+    markers met in the input, they say where each key lives at each offset (a record
+    elsewhere is late, a dead letter: ``framework.growth.late``). ``unfenced``: how many
+    records without that header this processor processed before
+    (``database.progress(UNFENCED_SCOPE)``), ``unplaced``: how many it dead-lettered
+    (``UNPLACED_SCOPE``); ``placement`` keeps both up to date in the batches.
 
     A growth marker counts only if the registry records its growth (``growths``: the input
     topics' growths in progress, with ``histories``); any other record that claims to be one
     is a dead letter (stage ``placement``, ``unrecorded marker: ...``). ``registry`` reads
     the registry's entries now; given, ``confirm_markers`` reads them again before records
-    holding a marker the processor's view does not record, so a marker written after the view
-    was read is not refused.
+    its view may be older than (a marker it does not record, a key that does not live where
+    its record is), so a step recorded after the view was read is never missed.
     """
 
     def __init__(
@@ -192,38 +193,37 @@ class RecordProcessor:
         thresholds) and growths in progress."""
         self.placement.adopt(histories, growths)
 
-    def confirm_markers(self, messages: Iterable[InputMessage]) -> None:
-        """Before ``messages`` are processed: if one of them is a growth marker that the
-        registry, as this processor last read it, does not record, read the registry again
-        (once; with ``registry`` only). ``splitstate expand`` records a growth and its fence
-        before it writes the markers, so a registry read after a marker was read records the
-        marker's growth: a marker it does not record is no marker of ``expand``'s. A
-        ``KafkaIOError`` when the registry cannot be read (the records are not processed:
-        a marker is never judged by a view older than itself)."""
+    def confirm_markers(self, messages: Iterable[InputMessage]) -> dict[str, TopicEntry] | None:
+        """Before ``messages`` are processed: if the registry as last read may be older than
+        one of them (``PlacementCheck.stale``: a marker it does not record, a keyed record
+        whose key lives elsewhere by it), read it again (once; with ``registry`` only) and
+        adopt it; returns the input topics' entries read (``None``: not read). ``expand``
+        records a step before producers or markers use it, so a view read after a record
+        knows its step. A ``KafkaIOError`` when the registry cannot be read (a record is
+        never judged by a view older than itself)."""
         if self._registry is None:
-            return
-        for message in messages:
-            if message.key() is not None:
-                continue
+            return None
+        batch = [m for m in messages if m.topic() in self._routes]
+        for message in batch:
             topic, partition, offset = message.topic(), message.partition(), message.offset()
-            if topic not in self._routes or partition is None or offset is None:
+            if topic is None or partition is None or offset is None:
                 continue
-            headers = readable_headers(message)
-            if not headers or marker_growth(topic, headers) is None:
-                continue  # no marker, or one no registry can record: no read
-            if self.placement.unrecorded((topic, partition, offset), headers) is None:
+            key = message.key()
+            headers = readable_headers(message) if key is None else None
+            if not self.placement.stale((topic, partition, offset), key, headers):
                 continue
             try:
                 entries = self._registry()
             except KafkaIOError as error:
+                what = "record" if key is not None else "marker"
                 raise KafkaIOError(
-                    f"could not read the topic registry to check the growth marker at "
+                    f"could not read the topic registry to check the {what} at "
                     f"{topic}[{partition}]@{offset} against it: {error}. It is not judged by "
                     "an older view of the registry: the processor exits, to read it again "
                     "when restarted. Fix: make Kafka reachable."
                 ) from None
-            self.placement.confirm(entries)
-            return
+            return self.placement.confirm(entries, batch)
+        return None
 
     def process(  # noqa: PLR0911 - one return per way a record can end
         self,

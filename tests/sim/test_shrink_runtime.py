@@ -14,6 +14,7 @@ came out of order (``bad``), and emits ``[producer, seq, ...]`` for each record.
 from __future__ import annotations
 
 import random
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -267,3 +268,30 @@ def test_a_regrown_partition_is_gated_again_and_records_between_its_lives_are_la
     world.run(steps=300)
     assert world.outputs()[R.decode()] == [1, 2, 3, 4]
     assert world.committed(2) == world.end(2)
+
+
+def test_a_lost_state_directory_is_rebuilt_through_the_holds(tmp_path: Path) -> None:
+    # the group processed everything; the state directory is gone: the rebuild (restore
+    # mode, up to the group's offsets) reads 0 and 2 again, and must hold K's merged record in
+    # 0 until 2 is read past its drain, as the live run did (2 holds more records than 0
+    # before them: read side by side, 0 gets there first)
+    world = World(tmp_path)
+    world.put(0, A, 2)  # 0@0
+    world.put(1, B, 2)  # 1@0
+    world.put(3, C, 4)  # 3@0
+    for _ in range(20):
+        world.put(2, R, 4)  # 2@0..19
+    for _ in range(3):
+        world.put(2, K, 4)  # 2@20..22
+    history = shrunk(world).with_drains({2: world.end(2) - 1, 3: 0})
+    world.record(history)
+    world.put(0, K, 2)  # 0@1: merged into 0, after 0's hold at 1
+    for _ in range(5):
+        world.put(0, A, 2)
+    world.run(steps=400)
+    assert world.committed(0) == world.end(0) and world.committed(2) == world.end(2)
+    before = {key: world.state(key) for key in (A, B, K, C, R)}
+    assert before[K] == {"n": 4, "last": {K.decode(): 4}, "bad": 0}
+    shutil.rmtree(processor_path(world.app.config.app_state_dir, 0))
+    world.run(steps=400)
+    assert {key: world.state(key) for key in (A, B, K, C, R)} == before

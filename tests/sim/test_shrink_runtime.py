@@ -52,7 +52,7 @@ K, R = keys_of(4, 2, 2)  # live in 2 with 4 (and 3) partitions, merge into 0 wit
 class World:
     """The in-memory Kafka, the app, and what was written to the input."""
 
-    def __init__(self, tmp_path: Path, *, exactly_once: bool = False) -> None:
+    def __init__(self, tmp_path: Path, *, exactly_once: bool = False, in_flight: int = 1) -> None:
         self.kafka = MemoryKafka(Broker(random.Random(7)), ManualClock())
         self.kafka.create_topics([TopicSpec(INPUT, 4), TopicSpec(OUTPUT, 2)])
         self.registry = TopicRegistry(self.kafka)
@@ -67,6 +67,7 @@ class World:
             lease_ms=2000,
             ready_lag=0,
             exactly_once=exactly_once,
+            in_flight=in_flight,
         )
         self.kafka.create_topics([TopicSpec(self.app.config.dead_letters, 1)])
         self.seqs: dict[bytes, int] = {}
@@ -147,10 +148,11 @@ def before_the_shrink(world: World) -> None:
     world.put(3, C, 4)  # 3@0
 
 
+@pytest.mark.parametrize(("exactly_once", "in_flight"), [(False, 1), (True, 3), (False, 3)])
 def test_a_merged_key_waits_for_its_deleted_partition_and_the_keys_before_it_pass(
-    tmp_path: Path,
+    tmp_path: Path, exactly_once: bool, in_flight: int
 ) -> None:
-    world = World(tmp_path)
+    world = World(tmp_path, exactly_once=exactly_once, in_flight=in_flight)
     before_the_shrink(world)
     history = shrunk(world)  # holds: 0 at 2, 1 at 1; drains not recorded yet
     world.record(history)

@@ -89,7 +89,7 @@ class Holds:
         self._consumer.pause([where])
         self.held[where] = held
         log.info(
-            "processor %d: %s[%d] is held at offset %d: %s",
+            "processor %d: %s[%d] is held back at offset %d: %s",
             self.processor,
             *where,
             held.offset,

@@ -7,7 +7,9 @@ state writes are rolled back; nothing it did survives. A keyed record that is no
 hashing places its key -- by its ``splitstate.count`` header's count, or without the header by
 any count in the topic's history -- is dead-lettered before anything runs (``placement``, see
 ``framework.growth.placement``); so every path that folds records (the live loop, restore
-mode, a catch-up, the Spark fold) skips the same ones.
+mode, a catch-up, the Spark fold) skips the same ones. Before that check, a compaction
+tombstone (``framework.growth.compaction``) is skipped: no state change, no output, no dead
+letter.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from framework.errors import (
     ProcessorStoppedError,
     SplitstateError,
 )
+from framework.growth.compaction import compaction_refusal, has_compaction_header
 from framework.growth.markers import is_marker, marker_growth
 from framework.growth.placement_check import PlacementCheck, RegistryView
 from framework.kafka import KafkaIOError
@@ -238,7 +241,9 @@ class RecordProcessor:
         the dead letter it became.
 
         With ``restore`` the record only rebuilds state: no outputs and no dead letter are
-        returned (they were written when the record was first processed).
+        returned (they were written when the record was first processed). A growth marker
+        and a compaction tombstone (``framework.growth.compaction``) change nothing and
+        return neither.
         """
         if where is None:
             where = _where(message)
@@ -251,11 +256,8 @@ class RecordProcessor:
         headers = readable_headers(message)
         if headers is None:
             return [], self._dead(message, where, "decode", UNREADABLE_REASON, restore)
-        if key is None:
-            if is_marker(headers):
-                return [], self._marker(message, where, headers, restore)
-            reason = "the record has no key; splitstate keeps state per key"
-            return [], self._dead(message, where, "decode", reason, restore)
+        if key is None or has_compaction_header(headers):
+            return [], self._not_keyed_input(message, where, headers, key is None, restore)
         misplaced = self.placement.check(batch, headers, key, where, restore=restore)
         if misplaced is not None:
             return [], self._dead(message, where, "placement", misplaced, restore)
@@ -291,15 +293,25 @@ class RecordProcessor:
             return [], self._dead(message, where, "processor", reason, restore)
         return ([] if restore else outputs), None
 
-    def _marker(
+    def _not_keyed_input(
         self,
         message: InputMessage,
         where: tuple[str, int, int],
         headers: Sequence[tuple[str, bytes | None]],
+        keyless: bool,
         restore: bool,
     ) -> DeadLetter | None:
-        """A record without a key that claims to be a growth marker: noted as one (no dead
-        letter) if the registry records its growth, else a dead letter."""
+        """A record without a key, or with a ``splitstate.compaction`` header: none of the
+        app's keyed records. A growth marker or a compaction tombstone is skipped (no dead
+        letter); anything else claiming to be one, or keyless, is a dead letter."""
+        if not keyless:
+            refused = compaction_refusal(where[0], headers, message.value())
+            if refused is None:
+                return None  # a compaction tombstone: only for Kafka's log cleaner
+            return self._dead(message, where, "placement", refused, restore)
+        if not is_marker(headers):
+            reason = "the record has no key; splitstate keeps state per key"
+            return self._dead(message, where, "decode", reason, restore)
         refused = self.placement.marker(where, headers)
         if refused is None:
             return None  # a growth marker: not a record of the app's

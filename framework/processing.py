@@ -18,8 +18,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import orjson
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from framework.app import App, Handler
 from framework.coordination.registry import Growth
@@ -41,6 +40,8 @@ from framework.records import (
     Output,
     Record,
     StoredMessage,
+    encode_input,
+    encode_value,
     output_items,
     readable_headers,
 )
@@ -69,40 +70,6 @@ UNREADABLE_REASON = (
     "key and value, not its headers. Fix: write header names as UTF-8 text, then send the "
     "record again."
 )
-
-_FAST_ENCODERS: dict[type, Callable[[Any], bytes]] = {
-    dict: orjson.dumps,
-    list: orjson.dumps,
-    int: orjson.dumps,
-    bytes: bytes,
-    str: str.encode,
-}
-
-
-def encode_value(value: Any) -> bytes | None:
-    """Output value to bytes: bytes as-is, text as UTF-8, models and the rest as JSON."""
-    encoder = _FAST_ENCODERS.get(type(value))
-    if encoder is not None:
-        return encoder(value)
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode()
-    if isinstance(value, BaseModel):
-        return value.model_dump_json().encode()
-    return orjson.dumps(value)
-
-
-def encode_input(value: Any, what: str) -> bytes | None:
-    """``value`` encoded as ``encode_value`` encodes outputs (what a producer sends);
-    ``TypeError`` naming ``what`` and the fix when it cannot be."""
-    try:
-        return encode_value(value)
-    except TypeError as error:  # orjson's JSONEncodeError is one
-        raise TypeError(
-            f"{what}: a value of type {type(value).__name__} cannot be encoded ({error}). Fix: "
-            "pass bytes, str, a pydantic model, or a JSON-able value (dict, list, number)"
-        ) from None
 
 
 def _decoder(value_type: type[Any] | None) -> Callable[[bytes | None], Any]:

@@ -30,6 +30,7 @@ from framework.redaction import RedactedRepr, mask_secrets, redacted_data, remem
 from framework.redaction import secret_values as _secret_values
 
 __all__ = [
+    "DEFAULT_TOMBSTONES_CACHED",
     "AppConfig",
     "BatchConfig",
     "ConfigError",
@@ -45,6 +46,10 @@ __all__ = [
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 #: the field in pydantic-settings' "error parsing value for field "kafka" from source ..."
 _SETTINGS_FIELD = re.compile(r'field "([^"]+)"')
+
+#: how many ``(topic, key, step)`` a producer remembers writing compaction tombstones for
+#: (``framework.growth.compaction_writes``), unless configured
+DEFAULT_TOMBSTONES_CACHED = 100_000
 
 
 def _check_name(value: str, what: str) -> str:
@@ -220,6 +225,14 @@ class AppConfig(RedactedRepr, BaseSettings):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     snapshots: SnapshotConfig = Field(default_factory=SnapshotConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    compaction_tombstones_cached: int = Field(
+        default=DEFAULT_TOMBSTONES_CACHED,
+        ge=0,
+        le=100_000_000,
+        description="keys per output producer whose compaction tombstones it remembers "
+        "writing (compacted topics whose partition count changed; 0: a tombstone with every "
+        "record of a key that moved)",
+    )
 
     @field_validator("app_id")
     @classmethod

@@ -269,16 +269,28 @@ class RecordProcessor:
         restore: bool,
     ) -> DeadLetter | None:
         """A record without a key, or with a ``splitstate.compaction`` header: none of the
-        app's keyed records. A growth marker or a compaction tombstone is skipped (no dead
-        letter); anything else claiming to be one, or keyless, is a dead letter."""
-        if not keyless:
-            refused = compaction_refusal(where[0], headers, message.value())
-            if refused is None:
-                return None  # a compaction tombstone: only for Kafka's log cleaner
-            return self._dead(message, where, "placement", refused, restore)
-        if not is_marker(headers):
+        app's keyed records. A growth marker (``_marker``) or a compaction tombstone is
+        skipped (no dead letter); anything else claiming to be one, or keyless, is a dead
+        letter."""
+        if keyless:
+            if is_marker(headers):
+                return self._marker(message, where, headers, restore)
             reason = "the record has no key; splitstate keeps state per key"
             return self._dead(message, where, "decode", reason, restore)
+        refused = compaction_refusal(where[0], headers, message.value())
+        if refused is None:
+            return None  # a compaction tombstone: only for Kafka's log cleaner
+        return self._dead(message, where, "placement", refused, restore)
+
+    def _marker(
+        self,
+        message: InputMessage,
+        where: tuple[str, int, int],
+        headers: Sequence[tuple[str, bytes | None]],
+        restore: bool,
+    ) -> DeadLetter | None:
+        """A record without a key that claims to be a growth marker: noted as one (no dead
+        letter) if the registry records its growth, else a dead letter."""
         refused = self.placement.marker(where, headers)
         if refused is None:
             return None  # a growth marker: not a record of the app's

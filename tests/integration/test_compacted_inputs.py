@@ -32,12 +32,16 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from framework.clock import SYSTEM_CLOCK
 from framework.coordination.registry import TopicEntry, TopicRegistry
 from framework.growth.compaction import COMPACTION_HEADER
+from framework.growth.lease import RegistryLease
 from framework.growth.placement import COUNT_HEADER
 from framework.kafka import Clients
 from framework.loader import load_app
 from framework.producer import SplitstateProducer
+from framework.records import EncodedOutput
+from framework.runtime.delivery import BatchWriter
 from framework.runtime.loop import ProcessorRuntime
 from rebalance import TopicHistory, bucket, key_hash
 from statestore import ProcessorDatabase, processor_path
@@ -216,6 +220,43 @@ def test_a_topic_not_compacted_gets_none(kafka_bootstrap: str, topic_factory: An
     finally:
         producer.close()
     assert [r for r in read_topic(kafka_bootstrap, topic, 8) if r.value is None] == []
+
+
+@pytest.mark.parametrize("outcome", ["commit", "abort"])
+def test_outputs_tombstone_in_their_transaction(
+    kafka_bootstrap: str, grown_compacted: str, outcome: str
+) -> None:
+    """A processor's outputs to a compacted topic that grew (another app's input) write their
+    compaction tombstones in the batch's transaction: both become visible, or neither."""
+    topic = grown_compacted
+    moved = keys_moving(4, [4, 8], 5)
+    kafka = Clients({"bootstrap.servers": kafka_bootstrap})
+    lease = RegistryLease(TopicRegistry(kafka), {topic: TopicRegistry(kafka).read()[topic]})
+    producer = kafka.transactional_producer(unique("tx"))
+    writer = BatchWriter(
+        producer, lease, unique("dead"), lambda: False, SYSTEM_CLOCK, transactional=True
+    )
+    try:
+        producer.begin()
+        outputs = [
+            EncodedOutput(topic, key, b"v", None, (topic, 0, i)) for i, key in enumerate(moved)
+        ]
+        assert writer.write(outputs, [], lambda _where: None) == []
+        if outcome == "commit":
+            producer.commit(30)
+        else:
+            producer.abort(30)
+    finally:
+        lease.close()
+        producer.close()
+        kafka.close()
+    records = read_topic(kafka_bootstrap, topic, 8)
+    tombstones = sorted(r.key or b"" for r in records if COMPACTION_HEADER in r.headers)
+    values = sorted(r.key or b"" for r in records if COMPACTION_HEADER not in r.headers)
+    if outcome == "commit":
+        assert tombstones == values == sorted(moved)
+    else:
+        assert tombstones == values == []
 
 
 # -- a compacted input through count changes, with the log cleaner, and every rebuild --------

@@ -16,7 +16,6 @@ bounds the extra writes.
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
@@ -43,27 +42,33 @@ class CompactionTombstones:
             )
         self.cached = cached
         self._written: OrderedDict[tuple[str, bytes, int], None] = OrderedDict()
-        self._lock = threading.Lock()  # a producer may be shared by threads
+        # no lock (this code reads no clock and starts no thread): a producer shared by
+        # threads may at worst forget an entry early, which only writes another tombstone
 
     def due(self, topic: str, key: bytes, step: int) -> bool:
         """Whether ``key`` of ``topic`` placed at history step ``step`` still needs its
         tombstones: ``False`` while ``written`` is remembered for it."""
         entry = (topic, key, step)
-        with self._lock:
-            if entry in self._written:
-                self._written.move_to_end(entry)
-                return False
-        return True
+        if entry not in self._written:
+            return True
+        try:
+            self._written.move_to_end(entry)
+        except KeyError:  # another thread evicted it meanwhile
+            return True
+        return False
 
     def written(self, topic: str, key: bytes, step: int) -> None:
         """Remember that ``key``'s tombstones for ``step`` were queued."""
         if not self.cached:
             return
-        with self._lock:
-            self._written[(topic, key, step)] = None
-            self._written.move_to_end((topic, key, step))
-            if len(self._written) > self.cached:
+        entry = (topic, key, step)
+        self._written.pop(entry, None)
+        self._written[entry] = None  # last: most recently used
+        while len(self._written) > self.cached:
+            try:
                 self._written.popitem(last=False)
+            except KeyError:  # another thread emptied it meanwhile
+                break
 
     def write(
         self,

@@ -111,9 +111,9 @@ class Placement:
         ranks = np.full(len(codes), -1, dtype=np.int64)
         order = np.argsort(codes, kind="stable")
         ordered = codes[order]
-        starts = np.flatnonzero(np.diff(ordered, prepend=-2))
-        for start, end in zip(starts.tolist(), [*starts[1:].tolist(), len(order)], strict=True):
-            table = tables.get(int(ordered[start]))
+        cuts = (np.flatnonzero(np.diff(ordered)) + 1).tolist()  # where the partition changes
+        for start, end in zip([0, *cuts], [*cuts, len(order)], strict=True):
+            table = tables.get(int(ordered[start])) if end > start else None
             if table is None:
                 continue
             rows = order[start:end]

@@ -142,3 +142,9 @@ def test_a_record_of_a_partition_outside_the_lineage_is_refused() -> None:
         _ranks(placement, 0, [(1, 0), (8, 0), (8, 1)])
     with pytest.raises(BootstrapError, match=r"record of \?\[1\] .*\(1 such records\)"):
         _ranks(placement, -1, [(1, 0)])
+
+
+def test_a_group_with_no_record_to_fold_has_no_ranks() -> None:
+    """A group whose keys no target builds (a scale's receiver) ranks nothing."""
+    placement = _placement(_config(("a", 4)), {"a": _named(_world(4, [4, 8, 5], 3).history, "a")})
+    assert _ranks(placement, 0, []) == []

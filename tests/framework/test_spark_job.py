@@ -157,9 +157,7 @@ def lineage_order(rows: Records, histories: dict[str, TopicHistory]) -> Records:
     """``rows`` in lineage order: topics in config order, then each record's
     ``TopicHistory.rank``, then offset."""
     topics = [t.topic for t in app.config.inputs]
-    return sorted(
-        rows, key=lambda r: (topics.index(r[0]), histories[r[0]].rank(r[1], r[2]), r[2])
-    )
+    return sorted(rows, key=lambda r: (topics.index(r[0]), histories[r[0]].rank(r[1], r[2]), r[2]))
 
 
 def replay(rows: Records, histories: dict[str, TopicHistory]) -> list[tuple[str, bytes, bytes]]:

@@ -33,6 +33,7 @@ __all__ = [
     "MARKER_HEADER",
     "MarkerName",
     "is_marker",
+    "is_marker_record",
     "marker_fence",
     "marker_growth",
     "marker_key",
@@ -68,6 +69,19 @@ class MarkerName:
 def is_marker(headers: Any) -> bool:
     """Whether a record with these headers is a marker (or claims to be one)."""
     return bool(headers) and any(name == MARKER_HEADER for name, _ in headers)
+
+
+def is_marker_record(topic: str, key: bytes | None, headers: Any) -> bool:
+    """Whether a record of ``topic`` with ``key`` and ``headers`` is a marker (or claims to
+    be one): a ``splitstate.marker`` header and no key, or (a compacted topic's marker) its
+    one such header's value as key. Any other keyed record is an ordinary record. (Cheap for
+    keyed records: a marker's key starts with its topic's name.)"""
+    if key is None:
+        return is_marker(headers)
+    if not key.startswith(topic.encode() + b"/"):
+        return False
+    values = [value for name, value in headers or () if name == MARKER_HEADER]
+    return len(values) == 1 and values[0] == key
 
 
 def marker_key(marker_id: str, compacted: bool) -> bytes | None:

@@ -11,6 +11,7 @@ from framework.coordination.registry import Growth
 from framework.growth.markers import (
     MARKER_HEADER,
     MarkerName,
+    is_marker_record,
     marker_growth,
     marker_key,
     marker_step,
@@ -152,3 +153,19 @@ def test_a_recorded_drain_marker_is_no_dead_letter_and_a_forged_one_is() -> None
     assert outcomes[0] == ([], None)
     _outputs, dead = outcomes[1]
     assert dead is not None and dead.reason.startswith("unrecorded marker:"), dead
+
+
+def test_a_marker_with_its_id_as_key_is_a_marker_and_another_keyed_record_is_not() -> None:
+    # a compacted topic's markers have a key (Kafka refuses keyless records there): their id
+    app = counting_app()
+    processor = RecordProcessor(app, {TOPIC: 4}, histories={TOPIC: HISTORY})
+    db = database(app)
+    batch = db.begin()
+    keyed = StoredMessage(TOPIC, 5, 30, b"in/2/5/5/drain", b"{}", None, header(b"in/2/5/5/drain"))
+    forged = StoredMessage(TOPIC, 5, 31, b"in/2/5/6/drain", b"{}", None, header(b"in/2/5/5/drain"))
+    assert is_marker_record(TOPIC, keyed.key(), keyed.headers())
+    assert not is_marker_record(TOPIC, forged.key(), forged.headers())
+    assert not is_marker_record(TOPIC, b"user-1", header(b"in/2/5/5/drain"))
+    assert processor.process(batch, keyed) == ([], None)  # never given to the function
+    batch.commit()
+    assert db.get("counts", b"in/2/5/5/drain") is None

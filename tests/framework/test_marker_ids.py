@@ -39,7 +39,7 @@ SHRINKING = TopicHistory(
 )
 
 
-def header(value: bytes) -> list[tuple[str, bytes]]:
+def header(value: bytes) -> list[tuple[str, bytes | None]]:
     return [(MARKER_HEADER, value)]
 
 

@@ -118,8 +118,12 @@ def expand_topic(
 
 
 def _processors(control: ControlLog | None) -> int | None:
-    """The app's processor count in force (``None``: no control log, or the app never ran)."""
-    return None if control is None else control.read().processors
+    """The app's processor count in force (``None``: no control log, the app never ran, or
+    a scale is in progress: then holding the log refuses the change, naming the scale)."""
+    if control is None:
+        return None
+    state = control.read()
+    return None if state.scaling is not None else state.processors
 
 
 def _noun(entry: TopicEntry, partitions: int) -> str:

@@ -331,20 +331,33 @@ def test_a_change_while_another_is_in_progress_is_refused_and_writes_nothing(
     assert "a growth of 'in' to 7 partitions is in progress" in message
 
 
-def test_a_shrink_during_a_scale_is_refused_and_writes_nothing(world: World) -> None:
-    grown_to_8(world)
+def start_scale(world: World, processors: int) -> None:
+    """A scale to ``processors`` in progress in the control log."""
     scale = {
         "type": "scale",
         "generation": 1,
-        "processors": 3,
-        "partitions": {TOPIC: 8},
+        "processors": processors,
+        "partitions": {TOPIC: world.entry().partitions},
         "histories": {TOPIC: history_record(world.entry().history)},
         "request": "r",
     }
     world.control.append(scale)
     assert world.control.read().scaling is not None
+
+
+def test_a_shrink_during_a_scale_is_refused_and_writes_nothing(world: World) -> None:
+    grown_to_8(world)
+    start_scale(world, 3)
     message = refused(world, 5)
     assert "is scaling to 3 processors" in message and "Fix: wait until the scale" in message
+
+
+def test_during_a_scale_a_shrink_below_the_processors_is_refused_for_the_scale() -> None:
+    world = new_world(processors=6)
+    world.expand(8)
+    start_scale(world, 7)  # "scale in first" could not be done now: the scale is named
+    message = refused(world, 5)
+    assert "is scaling to 7 processors" in message and "scale in first" not in message
 
 
 def test_a_partition_added_by_hand_is_refused_against_the_partitions_ever_created(

@@ -11,8 +11,9 @@ Each step puts a boundary in each partition it touches (``boundaries(p)``); ``st
 is the step in force at offset ``o`` of ``p`` and ``home_at(h, p, o)`` the partition that step
 places key hash ``h`` in. A record whose ``home_at`` is not its partition is *late*.
 ``entry_gate`` (per key) and ``partition_gates``/``read_limit`` (per partition) say what must
-be read first so each key's records are read in the order produced; ``rank(p, o)`` orders a
-key's records across partitions as ``(rank, offset)``.
+be read first so each key's records are read in the order produced (a need is met when
+``reached``: read up to it through its own gates, ``rebalance.history_gates``);
+``rank(p, o)`` orders a key's records across partitions as ``(rank, offset)``.
 
 Building the next history (each returns a new, checked ``TopicHistory``):
 
@@ -31,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from rebalance import history_gates
 from rebalance.history_checks import check_history, survivors
 from rebalance.key_lineage import ReadRange, key_history
 from rebalance.linear_hash import bucket, parent
@@ -213,59 +215,33 @@ class TopicHistory:
 
     def entry_gate(self, h: int, partition: int, offset: int) -> tuple[int, int | None] | None:
         """``(a, needed)`` when the record of key hash ``h`` at ``(partition, offset)`` must
-        wait until ``a`` is read up to ``needed`` (its first offset after the boundary;
-        ``None``: not recorded yet, so it waits); ``None`` when it need not wait (also for a
-        late record)."""
-        i = self.step_at(partition, offset)
-        if i == 0:
-            return None
-        step, before = self.steps[i - 1], self.counts[i - 1]
-        if bucket(h, self.initial_partitions, step.count) != partition:
-            return None  # late
-        if isinstance(step, Grow):
-            if before <= partition < step.count:
-                source = parent(partition, self.initial_partitions)
-                assert source is not None  # a grown partition is not initial
-                return source, _after(step.markers.get(partition))
-            return None
-        came_from = bucket(h, self.initial_partitions, before)
-        if came_from >= step.count:
-            return came_from, _after(step.drains.get(came_from))
-        return None
+        wait until ``a`` is reached up to ``needed`` (``reached``; ``None``: not recorded
+        yet, so it waits); ``None`` when it need not wait (also for a late record). ``a`` is
+        where the key was before its last entry into ``partition`` (a growth's parent, or
+        the deleted partition a shrink merged), whatever step is in force at ``offset``."""
+        return history_gates.entry_gate(self, h, partition, offset)
 
     def partition_gates(self, partition: int) -> tuple[PartitionGate, ...]:
         """Every boundary of ``partition`` where keys come in, as a whole-partition gate: a
         growth's new life (needs the parent's marker), a shrink's hold (needs every deleted
         partition merging into it drained). Holding the partition there is exact."""
         self._check_partition(partition)
-        gates: list[PartitionGate] = []
-        n = self.initial_partitions
-        for i, step in enumerate(self.steps, start=1):
-            before = self.counts[i - 1]
-            if isinstance(step, Grow) and before <= partition < step.count:
-                source = parent(partition, n)
-                assert source is not None
-                needs: tuple[tuple[int, int | None], ...] = (
-                    (source, _after(step.markers.get(partition))),
-                )
-                gates.append(PartitionGate(step.starts[partition], needs, i))
-            elif isinstance(step, Shrink) and partition in step.holds:
-                merged = survivors(n, before, step.count)[partition]
-                needs = tuple((d, _after(step.drains.get(d))) for d in merged)
-                gates.append(PartitionGate(step.holds[partition], needs, i))
-        return tuple(gates)
+        gates = self._gates.get(partition)
+        if gates is None:
+            gates = self._gates[partition] = history_gates.partition_gates(self, partition)
+        return gates
+
+    def reached(self, partition: int, needed: int | None, positions: Mapping[int, int]) -> bool:
+        """Whether a gate's need ``(partition, needed)`` is met: ``partition`` is read up to
+        ``needed`` and, recursively, every partition gate of it below ``needed`` is met.
+        ``positions``: partition -> the next offset to read there (or the group's committed
+        offset); a missing one is 0. Use this, not a bare position, for every gate."""
+        return history_gates.reached(self, partition, needed, positions)
 
     def read_limit(self, partition: int, positions: Mapping[int, int]) -> int | None:
         """The first offset of ``partition`` its partition gates forbid reading now
-        (``None``: no limit). ``positions``: partition -> offset read up to (exclusive:
-        the next offset to read, or the group's committed offset); a missing one is 0."""
-        limit: int | None = None
-        for gate in self.partition_gates(partition):
-            if any(
-                needed is None or positions.get(source, 0) < needed for source, needed in gate.needs
-            ):
-                limit = gate.from_offset if limit is None else min(limit, gate.from_offset)
-        return limit
+        (``None``: no limit); ``positions`` as for ``reached``."""
+        return history_gates.read_limit(self, partition, positions)
 
     def gate(self, partition: int) -> tuple[int, int | None] | None:
         """``(parent, threshold)`` of a grown ``partition``'s last growth (``None``: an
@@ -285,6 +261,10 @@ class TopicHistory:
         return key_history(self, partition)
 
     # -- internals
+
+    @cached_property
+    def _gates(self) -> dict[int, tuple[PartitionGate, ...]]:
+        return {}
 
     @cached_property
     def _index(self) -> dict[int, _Index]:
@@ -343,7 +323,3 @@ class TopicHistory:
 
 
 _EMPTY = _Index((), (), ())
-
-
-def _after(offset: int | None) -> int | None:
-    return None if offset is None else offset + 1

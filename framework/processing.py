@@ -29,7 +29,7 @@ from framework.errors import (
     SplitstateError,
 )
 from framework.growth.compaction import compaction_refusal, has_compaction_header
-from framework.growth.markers import is_marker, marker_growth
+from framework.growth.markers import is_marker_record, marker_growth
 from framework.growth.placement_check import PlacementCheck, RegistryView
 from framework.kafka import KafkaIOError
 from framework.records import (
@@ -173,13 +173,14 @@ class RecordProcessor:
         if self._registry is None:
             return
         for message in messages:
-            if message.key() is not None:
-                continue
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             if topic not in self._routes or partition is None or offset is None:
                 continue
+            key = message.key()
+            if key is not None and not key.startswith(f"{topic}/".encode()):
+                continue  # (cheap: a marker's key, if it has one, is its id)
             headers = readable_headers(message)
-            if not headers or marker_growth(topic, headers) is None:
+            if not is_marker_record(topic, key, headers) or marker_growth(topic, headers) is None:
                 continue  # no marker, or one no registry can record: no read
             if self.placement.unrecorded((topic, partition, offset), headers) is None:
                 continue
@@ -223,6 +224,8 @@ class RecordProcessor:
         headers = readable_headers(message)
         if headers is None:
             return [], self._dead(message, where, "decode", UNREADABLE_REASON, restore)
+        if is_marker_record(topic, key, headers):  # (a compacted topic's markers have a key)
+            return [], self._marker(message, where, headers, restore)
         if key is None or has_compaction_header(headers):
             return [], self._not_keyed_input(message, where, headers, key is None, restore)
         misplaced = self.placement.check(batch, headers, key, where, restore=restore)
@@ -268,13 +271,11 @@ class RecordProcessor:
         keyless: bool,
         restore: bool,
     ) -> DeadLetter | None:
-        """A record without a key, or with a ``splitstate.compaction`` header: none of the
-        app's keyed records. A growth marker (``_marker``) or a compaction tombstone is
-        skipped (no dead letter); anything else claiming to be one, or keyless, is a dead
-        letter."""
+        """A record without a key (not a marker: ``is_marker_record``), or with a
+        ``splitstate.compaction`` header: none of the app's keyed records. A compaction
+        tombstone is skipped (no dead letter); anything else claiming to be one, or keyless, is
+        a dead letter."""
         if keyless:
-            if is_marker(headers):
-                return self._marker(message, where, headers, restore)
             reason = "the record has no key; splitstate keeps state per key"
             return self._dead(message, where, "decode", reason, restore)
         refused = compaction_refusal(where[0], headers, message.value())

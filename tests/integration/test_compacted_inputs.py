@@ -266,15 +266,7 @@ LEASE = {"producer_lease_ms": 4000, "producer_delivery_timeout_ms": 3000}
 KEYS = [f"row-{i}".encode() for i in range(300)]
 #: the input's partition counts: its first, then each `splitstate expand`
 HISTORIES = [
-    pytest.param(
-        [4, 8],
-        id="4-8",
-        marks=pytest.mark.skip(
-            reason="TODO(lead): run once growth markers have a key on a compacted topic "
-            "(i34-command; Kafka refuses keyless records there, so `expand` fails writing "
-            "them); then drop this mark"
-        ),
-    ),
+    pytest.param([4, 8], id="4-8"),
     pytest.param(
         [4, 8, 5, 7],
         id="4-8-5-7",

@@ -7,7 +7,9 @@ state writes are rolled back; nothing it did survives. A keyed record that is no
 hashing places its key -- by its ``splitstate.count`` header's count, or without the header by
 any count in the topic's history -- is dead-lettered before anything runs (``placement``, see
 ``framework.growth.placement``); so every path that folds records (the live loop, restore
-mode, a catch-up, the Spark fold) skips the same ones.
+mode, a catch-up, the Spark fold) skips the same ones. Before that check, a compaction
+tombstone (``framework.growth.compaction``) is skipped: no state change, no output, no dead
+letter.
 """
 
 from __future__ import annotations
@@ -16,8 +18,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import orjson
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from framework.app import App, Handler
 from framework.coordination.registry import Growth, TopicEntry
@@ -27,7 +28,8 @@ from framework.errors import (
     ProcessorStoppedError,
     SplitstateError,
 )
-from framework.growth.markers import is_marker
+from framework.growth.compaction import compaction_refusal, has_compaction_header
+from framework.growth.markers import is_marker_record
 from framework.growth.placement_check import PlacementCheck, RegistryView
 from framework.kafka import KafkaIOError
 from framework.records import (
@@ -38,6 +40,8 @@ from framework.records import (
     Output,
     Record,
     StoredMessage,
+    encode_input,
+    encode_value,
     output_items,
     readable_headers,
 )
@@ -66,40 +70,6 @@ UNREADABLE_REASON = (
     "key and value, not its headers. Fix: write header names as UTF-8 text, then send the "
     "record again."
 )
-
-_FAST_ENCODERS: dict[type, Callable[[Any], bytes]] = {
-    dict: orjson.dumps,
-    list: orjson.dumps,
-    int: orjson.dumps,
-    bytes: bytes,
-    str: str.encode,
-}
-
-
-def encode_value(value: Any) -> bytes | None:
-    """Output value to bytes: bytes as-is, text as UTF-8, models and the rest as JSON."""
-    encoder = _FAST_ENCODERS.get(type(value))
-    if encoder is not None:
-        return encoder(value)
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode()
-    if isinstance(value, BaseModel):
-        return value.model_dump_json().encode()
-    return orjson.dumps(value)
-
-
-def encode_input(value: Any, what: str) -> bytes | None:
-    """``value`` encoded as ``encode_value`` encodes outputs (what a producer sends);
-    ``TypeError`` naming ``what`` and the fix when it cannot be."""
-    try:
-        return encode_value(value)
-    except TypeError as error:  # orjson's JSONEncodeError is one
-        raise TypeError(
-            f"{what}: a value of type {type(value).__name__} cannot be encoded ({error}). Fix: "
-            "pass bytes, str, a pydantic model, or a JSON-able value (dict, list, number)"
-        ) from None
 
 
 def _decoder(value_type: type[Any] | None) -> Callable[[bytes | None], Any]:
@@ -135,20 +105,18 @@ class RecordProcessor:
     registry's); a keyed record of such a topic must sit on a partition where linear hashing
     places its key (topics it lacks are not checked): the one its ``splitstate.count`` header's
     count places it on, or without the header one that any count of the topic's history does.
-    ``histories``: each input topic's partition history (its steps and their boundaries, the
-    topic registry's, kept current with ``adopt``; just ``N`` for a topic without one); with the
-    markers met in the input, they say where each key lives at each offset (a record
-    elsewhere is late, a dead letter: ``framework.growth.late``). ``unfenced``: how many
-    records without that header this processor processed before
-    (``database.progress(UNFENCED_SCOPE)``), ``unplaced``: how many it dead-lettered
-    (``UNPLACED_SCOPE``); ``placement`` keeps both up to date in the batches.
+    ``histories``: each input topic's partition history (the topic registry's, kept current
+    with ``adopt``; just ``N`` for a topic without one); with the markers met in the input,
+    they say where each key lives at each offset (a record elsewhere is late, a dead letter:
+    ``framework.growth.late``). ``unfenced``/``unplaced``: how many records without that
+    header this processor processed/dead-lettered before (``database.progress``);
+    ``placement`` keeps both up to date in the batches.
 
-    A growth marker counts only if the registry records its growth (``growths``: the input
-    topics' growths in progress, with ``histories``); any other record that claims to be one
-    is a dead letter (stage ``placement``, ``unrecorded marker: ...``). ``registry`` reads
-    the registry's entries now; given, ``confirm_markers`` reads them again before records
-    its view may be older than (a marker it does not record, a key that does not live where
-    its record is), so a step recorded after the view was read is never missed.
+    A marker counts only if the registry records its step (``growths``: the input topics'
+    changes in progress, with ``histories``); any other record that claims to be one is a
+    dead letter (stage ``placement``, ``unrecorded marker: ...``). ``registry`` reads the
+    registry's entries now; given, ``confirm_markers`` reads them again before records its
+    view may be older than, so a step recorded after the view was read is never missed.
     """
 
     def __init__(
@@ -195,12 +163,9 @@ class RecordProcessor:
 
     def confirm_markers(self, messages: Iterable[InputMessage]) -> dict[str, TopicEntry] | None:
         """Before ``messages`` are processed: if the registry as last read may be older than
-        one of them (``PlacementCheck.stale``: a marker it does not record, a keyed record
-        whose key lives elsewhere by it), read it again (once; with ``registry`` only) and
-        adopt it; returns the input topics' entries read (``None``: not read). ``expand``
-        records a step before producers or markers use it, so a view read after a record
-        knows its step. A ``KafkaIOError`` when the registry cannot be read (a record is
-        never judged by a view older than itself)."""
+        one of them (``_stale``), read it again (once; with ``registry`` only) and adopt it;
+        returns the input topics' entries read (``None``: not read). A ``KafkaIOError`` when
+        it cannot be read (a record is never judged by a view older than itself)."""
         if self._registry is None:
             return None
         batch = [m for m in messages if m.topic() in self._routes]
@@ -208,14 +173,12 @@ class RecordProcessor:
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             if topic is None or partition is None or offset is None:
                 continue
-            key = message.key()
-            headers = readable_headers(message) if key is None else None
-            if not self.placement.stale((topic, partition, offset), key, headers):
+            if not self._stale(message, (topic, partition, offset)):
                 continue
             try:
                 entries = self._registry()
             except KafkaIOError as error:
-                what = "record" if key is not None else "marker"
+                what = "marker" if message.key() is None else "record"
                 raise KafkaIOError(
                     f"could not read the topic registry to check the {what} at "
                     f"{topic}[{partition}]@{offset} against it: {error}. It is not judged by "
@@ -224,6 +187,23 @@ class RecordProcessor:
                 ) from None
             return self.placement.confirm(entries, batch)
         return None
+
+    def _stale(self, message: InputMessage, where: tuple[str, int, int]) -> bool:
+        """Whether ``message`` at ``where`` needs a newer view of the registry: a marker it
+        does not record, or a keyed record whose key lives elsewhere by it (a step the view
+        lacks, or a late record); never a compaction tombstone (it sits in a key's earlier
+        partition by design)."""
+        topic, key = where[0], message.key()
+        if key is None or key.startswith(f"{topic}/".encode()):  # (a marker's key is its id)
+            headers = readable_headers(message)
+            if headers is not None and is_marker_record(topic, key, headers):
+                return self.placement.stale_marker(where, headers)
+            if key is None:
+                return False  # no marker: a dead letter, whatever the registry says
+        if not self.placement.stale_key(where, key):
+            return False
+        headers = readable_headers(message)
+        return headers is not None and not has_compaction_header(headers)
 
     def process(  # noqa: PLR0911 - one return per way a record can end
         self,
@@ -238,7 +218,9 @@ class RecordProcessor:
         the dead letter it became.
 
         With ``restore`` the record only rebuilds state: no outputs and no dead letter are
-        returned (they were written when the record was first processed).
+        returned (they were written when the record was first processed). A growth marker
+        and a compaction tombstone (``framework.growth.compaction``) change nothing and
+        return neither.
         """
         if where is None:
             where = _where(message)
@@ -251,11 +233,10 @@ class RecordProcessor:
         headers = readable_headers(message)
         if headers is None:
             return [], self._dead(message, where, "decode", UNREADABLE_REASON, restore)
-        if key is None:
-            if is_marker(headers):
-                return [], self._marker(message, where, headers, restore)
-            reason = "the record has no key; splitstate keeps state per key"
-            return [], self._dead(message, where, "decode", reason, restore)
+        if is_marker_record(topic, key, headers):  # (a compacted topic's markers have a key)
+            return [], self._marker(message, where, headers, restore)
+        if key is None or has_compaction_header(headers):
+            return [], self._not_keyed_input(message, where, headers, key is None, restore)
         misplaced = self.placement.check(batch, headers, key, where, restore=restore)
         if misplaced is not None:
             return [], self._dead(message, where, "placement", misplaced, restore)
@@ -290,6 +271,26 @@ class RecordProcessor:
             reason = _describe(error, with_trace=True)
             return [], self._dead(message, where, "processor", reason, restore)
         return ([] if restore else outputs), None
+
+    def _not_keyed_input(
+        self,
+        message: InputMessage,
+        where: tuple[str, int, int],
+        headers: Sequence[tuple[str, bytes | None]],
+        keyless: bool,
+        restore: bool,
+    ) -> DeadLetter | None:
+        """A record without a key (not a marker: ``is_marker_record``), or with a
+        ``splitstate.compaction`` header: none of the app's keyed records. A compaction
+        tombstone is skipped (no dead letter); anything else claiming to be one, or keyless, is
+        a dead letter."""
+        if keyless:
+            reason = "the record has no key; splitstate keeps state per key"
+            return self._dead(message, where, "decode", reason, restore)
+        refused = compaction_refusal(where[0], headers, message.value())
+        if refused is None:
+            return None  # a compaction tombstone: only for Kafka's log cleaner
+        return self._dead(message, where, "placement", refused, restore)
 
     def _marker(
         self,

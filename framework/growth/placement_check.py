@@ -16,7 +16,7 @@ import mmh3
 
 from framework.coordination.registry import Growth, TopicEntry
 from framework.growth.late import Homes, late_reason
-from framework.growth.markers import marker_growth, unrecorded_marker
+from framework.growth.markers import marker_growth, marker_step, unrecorded_marker
 from framework.growth.placement import (
     UNFENCED_SCOPE,
     UNPLACED_SCOPE,
@@ -118,7 +118,7 @@ class PlacementCheck:
         ``RecordProcessor.confirm_markers``) from now on; returns the input topics'. Only the
         input topics' entries are read: another app's that cannot be read is never met. The
         view is newer than each record ``read``, so none of them (nor a record before it) is
-        ``stale`` any more, until another view is adopted."""
+        stale (``stale_marker``, ``stale_key``) any more, until another view is adopted."""
         found: dict[str, TopicEntry] = {}
         for topic in self.initial_partitions:
             entry = entries.get(topic)
@@ -134,23 +134,28 @@ class PlacementCheck:
                 confirmed[where] = max(offset, confirmed.get(where, -1))
         return found
 
-    def stale(self, where: tuple[str, int, int], key: bytes | None, headers: Any) -> bool:
-        """Whether judging the record at ``where`` needs a newer view of the registry: a
-        keyed record whose key does not live in its partition at its offset by this view (a
-        step the view lacks, or a late record), or a marker the view does not record."""
+    def stale_marker(self, where: tuple[str, int, int], headers: Any) -> bool:
+        """Whether judging the marker at ``where`` needs a newer view of the registry: it
+        names a step this view does not record (a marker no registry can record does not)."""
+        return (
+            not self._confirmed_at(where)
+            and marker_growth(where[0], headers) is not None
+            and self.unrecorded(where, headers) is not None
+        )
+
+    def stale_key(self, where: tuple[str, int, int], key: bytes) -> bool:
+        """Whether judging the keyed record at ``where`` needs a newer view of the registry:
+        its key does not live in its partition at its offset by this view (a step the view
+        lacks, or a late record)."""
         topic, partition, offset = where
-        if offset <= self._confirmed.get((topic, partition), -1):
-            return False  # read before the registry was, as this view was adopted
-        if key is None:
-            return (
-                bool(headers)
-                and marker_growth(topic, headers) is not None
-                and self.unrecorded(where, headers) is not None
-            )
         homes = self._homes.get(topic)
-        if homes is None:
+        if homes is None or self._confirmed_at(where):
             return False
         return homes.home(mmh3.hash(key, 0, False), partition, offset) != partition
+
+    def _confirmed_at(self, where: tuple[str, int, int]) -> bool:
+        """Whether the record at ``where`` was read before the view adopted last was."""
+        return where[2] <= self._confirmed.get((where[0], where[1]), -1)
 
     def unrecorded(self, where: tuple[str, int, int], headers: Any) -> str | None:
         """Why the marker at ``where`` (topic, partition, offset) is not one the registry
@@ -166,10 +171,13 @@ class PlacementCheck:
         refused = self.unrecorded(where, headers)
         if refused is None:
             topic, _partition, offset = where
-            met = _met_marker(self._registry[topic][0], marker_growth(topic, headers))
-            if met is not None and met not in self._met.setdefault(topic, {}):
-                self._met[topic][met] = offset
-                self._place(topic)
+            name = marker_growth(topic, headers)
+            step = None if name is None else marker_step(self._registry[topic][0], name)
+            if name is not None and step is not None:  # (a recorded marker names its step)
+                met = (step, name.partition, "drain" if name.drain else "marker")
+                if met not in self._met.setdefault(topic, {}):
+                    self._met[topic][met] = offset
+                    self._place(topic)
         return refused
 
     def _place(self, topic: str) -> None:
@@ -269,16 +277,3 @@ class PlacementCheck:
         for (scope, position), count in self._pending.items():
             self._counted[scope][position] = count
         self._counting, self._pending = None, {}
-
-
-def _met_marker(history: TopicHistory, found: tuple[int, int] | None) -> MetMarker | None:
-    """The step, partition and kind of a recorded marker naming ``found`` (``(count,
-    child)``, ``marker_growth``'s): the last growth to that count that grew the child."""
-    if found is None:
-        return None
-    count, child = found
-    for index in range(len(history.steps), 0, -1):
-        step = history.steps[index - 1]
-        if isinstance(step, Grow) and step.count == count and child in step.starts:
-            return index, child, "marker"
-    return None

@@ -108,7 +108,7 @@ def held_at(log: Input, holds: dict[int, int]) -> dict[int, int]:
 def test_a_survivor_holds_merged_keys_until_their_partitions_drained(
     tmp_path: Path, kafka_bootstrap: str, kafka_admin: AdminClient
 ) -> None:
-    topic, out = unique("shrink-in"), unique("shrink-out")
+    topic, out, dead = unique("shrink-in"), unique("shrink-out"), unique("dead")
     for name, partitions in ((topic, 8), (out, 2)):
         kafka_admin.create_topics([NewTopic(name, num_partitions=partitions)])[name].result(30)
     config = write_config(
@@ -118,7 +118,7 @@ def test_a_survivor_holds_merged_keys_until_their_partitions_drained(
         inputs=[{"topic": topic, "partitions": N}],
         outputs=[{"topic": out, "partitions": 2}],
         initial_processors=1,
-        dead_letter_topic=unique("dead"),
+        dead_letter_topic=dead,
         batch={"max_records": 50, "max_wait_ms": 50},
     )
     app = load_app(APP, config)
@@ -186,6 +186,12 @@ def test_a_survivor_holds_merged_keys_until_their_partitions_drained(
     finally:
         outputs.close()
     assert seqs == {key.decode(): list(range(1, log.seqs[key] + 1)) for key in KEYS}
+    letters = TopicReader(kafka_bootstrap, dead, 1)
+    try:
+        letters.poll(3.0)
+        assert letters.records == []  # none out of order, and the markers were markers
+    finally:
+        letters.close()
 
 
 def group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:

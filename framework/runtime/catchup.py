@@ -92,9 +92,8 @@ class CatchUp:
         pending = [h for h in scale.incoming(processor) if h.phase not in _CLOSED]
         self.sources = frozenset(h.source for h in pending)
         self.s1: set[Position] = {p for h in pending for p in h.partitions}
-        topics = {**(histories or {}), **scale.histories}
-        #: the input topics' partition histories (ancestors and thresholds)
-        self.topics = topics
+        #: the input topics' partition histories (their steps, lives and gates)
+        self.topics = topics = {**(histories or {}), **scale.histories}
         self.bounds: dict[Position, int | None] = {
             (read.topic, read.partition): read.end_offset
             for read in read_set(topics, sorted(self.s1))
@@ -119,14 +118,11 @@ class CatchUp:
         self._takeover = partial(
             check_not_past, processor, self.generation, self.positions, at_least_once=at_least_once
         )
+        attempts = CRASH_CATCHUP_ATTEMPT_PREFIX + self.scope.encode()
         self._guard = CrashGuard(
-            database,
-            crash_limit,
-            processor,
-            clock=kafka.clock,
-            attempt_key=CRASH_CATCHUP_ATTEMPT_PREFIX + self.scope.encode(),
+            database, crash_limit, processor, clock=kafka.clock, attempt_key=attempts,
             offsets=self.positions,
-        )
+        )  # fmt: skip
         self.t1: dict[Position, int] = {}
         self.released: dict[Position, int] = {}
         self._paused = PausedReads(self._consumer)  # see ``_read_ahead``
@@ -210,22 +206,23 @@ class CatchUp:
             self._ahead.forget(position, final)  # never applied here
         self._resume_ready()
 
-    def limit(self, position: Position) -> int | None:
+    def limit(self, position: Position, *, gated: bool = True) -> int | None:
         """How far ``position`` may be read now (``None``: no limit).
 
         S1 partitions: T1 (the group's committed offset), or F once released. Ancestors: their
         bound, and never past T1 (their owner's commits) either, so no record is applied
-        here before its owner emitted it. And never past a gate of the partition that is not
-        open (``TopicHistory.read_limit``: a growth's new life waits for its parent's
-        marker, a shrink's survivor for its deleted partitions' drain markers; holding the
-        whole partition is exact here, where no output waits).
-        """
+        here before its owner emitted it. With ``gated``, never past a gate that is not open
+        (``TopicHistory.read_limit``: a growth's new life waits for its parent's marker, a
+        survivor for its deleted partitions' drain markers; holding the whole partition is
+        exact here, where no output waits)."""
         if position in self.released:
             allowed: int | None = self.released[position]
         else:
             committed = self.t1.get(position, self.positions[position])
             bound = None if position in self.s1 else self.bounds.get(position)
             allowed = committed if bound is None else min(bound, committed)
+        if not gated:
+            return allowed
         topic, partition = position
         gate = self.topics[topic].read_limit(partition, self._read(topic))
         if gate is None or (allowed is not None and allowed <= gate):
@@ -233,13 +230,15 @@ class CatchUp:
         return max(gate, self.positions[position])  # (a gate below it: read past it already)
 
     def _read(self, topic: str) -> dict[int, int]:
-        """How far each partition of ``topic`` is read, for its gates: one not read here, or
-        read to its bound (exclusive), holds no more of the gained keys' records: read for good."""
+        """How far each partition of ``topic`` is read, for its gates. One not read here, or
+        read to its end (an ancestor's bound, a released partition's F) is read for good: it
+        holds no more of the gained keys' records, and its owner held the records after a
+        gate it did not reach (so none of them is below F)."""
         read = {}
         for p in range(self.topics[topic].created):
-            at, bound = self.positions.get((topic, p)), self.bounds.get((topic, p))
-            done = (topic, p) not in self.s1 and bound is not None and (at or 0) >= bound
-            read[p] = sys.maxsize if at is None or done else at
+            at, where = self.positions.get((topic, p)), (topic, p)
+            end = self.released.get(where, None if where in self.s1 else self.bounds.get(where))
+            read[p] = sys.maxsize if at is None or (end is not None and at >= end) else at
         return read
 
     def refresh(self, force: bool = False) -> None:
@@ -332,7 +331,7 @@ class CatchUp:
     def lag(self) -> dict[Position, int]:
         """T1 - T2 per S1 partition (F - T2 once released)."""
         return {
-            position: max(0, (self.limit(position) or 0) - self.positions[position])
+            position: max(0, (self.limit(position, gated=False) or 0) - self.positions[position])
             for position in sorted(self.s1)
         }
 

@@ -181,3 +181,58 @@ def test_a_catch_up_across_4_8_5_7_applies_each_gained_key_in_produced_order(
         assert fold is not None, key
         expected = {"n": log.seqs[key], "last": {key.decode(): log.seqs[key]}, "bad": 0}
         assert fold == expected, key
+
+
+def test_a_catch_up_released_before_its_deleted_partition_drained_finishes(
+    tmp_path: Path,
+) -> None:
+    # the old owner gave its partitions away before it read 5 to its drain marker: it held
+    # 1's merged keys, so 1's records below F are 1's own keys only. The catch-up holds 1
+    # whole at its hold offset until 5 is read past its drain, which never happens below
+    # F: it must read 1 on to F once 5 is read to F (it hung at the hold offset)
+    kafka = MemoryKafka(Broker(random.Random(4)), ManualClock())
+    kafka.create_topics([TopicSpec(INPUT, 8)])
+    log = Input(kafka)
+    keys = [f"key-{i}".encode() for i in range(40)]
+    history = write_history(log, keys)
+    shrink = history.steps[1]
+    assert isinstance(shrink, Shrink)
+    hold = shrink.holds[1]
+    own = [k for k in keys if bucket(key_hash(k), N, 8) == 1]
+    released = {(INPUT, p): log.end(p) for p in range(8)}
+    released[(INPUT, 5)] = shrink.drains[5] - 3  # 5 not drained: 1 held at its first merged key
+    first_merged = next(
+        offset
+        for offset, record in enumerate(kafka.broker.records(INPUT, 1))
+        if offset >= hold and record.key is not None and record.key not in own
+    )
+    released[(INPUT, 1)] = first_merged
+    assert first_merged > hold  # 1's own keys were processed past the hold
+    kafka.broker.groups[APP_ID] = dict(released)
+    app = make_app(
+        tmp_path, partitions=N, initial_processors=1, max_records=7, lease_ms=2000, ready_lag=0
+    )
+    state = scaled(history)
+    assert state.scaling is not None
+    database = ProcessorDatabase.in_memory(DatabaseIdentity(APP_ID, 1), app.store_specs())
+    records = RecordProcessor(app, {INPUT: N}, histories={INPUT: history})
+    catchup = CatchUp(
+        1, 1, state.scaling, kafka=kafka, group_id=APP_ID, database=database, records=records
+    )
+    handoff = state.scaling.handoffs[(0, 1)]
+    for _ in range(300):
+        catchup.step(7)
+    assert catchup.positions[(INPUT, 1)] == hold  # held whole at its hold offset
+    assert not catchup.caught_up(handoff, 0)  # (its lag counts what it holds back)
+    moved = {p: released[p] for p in handoff.partitions}
+    state = state.apply(handoff_record(1, 0, 1, HandoffEvent.CAUGHT_UP))
+    state = state.apply(handoff_record(1, 0, 1, HandoffEvent.RELEASE, moved))
+    assert state.scaling is not None
+    handoff = state.scaling.handoffs[(0, 1)]
+    catchup.release(handoff)
+    for _ in range(300):
+        if catchup.finished(handoff):
+            break
+        catchup.step(7)
+    assert catchup.finished(handoff)
+    catchup.close()

@@ -14,8 +14,8 @@ A boundary not recorded yet (no marker written) waits. A partition is *reached* 
 offset (``TopicHistory.reached``) when its position is there -- this processor's next offset
 if it reads the partition, else the consumer group's committed offset -- and, recursively,
 every gate of it below that offset is met: a survivor holding some keys lets its markers and
-its other keys pass, so its position alone says nothing of the held keys. Records without a
-key (markers) never wait.
+its other keys pass, so its position alone says nothing of the held keys. Markers (keyless,
+or keyed by their id on a compacted topic) never wait.
 """
 
 from __future__ import annotations

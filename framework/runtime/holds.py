@@ -7,7 +7,7 @@ checks the held records again (``recheck``); one whose gate opened is read again
 offset. So neither the state's nor the group's offsets pass a held record, and a processor
 that stops meanwhile resumes at it. A held partition whose records are read again for another
 reason (batches dropped in flight, sought back: ``release``) is no longer held: its records
-come back and are judged again.
+come back and are judged again. Markers are never held.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from framework.growth.gates import Gates, PositionOf, Wait
+from framework.growth.markers import is_marker_record
 from framework.kafka import KafkaConsumer, Message
+from framework.records import readable_headers
 from rebalance import TopicHistory, key_hash
 from rebalance.positions import Position
 
@@ -72,8 +74,7 @@ class Holds:
             if where in held:
                 continue  # read again from the held record once it may be read
             if gates.pending(topic, partition, offset):
-                key = message.key()
-                h = None if key is None else key_hash(key)
+                h = _key_hash(message, topic)
                 wait = gates.waits(topic, partition, offset, h, position)
                 if wait is not None:
                     self._hold(where, Held(offset, h, wait), position)
@@ -121,3 +122,16 @@ class Holds:
         """Stop holding ``positions`` the consumer no longer reads."""
         for where in positions:
             self.held.pop(where, None)
+
+
+def _key_hash(message: Message, topic: str) -> int | None:
+    """The hash of ``message``'s key; ``None`` for a marker (never held), keyless or with its
+    id as key (a compacted topic's)."""
+    key = message.key()
+    if key is None:
+        return None
+    if key.startswith(f"{topic}/".encode()):  # (cheap: a marker's key is its id)
+        headers = readable_headers(message)
+        if headers is not None and is_marker_record(topic, key, headers):
+            return None
+    return key_hash(key)

@@ -34,8 +34,8 @@ Taken = tuple[Message, str, int, int]
 
 @dataclass
 class Held:
-    """A partition stopped at ``offset``, whose record there (key hash ``h``; ``None``: no
-    key) waits (``wait``)."""
+    """A partition stopped at ``offset``, whose record there (of key hash ``h``) waits
+    (``wait``)."""
 
     offset: int
     h: int | None

@@ -28,6 +28,7 @@ from framework.coordination.registry import TopicEntry, TopicRegistry
 from framework.growth.compaction import COMPACTION_HEADER
 from framework.growth.compaction_writes import CompactionTombstones
 from framework.growth.expand import expand_topic
+from framework.growth.hold import hold_growth
 from framework.growth.placement import COUNT_HEADER, LinearHashPartitioner, produce_placed
 from framework.kafka import Clients, Kafka, KafkaConsumer
 from framework.producer import SplitstateProducer
@@ -271,3 +272,20 @@ def test_an_old_count_compaction_tombstone_never_deletes_the_value_in_the_keys_h
         assert rebuilt[2] == b"new", f"after compaction a rebuild reads {rebuilt} ({written})"
     finally:
         kafka.close()
+
+
+def test_expand_from_the_config_does_not_carry_out_a_change_the_registry_never_recorded(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    """`expand --partitions 5` held the control log and stopped before it recorded anything
+    in the registry (the topic still has 8 partitions). The operator sets the config back to
+    8 and runs `splitstate expand`: the config asks for no change, so the topic must keep 8
+    partitions (the hold released, or a refusal naming the fix), not be shrunk to 5."""
+    topic = Topic(tmp_path, kafka_bootstrap)
+    prepare_app(topic.app(), topic.kafka)
+    control = ControlLog(topic.kafka, topic.app().config.control_topic)
+    expand_topic(topic.kafka, topic.name, 8, control=control, report=_quiet, wait=_no_wait)
+    assert hold_growth(control, topic.name, 5, True, _quiet, noun="shrink") is not None
+    topic.configure(8)
+    code, out, err = topic.expand()
+    assert topic.entry().history.counts == (4, 8), (code, out, err)

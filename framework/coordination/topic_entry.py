@@ -17,6 +17,7 @@ from rebalance.record_checks import (
     IndexKey,
     MalformedRecordError,
     Offset,
+    PartitionCount,
     Text,
     describe,
 )
@@ -165,7 +166,7 @@ class _GrowthRecord(_Record):
     """The schema of a change in progress (``Growth.to_record``)."""
 
     kind: Literal["grow", "shrink"] = "grow"
-    partitions: Count
+    partitions: PartitionCount
     recorded_ms: Offset
     fence_ends: dict[IndexKey, Offset] | None = None
     markers: dict[IndexKey, Offset] = Field(default_factory=dict)
@@ -176,7 +177,7 @@ class _EntryRecord(_Record):
     versions are left out, and those older versions did not write take their defaults."""
 
     topic: Text
-    counts: list[Count] = Field(min_length=1)
+    counts: list[PartitionCount] = Field(min_length=1)
     thresholds: dict[IndexKey, Offset] = Field(default_factory=dict)
     key_hash: Text = "murmur3"
     lease_ms: Count = DEFAULT_LEASE_MS

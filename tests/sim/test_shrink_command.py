@@ -19,6 +19,7 @@ from framework.growth.markers import MARKER_HEADER
 from framework.kafka import TopicSpec
 from rebalance import Grow, Shrink
 from rebalance.control import AppDefinition, Generation, history_record
+from rebalance.record_checks import MAX_PARTITIONS
 from tests.clocks import ManualClock
 from tests.sim.broker import Broker
 from tests.sim.kafka import MemoryKafka
@@ -372,3 +373,9 @@ def test_a_partition_added_by_hand_is_refused_against_the_partitions_ever_create
     assert entry.history.counts == (4, 8, 5, 9)
     step = entry.history.steps[-1]
     assert isinstance(step, Grow) and sorted(step.starts) == [5, 6, 7, 8]
+
+
+def test_a_count_above_the_maximum_is_refused_and_writes_nothing(world: World) -> None:
+    message = refused(world, MAX_PARTITIONS + 1)
+    assert f"at most {MAX_PARTITIONS} partitions per input topic" in message
+    assert f"Fix: ask for {MAX_PARTITIONS} partitions or fewer" in message

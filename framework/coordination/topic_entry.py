@@ -11,7 +11,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
-from rebalance import TopicHistory
+from rebalance import TopicHistory, parent
 from rebalance.record_checks import (
     Count,
     IndexKey,
@@ -147,13 +147,15 @@ class TopicEntry:
         history = history_of_record(
             checked.topic, checked.counts, checked.thresholds, checked.steps
         )
-        growth = checked.growth
+        growth = None if checked.growth is None else _growth_of(checked.growth)
+        if growth is not None:
+            _check_change(history, growth)
         return cls(
             history,
             checked.key_hash,
             checked.lease_ms,
             checked.delivery_timeout_ms,
-            None if growth is None else _growth_of(growth),
+            growth,
             checked.compacted,
         )
 
@@ -197,6 +199,46 @@ def _checked(schema: type[_Schema], record: Mapping[str, Any]) -> _Schema:
         return schema.model_validate(record)
     except ValidationError as error:
         raise MalformedRecordError(describe(error)) from None
+
+
+def _check_change(history: TopicHistory, change: Growth) -> None:
+    """``MalformedRecordError`` naming the field unless ``change`` (a change in progress) is
+    the history's last step: ``expand`` records the step and the change in one write, so a
+    change whose count, kind or fenced partitions disagree with it was not written by it
+    (resuming it would crash, or fence the wrong partitions)."""
+    counts, step = history.counts, history.last_step
+    if step is None or change.partitions != counts[-1]:
+        raise MalformedRecordError(
+            f"growth.partitions: a change to {change.partitions} partitions is in progress, but "
+            f"the history's last count is {counts[-1]} ({_counts(counts)}); the change is "
+            "recorded in the same write as its count"
+        )
+    if change.kind != step.kind:
+        raise MalformedRecordError(
+            f"growth.kind: the change in progress is a {change.kind}, but the history's last "
+            f"step ({counts[-2]} -> {counts[-1]}) is a {step.kind}"
+        )
+    before, initial = counts[-2], history.initial_partitions
+    if isinstance(step, Grow):
+        subjects = set(range(before, step.count))
+        fenced = {up for c in subjects if (up := parent(c, initial)) is not None}
+    else:
+        subjects = set(range(step.count, before))
+        fenced = subjects
+    if change.fence_ends is not None and set(change.fence_ends) != fenced:
+        raise MalformedRecordError(
+            f"growth.fence_ends: ends of partitions {sorted(change.fence_ends)}, but the "
+            f"{step.kind} {counts[-2]} -> {counts[-1]} writes its markers to {sorted(fenced)}"
+        )
+    if not set(change.markers) <= subjects:
+        raise MalformedRecordError(
+            f"growth.markers: markers of partitions {sorted(set(change.markers) - subjects)}, "
+            f"which the {step.kind} {counts[-2]} -> {counts[-1]} does not change"
+        )
+
+
+def _counts(counts: tuple[int, ...]) -> str:
+    return " -> ".join(str(c) for c in counts)
 
 
 def _growth_of(record: _GrowthRecord) -> Growth:

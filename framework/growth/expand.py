@@ -174,9 +174,13 @@ def _record(
 
 
 def _ends(kafka: Kafka, topic: str, partitions: Iterable[int]) -> dict[int, int]:
-    """Each of ``partitions``' end offset now."""
+    """Each of ``partitions``' end offset now: its high watermark, asked ``read_uncommitted``.
+    Not the last stable offset (what a ``read_committed`` consumer is told): under a
+    transaction still open it lies below records already written (a late record, a marker
+    of the step before), and a start, hold or fence end measured there would take them as
+    written after it."""
     positions = [(topic, p) for p in partitions]
-    with kafka.consumer("splitstate-expand") as consumer:
+    with kafka.consumer("splitstate-expand", isolation="read_uncommitted") as consumer:
         offsets = consumer.watermarks(positions)
     return {p: offsets[(topic, p)].end for _t, p in positions}
 

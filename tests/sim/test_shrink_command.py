@@ -379,3 +379,19 @@ def test_a_count_above_the_maximum_is_refused_and_writes_nothing(world: World) -
     message = refused(world, MAX_PARTITIONS + 1)
     assert f"at most {MAX_PARTITIONS} partitions per input topic" in message
     assert f"Fix: ask for {MAX_PARTITIONS} partitions or fewer" in message
+
+
+def test_a_shrink_measures_holds_at_the_high_watermark_under_an_open_transaction(
+    world: World,
+) -> None:
+    grown_to_8(world)
+    producer = world.kafka.transactional_producer("tx")
+    producer.begin()  # a transaction left open over records of survivor 1
+    producer.produce(TOPIC, b"{}", b"k", 1)
+    assert producer.flush(5) == 0
+    assert world.kafka.watermarks_of([(TOPIC, 1)])[(TOPIC, 1)].end < world.end(1)
+    ends = {p: world.end(p) for p in (1, 2, 3)}
+    step = world.expand(5, stop_after="recorded").history.steps[-1]
+    assert isinstance(step, Shrink)
+    assert dict(step.holds) == ends  # above the open transaction's record, not below it
+    producer.abort(5)

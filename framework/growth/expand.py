@@ -20,7 +20,11 @@ registry before the next:
 5. record the markers' offsets in the step and clear the change.
 
 A crash at any point is resumed by running the same command again: a marker already written
-is found again (after ``fence_ends``) instead of written twice. Kafka never removes a
+is found again (after ``fence_ends``) instead of written twice. Two runs of the same change at
+once (a second terminal, a retried job) both go ahead, as a rerun does, so each step that
+measures and then writes (the count with its starts or holds, the fence ends, the markers'
+offsets) measures first, then reads the registry again: if another run recorded the step
+meanwhile, it adopts that record and writes nothing; else it writes its own. Kafka never removes a
 partition: a shrink only records it deleted, and a later growth re-uses it (its offsets go on).
 A shrink never goes below the initial count, nor below the app's processor count (then a
 deleted partition's keys stay on the processor of its survivor).
@@ -105,10 +109,10 @@ def expand_topic(
             raise
     else:
         report(f"resuming the {_noun(entry, partitions)} of {topic} to {partitions} partitions")
-    if stop_after == "recorded":
+    if stop_after == "recorded" or entry.growth is None:  # (None: another run finished it)
         return entry
     entry = _fence(kafka, registry, entry, report, wait or kafka.clock.sleep)
-    if stop_after == "fenced":
+    if stop_after == "fenced" or entry.growth is None:
         return entry
     entry = _mark(kafka, registry, entry, report, stop_after == "marked")
     if stop_after in ("marked", "unreleased"):
@@ -141,7 +145,8 @@ def _record(
     report: Callable[[str], None],
 ) -> TopicEntry:
     """Step 1: the new count, what the step needs from before it, and the change in
-    progress, in one registry write."""
+    progress, in one registry write; or, when another run recorded this change after
+    ``entry`` was read, that run's record (``_meanwhile``)."""
     topic, history = entry.topic, entry.history
     before, created = history.partitions, history.created
     if partitions > before:
@@ -156,6 +161,10 @@ def _record(
         holds = _ends(kafka, topic, history.survivors(partitions))
         history = history.shrunk(partitions, holds)
         kind = "shrink"
+    adopted = _meanwhile(registry, topic, lambda e: e.history.counts == history.counts)
+    if adopted is not None:
+        report(f"the {kind} of {topic} to {partitions} partitions was recorded by another run")
+        return adopted
     change = Growth(partitions, int(kafka.clock.time() * 1000), kind=kind)
     compacted = entry.compacted or is_compacted(kafka, topic)
     entry = replace(entry, history=history, growth=change, compacted=compacted)
@@ -171,6 +180,22 @@ def _record(
             f"{switch}"
         )
     return entry
+
+
+def _meanwhile(
+    registry: TopicRegistry, topic: str, recorded: Callable[[TopicEntry], bool]
+) -> TopicEntry | None:
+    """The registry's entry of ``topic``, read again after a measurement, when another run
+    (a second `expand` of the same change) ``recorded`` the step being taken (or finished
+    the change) since this run last read it; ``None``: write this run's own.
+
+    Adopting it is what keeps the record valid: its values were measured before it was
+    written, and producers may have switched by it (records placed with the new count at
+    or after its starts and holds). Writing over it is also safe when this read does not
+    see it: this run's measurement was then taken before that record was written, so it is
+    a lower bound of every record placed by it, as the record it replaces is."""
+    current = registry.read().get(topic)
+    return current if current is not None and recorded(current) else None
 
 
 def _ends(kafka: Kafka, topic: str, partitions: Iterable[int]) -> dict[int, int]:
@@ -231,7 +256,8 @@ def _fence(
     wait: Callable[[float], None],
 ) -> TopicEntry:
     """Steps 2 and 3: wait out the producers' lease and delivery timeout, then record the end
-    offset of each partition a marker goes to."""
+    offset of each partition a marker goes to (or adopt those another run recorded
+    meanwhile: ``_meanwhile``)."""
     change = entry.growth
     assert change is not None
     if change.fence_ends is not None:
@@ -245,6 +271,17 @@ def _fence(
         wait(wait_ms / 1000)
     fenced = sorted({marker.partition for marker in _markers(entry)})
     ends = _ends(kafka, entry.topic, fenced)
+    counts = entry.history.counts
+
+    def fenced_meanwhile(current: TopicEntry) -> bool:
+        return current.history.counts == counts and (
+            current.growth is None or current.growth.fence_ends is not None
+        )
+
+    adopted = _meanwhile(registry, entry.topic, fenced_meanwhile)
+    if adopted is not None:  # its markers lie after its fence ends: found, not written again
+        report(f"the fence ends of {entry.topic} were recorded by another run")
+        return adopted
     entry = replace(entry, growth=replace(change, fence_ends=ends))
     registry.write(entry)
     return entry
@@ -257,13 +294,19 @@ def _mark(
     report: Callable[[str], None],
     stop_after_one: bool,
 ) -> TopicEntry:
-    """Steps 4 and 5: find or write each marker, then record them and clear the change."""
+    """Steps 4 and 5: find or write each marker, then record them and clear the change (or
+    adopt the record of another run that finished it meanwhile: ``_meanwhile``)."""
     change = entry.growth
     assert change is not None
     written = _write_markers(kafka, entry, report, stop_after_one)
     if written is None:
         return entry
     topic, history = entry.topic, entry.history
+    before = history.counts
+    adopted = _meanwhile(registry, topic, lambda e: e.history.counts == before and e.growth is None)
+    if adopted is not None:
+        report(f"the markers of {topic} were recorded by another run")
+        return adopted
     if change.kind == "shrink":
         history = history.with_drains(written)
         done = f"drain markers recorded; deleted: {_listed(history.deleted())}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 import pytest
@@ -16,7 +17,7 @@ from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
 from framework.growth.expand import ExpandError, StopAfter, expand_topic
 from framework.growth.markers import MARKER_HEADER
-from framework.kafka import TopicSpec
+from framework.kafka import KafkaConsumer, TopicSpec
 from rebalance import Grow, Shrink
 from rebalance.control import AppDefinition, Generation, history_record
 from rebalance.record_checks import MAX_PARTITIONS
@@ -395,3 +396,32 @@ def test_a_shrink_measures_holds_at_the_high_watermark_under_an_open_transaction
     assert isinstance(step, Shrink)
     assert dict(step.holds) == ends  # above the open transaction's record, not below it
     producer.abort(5)
+
+
+def test_a_second_run_that_measures_after_the_first_recorded_its_fence_adopts_it(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs of the same shrink: the first records the count; the second resumes it and
+    waits the fence; just before it measures the fence ends, the first (resumed too) records
+    them and writes the first drain marker. The second adopts those fence ends, so it finds
+    that marker instead of writing a second one above it."""
+    grown_to_8(world)
+    world.expand(5, stop_after="recorded")
+    consumer = world.kafka.consumer
+    raced: list[bool] = []
+
+    def racing(group_id: str, **options: Any) -> KafkaConsumer:
+        if group_id == "splitstate-expand" and not raced:
+            raced.append(True)
+            world.expand(5, stop_after="marked")  # the other run, meanwhile
+        return consumer(group_id, **options)
+
+    monkeypatch.setattr(world.kafka, "consumer", racing)
+    entry = world.expand(5)
+    assert raced
+    assert any(line == "the fence ends of in were recorded by another run" for line in world.lines)
+    step = entry.history.steps[-1]
+    assert isinstance(step, Shrink)
+    for d in (5, 6, 7):
+        ((offset, _header, _key),) = world.markers(d)
+        assert step.drains[d] == offset

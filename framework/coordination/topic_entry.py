@@ -27,6 +27,7 @@ from rebalance.steps import Grow
 __all__ = [
     "DEFAULT_DELIVERY_TIMEOUT_MS",
     "DEFAULT_LEASE_MS",
+    "Announcement",
     "Change",
     "Growth",
     "TopicEntry",
@@ -80,6 +81,31 @@ Change = Growth
 
 
 @dataclass(frozen=True)
+class Announcement:
+    """A change of a compacted topic's count to ``partitions`` (``kind`` ``"grow"`` or
+    ``"shrink"``) announced at ``announced_ms``, its count not recorded yet: the history and
+    the count keys are placed with are as before, and ``TopicEntry.growth`` is ``None``.
+
+    Producers write no compaction tombstone while a change is in progress (announced or
+    recorded); ``expand`` records the count a fence (lease + delivery timeout) after the
+    announcement, so every tombstone of a producer that placed keys with the old count
+    landed before the first record placed with the new one (a later tombstone in the key's
+    new home would make the log cleaner delete its live value)."""
+
+    partitions: int
+    kind: Literal["grow", "shrink"]
+    announced_ms: int
+
+    def to_record(self) -> dict[str, Any]:
+        """JSON-able values."""
+        return {
+            "kind": self.kind,
+            "partitions": self.partitions,
+            "announced_ms": self.announced_ms,
+        }
+
+
+@dataclass(frozen=True)
 class TopicEntry:
     """What the registry knows about one topic."""
 
@@ -90,6 +116,13 @@ class TopicEntry:
     growth: Growth | None = None
     #: the topic is compacted (``cleanup.policy`` has ``compact``)
     compacted: bool = False
+    #: a change announced, its count not recorded yet (``growth`` is ``None`` meanwhile)
+    announced: Announcement | None = None
+
+    @property
+    def changing(self) -> bool:
+        """A change of the count is in progress: announced, or recorded (``growth``)."""
+        return self.growth is not None or self.announced is not None
 
     @property
     def fence_ms(self) -> int:
@@ -138,6 +171,7 @@ class TopicEntry:
             "delivery_timeout_ms": self.delivery_timeout_ms,
             "growth": None if self.growth is None else self.growth.to_record(),
             "compacted": self.compacted,
+            "announced": None if self.announced is None else self.announced.to_record(),
         }
 
     @classmethod
@@ -150,6 +184,9 @@ class TopicEntry:
         growth = None if checked.growth is None else _growth_of(checked.growth)
         if growth is not None:
             _check_change(history, growth)
+        announced = checked.announced
+        if announced is not None:
+            _check_announced(history, announced, growth)
         return cls(
             history,
             checked.key_hash,
@@ -157,6 +194,9 @@ class TopicEntry:
             checked.delivery_timeout_ms,
             growth,
             checked.compacted,
+            None
+            if announced is None
+            else Announcement(announced.partitions, announced.kind, announced.announced_ms),
         )
 
 
@@ -174,6 +214,14 @@ class _GrowthRecord(_Record):
     markers: dict[IndexKey, Offset] = Field(default_factory=dict)
 
 
+class _AnnouncedRecord(_Record):
+    """The schema of an announced change (``Announcement.to_record``)."""
+
+    kind: Literal["grow", "shrink"]
+    partitions: PartitionCount
+    announced_ms: Offset
+
+
 class _EntryRecord(_Record):
     """The schema of a registry record (``TopicEntry.to_record``); fields written by later
     versions are left out, and those older versions did not write take their defaults."""
@@ -188,6 +236,8 @@ class _EntryRecord(_Record):
     #: written since shrinks: without it, the growths of ``counts`` with lives from offset 0
     steps: list[StepRecord] | None = None
     compacted: StrictBool = False
+    #: written since announced changes (compacted inputs): without it, none
+    announced: _AnnouncedRecord | None = None
 
 
 _Schema = TypeVar("_Schema", bound=BaseModel)
@@ -234,6 +284,31 @@ def _check_change(history: TopicHistory, change: Growth) -> None:
         raise MalformedRecordError(
             f"growth.markers: markers of partitions {sorted(set(change.markers) - subjects)}, "
             f"which the {step.kind} {counts[-2]} -> {counts[-1]} does not change"
+        )
+
+
+def _check_announced(
+    history: TopicHistory, announced: _AnnouncedRecord, growth: Growth | None
+) -> None:
+    """``MalformedRecordError`` naming the field unless ``announced`` is a change from the
+    history's count that nothing recorded yet (``expand`` clears it in the write that
+    records the count)."""
+    now = history.partitions
+    if growth is not None:
+        raise MalformedRecordError(
+            "announced: a change is announced, but a change to "
+            f"{growth.partitions} partitions is recorded too (the count write clears it)"
+        )
+    if announced.partitions == now:
+        raise MalformedRecordError(
+            f"announced.partitions: a change to {now} partitions is announced, but the topic "
+            "has that count already"
+        )
+    kind = "grow" if announced.partitions > now else "shrink"
+    if announced.kind != kind:
+        raise MalformedRecordError(
+            f"announced.kind: a {announced.kind} to {announced.partitions} partitions is "
+            f"announced, but from {now} partitions that is a {kind}"
         )
 
 

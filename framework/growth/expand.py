@@ -5,6 +5,15 @@ Kafka brokers know nothing of our ordering, so the fence is built from our own p
 (KIP-253 on the client side), one resumable step at a time, each recorded in the topic
 registry before the next:
 
+0. for a compacted topic only: *announce* the change (``TopicEntry.announced``: the change in
+   progress, its count not recorded) and wait ``lease_ms + delivery_timeout_ms`` from that
+   write. Producers write no compaction tombstone while a change is in progress, so a
+   producer still on the old count either saw the announcement or placed its last record
+   before announcement + lease: its tombstones (in a key's earlier homes, which after a
+   shrink or a growth again include the key's new home) land before announcement + fence,
+   before the count is written and so before any record placed with the new count. A
+   tombstone landing after the key's new value in its home would have the log cleaner
+   delete that value. A compacted input's change so waits two fences;
 1. record the new count with the time it was recorded, in one registry write with what the
    step needs from before it (``Grow.starts``: each grown partition's end offset, after the
    partitions Kafka lacks are created; ``Shrink.holds``: each survivor's end offset), and the
@@ -43,7 +52,13 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from framework.coordination.control_log import ControlLog
-from framework.coordination.registry import REGISTRY_TOPIC, Growth, TopicEntry, TopicRegistry
+from framework.coordination.registry import (
+    REGISTRY_TOPIC,
+    Announcement,
+    Growth,
+    TopicEntry,
+    TopicRegistry,
+)
 from framework.growth.expand_checks import ExpandError, change_noun, check_request, registered
 from framework.growth.hold import hold_growth, release_growth
 from framework.growth.marker_log import find_marker, is_compacted, write_marker
@@ -56,9 +71,10 @@ __all__ = ["ExpandError", "StopAfter", "expand_topic"]
 _MARGIN_MS = 1000
 
 #: where ``expand_topic(stop_after=...)`` returns early, as a crash there would: after the
-#: count is recorded, after the fence ends are, after the first marker is written (not
-#: recorded), after everything is recorded in the registry (the control log not released)
-StopAfter = Literal["recorded", "fenced", "marked", "unreleased"]
+#: change is announced (a compacted topic), after the count is recorded, after the fence
+#: ends are, after the first marker is written (not recorded), after everything is recorded
+#: in the registry (the control log not released)
+StopAfter = Literal["announced", "recorded", "fenced", "marked", "unreleased"]
 
 
 def expand_topic(
@@ -87,7 +103,7 @@ def expand_topic(
     check_request(kafka, entry, partitions, _processors(control))
     held = None
     if control is not None:
-        needed = entry.growth is not None or partitions != entry.partitions
+        needed = entry.changing or partitions != entry.partitions
         noun = _noun(entry, partitions)
         held = hold_growth(control, topic, partitions, needed, report, noun=noun)
         entry = registered(registry, topic)  # as it is now that no scale can start
@@ -96,22 +112,25 @@ def expand_topic(
         except ExpandError:
             release_growth(control, held)
             raise
+    wait = wait or kafka.clock.sleep
     if entry.growth is None:
-        if partitions == entry.partitions:
+        if entry.announced is None and partitions == entry.partitions:
             report(f"{topic} already has {partitions} partitions; nothing to do")
             release_growth(control, held)
             return entry
         try:
-            entry = _record(kafka, registry, entry, partitions, report)
+            entry = _start(
+                kafka, registry, entry, partitions, report=report, wait=wait, stop_after=stop_after
+            )
         except Exception:
-            if registered(registry, topic).growth is None:
-                release_growth(control, held)  # nothing was recorded: a scale may go ahead
+            if not registered(registry, topic).changing:
+                release_growth(control, held)  # nothing was written: a scale may go ahead
             raise
     else:
         report(f"resuming the {_noun(entry, partitions)} of {topic} to {partitions} partitions")
-    if stop_after == "recorded" or entry.growth is None:  # (None: another run finished it)
+    if stop_after in ("announced", "recorded") or entry.growth is None:  # (another run's)
         return entry
-    entry = _fence(kafka, registry, entry, report, wait or kafka.clock.sleep)
+    entry = _fence(kafka, registry, entry, report, wait)
     if stop_after == "fenced" or entry.growth is None:
         return entry
     entry = _mark(kafka, registry, entry, report, stop_after == "marked")
@@ -132,9 +151,87 @@ def _processors(control: ControlLog | None) -> int | None:
 
 def _noun(entry: TopicEntry, partitions: int) -> str:
     """``"growth"`` or ``"shrink"``: the change in progress, else the one asked for."""
-    if entry.growth is not None:
-        return change_noun(entry.growth.kind)
+    change = entry.growth or entry.announced
+    if change is not None:
+        return change_noun(change.kind)
     return "shrink" if partitions < entry.partitions else "growth"
+
+
+def _start(
+    kafka: Kafka,
+    registry: TopicRegistry,
+    entry: TopicEntry,
+    partitions: int,
+    *,
+    report: Callable[[str], None],
+    wait: Callable[[float], None],
+    stop_after: StopAfter | None,
+) -> TopicEntry:
+    """Steps 0 and 1, from a registry that records no change (it may announce one)."""
+    if entry.announced is not None:
+        noun = _noun(entry, partitions)
+        report(f"resuming the {noun} of {entry.topic} to {partitions} partitions (announced)")
+    elif entry.compacted or is_compacted(kafka, entry.topic):
+        entry = _announce(kafka, registry, entry, partitions, report)
+        if stop_after == "announced":
+            return entry
+    if entry.announced is not None:
+        _wait_fence(kafka, entry, entry.announced.announced_ms, report, wait)
+    return _record(kafka, registry, entry, partitions, report)
+
+
+def _announce(
+    kafka: Kafka,
+    registry: TopicRegistry,
+    entry: TopicEntry,
+    partitions: int,
+    report: Callable[[str], None],
+) -> TopicEntry:
+    """Step 0 (a compacted topic): the change announced, its count not recorded; or the
+    announcement (or record) of another run of the same change, read again just before
+    writing (``_meanwhile``)."""
+    topic = entry.topic
+    kind: Literal["grow", "shrink"] = "grow" if partitions > entry.partitions else "shrink"
+    counts = (*entry.history.counts, partitions)
+
+    def announced_meanwhile(current: TopicEntry) -> bool:
+        change = current.announced
+        return (change is not None and (change.kind, change.partitions) == (kind, partitions)) or (
+            current.history.counts == counts
+        )
+
+    adopted = _meanwhile(registry, topic, announced_meanwhile)
+    if adopted is not None:
+        report(f"the {change_noun(kind)} of {topic} to {partitions} was announced by another run")
+        return adopted
+    announced = Announcement(partitions, kind, int(kafka.clock.time() * 1000))
+    entry = replace(entry, compacted=True, announced=announced)
+    registry.write(entry)
+    report(
+        f"announced the {change_noun(kind)} of {topic} to {partitions} partitions (a compacted "
+        f"input: producers stop writing compaction tombstones within their lease "
+        f"({entry.lease_ms} ms), before the count is recorded)"
+    )
+    return entry
+
+
+def _wait_fence(
+    kafka: Kafka,
+    entry: TopicEntry,
+    since_ms: int,
+    report: Callable[[str], None],
+    wait: Callable[[float], None],
+) -> None:
+    """Wait until ``since_ms`` (a registry write) plus the producers' lease and delivery
+    timeout (and a margin) passed: by then every producer that did not see that write
+    placed its last record before it and had it delivered or failed."""
+    wait_ms = since_ms + entry.fence_ms + _MARGIN_MS - int(kafka.clock.time() * 1000)
+    if wait_ms > 0:
+        report(
+            f"waiting {wait_ms / 1000:.1f}s: producers' lease ({entry.lease_ms} ms) plus their "
+            f"delivery timeout ({entry.delivery_timeout_ms} ms)"
+        )
+        wait(wait_ms / 1000)
 
 
 def _record(
@@ -167,7 +264,7 @@ def _record(
         return adopted
     change = Growth(partitions, int(kafka.clock.time() * 1000), kind=kind)
     compacted = entry.compacted or is_compacted(kafka, topic)
-    entry = replace(entry, history=history, growth=change, compacted=compacted)
+    entry = replace(entry, history=history, growth=change, compacted=compacted, announced=None)
     registry.write(entry)
     switch = f"producers switch within their lease ({entry.lease_ms} ms)"
     if kind == "grow":
@@ -262,13 +359,7 @@ def _fence(
     assert change is not None
     if change.fence_ends is not None:
         return entry
-    wait_ms = change.recorded_ms + entry.fence_ms + _MARGIN_MS - int(kafka.clock.time() * 1000)
-    if wait_ms > 0:
-        report(
-            f"waiting {wait_ms / 1000:.1f}s: producers' lease ({entry.lease_ms} ms) plus their "
-            f"delivery timeout ({entry.delivery_timeout_ms} ms)"
-        )
-        wait(wait_ms / 1000)
+    _wait_fence(kafka, entry, change.recorded_ms, report, wait)
     fenced = sorted({marker.partition for marker in _markers(entry)})
     ends = _ends(kafka, entry.topic, fenced)
     counts = entry.history.counts

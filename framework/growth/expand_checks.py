@@ -3,7 +3,7 @@ the app and Kafka cannot take. Each is raised before anything is written."""
 
 from __future__ import annotations
 
-from framework.coordination.registry import Growth, TopicEntry, TopicRegistry
+from framework.coordination.registry import Announcement, Growth, TopicEntry, TopicRegistry
 from framework.errors import SplitstateError
 from framework.kafka import Kafka
 from rebalance.record_checks import MAX_PARTITIONS
@@ -44,8 +44,9 @@ def check_request(kafka: Kafka, entry: TopicEntry, partitions: int, processors: 
             "count from the topic registry and builds one entry per partition). Fix: ask for "
             f"{MAX_PARTITIONS} partitions or fewer."
         )
-    if entry.growth is not None:
-        _check_in_progress(topic, entry.growth, partitions)
+    change = entry.growth or entry.announced
+    if change is not None:
+        _check_in_progress(topic, change, partitions)
         return
     if partitions == entry.partitions:
         return  # nothing to change
@@ -74,7 +75,7 @@ def check_request(kafka: Kafka, entry: TopicEntry, partitions: int, processors: 
         )
 
 
-def _check_in_progress(topic: str, change: Growth, partitions: int) -> None:
+def _check_in_progress(topic: str, change: Growth | Announcement, partitions: int) -> None:
     if change.partitions == partitions:
         return
     noun = change_noun(change.kind)

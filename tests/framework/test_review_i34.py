@@ -169,6 +169,9 @@ def test_a_partition_grown_again_keeps_the_first_growths_fence() -> None:
 # -- markers of the step in progress -------------------------------------------------------------
 
 
+@pytest.mark.xfail(
+    strict=True, reason="review i34 finding 7: a marker before the fence end is taken (open)"
+)
 def test_a_marker_written_before_the_fence_ended_does_not_fence() -> None:
     """4 -> 8 recorded, fence ends recorded at 100 in every parent. A record with the marker
     header of child 5 at offset 50 of parent 1 was written during the lease wait (by anyone

@@ -294,6 +294,9 @@ def test_an_old_count_compaction_tombstone_never_deletes_the_value_in_the_keys_h
         kafka.close()
 
 
+@pytest.mark.xfail(
+    strict=True, reason="review i34 finding 8: config expand carries out a held change (open)"
+)
 def test_expand_from_the_config_does_not_carry_out_a_change_the_registry_never_recorded(
     tmp_path: Path, kafka_bootstrap: str
 ) -> None:

@@ -267,14 +267,7 @@ KEYS = [f"row-{i}".encode() for i in range(300)]
 #: the input's partition counts: its first, then each `splitstate expand`
 HISTORIES = [
     pytest.param([4, 8], id="4-8"),
-    pytest.param(
-        [4, 8, 5, 7],
-        id="4-8-5-7",
-        marks=pytest.mark.skip(
-            reason="TODO(lead): run once `splitstate expand` shrinks (i34-command) and the "
-            "runtime holds survivors (i34-runtime); then drop this mark"
-        ),
-    ),
+    pytest.param([4, 8, 5, 7], id="4-8-5-7"),
 ]
 
 

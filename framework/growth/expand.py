@@ -48,7 +48,7 @@ count exclude each other through one conditional append, not a check followed by
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Literal
 
 from framework.coordination.control_log import ControlLog
@@ -60,11 +60,10 @@ from framework.coordination.registry import (
     TopicRegistry,
 )
 from framework.growth.expand_checks import ExpandError, change_noun, check_request, registered
+from framework.growth.expand_markers import change_markers, write_change_markers
 from framework.growth.hold import hold_growth, release_growth
-from framework.growth.marker_log import find_marker, is_compacted, write_marker
-from framework.growth.markers import MarkerName, marker_step
+from framework.growth.marker_log import is_compacted
 from framework.kafka import Kafka, check_retention
-from rebalance import Grow, Shrink, TopicHistory, parent
 
 __all__ = ["ExpandError", "StopAfter", "expand_topic"]
 
@@ -311,40 +310,6 @@ def _offsets(offsets: Mapping[int, int]) -> str:
     return " ".join(f"{p}@{o}" for p, o in sorted(offsets.items()))
 
 
-@dataclass(frozen=True)
-class _Marker:
-    """One marker the change in progress writes: to ``topic[partition]``, about ``subject``
-    (a grown child, or the deleted partition itself), as ``name``."""
-
-    partition: int
-    subject: int
-    name: MarkerName
-
-
-def _markers(entry: TopicEntry) -> list[_Marker]:
-    """The markers of the change in progress (the history's last step), by subject."""
-    history = entry.history
-    step = history.last_step
-    index = len(history.counts) - 1
-    before = history.counts[-2]
-    if isinstance(step, Shrink):
-        return [
-            _Marker(d, d, MarkerName(step.count, d, index, drain=True))
-            for d in range(step.count, before)
-        ]
-    assert isinstance(step, Grow)
-    return [
-        _Marker(_parent(c, history.initial_partitions), c, MarkerName(step.count, c, index))
-        for c in range(before, step.count)
-    ]
-
-
-def _parent(child: int, initial: int) -> int:
-    found = parent(child, initial)
-    assert found is not None  # grown partitions are never initial partitions
-    return found
-
-
 def _fence(
     kafka: Kafka,
     registry: TopicRegistry,
@@ -360,7 +325,7 @@ def _fence(
     if change.fence_ends is not None:
         return entry
     _wait_fence(kafka, entry, change.recorded_ms, report, wait)
-    fenced = sorted({marker.partition for marker in _markers(entry)})
+    fenced = sorted({marker.partition for marker in change_markers(entry)})
     ends = _ends(kafka, entry.topic, fenced)
     counts = entry.history.counts
 
@@ -389,7 +354,7 @@ def _mark(
     adopt the record of another run that finished it meanwhile: ``_meanwhile``)."""
     change = entry.growth
     assert change is not None
-    written = _write_markers(kafka, entry, report, stop_after_one)
+    written = write_change_markers(kafka, entry, report, stop_after_one)
     if written is None:
         return entry
     topic, history = entry.topic, entry.history
@@ -409,49 +374,6 @@ def _mark(
     counts = " -> ".join(str(c) for c in history.counts)
     report(f"{topic} now has {history.partitions} partitions ({counts}); {done}")
     return entry
-
-
-def _write_markers(
-    kafka: Kafka, entry: TopicEntry, report: Callable[[str], None], stop_after_one: bool
-) -> dict[int, int] | None:
-    """Each marker's offset by its subject, found again (a rerun) or written; ``None`` when
-    ``stop_after_one`` stopped after the first one written."""
-    change = entry.growth
-    assert change is not None and change.fence_ends is not None
-    topic = entry.topic
-    compacted = entry.compacted or is_compacted(kafka, topic)
-    written: dict[int, int] = {}
-    producer = kafka.producer()
-    try:
-        for marker in _markers(entry):
-            start = change.fence_ends[marker.partition]
-            ids = _accepted_ids(topic, entry.history, marker.name)
-            found = find_marker(kafka, topic, marker.partition, start, ids)
-            if found is None:
-                marker_id = marker.name.marker_id(topic)
-                found = write_marker(
-                    producer, topic, marker.partition, marker_id, marker.subject,
-                    compacted=compacted,
-                )  # fmt: skip
-                if stop_after_one:
-                    return None
-            written[marker.subject] = found
-            what = "drain marker" if marker.name.drain else "marker"
-            report(f"{what} for partition {marker.subject} at {topic}[{marker.partition}]@{found}")
-    finally:
-        producer.close()
-    return written
-
-
-def _accepted_ids(topic: str, history: TopicHistory, name: MarkerName) -> set[str]:
-    """The ids a marker of the step in progress may carry: its own, and for a growth recorded
-    before ids named their step (``expand`` of an older splitstate stopped midway), the id
-    without the step."""
-    ids = {name.marker_id(topic)}
-    old = MarkerName(name.count, name.partition)
-    if not name.drain and marker_step(history, old) == name.step:
-        ids.add(old.marker_id(topic))
-    return ids
 
 
 def _listed(partitions: range) -> str:

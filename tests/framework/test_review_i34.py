@@ -108,7 +108,7 @@ def test_a_change_in_progress_that_disagrees_with_the_history_is_refused(
 ) -> None:
     """``expand`` writes the change in progress in the same record as its step, so a
     ``growth`` whose count, kind or fenced partitions disagree with the last step was not
-    written by it; read as valid, resuming it crashes (``expand._markers``: IndexError,
+    written by it; read as valid, resuming it crashes (``change_markers``: IndexError,
     ``with_drains``: ValueError, ``fence_ends[p]``: KeyError)."""
     record = {"topic": TOPIC, "counts": counts, "steps": steps, "growth": growth}
     with pytest.raises(MalformedRecordError):

@@ -28,6 +28,7 @@ from framework.config_errors import ConfigError, explain
 from framework.config_files import read_config_file
 from framework.redaction import RedactedRepr, mask_secrets, redacted_data, remember_secrets
 from framework.redaction import secret_values as _secret_values
+from rebalance.record_checks import MAX_PARTITIONS
 
 __all__ = [
     "DEFAULT_TOMBSTONES_CACHED",
@@ -79,7 +80,7 @@ class TopicConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     topic: str
-    partitions: int = Field(default=1, ge=1)
+    partitions: int = Field(default=1, ge=1, le=MAX_PARTITIONS)
     replication_factor: int = Field(default=1, ge=1)
     producer_lease_ms: int = Field(
         default=10_000,

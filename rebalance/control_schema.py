@@ -46,6 +46,7 @@ from rebalance.record_checks import (
     IndexKey,
     MalformedRecordError,
     Offset,
+    PartitionCount,
     Signed64,
     Text,
     describe,
@@ -78,7 +79,7 @@ class _Record(BaseModel):
 class _App(_Record):
     app_id: Text
     initial_processors: Count
-    inputs: Annotated[dict[Text, Count], Field(min_length=1)]
+    inputs: Annotated[dict[Text, PartitionCount], Field(min_length=1)]
     key_hash: Text = "murmur3"
     epoch: Text | None = None
 
@@ -89,7 +90,7 @@ class _Generation(_Record):
 
 
 class _History(_Record):
-    counts: Annotated[list[Count], Field(min_length=1)]
+    counts: Annotated[list[PartitionCount], Field(min_length=1)]
     thresholds: dict[IndexKey, Offset] = Field(default_factory=dict)
     steps: list[StepRecord] | None = None
 
@@ -97,7 +98,7 @@ class _History(_Record):
 class _Scale(_Record):
     generation: Index
     processors: Count
-    partitions: dict[Text, Count]
+    partitions: dict[Text, PartitionCount]
     histories: dict[Text, _History] | None = None
     request: Text | None = None
 
@@ -144,7 +145,7 @@ class _Resumed(_Record):
 
 class _Growth(_Record):
     topic: Text
-    partitions: Count
+    partitions: PartitionCount
     request: Text | None = None
 
 

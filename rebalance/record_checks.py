@@ -22,11 +22,13 @@ from pydantic import Strict as _Strict
 __all__ = [
     "INT32_MAX",
     "INT64_MAX",
+    "MAX_PARTITIONS",
     "Count",
     "Index",
     "IndexKey",
     "MalformedRecordError",
     "Offset",
+    "PartitionCount",
     "Seconds",
     "Signed64",
     "Text",
@@ -39,8 +41,18 @@ __all__ = [
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
-#: a number of something that exists at least once: processors, partitions, a format version
+#: The most partitions a topic's count may name (``PartitionCount``). Kafka itself has no
+#: per-topic limit below 2**31 - 1, but its advice is at most 200,000 partitions per cluster,
+#: and one request creates at most 10,000 (KAFKA-17870); a record naming more was not written
+#: by splitstate. Readers build per-partition structures from a count (a history's starts, its
+#: survivors), so a larger count is refused before it is built, not read by running out of
+#: memory.
+MAX_PARTITIONS = 100_000
+
+#: a number of something that exists at least once: processors, a format version, a time
 Count = Annotated[int, _Strict(), Field(ge=1, le=INT32_MAX)]
+#: a topic's partition count: at least 1, at most ``MAX_PARTITIONS``
+PartitionCount = Annotated[int, _Strict(), Field(ge=1, le=MAX_PARTITIONS)]
 #: a processor id, a partition, a generation
 Index = Annotated[int, _Strict(), Field(ge=0, le=INT32_MAX)]
 #: a Kafka offset, or a time in milliseconds

@@ -15,7 +15,13 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from rebalance.lineage import TopicHistory
-from rebalance.record_checks import Count, IndexKey, MalformedRecordError, Offset, describe
+from rebalance.record_checks import (
+    IndexKey,
+    MalformedRecordError,
+    Offset,
+    PartitionCount,
+    describe,
+)
 from rebalance.steps import Grow, Shrink, Step
 
 __all__ = [
@@ -36,7 +42,7 @@ class GrowRecord(_Record):
     """The schema of a ``Grow`` step."""
 
     kind: Literal["grow"]
-    count: Count
+    count: PartitionCount
     starts: dict[IndexKey, Offset]
     markers: dict[IndexKey, Offset] = Field(default_factory=dict)
 
@@ -45,7 +51,7 @@ class ShrinkRecord(_Record):
     """The schema of a ``Shrink`` step."""
 
     kind: Literal["shrink"]
-    count: Count
+    count: PartitionCount
     holds: dict[IndexKey, Offset]
     drains: dict[IndexKey, Offset] = Field(default_factory=dict)
 

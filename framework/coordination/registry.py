@@ -41,6 +41,7 @@ import orjson
 from framework.coordination.topic_entry import (
     DEFAULT_DELIVERY_TIMEOUT_MS,
     DEFAULT_LEASE_MS,
+    Announcement,
     Change,
     Growth,
     TopicEntry,
@@ -58,6 +59,7 @@ __all__ = [
     "DEFAULT_DELIVERY_TIMEOUT_MS",
     "DEFAULT_LEASE_MS",
     "REGISTRY_TOPIC",
+    "Announcement",
     "Change",
     "Growth",
     "RegistryEntries",

@@ -72,17 +72,19 @@ def request_scale(app: App, processors: int, kafka: Kafka | None = None) -> Scal
     growing = {
         topic: entries[topic]
         for topic in state.app.inputs
-        if entries[topic].growth is not None or entries[topic].pending()
+        if entries[topic].changing or entries[topic].pending()
     }
     if growing:
         topic, entry = next(iter(growing.items()))
+        announced = entry.announced
+        target = entry.partitions if announced is None else announced.partitions
         what, markers = (
             ("shrinking", "drain marker")
-            if _direction(entry, entry.partitions) == "shrinking"
+            if _direction(entry, target) == "shrinking"
             else ("growing", "threshold")
         )
         raise ConfigError(
-            f"input topic {topic!r} is {what} to {entry.partitions} partitions (`splitstate "
+            f"input topic {topic!r} is {what} to {target} partitions (`splitstate "
             f"expand` has not recorded every {markers} yet); a scale now could not plan the "
             "partitions' handoffs. Fix: wait until the expand command finishes (run it again "
             "to resume it if it stopped), then scale."

@@ -11,12 +11,13 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
-from rebalance import TopicHistory
+from rebalance import TopicHistory, parent
 from rebalance.record_checks import (
     Count,
     IndexKey,
     MalformedRecordError,
     Offset,
+    PartitionCount,
     Text,
     describe,
 )
@@ -26,6 +27,7 @@ from rebalance.steps import Grow
 __all__ = [
     "DEFAULT_DELIVERY_TIMEOUT_MS",
     "DEFAULT_LEASE_MS",
+    "Announcement",
     "Change",
     "Growth",
     "TopicEntry",
@@ -79,6 +81,31 @@ Change = Growth
 
 
 @dataclass(frozen=True)
+class Announcement:
+    """A change of a compacted topic's count to ``partitions`` (``kind`` ``"grow"`` or
+    ``"shrink"``) announced at ``announced_ms``, its count not recorded yet: the history and
+    the count keys are placed with are as before, and ``TopicEntry.growth`` is ``None``.
+
+    Producers write no compaction tombstone while a change is in progress (announced or
+    recorded); ``expand`` records the count a fence (lease + delivery timeout) after the
+    announcement, so every tombstone of a producer that placed keys with the old count
+    landed before the first record placed with the new one (a later tombstone in the key's
+    new home would make the log cleaner delete its live value)."""
+
+    partitions: int
+    kind: Literal["grow", "shrink"]
+    announced_ms: int
+
+    def to_record(self) -> dict[str, Any]:
+        """JSON-able values."""
+        return {
+            "kind": self.kind,
+            "partitions": self.partitions,
+            "announced_ms": self.announced_ms,
+        }
+
+
+@dataclass(frozen=True)
 class TopicEntry:
     """What the registry knows about one topic."""
 
@@ -89,6 +116,13 @@ class TopicEntry:
     growth: Growth | None = None
     #: the topic is compacted (``cleanup.policy`` has ``compact``)
     compacted: bool = False
+    #: a change announced, its count not recorded yet (``growth`` is ``None`` meanwhile)
+    announced: Announcement | None = None
+
+    @property
+    def changing(self) -> bool:
+        """A change of the count is in progress: announced, or recorded (``growth``)."""
+        return self.growth is not None or self.announced is not None
 
     @property
     def fence_ms(self) -> int:
@@ -137,6 +171,7 @@ class TopicEntry:
             "delivery_timeout_ms": self.delivery_timeout_ms,
             "growth": None if self.growth is None else self.growth.to_record(),
             "compacted": self.compacted,
+            "announced": None if self.announced is None else self.announced.to_record(),
         }
 
     @classmethod
@@ -146,14 +181,22 @@ class TopicEntry:
         history = history_of_record(
             checked.topic, checked.counts, checked.thresholds, checked.steps
         )
-        growth = checked.growth
+        growth = None if checked.growth is None else _growth_of(checked.growth)
+        if growth is not None:
+            _check_change(history, growth)
+        announced = checked.announced
+        if announced is not None:
+            _check_announced(history, announced, growth)
         return cls(
             history,
             checked.key_hash,
             checked.lease_ms,
             checked.delivery_timeout_ms,
-            None if growth is None else _growth_of(growth),
+            growth,
             checked.compacted,
+            None
+            if announced is None
+            else Announcement(announced.partitions, announced.kind, announced.announced_ms),
         )
 
 
@@ -165,10 +208,18 @@ class _GrowthRecord(_Record):
     """The schema of a change in progress (``Growth.to_record``)."""
 
     kind: Literal["grow", "shrink"] = "grow"
-    partitions: Count
+    partitions: PartitionCount
     recorded_ms: Offset
     fence_ends: dict[IndexKey, Offset] | None = None
     markers: dict[IndexKey, Offset] = Field(default_factory=dict)
+
+
+class _AnnouncedRecord(_Record):
+    """The schema of an announced change (``Announcement.to_record``)."""
+
+    kind: Literal["grow", "shrink"]
+    partitions: PartitionCount
+    announced_ms: Offset
 
 
 class _EntryRecord(_Record):
@@ -176,7 +227,7 @@ class _EntryRecord(_Record):
     versions are left out, and those older versions did not write take their defaults."""
 
     topic: Text
-    counts: list[Count] = Field(min_length=1)
+    counts: list[PartitionCount] = Field(min_length=1)
     thresholds: dict[IndexKey, Offset] = Field(default_factory=dict)
     key_hash: Text = "murmur3"
     lease_ms: Count = DEFAULT_LEASE_MS
@@ -185,6 +236,8 @@ class _EntryRecord(_Record):
     #: written since shrinks: without it, the growths of ``counts`` with lives from offset 0
     steps: list[StepRecord] | None = None
     compacted: StrictBool = False
+    #: written since announced changes (compacted inputs): without it, none
+    announced: _AnnouncedRecord | None = None
 
 
 _Schema = TypeVar("_Schema", bound=BaseModel)
@@ -196,6 +249,71 @@ def _checked(schema: type[_Schema], record: Mapping[str, Any]) -> _Schema:
         return schema.model_validate(record)
     except ValidationError as error:
         raise MalformedRecordError(describe(error)) from None
+
+
+def _check_change(history: TopicHistory, change: Growth) -> None:
+    """``MalformedRecordError`` naming the field unless ``change`` (a change in progress) is
+    the history's last step: ``expand`` records the step and the change in one write, so a
+    change whose count, kind or fenced partitions disagree with it was not written by it
+    (resuming it would crash, or fence the wrong partitions)."""
+    counts, step = history.counts, history.last_step
+    if step is None or change.partitions != counts[-1]:
+        raise MalformedRecordError(
+            f"growth.partitions: a change to {change.partitions} partitions is in progress, but "
+            f"the history's last count is {counts[-1]} ({_counts(counts)}); the change is "
+            "recorded in the same write as its count"
+        )
+    if change.kind != step.kind:
+        raise MalformedRecordError(
+            f"growth.kind: the change in progress is a {change.kind}, but the history's last "
+            f"step ({counts[-2]} -> {counts[-1]}) is a {step.kind}"
+        )
+    before, initial = counts[-2], history.initial_partitions
+    if isinstance(step, Grow):
+        subjects = set(range(before, step.count))
+        fenced = {up for c in subjects if (up := parent(c, initial)) is not None}
+    else:
+        subjects = set(range(step.count, before))
+        fenced = subjects
+    if change.fence_ends is not None and set(change.fence_ends) != fenced:
+        raise MalformedRecordError(
+            f"growth.fence_ends: ends of partitions {sorted(change.fence_ends)}, but the "
+            f"{step.kind} {counts[-2]} -> {counts[-1]} writes its markers to {sorted(fenced)}"
+        )
+    if not set(change.markers) <= subjects:
+        raise MalformedRecordError(
+            f"growth.markers: markers of partitions {sorted(set(change.markers) - subjects)}, "
+            f"which the {step.kind} {counts[-2]} -> {counts[-1]} does not change"
+        )
+
+
+def _check_announced(
+    history: TopicHistory, announced: _AnnouncedRecord, growth: Growth | None
+) -> None:
+    """``MalformedRecordError`` naming the field unless ``announced`` is a change from the
+    history's count that nothing recorded yet (``expand`` clears it in the write that
+    records the count)."""
+    now = history.partitions
+    if growth is not None:
+        raise MalformedRecordError(
+            "announced: a change is announced, but a change to "
+            f"{growth.partitions} partitions is recorded too (the count write clears it)"
+        )
+    if announced.partitions == now:
+        raise MalformedRecordError(
+            f"announced.partitions: a change to {now} partitions is announced, but the topic "
+            "has that count already"
+        )
+    kind = "grow" if announced.partitions > now else "shrink"
+    if announced.kind != kind:
+        raise MalformedRecordError(
+            f"announced.kind: a {announced.kind} to {announced.partitions} partitions is "
+            f"announced, but from {now} partitions that is a {kind}"
+        )
+
+
+def _counts(counts: tuple[int, ...]) -> str:
+    return " -> ".join(str(c) for c in counts)
 
 
 def _growth_of(record: _GrowthRecord) -> Growth:

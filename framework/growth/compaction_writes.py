@@ -6,7 +6,15 @@ For a keyed record of a compacted input whose topic changed its partition count 
 once, every partition an earlier count placed the key on, other than where the current count
 places it (``LinearHashPartitioner.earlier_homes``), may still hold the key's older values;
 each gets a compaction tombstone, queued right after the record (so under exactly-once in the
-same transaction). A producer does this once per ``(topic, key, step)``: it remembers the last
+same transaction). None is written while a change of the topic's count is in progress
+(``TopicEntry.changing``: announced or recorded, until its markers are): a producer still on
+the count before may write after the change's first new-count records, and its tombstone in
+a partition that is (again) the key's home would have the log cleaner delete the key's live
+value there. ``expand`` announces a compacted topic's change a fence (lease + delivery
+timeout) before it records the count, so every producer that did not see the announcement
+had its tombstones land before the first new-count record. The key's tombstones are written
+with its first write after the change completes (a key is remembered only once they were).
+A producer does this once per ``(topic, key, step)``: it remembers the last
 ``cached`` of them (least recently used first out). A key it forgot (evicted, or a restarted
 producer) only gets another tombstone, which changes nothing for processors. Whether the old
 partition still holds records from before the change (the seed's log-start test) is not

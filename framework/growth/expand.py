@@ -5,6 +5,15 @@ Kafka brokers know nothing of our ordering, so the fence is built from our own p
 (KIP-253 on the client side), one resumable step at a time, each recorded in the topic
 registry before the next:
 
+0. for a compacted topic only: *announce* the change (``TopicEntry.announced``: the change in
+   progress, its count not recorded) and wait ``lease_ms + delivery_timeout_ms`` from that
+   write. Producers write no compaction tombstone while a change is in progress, so a
+   producer still on the old count either saw the announcement or placed its last record
+   before announcement + lease: its tombstones (in a key's earlier homes, which after a
+   shrink or a growth again include the key's new home) land before announcement + fence,
+   before the count is written and so before any record placed with the new count. A
+   tombstone landing after the key's new value in its home would have the log cleaner
+   delete that value. A compacted input's change so waits two fences;
 1. record the new count with the time it was recorded, in one registry write with what the
    step needs from before it (``Grow.starts``: each grown partition's end offset, after the
    partitions Kafka lacks are created; ``Shrink.holds``: each survivor's end offset), and the
@@ -20,7 +29,11 @@ registry before the next:
 5. record the markers' offsets in the step and clear the change.
 
 A crash at any point is resumed by running the same command again: a marker already written
-is found again (after ``fence_ends``) instead of written twice. Kafka never removes a
+is found again (after ``fence_ends``) instead of written twice. Two runs of the same change at
+once (a second terminal, a retried job) both go ahead, as a rerun does, so each step that
+measures and then writes (the count with its starts or holds, the fence ends, the markers'
+offsets) measures first, then reads the registry again: if another run recorded the step
+meanwhile, it adopts that record and writes nothing; else it writes its own. Kafka never removes a
 partition: a shrink only records it deleted, and a later growth re-uses it (its offsets go on).
 A shrink never goes below the initial count, nor below the app's processor count (then a
 deleted partition's keys stay on the processor of its survivor).
@@ -35,26 +48,32 @@ count exclude each other through one conditional append, not a check followed by
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Literal
 
 from framework.coordination.control_log import ControlLog
-from framework.coordination.registry import REGISTRY_TOPIC, Growth, TopicEntry, TopicRegistry
+from framework.coordination.registry import (
+    REGISTRY_TOPIC,
+    Announcement,
+    Growth,
+    TopicEntry,
+    TopicRegistry,
+)
 from framework.growth.expand_checks import ExpandError, change_noun, check_request, registered
+from framework.growth.expand_markers import change_markers, write_change_markers
 from framework.growth.hold import hold_growth, release_growth
-from framework.growth.marker_log import find_marker, is_compacted, write_marker
-from framework.growth.markers import MarkerName, marker_step
+from framework.growth.marker_log import is_compacted
 from framework.kafka import Kafka, check_retention
-from rebalance import Grow, Shrink, TopicHistory, parent
 
 __all__ = ["ExpandError", "StopAfter", "expand_topic"]
 
 _MARGIN_MS = 1000
 
 #: where ``expand_topic(stop_after=...)`` returns early, as a crash there would: after the
-#: count is recorded, after the fence ends are, after the first marker is written (not
-#: recorded), after everything is recorded in the registry (the control log not released)
-StopAfter = Literal["recorded", "fenced", "marked", "unreleased"]
+#: change is announced (a compacted topic), after the count is recorded, after the fence
+#: ends are, after the first marker is written (not recorded), after everything is recorded
+#: in the registry (the control log not released)
+StopAfter = Literal["announced", "recorded", "fenced", "marked", "unreleased"]
 
 
 def expand_topic(
@@ -83,7 +102,7 @@ def expand_topic(
     check_request(kafka, entry, partitions, _processors(control))
     held = None
     if control is not None:
-        needed = entry.growth is not None or partitions != entry.partitions
+        needed = entry.changing or partitions != entry.partitions
         noun = _noun(entry, partitions)
         held = hold_growth(control, topic, partitions, needed, report, noun=noun)
         entry = registered(registry, topic)  # as it is now that no scale can start
@@ -92,23 +111,26 @@ def expand_topic(
         except ExpandError:
             release_growth(control, held)
             raise
+    wait = wait or kafka.clock.sleep
     if entry.growth is None:
-        if partitions == entry.partitions:
+        if entry.announced is None and partitions == entry.partitions:
             report(f"{topic} already has {partitions} partitions; nothing to do")
             release_growth(control, held)
             return entry
         try:
-            entry = _record(kafka, registry, entry, partitions, report)
+            entry = _start(
+                kafka, registry, entry, partitions, report=report, wait=wait, stop_after=stop_after
+            )
         except Exception:
-            if registered(registry, topic).growth is None:
-                release_growth(control, held)  # nothing was recorded: a scale may go ahead
+            if not registered(registry, topic).changing:
+                release_growth(control, held)  # nothing was written: a scale may go ahead
             raise
     else:
         report(f"resuming the {_noun(entry, partitions)} of {topic} to {partitions} partitions")
-    if stop_after == "recorded":
+    if stop_after in ("announced", "recorded") or entry.growth is None:  # (another run's)
         return entry
-    entry = _fence(kafka, registry, entry, report, wait or kafka.clock.sleep)
-    if stop_after == "fenced":
+    entry = _fence(kafka, registry, entry, report, wait)
+    if stop_after == "fenced" or entry.growth is None:
         return entry
     entry = _mark(kafka, registry, entry, report, stop_after == "marked")
     if stop_after in ("marked", "unreleased"):
@@ -128,9 +150,87 @@ def _processors(control: ControlLog | None) -> int | None:
 
 def _noun(entry: TopicEntry, partitions: int) -> str:
     """``"growth"`` or ``"shrink"``: the change in progress, else the one asked for."""
-    if entry.growth is not None:
-        return change_noun(entry.growth.kind)
+    change = entry.growth or entry.announced
+    if change is not None:
+        return change_noun(change.kind)
     return "shrink" if partitions < entry.partitions else "growth"
+
+
+def _start(
+    kafka: Kafka,
+    registry: TopicRegistry,
+    entry: TopicEntry,
+    partitions: int,
+    *,
+    report: Callable[[str], None],
+    wait: Callable[[float], None],
+    stop_after: StopAfter | None,
+) -> TopicEntry:
+    """Steps 0 and 1, from a registry that records no change (it may announce one)."""
+    if entry.announced is not None:
+        noun = _noun(entry, partitions)
+        report(f"resuming the {noun} of {entry.topic} to {partitions} partitions (announced)")
+    elif entry.compacted or is_compacted(kafka, entry.topic):
+        entry = _announce(kafka, registry, entry, partitions, report)
+        if stop_after == "announced":
+            return entry
+    if entry.announced is not None:
+        _wait_fence(kafka, entry, entry.announced.announced_ms, report, wait)
+    return _record(kafka, registry, entry, partitions, report)
+
+
+def _announce(
+    kafka: Kafka,
+    registry: TopicRegistry,
+    entry: TopicEntry,
+    partitions: int,
+    report: Callable[[str], None],
+) -> TopicEntry:
+    """Step 0 (a compacted topic): the change announced, its count not recorded; or the
+    announcement (or record) of another run of the same change, read again just before
+    writing (``_meanwhile``)."""
+    topic = entry.topic
+    kind: Literal["grow", "shrink"] = "grow" if partitions > entry.partitions else "shrink"
+    counts = (*entry.history.counts, partitions)
+
+    def announced_meanwhile(current: TopicEntry) -> bool:
+        change = current.announced
+        return (change is not None and (change.kind, change.partitions) == (kind, partitions)) or (
+            current.history.counts == counts
+        )
+
+    adopted = _meanwhile(registry, topic, announced_meanwhile)
+    if adopted is not None:
+        report(f"the {change_noun(kind)} of {topic} to {partitions} was announced by another run")
+        return adopted
+    announced = Announcement(partitions, kind, int(kafka.clock.time() * 1000))
+    entry = replace(entry, compacted=True, announced=announced)
+    registry.write(entry)
+    report(
+        f"announced the {change_noun(kind)} of {topic} to {partitions} partitions (a compacted "
+        f"input: producers stop writing compaction tombstones within their lease "
+        f"({entry.lease_ms} ms), before the count is recorded)"
+    )
+    return entry
+
+
+def _wait_fence(
+    kafka: Kafka,
+    entry: TopicEntry,
+    since_ms: int,
+    report: Callable[[str], None],
+    wait: Callable[[float], None],
+) -> None:
+    """Wait until ``since_ms`` (a registry write) plus the producers' lease and delivery
+    timeout (and a margin) passed: by then every producer that did not see that write
+    placed its last record before it and had it delivered or failed."""
+    wait_ms = since_ms + entry.fence_ms + _MARGIN_MS - int(kafka.clock.time() * 1000)
+    if wait_ms > 0:
+        report(
+            f"waiting {wait_ms / 1000:.1f}s: producers' lease ({entry.lease_ms} ms) plus their "
+            f"delivery timeout ({entry.delivery_timeout_ms} ms)"
+        )
+        wait(wait_ms / 1000)
 
 
 def _record(
@@ -141,7 +241,8 @@ def _record(
     report: Callable[[str], None],
 ) -> TopicEntry:
     """Step 1: the new count, what the step needs from before it, and the change in
-    progress, in one registry write."""
+    progress, in one registry write; or, when another run recorded this change after
+    ``entry`` was read, that run's record (``_meanwhile``)."""
     topic, history = entry.topic, entry.history
     before, created = history.partitions, history.created
     if partitions > before:
@@ -156,9 +257,13 @@ def _record(
         holds = _ends(kafka, topic, history.survivors(partitions))
         history = history.shrunk(partitions, holds)
         kind = "shrink"
+    adopted = _meanwhile(registry, topic, lambda e: e.history.counts == history.counts)
+    if adopted is not None:
+        report(f"the {kind} of {topic} to {partitions} partitions was recorded by another run")
+        return adopted
     change = Growth(partitions, int(kafka.clock.time() * 1000), kind=kind)
     compacted = entry.compacted or is_compacted(kafka, topic)
-    entry = replace(entry, history=history, growth=change, compacted=compacted)
+    entry = replace(entry, history=history, growth=change, compacted=compacted, announced=None)
     registry.write(entry)
     switch = f"producers switch within their lease ({entry.lease_ms} ms)"
     if kind == "grow":
@@ -173,50 +278,36 @@ def _record(
     return entry
 
 
+def _meanwhile(
+    registry: TopicRegistry, topic: str, recorded: Callable[[TopicEntry], bool]
+) -> TopicEntry | None:
+    """The registry's entry of ``topic``, read again after a measurement, when another run
+    (a second `expand` of the same change) ``recorded`` the step being taken (or finished
+    the change) since this run last read it; ``None``: write this run's own.
+
+    Adopting it is what keeps the record valid: its values were measured before it was
+    written, and producers may have switched by it (records placed with the new count at
+    or after its starts and holds). Writing over it is also safe when this read does not
+    see it: this run's measurement was then taken before that record was written, so it is
+    a lower bound of every record placed by it, as the record it replaces is."""
+    current = registry.read().get(topic)
+    return current if current is not None and recorded(current) else None
+
+
 def _ends(kafka: Kafka, topic: str, partitions: Iterable[int]) -> dict[int, int]:
-    """Each of ``partitions``' end offset now."""
+    """Each of ``partitions``' end offset now: its high watermark, asked ``read_uncommitted``.
+    Not the last stable offset (what a ``read_committed`` consumer is told): under a
+    transaction still open it lies below records already written (a late record, a marker
+    of the step before), and a start, hold or fence end measured there would take them as
+    written after it."""
     positions = [(topic, p) for p in partitions]
-    with kafka.consumer("splitstate-expand") as consumer:
+    with kafka.consumer("splitstate-expand", isolation="read_uncommitted") as consumer:
         offsets = consumer.watermarks(positions)
     return {p: offsets[(topic, p)].end for _t, p in positions}
 
 
 def _offsets(offsets: Mapping[int, int]) -> str:
     return " ".join(f"{p}@{o}" for p, o in sorted(offsets.items()))
-
-
-@dataclass(frozen=True)
-class _Marker:
-    """One marker the change in progress writes: to ``topic[partition]``, about ``subject``
-    (a grown child, or the deleted partition itself), as ``name``."""
-
-    partition: int
-    subject: int
-    name: MarkerName
-
-
-def _markers(entry: TopicEntry) -> list[_Marker]:
-    """The markers of the change in progress (the history's last step), by subject."""
-    history = entry.history
-    step = history.last_step
-    index = len(history.counts) - 1
-    before = history.counts[-2]
-    if isinstance(step, Shrink):
-        return [
-            _Marker(d, d, MarkerName(step.count, d, index, drain=True))
-            for d in range(step.count, before)
-        ]
-    assert isinstance(step, Grow)
-    return [
-        _Marker(_parent(c, history.initial_partitions), c, MarkerName(step.count, c, index))
-        for c in range(before, step.count)
-    ]
-
-
-def _parent(child: int, initial: int) -> int:
-    found = parent(child, initial)
-    assert found is not None  # grown partitions are never initial partitions
-    return found
 
 
 def _fence(
@@ -227,20 +318,26 @@ def _fence(
     wait: Callable[[float], None],
 ) -> TopicEntry:
     """Steps 2 and 3: wait out the producers' lease and delivery timeout, then record the end
-    offset of each partition a marker goes to."""
+    offset of each partition a marker goes to (or adopt those another run recorded
+    meanwhile: ``_meanwhile``)."""
     change = entry.growth
     assert change is not None
     if change.fence_ends is not None:
         return entry
-    wait_ms = change.recorded_ms + entry.fence_ms + _MARGIN_MS - int(kafka.clock.time() * 1000)
-    if wait_ms > 0:
-        report(
-            f"waiting {wait_ms / 1000:.1f}s: producers' lease ({entry.lease_ms} ms) plus their "
-            f"delivery timeout ({entry.delivery_timeout_ms} ms)"
-        )
-        wait(wait_ms / 1000)
-    fenced = sorted({marker.partition for marker in _markers(entry)})
+    _wait_fence(kafka, entry, change.recorded_ms, report, wait)
+    fenced = sorted({marker.partition for marker in change_markers(entry)})
     ends = _ends(kafka, entry.topic, fenced)
+    counts = entry.history.counts
+
+    def fenced_meanwhile(current: TopicEntry) -> bool:
+        return current.history.counts == counts and (
+            current.growth is None or current.growth.fence_ends is not None
+        )
+
+    adopted = _meanwhile(registry, entry.topic, fenced_meanwhile)
+    if adopted is not None:  # its markers lie after its fence ends: found, not written again
+        report(f"the fence ends of {entry.topic} were recorded by another run")
+        return adopted
     entry = replace(entry, growth=replace(change, fence_ends=ends))
     registry.write(entry)
     return entry
@@ -253,13 +350,19 @@ def _mark(
     report: Callable[[str], None],
     stop_after_one: bool,
 ) -> TopicEntry:
-    """Steps 4 and 5: find or write each marker, then record them and clear the change."""
+    """Steps 4 and 5: find or write each marker, then record them and clear the change (or
+    adopt the record of another run that finished it meanwhile: ``_meanwhile``)."""
     change = entry.growth
     assert change is not None
-    written = _write_markers(kafka, entry, report, stop_after_one)
+    written = write_change_markers(kafka, entry, report, stop_after_one)
     if written is None:
         return entry
     topic, history = entry.topic, entry.history
+    before = history.counts
+    adopted = _meanwhile(registry, topic, lambda e: e.history.counts == before and e.growth is None)
+    if adopted is not None:
+        report(f"the markers of {topic} were recorded by another run")
+        return adopted
     if change.kind == "shrink":
         history = history.with_drains(written)
         done = f"drain markers recorded; deleted: {_listed(history.deleted())}"
@@ -271,49 +374,6 @@ def _mark(
     counts = " -> ".join(str(c) for c in history.counts)
     report(f"{topic} now has {history.partitions} partitions ({counts}); {done}")
     return entry
-
-
-def _write_markers(
-    kafka: Kafka, entry: TopicEntry, report: Callable[[str], None], stop_after_one: bool
-) -> dict[int, int] | None:
-    """Each marker's offset by its subject, found again (a rerun) or written; ``None`` when
-    ``stop_after_one`` stopped after the first one written."""
-    change = entry.growth
-    assert change is not None and change.fence_ends is not None
-    topic = entry.topic
-    compacted = entry.compacted or is_compacted(kafka, topic)
-    written: dict[int, int] = {}
-    producer = kafka.producer()
-    try:
-        for marker in _markers(entry):
-            start = change.fence_ends[marker.partition]
-            ids = _accepted_ids(topic, entry.history, marker.name)
-            found = find_marker(kafka, topic, marker.partition, start, ids)
-            if found is None:
-                marker_id = marker.name.marker_id(topic)
-                found = write_marker(
-                    producer, topic, marker.partition, marker_id, marker.subject,
-                    compacted=compacted,
-                )  # fmt: skip
-                if stop_after_one:
-                    return None
-            written[marker.subject] = found
-            what = "drain marker" if marker.name.drain else "marker"
-            report(f"{what} for partition {marker.subject} at {topic}[{marker.partition}]@{found}")
-    finally:
-        producer.close()
-    return written
-
-
-def _accepted_ids(topic: str, history: TopicHistory, name: MarkerName) -> set[str]:
-    """The ids a marker of the step in progress may carry: its own, and for a growth recorded
-    before ids named their step (``expand`` of an older splitstate stopped midway), the id
-    without the step."""
-    ids = {name.marker_id(topic)}
-    old = MarkerName(name.count, name.partition)
-    if not name.drain and marker_step(history, old) == name.step:
-        ids.add(old.marker_id(topic))
-    return ids
 
 
 def _listed(partitions: range) -> str:

@@ -3,9 +3,10 @@ the app and Kafka cannot take. Each is raised before anything is written."""
 
 from __future__ import annotations
 
-from framework.coordination.registry import Growth, TopicEntry, TopicRegistry
+from framework.coordination.registry import Announcement, Growth, TopicEntry, TopicRegistry
 from framework.errors import SplitstateError
 from framework.kafka import Kafka
+from rebalance.record_checks import MAX_PARTITIONS
 
 __all__ = ["ExpandError", "change_noun", "check_request", "registered"]
 
@@ -36,8 +37,16 @@ def check_request(kafka: Kafka, entry: TopicEntry, partitions: int, processors: 
     (``processors``: the processor count in force, ``None`` when not known) and Kafka cannot
     take. A change in progress to ``partitions`` is resumed, never refused."""
     topic = entry.topic
-    if entry.growth is not None:
-        _check_in_progress(topic, entry.growth, partitions)
+    if partitions > MAX_PARTITIONS:
+        raise ExpandError(
+            f"{partitions} partitions asked for {topic!r}: splitstate takes at most "
+            f"{MAX_PARTITIONS} partitions per input topic (every app and producer reads the "
+            "count from the topic registry and builds one entry per partition). Fix: ask for "
+            f"{MAX_PARTITIONS} partitions or fewer."
+        )
+    change = entry.growth or entry.announced
+    if change is not None:
+        _check_in_progress(topic, change, partitions)
         return
     if partitions == entry.partitions:
         return  # nothing to change
@@ -66,7 +75,7 @@ def check_request(kafka: Kafka, entry: TopicEntry, partitions: int, processors: 
         )
 
 
-def _check_in_progress(topic: str, change: Growth, partitions: int) -> None:
+def _check_in_progress(topic: str, change: Growth | Announcement, partitions: int) -> None:
     if change.partitions == partitions:
         return
     noun = change_noun(change.kind)

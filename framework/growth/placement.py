@@ -201,7 +201,8 @@ class LinearHashPartitioner:
             self._layout[name] = (low, entry.partitions - low, entry.partitions)
             self._headers[name] = (COUNT_HEADER, str(entry.partitions))
             counts = entry.history.counts
-            if entry.compacted and len(counts) > 1:
+            # none while a change is in progress (``compaction_writes`` says why)
+            if entry.compacted and len(counts) > 1 and not entry.changing:
                 self._earlier[name] = (len(counts) - 1, history_layouts(counts[:-1]))
 
     def partition(self, topic: str, key: bytes) -> int:
@@ -222,7 +223,8 @@ class LinearHashPartitioner:
         """For a compacted ``topic`` whose count changed: the step index of the count keys
         are placed with, and every partition an earlier count placed ``key`` on other than
         the one it is placed on now (each once), which may hold the key's older values;
-        ``None`` for any other topic."""
+        ``None`` for any other topic, and while a change of its count is in progress
+        (announced or recorded: ``TopicEntry.changing``)."""
         earlier = self._earlier.get(topic)
         if earlier is None:
             return None

@@ -21,6 +21,7 @@ from framework.kafka.confluent_producer import ConfluentProducer
 from framework.kafka.confluent_transactions import ConfluentTransactionalProducer
 from framework.kafka.errors import KafkaIOError, UnknownPartitionError
 from framework.kafka.port import (
+    Isolation,
     Kafka,
     KafkaConsumer,
     KafkaProducer,
@@ -84,6 +85,7 @@ class Clients(Kafka):
         reset: OffsetReset | None = None,
         store_offsets: bool = True,
         name: str = "consumer",
+        isolation: Isolation = "read_committed",
     ) -> KafkaConsumer:
         """A new consumer in group ``group_id`` that never commits on its own."""
         self._reach()
@@ -99,6 +101,8 @@ class Clients(Kafka):
             "group.id": group_id,
             "enable.auto.commit": False,
         }
+        if isolation != "read_committed":
+            settings["isolation.level"] = isolation  # asked for: over the settings
         if not store_offsets:
             settings["enable.auto.offset.store"] = False
         if reset is not None:

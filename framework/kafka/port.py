@@ -27,6 +27,7 @@ __all__ = [
     "DeliveryCallback",
     "DeliveryError",
     "Header",
+    "Isolation",
     "Kafka",
     "KafkaConsumer",
     "KafkaProducer",
@@ -54,6 +55,11 @@ class LogRecord(NamedTuple):
 #: What a consumer does at a position Kafka does not hold (no committed offset, or deleted):
 #: start at the earliest record, or stop with ``OffsetResetError``.
 OffsetReset = Literal["earliest", "error"]
+
+#: What a consumer reads (Kafka's ``isolation.level``): ``read_committed`` delivers no record
+#: of an open or aborted transaction and its ``watermarks`` end at the last stable offset;
+#: ``read_uncommitted`` delivers them too, and its ``watermarks`` end at the high watermark.
+Isolation = Literal["read_committed", "read_uncommitted"]
 
 
 class Message(Protocol):
@@ -198,7 +204,7 @@ class KafkaConsumer(Protocol):
     def watermarks(self, positions: Iterable[Position]) -> dict[Position, OffsetRange]:
         """``[earliest retained, end)`` of each partition, as Kafka reports them now (for a
         ``read_committed`` consumer the end is the last stable offset: before any
-        transaction still open)."""
+        transaction still open; for a ``read_uncommitted`` one the high watermark)."""
         ...
 
     def fetched_ends(self, positions: Iterable[Position]) -> dict[Position, int]:
@@ -313,14 +319,17 @@ class Kafka(Protocol):
         reset: OffsetReset | None = None,
         store_offsets: bool = True,
         name: str = "consumer",
+        isolation: Isolation = "read_committed",
     ) -> KafkaConsumer:
         """A new consumer in group ``group_id`` (offsets are only ever committed explicitly),
-        reading ``read_committed``: no record of an open or aborted transaction is delivered.
+        reading ``read_committed`` unless ``isolation`` says otherwise: no record of an open
+        or aborted transaction is delivered.
 
         ``reset``: where to read when a position is not held (default: the client's);
         ``store_offsets``: whether consumed offsets are kept by the client for a commit
         without offsets (never relied on; the runtime turns it off); ``name``: how its
-        log lines name it.
+        log lines name it; ``isolation``: ``read_uncommitted`` for the high watermark
+        (everything written, open transactions too).
         """
         ...
 

@@ -79,6 +79,8 @@ class TopicStatus:
     changing: str = "grow"
     deleted: list[DeletedPartition] = field(default_factory=list)
     holds: list[SurvivorHold] = field(default_factory=list)
+    #: the change in progress is announced, its count not recorded yet (a compacted input)
+    announced: bool = False
 
     def render(self) -> list[str]:
         """Lines for the report."""
@@ -88,7 +90,14 @@ class TopicStatus:
             lines.append(f"  thresholds (partition@offset in its parent): {marks}")
         if self.deleted:
             lines.append(f"  deleted: {', '.join(d.render() for d in self.deleted)}")
-        if self.growing_to is not None:
+        if self.growing_to is not None and self.announced:
+            what = "shrinking" if self.changing == "shrink" else "growing"
+            lines.append(
+                f"  {what} to {self.growing_to}: announced, count not recorded yet (a "
+                "compacted input waits a fence first; `splitstate expand` running, or run it "
+                "again to resume)"
+            )
+        elif self.growing_to is not None:
             what, markers = (
                 ("shrinking", "drain markers")
                 if self.changing == "shrink"
@@ -128,7 +137,7 @@ def topic_status(
         for d, (t, hold_from) in sorted(_holds(history).items())
         if not deleted[d].drained
     ]
-    change = entry.growth
+    change = entry.growth or entry.announced
     return TopicStatus(
         topic,
         list(history.counts),
@@ -139,6 +148,7 @@ def topic_status(
         change.kind if change is not None else "grow",
         list(deleted.values()),
         holds,
+        announced=entry.announced is not None,
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from framework.kafka import KafkaConsumer, KafkaIOError, Message
+from framework.kafka import Isolation, KafkaConsumer, KafkaIOError, Message
 from rebalance.positions import OffsetRange, Position
 from tests.sim.producer import SimMessage
 
@@ -19,13 +19,23 @@ __all__ = ["MemoryConsumer"]
 
 class MemoryConsumer(KafkaConsumer):
     """A consumer of ``kafka``'s broker in group ``group_id``; ``reset``: ``earliest``,
-    ``latest`` or ``error`` for a position the log does not hold."""
+    ``latest`` or ``error`` for a position the log does not hold; ``isolation``: what it
+    reads (``read_uncommitted``: open and aborted transactions' records too, up to the high
+    watermark)."""
 
-    def __init__(self, kafka: MemoryKafka, group_id: str, reset: str, name: str) -> None:
+    def __init__(
+        self,
+        kafka: MemoryKafka,
+        group_id: str,
+        reset: str,
+        name: str,
+        isolation: Isolation = "read_committed",
+    ) -> None:
         self._kafka = kafka
         self.group_id = group_id
         self._reset = reset
         self._name = name
+        self._committed = isolation == "read_committed"
         #: position -> next offset to fetch (``None``: the log's start)
         self._positions: dict[Position, int | None] = {}
         #: position -> offset after the last record consumed since its assign or seek (what
@@ -107,7 +117,7 @@ class MemoryConsumer(KafkaConsumer):
             if offset < log.start or offset > log.end:
                 if self._reset == "error":
                     raise self._kafka.reset_error(position, offset)
-                offset = log.start if self._reset == "earliest" else broker.stable_offset(position)
+                offset = log.start if self._reset == "earliest" else self._end(position)
             passed, found = self._read(position, offset, max_records - len(out))
             out.extend(found)
             self._positions[position] = passed[-1].offset + 1 if passed else offset
@@ -124,10 +134,11 @@ class MemoryConsumer(KafkaConsumer):
         """What a ``read_committed`` fetch of ``position`` from ``offset`` passes (records,
         markers and aborted records below the last stable offset, up to the ``wanted``-th
         record it returns) and the records it returns: those of no transaction or of a
-        committed one. A consumed marker moves the position past it (librdkafka)."""
+        committed one (``read_uncommitted``: below the high watermark, every record but the
+        markers). A consumed marker moves the position past it (librdkafka)."""
         broker = self._kafka.broker
         log = broker.partition(position)
-        stable = broker.stable_offset(position)
+        stable = self._end(position)
         passed: list[StoredRecord] = []
         found: list[StoredRecord] = []
         batch = max(wanted, 16)
@@ -140,13 +151,19 @@ class MemoryConsumer(KafkaConsumer):
                 if len(found) >= wanted:
                     break
                 passed.append(record)
-                if broker.visible(record):
+                if broker.visible(record) if self._committed else record.marker is None:
                     found.append(record)
         kept = self._kafka.faults.cut(position[0], found)
         if len(kept) < len(found):  # cut short: the fetch ends at the last record kept
             last = kept[-1].offset if kept else offset - 1
             passed = [record for record in passed if record.offset <= last]
         return passed, kept
+
+    def _end(self, position: Position) -> int:
+        """Where this consumer's reads of ``position`` end now: the last stable offset
+        (``read_committed``) or the high watermark."""
+        broker = self._kafka.broker
+        return broker.stable_offset(position) if self._committed else broker.end_offset(*position)
 
     def seek(self, position: Position, offset: int) -> None:
         """Read ``position`` from ``offset`` on."""
@@ -189,9 +206,10 @@ class MemoryConsumer(KafkaConsumer):
             raise KafkaIOError(f"{self._name}: commit timed out (it was written)")
 
     def watermarks(self, positions: Iterable[Position]) -> dict[Position, OffsetRange]:
-        """``[start, last stable offset)`` of each partition (``read_committed``)."""
+        """``[start, last stable offset)`` of each partition (``read_committed``; the high
+        watermark for ``read_uncommitted``)."""
         self._call("watermarks")
-        return self._kafka.watermarks_of(positions)
+        return self._kafka.watermarks_of(positions, self._committed)
 
     def fetched_ends(self, positions: Iterable[Position]) -> dict[Position, int]:
         """The high watermark of each partition, markers and open transactions included

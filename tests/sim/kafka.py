@@ -10,8 +10,9 @@ reach Kafka up to a random point per partition, the rest are lost, callbacks nev
 transaction it left open stays open (its records hold back ``read_committed`` readers) until
 a producer of the same transactional id starts or its timeout runs out.
 
-Its consumers are ``read_committed`` (as ``Clients`` makes them): ``watermarks`` end at the
-last stable offset, ``fetched_ends`` at the high watermark (librdkafka's cached one).
+Its consumers are ``read_committed`` (as ``Clients`` makes them) unless made
+``read_uncommitted``: ``watermarks`` end at the last stable offset (the high watermark for a
+``read_uncommitted`` one), ``fetched_ends`` at the high watermark (librdkafka's cached one).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from framework.kafka import (
     TopicSpec,
     TransactionalProducer,
 )
-from framework.kafka.port import OffsetReset
+from framework.kafka.port import Isolation, OffsetReset
 from rebalance.positions import OffsetRange, Position
 from tests.sim.broker import Broker, StoredRecord
 from tests.sim.consumer import MemoryConsumer
@@ -141,10 +142,11 @@ class MemoryKafka:
         reset: OffsetReset | None = None,
         store_offsets: bool = True,
         name: str = "consumer",
+        isolation: Isolation = "read_committed",
     ) -> KafkaConsumer:
         """A new consumer (librdkafka's default reset is ``latest``)."""
         self.before("kafka.consumer")
-        consumer = MemoryConsumer(self, group_id, reset or "latest", name)
+        consumer = MemoryConsumer(self, group_id, reset or "latest", name, isolation)
         self.consumers.append(consumer)
         return consumer
 
@@ -293,13 +295,17 @@ class MemoryKafka:
         self.producers.clear()
         self.consumers.clear()
 
-    def watermarks_of(self, positions: Iterable[Position]) -> dict[Position, OffsetRange]:
+    def watermarks_of(
+        self, positions: Iterable[Position], committed: bool = True
+    ) -> dict[Position, OffsetRange]:
         """``[start, last stable offset)`` of each partition (what Kafka's ListOffsets
-        answers a ``read_committed`` consumer)."""
+        answers a ``read_committed`` consumer); ``[start, high watermark)`` when not
+        ``committed`` (``read_uncommitted``)."""
         result = {}
         for position in positions:
             log = self.broker.partition(position)
-            result[position] = OffsetRange(log.start, self.broker.stable_offset(position))
+            end = self.broker.stable_offset(position) if committed else log.end
+            result[position] = OffsetRange(log.start, end)
         return result
 
     def reset_error(self, position: Position, offset: int) -> OffsetResetError:

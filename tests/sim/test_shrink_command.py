@@ -8,17 +8,22 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 import pytest
 
 from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
+from framework.growth.compaction import COMPACTION_HEADER
+from framework.growth.compaction_writes import CompactionTombstones
 from framework.growth.expand import ExpandError, StopAfter, expand_topic
 from framework.growth.markers import MARKER_HEADER
-from framework.kafka import TopicSpec
-from rebalance import Grow, Shrink
+from framework.growth.placement import LinearHashPartitioner, produce_placed
+from framework.kafka import KafkaConsumer, TopicSpec
+from rebalance import Grow, Shrink, key_hash
 from rebalance.control import AppDefinition, Generation, history_record
+from rebalance.record_checks import MAX_PARTITIONS
 from tests.clocks import ManualClock
 from tests.sim.broker import Broker
 from tests.sim.kafka import MemoryKafka
@@ -372,3 +377,112 @@ def test_a_partition_added_by_hand_is_refused_against_the_partitions_ever_create
     assert entry.history.counts == (4, 8, 5, 9)
     step = entry.history.steps[-1]
     assert isinstance(step, Grow) and sorted(step.starts) == [5, 6, 7, 8]
+
+
+def test_a_count_above_the_maximum_is_refused_and_writes_nothing(world: World) -> None:
+    message = refused(world, MAX_PARTITIONS + 1)
+    assert f"at most {MAX_PARTITIONS} partitions per input topic" in message
+    assert f"Fix: ask for {MAX_PARTITIONS} partitions or fewer" in message
+
+
+def test_a_shrink_measures_holds_at_the_high_watermark_under_an_open_transaction(
+    world: World,
+) -> None:
+    grown_to_8(world)
+    producer = world.kafka.transactional_producer("tx")
+    producer.begin()  # a transaction left open over records of survivor 1
+    producer.produce(TOPIC, b"{}", b"k", 1)
+    assert producer.flush(5) == 0
+    assert world.kafka.watermarks_of([(TOPIC, 1)])[(TOPIC, 1)].end < world.end(1)
+    ends = {p: world.end(p) for p in (1, 2, 3)}
+    step = world.expand(5, stop_after="recorded").history.steps[-1]
+    assert isinstance(step, Shrink)
+    assert dict(step.holds) == ends  # above the open transaction's record, not below it
+    producer.abort(5)
+
+
+def test_a_second_run_that_measures_after_the_first_recorded_its_fence_adopts_it(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs of the same shrink: the first records the count; the second resumes it and
+    waits the fence; just before it measures the fence ends, the first (resumed too) records
+    them and writes the first drain marker. The second adopts those fence ends, so it finds
+    that marker instead of writing a second one above it."""
+    grown_to_8(world)
+    world.expand(5, stop_after="recorded")
+    consumer = world.kafka.consumer
+    raced: list[bool] = []
+
+    def racing(group_id: str, **options: Any) -> KafkaConsumer:
+        if group_id == "splitstate-expand" and not raced:
+            raced.append(True)
+            world.expand(5, stop_after="marked")  # the other run, meanwhile
+        return consumer(group_id, **options)
+
+    monkeypatch.setattr(world.kafka, "consumer", racing)
+    entry = world.expand(5)
+    assert raced
+    assert any(line == "the fence ends of in were recorded by another run" for line in world.lines)
+    step = entry.history.steps[-1]
+    assert isinstance(step, Shrink)
+    for d in (5, 6, 7):
+        ((offset, _header, _key),) = world.markers(d)
+        assert step.drains[d] == offset
+
+
+def test_a_compacted_topic_announces_the_change_and_records_its_count_a_fence_later() -> None:
+    world = new_world(config={"cleanup.policy": "compact"})
+    world.expand(8)
+    world.lines.clear()
+    announced = world.expand(5, stop_after="announced")  # killed in the announced phase
+    change = announced.announced
+    assert change is not None and (change.kind, change.partitions) == ("shrink", 5)
+    assert announced.growth is None and announced.history.counts == (4, 8)  # not recorded
+    assert world.entry() == announced and not world.entry().pending()
+    assert world.lines[0].startswith("announced the shrink of in to 5 partitions")
+    assert world.control.read().growth is not None  # held: no scale meanwhile
+    assert "a shrink of 'in' to 5 partitions is in progress" in refused(world, 6)
+    world.clock.now += 1.5  # half the fence (3 s with the margin) passed before the rerun
+
+    world.lines.clear()
+    entry = world.expand(5)
+    assert world.lines[1] == "resuming the shrink of in to 5 partitions (announced)"
+    assert world.lines[2].startswith("waiting 1.5s: producers' lease")  # the rest of it
+    assert entry.announced is None and entry.growth is None
+    assert entry.history.counts == (4, 8, 5)
+    recorded = [r for r in world.kafka.read_log(REGISTRY_TOPIC) if r.value is not None]
+    count_write = TopicEntry.from_record(orjson.loads(recorded[-2].value or b"{}"))
+    assert count_write.history.counts == (4, 8, 5) and count_write.growth is not None
+    assert count_write.growth.recorded_ms >= change.announced_ms + 3000  # a fence later
+
+
+def test_a_topic_not_compacted_records_its_count_at_once(world: World) -> None:
+    entry = world.expand(8, stop_after="announced")  # no announced phase: the count
+    assert entry.announced is None and entry.history.counts == (4, 8)
+    assert entry.growth is not None
+
+
+def test_producers_write_no_compaction_tombstone_while_a_change_is_in_progress() -> None:
+    world = new_world(config={"cleanup.policy": "compact"})
+    world.expand(8)
+    key = next(k for k in (f"k{i}".encode() for i in range(1000)) if key_hash(k) % 8 == 5)
+    tombstones = CompactionTombstones()
+
+    def tombstones_written(entry: TopicEntry) -> list[int]:
+        producer = world.kafka.producer()
+        partitioner = LinearHashPartitioner({TOPIC: entry})
+        before = {p: world.end(p) for p in range(8)}
+        produce_placed(producer, lambda: partitioner, TOPIC, key, b"v", tombstones=tombstones)
+        assert producer.flush(5) == 0
+        return [
+            r.partition
+            for p in range(8)
+            for r in world.kafka.broker.records(TOPIC, p)[before[p] :]
+            if any(name == COMPACTION_HEADER for name, _v in r.headers or ())
+        ]
+
+    assert tombstones_written(world.entry()) == [1]  # 4 -> 8: its earlier home 1
+    for stop_after in ("announced", "recorded", "fenced"):
+        assert tombstones_written(world.expand(5, stop_after=stop_after)) == []
+    assert tombstones_written(world.expand(5)) == [5]  # done: its first write after it
+    assert tombstones_written(world.entry()) == []  # remembered

@@ -80,11 +80,7 @@ def _expand(args: argparse.Namespace) -> int:
             topic: count
             for topic, count in inputs.items()
             if topic in known
-            and (
-                count != known[topic].partitions
-                or known[topic].growth is not None
-                or topic == unfinished
-            )
+            and (count != known[topic].partitions or known[topic].changing or topic == unfinished)
         }
         if (
             growth is not None

@@ -190,12 +190,13 @@ def _create_topics(args: argparse.Namespace) -> int:
 
 def _partitions(entry: TopicEntry) -> str:
     """`` partitions 4 -> 8 -> 5 (deleted 5..7)``, and a change in progress."""
-    change = entry.growth
+    change = entry.growth or entry.announced
     going = (
         ""
         if change is None
         else f"; {'shrinking' if change.kind == 'shrink' else 'growing'} to "
-        f"{change.partitions} (`splitstate expand` running, or run it again to resume)"
+        f"{change.partitions}{' (announced)' if entry.announced else ''} (`splitstate expand` "
+        "running, or run it again to resume)"
     )
     return f"  partitions {history_line(entry.history)}{going}"
 

@@ -46,7 +46,7 @@ from framework.coordination.registry import REGISTRY_TOPIC
 from tests.sim.app import INPUT
 from tests.sim.broker import StoredRecord
 from tests.sim.operators import start_racer
-from tests.sim.plan import Operation
+from tests.sim.plan import COMPACTED_GROWTH, Operation
 from tests.sim.world import World, control_fact
 
 __all__ = ["aim_at_protocol_windows"]
@@ -171,7 +171,8 @@ def _racing(world: World, operation: Operation) -> Operation | None:
     scale to a neighbouring count against a growth (``None`` when none fits)."""
     partitions = world.broker.partition_count(INPUT)
     if operation.kind == "scale":
-        return Operation("expand", partitions * 2) if partitions * 2 <= 16 else None
+        grows = not world.plan.compacted or COMPACTED_GROWTH
+        return Operation("expand", partitions * 2) if grows and partitions * 2 <= 16 else None
     generation = world.control().generation
     if generation is None:
         return None

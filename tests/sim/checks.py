@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from framework.coordination.registry import TopicRegistry
@@ -38,7 +39,15 @@ from framework.coordination.topic_watch import input_group_hash
 from framework.growth.markers import is_marker
 from framework.ops.status import collect_status
 from rebalance import bucket, key_hash, parent
-from tests.sim.app import HUGE, INPUT, KILLER, OUTPUT, POISON, FoldState, parse
+from tests.sim.app import HUGE, INPUT, OUTPUT, FoldState, parse
+from tests.sim.broker import StoredRecord
+from tests.sim.compacted import (
+    check_latest_state,
+    compaction_tombstone,
+    key_values,
+    named,
+    previous_problem,
+)
 from tests.sim.world import World
 
 __all__ = ["Violation", "check_outputs", "check_world"]
@@ -75,7 +84,7 @@ def late_records(world: World) -> set[tuple[int, int]]:
     initial = history.initial_partitions
     late = set()
     for record in world.broker.committed_records(INPUT):
-        if record.key is None:
+        if record.key is None or is_marker(record.headers) or compaction_tombstone(record):
             continue
         child = bucket(key_hash(record.key), initial, history.partitions)
         up = parent(child, initial)
@@ -87,19 +96,53 @@ def late_records(world: World) -> set[tuple[int, int]]:
     return late
 
 
-def _input(world: World, kinds: tuple[str, ...]) -> dict[bytes, dict[str, list[int]]]:
-    """Each key's delivered seqs per producer, of records of ``kinds``: every record the
-    input ever held (retention may have deleted some since), less the late ones."""
-    seqs: dict[bytes, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+def _written(world: World) -> list[tuple[StoredRecord, str, int, str]]:
+    """Every record a producer wrote to the input and the input ever held (retention and
+    compaction may have deleted some since), less the late ones (no markers, no compaction
+    tombstones), with its producer, seq and kind, in the order written."""
     late = late_records(world)
+    written = []
     for record in world.broker.committed_records(INPUT):
         if is_marker(record.headers) or (record.partition, record.offset) in late:
             continue
-        assert record.key is not None and record.value is not None
-        producer, seq, kind = parse(record.value.decode())
+        name = named(record)
+        if name is None:
+            continue
+        assert record.key is not None, f"a keyless record {record}"
+        written.append((record, *parse(name)))
+    return written
+
+
+def _input(world: World, kinds: tuple[str, ...]) -> dict[bytes, dict[str, list[int]]]:
+    """Each key's delivered seqs per producer, of records of ``kinds`` (``_written``)."""
+    seqs: dict[bytes, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for record, producer, seq, kind in _written(world):
         if kind in kinds:
+            assert record.key is not None
             seqs[record.key][producer].append(seq)
     return seqs
+
+
+def _applied(world: World) -> dict[bytes, list[StoredRecord]]:
+    """Each key's records the function applies (plain, huge, deletes), in lineage order."""
+    order = lineage_order(world)
+    by_key: dict[bytes, list[StoredRecord]] = defaultdict(list)
+    for record, _producer, _seq, kind in _written(world):
+        if kind in _APPLIED:
+            assert record.key is not None
+            by_key[record.key].append(record)
+    return {key: sorted(records, key=order) for key, records in by_key.items()}
+
+
+def lineage_order(world: World) -> Callable[[StoredRecord], tuple[int, int]]:
+    """The order a key's input records are applied in: a growth's child partitions are
+    numbered above their ancestors, and the producer fence puts a key's records there only
+    after its last one in the ancestor; so partition, then offset."""
+
+    def order(record: StoredRecord) -> tuple[int, int]:
+        return (record.partition, record.offset)
+
+    return order
 
 
 def _owner(world: World, key: bytes, processors: int) -> int:
@@ -127,6 +170,15 @@ def check_world(world: World, processors: int) -> Violation:
         for key in held:
             if _owner(world, key, processors) != j:
                 found.add(f"processor {j} holds state for {key!r}, owned by another")
+    if world.plan.compacted:
+        check_latest_state(
+            _applied(world),
+            lambda key: states.get(_owner(world, key, processors), {}).get(key),
+            lambda key: _owner(world, key, processors),
+            lambda record: record in world.broker.records(INPUT, record.partition),
+            found.add,
+        )
+        truth = {}
     for key, producers in sorted(truth.items()):
         owner = _owner(world, key, processors)
         state = states.get(owner, {}).get(key)
@@ -154,14 +206,18 @@ def check_world(world: World, processors: int) -> Violation:
 
 
 def _check_dead_letters(world: World, found: Violation) -> None:
-    """Every special or late record is a dead letter, and no other one is."""
+    """Every special or late record is a dead letter (but one the cleaner removed unread),
+    and no other one is (no compaction tombstone)."""
     late = late_records(world)
     special: dict[tuple[int, int], str] = dict.fromkeys(late, "late")
-    for record in world.broker.committed_records(INPUT):
-        if record.value is not None and not is_marker(record.headers):
-            kind = parse(record.value.decode())[2]
-            if kind and (record.partition, record.offset) not in late:
-                special[(record.partition, record.offset)] = kind
+    for record, _producer, _seq, kind in _written(world):
+        if kind:
+            special[(record.partition, record.offset)] = kind
+    tombstones = {
+        (record.partition, record.offset)
+        for record in world.broker.committed_records(INPUT)
+        if compaction_tombstone(record)
+    }
     jumped = world.events.jumped_ms
     for record in world.broker.committed_records(INPUT):
         if (record.partition, record.offset) in late and (
@@ -183,10 +239,13 @@ def _check_dead_letters(world: World, found: Violation) -> None:
         lettered.add(where)
         if where in late and headers.get("splitstate.stage") != b"placement":
             found.add(f"late record {INPUT}[{where[0]}]@{where[1]} was processed: {headers}")
-        if where not in special:
+        if where in tombstones:
+            found.add(f"compaction tombstone {INPUT}[{where[0]}]@{where[1]} is a dead letter")
+        elif where not in special:
             found.add(f"plain record {INPUT}[{where[0]}]@{where[1]} is a dead letter: {headers}")
+    unread = world.events.unread_compacted  # (the cleaner removed them before any read)
     for where, kind in sorted(special.items()):
-        if where not in lettered:
+        if where not in lettered and where not in unread:
             found.add(f"{kind} record {INPUT}[{where[0]}]@{where[1]} is no dead letter")
 
 
@@ -256,21 +315,11 @@ def _runs(order: list[str]) -> str:
 
 
 def _expected_counts(world: World) -> dict[tuple[str, int, int], int]:
-    """The count a key's state must show right after each input record: a key's records
-    are applied in partition order (a growth's child partitions are numbered above their
-    ancestors, and the producer fence puts a key's records there only after its last one
-    in the ancestor), then in offset order."""
-    by_key: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
-    late = late_records(world)
-    for record in world.broker.committed_records(INPUT):
-        if not is_marker(record.headers) and (record.partition, record.offset) not in late:
-            assert record.key is not None and record.value is not None
-            if parse(record.value.decode())[2] not in (POISON, KILLER):
-                by_key[record.key].append((record.partition, record.offset))
+    """The count a key's state must show right after each input record (``_applied``)."""
     counts: dict[tuple[str, int, int], int] = {}
-    for records in by_key.values():
-        for n, (partition, offset) in enumerate(sorted(records), start=1):
-            counts[(INPUT, partition, offset)] = n
+    for records in _applied(world).values():
+        for n, record in enumerate(records, start=1):
+            counts[(INPUT, record.partition, record.offset)] = n
     return counts
 
 
@@ -290,7 +339,7 @@ def _check_outputs(
     emissions: dict[tuple[str, int, int], list[str]] = defaultdict(list)
     #: input partition -> the processor of each output of its records, in order
     timeline: dict[tuple[str, int], list[str]] = defaultdict(list)
-    expected = _expected_counts(world)
+    says = _what_outputs_say(world)
     # under at-least-once, both instances of a twinned processor may emit a record's outputs
     repeats_allowed = set() if world.plan.exactly_once else world.events.twinned
     for record in world.broker.committed_records(OUTPUT):
@@ -302,12 +351,9 @@ def _check_outputs(
             # the processor that emitted it (either machine's instance)
             emitter = record.origin.partition("#")[0].removeprefix("twin-")
             timeline[(topic, part)].append(emitter)
-        if n != expected.get((topic, part, offset)):
-            found.add(
-                f"output of {topic}[{part}]@{offset} ({record.key!r} {producer}:{seq}) from "
-                f"{record.origin} says the key had {n} records, the input says "
-                f"{expected.get((topic, part, offset))}"
-            )
+        problem = says(record.key, producer, n, (topic, part, offset))
+        if problem is not None:
+            found.add(f"{problem} ({record.key!r} {producer}:{seq} from {record.origin})")
     cut_short = world.events.cut_short
     for where, origins in emissions.items():
         if world.plan.exactly_once and len(origins) > 1:
@@ -324,22 +370,87 @@ def _check_outputs(
             )
     _check_one_emitter_at_a_time(world, timeline, found)
     expired = world.broker.expired_origins
+    unread = _unread_seqs(world)
     for key, producers in sorted(truth.items()):
         for producer, seqs in producers.items():
             firsts: dict[int, str] = {}  # seq -> the origin that emitted it first
             for seq, origin in emitted.get(key, {}).get(producer, []):
                 firsts.setdefault(seq, origin)
-            if any(origin in expired for origin in firsts.values()):
-                # a batch whose earlier output expired in the queue while a later one landed
-                # is emitted again: only the other origins' first outputs keep the order
-                in_order = [seq for seq, origin in firsts.items() if origin not in expired]
-                held = set(firsts) == set(seqs) if complete else set(firsts) <= set(seqs)
-                ok = held and in_order == sorted(in_order)
-            else:
-                wanted = sorted(seqs) if complete else sorted(seqs)[: len(firsts)]
-                ok = list(firsts) == wanted
+            skipped = unread.get((key, producer), set())
+            ok = _in_order(firsts, seqs, skipped, expired, complete=complete)
             if not ok:
                 found.add(
                     f"{key!r} {producer}: outputs in order {list(firsts)[:20]}, the input "
                     f"holds {sorted(seqs)[:20]}"
                 )
+
+
+def _what_outputs_say(
+    world: World,
+) -> Callable[[bytes, str, object, tuple[str, int, int]], str | None]:
+    """What is wrong with what an output says of its key's state (``None``: nothing): the
+    count right after its record, or, for a compacted input, the value right before it
+    (``tests/sim/compacted.py``)."""
+    if not world.plan.compacted:
+        expected = _expected_counts(world)
+
+        def count(key: bytes, producer: str, n: object, where: tuple[str, int, int]) -> str | None:
+            if n == expected.get(where):
+                return None
+            return (
+                f"output of {where[0]}[{where[1]}]@{where[2]} says the key had {n} records, "
+                f"the input says {expected.get(where)}"
+            )
+
+        return count
+    applied = _applied(world)
+    order = {
+        (INPUT, r.partition, r.offset): index
+        for records in applied.values()
+        for index, r in enumerate(records)
+    }
+    values = {key: key_values(records) for key, records in applied.items()}
+
+    def previous(
+        key: bytes, producer: str, value: object, where: tuple[str, int, int]
+    ) -> str | None:
+        return previous_problem(where, value, producer, order, values.get(key, {}))
+
+    return previous
+
+
+def _in_order(
+    firsts: dict[int, str],
+    seqs: list[int],
+    skipped: set[int],
+    expired: set[str],
+    *,
+    complete: bool,
+) -> bool:
+    """Whether a producer's records of a key (``seqs``) have their first outputs
+    (``firsts``: seq -> origin, in the order emitted) in order: all of them (``complete``)
+    or a prefix, but those the cleaner removed unread (``skipped``: they may have none)."""
+    top = max(seqs, default=0) if complete else max(firsts, default=0)
+    needed = {seq for seq in seqs if seq <= top} - skipped
+    if any(origin in expired for origin in firsts.values()):
+        # a batch whose earlier output expired in the queue while a later one landed
+        # is emitted again: only the other origins' first outputs keep the order
+        in_order = [seq for seq, origin in firsts.items() if origin not in expired]
+        held = needed <= set(firsts) <= set(seqs) if complete else set(firsts) <= set(seqs)
+        return held and in_order == sorted(in_order)
+    if skipped:
+        return list(firsts) == sorted(firsts) and needed <= set(firsts) <= set(seqs)
+    wanted = sorted(seqs) if complete else sorted(seqs)[: len(firsts)]
+    return list(firsts) == wanted
+
+
+def _unread_seqs(world: World) -> dict[tuple[bytes, str], set[int]]:
+    """``(key, producer) -> seqs`` of the input records the cleaner removed before the app's
+    group read past them (``Events.unread_compacted``)."""
+    unread = world.events.unread_compacted
+    seqs: dict[tuple[bytes, str], set[int]] = defaultdict(set)
+    for record, producer, seq, _kind in _written(world):
+        if (record.partition, record.offset) in unread:
+            assert record.key is not None
+            seqs[(record.key, producer)].add(seq)
+    return seqs

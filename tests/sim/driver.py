@@ -362,6 +362,11 @@ def _events(world: World) -> list[str]:
     lines += [f"twin: {t}" for t in events.twin]
     if events.compactions:
         lines.append(f"{events.compactions} compactions")
+    if events.input_compacted:
+        lines.append(
+            f"the cleaner removed {events.input_compacted} input records "
+            f"({len(events.unread_compacted)} before the group read past them)"
+        )
     if events.retention:
         lines.append(f"retention deleted input {events.retention} times")
     if world.chaos.failures:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-__all__ = ["Operation", "Plan", "draw_plan", "rival_operations"]
+__all__ = ["COMPACTED_GROWTH", "Operation", "Plan", "draw_plan", "rival_operations"]
+
+#: whether plans with a compacted input also change its partitions (a growth writes keyed
+#: markers to a compacted input: issue 34 part D)
+COMPACTED_GROWTH = False
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,10 @@ class Plan:
     #: whether someone writes records no reader can read to the control log, the topic
     #: registry and the progress topic (``tests/sim/junk.py``)
     junk: bool = False
+    #: whether the input is a compacted topic (``tests/sim/compacted.py``): the app keeps each
+    #: key's latest value, producers also delete keys, and the input is compacted at
+    #: ``compact_rate`` too
+    compacted: bool = False
 
     def describe(self) -> str:
         """The plan as readable lines."""
@@ -124,6 +132,7 @@ class Plan:
             f"{'snapshots, ' if self.snapshots else ''}"
             f"{'exactly-once outputs, ' if self.exactly_once else ''}"
             f"{'records no reader can read, ' if self.junk else ''}"
+            f"{'a compacted input (latest values, deletes), ' if self.compacted else ''}"
             f"{self.in_flight} batches in flight, chaos for {self.chaos_steps} steps",
         ]
         if self.upstream:
@@ -183,6 +192,7 @@ class Plan:
             replace(self, in_flight=1),
             replace(self, twin=False),
             replace(self, junk=False),
+            replace(self, compacted=False),
             replace(self, upstream=False, abort_rate=0.0, aborted_partition=None),
             replace(self, aborted_partition=None),
             replace(self, abort_rate=0.0),
@@ -254,6 +264,8 @@ def draw_plan(seed: int) -> Plan:
             stop_first=rng.random() < 0.5,
         )
     plan = replace(plan, junk=rng.random() < 0.2)
+    if rng.random() < 0.25 and (COMPACTED_GROWTH or all(op.kind != "expand" for op in operations)):
+        plan = replace(plan, compacted=True, compact_rate=rng.choice([0.002, 0.01, 0.03]))
     return plan
 
 

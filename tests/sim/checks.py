@@ -44,9 +44,9 @@ from tests.sim.broker import StoredRecord
 from tests.sim.compacted import (
     check_latest_state,
     compaction_tombstone,
-    key_values,
     named,
     previous_problem,
+    values_before,
 )
 from tests.sim.world import World
 
@@ -175,7 +175,7 @@ def check_world(world: World, processors: int) -> Violation:
             _applied(world),
             lambda key: states.get(_owner(world, key, processors), {}).get(key),
             lambda key: _owner(world, key, processors),
-            lambda record: record in world.broker.records(INPUT, record.partition),
+            _kept(world),
             found.add,
         )
         truth = {}
@@ -403,18 +403,17 @@ def _what_outputs_say(
             )
 
         return count
-    applied = _applied(world)
-    order = {
-        (INPUT, r.partition, r.offset): index
-        for records in applied.values()
-        for index, r in enumerate(records)
+    kept = _kept(world)
+    allowed = {
+        (INPUT, record.partition, record.offset): values_before(records, index, kept)
+        for records in _applied(world).values()
+        for index, record in enumerate(records)
     }
-    values = {key: key_values(records) for key, records in applied.items()}
 
     def previous(
-        key: bytes, producer: str, value: object, where: tuple[str, int, int]
+        _key: bytes, producer: str, value: object, where: tuple[str, int, int]
     ) -> str | None:
-        return previous_problem(where, value, producer, order, values.get(key, {}))
+        return previous_problem(where, value, producer, allowed.get(where, set()))
 
     return previous
 
@@ -442,6 +441,16 @@ def _in_order(
         return list(firsts) == sorted(firsts) and needed <= set(firsts) <= set(seqs)
     wanted = sorted(seqs) if complete else sorted(seqs)[: len(firsts)]
     return list(firsts) == wanted
+
+
+def _kept(world: World) -> Callable[[StoredRecord], bool]:
+    """Whether the input still holds a record (the cleaner and retention remove some)."""
+    held = {
+        (record.partition, record.offset)
+        for partition in range(world.broker.partition_count(INPUT))
+        for record in world.broker.records(INPUT, partition)
+    }
+    return lambda record: (record.partition, record.offset) in held
 
 
 def _unread_seqs(world: World) -> dict[tuple[bytes, str], set[int]]:

@@ -4,15 +4,17 @@ Producers write values and *deletes* (a null value naming itself in ``DELETE_HEA
 ``tests/sim/app.py``), and ``SplitstateProducer`` adds *compaction tombstones* (a null value
 with the ``splitstate.compaction`` header) in a key's earlier homes, which exist only for the
 cleaner: no processor may apply one, emit for one or make one a dead letter. The cleaner
-(``Broker.clean``) removes records; those it removed before the app's group read past them
-may have been read by no processor, so they need no outputs and a later record's
-``previous`` may skip them. Every other record is checked as in a plan without compaction:
-the state is the latest value in the lineage order of the input.
+(``Broker.clean``) removes records: those it removed before the app's group read past them
+may have been read by no processor, so they need no outputs; and a rebuild from the log
+(a lost disk, a catch-up) does not see a record removed before it read it, so the value a
+key holds right before a record (an output's ``previous``, and at the end its state) is
+that of the record before it in the lineage order of the input, or, past records removed
+since, of an earlier one (``values_before``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from tests.sim.app import COMPACTION_APPLIED, DELETE_HEADER, FoldState, parse
 from tests.sim.broker import StoredRecord
@@ -22,9 +24,9 @@ __all__ = [
     "check_latest_state",
     "compaction_tombstone",
     "held_value",
-    "key_values",
     "named",
     "previous_problem",
+    "values_before",
 ]
 
 #: the header of a compaction-only tombstone (issue 34, "Compacted inputs")
@@ -54,65 +56,56 @@ def check_latest_state(
     kept: Callable[[StoredRecord], bool],
     add: Callable[[str], None],
 ) -> None:
-    """Each key's state at its owner (``state_of``) is the value of its last record applied
-    (``applied``: each key's records the function applies, in lineage order), none after a
-    delete. When the cleaner removed that record (``kept``: whether the input still holds
-    one), a later record of its partition that the function does not apply (poison, a
-    killer, a late one) superseded it: a rebuild cannot see it, and the state may be that of
-    any earlier record of the key, or none."""
+    """Each key's state at its owner (``state_of``) is the value its records leave
+    (``applied``: each key's records the function applies, in lineage order; ``kept``:
+    whether the input still holds a record): ``values_before`` the end."""
     for key, records in sorted(applied.items()):
-        last = records[-1]
-        wanted = None if last.value is None else {"v": held_value(last)}
         held = state_of(key)
-        if held != wanted and not kept(last):
-            earlier = {held_value(record) for record in records if record.value is not None}
-            if held is None or held.get("v") in earlier:
-                continue
-        if held != wanted:
+        allowed = values_before(records, len(records), kept)
+        if (None if held is None else held.get("v")) not in allowed:
+            last = records[-1]
             add(
                 f"{key!r} at processor {owner_of(key)}: state {held}; its last record "
                 f"{last.topic}[{last.partition}]@{last.offset} ({named(last)}"
-                f"{', a delete' if last.value is None else ''}) leaves {wanted}"
+                f"{', a delete' if last.value is None else ''}) leaves "
+                f"{' or '.join(map(str, sorted(allowed, key=str)))}"
             )
 
 
+def values_before(
+    records: list[StoredRecord], index: int, kept: Callable[[StoredRecord], bool]
+) -> set[str | None]:
+    """The values (``"<producer>:<seq>"``, ``None``: none) a key may hold right before its
+    applied record ``records[index]`` (``records``: in lineage order): the value of the one
+    before, or, when the cleaner (or retention) removed that one (``kept``: whether the
+    input still holds a record), the value of any earlier one up to the last it still holds
+    (a rebuild from the log read it, or not), or none when it holds none."""
+    allowed: set[str | None] = set()
+    for record in reversed(records[:index]):
+        allowed.add(None if record.value is None else held_value(record))
+        if kept(record):
+            return allowed
+    allowed.add(None)
+    return allowed
+
+
 def previous_problem(
-    where: tuple[str, int, int],
-    previous: object,
-    producer: str,
-    order: dict[tuple[str, int, int], int],
-    values: dict[str, int],
+    where: tuple[str, int, int], previous: object, producer: str, allowed: set[str | None]
 ) -> str | None:
     """What is wrong with an output of the input record at ``where`` saying its key's value
-    was ``previous`` before it (``None``: nothing). ``order``: each applied record's index in
-    its key's lineage order; ``values``: the index of each value (``"<producer>:<seq>"``)
-    of the key. The value before may be any earlier one of the key or none (a rebuild
-    from a compacted log holds an older value, or none, until a later record comes), never
-    a later one nor one the function did not keep."""
+    was ``previous`` before it (``None``: nothing): it must be one of ``allowed``
+    (``values_before`` the record)."""
     if producer == COMPACTION_APPLIED:
         return f"the function got the compaction tombstone at {where}"
-    if previous is None:
+    if previous in allowed:
         return None
-    index = order.get(where)
-    earlier = values.get(str(previous))
-    if index is None or earlier is None or earlier >= index:
-        return (
-            f"output of {where[0]}[{where[1]}]@{where[2]} says its key held {previous!r} before "
-            f"it: {'not a value of the key' if earlier is None else 'a later record'}"
-        )
-    return None
+    return (
+        f"output of {where[0]}[{where[1]}]@{where[2]} says its key held {previous!r} before "
+        f"it; the input says {' or '.join(map(str, sorted(allowed, key=str)))}"
+    )
 
 
 def held_value(record: StoredRecord) -> str:
     """The value the function keeps for ``record``: ``"<producer>:<seq>"``."""
     producer, seq, _kind = parse(str(named(record)))
     return f"{producer}:{seq}"
-
-
-def key_values(records: Iterable[StoredRecord]) -> dict[str, int]:
-    """The lineage index of each value (not delete) among a key's applied ``records``."""
-    return {
-        held_value(record): index
-        for index, record in enumerate(records)
-        if record.value is not None
-    }

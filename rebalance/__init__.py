@@ -25,19 +25,25 @@ from rebalance.states import (
     InvalidTransitionError,
     StateMachine,
 )
+from rebalance.steps import Boundary, Grow, PartitionGate, Shrink, Step, survivor
 
 __all__ = [
     "HANDOFF_MACHINE",
+    "Boundary",
+    "Grow",
     "HandoffEvent",
     "HandoffPhase",
     "InvalidTransitionError",
     "OffsetRange",
+    "PartitionGate",
     "PartitionMove",
     "Position",
     "ReadRange",
     "ReceiverPlan",
     "ScalePlan",
+    "Shrink",
     "StateMachine",
+    "Step",
     "TopicHistory",
     "ancestors",
     "bucket",
@@ -50,6 +56,7 @@ __all__ = [
     "level",
     "parent",
     "plan_scale",
+    "survivor",
     "topic_hash",
     "topic_hash_bytes",
 ]

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rebalance import step_records
 from rebalance.control_stops import Stop
 from rebalance.lineage import TopicHistory
 from rebalance.plan import ReceiverPlan
@@ -102,19 +103,18 @@ def instance_record(processor: int, instance: str) -> dict[str, Any]:
 
 
 def history_record(history: TopicHistory) -> dict[str, Any]:
-    """An input's partition-count history and growth thresholds, as JSON-able values."""
-    return {
-        "counts": list(history.counts),
-        "thresholds": {str(c): o for c, o in sorted(history.thresholds.items())},
-    }
+    """An input's partition-count history (counts, thresholds, steps), as JSON-able values."""
+    return step_records.history_record(history)
 
 
 def history_from_record(name: str, record: Mapping[str, Any]) -> TopicHistory:
-    """Parse :func:`history_record`'s output for topic ``name``."""
-    return TopicHistory.of(
+    """Parse :func:`history_record`'s output for topic ``name`` (``MalformedRecordError``,
+    a ``ValueError``, when it does not form a history)."""
+    return step_records.history_of_record(
         name,
         [int(c) for c in record["counts"]],
-        {int(c): int(o) for c, o in dict(record.get("thresholds", {})).items()},
+        {str(c): int(o) for c, o in dict(record.get("thresholds", {})).items()},
+        record.get("steps"),
     )
 
 

@@ -52,6 +52,7 @@ from rebalance.record_checks import (
     shown,
 )
 from rebalance.states import HandoffEvent
+from rebalance.step_records import StepRecord
 
 __all__ = ["KINDS", "check_record"]
 
@@ -90,6 +91,7 @@ class _Generation(_Record):
 class _History(_Record):
     counts: Annotated[list[Count], Field(min_length=1)]
     thresholds: dict[IndexKey, Offset] = Field(default_factory=dict)
+    steps: list[StepRecord] | None = None
 
 
 class _Scale(_Record):

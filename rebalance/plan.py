@@ -6,7 +6,11 @@ back to the processors they were split from. Every receiving processor gets
 
 - ``s1``: the partitions it will own once caught up, and
 - ``s2``: the partitions that may hold records of those partitions' keys: ``s1`` plus their
-  ancestors, each ancestor bounded by the growth threshold below which it holds them.
+  ancestors and the deleted partitions whose keys merged into them, each bounded by the
+  marker (or drain marker) below which it holds them.
+
+Partitions are planned over every partition the topic ever had (``created``): a deleted
+partition has the same owner as its survivor at every processor count ``P <= M``.
 """
 
 from __future__ import annotations
@@ -79,7 +83,7 @@ def plan_scale(
         )
     moves: list[PartitionMove] = []
     for history in topics:
-        for partition in range(history.partitions):
+        for partition in range(history.created):  # deleted partitions move with survivors
             source = bucket(partition, b, old_processors)
             target = bucket(partition, b, new_processors)
             if source != target:
@@ -101,8 +105,10 @@ def plan_scale(
 def read_set(
     topics: Mapping[str, TopicHistory], s1: Sequence[tuple[str, int]]
 ) -> tuple[ReadRange, ...]:
-    """S2 of ``s1``: the partitions plus their ancestors, each ancestor bounded by the largest
-    threshold any of ``s1`` needs (``None``: a threshold not recorded, or an S1 partition)."""
+    """S2 of ``s1``: the partitions plus every partition that may hold their keys' earlier
+    records (``TopicHistory.key_history``: ancestors, deleted descendants), each bounded by
+    the largest bound any of ``s1`` needs (``None``: a bound not recorded, or an S1 partition,
+    read up to the handoff)."""
     ends: dict[tuple[str, int], int | None] = {}
     for topic, partition in s1:
         for read in topics[topic].key_history(partition):
@@ -116,6 +122,8 @@ def read_set(
                 )
             else:
                 ends[position] = read.end_offset
+    for position in s1:
+        ends[position] = None
     return tuple(
         ReadRange(topic, partition, end) for (topic, partition), end in sorted(ends.items())
     )

@@ -1,9 +1,12 @@
 """The topic registry: facts every producer and app must share about a topic.
 
 One compacted topic per cluster, ``__splitstate_topics``, keyed by topic name. Each value is
-JSON: the topic's initial partition count ``N``, its partition-count history, the thresholds
-of its growths, the key hash, the producers' lease and delivery timeout, and a growth in
-progress (``splitstate expand``). The last record of a topic wins (as compaction keeps it).
+JSON: the topic's initial partition count ``N``, its partition-count history (``counts``, the
+``steps``: growths and shrinks with their boundary offsets, and the ``thresholds`` of its
+growths for readers that know only growths), the key hash, the producers' lease and delivery
+timeout, whether the topic is compacted, and a change of its count in progress
+(``splitstate expand``, the field ``growth``; its ``kind`` is ``grow`` or ``shrink``).
+The last record of a topic wins (as compaction keeps it).
 The topic is created compacted with ``retention.ms=-1`` and ``retention.bytes=-1``; apps,
 ``scale`` and ``expand`` refuse to run while its config would delete records
 (``framework.kafka.check_retention``).
@@ -30,22 +33,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from framework.coordination.topic_entry import (
+    DEFAULT_DELIVERY_TIMEOUT_MS,
+    DEFAULT_LEASE_MS,
+    Change,
+    Growth,
+    TopicEntry,
+)
 from framework.errors import SplitstateError
 from framework.kafka import COMPACTED, Kafka, LogRecord, TopicSpec
 from rebalance import TopicHistory
 from rebalance.record_checks import (
-    Count,
-    IndexKey,
     MalformedRecordError,
-    Offset,
-    Text,
-    describe,
     json_object,
     shown,
 )
@@ -54,6 +57,7 @@ __all__ = [
     "DEFAULT_DELIVERY_TIMEOUT_MS",
     "DEFAULT_LEASE_MS",
     "REGISTRY_TOPIC",
+    "Change",
     "Growth",
     "RegistryEntries",
     "RegistryRecordError",
@@ -62,165 +66,6 @@ __all__ = [
 ]
 
 REGISTRY_TOPIC = "__splitstate_topics"
-
-
-#: How long a producer may place keys with the count it last read from the registry.
-DEFAULT_LEASE_MS = 10_000
-#: The longest a producer may keep trying to deliver a record (librdkafka delivery.timeout.ms).
-DEFAULT_DELIVERY_TIMEOUT_MS = 30_000
-
-
-@dataclass(frozen=True)
-class Growth:
-    """A growth of the topic to ``partitions`` in progress (each step resumable).
-
-    ``recorded_ms``: when the new count was recorded (producers switch within their lease);
-    ``fence_ends``: each parent's end offset once no old-count record can land any more
-    (markers are written at or after it); ``markers``: child -> its marker's offset, as
-    written so far.
-    """
-
-    partitions: int
-    recorded_ms: int
-    fence_ends: Mapping[int, int] | None = None
-    markers: Mapping[int, int] = field(default_factory=dict)
-
-    def to_record(self) -> dict[str, Any]:
-        """JSON-able values."""
-        return {
-            "partitions": self.partitions,
-            "recorded_ms": self.recorded_ms,
-            "fence_ends": None
-            if self.fence_ends is None
-            else {str(k): v for k, v in sorted(self.fence_ends.items())},
-            "markers": {str(k): v for k, v in sorted(self.markers.items())},
-        }
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Growth:
-        """Parse :meth:`to_record`'s output (``MalformedRecordError`` when it does not fit)."""
-        return _growth_of(_checked(_GrowthRecord, record))
-
-
-@dataclass(frozen=True)
-class TopicEntry:
-    """What the registry knows about one topic."""
-
-    history: TopicHistory
-    key_hash: str = "murmur3"
-    lease_ms: int = DEFAULT_LEASE_MS
-    delivery_timeout_ms: int = DEFAULT_DELIVERY_TIMEOUT_MS
-    growth: Growth | None = None
-
-    @property
-    def fence_ms(self) -> int:
-        """How long after a new count is recorded old-count records may still land."""
-        return self.lease_ms + self.delivery_timeout_ms
-
-    def pending(self) -> list[int]:
-        """Partitions created by a growth whose threshold is not recorded yet (blocked)."""
-        history = self.history
-        return [
-            p
-            for p in range(history.initial_partitions, history.partitions)
-            if p not in history.thresholds
-        ]
-
-    @property
-    def topic(self) -> str:
-        """The topic's name."""
-        return self.history.name
-
-    @property
-    def initial_partitions(self) -> int:
-        """``N``."""
-        return self.history.initial_partitions
-
-    @property
-    def partitions(self) -> int:
-        """``M``, the count producers place keys with."""
-        return self.history.partitions
-
-    def to_record(self) -> dict[str, Any]:
-        """The registry record."""
-        return {
-            "topic": self.topic,
-            "initial_partitions": self.initial_partitions,
-            "counts": list(self.history.counts),
-            "thresholds": {str(k): v for k, v in sorted(self.history.thresholds.items())},
-            "key_hash": self.key_hash,
-            "lease_ms": self.lease_ms,
-            "delivery_timeout_ms": self.delivery_timeout_ms,
-            "growth": None if self.growth is None else self.growth.to_record(),
-        }
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> TopicEntry:
-        """Parse a registry record (``MalformedRecordError`` when it does not fit)."""
-        checked = _checked(_EntryRecord, record)
-        try:
-            history = TopicHistory.of(
-                checked.topic,
-                checked.counts,
-                {int(k): v for k, v in checked.thresholds.items()},
-            )
-        except ValueError as error:  # counts that do not grow, a threshold of no growth
-            raise MalformedRecordError(str(error)) from None
-        growth = checked.growth
-        return cls(
-            history,
-            checked.key_hash,
-            checked.lease_ms,
-            checked.delivery_timeout_ms,
-            None if growth is None else _growth_of(growth),
-        )
-
-
-class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-
-class _GrowthRecord(_Record):
-    """The schema of a growth in progress (``Growth.to_record``)."""
-
-    partitions: Count
-    recorded_ms: Offset
-    fence_ends: dict[IndexKey, Offset] | None = None
-    markers: dict[IndexKey, Offset] = Field(default_factory=dict)
-
-
-class _EntryRecord(_Record):
-    """The schema of a registry record (``TopicEntry.to_record``); fields written by later
-    versions are left out, and those older versions did not write take their defaults."""
-
-    topic: Text
-    counts: list[Count] = Field(min_length=1)
-    thresholds: dict[IndexKey, Offset] = Field(default_factory=dict)
-    key_hash: Text = "murmur3"
-    lease_ms: Count = DEFAULT_LEASE_MS
-    delivery_timeout_ms: Count = DEFAULT_DELIVERY_TIMEOUT_MS
-    growth: _GrowthRecord | None = None
-
-
-_Schema = TypeVar("_Schema", bound=BaseModel)
-
-
-def _checked(schema: type[_Schema], record: Mapping[str, Any]) -> _Schema:
-    """``record`` read by ``schema`` (``MalformedRecordError`` naming what does not fit)."""
-    try:
-        return schema.model_validate(record)
-    except ValidationError as error:
-        raise MalformedRecordError(describe(error)) from None
-
-
-def _growth_of(record: _GrowthRecord) -> Growth:
-    ends = record.fence_ends
-    return Growth(
-        record.partitions,
-        record.recorded_ms,
-        None if ends is None else {int(k): v for k, v in ends.items()},
-        {int(k): v for k, v in record.markers.items()},
-    )
 
 
 #: what Kafka allows as a topic name

@@ -38,7 +38,7 @@ from framework.coordination.registry import TopicRegistry
 from framework.coordination.topic_watch import input_group_hash
 from framework.growth.markers import is_marker
 from framework.ops.status import collect_status
-from rebalance import bucket, key_hash, parent
+from rebalance import TopicHistory, bucket, key_hash
 from tests.sim.app import HUGE, INPUT, OUTPUT, FoldState, parse
 from tests.sim.broker import StoredRecord
 from tests.sim.compacted import (
@@ -74,26 +74,30 @@ _WITH_OUTPUT = ("",)
 
 
 def late_records(world: World) -> set[tuple[int, int]]:
-    """``(partition, offset)`` of the input records that sit in an ancestor of their key's
-    partition after the marker of the child on the key's path (the growth fence says none
-    may): placed before a growth by a producer that paused for longer than its lease."""
-    entry = TopicRegistry(world.driver).read().get(INPUT)
-    if entry is None or not entry.history.thresholds:
+    """``(partition, offset)`` of the input records a step of the registry's history says
+    their key no longer lives in there (``TopicHistory.home_at``: past the marker of a
+    growth's child the key moved to, past a deleted partition's drain marker, or between a
+    drain marker and a re-growth's start): placed with an earlier count by a producer that
+    paused for longer than its lease (the fence says none may be)."""
+    history = _history(world)
+    if history is None or not history.steps:
         return set()
-    history = entry.history
-    initial = history.initial_partitions
     late = set()
     for record in world.broker.committed_records(INPUT):
         if record.key is None or is_marker(record.headers) or compaction_tombstone(record):
             continue
-        child = bucket(key_hash(record.key), initial, history.partitions)
-        up = parent(child, initial)
-        while up is not None and up != record.partition:
-            child, up = up, parent(up, initial)
-        threshold = history.thresholds.get(child)
-        if up is not None and threshold is not None and record.offset > threshold:
+        if (
+            history.home_at(key_hash(record.key), record.partition, record.offset)
+            != record.partition
+        ):
             late.add((record.partition, record.offset))
     return late
+
+
+def _history(world: World) -> TopicHistory | None:
+    """The input's history as the registry holds it now (``None``: not registered)."""
+    entry = TopicRegistry(world.driver).read().get(INPUT)
+    return None if entry is None else entry.history
 
 
 def _written(world: World) -> list[tuple[StoredRecord, str, int, str]]:
@@ -135,27 +139,31 @@ def _applied(world: World) -> dict[bytes, list[StoredRecord]]:
 
 
 def lineage_order(world: World) -> Callable[[StoredRecord], tuple[int, int]]:
-    """The order a key's input records are applied in: a growth's child partitions are
-    numbered above their ancestors, and the producer fence puts a key's records there only
-    after its last one in the ancestor; so partition, then offset."""
+    """The order a key's input records are applied in: the step in force where each lies
+    (``TopicHistory.rank``: the producer fence puts a key's records in its new home only
+    after its last one in the old), then offset (a key has one home per step)."""
+    history = _history(world)
 
     def order(record: StoredRecord) -> tuple[int, int]:
-        return (record.partition, record.offset)
+        rank = 0 if history is None else history.rank(record.partition, record.offset)
+        return (rank, record.offset)
 
     return order
 
 
 def _owner(world: World, key: bytes, processors: int) -> int:
+    """The processor that owns ``key``: its partition's under the registry's count."""
     config = world.app.config
+    history = _history(world)
     initial = config.inputs[0].partitions
-    partition = bucket(key_hash(key), initial, world.broker.partition_count(INPUT))
+    count = initial if history is None else history.partitions
+    partition = bucket(key_hash(key), initial, count)
     return bucket(partition, config.initial_processors, processors)
 
 
 def check_world(world: World, processors: int) -> Violation:
     """Check the settled world whose generation in force has ``processors`` processors."""
     found = Violation()
-    truth = _input(world, _APPLIED)
     states: dict[int, dict[bytes, FoldState]] = {}
     for j in range(processors):
         database = world.disks.read(world.state_path(j))
@@ -178,8 +186,30 @@ def check_world(world: World, processors: int) -> Violation:
             _kept(world),
             found.add,
         )
-        truth = {}
-    for key, producers in sorted(truth.items()):
+    else:
+        _check_folds(world, states, processors, found)
+    if world.plan.outputs:
+        _check_outputs(world, _input(world, _WITH_OUTPUT), found, complete=True)
+    _check_dead_letters(world, found)
+    _check_status(world, processors, found)
+    history = _history(world)
+    if history is not None and history.partitions < processors:
+        found.add(f"{processors} processors read {INPUT} of {history.partitions} partitions")
+    inputs_hash = input_group_hash(world.driver, [INPUT])[0]
+    if world.replay_control().metadata_hash != inputs_hash:
+        found.add(
+            f"the control log's metadata hash is {world.replay_control().metadata_hash}, the "
+            f"inputs' {inputs_hash}"
+        )
+    return found
+
+
+def _check_folds(
+    world: World, states: dict[int, dict[bytes, FoldState]], processors: int, found: Violation
+) -> None:
+    """Each key's state at its owner is the fold of its records (each producer's last seq,
+    their count, no order broken)."""
+    for key, producers in sorted(_input(world, _APPLIED).items()):
         owner = _owner(world, key, processors)
         state = states.get(owner, {}).get(key)
         expected_n = sum(len(s) for s in producers.values())
@@ -192,17 +222,6 @@ def check_world(world: World, processors: int) -> Violation:
                 f"{key!r} at processor {owner}: state n={state['n']} last={state['last']} "
                 f"bad={state['bad']}; the input holds n={expected_n} last={expected_last}"
             )
-    if world.plan.outputs:
-        _check_outputs(world, _input(world, _WITH_OUTPUT), found, complete=True)
-    _check_dead_letters(world, found)
-    _check_status(world, processors, found)
-    inputs_hash = input_group_hash(world.driver, [INPUT])[0]
-    if world.replay_control().metadata_hash != inputs_hash:
-        found.add(
-            f"the control log's metadata hash is {world.replay_control().metadata_hash}, the "
-            f"inputs' {inputs_hash}"
-        )
-    return found
 
 
 def _check_dead_letters(world: World, found: Violation) -> None:

@@ -123,6 +123,7 @@ def _run(plan: Plan, root: Path, aim: Callable[[World], None] | None) -> Outcome
         if plan.rival:
             start_operator(world, rival_operations(plan), name="rival")
         world.kill_at_protocol_steps()
+        world.watch_counts()
         aim_at_protocol_windows(world)
         twin = Twin(world)
         junk = Junk(world)
@@ -168,10 +169,14 @@ def _run(plan: Plan, root: Path, aim: Callable[[World], None] | None) -> Outcome
 
 
 def _false_alarms(world: World) -> list[str]:
-    return [
-        f"a processor stopped on a cause the world never had: {e}"
-        for e in world.events.false_alarms
-    ] + [f"false report: {line}" for line in world.events.false_reports]
+    return (
+        [
+            f"a processor stopped on a cause the world never had: {e}"
+            for e in world.events.false_alarms
+        ]
+        + [f"false report: {line}" for line in world.events.false_reports]
+        + [f"fewer partitions than processors: {line}" for line in world.events.below_processors]
+    )
 
 
 def _chaos(world: World, plan: Plan, twin: Twin, junk: Junk) -> None:

@@ -99,6 +99,8 @@ class Events:
     unread_compacted: set[tuple[int, int]] = field(default_factory=set)
     #: input records the cleaner removed
     input_compacted: int = 0
+    #: registry records that gave the input fewer partitions than the app's processors
+    below_processors: list[str] = field(default_factory=list)
 
 
 class World:
@@ -490,6 +492,31 @@ class World:
             else:
                 due = self.clock.monotonic() + self.rng.uniform(0.2, 3.0)
                 self.kills_due.append((due, victim))
+
+        self.broker.watchers.append(watch)
+
+    def watch_counts(self) -> None:
+        """Note every registry record that gives the input fewer partitions than the
+        processors in force or scaled to (``expand`` must refuse it: scale in first)."""
+
+        def watch(record: StoredRecord) -> None:
+            if record.topic != REGISTRY_TOPIC or record.key != INPUT.encode() or not record.value:
+                return
+            try:
+                counts = json_object(record.value).get("counts")
+            except MalformedRecordError:
+                return
+            state = self.control()
+            if not isinstance(counts, list) or not counts or state.generation is None:
+                return
+            processors = state.generation.processors
+            if state.scaling is not None:
+                processors = max(processors, state.scaling.new_processors)
+            if counts[-1] < processors:
+                self.events.below_processors.append(
+                    f"t={self.clock.monotonic():.2f} the registry gives {INPUT} "
+                    f"{counts[-1]} partitions ({counts}) with {processors} processors"
+                )
 
         self.broker.watchers.append(watch)
 

@@ -65,7 +65,8 @@ class Violation:
             self.problems.append(problem)
 
 
-#: a record queued this soon after the clock jumped may have been placed before the jump
+#: a record queued this soon after the clock jumped (or a producer's stall) may have been
+#: placed before it
 _PAUSED_MS = 5_000
 
 #: the kinds of record the function applies to the state, and those that have outputs
@@ -237,14 +238,14 @@ def _check_dead_letters(world: World, found: Violation) -> None:
         for record in world.broker.committed_records(INPUT)
         if compaction_tombstone(record)
     }
-    jumped = world.events.jumped_ms
+    resumes = world.events.resumes
     for record in world.broker.committed_records(INPUT):
-        if (record.partition, record.offset) in late and (
-            jumped is None or not jumped <= record.timestamp_ms < jumped + _PAUSED_MS
-        ):
+        paused = any(at <= record.timestamp_ms < at + _PAUSED_MS for at in resumes)
+        if (record.partition, record.offset) in late and not paused:
             found.add(
                 f"late record {INPUT}[{record.partition}]@{record.offset} was not queued "
-                "right after a clock jump: its producer placed it with a count it no longer held"
+                "right after a clock jump or a stall: its producer placed it with a count it "
+                "no longer held"
             )
     lettered: set[tuple[int, int]] = set()
     for letter in world.broker.committed_records(world.app.config.dead_letters):

@@ -25,6 +25,7 @@ from unittest import mock
 from framework.coordination.registry import TopicRegistry
 from framework.kafka import KafkaIOError
 from tests.sim.aimed import aim_at_protocol_windows
+from tests.sim.aimed_changes import aim_at_changes
 from tests.sim.app import INPUT
 from tests.sim.checks import check_outputs, check_world
 from tests.sim.disks import rocksdb_without_background_compactions
@@ -125,6 +126,7 @@ def _run(plan: Plan, root: Path, aim: Callable[[World], None] | None) -> Outcome
         world.kill_at_protocol_steps()
         world.watch_counts()
         aim_at_protocol_windows(world)
+        aim_at_changes(world)
         twin = Twin(world)
         junk = Junk(world)
         _chaos(world, plan, twin, junk)

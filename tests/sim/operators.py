@@ -22,20 +22,43 @@ from tests.sim.scheduler import Party
 if TYPE_CHECKING:
     from tests.sim.world import World
 
-__all__ = ["start_operator", "start_racer"]
+__all__ = ["kill_operator", "start_operator", "start_racer"]
 
 
-def start_operator(world: World, operations: tuple[Operation, ...], name: str = "operator") -> None:
-    """An operator doing ``operations`` in order (refusals are noted, not errors); a
-    second one (``rival``) races the first."""
+def start_operator(
+    world: World, operations: tuple[Operation, ...], name: str = "operator", pause: float = 0.0
+) -> None:
+    """An operator doing ``operations`` in order (refusals are noted, not errors), after
+    ``pause`` seconds; a second one (``rival``) races the first. Killed (``kill_operator``),
+    it is started again with the operation it was at and those after it."""
 
-    def body(port: MemoryKafka, _party: Party) -> None:
-        for operation in operations:
+    def body(port: MemoryKafka, party: Party) -> None:
+        world.clock.sleep(pause)
+        for index, operation in enumerate(operations):
+            left[party] = operations[index:]
             world.clock.sleep(operation.delay)
             _operate(world, port, operation)
+        left[party] = ()
         _finish_growth(world, port)
 
-    world.operators.append(world.spawn(name, body))
+    left = world.operations_left
+    party = world.spawn(name, body)
+    left[party] = operations
+    world.operators.append(party)
+
+
+def kill_operator(world: World, party: Party, why: str) -> None:
+    """Kill an operator (or a racer) between two of its calls; an operator starts again
+    0.5-5 seconds later with what it had left to do (its command run again resumes the
+    change it was at), a racer does not (``status`` makes someone finish its change)."""
+    if not party.runnable:
+        return
+    world.scheduler.kill(party)
+    world.events.kills.append(f"t={world.clock.monotonic():.2f} {party.name} {why}")
+    operations = world.operations_left.pop(party, None)
+    if operations is not None and party.name != "racer":
+        pause = world.rng.uniform(0.5, 5.0)
+        start_operator(world, operations, party.name, pause)
 
 
 def _operate(world: World, port: MemoryKafka, operation: Operation) -> None:

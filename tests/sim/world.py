@@ -99,6 +99,10 @@ class Events:
     unread_compacted: set[tuple[int, int]] = field(default_factory=set)
     #: input records the cleaner removed
     input_compacted: int = 0
+    #: when (epoch ms) a producer stalled between placing a record and queueing it went on,
+    #: or the clock jumped (``tests/sim/aimed_changes.py``): a record it queued right after
+    #: may be late
+    resumes: list[int] = field(default_factory=list)
     #: registry records that gave the input fewer partitions than the app's processors
     below_processors: list[str] = field(default_factory=list)
 
@@ -146,6 +150,9 @@ class World:
         self.restart_at: dict[int, float] = {}
         self.producers: list[Party] = []
         self.operators: list[Party] = []
+        #: what each operator still has to do, the operation it is at first
+        #: (``tests/sim/operators.py``)
+        self.operations_left: dict[Party, tuple[Operation, ...]] = {}
         #: called with each operation as an operator begins it (``tests/sim/aimed.py``)
         self.operation_watchers: list[Callable[[Operation], None]] = []
         self.produced = 0
@@ -381,6 +388,7 @@ class World:
         self.scheduler.now += DAYS_LATER_SECONDS
         self.events.jumped_at = self.scheduler.now
         self.events.jumped_ms = int(self.clock.time() * 1000)
+        self.events.resumes.append(self.events.jumped_ms)
 
     def kill_processor(self, processor: int, lose_disk: bool, why: str = "") -> None:
         """Kill a processor between two of its calls; maybe its disk goes too."""

@@ -27,7 +27,7 @@ from framework.errors import (
     ProcessorStoppedError,
     SplitstateError,
 )
-from framework.growth.markers import is_marker, marker_growth
+from framework.growth.markers import is_marker_record, marker_growth
 from framework.growth.placement_check import PlacementCheck, RegistryView
 from framework.kafka import KafkaIOError
 from framework.records import (
@@ -203,13 +203,14 @@ class RecordProcessor:
         if self._registry is None:
             return
         for message in messages:
-            if message.key() is not None:
-                continue
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             if topic not in self._routes or partition is None or offset is None:
                 continue
+            key = message.key()
+            if key is not None and not key.startswith(f"{topic}/".encode()):
+                continue  # (cheap: a marker's key, if it has one, is its id)
             headers = readable_headers(message)
-            if not headers or marker_growth(topic, headers) is None:
+            if not is_marker_record(topic, key, headers) or marker_growth(topic, headers) is None:
                 continue  # no marker, or one no registry can record: no read
             if self.placement.unrecorded((topic, partition, offset), headers) is None:
                 continue
@@ -251,9 +252,9 @@ class RecordProcessor:
         headers = readable_headers(message)
         if headers is None:
             return [], self._dead(message, where, "decode", UNREADABLE_REASON, restore)
+        if is_marker_record(topic, key, headers):  # (a compacted topic's markers have a key)
+            return [], self._marker(message, where, headers, restore)
         if key is None:
-            if is_marker(headers):
-                return [], self._marker(message, where, headers, restore)
             reason = "the record has no key; splitstate keeps state per key"
             return [], self._dead(message, where, "decode", reason, restore)
         misplaced = self.placement.check(batch, headers, key, where, restore=restore)

@@ -11,8 +11,9 @@ Each step puts a boundary in each partition it touches (``boundaries(p)``); ``st
 is the step in force at offset ``o`` of ``p`` and ``home_at(h, p, o)`` the partition that step
 places key hash ``h`` in. A record whose ``home_at`` is not its partition is *late*.
 ``entry_gate`` (per key) and ``partition_gates``/``read_limit`` (per partition) say what must
-be read first so each key's records are read in the order produced; ``rank(p, o)`` orders a
-key's records across partitions as ``(rank, offset)``.
+be read first so each key's records are read in the order produced (a need is met when
+``reached``: read up to it through its own gates, ``rebalance.history_gates``);
+``rank(p, o)`` orders a key's records across partitions as ``(rank, offset)``.
 
 Building the next history (each returns a new, checked ``TopicHistory``):
 

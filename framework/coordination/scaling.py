@@ -22,6 +22,7 @@ from framework.coordination.registry import (
     TopicEntry,
     TopicRegistry,
 )
+from framework.errors import SplitstateError
 from framework.kafka import Clients, Kafka, check_retention, watermarks
 from rebalance import check_layout, plan_scale
 from rebalance.control import ControlState, Scale, abort_record, history_record
@@ -64,7 +65,7 @@ def request_scale(app: App, processors: int, kafka: Kafka | None = None) -> Scal
         )
     growth = state.growth
     if growth is not None:
-        raise ConfigError(_growing(config.control_topic, growth.topic, growth.partitions))
+        raise ConfigError(_changing(kafka, config.control_topic, growth.topic, growth.partitions))
     if processors == state.generation.processors:
         raise ConfigError(f"app {config.app_id!r} already runs {processors} processors")
     entries = TopicRegistry(kafka).read()
@@ -75,9 +76,14 @@ def request_scale(app: App, processors: int, kafka: Kafka | None = None) -> Scal
     }
     if growing:
         topic, entry = next(iter(growing.items()))
+        what, markers = (
+            ("shrinking", "drain marker")
+            if _direction(entry, entry.partitions) == "shrinking"
+            else ("growing", "threshold")
+        )
         raise ConfigError(
-            f"input topic {topic!r} is growing to {entry.partitions} partitions (`splitstate "
-            "expand` has not recorded every threshold yet); a scale now could not plan the new "
+            f"input topic {topic!r} is {what} to {entry.partitions} partitions (`splitstate "
+            f"expand` has not recorded every {markers} yet); a scale now could not plan the "
             "partitions' handoffs. Fix: wait until the expand command finishes (run it again "
             "to resume it if it stopped), then scale."
         )
@@ -112,9 +118,8 @@ def request_scale(app: App, processors: int, kafka: Kafka | None = None) -> Scal
     after, reason = log.outcome(request)
     if after.scale is None or after.scale.request != request:
         if after.growth is not None:
-            raise ConfigError(
-                _growing(config.control_topic, after.growth.topic, after.growth.partitions)
-            )
+            topic, partitions = after.growth.topic, after.growth.partitions
+            raise ConfigError(_changing(kafka, config.control_topic, topic, partitions))
         raise ConfigError(
             f"the scale to {processors} processors was not accepted: {reason or 'unknown'} (the "
             f"control log {config.control_topic!r} changed after it was read: another request "
@@ -230,14 +235,29 @@ def _check_resumable(
         )
 
 
-def _growing(control_topic: str, topic: str, partitions: int) -> str:
+def _changing(kafka: Kafka, control_topic: str, topic: str, partitions: int) -> str:
+    """Why a scale is refused while `splitstate expand` holds the control log."""
+    try:
+        entry = TopicRegistry(kafka).read().get(topic)
+    except SplitstateError:  # (only the wording depends on it)
+        entry = None
+    what = "growing" if entry is None else _direction(entry, partitions)
     return (
-        f"`splitstate expand` is growing input topic {topic!r} to {partitions} partitions (its "
-        f"growth in control log {control_topic!r} has not finished); a scale now could not "
-        "plan the new partitions' handoffs. Fix: wait until the expand command finishes (run "
+        f"`splitstate expand` is {what} input topic {topic!r} to {partitions} partitions (its "
+        f"change in control log {control_topic!r} has not finished); a scale now could not "
+        "plan the partitions' handoffs. Fix: wait until the expand command finishes (run "
         f"it again with --topic {topic} --partitions {partitions} to resume it if it stopped), "
         "then scale."
     )
+
+
+def _direction(entry: TopicEntry, partitions: int) -> str:
+    """``"shrinking"`` or ``"growing"``: ``entry``'s topic going to ``partitions``, from the
+    count before the change in progress (if recorded), else from its count now."""
+    counts = entry.history.counts
+    recorded = entry.growth is not None and counts[-1] == partitions and len(counts) > 1
+    before = counts[-2] if recorded else counts[-1]
+    return "shrinking" if partitions < before else "growing"
 
 
 def _check_history(

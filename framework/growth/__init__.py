@@ -1,12 +1,13 @@
-"""The growth fence: adding input partitions without breaking any key's order (KIP-253).
+"""The growth fence: changing input partition counts without breaking any key's order
+(KIP-253).
 
-``expand_topic`` grows a topic in steps that each survive a crash: hold the app's control log
-(``hold``), record the new count in the topic registry, wait out every producer's lease
-(``lease``: counts are used only while the registry can be re-read), write growth markers
-(``markers``) and record each parent's threshold. Readers then keep a new partition closed
-until its parent passes the threshold (``gates``), and refuse records that are not where
-linear hashing places their keys (``placement``: where keys go; ``placement_check``: the check
-of each input record).
+``expand_topic`` grows or shrinks a topic in steps that each survive a crash: hold the app's
+control log (``hold``), record the new count in the topic registry, wait out every producer's
+lease (``lease``: counts are used only while the registry can be re-read), write markers
+(``markers``: growth markers in the parents, drain markers in deleted partitions) and record
+them. Readers then keep a new partition closed until its parent passes the threshold
+(``gates``), and refuse records that are not where linear hashing places their keys
+(``placement``: where keys go; ``placement_check``: the check of each input record).
 """
 
 from framework.growth.expand import ExpandError, expand_topic

@@ -1,10 +1,12 @@
-"""A growth of an app's input holds the app's control log, so that no scale overlaps it.
+"""A change of an app's input partition count (a growth or a shrink: `splitstate expand`)
+holds the app's control log, so that no scale overlaps it.
 
 Holding is a conditional append: ``hold_growth`` writes a ``growth`` record with a random
 request id, reads the log back, and goes ahead only if the state machine accepted *that*
-record (it refuses one while a scale or another growth is in progress). A rerun of the same
-expand adopts the unfinished growth of the same topic and count instead of writing another.
-``release_growth`` appends ``growth_done``; from then on scales are accepted again.
+record (it refuses one while a scale or another change is in progress). The record is a
+``growth`` record whatever the direction: it names the topic and the new count. A rerun of
+the same expand adopts the unfinished change of the same topic and count instead of writing
+another. ``release_growth`` appends ``growth_done``; from then on scales are accepted again.
 """
 
 from __future__ import annotations
@@ -13,14 +15,10 @@ import uuid
 from collections.abc import Callable
 
 from framework.coordination.control_log import ControlLog
-from framework.errors import SplitstateError
+from framework.growth.expand_checks import ExpandError
 from rebalance.control import InputGrowth, Scale
 
 __all__ = ["ExpandError", "hold_growth", "release_growth"]
-
-
-class ExpandError(SplitstateError):
-    """A growth cannot be made (or resumed) as asked."""
 
 
 def hold_growth(
@@ -29,17 +27,20 @@ def hold_growth(
     partitions: int,
     needed: bool,
     report: Callable[[str], None],
+    *,
+    noun: str = "growth",
 ) -> InputGrowth | None:
-    """Hold ``control`` for growing ``topic`` to ``partitions``; the growth to release later.
+    """Hold ``control`` for changing ``topic`` to ``partitions``; the hold to release later.
 
-    ``needed``: whether the registry says there is anything to grow or finish; when not,
-    nothing is written unless an unfinished growth of the topic must be released. Raises
-    ``ExpandError`` when a scale or another growth holds the log.
+    ``needed``: whether the registry says there is anything to change or finish; when not,
+    nothing is written unless an unfinished change of the topic must be released. Raises
+    ``ExpandError`` when a scale or another change holds the log. ``noun``: ``"growth"`` or
+    ``"shrink"``, for what it reports.
     """
     state = control.read()
     current = state.growth
     if current is not None and (current.topic, current.partitions) == (topic, partitions):
-        report(f"resuming the growth of {topic} to {partitions} partitions held in {control.topic}")
+        report(f"resuming the {noun} of {topic} to {partitions} partitions held in {control.topic}")
         return current
     if not needed and (current is None or current.topic != topic):
         return None
@@ -56,11 +57,11 @@ def hold_growth(
         raise ExpandError(
             f"another `splitstate expand` of {topic!r} to {partitions} partitions was written "
             f"to {control.topic!r} first and is running. Fix: let it finish; if it stopped, run "
-            "this command again (it resumes the growth)."
+            f"this command again (it resumes the {noun})."
         )
     _refuse(control.topic, after.scaling, after.growth)
     raise ExpandError(
-        f"the growth of {topic!r} to {partitions} partitions was not accepted in "
+        f"the {noun} of {topic!r} to {partitions} partitions was not accepted in "
         f"{control.topic!r}: {reason or 'unknown'}. Fix: check `splitstate status`, then run "
         "this command again."
     )
@@ -76,13 +77,13 @@ def _refuse(control_topic: str, scale: Scale | None, growth: InputGrowth | None)
     if scale is not None:
         raise ExpandError(
             f"the app of {control_topic!r} is scaling to {scale.new_processors} processors "
-            f"(generation {scale.generation}); growing its inputs now would leave the new "
-            "partitions out of the handoffs. Fix: wait until the scale completes (`splitstate "
-            "status`), then expand."
+            f"(generation {scale.generation}); changing its inputs' partition counts now "
+            "would leave partitions out of the handoffs. Fix: wait until the scale completes "
+            "(`splitstate status`), then expand."
         )
     if growth is not None:
         raise ExpandError(
-            f"a growth of {growth.topic!r} to {growth.partitions} partitions holds "
+            f"`splitstate expand` of {growth.topic!r} to {growth.partitions} partitions holds "
             f"{control_topic!r}. Fix: finish it first (`splitstate expand ... --topic "
-            f"{growth.topic} --partitions {growth.partitions}`), then grow further."
+            f"{growth.topic} --partitions {growth.partitions}`), then change it again."
         )

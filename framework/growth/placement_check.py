@@ -127,12 +127,12 @@ class PlacementCheck:
         refused = self.unrecorded(where, headers)
         if refused is None:
             topic, partition, _offset = where
-            growth = marker_growth(topic, headers)
-            assert growth is not None  # a recorded marker names its growth
-            count, child = growth
-            fences = self._fences.setdefault((topic, partition), {})
-            history, _growth = self._registry[topic]
-            fences.setdefault(child, marker_fence(where, count, child, history))
+            name = marker_growth(topic, headers)
+            assert name is not None  # a recorded marker names its step
+            if not name.drain:  # (a drain marker fences no child)
+                fences = self._fences.setdefault((topic, partition), {})
+                history, _growth = self._registry[topic]
+                fences.setdefault(name.partition, marker_fence(where, name, history))
         return refused
 
     def recount(self, unfenced: Mapping[Position, int], unplaced: Mapping[Position, int]) -> None:

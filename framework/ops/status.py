@@ -15,6 +15,7 @@ from framework.kafka import Clients, Kafka
 from framework.ops.processor_facts import BootstrapStatus, ProcessorFacts, Silence
 from framework.ops.snapshot_status import SnapshotReport, collect_snapshots
 from framework.ops.stops import StoppedReceiver, stopped_receivers
+from framework.ops.topic_status import TopicStatus, topic_status
 from framework.runtime.crashes import SkippedRecord
 from framework.snapshots.transfer_progress import TransferProgress
 from rebalance import bucket, expected_shares
@@ -83,33 +84,6 @@ class HandoffStatus:
 
 
 @dataclass(frozen=True)
-class TopicStatus:
-    """An input topic's partition history, thresholds and the partitions a growth holds."""
-
-    topic: str
-    counts: list[int]
-    thresholds: dict[int, int]
-    pending: list[int]
-    growing_to: int | None
-    blocked: dict[int, str]
-
-    def render(self) -> list[str]:
-        """Lines for the report."""
-        lines = [f"input {self.topic}: partitions {' -> '.join(map(str, self.counts))}"]
-        if self.thresholds:
-            marks = ", ".join(f"{c}@{o}" for c, o in sorted(self.thresholds.items()))
-            lines.append(f"  thresholds (partition@offset in its parent): {marks}")
-        if self.growing_to is not None:
-            lines.append(
-                f"  growing to {self.growing_to}: thresholds pending for {self.pending} "
-                "(`splitstate expand` running, or run it again to resume)"
-            )
-        for partition, reason in sorted(self.blocked.items()):
-            lines.append(f"  {self.topic}[{partition}] blocked: {reason}")
-        return lines
-
-
-@dataclass(frozen=True)
 class AppStatus:
     """The whole app."""
 
@@ -163,11 +137,11 @@ def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
     b = control.app.initial_processors if control.app else config.initial_processors
     p = control.processors or config.processor_count
     entries = TopicRegistry(kafka).read()
-    positions = [
+    positions = [  # every partition ever created: deleted ones are still read (drained)
         (t.topic, partition)
         for t in config.inputs
         if t.topic in entries
-        for partition in range(entries[t.topic].partitions)
+        for partition in range(entries[t.topic].history.created)
     ]
     with kafka.consumer(config.app_id) as consumer:
         # the group's committed offset (T1) of each input partition that has one, once
@@ -228,14 +202,7 @@ def collect_status(app: App, kafka: Kafka | None = None) -> AppStatus:
         ]
         blocked = blocked_partitions({t.topic: entry}, candidates, committed, committed.get)
         topics.append(
-            TopicStatus(
-                t.topic,
-                list(entry.history.counts),
-                dict(entry.history.thresholds),
-                entry.pending(),
-                entry.growth.partitions if entry.growth is not None else None,
-                {p: reason for (_t, p), reason in blocked.items()},
-            )
+            topic_status(entry, committed, {p: reason for (_t, p), reason in blocked.items()})
         )
     bootstraps: list[BootstrapStatus | TransferProgress] = []
     if scale is not None:

@@ -86,7 +86,7 @@ def test_a_marker_header_of_another_shape_is_a_dead_letter(value: bytes | None) 
     driver.send(TOPIC, None, b"v", [(MARKER_HEADER, value)], partition=0)
     (dead,) = driver.dead_letters
     assert dead.stage == "placement" and dead.reason.startswith("unrecorded marker:")
-    assert "is not the one header in/<partition count>/<new partition>" in dead.reason
+    assert "is not the one header in/<step>/<partition count>/<new partition>" in dead.reason
     assert len(dead.reason) < 1500
 
 

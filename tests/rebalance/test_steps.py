@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rebalance import ReadRange, TopicHistory
+from rebalance import ReadRange, TopicHistory, plan_scale
 from rebalance.steps import Boundary, Grow, PartitionGate, Shrink
 
 
@@ -133,3 +133,15 @@ def test_builders_refuse_the_wrong_step() -> None:
         TopicHistory.of("t", [4, 8]).step_at(8, 0)
     with pytest.raises(ValueError, match="offset -1 is negative"):
         TopicHistory.of("t", [4, 8]).step_at(1, -1)
+
+
+def test_deleted_partitions_move_with_their_survivors() -> None:
+    history = _four_eight_five()  # 5, 6, 7 deleted into 1, 2, 3
+    plan = plan_scale(2, [history], 2, 3)
+    assert [(m.partition, m.source, m.target) for m in plan.moves] == [(2, 0, 2), (6, 0, 2)]
+    receiver = plan.receivers[2]
+    assert receiver.s1 == (("t", 2), ("t", 6))
+    # 2's keys include 6's: the receiver reads 6 (in S1) and 2's ancestors are none.
+    assert receiver.s2 == (ReadRange("t", 2), ReadRange("t", 6))
+    back = plan_scale(2, [history], 3, 2)
+    assert {m.partition for m in back.moves} == {2, 6}

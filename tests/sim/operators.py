@@ -127,6 +127,12 @@ def _expand(world: World, port: MemoryKafka, partitions: int) -> None:
     """Grow the input, again a while later when the broker failed it (``status`` would
     show the growth unfinished) or the control log holds a record no reader can read."""
     control = ControlLog(port, world.app.config.control_topic)
+    entry = TopicRegistry(port).read().get(INPUT)
+    if entry is not None and partitions < entry.partitions and entry.growth is None:
+        # no shrinks until the runtime reads deleted partitions (issue 34, runtime part):
+        # the operator is refused as `expand` refused a lower count before
+        world.events.refusals.append(f"expand {partitions}: a shrink, not drawn yet")
+        return
     for _ in range(10):
         try:
             expand_topic(port, INPUT, partitions, control=control, report=lambda _line: None)

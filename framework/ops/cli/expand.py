@@ -1,4 +1,5 @@
-"""``splitstate expand``: grow input topics' partitions in order (KIP-253, client side)."""
+"""``splitstate expand``: grow or shrink input topics' partitions in order (KIP-253, client
+side)."""
 
 from __future__ import annotations
 
@@ -22,15 +23,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser = commands.add_parser(
         "expand",
         parents=[app_arguments()],
-        help="grow an input topic's partitions without moving keys between processors",
+        help="grow or shrink an input topic's partitions without moving keys between processors",
         description=(
-            "Create partitions, record the new count, wait out producers' leases, write "
-            "marker records and record the thresholds. Keys never change processor; records "
-            "of a key are processed in the order produced. Resumable: run it again after a "
-            "crash. Without --topic/--partitions, grows every input to its configured count."
+            "Growth: create partitions (or re-use deleted ones), record the new count, wait "
+            "out producers' leases, write marker records in the parents and record them. "
+            "Shrink (never below the initial count or the processor count): record the new "
+            "count, wait out producers' leases, write a drain marker in each deleted partition "
+            "(Kafka keeps them) and record them. Keys never change processor; records of a "
+            "key are processed in the order produced. Resumable: run it again after a crash. "
+            "Without --topic/--partitions, changes every input to its configured count."
         ),
     )
-    parser.add_argument("--topic", help="the input topic to grow")
+    parser.add_argument("--topic", help="the input topic to grow or shrink")
     parser.add_argument("--partitions", type=int, metavar="M", help="the new partition count")
     parser.set_defaults(handler=_expand)
 
@@ -48,16 +52,16 @@ def _expand(args: argparse.Namespace) -> int:
     if scale is not None:
         raise ConfigError(
             f"app {config.app_id!r} is scaling to {scale.new_processors} processors "
-            f"(generation {scale.generation}); growing its inputs now would leave the new "
-            "partitions out of the handoffs. Fix: wait until the scale completes (`splitstate "
-            "status`), then expand."
+            f"(generation {scale.generation}); changing its inputs' partition counts now "
+            "would leave partitions out of the handoffs. Fix: wait until the scale completes "
+            "(`splitstate status`), then expand."
         )
     control = ControlLog(kafka, config.control_topic)
     inputs = {t.topic: t.partitions for t in config.inputs}
     if (args.topic is None) != (args.partitions is None):
         print(
-            "splitstate: error: give both --topic and --partitions, or neither (to grow every "
-            "input to its configured partitions)",
+            "splitstate: error: give both --topic and --partitions, or neither (to change "
+            "every input to its configured partitions)",
             file=sys.stderr,
         )
         return 2
@@ -77,7 +81,7 @@ def _expand(args: argparse.Namespace) -> int:
             for topic, count in inputs.items()
             if topic in known
             and (
-                count > known[topic].partitions
+                count != known[topic].partitions
                 or known[topic].growth is not None
                 or topic == unfinished
             )
@@ -85,7 +89,7 @@ def _expand(args: argparse.Namespace) -> int:
         if (
             growth is not None
             and growth.topic in wanted
-            and wanted[growth.topic] <= known[growth.topic].partitions
+            and wanted[growth.topic] == known[growth.topic].partitions
         ):
             wanted[growth.topic] = growth.partitions  # only its release is left
         if not wanted:

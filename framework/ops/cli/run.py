@@ -10,7 +10,7 @@ import time
 
 from framework.config import AppConfig, ConfigError, TopicConfig
 from framework.coordination.progress_reports import progress_topic_spec
-from framework.coordination.registry import TopicRegistry
+from framework.coordination.registry import TopicEntry, TopicRegistry
 from framework.coordination.scaling import abort_scale, request_scale, resume_scale
 from framework.kafka import COMPACTED, Clients, TopicSpec
 from framework.loader import load_app
@@ -21,6 +21,7 @@ from framework.ops.progress import CatchUpProgress
 from framework.ops.status import collect_status
 from framework.ops.status_view import render_status
 from framework.ops.supervisor import EXIT_STOPPED_BY_POLICY, Supervisor
+from framework.ops.topic_status import history_line
 from framework.processing import ProcessorStoppedError
 from framework.runtime.log_context import LOG_CONTEXT
 from framework.runtime.loop import ProcessorRuntime
@@ -170,18 +171,33 @@ def _create_topics(args: argparse.Namespace) -> int:
     created = kafka.create_topics(specs)
     registry = TopicRegistry(kafka)
     registry.ensure_topic()
-    for topic in [*config.inputs, *config.outputs]:
-        registry.register(
+    entries = {
+        topic.topic: registry.register(
             topic.topic,
             topic.partitions,
             config.key_hash,
             topic.producer_lease_ms,
             topic.producer_delivery_timeout_ms,
         )
+        for topic in [*config.inputs, *config.outputs]
+    }
     for spec in specs:
         state = "created" if spec.name in created else "exists"
-        print(f"{spec.name:<40} {state}")
+        entry = entries.get(spec.name)
+        print(f"{spec.name:<40} {state}{'' if entry is None else _partitions(entry)}")
     return 0
+
+
+def _partitions(entry: TopicEntry) -> str:
+    """`` partitions 4 -> 8 -> 5 (deleted 5..7)``, and a change in progress."""
+    change = entry.growth
+    going = (
+        ""
+        if change is None
+        else f"; {'shrinking' if change.kind == 'shrink' else 'growing'} to "
+        f"{change.partitions} (`splitstate expand` running, or run it again to resume)"
+    )
+    return f"  partitions {history_line(entry.history)}{going}"
 
 
 def minimum_input_retention_ms(config: AppConfig) -> int:

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
@@ -26,12 +24,13 @@ from pydantic_settings import (
 )
 
 from framework.config_checks import ENV_PREFIX, check_environment, environment_parse_problems
-from framework.config_errors import explain
-from framework.errors import SplitstateError
+from framework.config_errors import ConfigError, explain
+from framework.config_files import read_config_file
 from framework.redaction import RedactedRepr, mask_secrets, redacted_data, remember_secrets
 from framework.redaction import secret_values as _secret_values
 
 __all__ = [
+    "DEFAULT_TOMBSTONES_CACHED",
     "AppConfig",
     "BatchConfig",
     "ConfigError",
@@ -48,9 +47,9 @@ _NAME = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 #: the field in pydantic-settings' "error parsing value for field "kafka" from source ..."
 _SETTINGS_FIELD = re.compile(r'field "([^"]+)"')
 
-
-class ConfigError(SplitstateError):
-    """The app's configuration is invalid or contradicts what the app already recorded."""
+#: how many ``(topic, key, step)`` a producer remembers writing compaction tombstones for
+#: (``framework.growth.compaction_writes``), unless configured
+DEFAULT_TOMBSTONES_CACHED = 100_000
 
 
 def _check_name(value: str, what: str) -> str:
@@ -226,6 +225,14 @@ class AppConfig(RedactedRepr, BaseSettings):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     snapshots: SnapshotConfig = Field(default_factory=SnapshotConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    compaction_tombstones_cached: int = Field(
+        default=DEFAULT_TOMBSTONES_CACHED,
+        ge=0,
+        le=100_000_000,
+        description="keys per output producer whose compaction tombstones it remembers "
+        "writing (compacted topics whose partition count changed; 0: a tombstone with every "
+        "record of a key that moved)",
+    )
 
     @field_validator("app_id")
     @classmethod
@@ -352,7 +359,7 @@ class AppConfig(RedactedRepr, BaseSettings):
             raise ConfigError("invalid app config:\n" + "\n".join(f"  - {p}" for p in unknown))
         data: dict[str, Any] = {}
         if path is not None:
-            data = _read_file(path)
+            data = read_config_file(path)
         data.update(overrides)
         try:
             return cls(**data)
@@ -364,37 +371,3 @@ class AppConfig(RedactedRepr, BaseSettings):
             raise ConfigError(
                 "invalid app config:\n" + "\n".join(f"  - {p}" for p in problems)
             ) from None
-
-
-def _read_file(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        raise ConfigError(f"config file {path} does not exist. Fix: pass an existing file.")
-    text = path.read_text()
-    try:
-        if path.suffix == ".toml":
-            data = tomllib.loads(text)
-        elif path.suffix in {".yaml", ".yml"}:
-            data = yaml.safe_load(text) or {}
-        else:
-            raise ConfigError(
-                f"config file {path} must end in .yaml, .yml or .toml to say its format"
-            )
-    except yaml.YAMLError as error:
-        raise ConfigError(f"config file {path} is not valid yaml: {_yaml_problem(error)}") from None
-    except tomllib.TOMLDecodeError as error:  # says where, and no more of the text than a char
-        raise ConfigError(f"config file {path} is not valid toml: {error}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"config file {path} must hold a mapping of settings at the top")
-    return data
-
-
-def _yaml_problem(error: yaml.YAMLError) -> str:
-    """What PyYAML found wrong, and where, without its copy of the line (a secret's, maybe)."""
-    if not isinstance(error, yaml.MarkedYAMLError):
-        return type(error).__name__
-    parts = []
-    for what, mark in ((error.problem, error.problem_mark), (error.context, error.context_mark)):
-        if what:
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            parts.append(f"{what}{where}")
-    return "; ".join(parts) or type(error).__name__

@@ -20,8 +20,14 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from framework.config_checks import ENV_PREFIX, nested_model
+from framework.errors import SplitstateError
 
-__all__ = ["explain"]
+__all__ = ["ConfigError", "explain"]
+
+
+class ConfigError(SplitstateError):
+    """The app's configuration is invalid or contradicts what the app already recorded."""
+
 
 _NESTED = "__"
 

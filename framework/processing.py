@@ -7,7 +7,9 @@ state writes are rolled back; nothing it did survives. A keyed record that is no
 hashing places its key -- by its ``splitstate.count`` header's count, or without the header by
 any count in the topic's history -- is dead-lettered before anything runs (``placement``, see
 ``framework.growth.placement``); so every path that folds records (the live loop, restore
-mode, a catch-up, the Spark fold) skips the same ones.
+mode, a catch-up, the Spark fold) skips the same ones. Before that check, a compaction
+tombstone (``framework.growth.compaction``) is skipped: no state change, no output, no dead
+letter.
 """
 
 from __future__ import annotations
@@ -16,8 +18,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import orjson
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from framework.app import App, Handler
 from framework.coordination.registry import Growth
@@ -27,6 +28,7 @@ from framework.errors import (
     ProcessorStoppedError,
     SplitstateError,
 )
+from framework.growth.compaction import compaction_refusal, has_compaction_header
 from framework.growth.markers import is_marker_record, marker_growth
 from framework.growth.placement_check import PlacementCheck, RegistryView
 from framework.kafka import KafkaIOError
@@ -38,6 +40,8 @@ from framework.records import (
     Output,
     Record,
     StoredMessage,
+    encode_input,
+    encode_value,
     output_items,
     readable_headers,
 )
@@ -66,40 +70,6 @@ UNREADABLE_REASON = (
     "key and value, not its headers. Fix: write header names as UTF-8 text, then send the "
     "record again."
 )
-
-_FAST_ENCODERS: dict[type, Callable[[Any], bytes]] = {
-    dict: orjson.dumps,
-    list: orjson.dumps,
-    int: orjson.dumps,
-    bytes: bytes,
-    str: str.encode,
-}
-
-
-def encode_value(value: Any) -> bytes | None:
-    """Output value to bytes: bytes as-is, text as UTF-8, models and the rest as JSON."""
-    encoder = _FAST_ENCODERS.get(type(value))
-    if encoder is not None:
-        return encoder(value)
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode()
-    if isinstance(value, BaseModel):
-        return value.model_dump_json().encode()
-    return orjson.dumps(value)
-
-
-def encode_input(value: Any, what: str) -> bytes | None:
-    """``value`` encoded as ``encode_value`` encodes outputs (what a producer sends);
-    ``TypeError`` naming ``what`` and the fix when it cannot be."""
-    try:
-        return encode_value(value)
-    except TypeError as error:  # orjson's JSONEncodeError is one
-        raise TypeError(
-            f"{what}: a value of type {type(value).__name__} cannot be encoded ({error}). Fix: "
-            "pass bytes, str, a pydantic model, or a JSON-able value (dict, list, number)"
-        ) from None
 
 
 def _decoder(value_type: type[Any] | None) -> Callable[[bytes | None], Any]:
@@ -239,7 +209,9 @@ class RecordProcessor:
         the dead letter it became.
 
         With ``restore`` the record only rebuilds state: no outputs and no dead letter are
-        returned (they were written when the record was first processed).
+        returned (they were written when the record was first processed). A growth marker
+        and a compaction tombstone (``framework.growth.compaction``) change nothing and
+        return neither.
         """
         if where is None:
             where = _where(message)
@@ -254,9 +226,8 @@ class RecordProcessor:
             return [], self._dead(message, where, "decode", UNREADABLE_REASON, restore)
         if is_marker_record(topic, key, headers):  # (a compacted topic's markers have a key)
             return [], self._marker(message, where, headers, restore)
-        if key is None:
-            reason = "the record has no key; splitstate keeps state per key"
-            return [], self._dead(message, where, "decode", reason, restore)
+        if key is None or has_compaction_header(headers):
+            return [], self._not_keyed_input(message, where, headers, key is None, restore)
         misplaced = self.placement.check(batch, headers, key, where, restore=restore)
         if misplaced is not None:
             return [], self._dead(message, where, "placement", misplaced, restore)
@@ -291,6 +262,26 @@ class RecordProcessor:
             reason = _describe(error, with_trace=True)
             return [], self._dead(message, where, "processor", reason, restore)
         return ([] if restore else outputs), None
+
+    def _not_keyed_input(
+        self,
+        message: InputMessage,
+        where: tuple[str, int, int],
+        headers: Sequence[tuple[str, bytes | None]],
+        keyless: bool,
+        restore: bool,
+    ) -> DeadLetter | None:
+        """A record without a key (not a marker: ``is_marker_record``), or with a
+        ``splitstate.compaction`` header: none of the app's keyed records. A compaction
+        tombstone is skipped (no dead letter); anything else claiming to be one, or keyless, is
+        a dead letter."""
+        if keyless:
+            reason = "the record has no key; splitstate keeps state per key"
+            return self._dead(message, where, "decode", reason, restore)
+        refused = compaction_refusal(where[0], headers, message.value())
+        if refused is None:
+            return None  # a compaction tombstone: only for Kafka's log cleaner
+        return self._dead(message, where, "placement", refused, restore)
 
     def _marker(
         self,

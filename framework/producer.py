@@ -21,6 +21,7 @@ from typing import Any
 
 from framework.coordination.registry import TopicEntry, TopicRegistry
 from framework.errors import SplitstateError
+from framework.growth.compaction_writes import DEFAULT_TOMBSTONES_CACHED, CompactionTombstones
 from framework.growth.lease import RegistryLease
 from framework.growth.placement import LinearHashPartitioner, produce_placed
 from framework.kafka import Clients, DeliveryCallback, Kafka
@@ -40,7 +41,9 @@ class SplitstateProducer:
     (``framework.kafka``); ``topics``: the topics it will write; ``producer_settings``: extra
     librdkafka producer settings (a delivery timeout above the registry's is refused). Topics
     not yet in the registry are registered with their current partition count as ``N``.
-    Call ``close`` when done.
+    For a compacted topic whose count changed, a record also writes compaction tombstones to
+    its key's earlier partitions (``framework.growth.compaction_writes``), once per key and
+    count for the last ``compaction_tombstones_cached`` keys. Call ``close`` when done.
     """
 
     def __init__(
@@ -48,7 +51,10 @@ class SplitstateProducer:
         client: Mapping[str, Any] | Kafka,
         topics: list[str],
         producer_settings: Mapping[str, Any] | None = None,
+        *,
+        compaction_tombstones_cached: int = DEFAULT_TOMBSTONES_CACHED,
     ) -> None:
+        self._tombstones = CompactionTombstones(compaction_tombstones_cached)
         kafka = Clients(client) if isinstance(client, Mapping) else client
         #: the port this producer made itself (and closes with it)
         self._own_kafka = kafka if isinstance(client, Mapping) else None
@@ -105,7 +111,10 @@ class SplitstateProducer:
         JSON-able value as JSON (``TypeError`` naming the fix for anything else).
 
         ``on_delivery(error, message)`` is called from ``poll``/``flush`` once Kafka took the
-        record (``error`` is ``None``) or refused it (a ``framework.kafka.DeliveryError``).
+        record (``error`` is ``None``) or refused it (a ``framework.kafka.DeliveryError``);
+        also, with the error, for a compaction tombstone of the record Kafka refused (its
+        ``message`` has a ``splitstate.compaction`` header and no value): send the record
+        again, or the key's older value may outlive compaction in its earlier partition.
         While the local queue is full it waits for room; after each wait the lease is checked
         again and the key placed again with the counts held then (they may have changed).
         Raises ``ProducerLeaseError`` when the counts may be stale, and
@@ -119,6 +128,7 @@ class SplitstateProducer:
             encode_input(value, f"produce to {topic!r}"),
             headers=headers,
             on_delivery=on_delivery,
+            tombstones=self._tombstones,
         )
 
     def _checked(self) -> LinearHashPartitioner:

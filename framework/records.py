@@ -1,13 +1,15 @@
 """What a processor function receives (``Record``) and returns (``Output``), and what the
-runtime makes of its outputs and failures (``EncodedOutput``, ``DeadLetter``)."""
+runtime makes of its outputs and failures (``EncodedOutput``, with values as bytes:
+``encode_value``; ``DeadLetter``)."""
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+import orjson
 from pydantic import BaseModel
 
 __all__ = [
@@ -20,6 +22,8 @@ __all__ = [
     "Output",
     "Record",
     "StoredMessage",
+    "encode_input",
+    "encode_value",
     "output_items",
     "readable_headers",
 ]
@@ -320,3 +324,38 @@ class DeadLetter:
             ("splitstate.partition", str(self.partition).encode()),
             ("splitstate.offset", str(self.offset).encode()),
         ]
+
+
+_FAST_ENCODERS: dict[type, Callable[[Any], bytes]] = {
+    dict: orjson.dumps,
+    list: orjson.dumps,
+    int: orjson.dumps,
+    bytes: bytes,
+    str: str.encode,
+}
+
+
+def encode_value(value: Any) -> bytes | None:
+    """Output value to bytes: bytes as-is, text as UTF-8, models and the rest as JSON."""
+    encoder = _FAST_ENCODERS.get(type(value))
+    if encoder is not None:
+        return encoder(value)
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, BaseModel):
+        return value.model_dump_json().encode()
+    return orjson.dumps(value)
+
+
+def encode_input(value: Any, what: str) -> bytes | None:
+    """``value`` encoded as ``encode_value`` encodes outputs (what a producer sends);
+    ``TypeError`` naming ``what`` and the fix when it cannot be."""
+    try:
+        return encode_value(value)
+    except TypeError as error:  # orjson's JSONEncodeError is one
+        raise TypeError(
+            f"{what}: a value of type {type(value).__name__} cannot be encoded ({error}). Fix: "
+            "pass bytes, str, a pydantic model, or a JSON-able value (dict, list, number)"
+        ) from None

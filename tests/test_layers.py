@@ -26,6 +26,7 @@ FRAMEWORK_LAYERS: tuple[tuple[str, ...], ...] = (
         "framework.config",
         "framework.config_checks",
         "framework.config_errors",
+        "framework.config_files",
         "framework.redaction",
         "framework.records",
         "framework.app",

@@ -18,11 +18,12 @@ from pathlib import Path
 
 from framework.app import App
 from framework.bootstrap.build import BuildRequest, build_state
-from framework.bootstrap.history import parse_until
+from framework.bootstrap.history import history_positions, parse_until
 from framework.bootstrap.manifest import Manifest
 from framework.bootstrap.progress import BootstrapProgress
 from framework.config import ConfigError
 from framework.coordination.layout import AppLayout, prepare_app
+from framework.coordination.registry import TopicEntry
 from framework.kafka import Clients, Kafka, watermarks
 from rebalance.positions import OffsetRange, Position
 from statestore import DatabaseIdentity, ProcessorDatabase, processor_path
@@ -72,19 +73,9 @@ def backfill(
     kafka = Clients.of(config) if kafka is None else kafka
     layout = prepare_app(app, kafka, backfilling=True)
     _check_not_scaling(layout, processors)
-    growing = [name for name, entry in layout.inputs.items() if entry.growth or entry.pending()]
-    if growing:
-        raise ConfigError(
-            f"input topics {growing} are growing (`splitstate expand` has not recorded every "
-            "threshold yet), so the order of their keys' records is not settled. Fix: let the "
-            "expand command finish (run it again to resume it), then backfill."
-        )
+    _check_no_change(layout)
     count = layout.processors
-    positions = [
-        (topic, partition)
-        for topic, entry in layout.inputs.items()
-        for partition in range(entry.partitions)
-    ]
+    positions = history_positions(config, layout.inputs)  # deleted partitions too
     retained = watermarks(kafka, positions)
     if until == "now":
         ends = {p: retained[p].end for p in positions}
@@ -106,7 +97,7 @@ def backfill(
     # stops midway, finds no snapshot of the old state to restore under the new one (and a
     # backfill that cannot reach the store builds nothing)
     _forget_snapshots(app)
-    counts = {name: entry.partitions for name, entry in layout.inputs.items()}
+    counts = {name: entry.history.created for name, entry in layout.inputs.items()}
     covers = {j: sorted(layout.control.owned(j, counts)) for j in range(count)}
     request = BuildRequest(
         processors=count,
@@ -157,6 +148,39 @@ def _check_not_scaling(layout: AppLayout, processors: int | None) -> None:
             f"Fix: backfill without --processors (or with --processors {layout.processors}), "
             "then scale with `splitstate scale`."
         )
+
+
+def _check_no_change(layout: AppLayout) -> None:
+    """Refuse while an input's partition count is changing: until ``splitstate expand``
+    recorded every growth marker and drain marker, the order of its keys' records is not
+    settled."""
+    changing = [
+        f"input topic {name!r} {_change(entry)}"
+        for name, entry in layout.inputs.items()
+        if entry.growth is not None or entry.pending()
+    ]
+    if changing:
+        raise ConfigError(
+            f"{'; '.join(changing)}: `splitstate expand` has not recorded every "
+            "marker (growth) or drain marker (shrink) yet, so the order of their keys' "
+            "records is not settled. Fix: let the expand command finish (run it again to "
+            "resume it), then backfill."
+        )
+
+
+def _change(entry: TopicEntry) -> str:
+    """What change of ``entry``'s partition count is in progress, in words."""
+    change, history = entry.growth, entry.history
+    if change is not None:
+        kind, count = change.kind, change.partitions
+    else:
+        step = history.last_step
+        kind, count = ("grow", history.partitions) if step is None else (step.kind, step.count)
+    pending = entry.pending()
+    markers = "markers" if kind == "grow" else "drain markers"
+    detail = f"{markers} of {pending} not recorded" if pending else "not finished"
+    verb = "growing" if kind == "grow" else "shrinking"
+    return f"is {verb} to {count} partitions ({detail})"
 
 
 def _existing_state(state_dir: Path) -> list[Path]:

@@ -1,6 +1,7 @@
 """The input history a bulk build reads: offset ranges, retention checks, lineage order.
 
-A bulk build must see a key's *whole* history, so every range starts at the partition's
+A bulk build must see a key's *whole* history, so it reads every partition an input ever had
+(``history_positions``: deleted partitions too) and every range starts at the partition's
 first record ever written (offset 0). When Kafka no longer holds it (retention deleted it),
 or an archive does not reach far enough, the build is refused with the partitions named and
 what is retained -- state is never built from partial history.
@@ -17,13 +18,17 @@ from rebalance.positions import OffsetRange, Position
 
 __all__ = [
     "HistoryError",
+    "RankSteps",
     "archive_ranges",
     "check_kafka_ranges",
+    "history_positions",
     "lineage_ranks",
     "parse_until",
 ]
 
-_LINEAGE_STEPS = 1024
+#: one input partition's lineage ranks by offset: ``(offsets, ranks)``, ``offsets`` ascending
+#: from 0; a record at offset ``o`` has ``ranks[i]`` for the last ``i`` with ``offsets[i] <= o``
+RankSteps = tuple[tuple[int, ...], tuple[int, ...]]
 
 
 class HistoryError(SplitstateError):
@@ -130,17 +135,36 @@ def archive_ranges(
     return served
 
 
-def lineage_ranks(config: AppConfig, entries: Mapping[str, TopicEntry]) -> dict[Position, int]:
-    """Each input partition's place in processing order for a key's records.
+def history_positions(config: AppConfig, entries: Mapping[str, TopicEntry]) -> list[Position]:
+    """Every partition each input topic ever had (``TopicHistory.created``), in config order:
+    a deleted partition still holds its keys' earlier records, so a bulk build reads it."""
+    return [
+        (topic.topic, partition)
+        for topic in config.inputs
+        for partition in range(entries[topic.topic].history.created)
+    ]
 
-    Topics in config order, then partitions by the growth that created them, so a key's
-    records in an ancestor partition come before those in the partitions split from it.
+
+def lineage_ranks(
+    config: AppConfig, entries: Mapping[str, TopicEntry]
+) -> dict[Position, RankSteps]:
+    """Each input partition's lineage ranks by offset (every partition ever created): a key's
+    records are in the order produced when sorted by ``(rank, offset)``.
+
+    Topics in config order (each topic's ranks above the one before's), then the step of the
+    topic's history in force at the record's offset (``TopicHistory.rank``): a key's records
+    in a parent before a growth's marker come before those in the child, a deleted
+    partition's before its survivor's from the shrink's hold, and a partition deleted and
+    grown again has a rank per life.
     """
-    ranks: dict[Position, int] = {}
-    for index, topic in enumerate(config.inputs):
-        history = entries[topic.topic].history
-        for partition in range(history.partitions):
-            ranks[(topic.topic, partition)] = index * _LINEAGE_STEPS + history.created_at(partition)
+    histories = {topic.topic: entries[topic.topic].history for topic in config.inputs}
+    width = max((len(history.counts) for history in histories.values()), default=1)
+    ranks: dict[Position, RankSteps] = {}
+    for index, (name, history) in enumerate(histories.items()):
+        for partition in range(history.created):
+            offsets = tuple(sorted({0, *(b.offset for b in history.boundaries(partition))}))
+            steps = tuple(index * width + history.rank(partition, o) for o in offsets)
+            ranks[(name, partition)] = (offsets, steps)
     return ranks
 
 

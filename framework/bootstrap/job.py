@@ -6,8 +6,9 @@ Steps, all distributed:
    before the shuffle; a key is always in one group, so no key's history reaches the driver)
    and hand each group to Python as one Arrow table (``applyInArrow``);
 2. *fold*: per group (``tasks.group_folder``), keep the records whose key belongs to a target
-   processor (``bucket(key_hash, B, P')``, the runtime's murmur3), order them by partition
-   lineage then offset and fold them with the given ``Fold`` -- the app's own processor
+   processor (``bucket(key_hash, B, P')``, the runtime's murmur3), order them by lineage
+   rank (the step of the topic's history in force at the record's offset) then offset and
+   fold them with the given ``Fold`` -- the app's own processor
    function in restore mode -- into final ``(processor, store, key, value)`` items (under a
    ``crash_watch.CrashWatch``: when a Python worker dies in a group, the job runs again and
    that group folds carefully, skipping a record that killed it ``crash_limit`` times, as the
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from framework.bootstrap.history import RankSteps
+
 __all__ = ["BootstrapPlan", "Fold", "run_bootstrap", "spark_errors"]
 
 _ITEMS_SCHEMA = "processor int, store string, key binary, value binary"
@@ -82,22 +85,23 @@ class Fold(Protocol):
 class BootstrapPlan:
     """Which processors to build, and how records are placed and ordered.
 
-    ``lineage`` gives each input partition its place in processing order: records of a key
-    are applied by ascending ``(lineage, offset)`` (topics in config order, then ancestor
-    partitions before the partitions split from them). ``covered`` is, per target, the
-    offsets the built state covers. ``gained_from`` = (old processor count, sources) keeps only
-    keys whose owner at the old count is one of the sources (a scale's receiver builds the keys
-    it gains, never keys it already owns). SST files hold at most ``max_file_items`` keys; up
-    to ``one_writer_items`` items one task writes them all, more are range-partitioned over
-    the cores first. A record that kills the fold's process ``crash_limit`` times alone is
-    skipped (``stop_on_crash``: the build fails naming it), as the processors skip it
-    (``crash_watch``).
+    ``lineage`` gives each input partition (every one ever created) its ranks by offset
+    (``history.lineage_ranks``): records of a key are applied by ascending ``(rank,
+    offset)``, their produced order (topics in config order, then the step of the topic's
+    history in force at each record: through growths, shrinks and partitions grown again).
+    ``covered`` is, per target, the offsets the built state covers. ``gained_from`` = (old
+    processor count, sources) keeps only keys whose owner at the old count is one of the
+    sources (a scale's receiver builds the keys it gains, never keys it already owns). SST
+    files hold at most ``max_file_items`` keys; up to ``one_writer_items`` items one task
+    writes them all, more are range-partitioned over the cores first. A record that kills the
+    fold's process ``crash_limit`` times alone is skipped (``stop_on_crash``: the build fails
+    naming it), as the processors skip it (``crash_watch``).
     """
 
     initial_processors: int
     processors: int
     targets: frozenset[int]
-    lineage: Mapping[Position, int]
+    lineage: Mapping[Position, RankSteps]
     covered: Mapping[int, Mapping[Position, int]]
     shards: int = 32
     max_file_items: int = 2_000_000

@@ -2,7 +2,8 @@
 
 - ``group_folder``: the fold of one group of records (``applyInArrow``): keep the records whose
   key a target processor builds (the runtime's murmur3 ``key_hash`` and ``bucket``), order
-  them by processor, partition lineage and offset, and fold each processor's records with the
+  them by processor, lineage rank (per record: the step of the topic's history in force at
+  its offset) and offset, and fold each processor's records with the
   ``Fold`` into ``(processor, store, key, value)`` items (under a ``CrashWatch``: a record
   that kills the worker is skipped as the processors' crash guards skip it);
 - ``file_writer``: the writer (``mapInArrow``) that streams a task's sorted items into SST
@@ -34,6 +35,7 @@ from rebalance.positions import Position
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from framework.bootstrap.history import RankSteps
     from framework.bootstrap.job import Fold
 
 __all__ = ["FILES_SCHEMA", "ITEMS_SCHEMA", "Placement", "file_writer", "group_folder"]
@@ -64,15 +66,16 @@ class Placement:
     """Which records a fold keeps and in which order, from a bootstrap's plan.
 
     ``topics``: the input topics, whose index the job sends in the ``topic`` column;
-    ``lineage``: each input partition's place in processing order; ``gained_from`` = (old
-    processor count, sources) keeps only keys one of the sources owned at the old count.
+    ``lineage``: each input partition's ranks by offset (``history.lineage_ranks``: plain
+    tuples, shipped to the workers as they are); ``gained_from`` = (old processor count,
+    sources) keeps only keys one of the sources owned at the old count.
     """
 
     initial_processors: int
     processors: int
     targets: tuple[int, ...]
     topics: tuple[str, ...]
-    lineage: Mapping[Position, int]
+    lineage: Mapping[Position, RankSteps]
     gained_from: tuple[int, tuple[int, ...]] | None = None
 
     def order(self, records: pa.Table) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -90,28 +93,32 @@ class Placement:
         topic = _numbers(records.column("topic"))[rows]
         partition = _numbers(records.column("partition"))[rows]
         offset = _numbers(records.column("offset"))[rows]
-        order = np.lexsort((offset, self._ranks(topic, partition), owners))
+        order = np.lexsort((offset, self.ranks(topic, partition, offset), owners))
         return rows[order], owners[order]
 
-    @functools.cached_property
-    def _rank_table(self) -> npt.NDArray[np.int64]:
-        """``[topic index, partition]`` -> lineage rank (-1: not an input partition)."""
-        width = 1 + max((p for _, p in self.lineage), default=0)
-        table = np.full((len(self.topics), width), -1, dtype=np.int64)
-        index = {name: i for i, name in enumerate(self.topics)}
-        for (name, p), rank in self.lineage.items():
-            table[index[name], p] = rank
-        return table
-
-    def _ranks(
-        self, topic: npt.NDArray[np.int64], partition: npt.NDArray[np.int64]
+    def ranks(
+        self,
+        topic: npt.NDArray[np.int64],
+        partition: npt.NDArray[np.int64],
+        offset: npt.NDArray[np.int64],
     ) -> npt.NDArray[np.int64]:
-        """The lineage rank of each ``(topic index, partition)``."""
-        table = self._rank_table
-        width = table.shape[1]
-        known = (topic >= 0) & (partition >= 0) & (partition < width)
-        ranks = np.full(len(topic), -1, dtype=np.int64)
-        ranks[known] = table[topic[known], partition[known]]
+        """The lineage rank of each record ``(topic index, partition, offset)``, looked up
+        per partition (``np.searchsorted`` in its rank steps); ``BootstrapError`` for a
+        record of a partition the lineage does not have."""
+        tables, stride = self._rank_tables
+        known = (topic >= 0) & (topic < len(self.topics)) & (partition >= 0) & (partition < stride)
+        codes = np.where(known, topic * stride + partition, -1)
+        ranks = np.full(len(codes), -1, dtype=np.int64)
+        order = np.argsort(codes, kind="stable")
+        ordered = codes[order]
+        cuts = (np.flatnonzero(np.diff(ordered)) + 1).tolist()  # where the partition changes
+        for start, end in zip([0, *cuts], [*cuts, len(order)], strict=True):
+            table = tables.get(int(ordered[start])) if end > start else None
+            if table is None:
+                continue
+            rows = order[start:end]
+            offsets, steps = table
+            ranks[rows] = steps[np.searchsorted(offsets, offset[rows], side="right") - 1]
         unknown = np.flatnonzero(ranks < 0)
         if unknown.size:
             first = int(unknown[0])
@@ -122,6 +129,24 @@ class Placement:
                 "build does not order. Nothing was ingested."
             )
         return ranks
+
+    @functools.cached_property
+    def _rank_tables(
+        self,
+    ) -> tuple[dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]], int]:
+        """``topic index * stride + partition`` -> (boundary offsets, rank from each), and
+        the stride (one more than the highest partition)."""
+        stride = 1 + max((p for _, p in self.lineage), default=0)
+        index = {name: i for i, name in enumerate(self.topics)}
+        tables = {
+            index[name] * stride + p: (
+                np.asarray(offsets, dtype=np.int64),
+                np.asarray(steps, dtype=np.int64),
+            )
+            for (name, p), (offsets, steps) in self.lineage.items()
+            if name in index
+        }
+        return tables, stride
 
 
 _frozen = False  # whether this process froze its heap (once per Spark Python worker)

@@ -4,7 +4,8 @@ One compacted topic per cluster, ``__splitstate_topics``, keyed by topic name. E
 JSON: the topic's initial partition count ``N``, its partition-count history (``counts``, the
 ``steps``: growths and shrinks with their boundary offsets, and the ``thresholds`` of its
 growths for readers that know only growths), the key hash, the producers' lease and delivery
-timeout, whether the topic is compacted, and a change of its count in progress
+timeout, whether the topic is compacted (its ``cleanup.policy`` includes ``compact`` when it is
+first registered: ``register_all``), and a change of its count in progress
 (``splitstate expand``, the field ``growth``; its ``kind`` is ``grow`` or ``shrink``).
 The last record of a topic wins (as compaction keeps it).
 The topic is created compacted with ``retention.ms=-1`` and ``retention.bytes=-1``; apps,
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 
@@ -45,7 +46,7 @@ from framework.coordination.topic_entry import (
     TopicEntry,
 )
 from framework.errors import SplitstateError
-from framework.kafka import COMPACTED, Kafka, LogRecord, TopicSpec
+from framework.kafka import COMPACTED, Kafka, LogRecord, TopicSpec, compacts
 from rebalance import TopicHistory
 from rebalance.record_checks import (
     MalformedRecordError,
@@ -205,10 +206,16 @@ class TopicRegistry:
 
     def register_all(self, entries: Sequence[TopicEntry]) -> dict[str, TopicEntry]:
         """Each topic's registered entry, registering those of ``entries`` whose topic is
-        new: one read of the registry, then one append of the new ones. A topic whose entry
-        cannot be read is not new: ``RegistryRecordError``."""
+        new: one read of the registry, then one append of the new ones, each ``compacted``
+        when its topic's ``cleanup.policy`` includes ``compact`` as Kafka says now. A topic
+        whose entry cannot be read is not new: ``RegistryRecordError``."""
         known = self.read()
         new = [e for e in entries if e.topic not in known]
+        if new:
+            configs = self._kafka.topic_configs([e.topic for e in new])
+            new = [
+                replace(e, compacted=e.compacted or compacts(configs.get(e.topic, {}))) for e in new
+            ]
         found = {e.topic: e for e in new}
         for entry in entries:
             if entry.topic not in found:

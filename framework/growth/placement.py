@@ -26,6 +26,7 @@ import mmh3
 
 from framework.coordination.registry import TopicEntry
 from framework.errors import SplitstateError
+from framework.growth.compaction_writes import CompactionTombstones
 from framework.kafka import DeliveryCallback, Header, KafkaProducer
 from rebalance import TopicHistory, bucket, key_hash, level, parent
 
@@ -272,16 +273,22 @@ def _layout(initial: int, placed: str | bytes | None) -> tuple[int, int, int] | 
 
 
 class LinearHashPartitioner:
-    """Partition of a key in a registered topic: ``bucket(key_hash(key), N, M)``."""
+    """Partition of a key in a registered topic: ``bucket(key_hash(key), N, M)``; for a
+    compacted topic also the partitions earlier counts placed it on (``earlier_homes``)."""
 
     def __init__(self, entries: Mapping[str, TopicEntry]) -> None:
         self._layout: dict[str, tuple[int, int, int]] = {}
         self._headers: dict[str, tuple[str, str]] = {}
+        #: each compacted topic with an earlier count: its step index, the earlier layouts
+        self._earlier: dict[str, tuple[int, Layouts]] = {}
         for name, entry in entries.items():
             bucket(0, entry.initial_partitions, entry.partitions)  # validates the layout
             low = entry.initial_partitions << level(entry.initial_partitions, entry.partitions)
             self._layout[name] = (low, entry.partitions - low, entry.partitions)
             self._headers[name] = (COUNT_HEADER, str(entry.partitions))
+            counts = entry.history.counts
+            if entry.compacted and len(counts) > 1:
+                self._earlier[name] = (len(counts) - 1, history_layouts(counts[:-1]))
 
     def partition(self, topic: str, key: bytes) -> int:
         """The partition ``key`` belongs in: ``bucket(key_hash(key), N, M)``, inlined."""
@@ -296,6 +303,26 @@ class LinearHashPartitioner:
         h = mmh3.hash(key, 0, False)
         b = h % low
         return h % (low << 1) if b < split else b
+
+    def earlier_homes(self, topic: str, key: bytes) -> tuple[int, list[int]] | None:
+        """For a compacted ``topic`` whose count changed: the step index of the count keys
+        are placed with, and every partition an earlier count placed ``key`` on other than
+        the one it is placed on now (each once), which may hold the key's older values;
+        ``None`` for any other topic."""
+        earlier = self._earlier.get(topic)
+        if earlier is None:
+            return None
+        step, layouts = earlier
+        home = self.partition(topic, key)
+        h = mmh3.hash(key, 0, False)
+        found: list[int] = []
+        for low, split in layouts:
+            b = h % low  # bucket(h, N, count), inlined
+            if b < split:
+                b = h % (low << 1)
+            if b != home and b not in found:
+                found.append(b)
+        return step, found
 
     def partitions(self, topic: str) -> int:
         """The partition count keys are placed with."""
@@ -320,15 +347,18 @@ def produce_placed(
     *,
     headers: Sequence[Header] | None = None,
     on_delivery: DeliveryCallback | None = None,
+    tombstones: CompactionTombstones | None = None,
 ) -> int:
     """Queue one keyed record on the partition its key belongs in, with the count it was
     placed with in the ``splitstate.count`` header (last, after ``headers``); returns the
     partition. The only way splitstate places keys: ``SplitstateProducer`` and the
     runtime's outputs both produce through it.
 
-    ``partitioner()`` gives the counts to place with now (it checks, or waits for, the
-    registry lease). While the local queue is full it serves deliveries and places the key
-    again with the counts held then: they may have changed while it waited.
+    For a compacted topic whose count changed, the key's compaction tombstones follow it
+    (``framework.growth.compaction_writes``; ``tombstones`` remembers which were written,
+    ``None``: none are). ``partitioner()`` gives the counts to place with now (it checks, or
+    waits for, the registry lease). While the local queue is full it serves deliveries and
+    places the key again with the counts held then: they may have changed while it waited.
     """
     while True:
         counts = partitioner()
@@ -336,6 +366,9 @@ def produce_placed(
         placed = [*(headers or ()), counts.count_header(topic)]
         try:
             producer.produce(topic, value, key, partition, headers=placed, on_delivery=on_delivery)
-            return partition
+            break
         except BufferError:
             producer.poll(0.1)  # the local queue is full: let deliveries drain
+    if tombstones is not None:
+        tombstones.write(producer, counts, topic, key, on_delivery=on_delivery)
+    return partition

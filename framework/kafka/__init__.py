@@ -32,7 +32,7 @@ from framework.kafka.port import (
     TopicSpec,
     TransactionalProducer,
 )
-from framework.kafka.topics import COMPACTED, check_retention, watermarks
+from framework.kafka.topics import COMPACTED, check_retention, compacts, watermarks
 
 __all__ = [
     "COMPACTED",
@@ -58,5 +58,6 @@ __all__ = [
     "TransactionalProducer",
     "UnknownPartitionError",
     "check_retention",
+    "compacts",
     "watermarks",
 ]

@@ -3,13 +3,13 @@ that never delete records, and the offsets Kafka still holds."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from framework.kafka.errors import RetentionError
 from framework.kafka.port import Kafka
 from rebalance.positions import OffsetRange, Position
 
-__all__ = ["COMPACTED", "check_retention", "watermarks"]
+__all__ = ["COMPACTED", "check_retention", "compacts", "watermarks"]
 
 #: Topic configs of a coordination log (control log, topic registry): compacted, and never
 #: deleting a record for its age or the topic's size (said explicitly, not left to defaults).
@@ -21,6 +21,17 @@ COMPACTED = {
 }
 
 
+def compacts(configs: Mapping[str, str | None]) -> bool:
+    """Whether a topic of these configs (``Kafka.topic_configs``) is compacted: its
+    ``cleanup.policy`` includes ``compact`` (``compact`` or ``compact,delete``)."""
+    return "compact" in _policies(configs)
+
+
+def _policies(configs: Mapping[str, str | None]) -> list[str]:
+    """The parts of a topic's ``cleanup.policy``."""
+    return [part.strip() for part in (configs.get("cleanup.policy") or "").split(",")]
+
+
 def check_retention(kafka: Kafka, topics: Sequence[str]) -> None:
     """Raise ``RetentionError`` when a topic's config would delete records.
 
@@ -30,7 +41,7 @@ def check_retention(kafka: Kafka, topics: Sequence[str]) -> None:
     """
     for topic, configs in kafka.topic_configs(topics).items():
         policy = configs.get("cleanup.policy") or ""
-        if "delete" not in [part.strip() for part in policy.split(",")]:
+        if "delete" not in _policies(configs):
             continue
         finite = {
             setting: configs.get(setting)

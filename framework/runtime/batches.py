@@ -23,6 +23,7 @@ from operator import itemgetter
 from framework.clock import Clock
 from framework.config import AppConfig
 from framework.errors import SplitstateError
+from framework.growth.compaction_writes import CompactionTombstones
 from framework.growth.lease import RegistryLease
 from framework.kafka import (
     KafkaConsumer,
@@ -138,6 +139,7 @@ class BatchRunner:
             # under exactly-once always measured (Kafka's default limit when not read)
             limits=(limits or RecordLimits({})) if transactions is not None else limits,
             transactional=transactions is not None,
+            tombstones=CompactionTombstones(config.compaction_tombstones_cached),
         )
         if transactions is not None and consumer is None:
             raise ValueError("a transactional batch runner needs the group's consumer")

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 
 from framework.clock import Clock
 from framework.errors import SplitstateError
+from framework.growth.compaction_writes import CompactionTombstones
 from framework.growth.lease import RegistryLease
 from framework.growth.placement import COUNT_HEADER, LinearHashPartitioner, produce_placed
 from framework.kafka import (
@@ -88,7 +89,9 @@ class BatchWriter:
 
     ``clock`` (the run's) spaces out the repeated warnings; ``limits``: each topic's record
     limit, to measure records against before producing them; ``transactional``: the records
-    go into a transaction the caller opened and commits (see the module).
+    go into a transaction the caller opened and commits (see the module); ``tombstones``:
+    which compaction tombstones of outputs to compacted topics were written (default: the
+    last ``DEFAULT_TOMBSTONES_CACHED`` remembered).
     """
 
     def __init__(
@@ -101,8 +104,10 @@ class BatchWriter:
         *,
         limits: RecordLimits | None = None,
         transactional: bool = False,
+        tombstones: CompactionTombstones | None = None,
     ) -> None:
         self.producer = producer
+        self._tombstones = CompactionTombstones() if tombstones is None else tombstones
         self._limits = limits
         self._smallest = 0 if limits is None else limits.smallest()
         self._transactional = transactional
@@ -197,6 +202,7 @@ class BatchWriter:
             output.value,
             headers=output.headers,
             on_delivery=on_delivery,
+            tombstones=self._tombstones,
         )
 
     def send_outputs(

@@ -82,7 +82,11 @@ def test_lineage_ranks_put_ancestors_first_and_topics_in_config_order() -> None:
         "b": TopicEntry(TopicHistory.of("b", [2])),
     }
     ranks = lineage_ranks(config, entries)
-    assert [ranks[("a", p)] for p in range(8)] == [0, 0, 0, 0, 1, 1, 2, 2]
-    assert ranks[("b", 0)] == ranks[("b", 1)] > ranks[("a", 7)]
-    # a key of partition 6 (split from 2) has records in 2 before 6
-    assert ranks[("a", 2)] < ranks[("a", 6)]
+    # 4 -> 6 (markers of 4, 5 in 0, 1 at 10, 11) -> 8 (markers of 6, 7 in 2, 3 at 12, 13)
+    assert ranks[("a", 0)] == ((0, 11), (0, 1))  # step 1 in force past 4's marker
+    assert ranks[("a", 2)] == ((0, 13), (0, 2))
+    assert ranks[("a", 4)] == ((0,), (1,))  # created by step 1, from offset 0
+    assert ranks[("a", 7)] == ((0,), (2,))
+    assert ranks[("b", 0)] == ranks[("b", 1)] == ((0,), (3,))  # above a's 3 counts
+    # a key of partition 6 (split from 2) has records in 2 before 6 (up to its marker)
+    assert ranks[("a", 2)][1][0] < ranks[("a", 6)][1][0]

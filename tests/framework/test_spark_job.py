@@ -153,16 +153,20 @@ class History:
         assert self.applied and self.applied <= journaled
 
 
+def lineage_order(rows: Records, histories: dict[str, TopicHistory]) -> Records:
+    """``rows`` in lineage order: topics in config order, then each record's
+    ``TopicHistory.rank``, then offset."""
+    topics = [t.topic for t in app.config.inputs]
+    return sorted(rows, key=lambda r: (topics.index(r[0]), histories[r[0]].rank(r[1], r[2]), r[2]))
+
+
 def replay(rows: Records, histories: dict[str, TopicHistory]) -> list[tuple[str, bytes, bytes]]:
     """``(store, stored key, value bytes)`` after applying ``rows`` in lineage-offset order."""
-    ranks = lineage_ranks(app.config, entries(histories))
     processor = RecordProcessor(app, {"events": 2, "notes": 2}, histories=histories)
     database = ProcessorDatabase.in_memory(
         DatabaseIdentity("journal", -1, {"initial_processors": B}), app.store_specs()
     )
-    for topic, partition, offset, key, value, stamp, headers in sorted(
-        rows, key=lambda r: (ranks[(r[0], r[1])], r[2])
-    ):
+    for topic, partition, offset, key, value, stamp, headers in lineage_order(rows, histories):
         pairs = [(h["key"], h["value"]) for h in headers] if headers else None
         batch = database.begin()
         message = StoredMessage(topic, partition, offset, key, value, stamp, pairs)
@@ -211,8 +215,7 @@ def built_items(manifest: Manifest, target: int, directory: Path) -> list[tuple[
 
 def test_the_arrow_fold_gives_the_replays_bytes() -> None:
     rows, histories, unheaded = make_history()
-    ranks = lineage_ranks(app.config, entries(histories))
-    ordered = sorted(rows, key=lambda r: (ranks[(r[0], r[1])], r[2]))
+    ordered = lineage_order(rows, histories)
     folded = list(AppFold(app, {"events": 2, "notes": 2}, histories, B)(records_table(ordered)))
     expected = replay(rows, histories)
     assert folded == expected

@@ -1,0 +1,50 @@
+"""Reading an app's config file: YAML or TOML, by its suffix. A syntax error says the line
+and column, never the line's text (it may hold a secret)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from framework.config_errors import ConfigError
+
+__all__ = ["read_config_file"]
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The settings ``path`` holds (YAML or TOML, said by its suffix), or a ``ConfigError``
+    naming the file and what is wrong with it."""
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist. Fix: pass an existing file.")
+    text = path.read_text()
+    try:
+        if path.suffix == ".toml":
+            data = tomllib.loads(text)
+        elif path.suffix in {".yaml", ".yml"}:
+            data = yaml.safe_load(text) or {}
+        else:
+            raise ConfigError(
+                f"config file {path} must end in .yaml, .yml or .toml to say its format"
+            )
+    except yaml.YAMLError as error:
+        raise ConfigError(f"config file {path} is not valid yaml: {_yaml_problem(error)}") from None
+    except tomllib.TOMLDecodeError as error:  # says where, and no more of the text than a char
+        raise ConfigError(f"config file {path} is not valid toml: {error}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of settings at the top")
+    return data
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """What PyYAML found wrong, and where, without its copy of the line (a secret's, maybe)."""
+    if not isinstance(error, yaml.MarkedYAMLError):
+        return type(error).__name__
+    parts = []
+    for what, mark in ((error.problem, error.problem_mark), (error.context, error.context_mark)):
+        if what:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            parts.append(f"{what}{where}")
+    return "; ".join(parts) or type(error).__name__

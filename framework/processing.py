@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from framework.app import App, Handler
-from framework.coordination.registry import Growth
+from framework.coordination.registry import Growth, TopicEntry
 from framework.errors import (
     ProcessorFencedError,
     ProcessorReplacedError,
@@ -29,7 +29,7 @@ from framework.errors import (
     SplitstateError,
 )
 from framework.growth.compaction import compaction_refusal, has_compaction_header
-from framework.growth.markers import is_marker_record, marker_growth
+from framework.growth.markers import is_marker_record
 from framework.growth.placement_check import PlacementCheck, RegistryView
 from framework.kafka import KafkaIOError
 from framework.records import (
@@ -105,19 +105,18 @@ class RecordProcessor:
     registry's); a keyed record of such a topic must sit on a partition where linear hashing
     places its key (topics it lacks are not checked): the one its ``splitstate.count`` header's
     count places it on, or without the header one that any count of the topic's history does.
-    ``histories``: each input topic's partition history (counts and thresholds, the topic
-    registry's, kept current with ``adopt``; just ``N`` for a topic without one); with the
-    growth markers met in the input, they say which records landed after their growth's fence
-    (dead-lettered: ``late_record``). ``unfenced``: how many records without that header this
-    processor processed before (``database.progress(UNFENCED_SCOPE)``), ``unplaced``: how many
-    it dead-lettered (``UNPLACED_SCOPE``); ``placement`` keeps both up to date in the batches.
+    ``histories``: each input topic's partition history (the topic registry's, kept current
+    with ``adopt``; just ``N`` for a topic without one); with the markers met in the input,
+    they say where each key lives at each offset (a record elsewhere is late, a dead letter:
+    ``framework.growth.late``). ``unfenced``/``unplaced``: how many records without that
+    header this processor processed/dead-lettered before (``database.progress``);
+    ``placement`` keeps both up to date in the batches.
 
-    A growth marker counts only if the registry records its growth (``growths``: the input
-    topics' growths in progress, with ``histories``); any other record that claims to be one
-    is a dead letter (stage ``placement``, ``unrecorded marker: ...``). ``registry`` reads
-    the registry's entries now; given, ``confirm_markers`` reads them again before records
-    holding a marker the processor's view does not record, so a marker written after the view
-    was read is not refused.
+    A marker counts only if the registry records its step (``growths``: the input topics'
+    changes in progress, with ``histories``); any other record that claims to be one is a
+    dead letter (stage ``placement``, ``unrecorded marker: ...``). ``registry`` reads the
+    registry's entries now; given, ``confirm_markers`` reads them again before records its
+    view may be older than, so a step recorded after the view was read is never missed.
     """
 
     def __init__(
@@ -162,39 +161,49 @@ class RecordProcessor:
         thresholds) and growths in progress."""
         self.placement.adopt(histories, growths)
 
-    def confirm_markers(self, messages: Iterable[InputMessage]) -> None:
-        """Before ``messages`` are processed: if one of them is a growth marker that the
-        registry, as this processor last read it, does not record, read the registry again
-        (once; with ``registry`` only). ``splitstate expand`` records a growth and its fence
-        before it writes the markers, so a registry read after a marker was read records the
-        marker's growth: a marker it does not record is no marker of ``expand``'s. A
-        ``KafkaIOError`` when the registry cannot be read (the records are not processed:
-        a marker is never judged by a view older than itself)."""
+    def confirm_markers(self, messages: Iterable[InputMessage]) -> dict[str, TopicEntry] | None:
+        """Before ``messages`` are processed: if the registry as last read may be older than
+        one of them (``_stale``), read it again (once; with ``registry`` only) and adopt it;
+        returns the input topics' entries read (``None``: not read). A ``KafkaIOError`` when
+        it cannot be read (a record is never judged by a view older than itself)."""
         if self._registry is None:
-            return
-        for message in messages:
+            return None
+        batch = [m for m in messages if m.topic() in self._routes]
+        for message in batch:
             topic, partition, offset = message.topic(), message.partition(), message.offset()
-            if topic not in self._routes or partition is None or offset is None:
+            if topic is None or partition is None or offset is None:
                 continue
-            key = message.key()
-            if key is not None and not key.startswith(f"{topic}/".encode()):
-                continue  # (cheap: a marker's key, if it has one, is its id)
-            headers = readable_headers(message)
-            if not is_marker_record(topic, key, headers) or marker_growth(topic, headers) is None:
-                continue  # no marker, or one no registry can record: no read
-            if self.placement.unrecorded((topic, partition, offset), headers) is None:
+            if not self._stale(message, (topic, partition, offset)):
                 continue
             try:
                 entries = self._registry()
             except KafkaIOError as error:
+                what = "marker" if message.key() is None else "record"
                 raise KafkaIOError(
-                    f"could not read the topic registry to check the growth marker at "
+                    f"could not read the topic registry to check the {what} at "
                     f"{topic}[{partition}]@{offset} against it: {error}. It is not judged by "
                     "an older view of the registry: the processor exits, to read it again "
                     "when restarted. Fix: make Kafka reachable."
                 ) from None
-            self.placement.confirm(entries)
-            return
+            return self.placement.confirm(entries, batch)
+        return None
+
+    def _stale(self, message: InputMessage, where: tuple[str, int, int]) -> bool:
+        """Whether ``message`` at ``where`` needs a newer view of the registry: a marker it
+        does not record, or a keyed record whose key lives elsewhere by it (a step the view
+        lacks, or a late record); never a compaction tombstone (it sits in a key's earlier
+        partition by design)."""
+        topic, key = where[0], message.key()
+        if key is None or key.startswith(f"{topic}/".encode()):  # (a marker's key is its id)
+            headers = readable_headers(message)
+            if headers is not None and is_marker_record(topic, key, headers):
+                return self.placement.stale_marker(where, headers)
+            if key is None:
+                return False  # no marker: a dead letter, whatever the registry says
+        if not self.placement.stale_key(where, key):
+            return False
+        headers = readable_headers(message)
+        return headers is not None and not has_compaction_header(headers)
 
     def process(  # noqa: PLR0911 - one return per way a record can end
         self,

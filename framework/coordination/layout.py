@@ -48,8 +48,11 @@ class AppLayout:
         return self.definition.initial_processors
 
     def input_positions(self) -> list[tuple[str, int]]:
-        """Every input partition, per the registry's current counts."""
-        return [(name, p) for name, entry in self.inputs.items() for p in range(entry.partitions)]
+        """Every input partition the app reads: each topic's universe per the registry
+        (``TopicHistory.created``: every partition ever created, deleted ones too)."""
+        return [
+            (name, p) for name, entry in self.inputs.items() for p in range(entry.history.created)
+        ]
 
     def fixed_parameters(self) -> dict[str, object]:
         """What a processor's state records and refuses to change."""
@@ -118,11 +121,13 @@ def prepare_app(
                 f"topic {name!r} is registered with key hash {entry.key_hash!r} but the config "
                 f"says {config.key_hash!r}. Fix: use {entry.key_hash!r}."
             )
-        if counts[name] < entry.partitions:
-            counts[name] = _await_growth(kafka, name, counts[name], entry.partitions)
+        if counts[name] < entry.history.created:
+            counts[name] = _await_growth(kafka, name, counts[name], entry.history.created)
         entries[name] = entry
 
-    positions = [(t.topic, p) for t in config.inputs for p in range(entries[t.topic].partitions)]
+    positions = [
+        (t.topic, p) for t in config.inputs for p in range(entries[t.topic].history.created)
+    ]
     control = _read_checked(kafka, config, control_log, positions, processor)
     wanted = AppDefinition(
         app_id=config.app_id,
@@ -226,7 +231,7 @@ def _check_first_start(config: AppConfig, entries: dict[str, TopicEntry], proces
     missing: list[str] = []
     for topic in config.inputs:
         entry = entries[topic.topic]
-        for partition in range(entry.initial_partitions, entry.partitions):
+        for partition in range(entry.initial_partitions, entry.history.created):
             owner = bucket(partition, b, processors)
             elsewhere = [
                 f"{read.topic}[{read.partition}] up to "

@@ -84,13 +84,22 @@ class TopicWatcher:
         ahead = {  # partitions Kafka has that the registry does not (yet) record
             name: count
             for name, count in counts.items()
-            if name in fresh and count > fresh[name].partitions
+            if name in fresh and count > fresh[name].history.created
         }
         # keep reading the registry while a growth is under way: `expand` creates the
         # partitions first, then records the count, then the thresholds
         self._pending = bool(ahead) or any(entry.pending() for entry in fresh.values())
         self._report_unregistered(ahead, now)
         return changed
+
+    def learn(self, entries: Mapping[str, TopicEntry]) -> None:
+        """Take ``entries`` read from the registry elsewhere (a processor that met a record
+        its view was older than: a shrink or a re-growth changes nothing Kafka describes), so
+        that a step they show in progress is followed here too (``poll`` reads the registry
+        while one is)."""
+        learned = {name: entry for name, entry in entries.items() if name in self._topics}
+        self.entries.update(learned)
+        self._pending = self._pending or any(entry.pending() for entry in learned.values())
 
     def record_hash(
         self, control: ControlLog, logged: int | None, *, starting: bool = False
@@ -140,8 +149,8 @@ class TopicWatcher:
                 "MODULE:APP --topic %s --partitions %d`.",
                 name,
                 count,
-                entry.partitions,
-                entry.partitions,
+                entry.history.created,
+                entry.history.created,
                 count - 1,
                 entry.partitions,
                 name,

@@ -5,9 +5,11 @@
 control log (``hold``), record the new count in the topic registry, wait out every producer's
 lease (``lease``: counts are used only while the registry can be re-read), write markers
 (``markers``: growth markers in the parents, drain markers in deleted partitions) and record
-them. Readers then keep a new partition closed until its parent passes the threshold
-(``gates``), and refuse records that are not where linear hashing places their keys
-(``placement``: where keys go; ``placement_check``: the check of each input record).
+them. Readers then hold each record until its key's earlier records were read (``gates``:
+a new life of a partition until its parent passes the marker, a key merged into a survivor
+until its deleted partition passes the drain marker), and refuse records that are not where
+linear hashing places their keys at their offset (``placement``: where keys go; ``late``:
+where they live; ``placement_check``: the check of each input record).
 """
 
 from framework.growth.expand import ExpandError, expand_topic

@@ -5,9 +5,8 @@ With the ``splitstate.count`` header (the count its producer placed it with: wha
 ``SplitstateProducer`` and the runtime's outputs set), the record must sit where that count
 places its key: ``bucket(key_hash(key), N, count)``. Without the header, where any partition
 count in the topic's history (``TopicHistory.counts``: ``N`` and the count after each growth)
-places it. Either way it must also not sit after the growth fence of a child its key moved to
-(``late``): a key a growth split off to a child partition has no record in the parent after
-the child's marker. A record that fails is dead-lettered (stage ``placement``, reason
+places it. Either way it must also sit where its key lives at that offset (not ``late``, see
+``framework.growth.late``). A record that fails is dead-lettered (stage ``placement``, reason
 ``misplaced ...`` or ``late ...``) and changes no state: processing it would split its key's
 state across processors. Records without the header come from producers that bypass the
 fence; the processor counts per input partition, in its state, those it processed
@@ -28,7 +27,7 @@ from framework.coordination.registry import TopicEntry
 from framework.errors import SplitstateError
 from framework.growth.compaction_writes import CompactionTombstones
 from framework.kafka import DeliveryCallback, Header, KafkaProducer
-from rebalance import TopicHistory, bucket, key_hash, level, parent
+from rebalance import bucket, level
 
 __all__ = [
     "COUNT_HEADER",
@@ -37,16 +36,11 @@ __all__ = [
     "UNPLACED_CAUSE",
     "UNPLACED_FIX",
     "UNPLACED_SCOPE",
-    "Fence",
     "Layouts",
     "LinearHashPartitioner",
     "NoCountHeader",
     "count_header",
-    "fences_of",
     "history_layouts",
-    "late_fence",
-    "late_reason",
-    "late_record",
     "misplaced_reason",
     "misplacement",
     "placed_by",
@@ -176,86 +170,6 @@ def unplaced_reason(h: int, key: bytes, topic: str, partition: int, counts: Sequ
 
 def _listed(counts: Sequence[int]) -> str:
     return ", ".join(str(c) for c in counts) if len(counts) > 1 else f"{counts[0]} partitions"
-
-
-#: a growth fence in a parent partition: the child split off, the partition count that created
-#: it, and the offset of its marker in the parent (the child's threshold)
-Fence = tuple[int, int, int]
-
-
-def fences_of(history: TopicHistory) -> dict[int, list[Fence]]:
-    """Each parent partition's recorded growth fences, from the topic's history."""
-    found: dict[int, list[Fence]] = {}
-    for child, threshold in sorted(history.thresholds.items()):
-        up = parent(child, history.initial_partitions)
-        assert up is not None  # thresholds are recorded for partitions a growth created
-        count = history.counts[history.created_at(child)]
-        found.setdefault(up, []).append((child, count, threshold))
-    return found
-
-
-def late_record(
-    key: bytes, where: tuple[str, int, int], initial: int, fences: Iterable[Fence]
-) -> str | None:
-    """Why a keyed record at ``where`` (topic, partition, offset) of a topic of ``initial``
-    partitions at first may not be processed although its
-    ``splitstate.count`` header places it there; ``None`` if it may.
-
-    A growth split the record's key off to a child of ``partition`` (``fences``: the
-    partition's fences), and the record sits after that child's marker, where the fence
-    promises no record of the child's keys: its producer placed it with the count before the
-    growth, then paused (a suspended machine, a long GC pause) for longer than its lease
-    before sending it. Processed here it would come after the key's newer records in the
-    child."""
-    h = key_hash(key)
-    fence = late_fence(h, where[2], initial, fences)
-    return None if fence is None else late_reason(key, where, fence, header=True)
-
-
-def late_fence(h: int, offset: int, initial: int, fences: Iterable[Fence]) -> Fence | None:
-    """The fence (of a partition's ``fences``) that a record at ``offset`` of a key whose
-    ``key_hash`` is ``h`` lies past: its key moved to that fence's child; ``None`` if none."""
-    for fence in fences:
-        child, count, threshold = fence
-        if offset > threshold and _descends(bucket(h, initial, count), child, initial):
-            return fence
-    return None
-
-
-def late_reason(key: bytes, where: tuple[str, int, int], fence: Fence, *, header: bool) -> str:
-    """Why a record at ``where`` past ``fence`` (``late_fence``) is not processed: with the
-    ``splitstate.count`` header its producer paused past its lease; without, it does not
-    follow the growth fence at all."""
-    topic, partition, _offset = where
-    child, count, threshold = fence
-    moved = (
-        f"key {key!r} moved to {topic}[{child}] when the topic grew to {count} partitions, and "
-        f"this record landed in {topic}[{partition}] after that partition's marker (offset "
-        f"{threshold})"
-    )
-    if not header:
-        return (
-            f"late: no {COUNT_HEADER} header, and its {moved}: its producer placed it with a "
-            "count from before the growth, and a producer without the header does not follow "
-            "the growth fence. Processing it here would apply it after the key's newer records, "
-            "so it was not processed. Fix: write with framework.SplitstateProducer, which places "
-            "keys with the current count under a lease, then send the record again."
-        )
-    return (
-        f"late: {moved}: its producer placed it with the count "
-        "before the growth and paused (a suspended machine, a long GC pause) for longer "
-        "than its lease before sending it. Processing it here would apply it after the "
-        "key's newer records, so it was not processed. Fix: send the record again "
-        "(SplitstateProducer places it with the current count)."
-    )
-
-
-def _descends(partition: int, ancestor: int, initial: int) -> bool:
-    """Whether ``partition`` is ``ancestor`` or was split from it (by one or more growths)."""
-    current: int | None = partition
-    while current is not None and current > ancestor:
-        current = parent(current, initial)
-    return current == ancestor
 
 
 @functools.lru_cache(maxsize=1024)

@@ -9,34 +9,36 @@ restore mode, a receiver's catch-up, the Spark fold -- so each judges a record t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 import mmh3
 
 from framework.coordination.registry import Growth, TopicEntry
-from framework.growth.markers import marker_fence, marker_growth, unrecorded_marker
+from framework.growth.late import Homes, late_reason
+from framework.growth.markers import marker_growth, marker_step, unrecorded_marker
 from framework.growth.placement import (
     UNFENCED_SCOPE,
     UNPLACED_SCOPE,
-    Fence,
     Layouts,
     NoCountHeader,
     count_header,
-    fences_of,
     history_layouts,
-    late_fence,
-    late_reason,
     misplaced_reason,
     placed_by,
     unplaced_reason,
 )
+from framework.records import InputMessage
 from rebalance import TopicHistory
+from rebalance.steps import Grow
 from statestore import BatchStatus, StateBatch
 
 __all__ = ["PlacementCheck", "RegistryView"]
 
 Position = tuple[str, int]
+#: a marker met in the input: (the step that wrote it, its partition: a grown child, or a
+#: deleted partition, kind: ``marker`` or ``drain``)
+MetMarker = tuple[int, int, str]
 
 
 class RegistryView(Protocol):
@@ -57,12 +59,13 @@ class PlacementCheck:
 
     ``initial_partitions``: each input topic's initial partition count ``N`` (the topic
     registry's; topics it lacks are not checked). ``histories``: each input topic's partition
-    history (counts and thresholds, the registry's, kept current with ``adopt``; just ``N``
-    for a topic without one): without the header, any of its counts places a key; with the
-    growth markers met in the input, its thresholds say which records landed after their
-    growth's fence. ``unfenced``/``unplaced``: the counts the processor's state holds.
-    ``growths``: the input topics' growths in progress (the registry's). A growth marker met
-    in the input fences its partition only if these record its growth (``marker``).
+    history (its steps and their boundaries, the registry's, kept current with ``adopt``;
+    just ``N`` for a topic without one): without the header, any of its counts places a key;
+    with the markers met in the input, its boundaries say where each key lives at each
+    offset (a record elsewhere is late: ``framework.growth.late``). ``unfenced``/
+    ``unplaced``: the counts the processor's state holds. ``growths``: the input topics'
+    changes in progress (the registry's). A marker met in the input counts only if these
+    record its step (``marker``).
     """
 
     def __init__(
@@ -80,11 +83,16 @@ class PlacementCheck:
         for name, initial in self.initial_partitions.items():
             self._counts[name] = (initial,)
             self._layouts[name] = history_layouts((initial,))
-        #: each input partition's growth fences, by child: the registry's and markers met
-        self._fences: dict[Position, dict[int, Fence]] = {}
-        #: each input topic's history and growth in progress, as last read from the registry:
-        #: what growth markers are checked against
+        #: each input topic's history and change in progress, as last read from the registry:
+        #: what markers are checked against
         self._registry: dict[str, tuple[TopicHistory, Growth | None]] = {}
+        #: per input topic, the markers met whose offsets the registry does not record yet
+        self._met: dict[str, dict[MetMarker, int]] = {}
+        #: per input topic, where keys live: its registry history with the markers met
+        self._homes: dict[str, Homes] = {}
+        #: per input partition, the offset up to which records were read before the view
+        #: adopted last was read from the registry (``confirm``)
+        self._confirmed: dict[Position, int] = {}
         self.adopt(histories, growths)
         self._counted: dict[str, dict[Position, int]] = {}
         self._counting: StateBatch | None = None  # the batch ``_pending`` counts belong to
@@ -94,46 +102,99 @@ class PlacementCheck:
     def adopt(
         self, histories: Mapping[str, TopicHistory], growths: Mapping[str, Growth] | None = None
     ) -> None:
-        """Take the input topics' current histories (a growth recorded its count, then its
-        thresholds) and their growths in progress (``growths``), both the registry's."""
+        """Take the input topics' current histories (a step recorded its count, then its
+        markers) and their changes in progress (``growths``), both the registry's."""
+        self._confirmed = {}  # a view adopted may be older than a read that confirmed records
         for topic, history in histories.items():
             self._registry[topic] = (history, (growths or {}).get(topic))
             self._counts[topic] = history.counts
             self._layouts[topic] = history_layouts(history.counts)
-            for partition, fences in fences_of(history).items():
-                known = self._fences.setdefault((topic, partition), {})
-                known.update((fence[0], fence) for fence in fences)
+            self._place(topic)
 
-    def confirm(self, entries: RegistryView) -> None:
-        """Check growth markers against ``entries`` (the topic registry's, read after the
-        markers were: ``RecordProcessor.confirm_markers``) from now on. Only the input
-        topics' entries are read: another app's that cannot be read is never met."""
+    def confirm(
+        self, entries: RegistryView, read: Iterable[InputMessage] = ()
+    ) -> dict[str, TopicEntry]:
+        """Adopt ``entries`` (the topic registry's, read after the records ``read`` were:
+        ``RecordProcessor.confirm_markers``) from now on; returns the input topics'. Only the
+        input topics' entries are read: another app's that cannot be read is never met. The
+        view is newer than each record ``read``, so none of them (nor a record before it) is
+        stale (``stale_marker``, ``stale_key``) any more, until another view is adopted."""
+        found: dict[str, TopicEntry] = {}
         for topic in self.initial_partitions:
             entry = entries.get(topic)
             if entry is not None:
-                self._registry[topic] = (entry.history, entry.growth)
+                found[topic] = entry
+                growth = {} if entry.growth is None else {topic: entry.growth}
+                self.adopt({topic: entry.history}, growth)
+        confirmed = self._confirmed
+        for message in read:
+            named, partition, offset = message.topic(), message.partition(), message.offset()
+            if named is not None and partition is not None and offset is not None:
+                where = (named, partition)
+                confirmed[where] = max(offset, confirmed.get(where, -1))
+        return found
+
+    def stale_marker(self, where: tuple[str, int, int], headers: Any) -> bool:
+        """Whether judging the marker at ``where`` needs a newer view of the registry: it
+        names a step this view does not record (a marker no registry can record does not)."""
+        return (
+            not self._confirmed_at(where)
+            and marker_growth(where[0], headers) is not None
+            and self.unrecorded(where, headers) is not None
+        )
+
+    def stale_key(self, where: tuple[str, int, int], key: bytes) -> bool:
+        """Whether judging the keyed record at ``where`` needs a newer view of the registry:
+        its key does not live in its partition at its offset by this view (a step the view
+        lacks, or a late record)."""
+        topic, partition, offset = where
+        homes = self._homes.get(topic)
+        if homes is None or self._confirmed_at(where):
+            return False
+        return homes.home(mmh3.hash(key, 0, False), partition, offset) != partition
+
+    def _confirmed_at(self, where: tuple[str, int, int]) -> bool:
+        """Whether the record at ``where`` was read before the view adopted last was."""
+        return where[2] <= self._confirmed.get((where[0], where[1]), -1)
 
     def unrecorded(self, where: tuple[str, int, int], headers: Any) -> str | None:
-        """Why the growth marker at ``where`` (topic, partition, offset) is not one the
-        registry (as this check knows it) records; ``None`` if it is."""
+        """Why the marker at ``where`` (topic, partition, offset) is not one the registry
+        (as this check knows it) records; ``None`` if it is."""
         history, growth = self._registry.get(where[0], (None, None))
         return unrecorded_marker(where, headers, history, growth)
 
     def marker(self, where: tuple[str, int, int], headers: Any) -> str | None:
-        """A growth marker met at ``where``: if the registry records its growth, its child's
-        keys end at the registry's threshold or, before the registry records one, here (the
-        first marker of a child is its threshold); otherwise why it fences nothing (a dead
+        """A marker met at ``where``: if the registry records its step, the keys it moves
+        leave this partition at the registry's offset or, before the registry records one,
+        here (the first marker met is the one); otherwise why it moves nothing (a dead
         letter)."""
         refused = self.unrecorded(where, headers)
         if refused is None:
-            topic, partition, _offset = where
+            topic, _partition, offset = where
             name = marker_growth(topic, headers)
-            assert name is not None  # a recorded marker names its step
-            if not name.drain:  # (a drain marker fences no child)
-                fences = self._fences.setdefault((topic, partition), {})
-                history, _growth = self._registry[topic]
-                fences.setdefault(name.partition, marker_fence(where, name, history))
+            step = None if name is None else marker_step(self._registry[topic][0], name)
+            if name is not None and step is not None:  # (a recorded marker names its step)
+                met = (step, name.partition, "drain" if name.drain else "marker")
+                if met not in self._met.setdefault(topic, {}):
+                    self._met[topic][met] = offset
+                    self._place(topic)
         return refused
+
+    def _place(self, topic: str) -> None:
+        """Where ``topic``'s keys live: its registry history, with each marker met that the
+        registry does not record yet (its change is the last step) taken at its offset."""
+        history = self._registry[topic][0]
+        step = history.last_step
+        met = self._met.get(topic, {})
+        for (index, partition, kind), offset in sorted(met.items()):
+            if index != len(history.steps) or step is None:
+                continue  # the registry records it (steps are serialized)
+            if kind == "marker" and isinstance(step, Grow) and partition not in step.markers:
+                history = history.with_markers({partition: offset})
+            elif kind == "drain" and not isinstance(step, Grow) and partition not in step.drains:
+                history = history.with_drains({partition: offset})
+        self._met[topic] = {k: o for k, o in met.items() if k[0] == len(history.steps)}
+        self._homes[topic] = Homes(history)
 
     def recount(self, unfenced: Mapping[Position, int], unplaced: Mapping[Position, int]) -> None:
         """Count from ``unfenced`` and ``unplaced`` again (the state's, after uncommitted
@@ -159,10 +220,10 @@ class PlacementCheck:
     ) -> str | None:
         """Why the record at ``where``, with ``headers``, is not processed (stage
         ``placement``): not where its count header places its key (without the header:
-        where no count of the topic's history does), or landed after its growth's fence;
-        ``None`` if it is processed.
+        where no count of the topic's history does), or its key lives elsewhere at its
+        offset (late); ``None`` if it is processed.
         Records without the header are counted in ``batch`` (unless restored)."""
-        topic, partition, offset = where
+        topic, partition, _offset = where
         initial = self.initial_partitions.get(topic)
         if initial is None:
             return None
@@ -171,32 +232,34 @@ class PlacementCheck:
         if isinstance(placed, NoCountHeader):
             return self._check_unheaded(batch, h, key, where, restore=restore)
         reason = misplaced_reason(h, key, (topic, partition), initial, placed)
-        if reason is None:
-            fences = self._fences.get((topic, partition))
-            fence = late_fence(h, offset, initial, fences.values()) if fences else None
-            if fence is not None:
-                reason = late_reason(key, where, fence, header=True)
-        return reason
+        return reason if reason is not None else self._late(h, key, where, header=True)
 
     def _check_unheaded(
         self, batch: StateBatch, h: int, key: bytes, where: tuple[str, int, int], *, restore: bool
     ) -> str | None:
         """``check`` of a record without the count header, whose key's ``key_hash`` is
         ``h``: counted (unless restored) as processed or dead-lettered."""
-        topic, partition, offset = where
+        topic, partition, _offset = where
         position = (topic, partition)
-        reason = None
         if not placed_by(h, partition, self._layouts[topic]):
-            reason = unplaced_reason(h, key, topic, partition, self._counts[topic])
+            reason: str | None = unplaced_reason(h, key, topic, partition, self._counts[topic])
         else:
-            fences = self._fences.get(position)
-            if fences:
-                fence = late_fence(h, offset, self._counts[topic][0], fences.values())
-                if fence is not None:
-                    reason = late_reason(key, where, fence, header=False)
+            reason = self._late(h, key, where, header=False)
         if not restore:
             self._count(batch, UNFENCED_SCOPE if reason is None else UNPLACED_SCOPE, position)
         return reason
+
+    def _late(self, h: int, key: bytes, where: tuple[str, int, int], *, header: bool) -> str | None:
+        """Why the record of ``key`` (hash ``h``) at ``where`` is late: its key lives
+        elsewhere at its offset (``Homes.home``); ``None`` if it lives there."""
+        topic, partition, offset = where
+        homes = self._homes.get(topic)
+        if homes is None:
+            return None
+        home = homes.home(h, partition, offset)
+        if home == partition:
+            return None
+        return late_reason(key, where, homes.history, home, header=header)
 
     def _count(self, batch: StateBatch, scope: str, position: Position) -> None:
         """Count a record in ``scope``, in ``batch`` (kept once it commits)."""

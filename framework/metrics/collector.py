@@ -158,7 +158,8 @@ class ObservationCollector(Collector):
         )
         yield self._one(
             "splitstate_growth_gates_held",
-            "new partitions a growth's ordering gate holds back",
+            "input partitions an ordering gate holds at a record (a growth's new life, or a "
+            "survivor's key merged from a partition not drained yet)",
             seen.gates_held,
         )
         yield self._one(

@@ -68,7 +68,7 @@ class Observation:
     #: wall-clock time the newest snapshot was taken (``None``: none yet, or snapshots off)
     snapshot_created: float | None = None
     snapshot_uploading: bool = False
-    #: new partitions a growth's ordering gate holds back
+    #: input partitions an ordering gate holds at a record
     gates_held: int = 0
     #: seconds since the output lease was renewed from the topic registry, and its length
     lease_age: float = 0.0

@@ -1,26 +1,30 @@
 """Which input partitions a processor reads, and from which offset.
 
 The loop owns one ``Assignment`` per run. It is told what the processor owns (the handoff
-coordinator answers that from the control log) and makes the consumer read exactly that:
-less the new partitions a growth's ordering gate still holds back (``ungated``), each from
-the state's offset, rebuilding without output what the group processed but a lost state
-directory lacks (``restore_below``), and never reading past records retention deleted.
-It also holds the input topics' current layout (``adopt`` takes a growth from the registry).
+coordinator answers that from the control log) and makes the consumer read exactly that --
+every partition of the input topics' universe (``TopicHistory.created``: deleted partitions
+too) it owns -- each from the state's offset, rebuilding without output what the group
+processed but a lost state directory lacks (``restore_below``), and never reading past records
+retention deleted. Records an ordering gate holds stop their partition there (``cut``,
+``framework.runtime.holds``), checked again every half second. It also holds the input
+topics' current layout (``adopt`` takes a growth or a shrink from the registry).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from framework.clock import Clock
 from framework.coordination.layout import AppLayout
 from framework.coordination.registry import TopicEntry
-from framework.growth.gates import blocked_partitions
+from framework.growth.gates import PositionOf
 from framework.kafka import KafkaConsumer
+from framework.runtime.holds import Holds, Taken
 from framework.runtime.recovery import check_rebuildable
 from framework.runtime.retention import check_retained
+from rebalance import TopicHistory
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
 
@@ -33,7 +37,7 @@ _GATE_SECONDS = 0.5
 
 class Assignment:
     """The partitions processor ``processor`` reads with ``consumer``, and from where
-    (``clock``, the run's, spaces out the checks of growth gates)."""
+    (``clock``, the run's, spaces out the checks of ordering gates)."""
 
     def __init__(
         self,
@@ -57,11 +61,15 @@ class Assignment:
         self.restore_below: dict[Position, int] = {}
         #: the partitions of ``restore_below`` not yet seen rebuilt to their bound
         self._rebuilding: set[Position] = set()
-        #: new partitions a growth's ordering gate holds back, with the reason
-        self.blocked: dict[Position, str] = {}
         self._consumer = consumer
         self._database = database
+        #: the partitions held at a record an ordering gate holds back
+        self.holds = Holds(processor, consumer, _histories(layout))
         self._gates_checked = 0.0
+        #: the group's committed offsets of input partitions this processor does not read,
+        #: for gates (read again when older than ``_GATE_SECONDS``), and when read
+        self._group: dict[Position, int] = {}
+        self._group_read = float("-inf")
 
     @property
     def counts(self) -> dict[str, int]:
@@ -69,58 +77,80 @@ class Assignment:
         return {name: entry.partitions for name, entry in self.layout.inputs.items()}
 
     def adopt(self, entries: Mapping[str, TopicEntry]) -> None:
-        """Take the registry's current view of the input topics (a growth, its thresholds)."""
+        """Take the registry's current view of the input topics (a growth or a shrink, their
+        markers)."""
         before = self.counts
         self.layout = replace(
             self.layout,
             inputs={name: entries.get(name, e) for name, e in self.layout.inputs.items()},
         )
+        self.holds.gates.adopt(_histories(self.layout))
         for name, count in self.counts.items():
             if count != before.get(name):
                 log.info(
-                    "processor %d: input %s now has %d partitions (was %d); keys stay on "
-                    "their processors",
+                    "processor %d: input %s now places keys with %d partitions (was %d); keys "
+                    "stay on their processors",
                     self.processor,
                     name,
                     count,
                     before.get(name, 0),
                 )
 
-    def gates_due(self) -> bool:
-        """Whether partitions are held back and the gates were last checked a while ago."""
-        return bool(self.blocked) and self._clock.monotonic() - self._gates_checked > _GATE_SECONDS
+    @property
+    def blocked(self) -> dict[Position, str]:
+        """The partitions held at a record, with the reason."""
+        return self.holds.reasons(self._position())
 
-    def ungated(self, owned: set[Position]) -> set[Position]:
-        """``owned`` less the new partitions a growth's ordering gate still holds back."""
+    @property
+    def flowing(self) -> set[Position]:
+        """The partitions read that no gate holds (what the consumer got past in them was
+        delivered: ``PassOver`` may follow it)."""
+        return self.owned - self.holds.held.keys()
+
+    def gates_due(self) -> bool:
+        """Whether partitions are held and the gates were last checked a while ago."""
+        return (
+            bool(self.holds.held) and self._clock.monotonic() - self._gates_checked > _GATE_SECONDS
+        )
+
+    def checked(self, owned: set[Position]) -> set[Position]:
+        """``owned``, once a new (or lost) state directory was checked (``_check_fresh``);
+        reads on the held partitions whose gates opened (no batch may be in flight)."""
         self._gates_checked = self._clock.monotonic()
         if self._fresh:
             self._check_fresh(owned)
-        candidates = owned - self.owned
-        if not candidates:
-            self.blocked = {}
-            return owned
-        offsets = self._database.offsets()
-        committed: dict[Position, int] = {}
+        if self.holds.held:
+            self.holds.recheck(self._position())
+        return owned
 
-        def parent_position(position: Position) -> int | None:
-            if position in owned:
-                return offsets.get(position)
-            if not committed:
-                committed.update(self._consumer.committed(self.layout.input_positions()))
-            return committed.get(position)
+    def cut(self, records: list[Taken]) -> list[Taken]:
+        """``records`` (a batch) less the held ones (``Holds.cut``)."""
+        return self.holds.cut(records, self._position())
 
-        blocked = blocked_partitions(self.layout.inputs, candidates, offsets, parent_position)
-        for position in blocked.keys() - self.blocked.keys():
-            log.info(
-                "processor %d: %s[%d] is held back: %s",
-                self.processor,
-                *position,
-                blocked[position],
-            )
-        for position in self.blocked.keys() - blocked.keys():
-            log.info("processor %d: %s[%d] may be read now", self.processor, *position)
-        self.blocked = blocked
-        return owned - set(blocked)
+    def rewound(self, positions: Iterable[Position]) -> None:
+        """The consumer was sent back to records before a held one in ``positions``."""
+        self.holds.release(positions)
+
+    def _position(self) -> PositionOf:
+        """Where each input partition is read up to, for gates: this processor's next
+        offset of a partition it reads (its state's: what is applied), else the group's
+        committed offset."""
+        offsets: dict[Position, int] | None = None
+
+        def position(where: Position) -> int | None:
+            nonlocal offsets
+            if where in self.owned:
+                if offsets is None:
+                    offsets = self._database.offsets()
+                return offsets.get(where)
+            now = self._clock.monotonic()
+            if now - self._group_read > _GATE_SECONDS:
+                others = [p for p in self.layout.input_positions() if p not in self.owned]
+                self._group = self._consumer.committed(others)
+                self._group_read = now
+            return self._group.get(where)
+
+        return position
 
     def _check_fresh(self, owned: set[Position]) -> None:
         """A new (or lost) state directory holds nothing: refuse to start if a partition it
@@ -167,6 +197,7 @@ class Assignment:
         added, removed = owned - self.owned, self.owned - owned
         if removed:
             self._consumer.remove(removed)
+            self.holds.forget(removed)
         if added:
             state_offsets = self._database.offsets()
             committed = self._consumer.committed(added)
@@ -178,7 +209,7 @@ class Assignment:
                 grown={
                     (name, p)
                     for name, entry in self.layout.inputs.items()
-                    for p in range(entry.initial_partitions, entry.partitions)
+                    for p in range(entry.initial_partitions, entry.history.created)
                 },
             )
             starts: dict[Position, int | None] = {}  # explicit: see check_retained
@@ -207,3 +238,7 @@ class Assignment:
                 self._consumer.commit(behind)
             self._consumer.add(starts)
         self.owned = set(owned)
+
+
+def _histories(layout: AppLayout) -> dict[str, TopicHistory]:
+    return {name: entry.history for name, entry in layout.inputs.items()}

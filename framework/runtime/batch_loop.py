@@ -141,9 +141,9 @@ class BatchLoop:
         )
 
     def read_owned(self) -> None:
-        """Read what the coordinator says this processor owns, less what gates hold back."""
+        """Read what the coordinator says this processor owns (held records checked again)."""
         layout = self._reading.layout
-        self._reading.assign(self._reading.ungated(self._handoffs.owned(layout)))
+        self._reading.assign(self._reading.checked(self._handoffs.owned(layout)))
 
     def coordinate(self) -> None:
         """Act on the control state: ownership, then joining a scale or completing."""
@@ -201,7 +201,8 @@ class BatchLoop:
             self.drain()  # released at this boundary, before another batch is read
             self._pass_over(now=True)  # F is where the consumer got to
             self._release_ready()
-        self._end_rebuild()
+        if self._reading.rebuilding():  # a rebuild ends where the consumer passed its bound
+            self._pass_over()
         if handoffs.catching_up and not self._reading.rebuilding():
             self.drain()  # (a RELEASE just read is taken over before another batch)
             self.stats.replayed += handoffs.catch_up()
@@ -337,6 +338,7 @@ class BatchLoop:
                 limits=self._limits,
                 fault=lambda point: maybe_crash(point, self.processor, self.config.app_state_dir),
                 count_taken=self._observe is not _nothing,
+                learn=self._topics.learn,  # (a step Kafka's metadata does not show)
             )
             batch = self.config.batch
             self._pipeline = Pipeline(
@@ -375,21 +377,17 @@ class BatchLoop:
 
     def _rewind(self, messages: list[Message]) -> None:
         """Read an aborted batch's records again: each partition from its first record."""
-        for position, offset in first_offsets(messages).items():
-            if position in self._reading.owned:
-                self._clients.consumer.seek(position, offset)
+        starts = first_offsets(messages)
+        for position in starts.keys() & self._reading.owned:
+            self._clients.consumer.seek(position, starts[position])
+        self._reading.rewound(starts)
 
     def _pass_over(self, *, now: bool = False) -> None:
         """Follow the offsets passed over without a record (``PassOver``), once a second
         at most unless ``now``, with every batch in flight committed first."""
         if self._passing.due(now):
             self.drain()  # every record delivered is applied: what lies between was passed
-            self._passing.follow(self._reading.owned, self._reading.restore_below)
-
-    def _end_rebuild(self) -> None:
-        """A rebuild to the group's offset ends where the consumer passed that offset."""
-        if self._reading.rebuilding():
-            self._pass_over()
+            self._passing.follow(self._reading.flowing, self._reading.restore_below)
 
     def _release_ready(self) -> None:
         """At a batch boundary: stop reading the partitions of READY handoffs the coordinator

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
 
 from framework.clock import Clock
 from framework.config import AppConfig
+from framework.coordination.registry import TopicEntry
 from framework.errors import SplitstateError
 from framework.growth.compaction_writes import CompactionTombstones
 from framework.growth.lease import RegistryLease
@@ -99,7 +100,8 @@ class BatchRunner:
     output topics' record limits, measured before producing; ``fault`` is
     called with ``batch:transaction-committed`` between its commit and the state's (crash
     tests kill the process there). ``count_taken``: count each batch's records per partition
-    (``BatchResult.taken``, for metrics).
+    (``BatchResult.taken``, for metrics). ``learn`` is told of registry entries read before a
+    batch (``RecordProcessor.confirm_markers``).
     """
 
     def __init__(
@@ -120,6 +122,7 @@ class BatchRunner:
         limits: RecordLimits | None = None,
         fault: Callable[[str], None] = lambda _point: None,
         count_taken: bool = False,
+        learn: Callable[[Mapping[str, TopicEntry]], None] = lambda _entries: None,
     ) -> None:
         self.processor = processor
         self._config = config
@@ -146,6 +149,7 @@ class BatchRunner:
         self.transactions = transactions
         self.consumer = consumer
         self.fault = fault
+        self._learn = learn
 
     def max_records(self) -> int:
         """How many records to poll: one at a time while crash suspects remain."""
@@ -173,9 +177,14 @@ class BatchRunner:
         returns it (holding the next offsets' writes not yet), what it did, its outputs and
         its dead letters."""
         started = self._clock.monotonic()
-        records, ranges = self._take(messages)
+        records = self._take(messages)
         # before the crash guard's attempt: a registry that cannot be read is no record's crash
-        self.records.confirm_markers(message for message, *_ in records)
+        confirmed = self.records.confirm_markers(message for message, *_ in records)
+        if confirmed:
+            self.reading.adopt(confirmed)  # the gates judge by the view the placement check does
+            self._learn(confirmed)
+        records = self.reading.cut(records)  # a record a gate holds stops its partition there
+        ranges = self._ranges(records)
         guard = self.guard
         if ranges:
             guard.attempt(ranges)  # a crash from here on counts against these records
@@ -233,29 +242,32 @@ class BatchRunner:
         self.fault("batch:transaction-committed")
         return replaced
 
-    def _take(
-        self, messages: list[Message]
-    ) -> tuple[list[tuple[Message, str, int, int]], dict[Position, list[int]]]:
-        """The records to process, and the ranges (position -> [first, last]) the function
-        will run on (not records skipped after crashes)."""
-        guard, owned = self.guard, self.reading.owned
-        careful = bool(guard.suspects)
+    def _take(self, messages: list[Message]) -> list[tuple[Message, str, int, int]]:
+        """The records of owned partitions (one fetched before its partition was released
+        is not)."""
+        owned = self.reading.owned
         records: list[tuple[Message, str, int, int]] = []
-        ranges: dict[Position, list[int]] = {}
         for message in messages:
             topic, partition, offset = coordinates(message)
-            position = (topic, partition)
-            if position not in owned:
-                continue  # fetched before the partition was released
-            records.append((message, topic, partition, offset))
+            if (topic, partition) in owned:
+                records.append((message, topic, partition, offset))
+        return records
+
+    def _ranges(self, records: list[tuple[Message, str, int, int]]) -> dict[Position, list[int]]:
+        """The ranges (position -> [first, last]) the function will run on (not records
+        skipped after crashes)."""
+        guard = self.guard
+        careful = bool(guard.suspects)
+        ranges: dict[Position, list[int]] = {}
+        for _message, topic, partition, offset in records:
             if careful and guard.crashes(topic, partition, offset) >= guard.limit:
                 continue
-            span = ranges.get(position)
+            span = ranges.get((topic, partition))
             if span is None:
-                ranges[position] = [offset, offset]
+                ranges[(topic, partition)] = [offset, offset]
             else:
                 span[1] = offset
-        return records, ranges
+        return ranges
 
     def _apply(
         self,

@@ -1,8 +1,9 @@
 """The receiving side of the catch-up protocol (KIP-287): build the gained keys' state.
 
-A processor that gains partitions in a scale reads S2 (its S1 partitions plus their
-ancestors, each ancestor up to the growth threshold after which it holds none of their keys)
-from T2 (its own progress: the beginning, or where a bulk build left off -- its sources'
+A processor that gains partitions in a scale reads S2 (its S1 partitions plus every partition
+that held their keys' earlier records -- ancestors, and deleted partitions whose keys merged
+into them -- each up to the marker after which it holds none of them: ``key_history``) from
+T2 (its own progress: the beginning, or where a bulk build left off -- its sources'
 snapshots, or a Spark job -- in which case a record of a key gained from source ``s`` is
 applied only at or past what ``s``'s snapshot covers), keeps the records of the keys it
 *gains* -- keys it owns at P' whose owner at P is one of its sources still handing over
@@ -21,6 +22,7 @@ at-least-once: ``check_not_past``). It first deletes any state it holds for the 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Mapping
 from functools import partial
 from itertools import chain
@@ -99,12 +101,6 @@ class CatchUp:
         }
         self._database = database
         self._records = records
-        # a partition split from another is read only once its parent is read to the threshold
-        self.gates: dict[Position, tuple[Position, int | None]] = {}
-        for topic, partition in self.bounds:
-            gate = topics[topic].gate(partition)
-            if gate is not None and (topic, gate[0]) in self.bounds:
-                self.gates[(topic, partition)] = ((topic, gate[0]), gate[1])
         b, sources = initial_processors, self.sources
         old, new = scale.old_processors, scale.new_processors
         #: the source a key is gained from (``None``: not gained)
@@ -218,29 +214,33 @@ class CatchUp:
         """How far ``position`` may be read now (``None``: no limit).
 
         S1 partitions: T1 (the group's committed offset), or F once released. Ancestors: their
-        threshold, and never past T1 (their owner's commits) either, so no record is applied
-        here before its owner emitted it.
+        bound, and never past T1 (their owner's commits) either, so no record is applied
+        here before its owner emitted it. And never past a gate of the partition that is not
+        open (``TopicHistory.read_limit``: a growth's new life waits for its parent's
+        marker, a shrink's survivor for its deleted partitions' drain markers; holding the
+        whole partition is exact here, where no output waits).
         """
-        if self.positions[position] == 0 and self._held_back(position):
-            return self.positions[position]  # held back until its ancestors reached it
         if position in self.released:
-            return self.released[position]
-        committed = self.t1.get(position, self.positions[position])
-        bound = None if position in self.s1 else self.bounds.get(position)
-        return committed if bound is None else min(bound, committed)
+            allowed: int | None = self.released[position]
+        else:
+            committed = self.t1.get(position, self.positions[position])
+            bound = None if position in self.s1 else self.bounds.get(position)
+            allowed = committed if bound is None else min(bound, committed)
+        topic, partition = position
+        gate = self.topics[topic].read_limit(partition, self._read(topic))
+        if gate is None or (allowed is not None and allowed <= gate):
+            return allowed
+        return max(gate, self.positions[position])  # (a gate below it: read past it already)
 
-    def _held_back(self, position: Position) -> bool:
-        """Whether an ancestor of ``position`` has not reached the threshold below which it
-        holds records of ``position``'s keys: its parent, and the parent's own ancestors (a
-        growth by more than twice makes grandchildren whose parent was empty at the growth:
-        the parent reaching its threshold says nothing of the grandparent)."""
-        gate = self.gates.get(position)
-        if gate is None:
-            return False
-        parent, threshold = gate
-        if threshold is None or self.positions[parent] < threshold:
-            return True
-        return self.positions[parent] == 0 and self._held_back(parent)
+    def _read(self, topic: str) -> dict[int, int]:
+        """How far each partition of ``topic`` is read, for its gates: one not read here, or
+        read to its bound (exclusive), holds no more of the gained keys' records: read for good."""
+        read = {}
+        for p in range(self.topics[topic].created):
+            at, bound = self.positions.get((topic, p)), self.bounds.get((topic, p))
+            done = (topic, p) not in self.s1 and bound is not None and (at or 0) >= bound
+            read[p] = sys.maxsize if at is None or done else at
+        return read
 
     def refresh(self, force: bool = False) -> None:
         """Re-read T1 (the group's committed offsets of what is read) every half second."""

@@ -130,8 +130,8 @@ class HandoffCoordinator:
         (its own RELEASE may not have come back through the log yet)."""
         state = self._watcher.state
         self._voice.check_held(state)  # before any partition it gained is read
-        counts = {name: entry.partitions for name, entry in layout.inputs.items()}
-        owned = state.owned(self.processor, counts)
+        counts = {name: entry.history.created for name, entry in layout.inputs.items()}
+        owned = state.owned(self.processor, counts)  # the universe: deleted partitions too
         scale = state.scaling
         if scale is not None:
             self._take_back_refused(scale)

@@ -185,7 +185,7 @@ class ProcessorRuntime:
         use = (on_disk if self._snapshots is None else self._snapshots) and (
             self.config.snapshots.enabled
         )
-        counts = {name: entry.partitions for name, entry in layout.inputs.items()}
+        counts = {name: entry.history.created for name, entry in layout.inputs.items()}
         directory = StateDirectory(
             self.config,
             identity,

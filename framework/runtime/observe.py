@@ -178,7 +178,7 @@ class RunObserver:
             handoffs=self._handoff_views(),
             snapshot_created=None if latest is None else latest.created,
             snapshot_uploading=self._snapshots is not None and self._snapshots.upload is not None,
-            gates_held=len(reading.blocked),
+            gates_held=len(reading.holds.held),
             lease_age=self._outputs.age(),
             lease_seconds=self._outputs.lease_seconds,
         )

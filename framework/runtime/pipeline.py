@@ -186,6 +186,7 @@ class Pipeline:
         for position, offset in starts.items():
             if position in runner.reading.owned:
                 consumer.seek(position, offset)
+        runner.reading.rewound(starts)  # a held partition's records come back: judged again
 
     # -- internals ---------------------------------------------------------------------------
 

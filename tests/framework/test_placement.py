@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from framework import App, AppConfig, Output, Record
 from framework.coordination.registry import Growth
-from framework.growth.placement import COUNT_HEADER, fences_of, late_record, misplacement
+from framework.growth.late import late_record
+from framework.growth.placement import COUNT_HEADER, misplacement
 from framework.processing import RecordProcessor, StoredMessage
 from framework.testing import TestDriver
 from rebalance import TopicHistory, bucket, key_hash
@@ -223,20 +224,20 @@ def test_records_of_keys_that_stayed_and_growths_in_progress_are_not_late() -> N
     assert database.get("counts", moved) == database.get("counts", stayed) == 1
 
 
-def test_a_late_record_two_levels_down_is_late_by_the_marker_of_the_child_on_its_path() -> None:
+def test_a_late_record_two_levels_down_is_late_where_its_key_no_longer_lives() -> None:
     # 4 -> 16 at once: a key now in a grandchild (13, split from the new 5, split from 1) is
-    # late in 1 after 5's marker; in 5 after 13's
+    # late in 1 after 5's marker; in 5 it never lives (5 was created with 16 partitions, which
+    # place it in 13), so a record of it there is late at any offset
     key = next(
         k for k in (f"key-{i}".encode() for i in range(5000)) if bucket(key_hash(k), N, 16) == 13
     )
     history = TopicHistory.of("in", [N, 16], {**dict.fromkeys(range(4, 16), 100), 5: 7})
-    fences = fences_of(history)
-    assert late_record(key, ("in", 1, 7), N, fences[1]) is None
-    reason = late_record(key, ("in", 1, 8), N, fences[1])
-    assert reason is not None and "in[5]" in reason and "16 partitions" in reason
-    assert late_record(key, ("in", 5, 100), N, fences[5]) is None
-    assert late_record(key, ("in", 5, 101), N, fences[5]) is not None
-    assert late_record(key, ("in", 0, 101), N, fences[0]) is None  # not on the key's path
+    assert late_record(key, ("in", 1, 7), history) is None
+    reason = late_record(key, ("in", 1, 8), history)
+    assert reason is not None and reason.startswith("late: ")
+    assert "in[13]" in reason and "16 partitions" in reason and "offset 7" in reason
+    assert late_record(key, ("in", 5, 0), history) is not None
+    assert late_record(key, ("in", 5, 101), history) is not None
 
 
 def test_a_marker_met_before_the_registry_records_its_threshold_fences_its_partition() -> None:

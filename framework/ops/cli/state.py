@@ -108,7 +108,9 @@ def _owned_now(app: App) -> Owned:
         entries = TopicRegistry(clients).read()
     finally:
         clients.close()
-    counts = {t.topic: entries[t.topic].partitions for t in config.inputs if t.topic in entries}
+    counts = {
+        t.topic: entries[t.topic].history.created for t in config.inputs if t.topic in entries
+    }
     return lambda processor: control.owned(processor, counts)
 
 

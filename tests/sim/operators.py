@@ -16,7 +16,7 @@ from framework.kafka import KafkaIOError
 from rebalance.control import Scale
 from tests.sim.app import INPUT
 from tests.sim.kafka import MemoryKafka
-from tests.sim.plan import Operation
+from tests.sim.plan import SHRINK_DRAWS, Operation
 from tests.sim.scheduler import Party
 
 if TYPE_CHECKING:
@@ -117,21 +117,22 @@ def _scale(world: World, port: MemoryKafka, processors: int) -> None:
             world.note_refusal(error)
             world.clock.sleep(1.0)
         except ConfigError as error:
-            if "in progress" not in str(error) and "growing" not in str(error):
+            if not any(why in str(error) for why in ("in progress", "growing", "shrinking")):
                 raise
             world.clock.sleep(1.0)
     request_scale(world.app, processors, kafka=port)
 
 
 def _expand(world: World, port: MemoryKafka, partitions: int) -> None:
-    """Grow the input, again a while later when the broker failed it (``status`` would
-    show the growth unfinished) or the control log holds a record no reader can read."""
+    """Change the input's partition count, again a while later when the broker failed it
+    (``status`` would show the change unfinished) or the control log holds a record no
+    reader can read."""
     control = ControlLog(port, world.app.config.control_topic)
     entry = TopicRegistry(port).read().get(INPUT)
-    if entry is not None and partitions < entry.partitions and entry.growth is None:
-        # no shrinks until the runtime reads deleted partitions (issue 34, runtime part):
-        # the operator is refused as `expand` refused a lower count before
-        world.events.refusals.append(f"expand {partitions}: a shrink, not drawn yet")
+    shrink = entry is not None and partitions < entry.partitions and entry.growth is None
+    if shrink and not SHRINK_DRAWS:
+        # the operator is refused as `expand` refused a lower count before shrinks existed
+        world.events.refusals.append(f"expand {partitions}: a shrink, not drawn")
         return
     for _ in range(10):
         try:

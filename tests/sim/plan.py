@@ -17,9 +17,9 @@ __all__ = [
 
 #: whether plans with a compacted input also change its partitions (a growth writes keyed
 #: markers to a compacted input: issue 34 part D)
-COMPACTED_GROWTH = False
+COMPACTED_GROWTH = True
 #: whether the operator also shrinks the input (``expand`` to fewer partitions: issue 34)
-SHRINK_DRAWS = False
+SHRINK_DRAWS = True
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,13 @@ them: records of aborted (or never ended) transactions and markers are not there
 checked is each processor's on the machine it runs on once the world settled (after the
 operator stopped one of two instances of a twinned processor: the other one's).
 
+- a key's records are applied in lineage order: the step of the input's history in force
+  where each lies (``TopicHistory.rank``), then offset (the producer fence puts a key's
+  records in its new home only after its last one in the old, through growths and shrinks);
 - every key's state is the fold of exactly the records of that key in the input (no loss, no
   double apply, each producer's records in the order it wrote them), held by its owner only;
+  for a compacted input (``tests/sim/compacted.py``) it is the latest value instead, and a
+  record the cleaner removed before the app read past it needs no output;
 - every input record has outputs, a key's outputs follow each producer's order and carry the
   key's record count right after that record, and a record's outputs are emitted again only
   after the process that emitted them was killed or stopped on an error (a batch cut short),
@@ -20,10 +25,14 @@ operator stopped one of two instances of a twinned processor: the other one's).
 - no processor of the generation in force keeps state for keys it does not own;
 - the control log's last metadata hash is the input topics' (KIP-1101) hash;
 - a special record (``tests/sim/app.py``) is a dead letter: a poison or killer one is never
-  applied, a huge one is applied and has no output; so is a late record (placed before a
-  growth, landed in the parent after the marker of the child its key moved to: its producer
+  applied, a huge one is applied and has no output; so is a late record (one whose key lives
+  elsewhere at its offset, ``TopicHistory.home_at``: landed in a parent after the marker of
+  the child its key moved to, or in a deleted partition after its drain marker; its producer
   paused longer than its lease), never applied, and only a record queued right after the
-  clock jumped may be late; no other record is a dead letter.
+  clock jumped or a producer's stall may be late; no other record is a dead letter (no
+  compaction tombstone, which no processor may apply either);
+- the input never has fewer partitions than the processors (no registry write gives it fewer,
+  and the settled world has at least as many).
 """
 
 from __future__ import annotations

@@ -42,11 +42,11 @@ from __future__ import annotations
 
 import json
 
-from framework.coordination.registry import REGISTRY_TOPIC
+from framework.coordination.registry import REGISTRY_TOPIC, TopicRegistry
 from tests.sim.app import INPUT
 from tests.sim.broker import StoredRecord
 from tests.sim.operators import start_racer
-from tests.sim.plan import Operation
+from tests.sim.plan import COMPACTED_GROWTH, SHRINK_DRAWS, Operation, shrink_target
 from tests.sim.world import World, control_fact
 
 __all__ = ["aim_at_protocol_windows"]
@@ -167,11 +167,14 @@ def aim_at_protocol_windows(world: World) -> None:
 
 
 def _racing(world: World, operation: Operation) -> Operation | None:
-    """What a second operator tries as ``operation`` begins: a growth against a scale, a
-    scale to a neighbouring count against a growth (``None`` when none fits)."""
-    partitions = world.broker.partition_count(INPUT)
+    """What a second operator tries as ``operation`` begins: a change of the input's count
+    against a scale (twice the partitions producers place keys in, at most 16, or, with
+    ``SHRINK_DRAWS``, one time in three fewer), a scale to a neighbouring count against a
+    change (``None`` when none fits)."""
+    entry = TopicRegistry(world.driver).read().get(INPUT)
+    partitions = world.plan.partitions if entry is None else entry.partitions
     if operation.kind == "scale":
-        return Operation("expand", partitions * 2) if partitions * 2 <= 16 else None
+        return _racing_change(world, operation.value, partitions)
     generation = world.control().generation
     if generation is None:
         return None
@@ -181,6 +184,21 @@ def _racing(world: World, operation: Operation) -> Operation | None:
     if processors - 1 >= world.plan.initial_processors:
         return Operation("scale", processors - 1)
     return None
+
+
+def _racing_change(world: World, processors: int, partitions: int) -> Operation | None:
+    """The change of the input's count a second operator tries against a scale to
+    ``processors`` (``partitions``: the registry's count now)."""
+    if world.plan.compacted and not COMPACTED_GROWTH:
+        return None
+    generation = world.control().generation
+    low = max(world.plan.partitions, processors)
+    if generation is not None:
+        low = max(low, generation.processors)
+    fewer = shrink_target(world.rng, partitions, low) if SHRINK_DRAWS else None
+    if fewer is not None and world.rng.random() < 1 / 3:
+        return Operation("expand", fewer)
+    return Operation("expand", partitions * 2) if partitions * 2 <= 16 else None
 
 
 def _growth_recorded(value: bytes) -> bool:

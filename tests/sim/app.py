@@ -16,6 +16,14 @@ Some plans also write *special* records, ``"<producer>:<seq>:<kind>"``:
 - ``killer``: the process dies while the function runs on it, every time (``die``). After
   ``crash_limit`` crashes the record must be skipped as a dead letter, by the old owner and by
   a receiver's catch-up alike, and never applied.
+
+An app whose input is compacted (``latest``: compaction removes records, so no count of them
+can be rebuilt) keeps each key's latest value instead: ``{"v": "<producer>:<seq>"}``, and a
+*delete* (a null value naming its ``"<producer>:<seq>"`` in the ``DELETE_HEADER`` header)
+removes it. It emits ``[producer, seq, previous, topic, partition, offset]``: ``previous`` is
+the value the key had before the record (``None``: none). A null record without that header
+is one the function must never get (a compaction tombstone, ``splitstate.compaction``): it
+emits ``COMPACTION_APPLIED`` as its producer.
 """
 
 from __future__ import annotations
@@ -27,13 +35,28 @@ from typing import Any, NoReturn
 from framework import App, AppConfig, BatchConfig, KafkaConfig, KeyState, Output, Record
 from framework.config import ScalingConfig, SnapshotConfig, TopicConfig
 
-__all__ = ["HUGE", "INPUT", "KILLER", "OUTPUT", "POISON", "FoldState", "make_app", "parse"]
+__all__ = [
+    "COMPACTION_APPLIED",
+    "DELETE_HEADER",
+    "HUGE",
+    "INPUT",
+    "KILLER",
+    "OUTPUT",
+    "POISON",
+    "FoldState",
+    "make_app",
+    "parse",
+]
 
 INPUT = "sim-in"
 OUTPUT = "sim-out"
 POISON = "poison"
 HUGE = "huge"
 KILLER = "killer"
+#: the header naming a delete's ``"<producer>:<seq>"`` (its value is null)
+DELETE_HEADER = "sim.delete"
+#: the producer an output names when the function got a compaction tombstone
+COMPACTION_APPLIED = "compaction-tombstone-applied"
 
 #: the size of a ``huge`` record's output: above the producer's largest record
 _HUGE_BYTES = 1_100_000
@@ -70,11 +93,13 @@ def make_app(
     snapshots: bool = False,
     exactly_once: bool = False,
     in_flight: int = 1,
+    latest: bool = False,
 ) -> App:
     """The fold app over ``partitions`` input partitions (``outputs``: with an output topic;
     without one the function returns nothing; ``snapshots``: processors take snapshots, join
     by them and restore a lost directory from them, else they replay; ``exactly_once``: outputs
-    in a transaction per batch; ``in_flight``: batches processed ahead of their commit)."""
+    in a transaction per batch; ``in_flight``: batches processed ahead of their commit;
+    ``latest``: the function keeps each key's latest value, see the module)."""
     config = AppConfig(
         app_id="sim",
         kafka=KafkaConfig(bootstrap_servers="simulated:9092"),
@@ -108,6 +133,9 @@ def make_app(
     )
     app = App(config)
     app.store("folds")
+    if latest:
+        _keep_latest(app, die, outputs)
+        return app
 
     @app.processor()
     def apply(record: Record[bytes | None], state: KeyState[FoldState]) -> Output | None:
@@ -132,3 +160,39 @@ def make_app(
         return Output([producer, seq, new["n"], *where])
 
     return app
+
+
+def _keep_latest(app: App, die: Callable[[], NoReturn] | None, outputs: bool) -> None:
+    """The function of an app whose input is compacted (see the module)."""
+
+    @app.processor()
+    def keep_latest(record: Record[bytes | None], state: KeyState[FoldState]) -> Output | None:
+        """Keep the record's value as its key's (delete it for a delete) and say so."""
+        held = state.get()
+        previous = None if held is None else held["v"]
+        if record.value is None:
+            named = dict(record.headers).get(DELETE_HEADER)
+            if named is None:  # never given to the function: a compaction tombstone
+                state.delete()
+                where = [record.topic, record.partition, record.offset]
+                return Output([COMPACTION_APPLIED, 0, previous, *where]) if outputs else None
+            producer, seq, kind = parse(named.decode())
+        else:
+            producer, seq, kind = parse(record.value.decode())
+        if kind == KILLER:
+            assert die is not None, "a killer record needs a world to die in"
+            die()
+        if kind == POISON:
+            if held is not None:  # changed in place, then the function fails
+                held["v"] = "poisoned"
+            raise ValueError(f"record {producer}:{seq} is poison")
+        if record.value is None:
+            state.delete()
+        else:
+            state.set({"v": f"{producer}:{seq}"})
+        if not outputs:
+            return None
+        where = [record.topic, record.partition, record.offset]
+        if kind == HUGE:
+            return Output([producer, seq, previous, *where, "x" * _HUGE_BYTES])
+        return Output([producer, seq, previous, *where])

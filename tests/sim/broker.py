@@ -350,6 +350,65 @@ class Broker:
                 kept.append(record)
             log.records = kept
 
+    def clean(
+        self, name: str, rng: random.Random, now_ms: int, committed: dict[int, int]
+    ) -> list[StoredRecord]:
+        """Kafka's log cleaner on an input topic marked compacted: one pass over every
+        partition up to a common cleanable point (the partitions' ends at a random earlier
+        moment, never past a partition's last stable offset nor into its active segment, the
+        segment of its last record). Below it, a record is removed when a later record of
+        its partition below it has its key (only records of ended transactions count; those
+        of aborted ones go); a tombstone (a null value) that is the last of its key goes once it
+        is ``delete.retention.ms`` old and the group (``committed``: each partition's next
+        offset) has read past it (the retention is longer than the app's lag). Offsets keep
+        their gaps. The records removed, in offset order per partition."""
+        topic = self.topics.get(name)
+        if topic is None or "compact" not in topic.configs.get("cleanup.policy", ""):
+            return []
+        retention_ms = int(topic.configs.get("delete.retention.ms", "86400000"))
+        written = self.written.get(name, [])
+        moment = rng.randint(0, len(written))
+        cuts: dict[int, int] = {}
+        for record in written[:moment]:
+            cuts[record.partition] = record.offset + 1
+        removed: list[StoredRecord] = []
+        for index, log in enumerate(topic.partitions):
+            if not log.records:
+                continue
+            cut = min(cuts.get(index, 0), self.stable_offset((name, index)), log.records[-1].offset)
+            last: dict[bytes, int] = {}  # (the cleaner's offset map: below the cut only)
+            for record in log.records:
+                if record.offset < cut and record.key is not None and self.visible(record):
+                    last[record.key] = record.offset
+            kept = []
+            for record in log.records:
+                if record.offset < cut and self._cleaned(
+                    record, last, now_ms, retention_ms, committed.get(index, 0)
+                ):
+                    removed.append(record)
+                else:
+                    kept.append(record)
+            log.records = kept
+        return removed
+
+    def _cleaned(
+        self,
+        record: StoredRecord,
+        last: dict[bytes, int],
+        now_ms: int,
+        retention_ms: int,
+        committed: int,
+    ) -> bool:
+        """Whether the cleaner removes ``record`` (below the cleanable point): see ``clean``."""
+        if record.marker is not None or record.key is None:
+            return False
+        if not self.visible(record):
+            return record.transaction is not None and self.aborted(record)
+        if last[record.key] != record.offset:
+            return True
+        old = now_ms - record.timestamp_ms >= retention_ms
+        return record.value is None and old and record.offset < committed
+
     def delete_before(self, name: str, partition: int, offset: int) -> None:
         """Retention: records of ``name[partition]`` below ``offset`` are gone."""
         log = self.partition((name, partition))

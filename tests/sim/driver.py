@@ -25,6 +25,7 @@ from unittest import mock
 from framework.coordination.registry import TopicRegistry
 from framework.kafka import KafkaIOError
 from tests.sim.aimed import aim_at_protocol_windows
+from tests.sim.aimed_changes import aim_at_changes
 from tests.sim.app import INPUT
 from tests.sim.checks import check_outputs, check_world
 from tests.sim.disks import rocksdb_without_background_compactions
@@ -123,7 +124,9 @@ def _run(plan: Plan, root: Path, aim: Callable[[World], None] | None) -> Outcome
         if plan.rival:
             start_operator(world, rival_operations(plan), name="rival")
         world.kill_at_protocol_steps()
+        world.watch_counts()
         aim_at_protocol_windows(world)
+        aim_at_changes(world)
         twin = Twin(world)
         junk = Junk(world)
         _chaos(world, plan, twin, junk)
@@ -168,10 +171,14 @@ def _run(plan: Plan, root: Path, aim: Callable[[World], None] | None) -> Outcome
 
 
 def _false_alarms(world: World) -> list[str]:
-    return [
-        f"a processor stopped on a cause the world never had: {e}"
-        for e in world.events.false_alarms
-    ] + [f"false report: {line}" for line in world.events.false_reports]
+    return (
+        [
+            f"a processor stopped on a cause the world never had: {e}"
+            for e in world.events.false_alarms
+        ]
+        + [f"false report: {line}" for line in world.events.false_reports]
+        + [f"fewer partitions than processors: {line}" for line in world.events.below_processors]
+    )
 
 
 def _chaos(world: World, plan: Plan, twin: Twin, junk: Junk) -> None:
@@ -362,6 +369,11 @@ def _events(world: World) -> list[str]:
     lines += [f"twin: {t}" for t in events.twin]
     if events.compactions:
         lines.append(f"{events.compactions} compactions")
+    if events.input_compacted:
+        lines.append(
+            f"the cleaner removed {events.input_compacted} input records "
+            f"({len(events.unread_compacted)} before the group read past them)"
+        )
     if events.retention:
         lines.append(f"retention deleted input {events.retention} times")
     if world.chaos.failures:

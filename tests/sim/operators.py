@@ -16,26 +16,49 @@ from framework.kafka import KafkaIOError
 from rebalance.control import Scale
 from tests.sim.app import INPUT
 from tests.sim.kafka import MemoryKafka
-from tests.sim.plan import Operation
+from tests.sim.plan import SHRINK_DRAWS, Operation
 from tests.sim.scheduler import Party
 
 if TYPE_CHECKING:
     from tests.sim.world import World
 
-__all__ = ["start_operator", "start_racer"]
+__all__ = ["kill_operator", "start_operator", "start_racer"]
 
 
-def start_operator(world: World, operations: tuple[Operation, ...], name: str = "operator") -> None:
-    """An operator doing ``operations`` in order (refusals are noted, not errors); a
-    second one (``rival``) races the first."""
+def start_operator(
+    world: World, operations: tuple[Operation, ...], name: str = "operator", pause: float = 0.0
+) -> None:
+    """An operator doing ``operations`` in order (refusals are noted, not errors), after
+    ``pause`` seconds; a second one (``rival``) races the first. Killed (``kill_operator``),
+    it is started again with the operation it was at and those after it."""
 
-    def body(port: MemoryKafka, _party: Party) -> None:
-        for operation in operations:
+    def body(port: MemoryKafka, party: Party) -> None:
+        world.clock.sleep(pause)
+        for index, operation in enumerate(operations):
+            left[party] = operations[index:]
             world.clock.sleep(operation.delay)
             _operate(world, port, operation)
+        left[party] = ()
         _finish_growth(world, port)
 
-    world.operators.append(world.spawn(name, body))
+    left = world.operations_left
+    party = world.spawn(name, body)
+    left[party] = operations
+    world.operators.append(party)
+
+
+def kill_operator(world: World, party: Party, why: str) -> None:
+    """Kill an operator (or a racer) between two of its calls; an operator starts again
+    0.5-5 seconds later with what it had left to do (its command run again resumes the
+    change it was at), a racer does not (``status`` makes someone finish its change)."""
+    if not party.runnable:
+        return
+    world.scheduler.kill(party)
+    world.events.kills.append(f"t={world.clock.monotonic():.2f} {party.name} {why}")
+    operations = world.operations_left.pop(party, None)
+    if operations is not None and party.name != "racer":
+        pause = world.rng.uniform(0.5, 5.0)
+        start_operator(world, operations, party.name, pause)
 
 
 def _operate(world: World, port: MemoryKafka, operation: Operation) -> None:
@@ -94,21 +117,22 @@ def _scale(world: World, port: MemoryKafka, processors: int) -> None:
             world.note_refusal(error)
             world.clock.sleep(1.0)
         except ConfigError as error:
-            if "in progress" not in str(error) and "growing" not in str(error):
+            if not any(why in str(error) for why in ("in progress", "growing", "shrinking")):
                 raise
             world.clock.sleep(1.0)
     request_scale(world.app, processors, kafka=port)
 
 
 def _expand(world: World, port: MemoryKafka, partitions: int) -> None:
-    """Grow the input, again a while later when the broker failed it (``status`` would
-    show the growth unfinished) or the control log holds a record no reader can read."""
+    """Change the input's partition count, again a while later when the broker failed it
+    (``status`` would show the change unfinished) or the control log holds a record no
+    reader can read."""
     control = ControlLog(port, world.app.config.control_topic)
     entry = TopicRegistry(port).read().get(INPUT)
-    if entry is not None and partitions < entry.partitions and entry.growth is None:
-        # no shrinks until the runtime reads deleted partitions (issue 34, runtime part):
-        # the operator is refused as `expand` refused a lower count before
-        world.events.refusals.append(f"expand {partitions}: a shrink, not drawn yet")
+    shrink = entry is not None and partitions < entry.partitions and entry.growth is None
+    if shrink and not SHRINK_DRAWS:
+        # the operator is refused as `expand` refused a lower count before shrinks existed
+        world.events.refusals.append(f"expand {partitions}: a shrink, not drawn")
         return
     for _ in range(10):
         try:

@@ -5,7 +5,21 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-__all__ = ["Operation", "Plan", "draw_plan", "rival_operations"]
+__all__ = [
+    "COMPACTED_GROWTH",
+    "SHRINK_DRAWS",
+    "Operation",
+    "Plan",
+    "draw_plan",
+    "rival_operations",
+    "shrink_target",
+]
+
+#: whether plans with a compacted input also change its partitions (a growth writes keyed
+#: markers to a compacted input: issue 34 part D)
+COMPACTED_GROWTH = True
+#: whether the operator also shrinks the input (``expand`` to fewer partitions: issue 34)
+SHRINK_DRAWS = True
 
 
 @dataclass(frozen=True)
@@ -102,6 +116,10 @@ class Plan:
     #: whether someone writes records no reader can read to the control log, the topic
     #: registry and the progress topic (``tests/sim/junk.py``)
     junk: bool = False
+    #: whether the input is a compacted topic (``tests/sim/compacted.py``): the app keeps each
+    #: key's latest value, producers also delete keys, and the input is compacted at
+    #: ``compact_rate`` too
+    compacted: bool = False
 
     def describe(self) -> str:
         """The plan as readable lines."""
@@ -124,6 +142,7 @@ class Plan:
             f"{'snapshots, ' if self.snapshots else ''}"
             f"{'exactly-once outputs, ' if self.exactly_once else ''}"
             f"{'records no reader can read, ' if self.junk else ''}"
+            f"{'a compacted input (latest values, deletes), ' if self.compacted else ''}"
             f"{self.in_flight} batches in flight, chaos for {self.chaos_steps} steps",
         ]
         if self.upstream:
@@ -183,6 +202,7 @@ class Plan:
             replace(self, in_flight=1),
             replace(self, twin=False),
             replace(self, junk=False),
+            replace(self, compacted=False),
             replace(self, upstream=False, abort_rate=0.0, aborted_partition=None),
             replace(self, aborted_partition=None),
             replace(self, abort_rate=0.0),
@@ -199,7 +219,9 @@ def draw_plan(seed: int) -> Plan:
     rng = random.Random(seed)
     initial_processors = rng.choice([1, 2, 2])
     partitions = initial_processors * rng.choice([1, 2, 2])
-    if rng.random() < 0.3:
+    if SHRINK_DRAWS and rng.random() < 0.35:
+        operations = _changes(rng, initial_processors, partitions)
+    elif rng.random() < 0.3:
         operations = _out_and_back(rng, initial_processors, partitions)
     else:
         operations = _random_operations(rng, initial_processors, partitions)
@@ -254,6 +276,8 @@ def draw_plan(seed: int) -> Plan:
             stop_first=rng.random() < 0.5,
         )
     plan = replace(plan, junk=rng.random() < 0.2)
+    if rng.random() < 0.25 and (COMPACTED_GROWTH or all(op.kind != "expand" for op in operations)):
+        plan = replace(plan, compacted=True, compact_rate=rng.choice([0.002, 0.01, 0.03]))
     return plan
 
 
@@ -283,7 +307,36 @@ def _out_and_back(rng: random.Random, initial: int, partitions: int) -> list[Ope
     if rng.random() < 0.5:
         again = rng.randint(initial + 1, grown)
         operations.append(Operation("scale", again, round(rng.uniform(0.0, 3.0), 1)))
+    elif SHRINK_DRAWS and rng.random() < 0.5:  # back in, then the input back down and up
+        down = rng.randint(partitions, grown - 1)
+        operations.append(Operation("expand", down, round(rng.uniform(0.0, 3.0), 1)))
+        operations.append(Operation("expand", grown, round(rng.uniform(0.0, 3.0), 1)))
     return operations
+
+
+def _changes(rng: random.Random, initial: int, partitions: int) -> list[Operation]:
+    """Two to six changes of the input's partition count, about a third of them shrinks
+    (never below the initial count or the processors), with scales between some of them."""
+    operations: list[Operation] = []
+    count, processors = partitions, initial
+    for _ in range(rng.randint(2, 6)):
+        if rng.random() < 0.3:  # a scale first (out or in, within the count)
+            choices = [p for p in range(initial, count + 1) if p != processors]
+            if choices:
+                processors = rng.choice(choices)
+                delay = round(rng.uniform(0.0, 3.0), 1)
+                operations.append(Operation("scale", processors, delay))
+        target = shrink_target(rng, count, max(partitions, processors))
+        if target is None or rng.random() >= 1 / 3:
+            target = rng.randint(count + 1, 2 * count)
+        count = target
+        operations.append(Operation("expand", count, round(rng.uniform(0.0, 3.0), 1)))
+    return operations
+
+
+def shrink_target(rng: random.Random, count: int, low: int) -> int | None:
+    """A count to shrink ``count`` partitions to, not below ``low`` (``None``: none is)."""
+    return rng.randint(low, count - 1) if low < count else None
 
 
 def _random_operations(rng: random.Random, initial: int, partitions: int) -> list[Operation]:
@@ -301,8 +354,12 @@ def _random_operations(rng: random.Random, initial: int, partitions: int) -> lis
             value = rng.choice(choices) if choices and rng.random() < 0.9 else grown + 1
             processors = value if value <= grown else processors
         elif kind == "expand":
-            value = grown * rng.choice([2, 2, 3]) // rng.choice([1, 1, 2])
-            grown = max(grown, value)
+            low = max(partitions, processors)
+            if SHRINK_DRAWS and rng.random() < 1 / 3 and low < grown:
+                value = grown = rng.randint(low, grown - 1)
+            else:
+                value = grown * rng.choice([2, 2, 3]) // rng.choice([1, 1, 2])
+                grown = max(grown, value)
         else:
             value = 0
         operations.append(Operation(kind, value, round(rng.uniform(0.0, 3.0), 1)))

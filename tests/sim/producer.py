@@ -253,8 +253,9 @@ class MemoryProducer(KafkaProducer):
         return None, SimMessage(self._kafka.broker.append(item.position, item.record))
 
     def _refusal(self, item: _Queued) -> tuple[DeliveryError, Message] | None:
-        """Why ``item`` cannot be written now (timed out, no such partition, too large for
-        its topic), with the record as its callback gets it; ``None`` when it can."""
+        """Why ``item`` cannot be written now (timed out, no such partition, no key for a
+        compacted topic, too large for its topic), with the record as its callback gets it;
+        ``None`` when it can."""
         broker = self._kafka.broker
         position, record = item.position, item.record
         topic, partition = position
@@ -267,6 +268,12 @@ class MemoryProducer(KafkaProducer):
         if not 0 <= partition < broker.partition_count(topic):
             text = f"Broker: Unknown topic or partition: {topic}[{partition}]"
             return DeliveryError("Unknown topic or partition", text), unsent
+        policy = broker.topic(topic).configs.get("cleanup.policy", "")
+        if record["key"] is None and "compact" in policy:
+            text = (
+                f"Broker: Invalid record (a compacted topic takes no record without a key: {topic})"
+            )
+            return DeliveryError("Broker: Invalid record", text), unsent
         size = len(record["key"] or b"") + len(record["value"] or b"")
         if size > broker.limit(topic):
             text = f"Broker: Message size too large ({size} bytes to {topic})"

@@ -392,4 +392,38 @@ REGRESSIONS: dict[str, Plan] = {
         twin_at=1.2,
         twin_for=16.8,
     ),
+    # A growth that created partitions in Kafka and failed before recording its count
+    # (a rival's `expand 5` whose registry write failed; a scale then held the app): Kafka
+    # keeps 5 partitions, the registry 3. The app reads the 3 its history created, and so
+    # must the checks (they compared status with Kafka's count: a false alarm).
+    "unrecorded-partitions-in-kafka-581": Plan(
+        seed=581,
+        partitions=2,
+        initial_processors=2,
+        keys=5,
+        producers=1,
+        records=20,
+        max_records=1,
+        ready_lag=10,
+        operations=(
+            Operation("expand", 3, 1.7),
+            Operation("scale", 3, 2.5),
+            Operation("expand", 5, 0.8),
+        ),
+        kill_rate=0.001,
+        fail_rate=0.01,
+        compact_rate=0.002,
+        aimed_rate=1.0,
+        max_queued=3,
+        rival=True,
+        in_flight=2,
+        chaos_steps=6000,
+        upstream=True,
+        abort_rate=0.2,
+        aborted_partition=0,
+        twin=True,
+        twin_at=7.3,
+        twin_for=32.2,
+        junk=True,
+    ),
 }

@@ -92,6 +92,95 @@ def test_compaction_keeps_the_last_record_of_each_key_and_its_offset(kafka: Memo
     assert kafka.broker.end_offset("log", 0) == 5
 
 
+class _Whole(random.Random):
+    """Draws the largest integer asked for (the cleaner's cleanable point: everything)."""
+
+    def randint(self, a: int, b: int) -> int:
+        return b
+
+
+def _input_log(kafka: MemoryKafka, partitions: int = 1) -> None:
+    configs = {"cleanup.policy": "compact", "delete.retention.ms": "1000"}
+    kafka.create_topics([TopicSpec("in", partitions, config=configs)])
+
+
+def _write(kafka: MemoryKafka, partition: int, *records: tuple[bytes, bytes | None]) -> None:
+    producer = kafka.producer()
+    for key, value in records:
+        producer.produce("in", value, key, partition)
+    producer.flush(1)
+
+
+def _offsets(kafka: MemoryKafka, partition: int = 0) -> list[tuple[int, bytes | None]]:
+    return [(r.offset, r.value) for r in kafka.broker.records("in", partition)]
+
+
+def test_the_cleaner_keeps_each_keys_last_record_per_partition_below_a_common_point() -> None:
+    clock = ManualClock()
+    kafka = MemoryKafka(Broker(random.Random(0)), clock)
+    _input_log(kafka, 2)
+    _write(kafka, 0, (b"a", b"0"), (b"b", b"0"), (b"a", b"1"))
+    _write(kafka, 1, (b"a", b"x"), (b"a", b"y"))  # (another partition: its own last records)
+    _write(kafka, 0, (b"b", b"1"), (b"a", b"2"))
+    moment = random.Random(0)
+    moment.randint = lambda a, b: 5  # type: ignore[method-assign]  # (the first five written)
+    removed = kafka.broker.clean("in", moment, 0, {})
+    # partition 0 is cleanable below offset 3 (written before the moment), partition 1
+    # below 1 (its active segment holds its last record); only records below that point
+    # supersede others
+    assert _offsets(kafka, 0) == [(1, b"0"), (2, b"1"), (3, b"1"), (4, b"2")]
+    assert _offsets(kafka, 1) == [(0, b"x"), (1, b"y")]
+    assert [(r.partition, r.offset) for r in removed] == [(0, 0)]
+    kafka.broker.clean("in", _Whole(), 0, {})
+    assert _offsets(kafka, 0) == [(2, b"1"), (3, b"1"), (4, b"2")]
+    _write(kafka, 1, (b"b", b"z"))
+    kafka.broker.clean("in", _Whole(), 0, {})
+    assert _offsets(kafka, 1) == [(1, b"y"), (2, b"z")]
+    assert kafka.broker.end_offset("in", 0) == 5  # offsets keep their gaps
+
+
+def test_a_tombstone_goes_once_old_and_read_by_the_group_with_what_it_deletes() -> None:
+    clock = ManualClock()
+    kafka = MemoryKafka(Broker(random.Random(0)), clock)
+    _input_log(kafka)
+    _write(kafka, 0, (b"a", b"0"), (b"a", None), (b"b", b"0"))
+    kafka.broker.clean("in", _Whole(), int(clock.time() * 1000), {0: 3})
+    assert _offsets(kafka) == [(1, None), (2, b"0")]  # not delete.retention.ms old yet
+    clock.sleep(1.0)
+    kafka.broker.clean("in", _Whole(), int(clock.time() * 1000), {0: 1})
+    assert _offsets(kafka) == [(1, None), (2, b"0")]  # the group has not read it
+    kafka.broker.clean("in", _Whole(), int(clock.time() * 1000), {0: 2})
+    assert _offsets(kafka) == [(2, b"0")]
+
+
+def test_the_cleaner_stops_at_an_open_transaction_and_removes_aborted_records() -> None:
+    clock = ManualClock()
+    kafka = MemoryKafka(Broker(random.Random(0)), clock)
+    _input_log(kafka)
+    aborted = kafka.transactional_producer("t1")
+    aborted.begin()
+    aborted.produce("in", b"gone", b"a", 0)
+    aborted.abort(1)
+    _write(kafka, 0, (b"a", b"0"))
+    still_open = kafka.transactional_producer("t2")
+    still_open.begin()
+    still_open.produce("in", b"open", b"b", 0)
+    _write(kafka, 0, (b"a", b"1"))
+    kafka.broker.clean("in", _Whole(), 0, {})
+    # the aborted record goes (its marker stays); nothing at or past the open one is cleaned
+    assert _offsets(kafka) == [(1, None), (2, b"0"), (3, b"open"), (4, b"1")]
+
+
+def test_a_record_without_a_key_is_refused_by_a_compacted_topic(kafka: MemoryKafka) -> None:
+    _input_log(kafka)
+    errors: list[str] = []
+    producer = kafka.producer()
+    producer.produce("in", b"v", None, 0, on_delivery=lambda e, _m: errors.append(str(e)))
+    producer.flush(1)
+    assert errors and "Invalid record" in errors[0]
+    assert not kafka.broker.records("in", 0)
+
+
 def test_retention_makes_an_error_consumer_stop_and_an_earliest_one_jump(
     kafka: MemoryKafka,
 ) -> None:

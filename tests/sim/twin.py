@@ -102,6 +102,7 @@ class Twin:
             snapshots=plan.snapshots,
             exactly_once=plan.exactly_once,
             in_flight=plan.in_flight,
+            latest=plan.compacted,
         )
         app.config.snapshots.url = world.app.config.snapshot_url  # one store both reach
         self.app, self.started = app, world.clock.monotonic()

@@ -34,7 +34,7 @@ from rebalance.control import ControlState
 from rebalance.control_schema import check_record
 from rebalance.record_checks import MalformedRecordError, json_object
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec, processor_path
-from tests.sim.app import HUGE, INPUT, KILLER, OUTPUT, POISON, make_app
+from tests.sim.app import DELETE_HEADER, HUGE, INPUT, KILLER, OUTPUT, POISON, make_app
 from tests.sim.broker import Broker, StoredRecord
 from tests.sim.chaos import Chaos
 from tests.sim.disks import Disks
@@ -44,6 +44,10 @@ from tests.sim.scheduler import Killed, Party, Scheduler
 
 #: how long the suspended machine of a plan with ``days_later`` sleeps
 DAYS_LATER_SECONDS = 12 * 86_400.0
+#: a compacted input's ``delete.retention.ms``: how long the cleaner keeps a tombstone
+DELETE_RETENTION_MS = 5_000
+#: the chance that a plain record of a plan with a compacted input is a delete
+DELETE_RATE = 0.1
 
 __all__ = ["World"]
 
@@ -90,6 +94,17 @@ class Events:
     #: the offsets that ``ControlRecordError`` named, each time a party stopped at a
     #: control-log record no reader can read (``tests/sim/junk.py``)
     control_refusals: list[int] = field(default_factory=list)
+    #: input records the cleaner removed before the app's group had read past them (a plan
+    #: with ``compacted``): no processor may ever have read them
+    unread_compacted: set[tuple[int, int]] = field(default_factory=set)
+    #: input records the cleaner removed
+    input_compacted: int = 0
+    #: when (epoch ms) a producer stalled between placing a record and queueing it went on,
+    #: or the clock jumped (``tests/sim/aimed_changes.py``): a record it queued right after
+    #: may be late
+    resumes: list[int] = field(default_factory=list)
+    #: registry records that gave the input fewer partitions than the app's processors
+    below_processors: list[str] = field(default_factory=list)
 
 
 class World:
@@ -117,6 +132,7 @@ class World:
             snapshots=plan.snapshots,
             exactly_once=plan.exactly_once,
             in_flight=plan.in_flight,
+            latest=plan.compacted,
         )
         self.events = Events()
         #: the chance of a kill right after a handoff record (0 once the chaos phase ends)
@@ -134,6 +150,9 @@ class World:
         self.restart_at: dict[int, float] = {}
         self.producers: list[Party] = []
         self.operators: list[Party] = []
+        #: what each operator still has to do, the operation it is at first
+        #: (``tests/sim/operators.py``)
+        self.operations_left: dict[Party, tuple[Operation, ...]] = {}
         #: called with each operation as an operator begins it (``tests/sim/aimed.py``)
         self.operation_watchers: list[Callable[[Operation], None]] = []
         self.produced = 0
@@ -165,7 +184,7 @@ class World:
         config = self.app.config
         self.driver.create_topics(
             [
-                TopicSpec(INPUT, self.plan.partitions),
+                TopicSpec(INPUT, self.plan.partitions, config=input_configs(self.plan)),
                 TopicSpec(OUTPUT, 2),
                 TopicSpec(config.dead_letters, 1),
                 TopicSpec(config.control_topic, 1, config=COMPACTED),
@@ -369,6 +388,7 @@ class World:
         self.scheduler.now += DAYS_LATER_SECONDS
         self.events.jumped_at = self.scheduler.now
         self.events.jumped_ms = int(self.clock.time() * 1000)
+        self.events.resumes.append(self.events.jumped_ms)
 
     def kill_processor(self, processor: int, lose_disk: bool, why: str = "") -> None:
         """Kill a processor between two of its calls; maybe its disk goes too."""
@@ -410,8 +430,12 @@ class World:
                 kind = ""
                 if self.plan.special_rate and rng.random() < self.plan.special_rate:
                     kind = ":" + rng.choice(kinds)
-                value = f"{name}:{seqs[key]}{kind}".encode()
-                _produce_retrying(producer, key, value, self.clock)
+                value: bytes | None = f"{name}:{seqs[key]}{kind}".encode()
+                headers: list[tuple[str, str | bytes | None]] = []
+                if self.plan.compacted and not kind and rng.random() < DELETE_RATE:
+                    headers = [(DELETE_HEADER, value)]  # a delete names itself
+                    value = None
+                _produce_retrying(producer, key, value, self.clock, headers)
                 self.produced += 1
                 if rng.random() < 0.3:
                     producer.flush(5)
@@ -479,6 +503,31 @@ class World:
 
         self.broker.watchers.append(watch)
 
+    def watch_counts(self) -> None:
+        """Note every registry record that gives the input fewer partitions than the
+        processors in force or scaled to (``expand`` must refuse it: scale in first)."""
+
+        def watch(record: StoredRecord) -> None:
+            if record.topic != REGISTRY_TOPIC or record.key != INPUT.encode() or not record.value:
+                return
+            try:
+                counts = json_object(record.value).get("counts")
+            except MalformedRecordError:
+                return
+            state = self.control()
+            if not isinstance(counts, list) or not counts or state.generation is None:
+                return
+            processors = state.generation.processors
+            if state.scaling is not None:
+                processors = max(processors, state.scaling.new_processors)
+            if counts[-1] < processors:
+                self.events.below_processors.append(
+                    f"t={self.clock.monotonic():.2f} the registry gives {INPUT} "
+                    f"{counts[-1]} partitions ({counts}) with {processors} processors"
+                )
+
+        self.broker.watchers.append(watch)
+
     def delete_processed(self) -> None:
         """Retention deletes a prefix of an input partition that the app's group already
         committed (what a retention longer than the processing lag deletes)."""
@@ -503,10 +552,35 @@ class World:
         self.kills_now = []
 
     def compact(self) -> None:
-        """Compact the control log and the topic registry."""
+        """Compact the control log and the topic registry, and a compacted input."""
         self.broker.compact(self.app.config.control_topic, self.rng)
         self.broker.compact(REGISTRY_TOPIC, self.rng)
         self.events.compactions += 1
+        if self.plan.compacted:
+            self.compact_input()
+
+    def compact_input(self) -> None:
+        """One pass of the cleaner over the input (``Broker.clean``); notes the records it
+        removed before the app's group read past them."""
+        group = self.broker.groups.get(self.app.config.app_id, {})
+        committed = {p: offset for (topic, p), offset in group.items() if topic == INPUT}
+        now_ms = int(self.clock.time() * 1000)
+        removed = self.broker.clean(INPUT, self.rng, now_ms, committed)
+        self.events.input_compacted += len(removed)
+        for record in removed:
+            if record.offset >= committed.get(record.partition, 0):
+                self.events.unread_compacted.add((record.partition, record.offset))
+
+
+def input_configs(plan: Plan) -> dict[str, str]:
+    """The input topic's configs: a compacted one's (``Plan.compacted``) or the defaults."""
+    if not plan.compacted:
+        return {}
+    return {
+        "cleanup.policy": "compact",
+        "delete.retention.ms": str(DELETE_RETENTION_MS),
+        "min.compaction.lag.ms": "0",
+    }
 
 
 def control_fact(value: bytes) -> dict[str, Any] | None:
@@ -526,10 +600,16 @@ def _open_producer(port: MemoryKafka, clock: Clock) -> SplitstateProducer:
             clock.sleep(0.5)
 
 
-def _produce_retrying(producer: SplitstateProducer, key: bytes, value: bytes, clock: Clock) -> None:
+def _produce_retrying(
+    producer: SplitstateProducer,
+    key: bytes,
+    value: bytes | None,
+    clock: Clock,
+    headers: list[tuple[str, str | bytes | None]],
+) -> None:
     while True:
         try:
-            producer.produce(INPUT, key, value)
+            producer.produce(INPUT, key, value, headers=headers or None)
             return
         except SplitstateError:  # the lease ran out (the registry was unreadable): wait
             clock.sleep(0.2)

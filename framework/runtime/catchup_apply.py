@@ -58,6 +58,10 @@ def apply_taken(
     for _message, position, offset, gained in taken:
         if gained:
             ranges.setdefault(position, [offset, offset])[1] = offset
+    # judged by a registry view at least as new as each record, as the live loop judges them
+    # (``RecordProcessor.confirm_markers``): a record placed after a shrink or a growth this
+    # processor's view lacks would be taken for a late one and skipped
+    records.confirm_markers([message for message, _position, _offset, gained in taken if gained])
     if ranges:
         guard.attempt(ranges)  # a death from here on counts against these records
     batch = database.begin()

@@ -426,4 +426,46 @@ REGRESSIONS: dict[str, Plan] = {
         twin_for=32.2,
         junk=True,
     ),
+    # A scale after a shrink: the receiver's catch-up judged a merged key's records (placed
+    # with the count after the shrink, in the survivor) by its own registry view, which still
+    # lacked the shrink (it never met a post-shrink record live), took them for late records
+    # and skipped them: its state missed them. The catch-up now reads the registry again
+    # before such records, as the live loop does.
+    "catch-up-judged-by-a-view-without-the-shrink-120": Plan(
+        seed=120,
+        partitions=2,
+        initial_processors=2,
+        keys=8,
+        producers=2,
+        records=55,
+        max_records=20,
+        ready_lag=0,
+        operations=(
+            Operation("expand", 7, 1.1),
+            Operation("scale", 3, 2.1),
+            Operation("expand", 5, 0.8),
+            Operation("scale", 2, 1.5),
+        ),
+        kill_rate=0.0,
+        fail_rate=0.0,
+        slow_rate=0.0,
+        protocol_kill_rate=0.0,
+        outage_rate=0.0,
+        retention_rate=0.0,
+        compact_rate=0.0,
+        lose_disk_rate=0.0,
+        reopen_kill_rate=0.0,
+        aimed_rate=0.0,
+        special_rate=0.0,
+        killers=False,
+        outputs=True,
+        days_later=False,
+        max_queued=100000,
+        rival=False,
+        rocksdb=False,
+        snapshots=False,
+        exactly_once=False,
+        in_flight=1,
+        twin=False,
+    ),
 }

@@ -1,6 +1,9 @@
 """Faults aimed at the protocol's narrow windows, which random kills reach too rarely.
 
-At the plan's ``aimed_rate``, while the chaos phase lasts:
+At the plan's ``aimed_rate``, while the chaos phase lasts (a "growth" below is any change
+of the input's partition count, a shrink too: ``expand`` holds the control log and records
+it the same way; the faults aimed at a change's own steps are in
+``tests/sim/aimed_changes.py``):
 
 - when a handoff is released while other handoffs into the same receiver are not yet (a
   scale-in with several sources), the sources of those are killed (their releases come

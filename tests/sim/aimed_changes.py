@@ -7,11 +7,11 @@ kills reach too rarely. At the plan's ``aimed_rate``, while the chaos phase last
   later and runs the same command again (``tests/sim/operators.py``), which must resume;
 - when a shrink is recorded, the processor that owns one of its survivors is killed 0.5-8 s
   later, while the survivor holds the keys of the deleted partitions (the fence takes longer);
-- when a shrink is recorded (at half the rate), a producer pauses between placing a record
+- when a change is recorded (at half the rate), a producer pauses between placing a record
   and queueing it (a stalled process: its lease was valid when it placed the record) for
   longer than the fence, sometimes across the next change too (``8 -> 4 -> 8``): its record
-  lands late in a deleted partition (a dead letter), or, placed with a count in force again,
-  in the key's home;
+  lands late in a parent or a deleted partition (a dead letter), or, placed with a count in
+  force again, in the key's home;
 - when a change is recorded (once a world, at a third of the rate), a processor is stopped
   for 25-60 s, across the next changes, then started again, one time in three with its
   state directory lost.
@@ -54,7 +54,7 @@ def aim_at_changes(world: World) -> None:
             kill_operator(world, writer, f"(aimed: right after the change's {step})")
         if step == "shrink recorded" and rng.random() < rate:
             _kill_a_survivors_owner(world, record)
-        if step == "shrink recorded" and rng.random() < rate / 2:
+        if step.endswith("recorded") and rng.random() < rate / 2:
             _pause_a_producer(world)
         if step.endswith("recorded") and not stopped_once and rng.random() < rate / 3:
             stopped_once = True

@@ -1,6 +1,7 @@
 """The simulation's operators: scale, abort and expand commands run as an operator would,
-asking again while another scale, a growth, a broker outage or a control-log record no reader
-can read is in the way, and finishing a growth they started."""
+asking again while another scale, a change of the input's partition count, a broker outage
+or a control-log record no reader can read is in the way, and finishing a change they
+started."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from framework.coordination.control_log import ControlLog, ControlRecordError
 from framework.coordination.registry import TopicRegistry
 from framework.coordination.scaling import abort_scale, request_scale
 from framework.errors import SplitstateError
-from framework.growth.expand import expand_topic
+from framework.growth.expand import ExpandError, expand_topic
 from framework.kafka import KafkaIOError
 from rebalance.control import Scale
 from tests.sim.app import INPUT
@@ -70,7 +71,7 @@ def _operate(world: World, port: MemoryKafka, operation: Operation) -> None:
         elif operation.kind == "abort":
             abort_scale(world.app, "the simulation's operator", kafka=port)
         else:
-            _expand(world, port, operation.value)
+            _expand_when_no_scale_runs(world, port, operation.value)
     except (SplitstateError, KafkaIOError) as error:
         world.note_refusal(error)
         world.events.refusals.append(f"{operation}: {type(error).__name__}: {error}")
@@ -142,6 +143,20 @@ def _expand(world: World, port: MemoryKafka, partitions: int) -> None:
             world.note_refusal(error)
             world.clock.sleep(1.0)
     expand_topic(port, INPUT, partitions, control=control, report=lambda _line: None)
+
+
+def _expand_when_no_scale_runs(world: World, port: MemoryKafka, partitions: int) -> None:
+    """``_expand``, asked again a while later while a scale is in progress (as ``_scale``
+    asks again while a change is)."""
+    for _ in range(30):
+        try:
+            _expand(world, port, partitions)
+            return
+        except ExpandError as error:
+            if "is scaling to" not in str(error):
+                raise
+            world.clock.sleep(1.0)
+    _expand(world, port, partitions)
 
 
 def _finish_growth(world: World, port: MemoryKafka) -> None:

@@ -13,6 +13,7 @@ import random
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -111,8 +112,21 @@ def read_all(
     return found
 
 
-def test_growth_keeps_per_key_order_and_processors(tmp_path: Path, kafka_bootstrap: str) -> None:
-    topic = unique("events")
+@dataclass(frozen=True)
+class TwoApps:
+    """The sequences and the wordcount app, 2 processors each, on one input of 4 partitions
+    (topics created), each with its own directory and output topic."""
+
+    seq_dir: Path
+    count_dir: Path
+    seq_config: Path
+    count_config: Path
+    seq_out: str
+    counts_out: str
+
+
+def two_apps(tmp_path: Path, kafka_bootstrap: str, topic: str) -> TwoApps:
+    """Configure both apps on ``topic`` and create their topics."""
     seq_out, counts_out = unique("seq-out"), unique("counts-out")
     seq_dir, count_dir = tmp_path / "seq", tmp_path / "count"
     seq_dir.mkdir()
@@ -137,6 +151,19 @@ def test_growth_keeps_per_key_order_and_processors(tmp_path: Path, kafka_bootstr
     for app, config in ((SEQUENCES, seq_config), (WORDCOUNT, count_config)):
         created = splitstate("topics", "create", app, "--config", str(config))
         assert created.returncode == 0, created.stderr
+    return TwoApps(seq_dir, count_dir, seq_config, count_config, seq_out, counts_out)
+
+
+def test_growth_keeps_per_key_order_and_processors(tmp_path: Path, kafka_bootstrap: str) -> None:
+    topic = unique("events")
+    apps = two_apps(tmp_path, kafka_bootstrap, topic)
+    seq_dir, count_dir, seq_config, count_config = (
+        apps.seq_dir,
+        apps.count_dir,
+        apps.seq_config,
+        apps.count_config,
+    )
+    seq_out, counts_out = apps.seq_out, apps.counts_out
     runners = [
         Supervised(SEQUENCES, seq_config, seq_dir / "state", seq_dir / "run.log"),
         Supervised(WORDCOUNT, count_config, count_dir / "state", count_dir / "run.log"),

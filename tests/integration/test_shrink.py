@@ -20,9 +20,8 @@ from framework.growth.expand import expand_topic
 from framework.growth.placement import COUNT_HEADER
 from framework.kafka import Clients
 from rebalance import bucket, key_hash
-from tests.integration.harness import Supervised, TopicReader, splitstate, unique, write_config
+from tests.integration.harness import Supervised, TopicReader, splitstate, unique
 from tests.integration.test_growth import (
-    LEASE,
     SEQUENCES,
     WORDCOUNT,
     SequenceProducer,
@@ -32,6 +31,7 @@ from tests.integration.test_growth import (
     read_all,
     seq_config_id,
     stop_producing,
+    two_apps,
 )
 
 pytestmark = pytest.mark.integration
@@ -41,30 +41,14 @@ HISTORY = (8, 5, 7, 4, 6)
 
 def test_4_8_5_7_4_6_keeps_every_key_exact(tmp_path: Path, kafka_bootstrap: str) -> None:
     topic = unique("events")
-    seq_out, counts_out = unique("seq-out"), unique("counts-out")
-    seq_dir, count_dir = tmp_path / "seq", tmp_path / "count"
-    seq_dir.mkdir()
-    count_dir.mkdir()
-    common = {"initial_processors": 2, "processors": 2, "batch": {"max_records": 500}}
-    seq_config = write_config(
-        seq_dir,
-        kafka_bootstrap,
-        app_id=unique("sequences"),
-        inputs=[{"topic": topic, "partitions": 4, **LEASE}],
-        outputs=[{"topic": seq_out, "partitions": 4}],
-        **common,
+    apps = two_apps(tmp_path, kafka_bootstrap, topic)
+    seq_dir, count_dir, seq_config, count_config = (
+        apps.seq_dir,
+        apps.count_dir,
+        apps.seq_config,
+        apps.count_config,
     )
-    count_config = write_config(
-        count_dir,
-        kafka_bootstrap,
-        app_id=unique("wordcount"),
-        inputs=[{"topic": topic, "partitions": 4, **LEASE}],
-        outputs=[{"topic": counts_out, "partitions": 4}],
-        **common,
-    )
-    for app, config in ((SEQUENCES, seq_config), (WORDCOUNT, count_config)):
-        created = splitstate("topics", "create", app, "--config", str(config))
-        assert created.returncode == 0, created.stderr
+    seq_out, counts_out = apps.seq_out, apps.counts_out
     runners = [
         Supervised(SEQUENCES, seq_config, seq_dir / "state", seq_dir / "run.log"),
         Supervised(WORDCOUNT, count_config, count_dir / "state", count_dir / "run.log"),

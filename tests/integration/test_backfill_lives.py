@@ -18,6 +18,7 @@ shrink's hold (the history's late rule, ``home_at``, comes with the runtime's pa
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 import time
 from collections import defaultdict
@@ -132,6 +133,36 @@ def write_history(log: Log, keys: list[bytes], rng: random.Random) -> TopicHisto
     return TopicHistory(topic, (4, 8, 5, 7), (grow8, shrink5, grow7))
 
 
+def _backfill_child(config_json: str, out: Any) -> None:
+    manifest = backfill(journal_app(AppConfig.model_validate_json(config_json))).manifest
+    out.put((manifest.records_read, manifest.records_dead_lettered))
+
+
+class _Built:
+    """What the test reads of a backfill's result."""
+
+    def __init__(self, records_read: int, records_dead_lettered: int) -> None:
+        self.records_read, self.records_dead_lettered = records_read, records_dead_lettered
+
+    @property
+    def manifest(self) -> _Built:
+        return self
+
+
+def backfill_in_own_jvm(config: AppConfig) -> _Built:
+    """``backfill`` in a child process: Spark's Kafka source needs its jars on the driver's
+    classpath, which only a JVM started with them has (another test of this worker may have
+    started Spark without them)."""
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    child = context.Process(target=_backfill_child, args=(config.model_dump_json(), out))
+    child.start()
+    child.join(600)
+    assert child.exitcode == 0, child.exitcode
+    read, dead = out.get(timeout=10)
+    return _Built(read, dead)
+
+
 def journals(state_dir: Path) -> tuple[dict[bytes, list[tuple[int, int]]], dict[Any, int]]:
     """Each key's journal over every processor's state, and the offsets they cover."""
     found: dict[bytes, list[tuple[int, int]]] = {}
@@ -195,7 +226,7 @@ def test_backfill_applies_each_keys_records_in_produced_order_through_a_shrink_a
     config = app_config(kafka_bootstrap, tmp_path, topics)
     registry_of(config).write(TopicEntry(history))
 
-    result = backfill(journal_app(config))
+    result = backfill_in_own_jvm(config)
 
     built, offsets = journals(tmp_path / "state")
     regrown = [k for k in keys if bucket(key_hash(k), N, 8) in (5, 6)]

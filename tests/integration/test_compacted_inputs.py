@@ -413,7 +413,7 @@ class CompactedHistory:
         """The topic's records once the log cleaner stopped changing them (two reads 2 s
         apart alike)."""
         records = read_topic(self.bootstrap, self.topic, self.created)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             time.sleep(2)
             again = read_topic(self.bootstrap, self.topic, self.created)

@@ -41,7 +41,7 @@ def _finish(runs: list[subprocess.Popen[str]]) -> None:
         pytest.fail(report[-20_000:], pytrace=False)
 
 
-@pytest.mark.timeout(900)  # two runner processes beside the other xdist worker's tests
+@pytest.mark.timeout(1800)  # two runner processes beside the other xdist worker's tests
 def test_seeded_schedules_hold_every_invariant() -> None:
     share = -(-SEEDS // WORKERS)
     runs = [

@@ -468,4 +468,40 @@ REGRESSIONS: dict[str, Plan] = {
         in_flight=1,
         twin=False,
     ),
+    # The operator asked again for its changes while a scale ran, also while a receiver
+    # of that scale had stopped: the scale waited for the abort that is done once the
+    # operators are done, the operators waited for the scale, and the world never settled
+    # (a sim defect of 2a5aadc; the operator now goes on when a receiver stopped).
+    "operator-waits-on-a-stopped-scale-586": Plan(
+        seed=586,
+        partitions=4,
+        initial_processors=2,
+        keys=3,
+        producers=1,
+        records=57,
+        max_records=3,
+        ready_lag=0,
+        operations=(
+            Operation("expand", 12, 1.1),
+            Operation("scale", 12, 2.5),
+            Operation("expand", 24, 2.8),
+            Operation("expand", 30, 0.8),
+        ),
+        slow_rate=0.05,
+        aimed_rate=0.5,
+        max_queued=1,
+        rival=True,
+        rocksdb=True,
+        snapshots=True,
+        exactly_once=True,
+        chaos_steps=3000,
+        max_kills=0,
+        upstream=True,
+        abort_rate=0.5,
+        aborted_partition=2,
+        twin=True,
+        twin_at=7.0,
+        twin_for=34.0,
+        stop_first=True,
+    ),
 }

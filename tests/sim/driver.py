@@ -44,8 +44,10 @@ CHAOS_EXTENSION_STEPS = 20_000
 #: How far the clock jumps in a plan with ``days_later`` (more than any lease or timeout,
 #: and more than 2^30 ms: a "never" written as a large number of milliseconds runs out).
 
-#: Steps the world gets to settle once the faults stop.
+#: Steps the world gets to settle once the faults stop, at least; and per live party (each
+#: step runs one party: a world of many processors needs more steps for the same time).
 SETTLE_STEPS = 60_000
+SETTLE_STEPS_PER_PARTY = 10_000
 #: Simulated seconds between the supervisor's looks at the control state.
 SUPERVISE_SECONDS = 0.5
 #: How long the world must stay quiet, with no processor (re)started meanwhile, to be
@@ -257,13 +259,17 @@ def _settle(world: World) -> int | None:
     scheduler = world.scheduler
     next_look = 0.0
     quiet_since: float | None = None
-    for _ in range(SETTLE_STEPS):
+    budget = SETTLE_STEPS
+    steps = 0
+    while steps < budget:
+        steps += 1
         if world.events.halted:
             return None
         if scheduler.now >= next_look:
             _supervise(world)
             _operator_fixes(world)
             next_look = scheduler.now + SUPERVISE_SECONDS
+            budget = max(budget, SETTLE_STEPS_PER_PARTY * len(scheduler.live()))
             processors = _quiet(world)
             if processors is None or scheduler.now - world.last_start < QUIET_SECONDS:
                 quiet_since = None
@@ -351,7 +357,8 @@ def _stuck(world: World) -> str:
             database.close()
         behind.append(f"processor {j}: {dict(sorted(offsets.items()))}")
     return (
-        f"not settled after {SETTLE_STEPS} steps once faults stopped: generation "
+        f"not settled after {SETTLE_STEPS} steps (or {SETTLE_STEPS_PER_PARTY} per party) "
+        "once faults stopped: generation "
         f"{state.generation}, scale {phases}, growth {state.growth}, processors running "
         f"{running}, still running {busy}; input ends (last record read + 1 / high watermark) "
         f"{[(world.broker.read_end(p), world.broker.partition(p).end) for p in _inputs(world)]}"

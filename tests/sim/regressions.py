@@ -504,4 +504,38 @@ REGRESSIONS: dict[str, Plan] = {
         twin_for=34.0,
         stop_first=True,
     ),
+    # A large world (16 processors over 19 partitions, 4 -> 6 -> 9 -> 18 -> 19 -> 17) that
+    # became quiet only after the settle's fixed 60,000 steps: each step runs one party, so
+    # the settle now gets 10,000 steps per live party (it was a budget, not a liveness, defect).
+    "large-world-settles-late-747": Plan(
+        seed=747,
+        partitions=4,
+        initial_processors=2,
+        keys=3,
+        producers=2,
+        records=26,
+        max_records=1,
+        ready_lag=10,
+        operations=(
+            Operation("scale", 4, 2.3),
+            Operation("expand", 6, 2.0),
+            Operation("expand", 9, 1.6),
+            Operation("scale", 2, 1.7),
+            Operation("expand", 18, 2.1),
+            Operation("scale", 16, 1.7),
+            Operation("expand", 19, 2.3),
+            Operation("expand", 17, 1.4),
+        ),
+        protocol_kill_rate=0.5,
+        retention_rate=0.001,
+        compact_rate=0.03,
+        max_queued=1,
+        snapshots=True,
+        in_flight=4,
+        chaos_steps=6000,
+        upstream=True,
+        abort_rate=0.2,
+        aborted_partition=3,
+        compacted=True,
+    ),
 }

@@ -538,4 +538,40 @@ REGRESSIONS: dict[str, Plan] = {
         aborted_partition=3,
         compacted=True,
     ),
+    # The operator still working through its plan when the faults stopped (a compacted
+    # input: each change waits a fence after its announcement and another after its count)
+    # while the settle counted its steps: the world settled only after the budget ran out.
+    # Steps while an operator works no longer count (up to 5 times the budget).
+    "operator-works-through-the-settle-905": Plan(
+        seed=905,
+        partitions=4,
+        initial_processors=2,
+        keys=7,
+        producers=1,
+        records=49,
+        max_records=5,
+        ready_lag=10,
+        operations=(
+            Operation("expand", 5, 0.4),
+            Operation("scale", 5, 0.1),
+            Operation("expand", 9, 1.0),
+            Operation("expand", 18, 3.0),
+            Operation("expand", 17, 2.7),
+            Operation("expand", 5, 1.9),
+            Operation("scale", 3, 1.2),
+            Operation("expand", 6, 2.4),
+        ),
+        kill_rate=0.001,
+        fail_rate=0.002,
+        protocol_kill_rate=0.5,
+        compact_rate=0.03,
+        lose_disk_rate=0.3,
+        reopen_kill_rate=1.0,
+        outputs=False,
+        max_queued=3,
+        snapshots=True,
+        in_flight=4,
+        chaos_steps=1000,
+        compacted=True,
+    ),
 }

@@ -44,8 +44,13 @@ CHAOS_EXTENSION_STEPS = 20_000
 #: How far the clock jumps in a plan with ``days_later`` (more than any lease or timeout,
 #: and more than 2^30 ms: a "never" written as a large number of milliseconds runs out).
 
-#: Steps the world gets to settle once the faults stop.
+#: Steps the world gets to settle once the faults stop, at least; and per live party (each
+#: step runs one party: a world of many processors needs more steps for the same time).
+#: Steps while an operator still works through its plan do not count (each change waits
+#: out fences; its retries are bounded), up to ``SETTLE_OPERATOR_FACTOR`` times the budget.
 SETTLE_STEPS = 60_000
+SETTLE_STEPS_PER_PARTY = 10_000
+SETTLE_OPERATOR_FACTOR = 5
 #: Simulated seconds between the supervisor's looks at the control state.
 SUPERVISE_SECONDS = 0.5
 #: How long the world must stay quiet, with no processor (re)started meanwhile, to be
@@ -257,13 +262,20 @@ def _settle(world: World) -> int | None:
     scheduler = world.scheduler
     next_look = 0.0
     quiet_since: float | None = None
-    for _ in range(SETTLE_STEPS):
+    budget = SETTLE_STEPS
+    steps = total = 0
+    operating = True
+    while steps < budget and total < SETTLE_OPERATOR_FACTOR * budget:
+        total += 1
+        steps += 0 if operating else 1
         if world.events.halted:
             return None
         if scheduler.now >= next_look:
             _supervise(world)
             _operator_fixes(world)
             next_look = scheduler.now + SUPERVISE_SECONDS
+            budget = max(budget, SETTLE_STEPS_PER_PARTY * len(scheduler.live()))
+            operating = any(operator.runnable for operator in world.operators)
             processors = _quiet(world)
             if processors is None or scheduler.now - world.last_start < QUIET_SECONDS:
                 quiet_since = None
@@ -351,7 +363,8 @@ def _stuck(world: World) -> str:
             database.close()
         behind.append(f"processor {j}: {dict(sorted(offsets.items()))}")
     return (
-        f"not settled after {SETTLE_STEPS} steps once faults stopped: generation "
+        f"not settled after {SETTLE_STEPS} steps (or {SETTLE_STEPS_PER_PARTY} per party, not "
+        "counting an operator's) once faults stopped: generation "
         f"{state.generation}, scale {phases}, growth {state.growth}, processors running "
         f"{running}, still running {busy}; input ends (last record read + 1 / high watermark) "
         f"{[(world.broker.read_end(p), world.broker.partition(p).end) for p in _inputs(world)]}"

@@ -7,7 +7,13 @@ growths for readers that know only growths), the key hash, the producers' lease 
 timeout, whether the topic is compacted (its ``cleanup.policy`` includes ``compact`` when it is
 first registered: ``register_all``), and a change of its count in progress
 (``splitstate expand``, the field ``growth``; its ``kind`` is ``grow`` or ``shrink``).
-The last record of a topic wins (as compaction keeps it).
+A topic's records are folded in log order: a record is kept only when it supersedes the
+entry kept before it (``framework.coordination.entry_order``: it goes further through the
+topic's changes and keeps every fact recorded), so a run of ``expand`` writing from an older
+copy changes nothing, and every reader sees the same entry. A record not kept stays in the
+log; its writer then writes the kept entry again (``framework.growth.expand_writes``), so that
+the topic's last record, the one compaction keeps, is the kept entry (unless the writer dies
+in between: then the log cleaner may leave only the record not kept).
 The topic is created compacted with ``retention.ms=-1`` and ``retention.bytes=-1``; apps,
 ``scale`` and ``expand`` refuse to run while its config would delete records
 (``framework.kafka.check_retention``).
@@ -38,6 +44,7 @@ from dataclasses import dataclass, replace
 
 import orjson
 
+from framework.coordination.entry_order import supersedes
 from framework.coordination.topic_entry import (
     DEFAULT_DELIVERY_TIMEOUT_MS,
     DEFAULT_LEASE_MS,
@@ -160,16 +167,16 @@ class TopicRegistry:
     def read(self) -> RegistryEntries:
         """Every registered topic: the last record of each key that names a topic (see the
         module docstring for records that cannot be read)."""
-        entries: dict[str, TopicEntry] = {}
+        kept: dict[str, TopicEntry] = {}  # each topic's last kept readable entry
         unreadable: dict[str, _Unreadable] = {}
         readable_at: dict[str, int] = {}
         for record in self._kafka.read_log(REGISTRY_TOPIC):
             topic = _topic_of(record)
             if topic is None:
                 continue  # no app or producer reads it as its own
-            entries.pop(topic, None)
-            unreadable.pop(topic, None)
             if record.value is None:
+                kept.pop(topic, None)
+                unreadable.pop(topic, None)
                 readable_at.pop(topic, None)
                 continue
             try:
@@ -178,8 +185,13 @@ class TopicRegistry:
                 previous = readable_at.get(topic)
                 unreadable[topic] = _Unreadable(record.offset, str(problem), previous)
                 continue
-            entries[topic] = entry
+            current = kept.get(topic)
+            if current is not None and not supersedes(entry, current):
+                continue  # written from an older copy: the first record of a fact wins
+            kept[topic] = entry
+            unreadable.pop(topic, None)
             readable_at[topic] = record.offset
+        entries = {topic: entry for topic, entry in kept.items() if topic not in unreadable}
         return RegistryEntries(entries, unreadable)
 
     def write(self, entry: TopicEntry) -> None:

@@ -30,10 +30,11 @@ registry before the next:
 
 A crash at any point is resumed by running the same command again: a marker already written
 is found again (after ``fence_ends``) instead of written twice. Two runs of the same change at
-once (a second terminal, a retried job) both go ahead, as a rerun does, so each step that
-measures and then writes (the count with its starts or holds, the fence ends, the markers'
-offsets) measures first, then reads the registry again: if another run recorded the step
-meanwhile, it adopts that record and writes nothing; else it writes its own. Kafka never removes a
+once (a second terminal, a retried job) both go ahead, as a rerun does; every reader keeps the
+first record of each step (``framework.coordination.entry_order``), and each run goes on from
+the entry the registry kept, adopting another run's record when it came first
+(``framework.growth.expand_writes``); a run that finds a later change recorded stops: its
+own change is done. Kafka never removes a
 partition: a shrink only records it deleted, and a later growth re-uses it (its offsets go on).
 A shrink never goes below the initial count, nor below the app's processor count (then a
 deleted partition's keys stay on the processor of its survivor).
@@ -61,6 +62,7 @@ from framework.coordination.registry import (
 )
 from framework.growth.expand_checks import ExpandError, change_noun, check_request, registered
 from framework.growth.expand_markers import change_markers, write_change_markers
+from framework.growth.expand_writes import elsewhere, recorded_meanwhile, write_kept
 from framework.growth.hold import hold_growth, release_growth
 from framework.growth.marker_log import is_compacted
 from framework.kafka import Kafka, check_retention
@@ -112,6 +114,8 @@ def expand_topic(
             release_growth(control, held)
             raise
     wait = wait or kafka.clock.sleep
+    # where this change's count is (or goes) in the history
+    index = len(entry.history.counts) - (1 if entry.growth is not None else 0)
     if entry.growth is None:
         if entry.announced is None and partitions == entry.partitions:
             report(f"{topic} already has {partitions} partitions; nothing to do")
@@ -127,16 +131,31 @@ def expand_topic(
             raise
     else:
         report(f"resuming the {_noun(entry, partitions)} of {topic} to {partitions} partitions")
-    if stop_after in ("announced", "recorded") or entry.growth is None:  # (another run's)
+    if stop_after in ("announced", "recorded") or _finished(entry, index, partitions, report):
         return entry
     entry = _fence(kafka, registry, entry, report, wait)
-    if stop_after == "fenced" or entry.growth is None:
+    if stop_after == "fenced" or _finished(entry, index, partitions, report):
         return entry
     entry = _mark(kafka, registry, entry, report, stop_after == "marked")
     if stop_after in ("marked", "unreleased"):
         return entry
     release_growth(control, held)
     return entry
+
+
+def _finished(
+    entry: TopicEntry, index: int, partitions: int, report: Callable[[str], None]
+) -> bool:
+    """Whether the change is finished for this run: done (by another run), or the registry
+    went past it (``expand_writes.elsewhere``)."""
+    if elsewhere(entry, index, partitions):
+        counts = " -> ".join(str(c) for c in entry.history.counts)
+        report(
+            f"another run went past this change of {entry.topic}: the registry records "
+            f"{counts}{' (a change in progress)' if entry.changing else ''}; stopping here"
+        )
+        return True
+    return entry.growth is None
 
 
 def _processors(control: ControlLog | None) -> int | None:
@@ -166,7 +185,9 @@ def _start(
     wait: Callable[[float], None],
     stop_after: StopAfter | None,
 ) -> TopicEntry:
-    """Steps 0 and 1, from a registry that records no change (it may announce one)."""
+    """Steps 0 and 1, from a registry that records no change (it may announce one); or the
+    entry kept when another run went further meanwhile."""
+    counts = len(entry.history.counts)
     if entry.announced is not None:
         noun = _noun(entry, partitions)
         report(f"resuming the {noun} of {entry.topic} to {partitions} partitions (announced)")
@@ -174,7 +195,11 @@ def _start(
         entry = _announce(kafka, registry, entry, partitions, report)
         if stop_after == "announced":
             return entry
+    if len(entry.history.counts) > counts:
+        return entry  # recorded by another run meanwhile
     if entry.announced is not None:
+        if entry.announced.partitions != partitions:
+            return entry  # another change was announced first (``_finished`` says so)
         _wait_fence(kafka, entry, entry.announced.announced_ms, report, wait)
     return _record(kafka, registry, entry, partitions, report)
 
@@ -191,21 +216,14 @@ def _announce(
     writing (``_meanwhile``)."""
     topic = entry.topic
     kind: Literal["grow", "shrink"] = "grow" if partitions > entry.partitions else "shrink"
-    counts = (*entry.history.counts, partitions)
-
-    def announced_meanwhile(current: TopicEntry) -> bool:
-        change = current.announced
-        return (change is not None and (change.kind, change.partitions) == (kind, partitions)) or (
-            current.history.counts == counts
-        )
-
-    adopted = _meanwhile(registry, topic, announced_meanwhile)
+    adopted = recorded_meanwhile(registry, topic, (len(entry.history.counts) + 1, 0))
     if adopted is not None:
         report(f"the {change_noun(kind)} of {topic} to {partitions} was announced by another run")
         return adopted
     announced = Announcement(partitions, kind, int(kafka.clock.time() * 1000))
-    entry = replace(entry, compacted=True, announced=announced)
-    registry.write(entry)
+    entry = write_kept(registry, replace(entry, compacted=True, announced=announced), report)
+    if entry.announced != announced:
+        return entry
     report(
         f"announced the {change_noun(kind)} of {topic} to {partitions} partitions (a compacted "
         f"input: producers stop writing compaction tombstones within their lease "
@@ -257,14 +275,16 @@ def _record(
         holds = _ends(kafka, topic, history.survivors(partitions))
         history = history.shrunk(partitions, holds)
         kind = "shrink"
-    adopted = _meanwhile(registry, topic, lambda e: e.history.counts == history.counts)
+    adopted = recorded_meanwhile(registry, topic, (len(history.counts), 1))
     if adopted is not None:
         report(f"the {kind} of {topic} to {partitions} partitions was recorded by another run")
         return adopted
     change = Growth(partitions, int(kafka.clock.time() * 1000), kind=kind)
     compacted = entry.compacted or is_compacted(kafka, topic)
     entry = replace(entry, history=history, growth=change, compacted=compacted, announced=None)
-    registry.write(entry)
+    kept = write_kept(registry, entry, report)
+    if kept != entry:
+        return kept
     switch = f"producers switch within their lease ({entry.lease_ms} ms)"
     if kind == "grow":
         reused = {c: o for c, o in starts.items() if c < created}
@@ -276,22 +296,6 @@ def _record(
             f"{switch}"
         )
     return entry
-
-
-def _meanwhile(
-    registry: TopicRegistry, topic: str, recorded: Callable[[TopicEntry], bool]
-) -> TopicEntry | None:
-    """The registry's entry of ``topic``, read again after a measurement, when another run
-    (a second `expand` of the same change) ``recorded`` the step being taken (or finished
-    the change) since this run last read it; ``None``: write this run's own.
-
-    Adopting it is what keeps the record valid: its values were measured before it was
-    written, and producers may have switched by it (records placed with the new count at
-    or after its starts and holds). Writing over it is also safe when this read does not
-    see it: this run's measurement was then taken before that record was written, so it is
-    a lower bound of every record placed by it, as the record it replaces is."""
-    current = registry.read().get(topic)
-    return current if current is not None and recorded(current) else None
 
 
 def _ends(kafka: Kafka, topic: str, partitions: Iterable[int]) -> dict[int, int]:
@@ -327,20 +331,11 @@ def _fence(
     _wait_fence(kafka, entry, change.recorded_ms, report, wait)
     fenced = sorted({marker.partition for marker in change_markers(entry)})
     ends = _ends(kafka, entry.topic, fenced)
-    counts = entry.history.counts
-
-    def fenced_meanwhile(current: TopicEntry) -> bool:
-        return current.history.counts == counts and (
-            current.growth is None or current.growth.fence_ends is not None
-        )
-
-    adopted = _meanwhile(registry, entry.topic, fenced_meanwhile)
+    adopted = recorded_meanwhile(registry, entry.topic, (len(entry.history.counts), 2))
     if adopted is not None:  # its markers lie after its fence ends: found, not written again
         report(f"the fence ends of {entry.topic} were recorded by another run")
         return adopted
-    entry = replace(entry, growth=replace(change, fence_ends=ends))
-    registry.write(entry)
-    return entry
+    return write_kept(registry, replace(entry, growth=replace(change, fence_ends=ends)), report)
 
 
 def _mark(
@@ -358,8 +353,7 @@ def _mark(
     if written is None:
         return entry
     topic, history = entry.topic, entry.history
-    before = history.counts
-    adopted = _meanwhile(registry, topic, lambda e: e.history.counts == before and e.growth is None)
+    adopted = recorded_meanwhile(registry, topic, (len(history.counts), 3))
     if adopted is not None:
         report(f"the markers of {topic} were recorded by another run")
         return adopted
@@ -370,7 +364,9 @@ def _mark(
         history = history.with_markers(written)
         done = "thresholds recorded"
     entry = replace(entry, history=history, growth=None)
-    registry.write(entry)
+    kept = write_kept(registry, entry, report)
+    if kept != entry:
+        return kept
     counts = " -> ".join(str(c) for c in history.counts)
     report(f"{topic} now has {history.partitions} partitions ({counts}); {done}")
     return entry

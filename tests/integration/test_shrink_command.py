@@ -107,7 +107,7 @@ def records_of(bootstrap: str, topic: str, partition: int) -> list[Record]:
     """Every record of ``topic[partition]`` (markers too), in offset order."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("read")})
     consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-    _low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition))
+    _low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
     found: list[Record] = []
     deadline = time.monotonic() + 30
     while (not found or found[-1][0] + 1 < high) and high > 0:

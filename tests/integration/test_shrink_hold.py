@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -130,7 +131,8 @@ def test_a_survivor_holds_merged_keys_until_their_partitions_drained(
     holds = {t: log.end(t) for t in (1, 2, 3)}  # measured before the count is recorded
     grown = Grow(8, dict.fromkeys(range(4, 8), 0), markers)
     history = TopicHistory(topic, (N, 8, 5), (grown, Shrink(5, holds)))
-    registry.write(TopicEntry(history))
+    recorded = Growth(5, int(time.time() * 1000), kind="shrink")  # as `expand` records it
+    registry.write(TopicEntry(history, growth=recorded))
     for key in KEYS:  # producers still on 8 partitions during the fence
         if bucket(key_hash(key), N, 8) >= 5:
             log.put(key, 8)
@@ -158,8 +160,7 @@ def test_a_survivor_holds_merged_keys_until_their_partitions_drained(
         committed = group_offsets(kafka_bootstrap, app.config.app_id, topic)
         assert {t: committed.get(t) for t in held} == held  # never past a held record
         fence = {d: log.end(d) for d in (5, 6, 7)}
-        change = Growth(5, int(time.time() * 1000), fence_ends=fence, kind="shrink")
-        registry.write(TopicEntry(history, growth=change))
+        registry.write(TopicEntry(history, growth=replace(recorded, fence_ends=fence)))
         drains = {d: log.marker(d, f"{topic}/2/5/{d}/drain") for d in (5, 6, 7)}
         log.flush()
         registry.write(TopicEntry(history.with_drains(drains)))

@@ -574,4 +574,36 @@ REGRESSIONS: dict[str, Plan] = {
         chaos_steps=1000,
         compacted=True,
     ),
+    # Two runs of `expand` at once (the operator and a rival): the operator's last write of
+    # a growth (12), built from its own copy, came after the rival had recorded the next
+    # change (the shrink to 4): the registry's history went backwards, and the operator then
+    # recorded the shrink's holds again, measured later. Processors that read the registry
+    # meanwhile dead-lettered on-time records as late. Every reader now keeps the first
+    # record of each fact (framework.coordination.entry_order).
+    "concurrent-expands-rewrite-the-history-561": Plan(
+        seed=561,
+        partitions=4,
+        initial_processors=2,
+        keys=4,
+        producers=1,
+        records=43,
+        max_records=5,
+        ready_lag=10,
+        operations=(
+            Operation("scale", 3, 0.7),
+            Operation("expand", 7, 2.3),
+            Operation("expand", 12, 1.9),
+            Operation("expand", 10, 0.5),
+        ),
+        kill_rate=0.001,
+        slow_rate=0.2,
+        protocol_kill_rate=0.5,
+        compact_rate=0.002,
+        rival=True,
+        exactly_once=True,
+        in_flight=4,
+        chaos_steps=500,
+        upstream=True,
+        abort_rate=0.2,
+    ),
 }

@@ -21,7 +21,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from framework.coordination.registry import TopicRegistry
+from framework.coordination.registry import Growth, TopicRegistry
 from framework.growth.placement import COUNT_HEADER
 from framework.kafka import TopicSpec
 from framework.runtime.loop import ProcessorRuntime
@@ -74,9 +74,17 @@ class World:
         self.record(TopicHistory(INPUT, (N, 4), (GROWN,)))
 
     def record(self, history: TopicHistory) -> None:
-        """Write ``history`` to the registry (no change in progress)."""
+        """Write ``history`` to the registry: a last step whose markers or drains are not
+        recorded yet is the change in progress, as ``expand`` records it."""
         entry = self.registry.read()[INPUT]
-        self.registry.write(replace(entry, history=history, growth=None))
+        step = history.last_step
+        change = None
+        if isinstance(step, Shrink) and not step.drains:
+            change = Growth(step.count, 0, kind="shrink")
+        elif isinstance(step, Grow) and not step.markers:
+            change = Growth(step.count, 0)
+        self.registry.write(replace(entry, history=history, growth=change))
+        assert self.registry.read()[INPUT].history == history
 
     def put(self, partition: int, key: bytes, count: int) -> int:
         """Append the key's next record, placed with ``count`` partitions; its offset."""

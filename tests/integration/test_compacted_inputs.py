@@ -16,13 +16,14 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -77,8 +78,36 @@ class Read:
         return f"[{self.partition}]@{self.offset} {self.key!r}={self.value!r} {self.headers}"
 
 
+def log_ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """Each partition's log end now: its high watermark. A read_uncommitted view gives it;
+    a read_committed one gives the last stable offset, which stands before any transaction
+    not decided yet, or decided but whose markers Kafka has not written yet."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("ends"),
+            "isolation.level": "read_uncommitted",
+        }
+    )
+    try:
+        ends: dict[int, int] = {}
+        for p in range(partitions):
+            found = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            assert found is not None, f"no watermarks of {topic} [{p}] in 10 s"
+            ends[p] = found[1]
+        return ends
+    finally:
+        consumer.close()
+
+
 def read_topic(bootstrap: str, topic: str, partitions: int) -> list[Read]:
-    """Every record of ``topic`` now (read_committed), in offset order per partition."""
+    """Every committed record of ``topic``'s log as it is now, in offset order per partition.
+
+    It reads read_committed up to each partition's log end (``log_ends``): a read_committed
+    consumer's position passes a transaction's records (and aborted ones, and markers) only
+    once its markers are written, so a transaction that ``commit_transaction`` just ended is
+    waited for, not cut off at the last stable offset. Fails if that takes over a minute."""
+    ends = log_ends(bootstrap, topic, partitions)
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -88,24 +117,54 @@ def read_topic(bootstrap: str, topic: str, partitions: int) -> list[Read]:
         }
     )
     try:
-        ends: dict[int, int] = {}
-        for p in range(partitions):
-            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            ends[p] = high
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         found: list[Read] = []
-        reached = {p: 0 for p in ends}
+        reached = dict.fromkeys(ends, 0)
         deadline = time.monotonic() + 60
-        while any(reached[p] < ends[p] for p in ends) and time.monotonic() < deadline:
+        while behind := {p: end for p, end in ends.items() if reached[p] < end}:
+            assert time.monotonic() < deadline, (
+                f"read_topic: {topic} stayed short of its log ends in 60 s: "
+                f"reached {reached}, ends {behind} (a transaction left open?)"
+            )
             for message in consumer.consume(5000, 0.5):
                 if message.error() is None:
                     found.append(Read(message))
-            for p in ends:
-                position = consumer.position([TopicPartition(topic, p)])[0].offset
-                reached[p] = max(reached[p], position if position >= 0 else 0)
+            for position in consumer.position([TopicPartition(topic, p) for p in ends]):
+                reached[position.partition] = max(reached[position.partition], position.offset)
         return found
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("outcome", ["commit", "abort"])
+def test_read_topic_waits_for_a_transaction_in_the_log_to_be_decided(
+    kafka_bootstrap: str, topic_factory: Any, outcome: str
+) -> None:
+    """``read_topic`` returns a transaction the log held when it was called once it is
+    committed (none of it once aborted). Kafka writes the commit markers after
+    ``commit_transaction`` returns; until then the partitions look to a reader as if the
+    transaction were still open: their last stable offset stands before it. ``read_topic``
+    took that offset as the end and returned nothing of the transaction (seen on CI). Here
+    the transaction is still open when ``read_topic`` is called and decided while it reads."""
+    topic = topic_factory(4)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": unique("tx")})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for p in range(4):
+        producer.produce(topic, value=b"v", partition=p)
+    assert producer.flush(30) == 0  # in the log, its transaction open
+    with ThreadPoolExecutor(1) as pool:
+        reading = pool.submit(read_topic, kafka_bootstrap, topic, 4)
+        wait([reading], timeout=2)  # time for read_topic to look up the ends before the commit
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+        started = time.monotonic()
+        records = reading.result(timeout=90)
+    assert time.monotonic() - started < 30  # it saw the decision, not its deadline
+    expected = [0, 1, 2, 3] if outcome == "commit" else []
+    assert sorted(r.partition for r in records) == expected, records
 
 
 @pytest.mark.parametrize(

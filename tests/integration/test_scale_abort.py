@@ -5,7 +5,12 @@ outputs stay exact (every word's counts 1..n, none repeated)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -25,6 +30,19 @@ pytestmark = pytest.mark.integration
 
 def _stopped(app: App, processor: int) -> bool:
     return processor in [s.processor for s in collect_status(app).stopped]
+
+
+@contextmanager
+def paused(process: subprocess.Popen[bytes]) -> Iterator[None]:
+    """``process`` (a child of this one) stopped by SIGSTOP while the block runs, continued
+    after; its own children run on."""
+    process.send_signal(signal.SIGSTOP)
+    try:
+        _pid, status = os.waitpid(process.pid, os.WUNTRACED)  # returns once it is stopped
+        assert os.WIFSTOPPED(status), f"pid {process.pid} ended (wait status {status})"
+        yield
+    finally:
+        process.send_signal(signal.SIGCONT)
 
 
 def delete_processed_prefix(kafka: str, group: str, topic: str, partitions: list[int]) -> None:
@@ -52,9 +70,13 @@ def test_a_stopped_joiner_is_shown_and_the_scale_can_be_aborted(
         run.start_flowing()
         time.sleep(1)
         # 2 -> 3 moves partitions 2 and 6 to processor 2, which must replay them from 0;
-        # retention deletes their first records right after the scale was accepted
-        generation = scale_to(run.config, 3)
-        delete_processed_prefix(kafka_bootstrap, config.app_id, config.inputs[0].topic, [2, 6])
+        # retention deletes their first records after the scale was accepted and before
+        # processor 2 starts: the supervisor (`run --all`), which starts it once it sees the
+        # scale, is stopped meanwhile (processors 0 and 1, its children, run on)
+        with paused(run.runner.process):
+            generation = scale_to(run.config, 3)
+            topic = config.inputs[0].topic
+            delete_processed_prefix(kafka_bootstrap, config.app_id, topic, [2, 6])
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and not _stopped(app, 2):
             time.sleep(0.5)

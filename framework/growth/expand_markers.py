@@ -77,6 +77,9 @@ def write_change_markers(
                 )  # fmt: skip
                 if stop_after_one:
                     return None
+                # another run of the change may have written one meanwhile: the first in the
+                # log is the one (the one processors met first), whichever run records it
+                found = find_marker(kafka, topic, marker.partition, start, ids) or found
             written[marker.subject] = found
             what = "drain marker" if marker.name.drain else "marker"
             report(f"{what} for partition {marker.subject} at {topic}[{marker.partition}]@{found}")

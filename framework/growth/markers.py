@@ -145,10 +145,11 @@ def unrecorded_marker(  # noqa: PLR0911 - one return per way a marker can be ref
     records; ``None`` if it is: the step grew its child from this partition (a growth marker)
     or deleted this partition (a drain marker), and the registry records the marker's offset
     (whichever marker of it this is: a resumed or a second concurrent `expand` writes one
-    twice) or, the step in progress, its fence (``fence_ends``: no marker is written before
-    it). The fence ends' offsets bound nothing: a second `expand` of the same step records
-    its own, past the first one's marker."""
-    topic, partition, _offset = where
+    twice) or, the step in progress, its fence, and the marker lies at or after its
+    partition's fence end (``fence_ends``: every run of `expand` writes its markers after the
+    fence ends the registry kept, the first recorded: ``framework.coordination.entry_order``;
+    a marker before them was written during the lease wait, by something else)."""
+    topic, partition, offset = where
     name = marker_growth(topic, headers)
     if name is None:
         shown = [
@@ -208,6 +209,14 @@ def unrecorded_marker(  # noqa: PLR0911 - one return per way a marker can be ref
             topic,
             f"the topic registry records {step_text}, but not yet its fence, which "
             "`splitstate expand` records before it writes the markers",
+        )
+    fence_end = growth.fence_ends.get(partition)
+    if fence_end is None or offset < fence_end:
+        return _refused(
+            topic,
+            f"it names {step_text} and lies before that step's fence end in "
+            f"{topic}[{partition}] ({'none recorded' if fence_end is None else fence_end}), "
+            "and `splitstate expand` writes the markers only after it",
         )
     return None
 

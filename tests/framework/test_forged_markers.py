@@ -130,8 +130,9 @@ def marker_outcome(
         ((TopicHistory.of(TOPIC, [N]), None, 0, 10, b"in/4/2"), "does not record"),
         ((IN_PROGRESS, FENCED, 0, 8, b"in/4/2"), None),  # at or past the fence end
         ((IN_PROGRESS, FENCED, 1, 20, b"in/4/3"), None),
-        # before the fence end: a second `expand` of the growth records its own, later one
-        ((IN_PROGRESS, FENCED, 0, 7, b"in/4/2"), None),
+        # before the fence end (the first recorded, which every run of `expand` adopts):
+        # written during the lease wait, not by `expand`
+        ((IN_PROGRESS, FENCED, 0, 7, b"in/4/2"), "before that step's fence end"),
         ((IN_PROGRESS, Growth(4, 0), 0, 8, b"in/4/2"), "not yet its fence"),
         ((IN_PROGRESS, None, 0, 8, b"in/4/2"), "not yet its fence"),
     ],

@@ -15,6 +15,7 @@ import pytest
 
 from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
+from framework.growth import expand_markers
 from framework.growth.compaction import COMPACTION_HEADER
 from framework.growth.compaction_writes import CompactionTombstones
 from framework.growth.expand import ExpandError, StopAfter, expand_topic
@@ -428,6 +429,31 @@ def test_a_second_run_that_measures_after_the_first_recorded_its_fence_adopts_it
     for d in (5, 6, 7):
         ((offset, _header, _key),) = world.markers(d)
         assert step.drains[d] == offset
+
+
+def test_two_runs_that_each_wrote_a_marker_record_the_first_in_the_log(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs of the same shrink both looked for the drain marker of 5, found none, and
+    wrote one: the first in the log is the marker processors meet first, so whichever run
+    records the drains records that one."""
+    grown_to_8(world)
+    world.expand(5, stop_after="fenced")
+    real = expand_markers.write_marker
+    raced: list[int] = []
+
+    def racing(producer: Any, topic: str, partition: int, *args: Any, **options: Any) -> int:
+        if not raced:  # the other run's marker lands first
+            raced.append(real(producer, topic, partition, *args, **options))
+        return real(producer, topic, partition, *args, **options)
+
+    monkeypatch.setattr(expand_markers, "write_marker", racing)
+    entry = world.expand(5)
+    first, second = (offset for offset, _header, _key in world.markers(5))
+    assert raced == [first] and second > first
+    step = entry.history.steps[-1]
+    assert isinstance(step, Shrink)
+    assert step.drains[5] == first
 
 
 def test_a_compacted_topic_announces_the_change_and_records_its_count_a_fence_later() -> None:

@@ -606,4 +606,34 @@ REGRESSIONS: dict[str, Plan] = {
         upstream=True,
         abort_rate=0.2,
     ),
+    # Two runs of one growth (the operator and a rival) each found no marker and wrote one;
+    # processors judged by the first they met, the registry kept the other run's record of
+    # the second: records between the two were dead letters as late. Every run now records
+    # the first marker in the log (found again after writing its own).
+    "two-markers-of-one-step-58": Plan(
+        seed=58,
+        partitions=2,
+        initial_processors=2,
+        keys=7,
+        producers=1,
+        records=52,
+        max_records=5,
+        ready_lag=0,
+        operations=(
+            Operation("expand", 4, 1.2),
+            Operation("expand", 8, 0.9),
+            Operation("expand", 16, 2.3),
+        ),
+        slow_rate=0.05,
+        compact_rate=0.002,
+        max_kills=0,
+        rival=True,
+        exactly_once=True,
+        in_flight=2,
+        chaos_steps=500,
+        twin=True,
+        twin_at=5.0,
+        twin_for=40.9,
+        stop_first=True,
+    ),
 }

@@ -294,9 +294,6 @@ def test_an_old_count_compaction_tombstone_never_deletes_the_value_in_the_keys_h
         kafka.close()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="review i34 finding 8: config expand carries out a held change (open)"
-)
 def test_expand_from_the_config_does_not_carry_out_a_change_the_registry_never_recorded(
     tmp_path: Path, kafka_bootstrap: str
 ) -> None:
@@ -312,3 +309,9 @@ def test_expand_from_the_config_does_not_carry_out_a_change_the_registry_never_r
     topic.configure(8)
     code, out, err = topic.expand()
     assert topic.entry().history.counts == (4, 8), (code, out, err)
+    assert code != 0 and "holds a change of" in err and "to 5 partitions" in err, (out, err)
+    assert f"--topic {topic.name} --partitions 5" in err  # the fix
+    topic.configure(5)  # carried out as it names
+    code, out, err = topic.expand()
+    assert code == 0, err
+    assert topic.entry().history.counts == (4, 8, 5)

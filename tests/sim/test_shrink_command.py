@@ -15,7 +15,7 @@ import pytest
 
 from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
-from framework.growth import expand_markers
+from framework.growth import marker_log
 from framework.growth.compaction import COMPACTION_HEADER
 from framework.growth.compaction_writes import CompactionTombstones
 from framework.growth.expand import ExpandError, StopAfter, expand_topic
@@ -439,7 +439,7 @@ def test_two_runs_that_each_wrote_a_marker_record_the_first_in_the_log(
     records the drains records that one."""
     grown_to_8(world)
     world.expand(5, stop_after="fenced")
-    real = expand_markers.write_marker
+    real = marker_log.write_marker
     raced: list[int] = []
 
     def racing(producer: Any, topic: str, partition: int, *args: Any, **options: Any) -> int:
@@ -447,7 +447,7 @@ def test_two_runs_that_each_wrote_a_marker_record_the_first_in_the_log(
             raced.append(real(producer, topic, partition, *args, **options))
         return real(producer, topic, partition, *args, **options)
 
-    monkeypatch.setattr(expand_markers, "write_marker", racing)
+    monkeypatch.setattr("framework.growth.expand_markers.write_marker", racing)
     entry = world.expand(5)
     first, second = (offset for offset, _header, _key in world.markers(5))
     assert raced == [first] and second > first

@@ -8,12 +8,13 @@ import sys
 
 from framework.config import ConfigError
 from framework.coordination.control_log import ControlLog
-from framework.coordination.registry import TopicRegistry
+from framework.coordination.registry import TopicEntry, TopicRegistry
 from framework.coordination.scaling import read_control
 from framework.growth.expand import expand_topic
 from framework.kafka import Clients
 from framework.loader import load_app
 from framework.ops.cli._arguments import app_arguments
+from rebalance.control_records import InputGrowth
 
 __all__ = ["register"]
 
@@ -37,6 +38,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument("--topic", help="the input topic to grow or shrink")
     parser.add_argument("--partitions", type=int, metavar="M", help="the new partition count")
     parser.set_defaults(handler=_expand)
+
+
+def _unrecorded_hold(app: str, topic: str, held: InputGrowth, recorded: TopicEntry) -> str:
+    """Why the config cannot be carried out: the control log holds a change of ``topic``
+    that the registry never recorded, to another count than the config's."""
+    return (
+        f"the app's control log holds a change of {topic!r} to {held.partitions} partitions "
+        f"(an `expand` that stopped, or still runs, before it recorded anything: the topic "
+        f"registry records {recorded.partitions}), and the config asks for another count. "
+        "No scale or other change can start until that change is carried out. Fix: carry it "
+        f"out with `splitstate expand {app} --topic {topic} --partitions {held.partitions}`, "
+        "then set the config to the count you want and run `splitstate expand` again."
+    )
 
 
 def _report(line: str) -> None:
@@ -82,12 +96,13 @@ def _expand(args: argparse.Namespace) -> int:
             if topic in known
             and (count != known[topic].partitions or known[topic].changing or topic == unfinished)
         }
-        if (
-            growth is not None
-            and growth.topic in wanted
-            and wanted[growth.topic] == known[growth.topic].partitions
-        ):
-            wanted[growth.topic] = growth.partitions  # only its release is left
+        if growth is not None and growth.topic in wanted:
+            recorded = known[growth.topic]
+            if not recorded.changing and recorded.partitions != growth.partitions:
+                if wanted[growth.topic] != growth.partitions:
+                    raise ConfigError(_unrecorded_hold(args.app, growth.topic, growth, recorded))
+            elif wanted[growth.topic] == recorded.partitions:
+                wanted[growth.topic] = growth.partitions  # only its release is left
         if not wanted:
             print("every input already has its configured partitions; nothing to do")
             return 0

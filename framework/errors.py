@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import traceback
+
 __all__ = [
     "ProcessorFencedError",
     "ProcessorReplacedError",
     "ProcessorStoppedError",
     "SplitstateError",
+    "describe_error",
 ]
+
+
+def describe_error(error: BaseException, with_trace: bool = False) -> str:
+    """``Type: message`` of ``error`` (with its last three frames when ``with_trace``), as
+    dead letters and crash reports show it."""
+    text = f"{type(error).__name__}: {error}"
+    if with_trace:
+        frames = traceback.extract_tb(error.__traceback__)[-3:]
+        where = "; ".join(f"{f.filename}:{f.lineno} in {f.name}" for f in frames)
+        text += f" (at {where})"
+    return text
 
 
 class SplitstateError(Exception):

@@ -14,7 +14,6 @@ letter.
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -27,10 +26,11 @@ from framework.errors import (
     ProcessorReplacedError,
     ProcessorStoppedError,
     SplitstateError,
+    describe_error,
 )
 from framework.growth.compaction import compaction_refusal, has_compaction_header
 from framework.growth.markers import is_marker_record
-from framework.growth.placement_check import PlacementCheck, RegistryView
+from framework.growth.placement_check import MarkerFinder, PlacementCheck, RegistryView
 from framework.kafka import KafkaIOError
 from framework.records import (
     DeadLetter,
@@ -117,6 +117,7 @@ class RecordProcessor:
     dead letter (stage ``placement``, ``unrecorded marker: ...``). ``registry`` reads the
     registry's entries now; given, ``confirm_markers`` reads them again before records its
     view may be older than, so a step recorded after the view was read is never missed.
+    ``find_marker`` finds a change's markers this run did not read (``PlacementCheck``).
     """
 
     def __init__(
@@ -129,11 +130,17 @@ class RecordProcessor:
         unplaced: Mapping[tuple[str, int], int] | None = None,
         growths: Mapping[str, Growth] | None = None,
         registry: Callable[[], RegistryView] | None = None,
+        find_marker: MarkerFinder | None = None,
     ) -> None:
         self.app = app
         #: the placement check, and its counts of records without the count header
         self.placement = PlacementCheck(
-            initial_partitions or {}, histories or {}, unfenced or {}, unplaced or {}, growths
+            initial_partitions or {},
+            histories or {},
+            unfenced or {},
+            unplaced or {},
+            growths,
+            find_marker=find_marker,
         )
         self._registry = registry
         self.stop_on_error = app.config.on_error == "stop"
@@ -243,7 +250,7 @@ class RecordProcessor:
         try:
             value = route.decode(raw)
         except (ValidationError, ValueError, UnicodeDecodeError) as error:
-            reason = _describe(error)
+            reason = describe_error(error)
             return [], self._dead(message, where, "decode", reason, restore)
         if route.single_store is not None:
             store = batch.store(route.single_store)
@@ -263,12 +270,12 @@ class RecordProcessor:
             if self.stop_on_error:
                 raise ProcessorStoppedError(
                     f"the processor function failed on {topic}[{partition}]@{offset} "
-                    f"(key {key!r}): {_describe(error)}. The record was not processed and state "
-                    "is at the batch before it. Fix the function or the record, then restart; "
-                    "or set on_error: dead-letter to skip such records.",
+                    f"(key {key!r}): {describe_error(error)}. The record was not processed and "
+                    "state is at the batch before it. Fix the function or the record, then "
+                    "restart; or set on_error: dead-letter to skip such records.",
                     at=(topic, partition, offset),
                 ) from error
-            reason = _describe(error, with_trace=True)
+            reason = describe_error(error, with_trace=True)
             return [], self._dead(message, where, "processor", reason, restore)
         return ([] if restore else outputs), None
 
@@ -389,12 +396,3 @@ def _header_list(
     headers: Mapping[str, bytes] | None,
 ) -> list[tuple[str, str | bytes | None]] | None:
     return [(name, value) for name, value in headers.items()] if headers else None
-
-
-def _describe(error: BaseException, with_trace: bool = False) -> str:
-    text = f"{type(error).__name__}: {error}"
-    if with_trace:
-        frames = traceback.extract_tb(error.__traceback__)[-3:]
-        where = "; ".join(f"{f.filename}:{f.lineno} in {f.name}" for f in frames)
-        text += f" (at {where})"
-    return text

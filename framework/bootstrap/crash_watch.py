@@ -41,6 +41,7 @@ from typing import Any, NoReturn, Protocol
 import pyarrow as pa
 
 from framework.bootstrap.errors import BootstrapError
+from framework.errors import describe_error
 
 __all__ = ["CrashWatch", "FoldRows", "GroupRows", "SkippedInFold"]
 
@@ -115,7 +116,7 @@ class CrashWatch:
         except _WatchStoppedError:
             raise  # its marker says why
         except Exception as error:  # not a death: the job fails with it, and is not run again
-            self._write(label, {"state": "failed", "error": _describe(error)})
+            self._write(label, {"state": "failed", "error": describe_error(error)})
             raise
         if not careful:
             self._marker(label).unlink()
@@ -255,10 +256,6 @@ def _careful_state(skipped: list[SkippedInFold], *, done: bool) -> dict[str, Any
     return {"state": "careful", "skipped": rows, "done": done}
 
 
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
-
-
 def _fold_in_child(
     fold: Callable[[Callable[[int], None]], pa.Table],
 ) -> pa.Table | tuple[int, str]:
@@ -281,7 +278,7 @@ def _fold_in_child(
             code = 0
         except Exception as error:
             with contextlib.suppress(Exception):
-                _send(writer, _ERROR, _describe(error).encode("utf-8", "replace"))
+                _send(writer, _ERROR, describe_error(error).encode("utf-8", "replace"))
         finally:
             os._exit(code)
     os.close(writer)

@@ -9,12 +9,13 @@ restore mode, a receiver's catch-up, the Spark fold -- so each judges a record t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Protocol
 
 import mmh3
 
 from framework.coordination.registry import Growth, TopicEntry
+from framework.growth.expand_markers import accepted_ids, change_markers
 from framework.growth.late import Homes, late_reason
 from framework.growth.markers import marker_growth, marker_step, unrecorded_marker
 from framework.growth.placement import (
@@ -39,6 +40,10 @@ Position = tuple[str, int]
 #: a marker met in the input: (the step that wrote it, its partition: a grown child, or a
 #: deleted partition, kind: ``marker`` or ``drain``)
 MetMarker = tuple[int, int, str]
+
+#: the offset of the first marker with one of the ids in ``topic[partition]`` at or after
+#: ``start`` (``None``: none): ``(topic, partition, start, ids)``
+MarkerFinder = Callable[[str, int, int, Collection[str]], int | None]
 
 
 class RegistryView(Protocol):
@@ -65,7 +70,9 @@ class PlacementCheck:
     offset (a record elsewhere is late: ``framework.growth.late``). ``unfenced``/
     ``unplaced``: the counts the processor's state holds. ``growths``: the input topics'
     changes in progress (the registry's). A marker met in the input counts only if these
-    record its step (``marker``).
+    record its step (``marker``). ``find_marker``: reads the input for the markers of a change
+    in progress that lie before where this run started reading a partition (without it,
+    only the markers read are met).
     """
 
     def __init__(
@@ -75,8 +82,15 @@ class PlacementCheck:
         unfenced: Mapping[Position, int],
         unplaced: Mapping[Position, int],
         growths: Mapping[str, Growth] | None = None,
+        *,
+        find_marker: MarkerFinder | None = None,
     ) -> None:
         self.initial_partitions = dict(initial_partitions)
+        self._find_marker = find_marker
+        #: the input topics whose change in progress has its fence ends recorded
+        self._fenced: set[str] = set()
+        #: (topic, partition, step) searched for markers met before this processor read on
+        self._searched: set[tuple[str, int, int]] = set()
         #: each input topic's partition counts (its history's) and their layouts
         self._counts: dict[str, tuple[int, ...]] = {}
         self._layouts: dict[str, Layouts] = {}
@@ -106,7 +120,12 @@ class PlacementCheck:
         markers) and their changes in progress (``growths``), both the registry's."""
         self._confirmed = {}  # a view adopted may be older than a read that confirmed records
         for topic, history in histories.items():
-            self._registry[topic] = (history, (growths or {}).get(topic))
+            growth = (growths or {}).get(topic)
+            self._registry[topic] = (history, growth)
+            if growth is not None and growth.fence_ends is not None:
+                self._fenced.add(topic)
+            else:
+                self._fenced.discard(topic)
             self._counts[topic] = history.counts
             self._layouts[topic] = history_layouts(history.counts)
             self._place(topic)
@@ -253,6 +272,8 @@ class PlacementCheck:
         """Why the record of ``key`` (hash ``h``) at ``where`` is late: its key lives
         elsewhere at its offset (``Homes.home``); ``None`` if it lives there."""
         topic, partition, offset = where
+        if topic in self._fenced and self._find_marker is not None:
+            self._search_markers(where, self._find_marker)
         homes = self._homes.get(topic)
         if homes is None:
             return None
@@ -260,6 +281,34 @@ class PlacementCheck:
         if home == partition:
             return None
         return late_reason(key, where, homes.history, home, header=header)
+
+    def _search_markers(self, where: tuple[str, int, int], find_marker: MarkerFinder) -> None:
+        """Before the first record at or past a partition's fence end of the change in
+        progress is judged: the markers of the change in that partition that lie before it
+        (``find_marker``), taken as met. This run may not have read them: it started past
+        them (a restart, a partition taken over), and a run that read on from before the
+        fence met them; judged by the same markers, a record is late for both (and for
+        every replay, once the registry records them)."""
+        topic, partition, offset = where
+        history, growth = self._registry[topic]
+        assert growth is not None and growth.fence_ends is not None  # (``_fenced``)
+        fence_end = growth.fence_ends.get(partition)
+        searched = (topic, partition, len(history.steps))
+        if fence_end is None or offset <= fence_end or searched in self._searched:
+            return
+        self._searched.add(searched)
+        met = self._met.setdefault(topic, {})
+        entry = TopicEntry(history, growth=growth)
+        for marker in change_markers(entry):
+            kind = "drain" if marker.name.drain else "marker"
+            found = (searched[2], marker.subject, kind)
+            if marker.partition != partition or found in met:
+                continue
+            ids = accepted_ids(topic, history, marker.name)
+            at = find_marker(topic, partition, fence_end, ids)
+            if at is not None and at < offset:
+                met[found] = at
+        self._place(topic)
 
     def _count(self, batch: StateBatch, scope: str, position: Position) -> None:
         """Count a record in ``scope``, in ``batch`` (kept once it commits)."""

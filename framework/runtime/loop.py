@@ -25,6 +25,7 @@ from framework.coordination.registry import TopicRegistry
 from framework.coordination.topic_watch import TopicWatcher
 from framework.errors import SplitstateError
 from framework.growth.lease import RegistryLease
+from framework.growth.marker_log import find_marker
 from framework.growth.placement import UNFENCED_SCOPE, UNPLACED_SCOPE
 from framework.kafka import Clients, Kafka, KafkaConsumer, KafkaIOError, KafkaProducer
 from framework.metrics import MetricsServer, ProcessorMetrics
@@ -278,8 +279,7 @@ class ProcessorRuntime:
                 layout, watcher.state, opened, clock, instance
             )
             watcher.record_in(database)  # notes the generation seen (control_guard)
-            # outputs may be other apps' inputs: place them under the registry's lease too
-            outputs = RegistryLease(
+            outputs = RegistryLease(  # outputs may be other apps' inputs: placed under a lease
                 TopicRegistry(kafka), layout.outputs, clock, read_at=registry_read
             )
             exactly_once = self.config.processing_guarantee == "exactly-once"
@@ -303,6 +303,7 @@ class ProcessorRuntime:
                 unplaced=database.progress(UNPLACED_SCOPE),
                 growths={n: e.growth for n, e in layout.inputs.items() if e.growth is not None},
                 registry=TopicRegistry(kafka).read,
+                find_marker=lambda *at: find_marker(kafka, *at),
             )
             topics = TopicWatcher(kafka, list(layout.inputs), layout.inputs)
             handoffs = HandoffCoordinator(

@@ -26,7 +26,7 @@ GROWN = Grow(8, dict.fromkeys(range(4, 8), 0), {4: 3, 5: 3, 6: 3, 7: 3})
 SHRINKING = TopicHistory(TOPIC, (N, 8, 5), (GROWN, Shrink(5, {1: 20, 2: 20, 3: 20})))
 SHRUNK = SHRINKING.with_drains({5: 10, 6: 10, 7: 10})
 #: the change in progress once `expand` fenced the shrink (before it writes drain markers)
-FENCED = Growth(5, 0, fence_ends={5: 10, 6: 10, 7: 10}, kind="shrink")
+FENCED = Growth(5, 0, fence_ends={5: 8, 6: 8, 7: 8}, kind="shrink")
 Headers = list[tuple[str, bytes | None]]
 PLACED_8: Headers = [(COUNT_HEADER, b"8")]
 KEY = next(k for k in (f"key-{i}".encode() for i in range(500)) if bucket(key_hash(k), N, 8) == 5)

@@ -57,10 +57,6 @@ def test_control_a_late_record_after_a_drain_marker_met_in_the_same_run_is_late(
     assert (2, late) in world.dead_letters()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review2 finding 1: markers met are not kept across a restart (placement_check._met)",
-)
 def test_a_late_record_after_an_unrecorded_drain_marker_is_late_after_a_restart_too(
     tmp_path: Path,
 ) -> None:

@@ -6,7 +6,7 @@ Kafka's log cleaner. Every path that folds records skips it before the placement
 sits where its key no longer belongs): no state change, no output, no dead letter, and the
 offset advances. With a value, or a header of another shape, it is a dead letter (stage
 ``placement``) and never a delete. A genuine tombstone (no such header) still reaches the
-function. (On a real broker, with the log cleaner: tests/integration/test_compacted_inputs.py.)
+function. (On a real broker, with the log cleaner: tests/integration/test_compacted_history.py.)
 """
 
 from __future__ import annotations

@@ -34,8 +34,9 @@ from framework.growth.placement import COUNT_HEADER, LinearHashPartitioner, prod
 from framework.kafka import Clients, Kafka, KafkaConsumer
 from framework.producer import SplitstateProducer
 from rebalance import Shrink, bucket, key_hash
+from tests.integration.compacted_reads import FAST_COMPACTION, read_topic
 from tests.integration.harness import unique
-from tests.integration.test_compacted_inputs import FAST_COMPACTION, fast_cleaner, read_topic
+from tests.integration.test_compacted_history import fast_cleaner
 from tests.integration.test_shrink_command import Topic
 
 pytestmark = pytest.mark.integration

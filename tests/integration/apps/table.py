@@ -1,5 +1,5 @@
 """A changelog table: the latest value per key, a tombstone (no value) deletes the key. The
-shape of an app reading a compacted input (``tests/integration/test_compacted_inputs.py``)."""
+shape of an app reading a compacted input (``tests/integration/test_compacted_history.py``)."""
 
 from __future__ import annotations
 

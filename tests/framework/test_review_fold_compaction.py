@@ -11,7 +11,12 @@ from dataclasses import replace
 
 import pytest
 
-from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
+from framework.coordination.registry import (
+    REGISTRY_TOPIC,
+    RegistryRecordError,
+    TopicEntry,
+    TopicRegistry,
+)
 from framework.growth.expand_writes import write_kept
 from framework.kafka import TopicSpec
 from rebalance import TopicHistory
@@ -91,3 +96,37 @@ def test_a_rejected_registration_does_not_become_the_entry_after_compaction() ->
     assert registry.read()[TOPIC] == first  # every reader places keys with 8 partitions
     compact(kafka, cut=kafka.broker.end_offset(REGISTRY_TOPIC, 0))
     assert registry.read()[TOPIC] == first  # fails: 4 partitions from now on
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review-fold finding 4: a registration read before the topic was registered and "
+    "written after it grew is rejected by the fold but stays the key's last record; "
+    "compaction then takes the growth back",
+)
+def test_a_stale_registration_after_a_growth_does_not_undo_it_after_compaction() -> None:
+    kafka, registry = world()
+    assert TOPIC not in registry.read()  # a producer's register_all reads; then it stalls
+    registry.register(TOPIC, 4)  # meanwhile the app registers it and `expand` grows it
+    registry.write(DONE)
+    registry.write_all([TopicEntry(TopicHistory.of(TOPIC, [4]))])  # the producer's append
+    assert registry.read()[TOPIC] == DONE
+    compact(kafka, cut=kafka.broker.end_offset(REGISTRY_TOPIC, 0))
+    assert registry.read()[TOPIC] == DONE  # fails: 4 partitions, the growth forgotten
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review-fold finding 1: after an unreadable record, a rejected (stale) record is "
+    "the first readable one the cleaner leaves; the fold then takes it as the entry",
+)
+def test_a_stale_record_after_an_unreadable_one_stays_rejected_after_compaction() -> None:
+    kafka, registry = world()
+    registry.write(SHRINKING)
+    kafka.append(REGISTRY_TOPIC, [(TOPIC.encode(), b"not json")])
+    registry.write(DONE)  # a run's late write from its older copy
+    with pytest.raises(RegistryRecordError):
+        registry.read()[TOPIC]  # producers and apps of `in` stop and name the fix
+    compact(kafka, cut=kafka.broker.end_offset(REGISTRY_TOPIC, 0) - 2)  # below the bad one
+    with pytest.raises(RegistryRecordError):
+        registry.read()[TOPIC]  # fails: DONE, the shrink forgotten, no error

@@ -1,19 +1,22 @@
 """The topic registry: facts every producer and app must share about a topic.
 
-One compacted topic per cluster, ``__splitstate_topics``, keyed by topic name. Each value is
-JSON: the topic's initial partition count ``N``, its partition-count history (``counts``, the
-``steps``: growths and shrinks with their boundary offsets, and the ``thresholds`` of its
-growths for readers that know only growths), the key hash, the producers' lease and delivery
-timeout, whether the topic is compacted (its ``cleanup.policy`` includes ``compact`` when it is
-first registered: ``register_all``), and a change of its count in progress
-(``splitstate expand``, the field ``growth``; its ``kind`` is ``grow`` or ``shrink``).
-A topic's records are folded in log order: a record is kept only when it supersedes the
+One compacted topic per cluster, ``__splitstate_topics``. Each value is JSON: the topic's
+initial partition count ``N``, its partition-count history (``counts``, the ``steps``: growths
+and shrinks with their boundary offsets, and the ``thresholds`` of its growths for readers that
+know only growths), the key hash, the producers' lease and delivery timeout, whether the topic
+is compacted (its ``cleanup.policy`` includes ``compact`` when it is first registered:
+``register_all``), and a change of its count in progress (``splitstate expand``, the field
+``growth``; its ``kind`` is ``grow`` or ``shrink``).
+
+Every record gets its own key, the topic's name then a random id (``TOPIC/ID``; a record of
+an older splitstate has the topic's name alone), as in the app's control log: compaction keeps
+only the last record of a key, so with a key per record it removes nothing but a record whose
+key a later tombstone names, and the log reads the same however much of it was compacted.
+``read`` reads it as compacted already (a record followed by another of its key is skipped).
+A topic's records are then folded in log order: a record is kept only when it supersedes the
 entry kept before it (``framework.coordination.entry_order``: it goes further through the
 topic's changes and keeps every fact recorded), so a run of ``expand`` writing from an older
-copy changes nothing, and every reader sees the same entry. A record not kept stays in the
-log; its writer then writes the kept entry again (``framework.growth.expand_writes``), so that
-the topic's last record, the one compaction keeps, is the kept entry (unless the writer dies
-in between: then the log cleaner may leave only the record not kept).
+copy changes nothing, and every reader sees the same entry.
 The topic is created compacted with ``retention.ms=-1`` and ``retention.bytes=-1``; apps,
 ``scale`` and ``expand`` refuse to run while its config would delete records
 (``framework.kafka.check_retention``).
@@ -26,19 +29,21 @@ old count can still land, and the growth's markers can fence the parents.
 **Records that cannot be read.** Every app and producer on the cluster reads the whole
 registry, so what one bad record does must not depend on whose it is:
 
-- a record whose key cannot name a topic (not UTF-8, or not a Kafka topic name) is ignored by
-  every reader: no app or producer reads it as its own;
-- a topic whose last record cannot be read (not JSON, not of the schema below, or naming
-  another topic than its key) is *registered but unreadable*: it stays in what ``read``
-  returns (so nobody registers it afresh: a new history would send keys to other
-  partitions), and only a reader that asks for that topic gets ``RegistryRecordError``
-  naming the offset and the fix. Every other app and producer goes on. The record before it
-  is not used instead: compaction may have removed it for one reader and not another.
+- a record whose key cannot name a topic (not UTF-8, or not a Kafka topic name before its
+  ``/``) is ignored by every reader: no app or producer reads it as its own;
+- a topic whose last record that is not skipped cannot be read (not JSON, not of the schema
+  below, or naming another topic than its key) is *registered but unreadable*: it stays in
+  what ``read`` returns (so nobody registers it afresh: a new history would send keys to
+  other partitions), and only a reader that asks for that topic gets ``RegistryRecordError``
+  naming the offset, the key and the fix: a tombstone of its key (then every reader goes on
+  from the entry before it), or the entry written again. Every other app and producer goes
+  on. The entry before it is not used meanwhile: the record may be a newer splitstate's.
 """
 
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -86,23 +91,26 @@ class RegistryRecordError(SplitstateError):
     """The registry's last record of a topic cannot be read: its producers and apps stop
     rather than guess the topic's partition history."""
 
-    def __init__(self, topic: str, offset: int, problem: str, previous: int | None) -> None:
+    def __init__(
+        self, topic: str, offset: int, key: bytes | None, problem: str, previous: int | None
+    ) -> None:
         self.topic, self.offset = topic, offset
-        again = (
-            f"produce the value of its last readable record (at offset {previous}) again "
-            f"with key {topic!r}"
+        shown_key = key.decode("utf-8", "replace") if key is not None else ""
+        fix = (
+            f"write a tombstone of its key {shown_key!r}: every reader then goes on from its "
+            f"entry before it (the record at offset {previous})"
             if previous is not None
-            else f"produce its entry again with key {topic!r} (the log holds no readable "
-            "record of it: its partition counts and thresholds are those `splitstate "
-            "status` showed)"
+            else f"write its entry again, with a key {topic!r} followed by '/' and any id (the "
+            "log holds no readable record of it: its partition counts and thresholds are "
+            "those `splitstate status` showed)"
         )
         super().__init__(
             f"the topic registry {REGISTRY_TOPIC!r} holds an entry for topic {topic!r} that "
             f"cannot be read, at offset {offset}: {problem}. Producers and apps of {topic!r} "
             "stop rather than guess its partition history (a wrong one sends keys to other "
-            f"partitions). Fix: write its entry again: {again}. Only if {topic!r} never grew "
-            f"(`splitstate expand`), a tombstone of key {topic!r} instead lets the next start "
-            "register it again with its partition count."
+            f"partitions). Fix: {fix}. Only if {topic!r} never grew (`splitstate expand`), "
+            "tombstones of the keys of all its records instead let the next start register it "
+            "again with its partition count."
         )
 
 
@@ -111,8 +119,9 @@ class _Unreadable:
     """A topic whose last registry record cannot be read."""
 
     offset: int
+    key: bytes | None
     problem: str
-    #: the offset of its last readable record before, if the log still holds one
+    #: the offset of its entry kept before, if any
     previous: int | None
 
 
@@ -135,7 +144,7 @@ class RegistryEntries:
     def __getitem__(self, topic: str) -> TopicEntry:
         bad = self._unreadable.get(topic)
         if bad is not None:
-            raise RegistryRecordError(topic, bad.offset, bad.problem, bad.previous)
+            raise RegistryRecordError(topic, bad.offset, bad.key, bad.problem, bad.previous)
         return self._entries[topic]
 
     def get(self, topic: str) -> TopicEntry | None:
@@ -165,25 +174,24 @@ class TopicRegistry:
         self._kafka.create_topics([self.topic_spec()])
 
     def read(self) -> RegistryEntries:
-        """Every registered topic: the last record of each key that names a topic (see the
-        module docstring for records that cannot be read)."""
+        """Every registered topic's entry, from the log read as compacted and folded (see the
+        module docstring, also for records that cannot be read)."""
+        records = self._kafka.read_log(REGISTRY_TOPIC)
+        last = {record.key: record.offset for record in records}  # what compaction keeps
         kept: dict[str, TopicEntry] = {}  # each topic's last kept readable entry
         unreadable: dict[str, _Unreadable] = {}
         readable_at: dict[str, int] = {}
-        for record in self._kafka.read_log(REGISTRY_TOPIC):
+        for record in records:
+            if record.value is None or last[record.key] != record.offset:
+                continue  # a tombstone, or a record a later one of its key replaces
             topic = _topic_of(record)
             if topic is None:
                 continue  # no app or producer reads it as its own
-            if record.value is None:
-                kept.pop(topic, None)
-                unreadable.pop(topic, None)
-                readable_at.pop(topic, None)
-                continue
             try:
                 entry = _entry(topic, record.value)
             except MalformedRecordError as problem:
                 previous = readable_at.get(topic)
-                unreadable[topic] = _Unreadable(record.offset, str(problem), previous)
+                unreadable[topic] = _Unreadable(record.offset, record.key, str(problem), previous)
                 continue
             current = kept.get(topic)
             if current is not None and not supersedes(entry, current):
@@ -202,7 +210,8 @@ class TopicRegistry:
         """Record ``entries`` in one append, in order (each replacing what was known)."""
         if entries:
             self._kafka.append(
-                REGISTRY_TOPIC, [(e.topic.encode(), orjson.dumps(e.to_record())) for e in entries]
+                REGISTRY_TOPIC,
+                [(record_key(e.topic), orjson.dumps(e.to_record())) for e in entries],
             )
 
     def register(
@@ -230,20 +239,26 @@ class TopicRegistry:
             new = [
                 replace(e, compacted=e.compacted or compacts(configs.get(e.topic, {}))) for e in new
             ]
-        found = {e.topic: e for e in new}
-        for entry in entries:
-            if entry.topic not in found:
-                found[entry.topic] = known[entry.topic]
+        if not new:
+            return {e.topic: known[e.topic] for e in entries}
         self.write_all(new)
-        return found
+        kept = self.read()  # another registration may have come first: the first is kept
+        return {e.topic: kept[e.topic] for e in entries}
+
+
+def record_key(topic: str) -> bytes:
+    """A new key for one record of ``topic``'s entry: its name, then a random id."""
+    return f"{topic}/{uuid.uuid4().hex}".encode()
 
 
 def _topic_of(record: LogRecord) -> str | None:
-    """The topic ``record``'s key names (``None``: none, not even another app's)."""
+    """The topic ``record``'s key names (``None``: none, not even another app's): the key
+    up to its first ``/`` (all of it in a record of an older splitstate)."""
     try:
-        topic = record.key.decode() if record.key is not None else ""
+        key = record.key.decode() if record.key is not None else ""
     except UnicodeDecodeError:
         return None
+    topic = key.split("/", 1)[0]
     return topic if _TOPIC_NAME.fullmatch(topic) else None
 
 

@@ -131,16 +131,40 @@ def expand_topic(
             raise
     else:
         report(f"resuming the {_noun(entry, partitions)} of {topic} to {partitions} partitions")
-    if stop_after in ("announced", "recorded") or _finished(entry, index, partitions, report):
+    if stop_after in ("announced", "recorded"):
         return entry
-    entry = _fence(kafka, registry, entry, report, wait)
-    if stop_after == "fenced" or _finished(entry, index, partitions, report):
-        return entry
-    entry = _mark(kafka, registry, entry, report, stop_after == "marked")
-    if stop_after in ("marked", "unreleased"):
-        return entry
-    release_growth(control, held)
+    entry, stopped = _fence_and_mark(
+        kafka, registry, entry, (index, partitions), report=report, wait=wait, stop_after=stop_after
+    )
+    if not stopped and not elsewhere(entry, index, partitions):
+        # done (by this run or another): release. Past it, the hold was released before
+        # the later change held the log, which may be a change to the same count
+        release_growth(control, held)
     return entry
+
+
+def _fence_and_mark(
+    kafka: Kafka,
+    registry: TopicRegistry,
+    entry: TopicEntry,
+    change: tuple[int, int],
+    *,
+    report: Callable[[str], None],
+    wait: Callable[[float], None],
+    stop_after: StopAfter | None,
+) -> tuple[TopicEntry, bool]:
+    """Steps 2 to 5 of the change to ``change[1]`` partitions (at ``counts[change[0]]``),
+    unless it is finished; the entry, and whether ``stop_after`` stopped it."""
+    index, partitions = change
+    if _finished(entry, index, partitions, report):
+        return entry, False
+    entry = _fence(kafka, registry, entry, report, wait)
+    if stop_after == "fenced":
+        return entry, True
+    if _finished(entry, index, partitions, report):
+        return entry, False
+    entry = _mark(kafka, registry, entry, report, stop_after == "marked")
+    return entry, stop_after in ("marked", "unreleased")
 
 
 def _finished(
@@ -279,8 +303,8 @@ def _record(
     if adopted is not None:
         report(f"the {kind} of {topic} to {partitions} partitions was recorded by another run")
         return adopted
+    compacted = entry.compacted or is_compacted(kafka, topic)  # (before the time is taken)
     change = Growth(partitions, int(kafka.clock.time() * 1000), kind=kind)
-    compacted = entry.compacted or is_compacted(kafka, topic)
     entry = replace(entry, history=history, growth=change, compacted=compacted, announced=None)
     kept = write_kept(registry, entry, report)
     if kept != entry:

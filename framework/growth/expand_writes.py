@@ -7,8 +7,8 @@ Each step that measures and then writes (the count with its starts or holds, the
 the markers' offsets) measures first, then reads the registry again (``recorded_meanwhile``):
 if another run took the step meanwhile, it adopts that record and writes nothing. Else it
 writes its own and reads the registry back (``write_kept``): a record written from an older
-copy is not kept, and the run goes on from the one kept instead, which it writes again so
-that the topic's last record is the kept entry (compaction keeps only a key's last record).
+copy is not kept (it stays in the log, skipped by every reader, compacted or not: each
+record has its own key), and the run goes on from the one kept instead.
 """
 
 from __future__ import annotations
@@ -20,10 +20,6 @@ from framework.coordination.registry import TopicEntry, TopicRegistry
 from framework.growth.expand_checks import ExpandError
 
 __all__ = ["elsewhere", "recorded_meanwhile", "write_kept"]
-
-#: how often a run writes the kept entry again before it gives up (each time another run
-#: wrote between its write and its read: they go on, and their last write is kept)
-_REWRITES = 5
 
 
 def recorded_meanwhile(
@@ -44,25 +40,18 @@ def write_kept(
     registry: TopicRegistry, entry: TopicEntry, report: Callable[[str], None]
 ) -> TopicEntry:
     """Write ``entry`` and return the entry the registry kept for its topic: ``entry``, or
-    the record of another run written first (written again, so that it stays the topic's
-    last record; see the module docstring)."""
-    written = entry
-    for _ in range(_REWRITES):
-        registry.write(written)
-        kept = registry.read().get(entry.topic)
-        if kept is None:
-            raise ExpandError(
-                f"the registry entry of {entry.topic!r} was removed (a tombstone) while "
-                "`expand` ran. Fix: register the topic again and run `expand` again."
-            )
-        if kept == written:
-            return kept
-        if written is entry:
-            report(
-                f"another run recorded the change of {entry.topic} first; going on from its record"
-            )
-        written = kept
-    return written
+    the record of another run written first."""
+    registry.write(entry)
+    kept = registry.read().get(entry.topic)
+    if kept is None:
+        raise ExpandError(
+            f"the registry entry of {entry.topic!r} was removed (tombstones of its keys) while "
+            "`expand` ran. Fix: write its last entry again (`splitstate status` shows it), "
+            "then run `expand` again."
+        )
+    if kept != entry:
+        report(f"another run recorded the change of {entry.topic} first; going on from its record")
+    return kept
 
 
 def elsewhere(entry: TopicEntry, index: int, partitions: int) -> bool:

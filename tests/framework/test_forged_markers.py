@@ -296,7 +296,7 @@ def test_a_marker_is_confirmed_against_what_the_registry_reads_and_others_are_no
     no mapping (it crashed the processor with an ``AttributeError`` on the first marker its
     view did not record, genuine or forged, before the crash guard: on every restart); another
     app's entry that cannot be read is never met."""
-    unreadable = _Unreadable(offset=7, problem="it is not JSON", previous=None)
+    unreadable = _Unreadable(offset=7, key=b"other", problem="it is not JSON", previous=None)
     entries = RegistryEntries(
         {TOPIC: TopicEntry(IN_PROGRESS, growth=FENCED)}, {"other": unreadable}
     )

@@ -129,22 +129,37 @@ def test_every_reader_keeps_the_first_record_of_each_fact() -> None:
     assert registry.read()[TOPIC] == done
 
 
-def test_a_tombstone_clears_the_topic() -> None:
+def test_a_tombstone_removes_the_record_of_its_key_as_compaction_will() -> None:
     kafka, registry = world()
-    registry.write(SHRINKING)
-    kafka.append(REGISTRY_TOPIC, [(TOPIC.encode(), None)])
     registry.write(RECORDED)
+    registry.write(FENCED)
+    fenced = kafka.read_log(REGISTRY_TOPIC)[-1]
+    assert fenced.key is not None and fenced.key.startswith(b"in/")  # a key per record
+    kafka.append(REGISTRY_TOPIC, [(fenced.key, None)])
     assert registry.read()[TOPIC] == RECORDED
+    for key in {r.key for r in kafka.read_log(REGISTRY_TOPIC) if r.key is not None}:
+        kafka.append(REGISTRY_TOPIC, [(key, None)])
+    assert registry.read().get(TOPIC) is None  # every record of it removed: not registered
+    registry.write(DONE)
+    assert registry.read()[TOPIC] == DONE
 
 
-def test_a_run_goes_on_from_the_record_kept_and_leaves_it_last() -> None:
+def test_a_record_of_an_older_splitstate_keyed_by_the_topic_is_read_as_compaction_leaves_it() -> (
+    None
+):
     kafka, registry = world()
+    kafka.append(REGISTRY_TOPIC, [(TOPIC.encode(), orjson.dumps(RECORDED.to_record()))])
+    kafka.append(REGISTRY_TOPIC, [(TOPIC.encode(), orjson.dumps(FENCED.to_record()))])
+    assert registry.read()[TOPIC] == FENCED  # the last of its key, as compaction keeps it
+    registry.write(DONE)
+    assert registry.read()[TOPIC] == DONE
+
+
+def test_a_run_goes_on_from_the_record_kept() -> None:
+    _kafka, registry = world()
     registry.write(SHRINKING)
     said: list[str] = []
     kept = write_kept(registry, DONE, said.append)  # an operator's copy, one change behind
     assert kept == SHRINKING
     assert "another run recorded the change of in first" in said[0]
-    last = kafka.read_log(REGISTRY_TOPIC)[-1]
-    assert last.value is not None
-    assert TopicEntry.from_record(orjson.loads(last.value)) == SHRINKING
     assert write_kept(registry, replace(SHRINKING, lease_ms=2000), said.append).lease_ms == 2000

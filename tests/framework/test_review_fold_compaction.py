@@ -1,8 +1,8 @@
 """Review of the registry fold (``framework.coordination.entry_order``) against the log
 cleaner: compaction keeps only a key's last record (below the cleanable point), so a reader
 after compaction folds a suffix of what a reader before it folded. Each test here shows an
-entry that changes under compaction; they are expected to fail until the fold or its writers
-make the topic's surviving records fold to the same entry."""
+entry that changed under compaction while the registry had one key per topic; with a key per
+record (``framework.coordination.registry``) the surviving records fold to the same entry."""
 
 from __future__ import annotations
 
@@ -56,35 +56,26 @@ def compact(kafka: MemoryKafka, cut: int) -> None:
     kafka.broker.compact(REGISTRY_TOPIC, _Cleaner(cut))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-fold finding 1: the segment rolls between a rejected record and its "
-    "writer's rewrite of the kept entry; the cleaner removes the kept record and leaves the "
-    "rejected one first, which the fold then keeps over the rewrite",
-)
 def test_a_rejected_record_left_first_by_the_cleaner_does_not_become_the_entry() -> None:
     # the operator recorded the shrink (holds at 30); a rival's copy, measured later (31),
-    # is rejected, and the rival writes the kept entry again (write_kept)
+    # is rejected (review-fold finding 1: with one key per topic, the cleaner left the
+    # rejected record first, and the fold then kept it)
     kafka, registry = world()
     registry.write(SHRINKING)
     later = replace(SHRINKING, history=DONE.history.shrunk(4, {0: 31, 1: 31, 2: 30, 3: 30}))
     assert write_kept(registry, later, lambda _line: None) == SHRINKING
     offsets = [r.offset for r in kafka.read_log(REGISTRY_TOPIC)]
-    assert len(offsets) == 3  # kept, rejected, kept again
+    assert len(offsets) == 2  # kept, rejected: each record its own key
     assert registry.read()[TOPIC] == SHRINKING
-    # Kafka: the rewrite landed in a new (active) segment; the cleaner's offset map holds the
-    # rejected record as the key's last one below it, so it removes the first record only
-    compact(kafka, cut=offsets[1])
-    assert [r.offset for r in kafka.read_log(REGISTRY_TOPIC)] == offsets[1:]
-    assert registry.read()[TOPIC] == SHRINKING  # fails: the holds measured later (31)
+    for cut in range(offsets[-1] + 2):  # wherever the active segment starts
+        compact(kafka, cut=cut)
+        assert [r.offset for r in kafka.read_log(REGISTRY_TOPIC)] == offsets  # nothing removed
+        assert registry.read()[TOPIC] == SHRINKING
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-fold finding 4: register_all writes a new topic's entry without reading "
-    "back what was kept; a second registration (rejected by the fold) stays the key's last "
-    "record and compaction makes it the entry",
-)
+# fixed: review-fold finding 4: register_all writes a new topic's entry without reading back
+# what was kept; a second registration (rejected by the fold) stays the key's last record and
+# compaction makes it the entry
 def test_a_rejected_registration_does_not_become_the_entry_after_compaction() -> None:
     # two first registrations of a shared topic (another app's config, a producer) at once:
     # both read the registry without it, then both append their entry
@@ -95,15 +86,12 @@ def test_a_rejected_registration_does_not_become_the_entry_after_compaction() ->
     registry.write_all([second])  # the second registrar's append (register_all after its read)
     assert registry.read()[TOPIC] == first  # every reader places keys with 8 partitions
     compact(kafka, cut=kafka.broker.end_offset(REGISTRY_TOPIC, 0))
-    assert registry.read()[TOPIC] == first  # fails: 4 partitions from now on
+    assert registry.read()[TOPIC] == first  # before the fix: 4 partitions from now on
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-fold finding 4: a registration read before the topic was registered and "
-    "written after it grew is rejected by the fold but stays the key's last record; "
-    "compaction then takes the growth back",
-)
+# fixed: review-fold finding 4: a registration read before the topic was registered and written
+# after it grew is rejected by the fold but stays the key's last record; compaction then takes
+# the growth back
 def test_a_stale_registration_after_a_growth_does_not_undo_it_after_compaction() -> None:
     kafka, registry = world()
     assert TOPIC not in registry.read()  # a producer's register_all reads; then it stalls
@@ -112,14 +100,11 @@ def test_a_stale_registration_after_a_growth_does_not_undo_it_after_compaction()
     registry.write_all([TopicEntry(TopicHistory.of(TOPIC, [4]))])  # the producer's append
     assert registry.read()[TOPIC] == DONE
     compact(kafka, cut=kafka.broker.end_offset(REGISTRY_TOPIC, 0))
-    assert registry.read()[TOPIC] == DONE  # fails: 4 partitions, the growth forgotten
+    assert registry.read()[TOPIC] == DONE  # before the fix: 4 partitions, the growth forgotten
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-fold finding 1: after an unreadable record, a rejected (stale) record is "
-    "the first readable one the cleaner leaves; the fold then takes it as the entry",
-)
+# fixed: review-fold finding 1: after an unreadable record, a rejected (stale) record is the
+# first readable one the cleaner leaves; the fold then takes it as the entry
 def test_a_stale_record_after_an_unreadable_one_stays_rejected_after_compaction() -> None:
     kafka, registry = world()
     registry.write(SHRINKING)
@@ -129,4 +114,4 @@ def test_a_stale_record_after_an_unreadable_one_stays_rejected_after_compaction(
         registry.read()[TOPIC]  # producers and apps of `in` stop and name the fix
     compact(kafka, cut=kafka.broker.end_offset(REGISTRY_TOPIC, 0) - 2)  # below the bad one
     with pytest.raises(RegistryRecordError):
-        registry.read()[TOPIC]  # fails: DONE, the shrink forgotten, no error
+        registry.read()[TOPIC]  # before the fix: DONE, the shrink forgotten, no error

@@ -262,10 +262,16 @@ def test_backfill_refuses_while_an_input_grows_or_shrinks(
     assert "run it again to resume it" in text
 
     growing = TopicHistory.of(topics[0], [4, 8], {4: 10, 5: 11})
-    # another history of the topic: its entry removed first (a history never goes back)
+    # another history of the topic: its entry removed first (a history never goes back), a
+    # tombstone of each of its records' keys
     kafka = Clients.of(config)
     try:
-        kafka.append(REGISTRY_TOPIC, [(topics[0].encode(), None)])
+        keys = {
+            r.key
+            for r in kafka.read_log(REGISTRY_TOPIC)
+            if r.key is not None and r.key.split(b"/", 1)[0] == topics[0].encode()
+        }
+        kafka.append(REGISTRY_TOPIC, [(key, None) for key in keys])
     finally:
         kafka.close()
     registry.write(TopicEntry(growing, growth=Growth(8, now)))

@@ -222,7 +222,9 @@ def _last_entry_before(kafka: Clients, topic: str, counts: tuple[int, ...]) -> T
     entries = [
         TopicEntry.from_record(orjson.loads(record.value))
         for record in kafka.read_log(REGISTRY_TOPIC)
-        if record.key == topic.encode() and record.value is not None
+        if record.key is not None
+        and record.key.split(b"/", 1)[0] == topic.encode()
+        and record.value is not None
     ]
     first = next(i for i, e in enumerate(entries) if e.history.counts == counts)
     return entries[first - 1]

@@ -104,14 +104,18 @@ class Topic:
 
 
 def records_of(bootstrap: str, topic: str, partition: int) -> list[Record]:
-    """Every record of ``topic[partition]`` (markers too), in offset order."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("read")})
+    """Every record of ``topic[partition]`` (markers too), in offset order: read until the
+    consumer's position reaches the partition's end as Kafka reports it first."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": unique("read"), "enable.auto.commit": False}
+    )
+    where = TopicPartition(topic, partition)
+    _low, high = consumer.get_watermark_offsets(where, timeout=30)
     consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-    _low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
     found: list[Record] = []
     deadline = time.monotonic() + 30
-    while (not found or found[-1][0] + 1 < high) and high > 0:
-        assert time.monotonic() < deadline, f"could not read {topic}[{partition}]"
+    while high > 0 and consumer.position([where])[0].offset < high:
+        assert time.monotonic() < deadline, f"could not read {topic}[{partition}] to {high}"
         for message in consumer.consume(num_messages=1000, timeout=0.5):
             offset = message.offset()
             if message.error() is None and offset is not None:

@@ -24,7 +24,7 @@ import json
 from framework.coordination.registry import REGISTRY_TOPIC
 from framework.growth.markers import is_marker
 from rebalance import bucket
-from tests.sim.app import INPUT
+from tests.sim.app import INPUT, names_input
 from tests.sim.broker import StoredRecord
 from tests.sim.operators import kill_operator
 from tests.sim.world import World
@@ -70,7 +70,7 @@ def _step_of(record: StoredRecord) -> str | None:
     marker written to the input."""
     if record.topic == INPUT:
         return "marker" if is_marker(record.headers) else None
-    if record.topic != REGISTRY_TOPIC or record.key != INPUT.encode() or record.value is None:
+    if record.topic != REGISTRY_TOPIC or not names_input(record.key) or record.value is None:
         return None
     return change_step(record.value)
 

@@ -45,6 +45,7 @@ __all__ = [
     "POISON",
     "FoldState",
     "make_app",
+    "names_input",
     "parse",
 ]
 
@@ -196,3 +197,9 @@ def _keep_latest(app: App, die: Callable[[], NoReturn] | None, outputs: bool) ->
         if kind == HUGE:
             return Output([producer, seq, previous, *where, "x" * _HUGE_BYTES])
         return Output([producer, seq, previous, *where])
+
+
+def names_input(key: bytes | None) -> bool:
+    """Whether a topic-registry record's key names the input (``TOPIC/ID``, or the topic alone
+    as an older splitstate wrote it)."""
+    return key is not None and key.split(b"/", 1)[0] == INPUT.encode()

@@ -1,7 +1,7 @@
 """Review of ``expand`` going on from the entry the registry kept (``expand_writes``): runs of
 the same change racing on the in-memory Kafka, killed between two of their lines, and what the
-app's control-log hold and the registry's last record are left as. Each test is expected to
-fail until the finding it names is fixed."""
+app's control-log hold and the registry's records are left as. Each test failed before the
+finding it names was fixed."""
 
 from __future__ import annotations
 
@@ -35,12 +35,9 @@ def compact_registry(world: World) -> None:
     world.kafka.broker.compact(REGISTRY_TOPIC, _Cleaner(0))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-fold finding 2: a run killed between its rejected write and its rewrite of "
-    "the kept entry leaves the rejected record last; running expand again writes nothing "
-    "(nothing to do), so compaction makes the rejected record the entry",
-)
+# fixed: review-fold finding 2: a run killed between its rejected write and its rewrite of the
+# kept entry leaves the rejected record last; running expand again writes nothing (nothing to
+# do), so compaction makes the rejected record the entry
 def test_a_rerun_after_a_kill_between_a_rejected_write_and_its_rewrite_leaves_the_entry(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -71,15 +68,12 @@ def test_a_rerun_after_a_kill_between_a_rejected_write_and_its_rewrite_leaves_th
     assert world.expand(8) == done  # the operator runs it again, as told after a crash
     assert world.lines == ["in already has 8 partitions; nothing to do"]
     compact_registry(world)
-    assert world.entry() == done  # fails: the growth in progress again, its thresholds gone
+    assert world.entry() == done  # before the fix: in progress again, its thresholds gone
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-fold finding 3: a stale run whose _mark adopts a later change (the "
-    "registry went past it) releases its hold, a growth_done of the same topic and count, "
-    "which ends the hold of a later run of the same count",
-)
+# fixed: review-fold finding 3: a stale run whose _mark adopts a later change (the registry went
+# past it) releases its hold, a growth_done of the same topic and count, which ends the hold of
+# a later run of the same count
 def test_a_stale_run_does_not_release_the_hold_of_a_later_change_to_the_same_count() -> None:
     world = new_world()
     world.expand(8, stop_after="fenced")  # run A: held, recorded, fenced; then killed
@@ -98,15 +92,12 @@ def test_a_stale_run_does_not_release_the_hold_of_a_later_change_to_the_same_cou
     assert entry.history.counts == (4, 8, 4, 8) and entry.growth is not None
     assert "the markers of in were recorded by another run" in world.lines
     held = world.control.read().growth
-    assert held is not None  # fails: B's growth_done released the third change's hold
+    assert held is not None  # before the fix: B's growth_done released the third change's hold
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-fold finding 5 (older than the fold): a run that finds its change done by "
-    "another run stops without releasing the hold, which the other run, killed before "
-    "its release, left held",
-)
+# fixed: review-fold finding 5 (older than the fold): a run that finds its change done by
+# another run stops without releasing the hold, which the other run, killed before its release,
+# left held
 def test_a_run_that_finds_its_change_done_by_another_run_releases_the_hold() -> None:
     world = new_world()
     world.expand(8, stop_after="recorded")  # run A recorded the growth, then was killed
@@ -119,15 +110,12 @@ def test_a_run_that_finds_its_change_done_by_another_run_releases_the_hold() -> 
         world.kafka, TOPIC, 8, control=world.control, report=world.lines.append, wait=wait
     )
     assert entry.growth is None and entry.history.counts == (4, 8)  # B: done, exit 0
-    assert world.control.read().growth is None  # fails: scales refused until a third run
+    assert world.control.read().growth is None  # before the fix: scales refused until a third run
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-fold finding 6 (older than the fold): a growth's recorded_ms is taken "
-    "before the admin call of is_compacted and the registry write; the fence counted from "
-    "it is short by however long they take beyond the 1 s margin",
-)
+# fixed: review-fold finding 6 (older than the fold): a growth's recorded_ms is taken before the
+# admin call of is_compacted and the registry write; the fence counted from it is short by
+# however long they take beyond the 1 s margin
 def test_the_fence_counts_from_no_earlier_than_the_count_could_be_read(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -34,7 +34,7 @@ from rebalance.control import ControlState
 from rebalance.control_schema import check_record
 from rebalance.record_checks import MalformedRecordError, json_object
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec, processor_path
-from tests.sim.app import DELETE_HEADER, HUGE, INPUT, KILLER, OUTPUT, POISON, make_app
+from tests.sim.app import DELETE_HEADER, HUGE, INPUT, KILLER, OUTPUT, POISON, make_app, names_input
 from tests.sim.broker import Broker, StoredRecord
 from tests.sim.chaos import Chaos
 from tests.sim.disks import Disks
@@ -508,15 +508,16 @@ class World:
         processors in force or scaled to (``expand`` must refuse it: scale in first)."""
 
         def watch(record: StoredRecord) -> None:
-            if record.topic != REGISTRY_TOPIC or record.key != INPUT.encode() or not record.value:
+            if record.topic != REGISTRY_TOPIC or not names_input(record.key) or not record.value:
                 return
-            try:
-                counts = json_object(record.value).get("counts")
-            except MalformedRecordError:
+            try:  # the entry every reader keeps (a record written from an older copy is not)
+                kept = TopicRegistry(self.driver).read().get(INPUT)
+            except SplitstateError:
                 return
             state = self.control()
-            if not isinstance(counts, list) or not counts or state.generation is None:
+            if kept is None or state.generation is None:
                 return
+            counts = list(kept.history.counts)
             processors = state.generation.processors
             if state.scaling is not None:
                 processors = max(processors, state.scaling.new_processors)

@@ -22,7 +22,8 @@ __all__ = ["SparkSetupError", "spark_session"]
 
 
 class SparkSetupError(BootstrapError):
-    """Spark cannot start: Java, the Kafka connector jars or the master is missing."""
+    """Spark cannot start: Java, the Kafka connector jars or the master is missing, or a
+    session without the connector already runs in the process."""
 
 
 def spark_session(
@@ -71,6 +72,14 @@ def spark_session(
             f"Spark could not start on master {master!r}: {error}. Fix: check that Java 17+ "
             "is installed (or JAVA_HOME points at it) and that spark.master is reachable."
         ) from error
+    loaded = session.sparkContext.getConf().get("spark.jars", "") or ""
+    if any(str(jar) not in loaded for jar in jars or []):
+        raise SparkSetupError(
+            "a Spark session already runs in this process without Spark's Kafka connector "
+            "(other code started it before splitstate), and a running JVM cannot load it. "
+            "Fix: run the backfill in a process of its own (`splitstate backfill MODULE:APP`), "
+            "or stop that session (`spark.stop()`) first."
+        )
     session.sparkContext.setLogLevel("WARN")
     return session
 

@@ -33,6 +33,7 @@ from framework.bootstrap.build import bootstrap_session, build_state
 from framework.bootstrap.fold import header_lists
 from framework.bootstrap.history import lineage_ranks
 from framework.bootstrap.job import group_labels
+from framework.bootstrap.spark_session import SparkSetupError, spark_session
 from framework.coordination.registry import TopicEntry
 from framework.processing import RecordProcessor, StoredMessage
 from rebalance import TopicHistory, bucket, key_hash
@@ -419,3 +420,16 @@ def test_the_built_files_are_staged_owner_only(spark: SparkSession, tmp_path: Pa
         os.umask(previous)
     assert stat.S_IMODE((tmp_path / "out").stat().st_mode) == 0o700
     assert manifest.files(0)["journal"]
+
+
+def test_a_session_already_running_without_the_kafka_connector_is_refused_by_name(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Spark cannot add jars to a running JVM: a session another part of the process started
+    without the Kafka connector would read no Kafka ("Failed to find data source: kafka")."""
+    jar = tmp_path / "spark-sql-kafka.jar"
+    jar.write_bytes(b"")
+    with pytest.raises(SparkSetupError, match="already runs in this process without") as refused:
+        spark_session("splitstate-test", jars=[jar])
+    assert "in a process of its own" in str(refused.value)
+    assert spark_session("splitstate-test") is spark  # without jars asked: the running one

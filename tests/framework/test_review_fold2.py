@@ -12,10 +12,12 @@ from typing import Any
 import orjson
 import pytest
 
+from framework.coordination.control_log import ControlLog
 from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
 from framework.growth.expand import expand_topic
 from framework.kafka import KafkaIOError, TopicSpec
 from rebalance import Grow, TopicHistory
+from rebalance.control import AppDefinition, Generation
 from tests.clocks import ManualClock
 from tests.sim.broker import Broker
 from tests.sim.kafka import MemoryKafka, NoFaults
@@ -171,6 +173,39 @@ def test_a_run_that_fails_at_its_start_does_not_release_the_hold_another_run_goe
     assert seen["held"] is not None, (
         f"A recorded the growth while the control log holds no change and a scale is in "
         f"progress: {world.control.read().scaling}"
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review-fold2 finding 9: a run that adopts another app's change of a shared input "
+    "stops ('another run went past this change') without releasing its own app's hold",
+)
+def test_a_run_that_stops_on_another_apps_change_releases_its_own_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `in` is an input of two apps (each its own control log). The operator of app X grows it
+    # to 8 while the operator of app Y grows it to 6: Y's run records first; X's adopts Y's
+    # record, and its hold of X's control log stays: X cannot scale, and the refusal's fix
+    # (`expand ... --partitions 8`) carries out a growth nobody asks for any more
+    world = new_world()
+    other = ControlLog(world.kafka, "app2-control")
+    other.ensure_topic()
+    other.append(AppDefinition("app2", 2, {TOPIC: 4}).to_record(), Generation(0, 2).to_record())
+    real_create = world.kafka.create_partitions
+
+    def y_first(topic: str, count: int) -> None:
+        monkeypatch.setattr(world.kafka, "create_partitions", real_create)
+        expand_topic(world.kafka, TOPIC, 6, control=other, report=quiet)  # Y, all of it
+        real_create(topic, count)  # X's partitions 6, 7
+
+    monkeypatch.setattr(world.kafka, "create_partitions", y_first)
+    entry = world.expand(8)  # X
+    assert entry.history.counts == (4, 6) and entry.growth is None
+    assert any("another run went past this change" in line for line in world.lines)
+    assert other.read().growth is None  # Y released its own
+    assert world.control.read().growth is None, (
+        f"X's control log still holds {world.control.read().growth}; scales of X are refused"
     )
 
 

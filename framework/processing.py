@@ -117,8 +117,7 @@ class RecordProcessor:
     dead letter (stage ``placement``, ``unrecorded marker: ...``). ``registry`` reads the
     registry's entries now; given, ``confirm_markers`` reads them again before records its
     view may be older than, so a step recorded after the view was read is never missed.
-    ``find_marker`` finds a change's markers this run did not read (``PlacementCheck``).
-    """
+    ``find_marker`` finds a change's markers this run did not read (``PlacementCheck``)."""
 
     def __init__(
         self,
@@ -133,8 +132,7 @@ class RecordProcessor:
         find_marker: MarkerFinder | None = None,
     ) -> None:
         self.app = app
-        #: the placement check, and its counts of records without the count header
-        self.placement = PlacementCheck(
+        self.placement = PlacementCheck(  # (it counts the records without the count header)
             initial_partitions or {},
             histories or {},
             unfenced or {},
@@ -171,11 +169,13 @@ class RecordProcessor:
     def confirm_markers(self, messages: Iterable[InputMessage]) -> dict[str, TopicEntry] | None:
         """Before ``messages`` are processed: if the registry as last read may be older than
         one of them (``_stale``), read it again (once; with ``registry`` only) and adopt it;
-        returns the input topics' entries read (``None``: not read). A ``KafkaIOError`` when
-        it cannot be read (a record is never judged by a view older than itself)."""
+        returns the input topics' entries read (``None``: not read); then the markers this run
+        did not read are searched (``PlacementCheck.search_markers``). A ``KafkaIOError`` when
+        either cannot be read (a record is never judged by a view older than itself)."""
         if self._registry is None:
             return None
         batch = [m for m in messages if m.topic() in self._routes]
+        found = None
         for message in batch:
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             if topic is None or partition is None or offset is None:
@@ -192,8 +192,10 @@ class RecordProcessor:
                     "an older view of the registry: the processor exits, to read it again "
                     "when restarted. Fix: make Kafka reachable."
                 ) from None
-            return self.placement.confirm(entries, batch)
-        return None
+            found = self.placement.confirm(entries, batch)
+            break
+        self.placement.search_markers(batch)  # (after any read: by the view it adopted)
+        return found
 
     def _stale(self, message: InputMessage, where: tuple[str, int, int]) -> bool:
         """Whether ``message`` at ``where`` needs a newer view of the registry: a marker it

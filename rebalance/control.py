@@ -20,7 +20,8 @@ Records are JSON objects with a ``type``:
   (``Scale.request``).
 - ``growth`` / ``growth_done``: ``splitstate expand`` of input ``topic`` to ``partitions``
   starts (with its ``request`` id) and finishes. A growth is refused while a scale or another
-  growth is in progress (the same growth again is the expand resumed, and changes nothing).
+  growth is in progress (the same growth again is the expand resumed, and changes nothing);
+  a ``growth_done`` naming another request than the growth in progress is ignored.
 - ``handoff``: an ``event`` of the catch-up protocol for one (``source``, ``target``) pair of
   generation ``g``, applied through ``HANDOFF_MACHINE``; ``RELEASE`` carries the final
   ``offsets`` F of the moved partitions. When every handoff of a scale is COMPLETE, the scale's
@@ -283,11 +284,13 @@ class ControlState:
 
     def _apply_growth_done(self, record: Mapping[str, Any]) -> ControlState:
         topic, partitions = str(record["topic"]), int(record["partitions"])
-        current = self.growth
+        current, request = self.growth, request_of(record)
         if current is None or (current.topic, current.partitions) != (topic, partitions):
             return self._ignore(
                 f"growth_done of {topic!r} to {partitions} partitions, which is not in progress"
             )
+        if None not in (request, current.request) and request != current.request:
+            return self._ignore(f"growth_done of request {request}, not the one in progress")
         return replace(self, growth=None)
 
     def _apply_handoff(self, record: Mapping[str, Any]) -> ControlState:

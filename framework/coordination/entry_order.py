@@ -12,8 +12,10 @@ decides, not who read when), a history never goes backwards, and a step's starts
 ends and count-record time are the first ones recorded. A writer reads the registry again
 after each write and goes on from what was kept (``framework.growth.expand``).
 
-A record that changes none of those facts (the same progress, the same steps) is kept: it may
-carry other settings (``lease_ms``, ``compacted``). A tombstone clears the topic.
+The settings writers take once at their start (the key hash, ``lease_ms``,
+``delivery_timeout_ms``) are facts too, recorded by the first registration; ``compacted`` may
+only turn on. A record that changes none of those facts (the same progress, the same steps)
+is kept (an identical copy).
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ def supersedes(record: TopicEntry, current: TopicEntry) -> bool:
 
 def _agrees(record: TopicEntry, current: TopicEntry) -> bool:
     """Whether ``record`` keeps every fact ``current`` recorded."""
+    if _settings(record) != _settings(current) or (current.compacted and not record.compacted):
+        return False  # recorded once, at the first registration (``compacted`` may turn on)
     before, after = current.history, record.history
     if after.counts[: len(before.counts)] != before.counts:
         return False
@@ -87,6 +91,11 @@ def _keeps_change(then: Growth | None, change: Growth) -> bool:
     if (then.partitions, then.kind, then.recorded_ms) != recorded:
         return False
     return change.fence_ends is None or then.fence_ends == change.fence_ends
+
+
+def _settings(entry: TopicEntry) -> tuple[str, int, int]:
+    """What writers take once, at their start: the key hash, the lease, the delivery timeout."""
+    return entry.key_hash, entry.lease_ms, entry.delivery_timeout_ms
 
 
 def _measured(step: Step) -> Step:

@@ -8,10 +8,13 @@ is compacted (its ``cleanup.policy`` includes ``compact`` when it is first regis
 ``register_all``), and a change of its count in progress (``splitstate expand``, the field
 ``growth``; its ``kind`` is ``grow`` or ``shrink``).
 
-Every record gets its own key, the topic's name then a random id (``TOPIC/ID``; a record of
-an older splitstate has the topic's name alone), as in the app's control log: compaction keeps
-only the last record of a key, so with a key per record it removes nothing but a record whose
-key a later tombstone names, and the log reads the same however much of it was compacted.
+Every record gets its own key, the topic's name then a random id (``TOPIC/ID``), as in the
+app's control log: compaction keeps only the last record of a key, so with a key per record it
+removes nothing but a record whose key a later tombstone names, and the log reads the same
+however much of it was compacted. Each is written again right after it under the topic's name
+alone, the key a splitstate before keys per record reads (it keeps the topic's last record):
+for ``read`` those copies change nothing (compaction keeps the last copy, which follows its
+own record).
 ``read`` reads it as compacted already (a record followed by another of its key is skipped).
 A topic's records are then folded in log order: a record is kept only when it supersedes the
 entry kept before it (``framework.coordination.entry_order``: it goes further through the
@@ -209,10 +212,11 @@ class TopicRegistry:
     def write_all(self, entries: Sequence[TopicEntry]) -> None:
         """Record ``entries`` in one append, in order (each replacing what was known)."""
         if entries:
-            self._kafka.append(
-                REGISTRY_TOPIC,
-                [(record_key(e.topic), orjson.dumps(e.to_record())) for e in entries],
-            )
+            values = [(e.topic, orjson.dumps(e.to_record())) for e in entries]
+            # each twice: under its own key, and under the topic's name for readers of a
+            # splitstate before keys per record (they keep its last record, as then)
+            records = [(key, value) for t, value in values for key in (record_key(t), t.encode())]
+            self._kafka.append(REGISTRY_TOPIC, records)
 
     def register(
         self,

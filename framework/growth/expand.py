@@ -42,8 +42,10 @@ deleted partition's keys stay on the processor of its survivor).
 Given the app's control log, the change first holds it: a ``growth`` record with a random
 request id is appended, and the change goes ahead only if the state machine accepted it (no
 scale in progress, no other change); a rerun adopts the unfinished change of the same topic
-and count. ``growth_done`` releases it at the end. So a scale and a change of a partition
-count exclude each other through one conditional append, not a check followed by an act.
+and count. ``growth_done`` (naming the hold's request id) releases it at the end, also when
+another run finished the change; a run that fails before recording anything releases only a
+hold it appended itself. So a scale and a change of a partition count exclude each other
+through one conditional append, not a check followed by an act.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ from framework.coordination.registry import (
 from framework.growth.expand_checks import ExpandError, change_noun, check_request, registered
 from framework.growth.expand_markers import change_markers, write_change_markers
 from framework.growth.expand_writes import elsewhere, recorded_meanwhile, write_kept
-from framework.growth.hold import hold_growth, release_growth
+from framework.growth.hold import acquire_growth, release_growth
 from framework.growth.marker_log import is_compacted
 from framework.kafka import Kafka, check_retention
 
@@ -102,16 +104,16 @@ def expand_topic(
     check_retention(kafka, [REGISTRY_TOPIC] + ([control.topic] if control else []))
     entry = registered(registry, topic)
     check_request(kafka, entry, partitions, _processors(control))
-    held = None
+    held, mine = None, False  # (mine: appended by this run, not resumed from another)
     if control is not None:
         needed = entry.changing or partitions != entry.partitions
         noun = _noun(entry, partitions)
-        held = hold_growth(control, topic, partitions, needed, report, noun=noun)
+        held, mine = acquire_growth(control, topic, partitions, needed, report, noun=noun)
         entry = registered(registry, topic)  # as it is now that no scale can start
         try:
             check_request(kafka, entry, partitions, _processors(control))
         except ExpandError:
-            release_growth(control, held)
+            release_growth(control, held if mine else None)
             raise
     wait = wait or kafka.clock.sleep
     # where this change's count is (or goes) in the history
@@ -126,9 +128,9 @@ def expand_topic(
                 kafka, registry, entry, partitions, report=report, wait=wait, stop_after=stop_after
             )
         except Exception:
-            if not registered(registry, topic).changing:
+            if mine and not registered(registry, topic).changing:
                 release_growth(control, held)  # nothing was written: a scale may go ahead
-            raise
+            raise  # (a resumed hold: the run that holds it may still be going on)
     else:
         report(f"resuming the {_noun(entry, partitions)} of {topic} to {partitions} partitions")
     if stop_after in ("announced", "recorded"):
@@ -136,9 +138,7 @@ def expand_topic(
     entry, stopped = _fence_and_mark(
         kafka, registry, entry, (index, partitions), report=report, wait=wait, stop_after=stop_after
     )
-    if not stopped and not elsewhere(entry, index, partitions):
-        # done (by this run or another): release. Past it, the hold was released before
-        # the later change held the log, which may be a change to the same count
+    if not stopped:  # done, by this run or another (its request id: no other hold ends)
         release_growth(control, held)
     return entry
 

@@ -18,7 +18,7 @@ from framework.coordination.control_log import ControlLog
 from framework.growth.expand_checks import ExpandError
 from rebalance.control import InputGrowth, Scale
 
-__all__ = ["ExpandError", "hold_growth", "release_growth"]
+__all__ = ["ExpandError", "acquire_growth", "hold_growth", "release_growth"]
 
 
 def hold_growth(
@@ -30,7 +30,23 @@ def hold_growth(
     *,
     noun: str = "growth",
 ) -> InputGrowth | None:
-    """Hold ``control`` for changing ``topic`` to ``partitions``; the hold to release later.
+    """Hold ``control`` for changing ``topic`` to ``partitions``; the hold to release later
+    (``acquire_growth``, without saying whose it is)."""
+    return acquire_growth(control, topic, partitions, needed, report, noun=noun)[0]
+
+
+def acquire_growth(
+    control: ControlLog,
+    topic: str,
+    partitions: int,
+    needed: bool,
+    report: Callable[[str], None],
+    *,
+    noun: str = "growth",
+) -> tuple[InputGrowth | None, bool]:
+    """Hold ``control`` for changing ``topic`` to ``partitions``: the hold to release later,
+    and whether this call appended it (``False``: it resumes the hold of an earlier run, which
+    may still be going on under it).
 
     ``needed``: whether the registry says there is anything to change or finish; when not,
     nothing is written unless an unfinished change of the topic must be released. Raises
@@ -41,15 +57,15 @@ def hold_growth(
     current = state.growth
     if current is not None and (current.topic, current.partitions) == (topic, partitions):
         report(f"resuming the {noun} of {topic} to {partitions} partitions held in {control.topic}")
-        return current
+        return current, False
     if not needed and (current is None or current.topic != topic):
-        return None
+        return None, False
     _refuse(control.topic, state.scaling, current)
     wanted = InputGrowth(topic, partitions, uuid.uuid4().hex)
     control.append(wanted.to_record())
     after, reason = control.outcome(wanted.request)
     if after.growth is not None and after.growth.request == wanted.request:
-        return wanted
+        return wanted, True
     if after.growth is not None and (after.growth.topic, after.growth.partitions) == (
         topic,
         partitions,

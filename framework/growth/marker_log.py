@@ -14,7 +14,7 @@ import orjson
 
 from framework.errors import SplitstateError
 from framework.growth.markers import MARKER_HEADER, marker_key
-from framework.kafka import DeliveryError, Kafka, KafkaProducer, Message
+from framework.kafka import DeliveryError, Kafka, KafkaIOError, KafkaProducer, Message
 from framework.records import readable_headers
 
 __all__ = ["MarkerWriteError", "find_marker", "is_compacted", "write_marker"]
@@ -77,17 +77,22 @@ def find_marker(
     kafka: Kafka, topic: str, partition: int, start: int, marker_ids: Collection[str]
 ) -> int | None:
     """The offset of the first marker with one of ``marker_ids`` in ``topic[partition]`` at or
-    after ``start`` (``None`` when there is none, or retention deleted it: a new marker is as
-    good, the fence held since). The partition's end may lie past its last record
-    (transaction markers, aborted records of a transactional producer): the search ends
-    where the consumer got there."""
+    after ``start`` (``None`` when there is none up to the partition's end, or retention
+    deleted it: a new marker is as good, the fence held since). The end is the high
+    watermark (``read_uncommitted``: records of a transaction still open count), and the
+    search reads ``read_committed`` until its position passes it, so a marker past an open
+    transaction is found once the transaction ends, never taken as missing. The partition's
+    end may lie past its last record (transaction markers, aborted records): the search
+    ends where the consumer got there. ``KafkaIOError`` when it cannot reach the end within
+    a minute: not knowing is never "none"."""
     wanted = {(MARKER_HEADER, marker_id.encode()) for marker_id in marker_ids}
     position = (topic, partition)
+    with kafka.consumer("splitstate-expand", isolation="read_uncommitted") as ends:
+        retained = ends.watermarks([position])[position]
+    high, start = retained.end, max(start, retained.start)
+    if high <= start:
+        return None
     with kafka.consumer("splitstate-expand") as consumer:
-        retained = consumer.watermarks([position])[position]
-        high, start = retained.end, max(start, retained.start)
-        if high <= start:
-            return None
         consumer.assign({position: start})
         deadline = kafka.clock.monotonic() + _FIND_SECONDS
         while kafka.clock.monotonic() < deadline:
@@ -101,4 +106,9 @@ def find_marker(
             reached = consumer.position(position)
             if reached is not None and reached >= high:
                 return None
-        return None
+    raise KafkaIOError(
+        f"searching {topic}[{partition}] from offset {start} to its end ({high}) for a "
+        f"marker took over {_FIND_SECONDS}s (a slow broker, or a transaction left open "
+        "there: its records stay unreadable until it commits or aborts, at most "
+        "transaction.timeout.ms)"
+    )

@@ -29,6 +29,7 @@ from framework.growth.placement import (
     placed_by,
     unplaced_reason,
 )
+from framework.kafka import KafkaIOError
 from framework.records import InputMessage
 from rebalance import TopicHistory
 from rebalance.steps import Grow
@@ -91,6 +92,8 @@ class PlacementCheck:
         self._fenced: set[str] = set()
         #: (topic, partition, step) searched for markers met before this processor read on
         self._searched: set[tuple[str, int, int]] = set()
+        #: per partition of a fenced topic, the last offset ``search_markers`` was given
+        self._seen: dict[Position, int] = {}
         #: each input topic's partition counts (its history's) and their layouts
         self._counts: dict[str, tuple[int, ...]] = {}
         self._layouts: dict[str, Layouts] = {}
@@ -272,8 +275,6 @@ class PlacementCheck:
         """Why the record of ``key`` (hash ``h``) at ``where`` is late: its key lives
         elsewhere at its offset (``Homes.home``); ``None`` if it lives there."""
         topic, partition, offset = where
-        if topic in self._fenced and self._find_marker is not None:
-            self._search_markers(where, self._find_marker)
         homes = self._homes.get(topic)
         if homes is None:
             return None
@@ -282,14 +283,26 @@ class PlacementCheck:
             return None
         return late_reason(key, where, homes.history, home, header=header)
 
-    def _search_markers(self, where: tuple[str, int, int], find_marker: MarkerFinder) -> None:
-        """Before the first record at or past a partition's fence end of the change in
-        progress is judged: the markers of the change in that partition that lie before it
-        (``find_marker``), taken as met. This run may not have read them: it started past
-        them (a restart, a partition taken over), and a run that read on from before the
-        fence met them; judged by the same markers, a record is late for both (and for
-        every replay, once the registry records them)."""
+    def search_markers(self, messages: Iterable[InputMessage]) -> None:
+        """Before ``messages`` are judged: for a partition this run starts reading past its
+        fence end (of a change in progress), the change's markers in it that lie before,
+        found in the log (``find_marker``) and taken as met. This run did not read them (a
+        restart, a partition taken over), while a run that read on met them; judged by the
+        same markers, a record is late for both (and for every replay, once the registry
+        records them). A run that read the partition through its fence end searches nothing:
+        it meets them. ``KafkaIOError`` when the log cannot be searched."""
+        if not self._fenced or self._find_marker is None:
+            return
+        for message in messages:
+            topic, partition, offset = message.topic(), message.partition(), message.offset()
+            if topic in self._fenced and partition is not None and offset is not None:
+                self._search((topic, partition, offset), self._find_marker)
+
+    def _search(self, where: tuple[str, int, int], find_marker: MarkerFinder) -> None:
+        """``search_markers`` for the record at ``where``."""
         topic, partition, offset = where
+        last = self._seen.get((topic, partition))
+        self._seen[(topic, partition)] = offset
         history, growth = self._registry[topic]
         assert growth is not None and growth.fence_ends is not None  # (``_fenced``)
         fence_end = growth.fence_ends.get(partition)
@@ -297,15 +310,24 @@ class PlacementCheck:
         if fence_end is None or offset <= fence_end or searched in self._searched:
             return
         self._searched.add(searched)
+        if last is not None and fence_end - 1 <= last < offset:
+            return  # read on through the fence end: every marker there is met in order
         met = self._met.setdefault(topic, {})
-        entry = TopicEntry(history, growth=growth)
-        for marker in change_markers(entry):
-            kind = "drain" if marker.name.drain else "marker"
-            found = (searched[2], marker.subject, kind)
+        for marker in change_markers(TopicEntry(history, growth=growth)):
+            found = (searched[2], marker.subject, "drain" if marker.name.drain else "marker")
             if marker.partition != partition or found in met:
                 continue
             ids = accepted_ids(topic, history, marker.name)
-            at = find_marker(topic, partition, fence_end, ids)
+            try:
+                at = find_marker(topic, partition, fence_end, ids)
+            except KafkaIOError as error:
+                self._searched.discard(searched)
+                raise KafkaIOError(
+                    f"could not search {topic}[{partition}] for the markers of the partition-"
+                    f"count change in progress (this run starts reading it past them): {error}. "
+                    "Its records are not judged without them: the processor exits, to search "
+                    "again when restarted. Fix: make Kafka reachable."
+                ) from None
             if at is not None and at < offset:
                 met[found] = at
         self._place(topic)

@@ -98,8 +98,13 @@ def test_an_announced_change_is_kept_until_its_count_is_recorded() -> None:
     assert not supersedes(grown, announced)  # a count other than the one announced
 
 
-def test_the_same_facts_with_other_settings_are_kept() -> None:
-    assert supersedes(replace(DONE, lease_ms=2000), DONE)
+def test_settings_writers_take_at_their_start_are_facts_and_compacted_only_turns_on() -> None:
+    assert supersedes(DONE, DONE)  # an identical copy
+    assert not supersedes(replace(DONE, lease_ms=2000), DONE)
+    assert not supersedes(replace(DONE, delivery_timeout_ms=1), DONE)
+    assert not supersedes(replace(DONE, key_hash="other"), DONE)
+    assert supersedes(replace(DONE, compacted=True), DONE)
+    assert not supersedes(DONE, replace(DONE, compacted=True))
 
 
 def world() -> tuple[MemoryKafka, TopicRegistry]:
@@ -120,7 +125,7 @@ def test_every_reader_keeps_the_first_record_of_each_fact() -> None:
     registry.write(DONE)
     later = DONE.history.shrunk(4, {0: 31, 1: 31, 2: 30, 3: 30})
     registry.write(replace(SHRINKING, history=later))
-    assert len(kafka.read_log(REGISTRY_TOPIC)) == 5
+    assert len(kafka.read_log(REGISTRY_TOPIC)) == 10  # each under its own key, and `in`
     assert registry.read()[TOPIC] == SHRINKING
     done = replace(SHRINKING, growth=None, history=SHRINKING.history.with_drains(DRAINS))
     registry.write(done)
@@ -133,9 +138,10 @@ def test_a_tombstone_removes_the_record_of_its_key_as_compaction_will() -> None:
     kafka, registry = world()
     registry.write(RECORDED)
     registry.write(FENCED)
-    fenced = kafka.read_log(REGISTRY_TOPIC)[-1]
+    fenced, copy = kafka.read_log(REGISTRY_TOPIC)[-2:]
     assert fenced.key is not None and fenced.key.startswith(b"in/")  # a key per record
-    kafka.append(REGISTRY_TOPIC, [(fenced.key, None)])
+    assert copy.key == b"in" and copy.value == fenced.value  # and for readers before it
+    kafka.append(REGISTRY_TOPIC, [(fenced.key, None), (copy.key, None)])
     assert registry.read()[TOPIC] == RECORDED
     for key in {r.key for r in kafka.read_log(REGISTRY_TOPIC) if r.key is not None}:
         kafka.append(REGISTRY_TOPIC, [(key, None)])
@@ -162,4 +168,4 @@ def test_a_run_goes_on_from_the_record_kept() -> None:
     kept = write_kept(registry, DONE, said.append)  # an operator's copy, one change behind
     assert kept == SHRINKING
     assert "another run recorded the change of in first" in said[0]
-    assert write_kept(registry, replace(SHRINKING, lease_ms=2000), said.append).lease_ms == 2000
+    assert write_kept(registry, replace(SHRINKING, lease_ms=2000), said.append) == SHRINKING

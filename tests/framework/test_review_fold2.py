@@ -1,6 +1,7 @@
 """Review 2 of the registry fold (a key per record, read as compacted, then folded), of
 ``expand`` going on from the entry kept, and of the markers found again after writing: each
-test is a sequence the code gets wrong, on the in-memory Kafka (xfail until fixed)."""
+test is a sequence the code got wrong, on the in-memory Kafka (each failed before its fix;
+the registry's growth is still open: xfail)."""
 
 from __future__ import annotations
 
@@ -72,11 +73,8 @@ def read_as_an_older_splitstate(kafka: MemoryKafka) -> dict[str, TopicEntry]:
     return entries
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-fold2 finding 1: records keyed TOPIC/ID are ignored, silently, by every "
-    "splitstate before the change (their key names no topic): its producers never see a change",
-)
+# fixed: review-fold2 finding 1: records keyed TOPIC/ID are ignored, silently, by every
+# splitstate before the change (their key names no topic): its producers never see a change
 def test_a_reader_of_the_version_before_sees_a_growth_recorded_by_this_one() -> None:
     # the topic was registered before the upgrade (key `in`); the operator upgrades the CLI
     # and the app, then grows `in`. The producers of `in` run in other services, on the
@@ -95,12 +93,9 @@ def test_a_reader_of_the_version_before_sees_a_growth_recorded_by_this_one() -> 
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-fold2 finding 2: a second registration of the same count with other "
-    "settings supersedes the first (entry_order keeps a record that changes no fact), so the "
-    "lease and delivery timeout the first registrar's writers hold are not the entry's",
-)
+# fixed: review-fold2 finding 2: a second registration of the same count with other settings
+# supersedes the first (entry_order keeps a record that changes no fact), so the lease and
+# delivery timeout the first registrar's writers hold are not the entry's
 def test_a_second_registration_never_replaces_the_first_ones_lease_and_timeout() -> None:
     # two first registrations at once: the app's start (config: producer_lease_ms 60 s,
     # producer_delivery_timeout_ms 120 s) and a SplitstateProducer in another service
@@ -140,12 +135,9 @@ def test_the_registry_a_reader_reads_does_not_grow_with_every_change() -> None:
 # -- expand: the control-log hold --------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-fold2 finding 4: a run that shares the hold of another run of the same "
-    "change and fails before anything is recorded releases the hold the other run goes on "
-    "under: a scale is accepted while that run records its growth",
-)
+# fixed: review-fold2 finding 4: a run that shares the hold of another run of the same change
+# and fails before anything is recorded releases the hold the other run goes on under: a scale
+# is accepted while that run records its growth
 def test_a_run_that_fails_at_its_start_does_not_release_the_hold_another_run_goes_on_under(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -176,11 +168,8 @@ def test_a_run_that_fails_at_its_start_does_not_release_the_hold_another_run_goe
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-fold2 finding 9: a run that adopts another app's change of a shared input "
-    "stops ('another run went past this change') without releasing its own app's hold",
-)
+# fixed: review-fold2 finding 9: a run that adopts another app's change of a shared input stops
+# ('another run went past this change') without releasing its own app's hold
 def test_a_run_that_stops_on_another_apps_change_releases_its_own_hold(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -235,11 +224,8 @@ def recorded_threshold(world: World, child: int) -> int:
     return step.markers[child]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-fold2 finding 5: find_marker gives up after 60 s and answers 'none': a "
-    "rerun then writes a second marker and records it, not the first, which processors met",
-)
+# fixed: review-fold2 finding 5: find_marker gives up after 60 s and answers 'none': a rerun
+# then writes a second marker and records it, not the first, which processors met
 def test_a_rerun_records_the_first_marker_however_long_the_search_for_it_takes() -> None:
     world = new_world()
     world.expand(8, stop_after="fenced")  # killed after the fence ends were recorded
@@ -249,7 +235,10 @@ def test_a_rerun_records_the_first_marker_however_long_the_search_for_it_takes()
     (first, _id, _key), *_ = [m for m in world.markers(0) if m[0] >= fence_end]
     world.write(0, count=3)  # records after it: processors that read on met the marker first
     world.kafka.faults = _SlowReads(world.clock)
-    world.expand(8)  # the last rerun: its searches from the fence end time out
+    with pytest.raises(KafkaIOError, match="took over 60s"):  # not knowing is never "none"
+        world.expand(8)  # the last rerun: its searches from the fence end time out
+    world.kafka.faults = NoFaults()
+    world.expand(8)  # run again
     offsets = [m[0] for m in world.markers(0) if m[0] >= fence_end]
     assert recorded_threshold(world, 4) == first, (
         f"markers of child 4 at {offsets}; the registry records {recorded_threshold(world, 4)}"
@@ -257,11 +246,8 @@ def test_a_rerun_records_the_first_marker_however_long_the_search_for_it_takes()
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-fold2 finding 6: find_marker reads read_committed; under a transaction "
-    "open across the fence end it sees no marker, so a rerun writes and records another",
-)
+# fixed: review-fold2 finding 6: find_marker reads read_committed; under a transaction open
+# across the fence end it sees no marker, so a rerun writes and records another
 def test_a_rerun_finds_its_marker_past_a_transaction_left_open() -> None:
     # an upstream exactly-once app writes `in`; one of its transactions is open across the
     # fence end (its producer paused): the last stable offset stays below the fence end
@@ -272,7 +258,10 @@ def test_a_rerun_finds_its_marker_past_a_transaction_left_open() -> None:
     assert upstream.flush(5) == 0  # in[0]@0, its transaction open
     world.expand(8, stop_after="marked")  # the marker of child 4 at in[0]@1; then killed
     ((first, _id, _key),) = world.markers(0)
-    world.expand(8)  # the rerun (the transaction still open)
+    with pytest.raises(KafkaIOError, match="a transaction left open"):
+        world.expand(8)  # the rerun, the transaction still open: it cannot read past it
+    upstream.abort(5)
+    world.expand(8)  # run again once the transaction ended
     offsets = [m[0] for m in world.markers(0)]
     assert recorded_threshold(world, 4) == first, (
         f"markers of child 4 at {offsets}; the registry records {recorded_threshold(world, 4)}"

@@ -64,12 +64,13 @@ def test_a_rejected_record_left_first_by_the_cleaner_does_not_become_the_entry()
     registry.write(SHRINKING)
     later = replace(SHRINKING, history=DONE.history.shrunk(4, {0: 31, 1: 31, 2: 30, 3: 30}))
     assert write_kept(registry, later, lambda _line: None) == SHRINKING
-    offsets = [r.offset for r in kafka.read_log(REGISTRY_TOPIC)]
-    assert len(offsets) == 2  # kept, rejected: each record its own key
+    records = kafka.read_log(REGISTRY_TOPIC)
+    assert len(records) == 4  # kept, rejected: each under its own key (and again under `in`)
     assert registry.read()[TOPIC] == SHRINKING
-    for cut in range(offsets[-1] + 2):  # wherever the active segment starts
+    for cut in range(records[-1].offset + 2):  # wherever the active segment starts
         compact(kafka, cut=cut)
-        assert [r.offset for r in kafka.read_log(REGISTRY_TOPIC)] == offsets  # nothing removed
+        left = kafka.read_log(REGISTRY_TOPIC)
+        assert {r.key for r in left} == {r.key for r in records}  # a copy under `in` at most
         assert registry.read()[TOPIC] == SHRINKING
 
 
@@ -108,10 +109,14 @@ def test_a_stale_registration_after_a_growth_does_not_undo_it_after_compaction()
 def test_a_stale_record_after_an_unreadable_one_stays_rejected_after_compaction() -> None:
     kafka, registry = world()
     registry.write(SHRINKING)
-    kafka.append(REGISTRY_TOPIC, [(TOPIC.encode(), b"not json")])
+    bad = f"{TOPIC}/bad".encode()
+    kafka.append(REGISTRY_TOPIC, [(bad, b"not json")])
     registry.write(DONE)  # a run's late write from its older copy
     with pytest.raises(RegistryRecordError):
         registry.read()[TOPIC]  # producers and apps of `in` stop and name the fix
-    compact(kafka, cut=kafka.broker.end_offset(REGISTRY_TOPIC, 0) - 2)  # below the bad one
-    with pytest.raises(RegistryRecordError):
-        registry.read()[TOPIC]  # before the fix: DONE, the shrink forgotten, no error
+    for cut in range(kafka.broker.end_offset(REGISTRY_TOPIC, 0) + 1):
+        compact(kafka, cut=cut)
+        with pytest.raises(RegistryRecordError):
+            registry.read()[TOPIC]  # before the fix: DONE, the shrink forgotten, no error
+    kafka.append(REGISTRY_TOPIC, [(bad, None)])  # the fix it names
+    assert registry.read()[TOPIC] == SHRINKING

@@ -165,5 +165,10 @@ def test_a_growth_is_ignored_while_a_scale_or_another_growth_is_in_progress() ->
     wrong = state.apply(growth("words", 16, "g2", done=True))
     assert wrong.growth == state.growth
     assert "growth_done of 'words' to 16" in wrong.ignored[-1]
+    stale = state.apply(growth("words", 12, "g0", done=True))  # a stale run's, same count
+    assert stale.growth == state.growth
+    assert "growth_done of request g0, not the one in progress" in stale.ignored[-1]
+    unnamed = {"type": "growth_done", "topic": "words", "partitions": 12}  # before ids
+    assert state.apply(unnamed).growth is None
     done = state.apply(growth("words", 12, "g1", done=True))
     assert done.growth is None

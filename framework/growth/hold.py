@@ -1,7 +1,7 @@
 """A change of an app's input partition count (a growth or a shrink: `splitstate expand`)
 holds the app's control log, so that no scale overlaps it.
 
-Holding is a conditional append: ``hold_growth`` writes a ``growth`` record with a random
+Holding is a conditional append: ``acquire_growth`` writes a ``growth`` record with a random
 request id, reads the log back, and goes ahead only if the state machine accepted *that*
 record (it refuses one while a scale or another change is in progress). The record is a
 ``growth`` record whatever the direction: it names the topic and the new count. A rerun of
@@ -18,21 +18,7 @@ from framework.coordination.control_log import ControlLog
 from framework.growth.expand_checks import ExpandError
 from rebalance.control import InputGrowth, Scale
 
-__all__ = ["ExpandError", "acquire_growth", "hold_growth", "release_growth"]
-
-
-def hold_growth(
-    control: ControlLog,
-    topic: str,
-    partitions: int,
-    needed: bool,
-    report: Callable[[str], None],
-    *,
-    noun: str = "growth",
-) -> InputGrowth | None:
-    """Hold ``control`` for changing ``topic`` to ``partitions``; the hold to release later
-    (``acquire_growth``, without saying whose it is)."""
-    return acquire_growth(control, topic, partitions, needed, report, noun=noun)[0]
+__all__ = ["ExpandError", "acquire_growth", "release_growth"]
 
 
 def acquire_growth(

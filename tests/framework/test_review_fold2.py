@@ -5,7 +5,6 @@ the registry's growth is still open: xfail)."""
 
 from __future__ import annotations
 
-import random
 import re
 from dataclasses import replace
 from typing import Any
@@ -14,42 +13,20 @@ import orjson
 import pytest
 
 from framework.coordination.control_log import ControlLog
-from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
+from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry
 from framework.growth.expand import expand_topic
-from framework.kafka import KafkaIOError, TopicSpec
+from framework.kafka import KafkaIOError
 from rebalance import Grow, TopicHistory
 from rebalance.control import AppDefinition, Generation
 from tests.clocks import ManualClock
-from tests.sim.broker import Broker
+from tests.framework.test_registry_first_wins import world
+from tests.framework.test_review_fold_compaction import compact
 from tests.sim.kafka import MemoryKafka, NoFaults
 from tests.sim.test_shrink_command import TOPIC, World, new_world, start_scale
 
 
 def quiet(_line: str) -> None:
     """Reports nobody reads."""
-
-
-def registry_world() -> tuple[MemoryKafka, TopicRegistry]:
-    kafka = MemoryKafka(Broker(random.Random(0)), ManualClock())
-    kafka.create_topics([TopicSpec(TOPIC, 4)])
-    registry = TopicRegistry(kafka)
-    registry.ensure_topic()
-    return kafka, registry
-
-
-class _Cleaner(random.Random):
-    """The log cleaner's draws: everything below the log's end cleanable, no tombstone
-    removed (as in ``test_review_fold_compaction``)."""
-
-    def __init__(self, cut: int) -> None:
-        super().__init__(0)
-        self._cut = cut
-
-    def randint(self, a: int, b: int) -> int:
-        return max(a, min(self._cut, b))
-
-    def random(self) -> float:
-        return 1.0
 
 
 #: what a splitstate before the key per record (391ced6, and every version since ea6bc1d)
@@ -81,7 +58,7 @@ def test_a_reader_of_the_version_before_sees_a_growth_recorded_by_this_one() -> 
     # splitstate they were built with: they renew their lease from the registry every few
     # seconds and keep placing keys with 4 partitions, for good (no error, no expiry): after
     # the fence, every record of a moved key lands in its old partition, a `late` dead letter
-    kafka, registry = registry_world()
+    kafka, registry = world()
     old = TopicEntry(TopicHistory.of(TOPIC, [4]))
     kafka.append(REGISTRY_TOPIC, [(TOPIC.encode(), orjson.dumps(old.to_record()))])
     entry = expand_topic(kafka, TOPIC, 8, report=quiet)
@@ -100,7 +77,7 @@ def test_a_second_registration_never_replaces_the_first_ones_lease_and_timeout()
     # two first registrations at once: the app's start (config: producer_lease_ms 60 s,
     # producer_delivery_timeout_ms 120 s) and a SplitstateProducer in another service
     # (registry defaults: 10 s and 30 s), each after its own read without the topic
-    _kafka, registry = registry_world()
+    _kafka, registry = world()
     assert TOPIC not in registry.read()  # the producer's register_all read; it is slow
     first = registry.register(TOPIC, 4, lease_ms=60_000, delivery_timeout_ms=120_000)
     assert first.lease_ms == 60_000  # read back: the app starts with it (its outputs'
@@ -120,11 +97,11 @@ def test_a_second_registration_never_replaces_the_first_ones_lease_and_timeout()
     "every lease renewal of every producer and processor reads every record ever written",
 )
 def test_the_registry_a_reader_reads_does_not_grow_with_every_change() -> None:
-    kafka, registry = registry_world()
+    kafka, registry = world()
     registry.register(TOPIC, 4)
     for partitions in [8, 4] * 5:  # ten changes (a daily grow and shrink for 5 days)
         expand_topic(kafka, TOPIC, partitions, report=quiet)
-    kafka.broker.compact(REGISTRY_TOPIC, _Cleaner(kafka.broker.end_offset(REGISTRY_TOPIC, 0)))
+    compact(kafka, kafka.broker.end_offset(REGISTRY_TOPIC, 0))
     records = kafka.read_log(REGISTRY_TOPIC)
     size = sum(len(r.value or b"") for r in records)
     # one record per topic with one key per topic; now 1 + 3 per change (4 on a compacted
@@ -279,7 +256,7 @@ def test_control_a_rerun_finds_its_marker() -> None:
 
 
 def test_control_a_second_registration_with_other_counts_is_not_kept() -> None:
-    _kafka, registry = registry_world()
+    _kafka, registry = world()
     first = registry.register(TOPIC, 4, lease_ms=60_000)
     registry.write_all([replace(first, history=TopicHistory.of(TOPIC, [8]))])
     assert registry.read()[TOPIC] == first

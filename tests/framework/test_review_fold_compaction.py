@@ -15,20 +15,16 @@ from framework.coordination.registry import (
     REGISTRY_TOPIC,
     RegistryRecordError,
     TopicEntry,
-    TopicRegistry,
 )
 from framework.growth.expand_writes import write_kept
-from framework.kafka import TopicSpec
 from rebalance import TopicHistory
-from tests.clocks import ManualClock
-from tests.framework.test_registry_first_wins import DONE, SHRINKING
-from tests.sim.broker import Broker
+from tests.framework.test_registry_first_wins import DONE, SHRINKING, world
 from tests.sim.kafka import MemoryKafka
 
 TOPIC = "in"
 
 
-class _Cleaner(random.Random):
+class Cleaner(random.Random):
     """The log cleaner's draws: the cleanable point at ``cut`` (the first offset of the
     active segment), no tombstone removed."""
 
@@ -43,17 +39,9 @@ class _Cleaner(random.Random):
         return 1.0
 
 
-def world() -> tuple[MemoryKafka, TopicRegistry]:
-    kafka = MemoryKafka(Broker(random.Random(0)), ManualClock())
-    kafka.create_topics([TopicSpec(TOPIC, 8)])
-    registry = TopicRegistry(kafka)
-    registry.ensure_topic()
-    return kafka, registry
-
-
 def compact(kafka: MemoryKafka, cut: int) -> None:
     """One pass of the cleaner over the registry, everything below ``cut`` cleanable."""
-    kafka.broker.compact(REGISTRY_TOPIC, _Cleaner(cut))
+    kafka.broker.compact(REGISTRY_TOPIC, Cleaner(cut))
 
 
 def test_a_rejected_record_left_first_by_the_cleaner_does_not_become_the_entry() -> None:

@@ -29,7 +29,7 @@ from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicReg
 from framework.growth.compaction import COMPACTION_HEADER
 from framework.growth.compaction_writes import CompactionTombstones
 from framework.growth.expand import expand_topic
-from framework.growth.hold import hold_growth
+from framework.growth.hold import acquire_growth
 from framework.growth.placement import COUNT_HEADER, LinearHashPartitioner, produce_placed
 from framework.kafka import Clients, Kafka, KafkaConsumer
 from framework.producer import SplitstateProducer
@@ -308,7 +308,7 @@ def test_expand_from_the_config_does_not_carry_out_a_change_the_registry_never_r
     prepare_app(topic.app(), topic.kafka)
     control = ControlLog(topic.kafka, topic.app().config.control_topic)
     expand_topic(topic.kafka, topic.name, 8, control=control, report=_quiet, wait=_no_wait)
-    assert hold_growth(control, topic.name, 5, True, _quiet, noun="shrink") is not None
+    assert acquire_growth(control, topic.name, 5, True, _quiet, noun="shrink")[0] is not None
     topic.configure(8)
     code, out, err = topic.expand()
     assert topic.entry().history.counts == (4, 8), (code, out, err)

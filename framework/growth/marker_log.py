@@ -14,7 +14,7 @@ import orjson
 
 from framework.errors import SplitstateError
 from framework.growth.markers import MARKER_HEADER, marker_key
-from framework.kafka import DeliveryError, Kafka, KafkaIOError, KafkaProducer, Message
+from framework.kafka import DeliveryError, Isolation, Kafka, KafkaIOError, KafkaProducer, Message
 from framework.records import readable_headers
 
 __all__ = ["MarkerWriteError", "find_marker", "is_compacted", "write_marker"]
@@ -78,37 +78,64 @@ def find_marker(
 ) -> int | None:
     """The offset of the first marker with one of ``marker_ids`` in ``topic[partition]`` at or
     after ``start`` (``None`` when there is none up to the partition's end, or retention
-    deleted it: a new marker is as good, the fence held since). The end is the high
-    watermark (``read_uncommitted``: records of a transaction still open count), and the
-    search reads ``read_committed`` until its position passes it, so a marker past an open
-    transaction is found once the transaction ends, never taken as missing. The partition's
-    end may lie past its last record (transaction markers, aborted records): the search
-    ends where the consumer got there. ``KafkaIOError`` when it cannot reach the end within
-    a minute: not knowing is never "none"."""
-    wanted = {(MARKER_HEADER, marker_id.encode()) for marker_id in marker_ids}
+    deleted it: a new marker is as good, the fence held since).
+
+    It reads ``read_committed`` up to the last stable offset, then, when a transaction is
+    still open there, ``read_uncommitted`` from it to the high watermark: `expand` writes its
+    markers outside transactions, so one past an open transaction is found too (a rerun
+    writes no second marker). The partition's end may lie past its last record (transaction
+    markers, aborted records): a search ends where the consumer got there. ``KafkaIOError``
+    when it cannot get there within a minute: not knowing is never "none"."""
     position = (topic, partition)
     with kafka.consumer("splitstate-expand", isolation="read_uncommitted") as ends:
-        retained = ends.watermarks([position])[position]
-    high, start = retained.end, max(start, retained.start)
-    if high <= start:
+        high = ends.watermarks([position])[position]
+    with kafka.consumer("splitstate-expand") as ends:
+        stable = ends.watermarks([position])[position].end
+    start = max(start, high.start)
+    if high.end <= start:
         return None
-    with kafka.consumer("splitstate-expand") as consumer:
+    deadline = kafka.clock.monotonic() + _FIND_SECONDS
+    wanted = {(MARKER_HEADER, marker_id.encode()) for marker_id in marker_ids}
+    if start < stable:
+        found = _scan(kafka, (topic, partition, start, stable), wanted, deadline, committed=True)
+        if found is not None:
+            return found
+    if stable >= high.end:
+        return None
+    span = (topic, partition, max(start, stable), high.end)
+    return _scan(kafka, span, wanted, deadline, committed=False)
+
+
+def _scan(
+    kafka: Kafka,
+    span: tuple[str, int, int, int],
+    wanted: set[tuple[str, bytes]],
+    deadline: float,
+    *,
+    committed: bool,
+) -> int | None:
+    """The first marker among ``wanted`` in ``topic[partition]`` in ``[start, end)`` of
+    ``span``, read ``read_committed`` or not (``KafkaIOError`` past ``deadline``)."""
+    topic, partition, start, end = span
+    position = (topic, partition)
+    isolation: Isolation = "read_committed" if committed else "read_uncommitted"
+    with kafka.consumer("splitstate-expand", isolation=isolation) as consumer:
         consumer.assign({position: start})
-        deadline = kafka.clock.monotonic() + _FIND_SECONDS
         while kafka.clock.monotonic() < deadline:
             for message in consumer.consume(1000, 0.5):
+                offset = message.offset()
+                if offset is not None and offset >= end:
+                    return None
                 headers = readable_headers(message) or ()
                 if any(header in wanted for header in headers):
-                    return message.offset()
-                offset = message.offset()
-                if offset is not None and offset + 1 >= high:
+                    return offset
+                if offset is not None and offset + 1 >= end:
                     return None
             reached = consumer.position(position)
-            if reached is not None and reached >= high:
+            if reached is not None and reached >= end:
                 return None
     raise KafkaIOError(
-        f"searching {topic}[{partition}] from offset {start} to its end ({high}) for a "
-        f"marker took over {_FIND_SECONDS}s (a slow broker, or a transaction left open "
-        "there: its records stay unreadable until it commits or aborts, at most "
-        "transaction.timeout.ms)"
+        f"searching {topic}[{partition}] from offset {start} to {end} for a marker took over "
+        f"{_FIND_SECONDS}s (a slow broker, or a transaction left open there: its records stay "
+        "unreadable until it commits or aborts, at most transaction.timeout.ms)"
     )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from rebalance import bucket, key_hash
@@ -96,7 +95,6 @@ def read_topic(bootstrap: str, topic: str, partitions: int) -> list[Read]:
         consumer.close()
 
 
-@pytest.mark.parametrize("outcome", ["commit", "abort"])
 def keys_moving(initial: int, counts: list[int], how_many: int) -> list[bytes]:
     """Keys whose partition differs between the first and the last of ``counts``."""
     found = []

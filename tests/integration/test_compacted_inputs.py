@@ -38,6 +38,7 @@ from tests.integration.harness import unique
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.parametrize("outcome", ["commit", "abort"])
 def test_read_topic_waits_for_a_transaction_in_the_log_to_be_decided(
     kafka_bootstrap: str, topic_factory: Any, outcome: str
 ) -> None:

@@ -24,7 +24,7 @@ from framework.coordination.scaling import abort_scale, request_scale
 from framework.growth.expand import expand_topic
 from framework.growth.markers import MARKER_HEADER
 from framework.growth.placement import COUNT_HEADER
-from framework.kafka import Clients, watermarks
+from framework.kafka import Clients, DeliveryError, Message, watermarks
 from framework.loader import load_app
 from framework.producer import SplitstateProducer
 from rebalance import Grow, Shrink, bucket, key_hash
@@ -83,10 +83,27 @@ class Topic:
         return len(self.kafka.read_log(REGISTRY_TOPIC)), len(self.kafka.read_log(control))
 
     def produce(self, keys: int = 200) -> None:
-        producer = SplitstateProducer({"bootstrap.servers": self.bootstrap}, [self.name])
-        for i in range(keys):
-            producer.produce(self.name, f"key-{i}".encode(), b'{"producer": "p", "seq": 1}')
-        assert producer.close(60) == 0
+        """One record of each key; one whose delivery failed (the registry's delivery timeout
+        here is 1 s, short under load) is sent again, placed with the count then."""
+        pending = [f"key-{i}".encode() for i in range(keys)]
+        for _round in range(5):
+            failed: list[bytes] = []
+
+            def note(
+                error: DeliveryError | None, message: Message, failed: list[bytes] = failed
+            ) -> None:
+                if error is not None:
+                    failed.append(message.key() or b"")
+
+            producer = SplitstateProducer({"bootstrap.servers": self.bootstrap}, [self.name])
+            for key in pending:
+                producer.produce(self.name, key, b'{"producer": "p", "seq": 1}', on_delivery=note)
+            assert producer.close(60) == 0
+            if not failed:
+                return
+            print(f"{len(failed)} deliveries failed; sending them again")
+            pending = failed
+        raise AssertionError(f"{len(pending)} records could not be delivered")
 
     def records(self, partition: int) -> list[Record]:
         """Every record of ``partition`` (markers too), in offset order."""

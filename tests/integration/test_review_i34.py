@@ -31,7 +31,8 @@ from framework.growth.compaction_writes import CompactionTombstones
 from framework.growth.expand import expand_topic
 from framework.growth.hold import acquire_growth
 from framework.growth.placement import COUNT_HEADER, LinearHashPartitioner, produce_placed
-from framework.kafka import Clients, Kafka, KafkaConsumer
+from framework.kafka import Clients, DeliveryError, Kafka, KafkaConsumer
+from framework.kafka import Message as PortMessage
 from framework.producer import SplitstateProducer
 from rebalance import Shrink, bucket, key_hash
 from tests.integration.compacted_reads import FAST_COMPACTION, read_topic
@@ -102,10 +103,24 @@ def test_two_racing_shrinks_keep_the_holds_the_producers_switched_by(
     def first() -> None:
         expand_topic(topic.kafka, topic.name, 5, control=control, report=_quiet,
                      wait=_no_wait, stop_after="recorded")  # fmt: skip
-        producer = SplitstateProducer({"bootstrap.servers": kafka_bootstrap}, [topic.name])
-        for key in merged:  # placed with 5 (the registry's count now): in 1
-            producer.produce(topic.name, key, b'{"producer": "p", "seq": 2}')
-        assert producer.close(60) == 0
+        pending = merged
+        for _round in range(5):  # placed with 5 (the registry's count now): in 1
+            failed: list[bytes] = []  # (the topic's delivery timeout is 1 s: send them again)
+
+            def note(
+                error: DeliveryError | None, message: PortMessage, failed: list[bytes] = failed
+            ) -> None:
+                if error is not None:
+                    failed.append(message.key() or b"")
+
+            producer = SplitstateProducer({"bootstrap.servers": kafka_bootstrap}, [topic.name])
+            for key in pending:
+                producer.produce(topic.name, key, b'{"producer": "p", "seq": 2}', on_delivery=note)
+            assert producer.close(60) == 0
+            if not failed:
+                return
+            pending = failed
+        raise AssertionError(f"{len(pending)} records could not be delivered")
 
     racing = cast(Kafka, _Racing(topic.kafka, first))
     expand_topic(racing, topic.name, 5, control=control, report=_quiet, wait=_no_wait,

@@ -17,20 +17,32 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from framework.config import AppConfig, ConfigError
 from framework.records import Output, Record
+from framework.time.aggregations import Aggregation
+from framework.time.durations import Duration, to_ms
+from framework.time.key_clock import TIME_STORE
+from framework.time.specs import EventTime, TimerSpec, WindowSpec
+from framework.time.window_state import WindowResult
+from framework.time.windows import WindowKind
 from statestore import StoreSpec
+from statestore.codec import RawBytes
+from statestore.due_index import DUE_STORE
 
-__all__ = ["ANY_TOPIC", "App", "Handler", "ProcessorFunction"]
+__all__ = ["ANY_TOPIC", "App", "Handler", "ProcessorFunction", "TimerFunction"]
 
 ProcessorFunction = Callable[[Record[Any], Any], Output | Iterable[Output] | None]
 F = TypeVar("F", bound=ProcessorFunction)
+#: a timer store's function: ``(timer, state) -> outputs``
+TimerFunction = Callable[[Any, Any], Output | Iterable[Output] | None]
 
 
 #: The handler key of a function registered for every input topic without one of its own.
 ANY_TOPIC = "*"
+#: names of splitstate's own stores start so; an app's names may not
+RESERVED_PREFIX = "splitstate."
 
 
 @dataclass(frozen=True)
@@ -41,6 +53,8 @@ class Handler:
     function: ProcessorFunction
     value_type: type[Any] | None
     stores: tuple[str, ...]
+    #: where the records' event time comes from (``None``: the Kafka timestamp)
+    event_time: EventTime = None
 
 
 class App:
@@ -54,6 +68,10 @@ class App:
         self.spec: str | None = None
         self.stores: dict[str, StoreSpec] = {}
         self.handlers: dict[str, Handler] = {}
+        #: window stores, timer stores, and stores whose values expire (their default ttl)
+        self.windows: dict[str, WindowSpec] = {}
+        self.timers: dict[str, TimerSpec] = {}
+        self.ttls: dict[str, int | None] = {}
 
     @property
     def config(self) -> AppConfig:
@@ -71,19 +89,112 @@ class App:
         """The app's id."""
         return self.config.app_id
 
-    def store(self, name: str, value_type: type[Any] | None = None) -> StoreSpec:
-        """Declare a named key-value store; ``value_type`` None means any JSON-able value."""
-        if name in self.stores:
-            raise ValueError(f"store {name!r} is declared twice")
+    def store(
+        self, name: str, value_type: type[Any] | None = None, *, ttl: Duration | bool = False
+    ) -> StoreSpec:
+        """Declare a named key-value store; ``value_type`` None means any JSON-able value.
+
+        ``ttl``: the key's value expires that long after it was set, by the key's time
+        (``True``: only when ``set(value, ttl=...)`` says); functions then get an
+        ``ExpiringState``."""
+        self._new_name(name, "store")
         spec = StoreSpec(name, value_type)
         self.stores[name] = spec
+        if ttl is not False:
+            self.ttls[name] = None if ttl is True else to_ms(ttl, f"ttl of store {name!r}")
         return spec
+
+    def windows_store(
+        self,
+        name: str,
+        kind: WindowKind,
+        aggregation: Aggregation,
+        *,
+        emit: Literal["final", "current"] = "final",
+        to: str | None = None,
+        result: Callable[[WindowResult], Any] | None = None,
+        on_late: Callable[..., Any] | None = None,
+    ) -> WindowSpec:
+        """Declare a window store: functions get its ``KeyWindows`` and ``add`` values to
+        the key's windows of ``kind``; each window's ``aggregation`` is emitted to ``to``
+        (default: the only output topic) when it closes (``emit="final"``) or at each
+        change (``"current"``). See ``WindowSpec``."""
+        self._new_name(name, "window store")
+        spec = WindowSpec(name, kind, aggregation, emit, to, result, on_late)
+        self.windows[name] = spec
+        return spec
+
+    def window(
+        self,
+        topic: str,
+        kind: WindowKind,
+        aggregation: Aggregation,
+        *,
+        name: str | None = None,
+        value_type: type[Any] | None = None,
+        event_time: EventTime = None,
+        emit: Literal["final", "current"] = "final",
+        to: str | None = None,
+        result: Callable[[WindowResult], Any] | None = None,
+        on_late: Callable[..., Any] | None = None,
+    ) -> Callable[[Callable[[Record[Any]], Any]], Callable[[Record[Any]], Any]]:
+        """Window input ``topic`` by key: the decorated function gives the value each record
+        adds (``windows_store`` plus a processor that adds it). ``name``: the window
+        store's (default: the function's name)."""
+
+        def register(function: Callable[[Record[Any]], Any]) -> Callable[[Record[Any]], Any]:
+            store = name or function.__name__
+            self.windows_store(
+                store, kind, aggregation, emit=emit, to=to, result=result, on_late=on_late
+            )
+
+            def add_to_windows(record: Record[Any], windows: Any) -> None:
+                windows.add(function(record))
+
+            add_to_windows.__name__ = function.__name__
+            self.processor(topic, value_type, stores=[store], event_time=event_time)(add_to_windows)
+            return function
+
+        return register
+
+    def timer(
+        self, name: str, stores: Sequence[str] | None = None
+    ) -> Callable[[TimerFunction], TimerFunction]:
+        """Declare timer store ``name``, whose timers call the decorated function with the
+        ``Timer`` and the key's ``stores`` (as a processor function gets them; default: the
+        app's key-value stores). Processor functions that list ``name`` in their stores
+        get its ``KeyTimers`` to set and cancel timers."""
+
+        def register(function: TimerFunction) -> TimerFunction:
+            self._new_name(name, "timer store")
+            self.timers[name] = TimerSpec(
+                name, function, tuple(stores) if stores is not None else ()
+            )
+            return function
+
+        return register
+
+    @property
+    def uses_time(self) -> bool:
+        """Whether the app keeps time per key (a window or timer store, or a ttl)."""
+        return bool(self.windows or self.timers or self.ttls)
+
+    def _new_name(self, name: str, what: str) -> None:
+        if name in self.stores or name in self.windows or name in self.timers:
+            raise ValueError(f"{what} {name!r}: the name is declared twice")
+        if name.startswith(RESERVED_PREFIX):
+            raise ValueError(
+                f"{what} {name!r}: names starting {RESERVED_PREFIX!r} are splitstate's own. "
+                "Fix: choose another name."
+            )
 
     def processor(
         self,
         topic: str | None = None,
         value_type: type[Any] | None = None,
         stores: Sequence[str] | None = None,
+        *,
+        event_time: EventTime = None,
     ) -> Callable[[F], F]:
         """Register the decorated function for records of input ``topic`` (default: every
         input topic that has no function of its own).
@@ -101,7 +212,11 @@ class App:
                 what = "every topic" if topic is None else f"topic {topic!r}"
                 raise ValueError(f"a processor for {what} is already registered")
             self.handlers[name] = Handler(
-                name, function, value_type, tuple(stores) if stores is not None else ()
+                name,
+                function,
+                value_type,
+                tuple(stores) if stores is not None else (),
+                event_time,
             )
             return function
 
@@ -118,8 +233,11 @@ class App:
             ) from None
 
     def store_specs(self) -> list[StoreSpec]:
-        """Every declared store."""
-        return list(self.stores.values())
+        """Every store of the app's state: the declared ones, and splitstate's own time
+        stores when it keeps time (``framework.time.key_clock``)."""
+        own = [StoreSpec(TIME_STORE, RawBytes), StoreSpec(DUE_STORE, RawBytes)]
+        own = own if self.uses_time else []
+        return [*self.stores.values(), *own]
 
     def check(self) -> None:
         """Raise ``ConfigError`` when the config and the registered functions disagree."""
@@ -136,10 +254,25 @@ class App:
                 f"processor functions for topics that are not inputs: {extra}. Fix: add them "
                 "under `inputs` in the config."
             )
-        for handler in self.handlers.values():
-            for name in handler.stores:
-                if name not in self.stores:
+        usable = {*self.stores, *self.windows, *self.timers}
+        users = [(f"processor for {h.topic!r}", h.stores) for h in self.handlers.values()]
+        users += [(f"timer store {t.name!r}", t.stores) for t in self.timers.values()]
+        for who, names in users:
+            for name in names:
+                if name not in usable:
                     raise ConfigError(
-                        f"processor for {handler.topic!r} uses store {name!r}, which is not "
-                        f"declared. Fix: app.store({name!r})."
+                        f"{who} uses store {name!r}, which is not declared. Fix: "
+                        f"app.store({name!r}) (or windows_store / timer)."
                     )
+        outputs = {t.topic for t in self.config.outputs}
+        for spec in self.windows.values():
+            if spec.to is None and len(outputs) != 1:
+                raise ConfigError(
+                    f"window store {spec.name!r} has no output topic and the app has "
+                    f"{len(outputs)}: {sorted(outputs)}. Fix: windows_store(..., to=TOPIC)."
+                )
+            if spec.to is not None and spec.to not in outputs:
+                raise ConfigError(
+                    f"window store {spec.name!r} emits to {spec.to!r}, which is not an output "
+                    "topic. Fix: add it under `outputs` in the config."
+                )

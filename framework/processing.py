@@ -32,19 +32,21 @@ from framework.growth.compaction import compaction_refusal, has_compaction_heade
 from framework.growth.markers import is_marker_record
 from framework.growth.placement_check import MarkerFinder, PlacementCheck, RegistryView
 from framework.kafka import KafkaIOError
+from framework.output_encoding import OutputEncoder
 from framework.records import (
     DeadLetter,
     DeadLetterStage,
     EncodedOutput,
     InputMessage,
-    Output,
     Record,
     StoredMessage,
     encode_input,
     encode_value,
-    output_items,
     readable_headers,
 )
+from framework.time.applying import TimeApplier
+from framework.time.running import TimedFunctions
+from framework.time.ticks import is_tick, read_tick
 from rebalance import TopicHistory
 from statestore import StateBatch
 
@@ -144,6 +146,16 @@ class RecordProcessor:
         self.stop_on_error = app.config.on_error == "stop"
         self.outputs = {t.topic for t in app.config.outputs}
         self.default_output = app.config.outputs[0].topic if len(app.config.outputs) == 1 else None
+        self._encode = OutputEncoder(self.outputs, self.default_output).encode
+        self._time = (
+            TimeApplier(
+                TimedFunctions(app, self._encode, self.stop_on_error),
+                self._dead,
+                self.placement.lives_at,
+            )
+            if app.uses_time
+            else None
+        )
         self._routes: dict[str, _Route] = {}
         for topic in app.config.inputs:
             handler = app.handler(topic.topic)
@@ -214,13 +226,14 @@ class RecordProcessor:
         headers = readable_headers(message)
         return headers is not None and not has_compaction_header(headers)
 
-    def process(  # noqa: PLR0911 - one return per way a record can end
+    def process(  # noqa: PLR0911, PLR0912 - one return per way a record can end
         self,
         batch: StateBatch,
         message: InputMessage,
         *,
         restore: bool = False,
         where: tuple[str, int, int] | None = None,
+        keys: Callable[[bytes], bool] | None = None,
     ) -> tuple[list[EncodedOutput], DeadLetter | None]:
         """Process one record (where ``message`` says it is, or ``where``: its topic,
         partition and offset when the caller read them already); returns its outputs, or
@@ -229,7 +242,9 @@ class RecordProcessor:
         With ``restore`` the record only rebuilds state: no outputs and no dead letter are
         returned (they were written when the record was first processed). A growth marker
         and a compaction tombstone (``framework.growth.compaction``) change nothing and
-        return neither.
+        return neither. A tick (``framework.time.ticks``) applies to the keys living in its
+        partition there (and, given ``keys``, those it accepts: a catch-up's gained keys).
+        Timers that failed meanwhile are dead letters ``take_letters`` gives.
         """
         if where is None:
             where = _where(message)
@@ -244,6 +259,10 @@ class RecordProcessor:
             return [], self._dead(message, where, "decode", UNREADABLE_REASON, restore)
         if is_marker_record(topic, key, headers):  # (a compacted topic's markers have a key)
             return [], self._marker(message, where, headers, restore)
+        if key is None and is_tick(headers):
+            if self._time is None:  # (an app without time has nothing a tick could change)
+                return [], self._not_a_tick(message, where, headers, restore)
+            return self._time.tick(batch, message, where, headers, restore=restore, keys=keys)
         if key is None or has_compaction_header(headers):
             return [], self._not_keyed_input(message, where, headers, key is None, restore)
         misplaced = self.placement.check(batch, headers, key, where, restore=restore)
@@ -254,6 +273,9 @@ class RecordProcessor:
         except (ValidationError, ValueError, UnicodeDecodeError) as error:
             reason = describe_error(error)
             return [], self._dead(message, where, "decode", reason, restore)
+        if self._time is not None:
+            function, names = route.function, route.stores
+            return self._time.record(batch, message, where, value, function, names, restore)
         if route.single_store is not None:
             store = batch.store(route.single_store)
             saved: Any = store.savepoint(key)
@@ -280,6 +302,23 @@ class RecordProcessor:
             reason = describe_error(error, with_trace=True)
             return [], self._dead(message, where, "processor", reason, restore)
         return ([] if restore else outputs), None
+
+    def take_letters(self) -> list[DeadLetter]:
+        """The dead letters of timers that failed (stage ``timer``) since the last call."""
+        return [] if self._time is None else self._time.take_letters()
+
+    def _not_a_tick(
+        self,
+        message: InputMessage,
+        where: tuple[str, int, int],
+        headers: Sequence[tuple[str, bytes | None]],
+        restore: bool,
+    ) -> DeadLetter | None:
+        """A tick read by an app without time: nothing to do, unless it is malformed."""
+        read = read_tick(headers)
+        return (
+            self._dead(message, where, "decode", read, restore) if isinstance(read, str) else None
+        )
 
     def _not_keyed_input(
         self,
@@ -323,52 +362,6 @@ class RecordProcessor:
             for name, before in zip(route.stores, saved, strict=True):
                 batch.store(name).rollback(key, before)
 
-    def _encode(
-        self,
-        result: Output | Iterable[Output] | None,
-        key: bytes,
-        origin: tuple[str, int, int],
-        function: Callable[..., Any],
-    ) -> list[EncodedOutput]:
-        if result is None:
-            return []
-        if type(result) is Output and result.topic is None and self.default_output is not None:
-            # The common case, kept short: one output to the app's only output topic.
-            value = encode_value(result.value)
-            headers = _header_list(result.headers)
-            return [
-                EncodedOutput(
-                    self.default_output,
-                    key if result.key is None else result.key,
-                    value,
-                    headers,
-                    origin,
-                )
-            ]
-        encoded = []
-        for output in output_items(result, getattr(function, "__name__", repr(function))):
-            topic = output.topic or self.default_output
-            if topic is None:
-                raise ValueError(
-                    f"Output without a topic, but the app has {len(self.outputs)} output "
-                    f"topics {sorted(self.outputs)}. Fix: name one, Output(value, topic=...)."
-                )
-            if topic not in self.outputs:
-                raise ValueError(
-                    f"output topic {topic!r} is not declared; declared outputs: "
-                    f"{sorted(self.outputs)}. Fix: add it under `outputs` in the config."
-                )
-            encoded.append(
-                EncodedOutput(
-                    topic,
-                    key if output.key is None else output.key,
-                    encode_value(output.value),
-                    _header_list(output.headers),
-                    origin,
-                )
-            )
-        return encoded
-
     def _dead(
         self,
         message: InputMessage,
@@ -392,9 +385,3 @@ def _where(message: InputMessage) -> tuple[str, int, int]:
             f"@{offset}); only records read from Kafka (or StoredMessage) can be processed"
         )
     return topic, partition, offset
-
-
-def _header_list(
-    headers: Mapping[str, bytes] | None,
-) -> list[tuple[str, str | bytes | None]] | None:
-    return [(name, value) for name, value in headers.items()] if headers else None

@@ -268,7 +268,9 @@ class EncodedOutput:
 
 
 #: where a record failed (its dead letter's ``splitstate.stage``; the README has a table)
-DeadLetterStage = Literal["decode", "route", "placement", "processor", "output", "crash"]
+DeadLetterStage = Literal[
+    "decode", "route", "placement", "processor", "output", "crash", "late", "timer"
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from framework.processing import (
     StoredMessage,
     encode_input,
 )
+from framework.time.ticks import tick_headers
 from rebalance import bucket, key_hash
 from statestore import DatabaseIdentity, ProcessorDatabase
 
@@ -73,12 +74,42 @@ class TestDriver:
         if partition is None:
             partitions = self.config.input_topic(topic).partitions
             partition = 0 if key is None else bucket(key_hash(key), partitions, partitions)
-        offset = self._next_offset[(topic, partition)]
         self._clock += 1
         raw = encode_input(value, f"TestDriver.send to {topic!r}")
-        message = StoredMessage(
-            topic, partition, offset, key, raw, timestamp or self._clock, list(headers or [])
+        self._process(
+            topic,
+            partition,
+            key,
+            raw,
+            timestamp=timestamp or self._clock,
+            headers=list(headers or []),
         )
+
+    def advance_time(self, to: int, *, wall: int | None = None) -> None:
+        """Let time pass for keys that get no records: a tick (``framework.time.ticks``)
+        with event-time floor ``to`` and processing time ``wall`` (default ``to``) on every
+        input partition, as the runtime records one when a partition's time moves on.
+        Windows close, values expire and timers fire for the keys due by then."""
+        for topic in self.config.inputs:
+            for partition in range(topic.partitions):
+                headers: list[tuple[str, bytes | None]] = list(
+                    tick_headers(to, to if wall is None else wall)
+                )
+                self._process(topic.topic, partition, None, b"", timestamp=to, headers=headers)
+
+    def _process(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        raw: bytes | None,
+        *,
+        timestamp: int,
+        headers: list[tuple[str, bytes | None]],
+    ) -> None:
+        """Process one record as one batch, at the partition's next offset."""
+        offset = self._next_offset[(topic, partition)]
+        message = StoredMessage(topic, partition, offset, key, raw, timestamp, headers)
         batch = self.database.begin()
         try:
             outputs, dead = self._processor.process(batch, message)
@@ -92,6 +123,7 @@ class TestDriver:
             self._outputs[output.topic].append(output)
         if dead is not None:
             self.dead_letters.append(dead)
+        self.dead_letters += self._processor.take_letters()
 
     def outputs(self, topic: str | None = None) -> list[EncodedOutput]:
         """Outputs written to ``topic`` (default: the only output topic), oldest first."""

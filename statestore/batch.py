@@ -22,6 +22,7 @@ import orjson
 
 from statestore.backend import Backend
 from statestore.codec import Codec, JsonCodec
+from statestore.due_index import DUE_STORE, decode_due
 from statestore.errors import BatchStateError
 from statestore.key_layout import KeyLayout
 from statestore.layout import META_STORE, flag_key, offset_key, skipped_key
@@ -160,6 +161,14 @@ class StoreBatch(Generic[V]):
         """Whether this store has writes pending."""
         return bool(self._pending)
 
+    def pending_items(self) -> dict[bytes, bytes | None]:
+        """This batch's writes by user key, encoded (``None``: deleted)."""
+        encode = self._encode
+        return {
+            key: None if held is _DELETED else held if type(held) is bytes else encode(held)
+            for key, held in self._pending.items()
+        }
+
     def encoded_changes(self) -> Iterator[tuple[bytes, bytes | None]]:
         """The pending writes as stored keys and bytes (``None`` for deletes), encoded as they
         are read."""
@@ -190,13 +199,25 @@ class KeyState(Generic[V]):
         """The record key this state belongs to."""
         return self._key
 
+    @property
+    def store_name(self) -> str:
+        """The name of the store this state is in."""
+        return self._store.name
+
     def get(self, default: Any = None) -> Any:
         """A new copy of the key's value, or ``default`` when it has none (changing the copy
         changes nothing until it is ``set``)."""
         return self._store.get(self._key, default)
 
-    def set(self, value: V) -> None:
-        """Replace the key's value with ``value`` as it is now."""
+    def set(self, value: V, ttl: object = None) -> None:
+        """Replace the key's value with ``value`` as it is now. (``ttl`` is refused: only a
+        store declared with one, ``app.store(name, ttl=...)``, takes it.)"""
+        if ttl is not None:
+            raise TypeError(
+                f"store {self._store.name!r} was declared without a ttl, so its values do not "
+                f"expire. Fix: declare it with app.store({self._store.name!r}, ttl=...) "
+                "(ttl=True there lets each set() choose)."
+            )
         self._store.set(self._key, value)
 
     def delete(self) -> None:
@@ -294,6 +315,27 @@ class StateBatch:
         """Record that a one-time step named ``name`` is done (with this batch)."""
         self.check_open()
         self._meta[flag_key(name)] = b"1"
+
+    def due_keys(self, event_limit: int, wall_limit: int) -> list[bytes]:
+        """The user keys with an event-time due ``<= event_limit`` or a processing-time due
+        ``<= wall_limit`` (``statestore.due_index``), this batch's writes included; in
+        stored order. It may name a key whose due moved later (read it to know)."""
+        stored: set[bytes] = set()
+        if isinstance(self._backend, CachedBackend):
+            stored.update(self._backend.due_index.due(event_limit, wall_limit))
+        user, found = self._layout.user, set()
+        view = self._stores.get(DUE_STORE)
+        pending = view.pending_items() if view is not None else {}
+        for key in stored:
+            if user(key) not in pending:
+                found.add(user(key))
+        for key, raw in pending.items():
+            if raw is not None:
+                event, wall = decode_due(raw)
+                if event <= event_limit or wall <= wall_limit:
+                    found.add(key)
+        stored_key = self._layout.stored
+        return sorted(found, key=stored_key)
 
     @property
     def offsets(self) -> dict[tuple[str, int], int]:

@@ -12,7 +12,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import orjson
 from pydantic import TypeAdapter
 
-__all__ = ["Codec", "JsonCodec", "TypedCodec", "codec_for"]
+__all__ = ["Codec", "JsonCodec", "RawBytes", "RawCodec", "TypedCodec", "codec_for"]
 
 V = TypeVar("V")
 
@@ -71,8 +71,33 @@ class TypedCodec(Generic[V]):
         return self._adapter.validate_python(value)
 
 
+class RawBytes(bytes):
+    """The value type of a store that holds bytes as they are (splitstate's own stores:
+    ``StoreSpec(name, RawBytes)``); ``bytes`` stores keep their JSON form."""
+
+
+class RawCodec:
+    """Bytes stored as they are."""
+
+    def encode(self, value: bytes) -> bytes:
+        """``value`` itself."""
+        return bytes(value)
+
+    def decode(self, data: bytes) -> bytes:
+        """``data`` itself."""
+        return bytes(data)
+
+    def check(self, value: Any) -> bytes:
+        """``value``, which must be bytes."""
+        if not isinstance(value, bytes):
+            raise TypeError(f"this store holds bytes, got {type(value).__name__}")
+        return value
+
+
 def codec_for(value_type: type[Any] | None) -> Codec[Any]:
     """The codec for a store's value type (``None`` or ``Any``: plain JSON)."""
+    if value_type is RawBytes:
+        return RawCodec()
     if value_type is None or value_type is Any:
         return JsonCodec()
     return TypedCodec(value_type)

@@ -25,6 +25,7 @@ from itertools import islice
 from pathlib import Path
 
 from statestore.backend import Backend, Changes, RangeDeletes
+from statestore.due_index import DUE_STORE, DueIndex
 from statestore.errors import StateStoreError
 from statestore.layout import META_STORE
 
@@ -51,6 +52,8 @@ class CachedBackend:
         self._pinned: dict[str, dict[bytes, int]] = {}
         self._staged: deque[int] = deque()
         self._next_token = 0
+        #: the keys with something due (``DUE_STORE``), following every write made here
+        self.due_index = DueIndex(self._due_items)
 
     # -- staged batches ----------------------------------------------------------------------
 
@@ -72,6 +75,8 @@ class CachedBackend:
             for key, value in items:
                 values[key] = value
                 pinned[key] = token
+            if store == DUE_STORE:
+                self.due_index.changed(items)
         self._staged.append(token)
         return token
 
@@ -102,6 +107,7 @@ class CachedBackend:
         self._pinned.clear()
         for values in self._values.values():
             values.clear()
+        self.due_index.invalidate()
 
     # -- the Backend contract ----------------------------------------------------------------
 
@@ -149,6 +155,10 @@ class CachedBackend:
                 "are staged; commit or discard them first"
             )
         self.inner.write(lists, ranges)
+        if DUE_STORE in (ranges or {}):
+            self.due_index.invalidate()
+        elif DUE_STORE in lists:
+            self.due_index.changed(lists[DUE_STORE])
         for store in ranges or {}:
             self._store_values(store).clear()
         for store in touched:
@@ -172,6 +182,8 @@ class CachedBackend:
             )
         self.inner.ingest(store, files)
         self._store_values(store).clear()
+        if store == DUE_STORE:
+            self.due_index.invalidate()
 
     def checkpoint(self, path: Path) -> None:
         """A checkpoint of the written state."""
@@ -187,6 +199,18 @@ class CachedBackend:
         self.inner.close()
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _due_items(self) -> Iterator[tuple[bytes, bytes | None]]:
+        """``DUE_STORE`` as readers see it: written items, then staged values over them."""
+        if DUE_STORE not in self.inner.store_names():
+            return
+        staged = self._pinned.get(DUE_STORE) or {}
+        values = self._store_values(DUE_STORE)
+        for key, value in self.inner.scan(DUE_STORE):
+            if key not in staged:
+                yield key, value
+        for key in staged:
+            yield key, values[key]
 
     def _store_values(self, store: str) -> dict[bytes, bytes | None]:
         values = self._values.get(store)

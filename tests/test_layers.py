@@ -29,6 +29,8 @@ FRAMEWORK_LAYERS: tuple[tuple[str, ...], ...] = (
         "framework.config_files",
         "framework.redaction",
         "framework.records",
+        "framework.output_encoding",
+        "framework.time",  # (its __init__ holds what apps declare, so it runs with the app's)
         "framework.app",
     ),
     ("framework.loader", "framework.jvm"),

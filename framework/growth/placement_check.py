@@ -31,7 +31,7 @@ from framework.growth.placement import (
 )
 from framework.kafka import KafkaIOError
 from framework.records import InputMessage
-from rebalance import TopicHistory
+from rebalance import TopicHistory, bucket
 from rebalance.steps import Grow
 from statestore import BatchStatus, StateBatch
 
@@ -174,6 +174,17 @@ class PlacementCheck:
         if homes is None or self._confirmed_at(where):
             return False
         return homes.home(mmh3.hash(key, 0, False), partition, offset) != partition
+
+    def lives_at(self, key: bytes, where: tuple[str, int, int]) -> bool:
+        """Whether ``key`` lives in the partition at ``where`` (a tick there applies to it):
+        by the topic's history with the markers met, or its initial count without one."""
+        topic, partition, offset = where
+        h = mmh3.hash(key, 0, False)
+        homes = self._homes.get(topic)
+        if homes is not None:
+            return homes.home(h, partition, offset) == partition
+        initial = self.initial_partitions.get(topic)
+        return initial is None or bucket(h, initial, initial) == partition
 
     def _confirmed_at(self, where: tuple[str, int, int]) -> bool:
         """Whether the record at ``where`` was read before the view adopted last was."""

@@ -1,0 +1,102 @@
+"""A record or a tick of an app that keeps time, as ``RecordProcessor.process`` ends it:
+outputs, or a dead letter (``late``, ``decode``, ``processor``; ``timer`` ones apart)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from framework.errors import ProcessorStoppedError, describe_error
+from framework.records import DeadLetter, DeadLetterStage, EncodedOutput, InputMessage, Record
+from framework.time.running import RecordFailedError, TimedFunctions
+from framework.time.ticks import read_tick
+from statestore import StateBatch
+
+__all__ = ["TimeApplier"]
+
+#: ``(message, where, stage, reason, restore) -> dead letter`` (``RecordProcessor._dead``)
+MakeDead = Callable[[InputMessage, tuple[str, int, int], DeadLetterStage, str, bool], Any]
+_STAGES: dict[str, DeadLetterStage] = {"late": "late", "decode": "decode"}
+
+
+class TimeApplier:
+    """Applies records and ticks with ``functions``; ``lives_at(key, where)``: whether a
+    key lives in the partition at ``where`` (``PlacementCheck.lives_at``)."""
+
+    def __init__(
+        self,
+        functions: TimedFunctions,
+        dead: MakeDead,
+        lives_at: Callable[[bytes, tuple[str, int, int]], bool],
+    ) -> None:
+        self.functions = functions
+        self._dead = dead
+        self._lives_at = lives_at
+        self._letters: list[DeadLetter] = []
+
+    def record(  # noqa: PLR0917 - the record, as process() has it
+        self,
+        batch: StateBatch,
+        message: InputMessage,
+        where: tuple[str, int, int],
+        value: Any,
+        function: Callable[..., Any],
+        stores: Sequence[str],
+        restore: bool,
+    ) -> tuple[list[EncodedOutput], DeadLetter | None]:
+        """A decoded keyed record at ``where``, run through its key's time."""
+        topic, partition, offset = where
+        key = message.key()
+        assert key is not None
+        record = Record(topic, partition, offset, key, value, message=message)
+        try:
+            outputs = self.functions.record(batch, record, function, stores)
+        except RecordFailedError as failed:
+            self._take(restore)
+            if failed.stage == "processor" and self.functions.stop_on_error:
+                raise ProcessorStoppedError(
+                    f"the processor function failed on {topic}[{partition}]@{offset} "
+                    f"(key {key!r}): {describe_error(failed.cause)}. The record was not "
+                    "processed and state is at the batch before it. Fix the function or the "
+                    "record, then restart; or set on_error: dead-letter to skip such records.",
+                    at=where,
+                ) from failed.cause
+            stage = _STAGES.get(failed.stage, "processor")
+            return [], self._dead(message, where, stage, failed.reason, restore)
+        self._take(restore)
+        return ([] if restore else outputs), None
+
+    def tick(
+        self,
+        batch: StateBatch,
+        message: InputMessage,
+        where: tuple[str, int, int],
+        headers: Sequence[tuple[str, bytes | None]],
+        *,
+        restore: bool,
+        keys: Callable[[bytes], bool] | None,
+    ) -> tuple[list[EncodedOutput], DeadLetter | None]:
+        """A tick at ``where``: applied to the keys living there that have something due by
+        it (and that ``keys`` accepts, when given)."""
+        read = read_tick(headers)
+        if isinstance(read, str):
+            return [], self._dead(message, where, "decode", f"not a tick: {read}", restore)
+        floor, wall = read
+        chosen = [
+            key
+            for key in batch.due_keys(floor, wall)
+            if self._lives_at(key, where) and (keys is None or keys(key))
+        ]
+        outputs = self.functions.tick(batch, where, chosen, floor, wall) if chosen else []
+        self._take(restore)
+        return ([] if restore else outputs), None
+
+    def take_letters(self) -> list[DeadLetter]:
+        """The dead letters of timers that failed (stage ``timer``) since the last call."""
+        letters, self._letters = self._letters, []
+        return letters
+
+    def _take(self, restore: bool) -> None:
+        if not restore:
+            self._letters += self.functions.letters
+        self.functions.letters = []

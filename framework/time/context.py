@@ -1,0 +1,27 @@
+"""A key's time while one record or tick is applied to it: its loaded ``KeyClock``, the
+record's event time, and the outputs its windows emitted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from framework.records import Output, Record
+from framework.time.key_clock import KeyClock
+
+__all__ = ["KeyTime"]
+
+
+@dataclass
+class KeyTime:
+    """One key's time, loaded in a batch (``framework.time.keeper``)."""
+
+    key: bytes
+    clock: KeyClock
+    #: the stored due times as loaded (to write them only when they change)
+    loaded_due: tuple[int, int] | None
+    #: the record being applied (``None`` for a tick) and its event time
+    record: Record[Any] | None = None
+    event_time: int | None = None
+    #: outputs of ``current`` windows and late callbacks, emitted after the record's own
+    outputs: list[Output] = field(default_factory=list)

@@ -1,0 +1,220 @@
+"""Applying time to a key: advancing its time, and firing what is due in order.
+
+For a record: the key's time moves to the record's event time if later, then everything due
+by then fires (windows close, values expire, timers fire), then the function runs, then
+anything it made due fires. For a tick (``framework.time.ticks``): each key that has
+something due by the tick's floor or processing time takes them, and everything due fires in
+``(time, key)`` order over all those keys (event-time items first, then processing-time
+ones). Within a key, items due at the same time fire expiries first, then window closes, then
+timers, each by store and name. Nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+import framework.time.window_state as windows_of
+from framework.records import Output
+from framework.time.context import KeyTime
+from framework.time.key_clock import NO_TIME, TIME_STORE, KeyClock
+from framework.time.specs import Timer, TimerSpec, WindowSpec
+from framework.time.window_state import WindowResult
+from statestore import StateBatch
+from statestore.due_index import DUE_STORE, NEVER, decode_due, encode_due
+
+__all__ = ["TimeKeeper", "TimerRunner"]
+
+#: items one key may fire for one record or tick (a timer that sets itself due again forever
+#: would otherwise never end)
+MAX_FIRINGS = 10_000
+_EXPIRY, _CLOSE, _TIMER = 0, 1, 2
+
+#: runs a timer's function for a key: ``(spec, timer, batch) -> outputs``; it handles the
+#: function's failure itself (a dead letter), and returns the outputs to emit
+TimerRunner = Callable[[TimerSpec, Timer, StateBatch], list[Output]]
+
+
+@dataclass(frozen=True, order=True)
+class _Due:
+    """One due item of a key: ``(domain, due, rank, store, name)`` orders them."""
+
+    domain: int  # 0: event time, 1: processing time
+    due: int
+    rank: int
+    store: str
+    name: str
+
+
+class TimeKeeper:
+    """Time for an app's keys: its window stores, timer stores and expiring stores."""
+
+    def __init__(
+        self,
+        windows: Mapping[str, WindowSpec],
+        timers: Mapping[str, TimerSpec],
+        run_timer: TimerRunner,
+    ) -> None:
+        self.windows = dict(windows)
+        self.timers = dict(timers)
+        self._run_timer = run_timer
+
+    # -- loading and saving -----------------------------------------------------------------
+
+    @staticmethod
+    def open(batch: StateBatch, key: bytes) -> KeyTime:
+        """``key``'s time as ``batch`` holds it."""
+        raw = batch.store(TIME_STORE).get(key)
+        due = batch.store(DUE_STORE).get(key)
+        return KeyTime(key, KeyClock.decode(raw), None if due is None else decode_due(due))
+
+    @staticmethod
+    def save(batch: StateBatch, time: KeyTime, windows: Mapping[str, WindowSpec]) -> None:
+        """Write ``time`` back into ``batch`` (and its due times, when they changed)."""
+        batch.store(TIME_STORE).set(time.key, time.clock.encode())
+        due = (_event_due(time.clock, windows), time.clock.wall_due())
+        if due == (NEVER, NEVER):
+            if time.loaded_due is not None:
+                batch.store(DUE_STORE).delete(time.key)
+        elif due != time.loaded_due:
+            batch.store(DUE_STORE).set(time.key, encode_due(*due))
+
+    # -- a record ---------------------------------------------------------------------------
+
+    def advance(self, batch: StateBatch, time: KeyTime, topic: str, t: int) -> list[Output]:
+        """Take event time ``t`` of a record of ``topic`` into the key's time, and fire what
+        is due by then."""
+        clock = time.clock
+        if t > clock.times.get(topic, NO_TIME):
+            clock.times[topic] = t
+        time.event_time = t
+        return self.fire(batch, time)
+
+    def fire(self, batch: StateBatch, time: KeyTime) -> list[Output]:
+        """Fire everything of the key due by its time and processing time."""
+        outputs: list[Output] = []
+        for _ in range(MAX_FIRINGS):
+            item = self._next(time.clock)
+            if item is None:
+                return outputs
+            outputs.extend(self._fire(batch, time, item))
+        raise RuntimeError(
+            f"key {time.key!r} fired {MAX_FIRINGS} items at one time: a timer function sets "
+            "its own timer due again each time it fires. Fix: set it later than the key's time"
+        )
+
+    # -- a tick -----------------------------------------------------------------------------
+
+    def tick(self, batch: StateBatch, keys: Iterable[bytes], floor: int, wall: int) -> list[Output]:
+        """Apply a tick (event-time ``floor``, processing time ``wall``) to ``keys`` and fire
+        what became due, in ``(time, key)`` order over them all; every key is saved."""
+        loaded = [self.open(batch, key) for key in keys]
+        heap: list[tuple[_Due, bytes, int]] = []
+        for index, time in enumerate(loaded):
+            clock = time.clock
+            clock.floor = max(clock.floor, floor)
+            clock.wall = max(clock.wall, wall)
+            item = self._next(clock)
+            if item is not None:
+                heap.append((item, time.key, index))
+        heapq.heapify(heap)
+        outputs: list[Output] = []
+        fired = [0] * len(loaded)
+        while heap:
+            item, _key, index = heapq.heappop(heap)
+            time = loaded[index]
+            fired[index] += 1
+            if fired[index] > MAX_FIRINGS:
+                raise RuntimeError(f"key {time.key!r} fired {MAX_FIRINGS} items at one tick")
+            outputs.extend(self._fire(batch, time, item))
+            following = self._next(time.clock)
+            if following is not None:
+                heapq.heappush(heap, (following, time.key, index))
+        for time in loaded:
+            self.save(batch, time, self.windows)
+        return outputs
+
+    # -- firing -----------------------------------------------------------------------------
+
+    def _next(self, clock: KeyClock) -> _Due | None:
+        """The key's earliest item due by its time (event) or processing time (wall)."""
+        now, wall = clock.time, clock.wall
+        best: _Due | None = None
+        for store, expires in clock.expiries.items():
+            if expires <= now:
+                best = _min(best, _Due(0, expires, _EXPIRY, store, ""))
+        for store, data in clock.windows.items():
+            spec = self.windows.get(store)
+            if spec is None:
+                continue  # a window store the app no longer declares: kept, never closed
+            closes = windows_of.next_close(spec.kind, data)
+            if closes <= now:
+                best = _min(best, _Due(0, closes, _CLOSE, store, ""))
+        for store, entries in clock.timers.items():
+            if store not in self.timers:
+                continue  # a timer store the app no longer declares: kept, never fired
+            for name, (due, kind) in entries.items():
+                if kind == "wall":
+                    if due <= wall:
+                        best = _min(best, _Due(1, due, _TIMER, store, name))
+                elif due <= now:
+                    best = _min(best, _Due(0, due, _TIMER, store, name))
+        return best
+
+    def _fire(self, batch: StateBatch, time: KeyTime, item: _Due) -> list[Output]:
+        clock = time.clock
+        if item.rank == _EXPIRY:
+            del clock.expiries[item.store]
+            batch.store(item.store).delete(time.key)
+            return []
+        if item.rank == _CLOSE:
+            spec = self.windows[item.store]
+            data, (start, end, acc) = windows_of.close_next(
+                spec.kind, spec.aggregation, clock.windows[item.store], clock.time
+            )
+            if data:
+                clock.windows[item.store] = data
+            else:
+                del clock.windows[item.store]
+            if spec.emit != "final":
+                return []
+            result = WindowResult(time.key, start, end, spec.aggregation.result(acc))
+            return [Output(spec.output_value(result), key=time.key, topic=spec.to)]
+        entries = clock.timers[item.store]
+        due, kind = entries.pop(item.name)
+        if not entries:
+            del clock.timers[item.store]
+        timer = Timer(
+            item.store,
+            time.key,
+            item.name,
+            due,
+            "wall" if kind == "wall" else "event",
+            clock.time,
+            max(clock.wall, clock.time),
+        )
+        # the timer function sees and changes the key's time through the same clock
+        self.save(batch, time, self.windows)
+        outputs = self._run_timer(self.timers[item.store], timer, batch)
+        reloaded = self.open(batch, time.key)
+        time.clock, time.loaded_due = reloaded.clock, reloaded.loaded_due
+        return outputs
+
+
+def _min(best: _Due | None, item: _Due) -> _Due:
+    return item if best is None or item < best else best
+
+
+def _event_due(clock: KeyClock, windows: Mapping[str, WindowSpec]) -> int:
+    """The earliest event time at which something of the key is due."""
+    due = min(clock.expiries.values(), default=NEVER)
+    for store, data in clock.windows.items():
+        spec = windows.get(store)
+        if spec is not None:
+            due = min(due, windows_of.next_close(spec.kind, data))
+    for entries in clock.timers.values():
+        for at, kind in entries.values():
+            if kind != "wall":
+                due = min(due, at)
+    return due

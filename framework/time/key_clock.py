@@ -1,0 +1,103 @@
+"""A key's time record: its key time, its open windows, its timers and its values' expiries.
+
+One JSON value per key in store ``TIME_STORE``, stored under the key like any state, so it
+lives in the key's range of the store layout: range deletes, snapshot transfers, Spark's SST
+files and purges move it with the key. Its earliest due times are kept beside it in
+``DUE_STORE`` for the ``DueIndex`` (a tick asks it which keys have something due).
+
+The key's **time** is the largest event time of its records (per input, ``times``) or of the
+recorded floors applied to it (``floor``); its **wall** is the largest recorded processing
+time applied to it. Both only grow, and both come from the key's own records and the ticks
+read at fixed positions of its partition: never from the wall clock or other keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from statestore.due_index import NEVER
+
+__all__ = ["TIME_STORE", "KeyClock", "TimerEntry"]
+
+#: the store of the keys' time records (a reserved name: ``framework.app``)
+TIME_STORE = "splitstate.time"
+#: no time yet
+NO_TIME = -(1 << 63)
+
+#: a timer: ``(due time, "event" | "wall")``
+TimerEntry = tuple[int, str]
+
+
+@dataclass
+class KeyClock:
+    """One key's time record, loaded for a record or a tick, saved when changed."""
+
+    #: input topic -> the largest event time of the key's records there
+    times: dict[str, int] = field(default_factory=dict)
+    #: the largest recorded floor applied to the key
+    floor: int = NO_TIME
+    #: the largest recorded processing time applied to the key
+    wall: int = NO_TIME
+    #: timer store -> timer name -> (due, kind)
+    timers: dict[str, dict[str, TimerEntry]] = field(default_factory=dict)
+    #: window store -> its open windows (as ``framework.time.window_state`` keeps them)
+    windows: dict[str, Any] = field(default_factory=dict)
+    #: store -> when the key's value there expires (key time)
+    expiries: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def time(self) -> int:
+        """The key's time (``NO_TIME`` before its first record or floor)."""
+        return max(self.floor, max(self.times.values(), default=NO_TIME))
+
+    def empty(self) -> bool:
+        """Whether nothing but time is kept: no timer, no window, no expiry."""
+        return not (self.timers or self.windows or self.expiries)
+
+    @classmethod
+    def decode(cls, raw: bytes | None) -> KeyClock:
+        """The record stored as ``raw`` (a new one for ``None``)."""
+        if raw is None:
+            return cls()
+        data = orjson.loads(raw)
+        return cls(
+            times={str(k): int(v) for k, v in data.get("t", {}).items()},
+            floor=int(data.get("f", NO_TIME)),
+            wall=int(data.get("p", NO_TIME)),
+            timers={
+                str(store): {str(n): (int(e[0]), str(e[1])) for n, e in entries.items()}
+                for store, entries in data.get("tm", {}).items()
+            },
+            windows=dict(data.get("w", {})),
+            expiries={str(k): int(v) for k, v in data.get("x", {}).items()},
+        )
+
+    def encode(self) -> bytes:
+        """The stored form (keys sorted: equal records are equal bytes)."""
+        data: dict[str, Any] = {"t": self.times}
+        if self.floor != NO_TIME:
+            data["f"] = self.floor
+        if self.wall != NO_TIME:
+            data["p"] = self.wall
+        if self.timers:
+            data["tm"] = {s: {n: list(e) for n, e in t.items()} for s, t in self.timers.items()}
+        if self.windows:
+            data["w"] = self.windows
+        if self.expiries:
+            data["x"] = self.expiries
+        return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+
+    def wall_due(self) -> int:
+        """The earliest processing-time timer (``NEVER``: none)."""
+        return min(
+            (
+                due
+                for entries in self.timers.values()
+                for due, kind in entries.values()
+                if kind == "wall"
+            ),
+            default=NEVER,
+        )

@@ -1,0 +1,194 @@
+"""Running an app's functions with time: a keyed record through its key's time, a timer's
+function, and a tick over the keys it makes something due for.
+
+Everything one record (or one tick) does to a key is undone together when the function fails:
+its state writes, its time (windows, timers, expiries) and what its timers did. A timer whose
+function fails is dropped and becomes a dead letter (stage ``timer``); a record whose windows
+all closed is a dead letter (stage ``late``) unless the window store has ``on_late``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+
+from framework.app import App
+from framework.errors import ProcessorStoppedError, describe_error
+from framework.records import DeadLetter, EncodedOutput, Output, Record, output_items
+from framework.time.context import KeyTime
+from framework.time.keeper import TimeKeeper
+from framework.time.key_clock import TIME_STORE
+from framework.time.specs import Timer, TimerSpec, event_time_of
+from framework.time.views import ExpiringState, KeyTimers, KeyWindows
+from framework.time.window_state import LateError
+from statestore import StateBatch
+from statestore.due_index import DUE_STORE
+
+__all__ = ["RecordFailedError", "TimedFunctions"]
+
+#: ``(result, key, origin, function) -> encoded outputs`` (``OutputEncoder.encode``)
+Encode = Callable[[Any, bytes, tuple[str, int, int], Callable[..., Any]], list[EncodedOutput]]
+
+
+class RecordFailedError(Exception):
+    """A record's function (or its windows) failed; its key's writes were undone.
+    ``stage``: ``"late"`` or ``"processor"``; ``reason``: the dead letter's."""
+
+    def __init__(self, stage: str, reason: str, cause: BaseException) -> None:
+        super().__init__(reason)
+        self.stage = stage
+        self.reason = reason
+        self.cause = cause
+
+
+class TimedFunctions:
+    """The app's functions run with its keys' time (``App.uses_time``)."""
+
+    def __init__(self, app: App, encode: Encode, stop_on_error: bool) -> None:
+        self.app = app
+        self._encode = encode
+        self.stop_on_error = stop_on_error
+        self.keeper = TimeKeeper(app.windows, app.timers, self._run_timer)
+        self._event_times = {
+            topic: event_time_of(handler.event_time) for topic, handler in app.handlers.items()
+        }
+        self._stores = [*app.stores, TIME_STORE, DUE_STORE]
+        #: dead letters of failed timers, for the record or tick being applied
+        self.letters: list[DeadLetter] = []
+        self._origin: tuple[str, int, int] = ("", -1, -1)
+
+    # -- a record ---------------------------------------------------------------------------
+
+    def record(
+        self,
+        batch: StateBatch,
+        record: Record[Any],
+        function: Callable[..., Any],
+        stores: Sequence[str],
+    ) -> list[EncodedOutput]:
+        """Apply ``record`` (decoded) to its key: its time, ``function`` with ``stores``,
+        and whatever fell due. ``RecordFailedError`` when it failed (every write undone)."""
+        key = record.key
+        origin = self._origin = (record.topic, record.partition, record.offset)
+        saved = self._savepoints(batch, key)
+        letters_before = len(self.letters)
+        try:
+            event_time = self._event_time(record)
+            keeper = self.keeper
+            time = keeper.open(batch, key)
+            time.record = record
+            outputs: list[Output] = keeper.advance(batch, time, record.topic, event_time)
+            result = function(record, self.state(batch, key, time, stores))
+            if result is not None:
+                outputs += output_items(result, getattr(function, "__name__", "function"))
+            outputs += time.outputs
+            time.outputs = []
+            outputs += keeper.fire(batch, time)  # timers it set already due
+            keeper.save(batch, time, self.app.windows)
+            return self._encode(outputs, key, origin, function)
+        except LateError as late:
+            self._undo(batch, key, saved, letters_before)
+            raise RecordFailedError("late", str(late), late) from late
+        except (ProcessorStoppedError, RecordFailedError):
+            self._undo(batch, key, saved, letters_before)
+            raise
+        except Exception as error:  # any failure of user code is handled by the policy
+            self._undo(batch, key, saved, letters_before)
+            raise RecordFailedError(
+                "processor", describe_error(error, with_trace=True), error
+            ) from error
+
+    def _event_time(self, record: Record[Any]) -> int:
+        source = self._event_times.get(record.topic) or self._event_times["*"]
+        try:
+            return source(record)
+        except (ValueError, TypeError, AttributeError) as error:
+            raise RecordFailedError("decode", f"no event time: {error}", error) from None
+
+    # -- a tick -----------------------------------------------------------------------------
+
+    def tick(
+        self,
+        batch: StateBatch,
+        where: tuple[str, int, int],
+        keys: Sequence[bytes],
+        floor: int,
+        wall: int,
+    ) -> list[EncodedOutput]:
+        """Apply the tick at ``where`` to ``keys`` (those living in its partition there that
+        have something due: the caller chose them) and encode what fired."""
+        self._origin = where
+        outputs = self.keeper.tick(batch, keys, floor, wall)
+        encoded: list[EncodedOutput] = []
+        for output in outputs:
+            key = output.key if output.key is not None else b""
+            encoded += self._encode(output, key, where, self.tick)
+        return encoded
+
+    # -- state views ------------------------------------------------------------------------
+
+    def state(self, batch: StateBatch, key: bytes, time: KeyTime, stores: Sequence[str]) -> Any:
+        """What a function with ``stores`` gets for ``key``: one view, or a dict by name."""
+        views = {name: self._view(batch, key, time, name) for name in stores}
+        return next(iter(views.values())) if len(views) == 1 else views
+
+    def _view(self, batch: StateBatch, key: bytes, time: KeyTime, name: str) -> Any:
+        app = self.app
+        if name in app.windows:
+            return KeyWindows(time, app.windows[name])
+        if name in app.timers:
+            return KeyTimers(time, name)
+        state = batch.store(name).key(key)
+        if name in app.ttls:
+            return ExpiringState(state, time, app.ttls[name])
+        return state
+
+    # -- timers -----------------------------------------------------------------------------
+
+    def _run_timer(self, spec: TimerSpec, timer: Timer, batch: StateBatch) -> list[Output]:
+        key = timer.key
+        saved = self._savepoints(batch, key)
+        time = self.keeper.open(batch, key)
+        stores = spec.stores or tuple(self.app.stores)
+        try:
+            result = spec.function(timer, self.state(batch, key, time, stores))
+            outputs = [] if result is None else list(output_items(result, spec.function.__name__))
+            outputs += time.outputs
+            self.keeper.save(batch, time, self.app.windows)
+            for output in outputs:
+                if output.key is None:
+                    output.key = key
+            return outputs
+        except Exception as error:  # any failure of user code is handled by the policy
+            self._undo(batch, key, saved, len(self.letters))
+            topic, partition, offset = self._origin
+            reason = (
+                f"timer {timer.name!r} of store {timer.store!r} (due {timer.time} ms) failed "
+                f"for key {key!r}: {describe_error(error, with_trace=True)}. The timer was "
+                "dropped and its writes undone."
+            )
+            if self.stop_on_error:
+                raise ProcessorStoppedError(
+                    f"{reason} Fix the timer function, then restart; or set on_error: "
+                    "dead-letter to skip such timers.",
+                    at=self._origin,
+                ) from error
+            value = orjson.dumps({"store": timer.store, "timer": timer.name, "due": timer.time})
+            self.letters.append(
+                DeadLetter(topic, partition, offset, key, value, (), "timer", reason)
+            )
+            return []
+
+    # -- undoing ----------------------------------------------------------------------------
+
+    def _savepoints(self, batch: StateBatch, key: bytes) -> list[tuple[str, Any]]:
+        return [(name, batch.store(name).savepoint(key)) for name in self._stores]
+
+    def _undo(
+        self, batch: StateBatch, key: bytes, saved: list[tuple[str, Any]], letters: int
+    ) -> None:
+        for name, before in saved:
+            batch.store(name).rollback(key, before)
+        del self.letters[letters:]

@@ -1,0 +1,52 @@
+"""Ticks: recorded progress of time for a partition's keys (the reclocking record).
+
+Keys that receive no records still need time to pass (a session that went quiet must close).
+The owner of an input partition decides that from its wall clock and what it read, and
+*records* the decision: it appends a tick to the partition itself, in the transaction of the
+batch it decided it in. A tick is a record without a key, with header ``TICK_HEADER`` holding
+JSON ``{"floor": ms, "wall": ms}``: an event-time floor and a processing time. Wherever the
+tick sits in the partition, every reader meets it at that same position (the live owner, a
+restart rebuilding state, a receiver catching up, Spark), and applies it to the keys living
+in the partition there that have something due by then. So what it changes is decided once,
+by the log, not by when or where it is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import orjson
+
+__all__ = ["TICK_HEADER", "is_tick", "read_tick", "tick_headers"]
+
+#: the header that makes a keyless record a tick
+TICK_HEADER = "splitstate.tick"
+_LIMIT = (1 << 62) - 1
+
+
+def is_tick(headers: Sequence[tuple[str, bytes | None]]) -> bool:
+    """Whether a keyless record with ``headers`` claims to be a tick."""
+    return any(name == TICK_HEADER for name, _value in headers)
+
+
+def read_tick(headers: Sequence[tuple[str, bytes | None]]) -> tuple[int, int] | str:
+    """``(floor, wall)`` of a tick, or why it is not one (a dead letter's reason)."""
+    values = [value for name, value in headers if name == TICK_HEADER]
+    if len(values) != 1 or values[0] is None:
+        return f"a tick has exactly one {TICK_HEADER} header with a value"
+    try:
+        data = orjson.loads(values[0])
+    except orjson.JSONDecodeError as error:
+        return f"its {TICK_HEADER} header is not JSON ({error})"
+    if not isinstance(data, dict) or set(data) != {"floor", "wall"}:
+        return f'its {TICK_HEADER} header is not {{"floor": ms, "wall": ms}}'
+    floor, wall = data["floor"], data["wall"]
+    for value in (floor, wall):
+        if not isinstance(value, int) or isinstance(value, bool) or abs(value) > _LIMIT:
+            return f"its {TICK_HEADER} times are not whole milliseconds in range: {data!r}"
+    return floor, wall
+
+
+def tick_headers(floor: int, wall: int) -> list[tuple[str, bytes]]:
+    """The headers of a tick with event-time ``floor`` and processing time ``wall``."""
+    return [(TICK_HEADER, orjson.dumps({"floor": floor, "wall": wall}))]

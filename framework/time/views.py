@@ -1,0 +1,211 @@
+"""What a processor function gets for a window store, a timer store, or a store whose values
+expire: views of one key, like ``KeyState``."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import framework.time.window_state as windows_of
+from framework.records import Output
+from framework.time.context import KeyTime
+from framework.time.durations import Duration, to_ms
+from framework.time.key_clock import NO_TIME
+from framework.time.specs import WindowSpec
+from framework.time.window_state import LateError, WindowResult
+from statestore import KeyState
+
+__all__ = ["ExpiringState", "KeyTimers", "KeyWindows"]
+
+
+class KeyWindows:
+    """The key's open windows of one window store."""
+
+    __slots__ = ("_spec", "_time")
+
+    def __init__(self, time: KeyTime, spec: WindowSpec) -> None:
+        self._time = time
+        self._spec = spec
+
+    def add(self, value: Any, at: int | None = None) -> None:
+        """Add ``value`` to the windows of event time ``at`` (default: the record's).
+
+        A record whose windows all closed is late: ``LateError`` is raised (the record
+        becomes a dead letter, stage ``late``, unless the store has ``on_late``)."""
+        time, spec = self._time, self._spec
+        t = time.event_time if at is None else at
+        if t is None:
+            raise ValueError(f"window store {spec.name!r}: add() outside a record needs at=")
+        clock = time.clock
+        try:
+            data, changed = windows_of.add(
+                spec.kind,
+                spec.aggregation,
+                clock.windows.get(spec.name),
+                t,
+                value,
+                key_time=clock.time,
+            )
+        except LateError as late:
+            if spec.on_late is None:
+                raise
+            result = spec.on_late(time.record, late)
+            if isinstance(result, Output):
+                time.outputs.append(result)
+            elif result is not None:
+                time.outputs.extend(result)
+            return
+        clock.windows[spec.name] = data
+        if spec.emit == "current":
+            for start, end, acc in changed:
+                result = WindowResult(time.key, start, end, spec.aggregation.result(acc))
+                key = time.key + b"@" + str(start).encode()
+                time.outputs.append(Output(spec.output_value(result), key=key, topic=spec.to))
+
+    def open(self) -> list[WindowResult]:
+        """The key's open windows and their results now, oldest first."""
+        spec = self._spec
+        data = self._time.clock.windows.get(spec.name)
+        return [
+            WindowResult(self._time.key, start, end, spec.aggregation.result(acc))
+            for start, end, acc in windows_of.open_results(spec.kind, spec.aggregation, data)
+        ]
+
+
+class KeyTimers:
+    """The key's timers of one timer store, by name (setting a name again moves it)."""
+
+    __slots__ = ("_store", "_time")
+
+    def __init__(self, time: KeyTime, store: str) -> None:
+        self._time = time
+        self._store = store
+
+    @property
+    def key_time(self) -> int | None:
+        """The key's time (ms; ``None`` before any)."""
+        time = self._time.clock.time
+        return None if time == NO_TIME else time
+
+    @property
+    def wall(self) -> int | None:
+        """The key's processing time: the latest recorded tick applied to it, or its time
+        when that is later (ms; ``None`` before either)."""
+        clock = self._time.clock
+        now = max(clock.wall, clock.time)
+        return None if now == NO_TIME else now
+
+    def set(self, at: int, name: str = "timer") -> None:
+        """Fire timer ``name`` when the key's time reaches ``at`` (event time, ms)."""
+        self._set(name, at, "event")
+
+    def set_after(self, delay: Duration, name: str = "timer") -> None:
+        """Fire timer ``name`` ``delay`` after the key's time now (event time)."""
+        self._set(name, self._now(self.key_time) + to_ms(delay, "timer delay"), "event")
+
+    def set_wall(self, at: int, name: str = "timer") -> None:
+        """Fire timer ``name`` when a recorded processing time reaches ``at`` (ms)."""
+        self._set(name, at, "wall")
+
+    def set_wall_after(self, delay: Duration, name: str = "timer") -> None:
+        """Fire timer ``name`` ``delay`` after the key's processing time now (``wall``)."""
+        self._set(name, self._now(self.wall) + to_ms(delay, "timer delay"), "wall")
+
+    def cancel(self, name: str = "timer") -> None:
+        """Forget timer ``name`` (nothing when it is not set)."""
+        timers = self._time.clock.timers
+        entries = timers.get(self._store)
+        if entries is not None and entries.pop(name, None) is not None and not entries:
+            del timers[self._store]
+
+    def get(self, name: str = "timer") -> tuple[int, Literal["event", "wall"]] | None:
+        """``(due, kind)`` of timer ``name``, or ``None``."""
+        entry = self._time.clock.timers.get(self._store, {}).get(name)
+        if entry is None:
+            return None
+        due, kind = entry
+        return due, "wall" if kind == "wall" else "event"
+
+    def _now(self, now: int | None) -> int:
+        if now is None:
+            raise ValueError(
+                f"timer store {self._store!r}: the key has no time yet, so a delay has "
+                "nothing to count from. Fix: set(at=...) with an absolute time"
+            )
+        return now
+
+    def _set(self, name: str, at: int, kind: str) -> None:
+        if not isinstance(at, int) or isinstance(at, bool):
+            raise TypeError(f"a timer's time is int milliseconds, got {at!r}")
+        self._time.clock.timers.setdefault(self._store, {})[name] = (at, kind)
+
+
+class ExpiringState:
+    """A ``KeyState`` whose value expires ``ttl`` after it was set, by the key's time.
+
+    An expired value reads as missing, and is deleted once the key's time passes its expiry
+    (at the key's next record, or a recorded tick of its partition)."""
+
+    __slots__ = ("_default", "_state", "_time")
+
+    def __init__(self, state: KeyState[Any], time: KeyTime, default_ttl: int | None) -> None:
+        self._state = state
+        self._time = time
+        self._default = default_ttl
+
+    @property
+    def key(self) -> bytes:
+        """The record key this state belongs to."""
+        return self._state.key
+
+    @property
+    def expires(self) -> int | None:
+        """When the value expires (key time, ms), or ``None``."""
+        return self._time.clock.expiries.get(self._state.store_name)
+
+    def get(self, default: Any = None) -> Any:
+        """The value, or ``default`` when it has none or it expired."""
+        expires = self.expires
+        if expires is not None and expires <= self._time.clock.time:
+            return default
+        return self._state.get(default)
+
+    def set(self, value: Any, ttl: Duration | None = None) -> None:
+        """Replace the value; it expires ``ttl`` (default: the store's) after the key's time
+        now, or never when neither is given."""
+        name = self._state.store_name
+        ms = self._default if ttl is None else to_ms(ttl, f"ttl of store {name!r}")
+        self._state.set(value)
+        expiries = self._time.clock.expiries
+        if ms is None:
+            expiries.pop(name, None)
+        else:
+            now = self._time.clock.time
+            if now == NO_TIME:
+                raise ValueError(f"store {name!r}: the key has no time yet to count ttl from")
+            expiries[name] = now + ms
+
+    def delete(self) -> None:
+        """Remove the value."""
+        self._state.delete()
+        self._time.clock.expiries.pop(self._state.store_name, None)
+
+    def get_field(self, field: str, default: Any = None) -> Any:
+        """One field of the value (a dict or model), or ``default``."""
+        value = self.get()
+        if value is None:
+            return default
+        if isinstance(value, dict):
+            return value.get(field, default)
+        return getattr(value, field, default)
+
+    def set_field(self, field: str, value: Any, ttl: Duration | None = None) -> None:
+        """Set one field of the dict value (created empty when missing or expired)."""
+        current = self.get()
+        if current is None:
+            current = {}
+        if not isinstance(current, dict):
+            raise TypeError(
+                f"set_field needs a dict value; the store holds {type(current).__name__} "
+                "for this key. Fix: use set() with a new value."
+            )
+        self.set({**current, field: value}, ttl)

@@ -1,0 +1,187 @@
+"""A key's open windows of one window store, as JSON in its time record, by window kind.
+
+- Tumbling and hopping: ``[[start, accumulator], ...]`` by start; each closes at
+  ``start + size + grace``.
+- Session: ``[[first, last, accumulator], ...]`` by first; each closes at
+  ``last + gap + grace``. A record less than ``gap`` from a session joins it (and may join
+  two into one: their accumulators merge, the earlier's first).
+- Sliding: ``{"p": [[t, accumulator], ...], "o": [t, ...]}``: the points (one per record, in
+  the key's record order) and the ends of the windows not closed yet; the window ending at
+  ``t`` holds the points in ``[t - size, t]`` and closes at ``t + grace``.
+
+``add`` raises ``LateError`` when every window a record falls into closed already (the key's time
+is at or past its close). Nothing here reads a clock: the caller gives the key's time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from framework.time.aggregations import Aggregation
+from framework.time.windows import Hopping, Session, Sliding, Tumbling, WindowKind
+from statestore.due_index import NEVER
+
+__all__ = ["LateError", "WindowResult", "add", "close_next", "next_close", "open_results"]
+
+
+@dataclass(frozen=True)
+class WindowResult:
+    """One window's result: ``[start, end)`` (sliding and session windows: ``[start, end]``,
+    ``end`` the last record's time) and its aggregated ``value``."""
+
+    key: bytes
+    start: int
+    end: int
+    value: Any
+
+
+class LateError(Exception):
+    """A record whose windows closed before it came (``by``: how far its event time is behind
+    the key's time, in ms)."""
+
+    def __init__(self, t: int, key_time: int, closed_at: int) -> None:
+        self.t = t
+        self.key_time = key_time
+        self.closed_at = closed_at
+        self.by = key_time - t
+        super().__init__(
+            f"late by {self.by} ms: event time {t} ms falls in windows that closed when the "
+            f"key's time reached {closed_at} ms (window end plus grace); the key's time is "
+            f"{key_time} ms"
+        )
+
+
+def add(
+    kind: WindowKind, agg: Aggregation, data: Any, t: int, value: Any, *, key_time: int
+) -> tuple[Any, list[tuple[int, int, Any]]]:
+    """``data`` with ``value`` added at event time ``t``, and the ``(start, end,
+    accumulator)`` of each window it changed; ``LateError`` when it falls in no open window."""
+    if isinstance(kind, Session):
+        return _session_add(kind, agg, data or [], t, value, key_time=key_time)
+    if isinstance(kind, Sliding):
+        return _sliding_add(kind, agg, data or {"p": [], "o": []}, t, value, key_time=key_time)
+    return _span_add(kind, agg, data or [], t, value, key_time=key_time)
+
+
+def next_close(kind: WindowKind, data: Any) -> int:
+    """When the earliest open window closes (``NEVER``: none open)."""
+    if not data:
+        return NEVER
+    if isinstance(kind, Session):
+        return int(min(last for _first, last, _acc in data)) + kind.gap + kind.grace
+    if isinstance(kind, Sliding):
+        return min(data["o"]) + kind.grace if data["o"] else NEVER
+    return int(data[0][0]) + kind.size + kind.grace
+
+
+def close_next(
+    kind: WindowKind, agg: Aggregation, data: Any, key_time: int
+) -> tuple[Any, tuple[int, int, Any]]:
+    """``data`` without its earliest closing window, and that window's ``(start, end,
+    accumulator)``."""
+    if isinstance(kind, Session):
+        at = min(range(len(data)), key=lambda i: (data[i][1], data[i][0]))
+        first, last, acc = data[at]
+        rest = data[:at] + data[at + 1 :]
+        return rest, (first, last, acc)
+    if isinstance(kind, Sliding):
+        return _sliding_close(kind, agg, data, key_time)
+    start, acc = data[0]
+    return data[1:], (start, start + kind.size, acc)
+
+
+def open_results(kind: WindowKind, agg: Aggregation, data: Any) -> list[tuple[int, int, Any]]:
+    """``(start, end, accumulator)`` of every open window."""
+    if not data:
+        return []
+    if isinstance(kind, Session):
+        return [(first, last, acc) for first, last, acc in data]
+    if isinstance(kind, Sliding):
+        return [(end - kind.size, end, _sliding_acc(kind, agg, data, end)) for end in data["o"]]
+    return [(start, start + kind.size, acc) for start, acc in data]
+
+
+# -- tumbling and hopping ---------------------------------------------------------------------
+
+
+def _span_add(
+    kind: Tumbling | Hopping,
+    agg: Aggregation,
+    data: list[Any],
+    t: int,
+    value: Any,
+    *,
+    key_time: int,
+) -> tuple[Any, list[tuple[int, int, Any]]]:
+    spans = [(s, e) for s, e in kind.spans(t) if e + kind.grace > key_time]
+    if not spans:
+        raise LateError(t, key_time, kind.spans(t)[-1][1] + kind.grace)
+    held = {int(start): acc for start, acc in data}
+    changed = []
+    for start, end in spans:
+        acc = agg.add(agg.load(held[start]) if start in held else agg.initial(), value)
+        held[start] = agg.dump(acc)
+        changed.append((start, end, held[start]))
+    return [[start, held[start]] for start in sorted(held)], changed
+
+
+# -- sessions ---------------------------------------------------------------------------------
+
+
+def _session_add(
+    kind: Session, agg: Aggregation, data: list[Any], t: int, value: Any, *, key_time: int
+) -> tuple[Any, list[tuple[int, int, Any]]]:
+    if t + kind.gap + kind.grace <= key_time:
+        raise LateError(t, key_time, t + kind.gap + kind.grace)
+    joined = [s for s in data if s[0] - kind.gap < t < s[1] + kind.gap]
+    kept = [s for s in data if not (s[0] - kind.gap < t < s[1] + kind.gap)]
+    first, last = t, t
+    acc = None
+    for session in joined:  # (by first: data is kept sorted)
+        first, last = min(first, session[0]), max(last, session[1])
+        loaded = agg.load(session[2])
+        acc = loaded if acc is None else agg.merge(acc, loaded)
+    acc = agg.add(agg.initial() if acc is None else acc, value)
+    entry = [first, last, agg.dump(acc)]
+    return sorted([*kept, entry], key=lambda s: (s[0], s[1])), [(first, last, entry[2])]
+
+
+# -- sliding ----------------------------------------------------------------------------------
+
+
+def _sliding_add(
+    kind: Sliding, agg: Aggregation, data: dict[str, Any], t: int, value: Any, *, key_time: int
+) -> tuple[Any, list[tuple[int, int, Any]]]:
+    if t + kind.grace <= key_time:
+        raise LateError(t, key_time, t + kind.grace)
+    points = [*data["p"], [t, agg.dump(agg.add(agg.initial(), value))]]
+    ends = sorted({*data["o"], t})
+    new = {"p": points, "o": ends}
+    changed = [
+        (end - kind.size, end, _sliding_acc(kind, agg, new, end))
+        for end in ends
+        if end - kind.size <= t <= end
+    ]
+    return new, changed
+
+
+def _sliding_acc(kind: Sliding, agg: Aggregation, data: dict[str, Any], end: int) -> Any:
+    acc = None
+    for t, point in data["p"]:
+        if end - kind.size <= t <= end:
+            loaded = agg.load(point)
+            acc = loaded if acc is None else agg.merge(acc, loaded)
+    return agg.dump(agg.initial() if acc is None else acc)
+
+
+def _sliding_close(
+    kind: Sliding, agg: Aggregation, data: dict[str, Any], key_time: int
+) -> tuple[Any, tuple[int, int, Any]]:
+    end, *ends = data["o"]
+    acc = _sliding_acc(kind, agg, data, end)
+    # a later record that is not late (t > key time - grace) opens [t - size, t]: keep the
+    # points any open or future window holds
+    keep_from = min([*ends, key_time - kind.grace]) - kind.size
+    points = [p for p in data["p"] if p[0] >= keep_from]
+    return ({"p": points, "o": ends} if ends or points else None), (end - kind.size, end, acc)

@@ -1,0 +1,77 @@
+"""An in-memory index of the keys that have something due, over one store of due times.
+
+The store (``DUE_STORE``, written by ``framework.time``) holds, per stored key, 16 bytes: the
+earliest event-time and the earliest processing-time at which something of the key is due
+(big-endian signed milliseconds; ``NEVER`` when nothing). A tick asks ``due`` for the keys
+whose times have come instead of reading every key. The index follows every write through the
+``CachedBackend`` (staged batches included) and is rebuilt from the store (plus the staged
+values) after anything it cannot follow: a range delete, an ingest, dropped staged batches.
+It may name a key whose due time moved later (a caller reads the key again and checks); it
+never misses a key whose stored due time has come.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterable, Iterator
+
+__all__ = ["DUE_STORE", "NEVER", "DueIndex", "decode_due", "encode_due"]
+
+#: the store of due times (a name users cannot declare: ``framework.app`` reserves the prefix)
+DUE_STORE = "splitstate.due"
+#: a due time that never comes
+NEVER = (1 << 63) - 1
+_PAIR = struct.Struct(">qq")
+
+
+def encode_due(event: int, wall: int) -> bytes:
+    """The stored form of a key's earliest event-time and processing-time due times."""
+    return _PAIR.pack(event, wall)
+
+
+def decode_due(raw: bytes) -> tuple[int, int]:
+    """``(event, wall)`` of a stored due value; a value of another size is never due (a
+    damaged one is not trusted to trigger anything: the key's own record says)."""
+    if len(raw) != _PAIR.size:
+        return NEVER, NEVER
+    event, wall = _PAIR.unpack(raw)
+    return int(event), int(wall)
+
+
+class DueIndex:
+    """Stored key -> ``(event, wall)`` due times of one store, rebuilt when unsure."""
+
+    def __init__(self, load: Callable[[], Iterator[tuple[bytes, bytes | None]]]) -> None:
+        #: every ``(stored key, value)`` of the store as readers see it now (staged included)
+        self._load = load
+        self._entries: dict[bytes, tuple[int, int]] | None = None
+
+    def invalidate(self) -> None:
+        """Forget everything: the next ``due`` reads the store again."""
+        self._entries = None
+
+    def changed(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Follow writes of the store (``None``: deleted)."""
+        entries = self._entries
+        if entries is None:
+            return
+        for key, value in items:
+            if value is None:
+                entries.pop(key, None)
+            else:
+                entries[key] = decode_due(value)
+
+    def due(self, event_limit: int, wall_limit: int) -> list[bytes]:
+        """The stored keys with an event-time due ``<= event_limit`` or a processing-time
+        due ``<= wall_limit``, in stored order."""
+        entries = self._entries
+        if entries is None:
+            entries = self._entries = {}
+            for key, value in self._load():
+                if value is not None:
+                    entries[key] = decode_due(value)
+        return sorted(
+            key
+            for key, (event, wall) in entries.items()
+            if event <= event_limit or wall <= wall_limit
+        )

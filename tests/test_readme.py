@@ -67,3 +67,16 @@ def test_the_jar_cache_is_where_the_readme_says(monkeypatch: pytest.MonkeyPatch)
     assert "`SPLITSTATE_CACHE_DIR`" in README
     make = (ROOT / "Makefile").read_text()
     assert "export SPLITSTATE_CACHE_DIR ?= $(CURDIR)/.cache" in make  # make's `.cache/jvm`
+
+
+def test_the_time_sections_python_blocks_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # (the sensors block names its config relative to the checkout)
+    blocks = re.findall(
+        r"```python\n(.*?)```", section("Time: windows, timers, values that expire"), re.DOTALL
+    )
+    ours = [block for block in blocks if "quixstreams" not in block]
+    assert len(ours) >= 3, "the sensors window, its test, the session timer"
+    namespace: dict[str, object] = {"__name__": "readme_time"}
+    for block in ours:
+        exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
+    assert any("tumbling_window" in block for block in blocks), "the Quix side by side"

@@ -107,17 +107,24 @@ class TimeKeeper:
     # -- a tick -----------------------------------------------------------------------------
 
     def tick(self, batch: StateBatch, keys: Iterable[bytes], floor: int, wall: int) -> list[Output]:
-        """Apply a tick (event-time ``floor``, processing time ``wall``) to ``keys`` and fire
-        what became due, in ``(time, key)`` order over them all; every key is saved."""
-        loaded = [self.open(batch, key) for key in keys]
+        """Apply a tick (event-time ``floor``, processing time ``wall``) to those of ``keys``
+        that have something due by it, and fire what became due, in ``(time, key)`` order
+        over them all. A key with nothing due by the tick is left as it was (its time does
+        not take the floor), whoever named it."""
+        loaded: list[KeyTime] = []
         heap: list[tuple[_Due, bytes, int]] = []
-        for index, time in enumerate(loaded):
+        for key in keys:
+            time = self.open(batch, key)
             clock = time.clock
             clock.floor = max(clock.floor, floor)
             clock.wall = max(clock.wall, wall)
             item = self._next(clock)
-            if item is not None:
-                heap.append((item, time.key, index))
+            if item is None:
+                # nothing due by the tick: the key is left as it was, so that which keys a tick
+                # changes never depends on what an index of due keys happened to name
+                continue
+            heap.append((item, time.key, len(loaded)))
+            loaded.append(time)
         heapq.heapify(heap)
         outputs: list[Output] = []
         fired = [0] * len(loaded)

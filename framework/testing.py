@@ -81,7 +81,7 @@ class TestDriver:
             partition,
             key,
             raw,
-            timestamp=timestamp or self._clock,
+            timestamp=self._clock if timestamp is None else timestamp,
             headers=list(headers or []),
         )
 

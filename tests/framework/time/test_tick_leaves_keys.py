@@ -40,3 +40,16 @@ def test_a_key_named_with_nothing_due_by_the_tick_keeps_its_time() -> None:
     batch.commit()
     clock = KeyClock.decode(driver.state(TIME_STORE, b"k"))
     assert (clock.time, clock.floor) == (1_000, KeyClock().floor)
+
+
+def test_the_driver_sends_a_timestamp_of_zero_as_zero() -> None:
+    seen: list[int | None] = []
+    app = make_app()
+    app.handlers.clear()
+
+    @app.processor("in", stores=[])
+    def note(record: Record[bytes], state: object) -> None:
+        seen.append(record.timestamp)
+
+    TestDriver(app).send("in", b"k", timestamp=0)
+    assert seen == [0]

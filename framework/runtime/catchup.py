@@ -7,10 +7,10 @@ T2 (its own progress: the beginning, or where a bulk build left off -- its sourc
 snapshots, or a Spark job -- in which case a record of a key gained from source ``s`` is
 applied only at or past what ``s``'s snapshot covers), keeps the records of the keys it
 *gains* -- keys it owns at P' whose owner at P is one of its sources still handing over
-(``bucket(key_hash, B, P') == J`` and ``bucket(key_hash, B, P)`` in those sources) -- and
-applies the processor function in restore mode (no outputs, no dead letters). Keys it owned
-before (a scale-in's receiver reads its own partitions as ancestors) and keys of a handoff it
-already completed (and now processes live) are never applied again.
+(``bucket(key_hash, B, P') == J`` and ``bucket(key_hash, B, P)`` in those sources) and the
+ticks, and applies them in restore mode (no outputs, no dead letters; a tick to those keys
+only). Keys it owned before (a scale-in's receiver reads its own partitions as ancestors) and
+keys of a handoff it already completed (and now processes live) are never applied again.
 
 It never applies a record past T1 (the group's committed offset; no snapshot covers more), so
 it applies nothing the owner has not emitted; records read past T1 wait in a ``ReadAhead``.
@@ -30,6 +30,7 @@ from itertools import chain
 from framework.kafka import ConsumerFailedError, Kafka, Message, OffsetResetError
 from framework.processing import RecordProcessor
 from framework.runtime.catchup_apply import (
+    Applies,
     BulkBuild,
     Taken,
     apply_taken,
@@ -136,8 +137,9 @@ class CatchUp:
         self.started = self._clock.monotonic()
         self.bootstrap: BulkBuild | None = None
         self._bootstrap_polled = 0.0
-        #: per partition, per source: from which offset that source's keys are applied
-        self._starts = source_starts(database, self.scope, self.sources)
+        starts = source_starts(database, self.scope, self.sources)
+        #: what applies here: gained keys' records from where their source's snapshot ends
+        self._applies = Applies(self.gained_from, starts, time=records.app.uses_time)
         if bootstrap is not None and not progress and not database.has_flag(self._loaded_flag):
             self.bootstrap = bootstrap(self)
             if self.bootstrap is not None:
@@ -168,7 +170,7 @@ class CatchUp:
             return
         self.bootstrap = None
         self.bootstrapped = records
-        self._starts = source_starts(self._database, self.scope, self.sources)
+        self._applies.starts = source_starts(self._database, self.scope, self.sources)
         self._start_reading(self._database.progress(self.scope))
         # a release read before the bulk build ended was checked against positions of 0
         self.released = self._takeover(self.released)
@@ -284,9 +286,7 @@ class CatchUp:
                 continue
             if index >= len(due) and self._read_ahead(position, message, offset, limits):
                 continue
-            key = message.key()
-            source = None if key is None else self.gained_from(key)
-            applies = source is not None and offset >= self._starts.get(position, {}).get(source, 0)
+            applies = self._applies.record(message, position, offset)
             taken.append((message, position, offset, applies))
             self.positions[position] = offset + 1
             moved[position] = offset + 1
@@ -298,8 +298,9 @@ class CatchUp:
         if moved:
             database, records, guard = self._database, self._records, self._guard
             self.applied += apply_taken(
-                taken, moved, database=database, records=records, guard=guard, scope=self.scope
-            )
+                taken, moved, database=database, records=records, guard=guard, scope=self.scope,
+                applies=self._applies,
+            )  # fmt: skip
             self.replayed += len(taken)
             self._guard.committed(moved)
         self._resume_ready()

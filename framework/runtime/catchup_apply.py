@@ -1,7 +1,8 @@
 """Putting state into a receiver's catch-up: one step's records, applied in restore mode (the
-gained keys' records only, under the catch-up's own crash guard: a record that killed the
-receiver ``crash_limit`` times alone is skipped, as the old owner's loop skips it), or a
-bulk build of them (Spark, or the sources' snapshots)."""
+gained keys' records, and the ticks among them applied to the gained keys only, under the
+catch-up's own crash guard: a record that killed the receiver ``crash_limit`` times alone is
+skipped, as the old owner's loop skips it), or a bulk build of them (Spark, or the sources'
+snapshots)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from typing import Protocol
 from framework.bootstrap.child_process import BootstrapRun
 from framework.kafka import ConsumerFailedError, Message, OffsetResetError
 from framework.processing import ProcessorStoppedError, RecordProcessor
+from framework.records import readable_headers
 from framework.runtime.crashes import CrashGuard
+from framework.time.ticks import is_tick
 from rebalance import bucket, key_hash
 from rebalance.control import Handoff
 from rebalance.key_ranges import KeyRange
@@ -22,6 +25,7 @@ from statestore import ProcessorDatabase
 from statestore.layout import flag_key
 
 __all__ = [
+    "Applies",
     "BulkBuild",
     "SparkBuild",
     "Taken",
@@ -38,8 +42,46 @@ log = logging.getLogger(__name__)
 
 #: keys whose source a catch-up remembers (then it starts over)
 _KNOWN_KEYS = 100_000
-#: a record read: the message, its position, its offset, and whether its key is gained
+#: a record read: the message, its position, its offset, and whether it applies here (a
+#: gained key's record, or a tick: ``Applies.record``)
 Taken = tuple[Message, Position, int, bool]
+
+
+class Applies:
+    """What of a catch-up's reading applies here: a record of a key gained from source ``s``
+    (``gained_from``) at or past where ``s``'s snapshot covers its partition (``starts``:
+    position -> source -> offset, 0 when absent; set again once a bulk build is in); and a
+    tick of an app with ``time``, to those keys only (``keys_at``: never to the receiver's
+    own keys, nor to a gained key whose snapshot already holds the tick's effect)."""
+
+    def __init__(
+        self,
+        gained_from: Callable[[bytes], int | None],
+        starts: Mapping[Position, Mapping[int, int]],
+        *,
+        time: bool,
+    ) -> None:
+        self._gained_from = gained_from
+        self.starts = starts
+        self._time = time
+
+    def key(self, key: bytes, position: Position, offset: int) -> bool:
+        """Whether a record of ``key`` at ``position`` and ``offset`` applies here."""
+        source = self._gained_from(key)
+        return source is not None and offset >= self.starts.get(position, {}).get(source, 0)
+
+    def record(self, message: Message, position: Position, offset: int) -> bool:
+        """Whether ``message`` (at ``position`` and ``offset``) applies here: a gained key's
+        record, or a tick (to ``keys_at``)."""
+        key = message.key()
+        if key is not None:
+            return self.key(key, position, offset)
+        headers = readable_headers(message) if self._time else None
+        return headers is not None and is_tick(headers)
+
+    def keys_at(self, position: Position, offset: int) -> Callable[[bytes], bool]:
+        """The keys a tick at ``position`` and ``offset`` applies to here."""
+        return lambda key: self.key(key, position, offset)
 
 
 def apply_taken(
@@ -50,9 +92,11 @@ def apply_taken(
     records: RecordProcessor,
     guard: CrashGuard,
     scope: str,
+    applies: Applies,
 ) -> int:
-    """Run the function on the gained keys' records of ``taken`` and commit them with the
-    catch-up's progress ``moved`` (in ``scope``); returns how many were applied."""
+    """Run the function on the records of ``taken`` that apply here (a tick: to the keys
+    ``applies`` gives) and commit them with the catch-up's progress ``moved`` (in ``scope``);
+    returns how many were applied."""
     careful = bool(guard.suspects)
     ranges: dict[Position, list[int]] = {}
     for _message, position, offset, gained in taken:
@@ -81,6 +125,10 @@ def apply_taken(
                         at=(topic, partition, offset),
                     )
                 guard.skip(batch, message, (topic, partition, offset), "", restore=True)
+            elif message.key() is None:  # a tick: to the gained keys living there only
+                keys = applies.keys_at((topic, partition), offset)
+                records.process(batch, message, restore=True, keys=keys)
+                applied += 1
             else:
                 records.process(batch, message, restore=True)
                 applied += 1

@@ -36,7 +36,7 @@ TIME_STORES = ("splitstate.due", "splitstate.time")
 
 def window_app(tmp_path: Path, partitions: int, initial: int, app_id: str = "timed") -> App:
     """Per key, the mean of each 10 s tumbling window of int values (by Kafka timestamp)."""
-    app = App(
+    return windowed(
         AppConfig(
             app_id=app_id,
             kafka=KafkaConfig(bootstrap_servers="simulated:9092"),
@@ -46,6 +46,11 @@ def window_app(tmp_path: Path, partitions: int, initial: int, app_id: str = "tim
             state_dir=tmp_path,
         )
     )
+
+
+def windowed(config: AppConfig) -> App:
+    """The app of ``window_app`` with ``config``."""
+    app = App(config)
 
     @app.window(TOPIC, Tumbling(SIZE, grace=GRACE), Mean(), value_type=int)
     def average(record: Record[int]) -> int:
@@ -99,7 +104,8 @@ class Owner:
     app: App
     processor: int
     histories: dict[str, TopicHistory] | None = None
-    database: ProcessorDatabase = field(init=False)
+    #: its state (default: in memory)
+    database: ProcessorDatabase = None  # type: ignore[assignment]
     records: RecordProcessor = field(init=False)
     #: (partition, offset) -> the outputs processing it emitted
     emitted: dict[tuple[int, int], list[EncodedOutput]] = field(default_factory=dict)
@@ -221,6 +227,8 @@ def catch_up(
         if all(catchup.finished(h) for h in incoming):
             return catchup
         catchup.step(7)
+        if isinstance(kafka.clock, ManualClock):  # (a bulk build polls by it)
+            kafka.clock.now += 0.1
     raise AssertionError(f"the catch-up did not finish: {catchup.positions}")
 
 

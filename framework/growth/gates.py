@@ -15,7 +15,8 @@ offset (``TopicHistory.reached``) when its position is there -- this processor's
 if it reads the partition, else the consumer group's committed offset -- and, recursively,
 every gate of it below that offset is met: a survivor holding some keys lets its markers and
 its other keys pass, so its position alone says nothing of the held keys. Markers (keyless,
-or keyed by their id on a compacted topic) never wait.
+or keyed by their id on a compacted topic) never wait; a tick (``framework.time.ticks``)
+waits for every gate of its partition, as it applies to every key living there.
 """
 
 from __future__ import annotations
@@ -123,6 +124,20 @@ class Gates:
         if need is None or self.opened(topic, need, position):
             return None
         return Wait(topic, partition, need[0], need[1])
+
+    def tick_waits(
+        self, topic: str, partition: int, offset: int, position: PositionOf
+    ) -> Wait | None:
+        """What a tick at ``topic[partition]@offset`` waits for: a tick applies to every key
+        living there, so it waits for whatever a record there of any of them would (every
+        gate of the partition at or below ``offset``); ``None`` when it may be read now."""
+        for gate in self._gates(topic, partition):
+            if gate.from_offset > offset:
+                break
+            for need in gate.needs:
+                if not self.opened(topic, need, position):
+                    return Wait(topic, partition, need[0], need[1])
+        return None
 
     def settle(self, topic: str, partition: int, offset: int, position: PositionOf) -> None:
         """Forget the gates of ``topic[partition]`` at or below ``offset`` whose needs are all

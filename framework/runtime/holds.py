@@ -7,7 +7,8 @@ checks the held records again (``recheck``); one whose gate opened is read again
 offset. So neither the state's nor the group's offsets pass a held record, and a processor
 that stops meanwhile resumes at it. A held partition whose records are read again for another
 reason (batches dropped in flight, sought back: ``release``) is no longer held: its records
-come back and are judged again. Markers are never held.
+come back and are judged again. Markers are never held; a tick waits for every key it could
+reach (``Gates.tick_waits``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from framework.growth.gates import Gates, PositionOf, Wait
 from framework.growth.markers import is_marker_record
 from framework.kafka import KafkaConsumer, Message
 from framework.records import readable_headers
+from framework.time.ticks import is_tick
 from rebalance import TopicHistory, key_hash
 from rebalance.positions import Position
 
@@ -34,12 +36,13 @@ Taken = tuple[Message, str, int, int]
 
 @dataclass
 class Held:
-    """A partition stopped at ``offset``, whose record there (of key hash ``h``) waits
-    (``wait``)."""
+    """A partition stopped at ``offset``, whose record there (of key hash ``h``, or a
+    ``tick``) waits (``wait``)."""
 
     offset: int
     h: int | None
     wait: Wait
+    tick: bool = False
 
 
 class Holds:
@@ -75,15 +78,25 @@ class Holds:
                 continue  # read again from the held record once it may be read
             if gates.pending(topic, partition, offset):
                 h = _key_hash(message, topic)
-                wait = gates.waits(topic, partition, offset, h, position)
+                tick = h is None and _is_tick(message)
+                wait = self._waits(where, offset, h, tick, position)
                 if wait is not None:
-                    self._hold(where, Held(offset, h, wait), position)
+                    self._hold(where, Held(offset, h, wait, tick), position)
                     continue
                 gated[where] = offset
             kept.append(record)
         for (topic, partition), offset in gated.items():
             gates.settle(topic, partition, offset, position)  # gates met: no longer asked
         return kept
+
+    def _waits(
+        self, where: Position, offset: int, h: int | None, tick: bool, position: PositionOf
+    ) -> Wait | None:
+        """What the record at ``where`` and ``offset`` (of key hash ``h``, or a ``tick``)
+        waits for (``None``: nothing)."""
+        if tick:
+            return self.gates.tick_waits(*where, offset, position)
+        return self.gates.waits(*where, offset, h, position)
 
     def _hold(self, where: Position, held: Held, position: PositionOf) -> None:
         """Stop reading ``where`` at ``held``'s record."""
@@ -101,8 +114,7 @@ class Holds:
         """Read on each held partition whose record may be read now, from that record (call
         it with no batch in flight: ``position`` then says what is applied)."""
         for where, held in list(self.held.items()):
-            topic, partition = where
-            wait = self.gates.waits(topic, partition, held.offset, held.h, position)
+            wait = self._waits(where, held.offset, held.h, held.tick, position)
             if wait is not None:
                 held.wait = wait
                 continue
@@ -122,6 +134,14 @@ class Holds:
         """Stop holding ``positions`` the consumer no longer reads."""
         for where in positions:
             self.held.pop(where, None)
+
+
+def _is_tick(message: Message) -> bool:
+    """Whether ``message`` (keyless) claims to be a tick."""
+    if message.key() is not None:
+        return False
+    headers = readable_headers(message)
+    return headers is not None and is_tick(headers)
 
 
 def _key_hash(message: Message, topic: str) -> int | None:

@@ -1,7 +1,8 @@
 """The live loop's holds (``framework.runtime.holds``) on a consumer that records what it is
 told: a record a gate holds stops its partition (paused; the records after it dropped), a
 marker is never held (also one keyed by its id, as on a compacted topic), a held partition
-read on from its record once the gate opens, and one sent back before it released."""
+read on from its record once the gate opens, and one sent back before it released; a tick
+waits for every key it could reach."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from framework.growth.markers import MARKER_HEADER
 from framework.kafka import KafkaConsumer, Message
 from framework.processing import StoredMessage
 from framework.runtime.holds import Holds, Taken
+from framework.time.ticks import tick_headers
 from rebalance import Grow, Shrink, TopicHistory, bucket, key_hash
 from rebalance.positions import Position
 
@@ -94,3 +96,36 @@ def test_a_partition_sent_back_before_its_held_record_is_released() -> None:
     held.cut([record(0, 6, merged_key())], nothing)
     held.release([("in", 0), ("in", 1)])
     assert not held.held and consumer.calls[-1] == ("resume", [("in", 0)])
+
+
+def tick(partition: int, offset: int) -> Taken:
+    return record(partition, offset, None, tick_headers(50_000, 50_000))
+
+
+def test_a_tick_waits_for_every_key_it_could_reach() -> None:
+    """A tick applies to every key living in its partition there, so it waits as a record of
+    any of them would: in a growth's new partition until the parent passed the marker, in a
+    shrink's survivor until the deleted partitions merging into it are drained. Read before,
+    it would close a moved key's windows ahead of the key's records still in the parent (or
+    the deleted partition), which would then be late here and not on a replay."""
+    held, consumer = holds()
+    own = next(k for k in (f"o{i}".encode() for i in range(999)) if bucket(key_hash(k), N, 4) == 2)
+    kept = held.cut([tick(2, 0), record(2, 1, own)], nothing)
+    assert kept == []
+    assert held.held[("in", 2)].offset == 0 and consumer.calls == [("pause", [("in", 2)])]
+    held.recheck({("in", 0): 0}.get)  # the parent not past its marker at 0 yet
+    assert ("in", 2) in held.held
+    held.recheck({("in", 0): 1}.get)
+    assert not held.held and consumer.calls[-2:] == [
+        ("seek", (("in", 2), 0)),
+        ("resume", [("in", 2)]),
+    ]
+    assert held.cut([tick(2, 0), record(2, 1, own)], {("in", 0): 1}.get) != []
+    survivor = held.cut([tick(0, 4), tick(0, 6)], nothing)
+    assert [r[3] for r in survivor] == [4]  # before the shrink's hold at 5: nothing to wait for
+    assert held.held[("in", 0)].offset == 6
+    held.gates.adopt({"in": HISTORY.with_drains({2: 3, 3: 0})})
+    held.recheck({("in", 0): 6, ("in", 2): 3, ("in", 3): 1}.get)  # 2 not past its drain at 3
+    assert ("in", 0) in held.held
+    held.recheck({("in", 0): 6, ("in", 2): 4, ("in", 3): 1}.get)
+    assert ("in", 0) not in held.held

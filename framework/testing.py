@@ -15,6 +15,7 @@ one committed batch. Keys are placed on partitions as producers would place them
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -92,10 +93,26 @@ class TestDriver:
         Windows close, values expire and timers fire for the keys due by then."""
         for topic in self.config.inputs:
             for partition in range(topic.partitions):
-                headers: list[tuple[str, bytes | None]] = list(
-                    tick_headers(to, to if wall is None else wall)
-                )
-                self._process(topic.topic, partition, None, b"", timestamp=to, headers=headers)
+                self.tick(topic.topic, partition, to, wall)
+
+    def tick(
+        self,
+        topic: str,
+        partition: int,
+        floor: int,
+        wall: int | None = None,
+        *,
+        keys: Callable[[bytes], bool] | None = None,
+    ) -> None:
+        """One tick with event-time ``floor`` and processing time ``wall`` (default
+        ``floor``) on ``partition`` of input ``topic`` alone, at its next offset: it applies
+        to the keys living there that have something due by it. ``keys``: only to the keys
+        it accepts (an oracle replaying the ticks of a grown topic, each to the keys that
+        lived in its partition there)."""
+        headers: list[tuple[str, bytes | None]] = list(
+            tick_headers(floor, floor if wall is None else wall)
+        )
+        self._process(topic, partition, None, b"", timestamp=floor, headers=headers, keys=keys)
 
     def _process(
         self,
@@ -106,13 +123,15 @@ class TestDriver:
         *,
         timestamp: int,
         headers: list[tuple[str, bytes | None]],
+        keys: Callable[[bytes], bool] | None = None,
     ) -> None:
-        """Process one record as one batch, at the partition's next offset."""
+        """Process one record as one batch, at the partition's next offset (a tick: to the
+        ``keys`` it accepts, when given)."""
         offset = self._next_offset[(topic, partition)]
         message = StoredMessage(topic, partition, offset, key, raw, timestamp, headers)
         batch = self.database.begin()
         try:
-            outputs, dead = self._processor.process(batch, message)
+            outputs, dead = self._processor.process(batch, message, keys=keys)
         except BaseException:
             batch.abort()
             raise

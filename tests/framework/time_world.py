@@ -204,23 +204,44 @@ def catch_up(
     **options: Any,
 ) -> CatchUp:
     """Processor ``processor``'s catch-up of ``state``'s scale, run until every handoff it
-    receives is released and read to F (the group committed F, and every other partition
-    read to its end: T1)."""
+    receives is released and read to F (``read_to_f``)."""
+    catchup = begin_catch_up(kafka, app, state, processor, database, **options)
+    return read_to_f(kafka, app, state, catchup)
+
+
+def begin_catch_up(
+    kafka: MemoryKafka,
+    app: App,
+    state: ControlState,
+    processor: int,
+    database: ProcessorDatabase,
+    **options: Any,
+) -> CatchUp:
+    """Processor ``processor``'s catch-up of ``state``'s scale, nothing read yet; the group
+    committed every partition it reads to its end (T1) unless a test set it already."""
     scaling = state.scaling
     assert scaling is not None
     initial = app.config.initial_processors
     histories = {TOPIC: scaling.histories[TOPIC]} if TOPIC in scaling.histories else None
     records = RecordProcessor(app, {TOPIC: app.config.inputs[0].partitions}, histories=histories)
+    group = kafka.broker.groups.setdefault(app.config.app_id, {})
     catchup = CatchUp(
         processor, initial, scaling, kafka=kafka, group_id=app.config.app_id, database=database,
         records=records, **options,
     )  # fmt: skip
-    incoming = scaling.incoming(processor)
-    group = kafka.broker.groups.setdefault(app.config.app_id, {})
-    for position in catchup.bounds:  # every owner committed what the log holds
+    for position in catchup.bounds:
         group.setdefault(position, kafka.broker.partition(position).end)
+    catchup.refresh(force=True)
+    return catchup
+
+
+def read_to_f(kafka: MemoryKafka, app: App, state: ControlState, catchup: CatchUp) -> CatchUp:
+    """Release ``catchup``'s handoffs (the group committed F: T1 = F) and step it until
+    every one is read to F."""
+    assert state.scaling is not None
+    incoming = state.scaling.incoming(catchup.processor)
     for handoff in incoming:
-        group.update(handoff.released)
+        kafka.broker.groups[app.config.app_id].update(handoff.released)
         catchup.release(handoff)
     catchup.refresh(force=True)
     for _ in range(10_000):

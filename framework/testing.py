@@ -67,7 +67,8 @@ class TestDriver:
         *,
         partition: int | None = None,
     ) -> None:
-        """Process one record of input ``topic`` as one batch, on ``partition`` (default: where
+        """Process one record of input ``topic`` as one batch, with Kafka ``timestamp`` (ms;
+        default: the count of records sent so far), on ``partition`` (default: where
         producers place its key; a keyed record on a partition where linear hashing does not
         place it is a dead letter, stage ``placement``, as in the runtime). ``value`` is
         encoded as ``Output`` values are: bytes as they are, text as UTF-8, a pydantic model or

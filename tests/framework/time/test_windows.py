@@ -1,0 +1,196 @@
+"""Window kinds through the test driver: which windows a record falls in, when they close and
+what they emit (``final`` once, ``current`` at every change), grace and late records."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from framework import Output, Record
+from framework.testing import TestDriver
+from framework.time import Collect, Count, Hopping, LateError, Session, Sliding, Sum, Tumbling
+from framework.time.windows import WindowKind
+from tests.framework.time.apps import clock_of, emitted, new_app, stages
+
+
+def windowed(kind: WindowKind, emit: Any = "final", **options: Any) -> TestDriver:
+    """A driver of an app collecting each record's ``v`` in windows of ``kind``."""
+    app = new_app()
+
+    @app.window("in", kind, Collect(), value_type=dict, emit=emit, **options)
+    def values(record: Record[dict[str, Any]]) -> Any:
+        return record.value["v"]
+
+    return TestDriver(app)
+
+
+def send(driver: TestDriver, *timed: tuple[int, Any], key: bytes = b"k") -> None:
+    for at, value in timed:
+        driver.send("in", key, {"v": value}, timestamp=at)
+
+
+def test_spans_are_aligned_to_the_epoch() -> None:
+    assert Tumbling(10).spans(7) == [(0, 10)]
+    assert Tumbling(10).spans(10) == [(10, 20)]
+    assert Tumbling(10).spans(-3) == [(-10, 0)]
+    assert Hopping(10, 5).spans(7) == [(0, 10), (5, 15)]
+    assert Hopping(10, 3).spans(10) == [(3, 13), (6, 16), (9, 19)]
+    assert Hopping(10, 10).spans(10) == [(10, 20)]
+    assert Tumbling(timedelta(minutes=1)).size == 60_000
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda: Tumbling(0), "must be positive"),
+        (lambda: Tumbling(10, grace=-1), "zero or more"),
+        (lambda: Hopping(10, 11), "longer than its size"),
+        (lambda: Session(1.5), "timedelta or whole milliseconds"),  # type: ignore[arg-type]
+        (lambda: Sliding(timedelta(microseconds=10)), "must be positive"),
+    ],
+)
+def test_bad_window_kinds_are_refused(make: Any, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        make()
+
+
+def test_tumbling_final_is_emitted_once_when_key_time_passes_the_end() -> None:
+    driver = windowed(Tumbling(10))
+    send(driver, (1, "a"), (5, "b"))
+    assert emitted(driver) == []
+    send(driver, (12, "c"))  # the key's time reaches 12 >= 10: [0, 10) closes
+    assert emitted(driver) == [(b"k", {"start": 0, "end": 10, "value": ["a", "b"]})]
+    driver.advance_time(19)
+    assert len(emitted(driver)) == 1
+    driver.advance_time(20)
+    driver.advance_time(500)
+    assert emitted(driver)[1:] == [(b"k", {"start": 10, "end": 20, "value": ["c"]})]
+    assert clock_of(driver, b"k").windows == {}
+    assert driver.dead_letters == []
+
+
+def test_grace_keeps_a_window_open_for_out_of_order_records() -> None:
+    driver = windowed(Tumbling(10, grace=5))
+    send(driver, (1, "a"), (12, "b"), (3, "c"))  # 12 < 10 + 5: [0, 10) still open
+    assert emitted(driver) == []
+    send(driver, (15, "d"))
+    assert emitted(driver) == [(b"k", {"start": 0, "end": 10, "value": ["a", "c"]})]
+    send(driver, (4, "late"))
+    assert stages(driver) == ["late"]
+    letter = driver.dead_letters[0]
+    assert letter.reason.startswith("late by 11 ms: event time 4 ms")
+    assert "reached 15 ms" in letter.reason and "the key's time is 15 ms" in letter.reason
+    assert letter.value == b'{"v":"late"}'
+
+
+def test_hopping_windows_overlap() -> None:
+    driver = windowed(Hopping(10, 5))
+    send(driver, (7, "a"), (12, "b"))  # 12 >= 10: [0, 10) closes
+    assert emitted(driver) == [(b"k", {"start": 0, "end": 10, "value": ["a"]})]
+    driver.advance_time(100)
+    assert emitted(driver)[1:] == [
+        (b"k", {"start": 5, "end": 15, "value": ["a", "b"]}),
+        (b"k", {"start": 10, "end": 20, "value": ["b"]}),
+    ]
+
+
+def test_a_hopping_record_partly_late_is_added_to_its_open_windows() -> None:
+    driver = windowed(Hopping(10, 5))
+    send(driver, (12, "a"), (8, "b"))  # [0, 10) closed at 10; [5, 15) is open
+    assert driver.dead_letters == []
+    driver.advance_time(100)
+    assert [value["value"] for _key, value in emitted(driver)] == [["a", "b"], ["a"]]
+
+
+def open_windows(driver: TestDriver) -> list[Any]:
+    """The key ``k``'s open windows, read by a record of topic ``peek`` (see ``peeking``)."""
+    from framework.time.keeper import TimeKeeper  # noqa: PLC0415
+    from framework.time.views import KeyWindows  # noqa: PLC0415
+
+    batch = driver.database.begin()
+    try:
+        time = TimeKeeper.open(batch, b"k")
+        return KeyWindows(time, driver.app.windows["values"]).open()
+    finally:
+        batch.abort()
+
+
+def test_emit_current_sends_every_change_keyed_by_window() -> None:
+    driver = windowed(Tumbling(10), emit="current")
+    send(driver, (1, "a"), (5, "b"), (12, "c"))
+    driver.advance_time(100)
+    assert emitted(driver) == [
+        (b"k@0", {"start": 0, "end": 10, "value": ["a"]}),
+        (b"k@0", {"start": 0, "end": 10, "value": ["a", "b"]}),
+        (b"k@10", {"start": 10, "end": 20, "value": ["c"]}),
+    ]
+    assert clock_of(driver, b"k").windows == {}
+
+
+def test_a_late_record_is_a_dead_letter_and_changes_nothing() -> None:
+    app = new_app()
+    app.store("seen")
+    app.windows_store("sums", Tumbling(10), Sum())
+
+    @app.processor("in", value_type=dict, stores=["seen", "sums"])
+    def add(record: Record[dict[str, Any]], state: dict[str, Any]) -> Output:
+        state["seen"].set((state["seen"].get() or 0) + 1)
+        state["sums"].add(record.value["v"])
+        return Output({"added": record.value["v"]})
+
+    driver = TestDriver(app)
+    send(driver, (25, 1))
+    before = driver.state("splitstate.time", b"k")
+    send(driver, (3, 2))
+    assert stages(driver) == ["late"]
+    assert driver.dead_letters[0].reason.startswith("late by 22 ms")
+    assert driver.state("seen", b"k") == 1
+    assert driver.state("splitstate.time", b"k") == before
+    assert emitted(driver) == [(b"k", {"added": 1})]
+
+
+def test_on_late_is_called_instead_of_a_dead_letter() -> None:
+    seen: list[tuple[int, int]] = []
+
+    def on_late(record: Record[Any], late: LateError) -> Output:
+        seen.append((late.t, late.by))
+        return Output({"late": record.value["v"]}, key=b"late")
+
+    driver = windowed(Tumbling(10), on_late=on_late)
+    send(driver, (25, "a"), (3, "b"))
+    assert driver.dead_letters == []
+    assert seen == [(3, 22)]
+    assert emitted(driver) == [(b"late", {"late": "b"})]
+    driver.advance_time(100)
+    assert emitted(driver)[1:] == [(b"k", {"start": 20, "end": 30, "value": ["a"]})]
+
+
+def test_each_key_has_its_own_time() -> None:
+    driver = windowed(Tumbling(10))
+    send(driver, (100, "a"), key=b"fast")
+    send(driver, (3, "b"), key=b"slow")  # not late: only its own records count
+    assert driver.dead_letters == []
+    assert emitted(driver) == []
+
+
+def test_a_result_function_shapes_the_output() -> None:
+    driver = windowed(Tumbling(10), result=lambda w: {"n": len(w.value), "at": w.end})
+    send(driver, (1, "a"), (2, "b"), (10, "c"))
+    assert emitted(driver) == [(b"k", {"n": 2, "at": 10})]
+
+
+def test_count_over_a_to_topic() -> None:
+    app = new_app(outputs=("a", "b"))
+    app.windows_store("n", Tumbling(10), Count(), to="b")
+
+    @app.processor("in", stores=["n"])
+    def count(record: Record[bytes], windows: Any) -> None:
+        windows.add(1)
+
+    driver = TestDriver(app)
+    driver.send("in", b"k", b"x", timestamp=1)
+    driver.advance_time(10)
+    assert emitted(driver, "b") == [(b"k", {"start": 0, "end": 10, "value": 1})]
+    assert emitted(driver, "a") == []

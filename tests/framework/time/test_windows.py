@@ -194,3 +194,26 @@ def test_count_over_a_to_topic() -> None:
     driver.advance_time(10)
     assert emitted(driver, "b") == [(b"k", {"start": 0, "end": 10, "value": 1})]
     assert emitted(driver, "a") == []
+
+
+def test_a_session_closes_gap_plus_grace_after_its_last_record() -> None:
+    driver = windowed(Session(10))
+    send(driver, (0, "a"), (5, "b"), (14, "c"))  # 14 < 5 + 10: the same session
+    assert emitted(driver) == []
+    send(driver, (24, "d"))  # 24 = 14 + 10: not in it, and it closes
+    assert emitted(driver) == [(b"k", {"start": 0, "end": 14, "value": ["a", "b", "c"]})]
+    driver.advance_time(34)
+    assert emitted(driver)[1:] == [(b"k", {"start": 24, "end": 24, "value": ["d"]})]
+
+
+def test_one_record_merges_two_sessions() -> None:
+    driver = windowed(Session(15, grace=100))
+    send(driver, (0, "a"), (20, "b"))
+    assert [(w.start, w.end, w.value) for w in open_windows(driver)] == [
+        (0, 0, ["a"]),
+        (20, 20, ["b"]),
+    ]
+    send(driver, (10, "c"))
+    assert [(w.start, w.end, w.value) for w in open_windows(driver)] == [(0, 20, ["a", "b", "c"])]
+    driver.advance_time(135)
+    assert emitted(driver) == [(b"k", {"start": 0, "end": 20, "value": ["a", "b", "c"]})]

@@ -208,9 +208,10 @@ class Collect(_Plain):
 
 class Reduce(Generic[A]):
     """A user aggregation: ``add(accumulator, value)`` from ``initial``; ``merge`` (needed by
-    session and sliding windows) combines two accumulators; ``result`` (default: the
-    accumulator itself) gives the window's result. ``accumulator``: its type, when it is
-    not plain JSON (a pydantic model, a dataclass): stored through pydantic."""
+    session and sliding windows) combines two accumulators; ``result`` gives the window's
+    result from its accumulator (default: the accumulator as JSON-able data).
+    ``accumulator``: its type, when it is not plain JSON (a pydantic model, a dataclass):
+    stored through pydantic, and given to ``add``, ``merge`` and ``result`` as that type."""
 
     name = "reduce"
 
@@ -251,8 +252,8 @@ class Reduce(Generic[A]):
         return self._merge(first, second)
 
     def result(self, accumulator: A) -> Any:
-        """The user's ``result``, or the accumulator."""
-        return accumulator if self._result is None else self._result(accumulator)
+        """The user's ``result``, or the accumulator as JSON-able data (``dump``)."""
+        return self.dump(accumulator) if self._result is None else self._result(accumulator)
 
     def dump(self, accumulator: A) -> Any:
         """JSON-able data of the accumulator."""

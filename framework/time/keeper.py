@@ -20,7 +20,6 @@ from framework.records import Output
 from framework.time.context import KeyTime
 from framework.time.key_clock import NO_TIME, TIME_STORE, KeyClock
 from framework.time.specs import Timer, TimerSpec, WindowSpec
-from framework.time.window_state import WindowResult
 from statestore import StateBatch
 from statestore.due_index import DUE_STORE, NEVER, decode_due, encode_due
 
@@ -186,7 +185,7 @@ class TimeKeeper:
                 del clock.windows[item.store]
             if spec.emit != "final":
                 return []
-            result = WindowResult(time.key, start, end, spec.aggregation.result(acc))
+            result = spec.window_result(time.key, start, end, acc)
             return [Output(spec.output_value(result), key=time.key, topic=spec.to)]
         entries = clock.timers[item.store]
         due, kind = entries.pop(item.name)

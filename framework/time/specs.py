@@ -51,6 +51,12 @@ class WindowSpec:
                 "accumulators, and this Reduce has no merge. Fix: Reduce(..., merge=...)."
             )
 
+    def window_result(self, key: bytes, start: int, end: int, stored: Any) -> WindowResult:
+        """The result of a window whose accumulator is stored (dumped) as ``stored``: the
+        aggregation's ``result`` of the loaded accumulator."""
+        aggregation = self.aggregation
+        return WindowResult(key, start, end, aggregation.result(aggregation.load(stored)))
+
     def output_value(self, result: WindowResult) -> Any:
         """The value emitted for ``result``."""
         if self.result is not None:

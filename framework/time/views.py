@@ -57,7 +57,7 @@ class KeyWindows:
         clock.windows[spec.name] = data
         if spec.emit == "current":
             for start, end, acc in changed:
-                result = WindowResult(time.key, start, end, spec.aggregation.result(acc))
+                result = spec.window_result(time.key, start, end, acc)
                 key = time.key + b"@" + str(start).encode()
                 time.outputs.append(Output(spec.output_value(result), key=key, topic=spec.to))
 
@@ -66,7 +66,7 @@ class KeyWindows:
         spec = self._spec
         data = self._time.clock.windows.get(spec.name)
         return [
-            WindowResult(self._time.key, start, end, spec.aggregation.result(acc))
+            spec.window_result(self._time.key, start, end, acc)
             for start, end, acc in windows_of.open_results(spec.kind, spec.aggregation, data)
         ]
 

@@ -109,3 +109,31 @@ def test_a_reduce_without_merge_is_refused_where_windows_merge(kind: WindowKind)
     app.windows_store("fine", Tumbling(10), Reduce(Stats, add))
     with pytest.raises(TypeError, match="no merge"):
         Reduce(Stats, add).merge(Stats(), Stats())
+
+
+def test_reduce_with_a_pydantic_accumulator_gets_models() -> None:
+    def result(stats: Stats) -> dict[str, Any]:
+        assert isinstance(stats, Stats)
+        return {"mean": stats.total / stats.count, "n": stats.count}
+
+    typed = Reduce(Stats, add, merge=merge, result=result, accumulator=Stats)
+    assert results(Tumbling(10), typed, *SPLIT) == [{"mean": 12.5 / 3, "n": 3}, {"mean": 2, "n": 1}]
+    assert results(Session(10, grace=50), typed, *MERGED) == [
+        {"mean": 14.5 / 4, "n": 4},
+        {"mean": 5, "n": 1},
+    ]
+
+
+def test_the_current_result_of_a_typed_reduce() -> None:
+    app = new_app()
+    typed = Reduce(Stats, add, result=lambda stats: stats.count, accumulator=Stats)
+
+    @app.window("in", Tumbling(10), typed, value_type=dict, emit="current")
+    def values(record: Record[dict[str, Any]]) -> Any:
+        return record.value["v"]
+
+    driver = TestDriver(app)
+    driver.send("in", b"k", {"v": 1}, timestamp=1)
+    driver.send("in", b"k", {"v": 1}, timestamp=2)
+    assert driver.dead_letters == []
+    assert [value["value"] for _key, value in emitted(driver)] == [1, 2]

@@ -7,7 +7,9 @@
   two into one: their accumulators merge, the earlier's first).
 - Sliding: ``{"p": [[t, accumulator], ...], "o": [t, ...]}``: the points (one per record, in
   the key's record order) and the ends of the windows not closed yet; the window ending at
-  ``t`` holds the points in ``[t - size, t]`` and closes at ``t + grace``.
+  ``t`` holds the points in ``[t - size, t]`` and closes when the key's time passes
+  ``t + grace`` (at ``t + grace + 1``: a record at ``t`` itself is in it). A record whose
+  own window closed already goes to the open windows that hold it (late if there are none).
 
 ``add`` raises ``LateError`` when every window a record falls into closed already (the key's time
 is at or past its close). Nothing here reads a clock: the caller gives the key's time.
@@ -71,7 +73,7 @@ def next_close(kind: WindowKind, data: Any) -> int:
     if isinstance(kind, Session):
         return int(min(last for _first, last, _acc in data)) + kind.gap + kind.grace
     if isinstance(kind, Sliding):
-        return min(data["o"]) + kind.grace if data["o"] else NEVER
+        return min(data["o"]) + kind.grace + 1 if data["o"] else NEVER
     return int(data[0][0]) + kind.size + kind.grace
 
 
@@ -153,15 +155,18 @@ def _session_add(
 def _sliding_add(
     kind: Sliding, agg: Aggregation, data: dict[str, Any], t: int, value: Any, *, key_time: int
 ) -> tuple[Any, list[tuple[int, int, Any]]]:
-    if t + kind.grace <= key_time:
-        raise LateError(t, key_time, t + kind.grace)
+    # a window ending at ``end`` holds ``end`` itself: it is open until the key's time passes
+    # ``end + grace``; a record whose own window closed still goes to the open ones holding it
+    holding = [e for e in data["o"] if e + kind.grace >= key_time and e - kind.size <= t <= e]
+    own = t + kind.grace >= key_time
+    if not own and not holding:
+        raise LateError(t, key_time, t + kind.grace + 1)
     points = [*data["p"], [t, agg.dump(agg.add(agg.initial(), value))]]
-    ends = sorted({*data["o"], t})
+    ends = sorted({*data["o"], t}) if own else data["o"]
     new = {"p": points, "o": ends}
     changed = [
         (end - kind.size, end, _sliding_acc(kind, agg, new, end))
-        for end in ends
-        if end - kind.size <= t <= end
+        for end in sorted({*holding, t} if own else holding)
     ]
     return new, changed
 

@@ -3,8 +3,9 @@
 Windows are aligned to the epoch (a tumbling minute is ``[12:00, 12:01)``), as in Kafka
 Streams and Quix Streams. A window ``[start, end)`` closes when its key's time reaches
 ``end + grace``; a record whose every window is closed by then is late. Sliding windows are
-``[t - size, t]`` for each record's ``t`` (both ends included); session windows grow while a
-key's records come less than ``gap`` apart.
+``[t - size, t]`` for each record's ``t`` (both ends included, so each closes when the key's
+time passes ``t + grace``); session windows grow while a key's records come less than ``gap``
+apart.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ class Hopping:
 
 @dataclass(frozen=True, init=False)
 class Sliding:
-    """For each record at ``t``, the window ``[t - size, t]`` of the key's records."""
+    """For each record at ``t``, the window ``[t - size, t]`` of the key's records; it closes
+    when the key's time passes ``t + grace``."""
 
     size: int
     grace: int

@@ -217,3 +217,34 @@ def test_one_record_merges_two_sessions() -> None:
     assert [(w.start, w.end, w.value) for w in open_windows(driver)] == [(0, 20, ["a", "b", "c"])]
     driver.advance_time(135)
     assert emitted(driver) == [(b"k", {"start": 0, "end": 20, "value": ["a", "b", "c"]})]
+
+
+def test_sliding_windows_end_at_each_record() -> None:
+    driver = windowed(Sliding(10))
+    send(driver, (5, "a"), (12, "b"), (14, "c"), (30, "d"))
+    driver.advance_time(30)  # [20, 30] holds records at 30 until the key's time passes it
+    assert len(emitted(driver)) == 3
+    driver.advance_time(31)
+    assert emitted(driver) == [
+        (b"k", {"start": -5, "end": 5, "value": ["a"]}),
+        (b"k", {"start": 2, "end": 12, "value": ["a", "b"]}),
+        (b"k", {"start": 4, "end": 14, "value": ["a", "b", "c"]}),
+        (b"k", {"start": 20, "end": 30, "value": ["d"]}),
+    ]
+    # no window is open; the record at 30 is kept for a later one ([21, 31] would hold it)
+    assert clock_of(driver, b"k").windows == {"values": {"o": [], "p": [[30, ["d"]]]}}
+
+
+def test_sliding_grace_and_a_record_that_only_a_later_window_holds() -> None:
+    driver = windowed(Sliding(10, grace=10))
+    send(driver, (100, "a"), (95, "b"))  # [90, 100] open until 110; 95 opens [85, 95]
+    send(driver, (88, "c"))  # its own window closed at 98, but [85, 95] is open till 105
+    assert driver.dead_letters == []
+    driver.advance_time(200)
+    assert emitted(driver) == [
+        (b"k", {"start": 85, "end": 95, "value": ["b", "c"]}),
+        (b"k", {"start": 90, "end": 100, "value": ["a", "b"]}),
+    ]
+    send(driver, (185, "late"))
+    assert stages(driver) == ["late"]
+    assert driver.dead_letters[0].reason.startswith("late by 15 ms")

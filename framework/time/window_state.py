@@ -134,14 +134,14 @@ def _span_add(
 def _session_add(
     kind: Session, agg: Aggregation, data: list[Any], t: int, value: Any, *, key_time: int
 ) -> tuple[Any, list[tuple[int, int, Any]]]:
-    if t + kind.gap + kind.grace <= key_time:
-        raise LateError(t, key_time, t + kind.gap + kind.grace)
     joined = [s for s in data if s[0] - kind.gap < t < s[1] + kind.gap]
     kept = [s for s in data if not (s[0] - kind.gap < t < s[1] + kind.gap)]
-    first, last = t, t
+    first = min([t, *(s[0] for s in joined)])
+    last = max([t, *(s[1] for s in joined)])
+    if last + kind.gap + kind.grace <= key_time:  # (a record in an open session is not late)
+        raise LateError(t, key_time, last + kind.gap + kind.grace)
     acc = None
     for session in joined:  # (by first: data is kept sorted)
-        first, last = min(first, session[0]), max(last, session[1])
         loaded = agg.load(session[2])
         acc = loaded if acc is None else agg.merge(acc, loaded)
     acc = agg.add(agg.initial() if acc is None else acc, value)

@@ -248,3 +248,16 @@ def test_sliding_grace_and_a_record_that_only_a_later_window_holds() -> None:
     send(driver, (185, "late"))
     assert stages(driver) == ["late"]
     assert driver.dead_letters[0].reason.startswith("late by 15 ms")
+
+
+def test_a_record_inside_an_open_session_is_not_late() -> None:
+    driver = windowed(Session(50, grace=100))
+    send(driver, (100, 1), (140, 2), (180, 3), (200, 4))  # [100, 200], closes at 350
+    send(driver, (300, 5))  # another session; the key's time is 300
+    send(driver, (110, 6))  # 110 + 50 + 100 <= 300, but [100, 200] is open
+    assert driver.dead_letters == []
+    driver.advance_time(1000)
+    assert emitted(driver) == [
+        (b"k", {"start": 100, "end": 200, "value": [1, 2, 3, 4, 6]}),
+        (b"k", {"start": 300, "end": 300, "value": [5]}),
+    ]

@@ -25,7 +25,8 @@ class WindowSpec:
     """A window store: per key, the open windows of ``kind`` and their ``aggregation``.
 
     ``emit``: ``"final"`` (once per window, when it closes: the same on every replay) or
-    ``"current"`` (every change, keyed ``<key>@<start>``: an idempotent upsert per window).
+    ``"current"`` (every change, keyed ``<key>@<start>``: an idempotent upsert per window; a
+    session merged into one that starts earlier gets a tombstone under its key).
     ``to``: the output topic (default: the app's only one). ``result``: turns a
     ``WindowResult`` into the output value (default ``{"start", "end", "value"}``).
     ``on_late``: called with a late record and its ``LateError`` instead of dead-lettering

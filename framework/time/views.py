@@ -54,12 +54,17 @@ class KeyWindows:
             elif result is not None:
                 time.outputs.extend(result)
             return
-        clock.windows[spec.name] = data
         if spec.emit == "current":
+            # sessions this record merged into one that starts earlier: gone, so their
+            # upserts are deleted (a tombstone each), as Kafka Streams does
+            for start in windows_of.merged_away(spec.kind, clock.windows.get(spec.name), data):
+                key = time.key + b"@" + str(start).encode()
+                time.outputs.append(Output(None, key=key, topic=spec.to))
             for start, end, acc in changed:
                 result = spec.window_result(time.key, start, end, acc)
                 key = time.key + b"@" + str(start).encode()
                 time.outputs.append(Output(spec.output_value(result), key=key, topic=spec.to))
+        clock.windows[spec.name] = data
 
     def open(self) -> list[WindowResult]:
         """The key's open windows and their results now, oldest first."""

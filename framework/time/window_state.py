@@ -24,7 +24,15 @@ from framework.time.aggregations import Aggregation
 from framework.time.windows import Hopping, Session, Sliding, Tumbling, WindowKind
 from statestore.due_index import NEVER
 
-__all__ = ["LateError", "WindowResult", "add", "close_next", "next_close", "open_results"]
+__all__ = [
+    "LateError",
+    "WindowResult",
+    "add",
+    "close_next",
+    "merged_away",
+    "next_close",
+    "open_results",
+]
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,14 @@ def close_next(
         return _sliding_close(kind, agg, data, key_time)
     start, acc = data[0]
     return data[1:], (start, start + kind.size, acc)
+
+
+def merged_away(kind: WindowKind, before: Any, after: Any) -> list[int]:
+    """The starts of the windows in ``before`` that ``add`` merged into others in ``after``
+    (sessions only: a record that joins sessions makes one of them)."""
+    if not isinstance(kind, Session) or not before:
+        return []
+    return sorted({s[0] for s in before} - {s[0] for s in after})
 
 
 def open_results(kind: WindowKind, agg: Aggregation, data: Any) -> list[tuple[int, int, Any]]:

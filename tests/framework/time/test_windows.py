@@ -261,3 +261,14 @@ def test_a_record_inside_an_open_session_is_not_late() -> None:
         (b"k", {"start": 100, "end": 200, "value": [1, 2, 3, 4, 6]}),
         (b"k", {"start": 300, "end": 300, "value": [5]}),
     ]
+
+
+def test_emit_current_of_merged_sessions_removes_the_windows_merged_away() -> None:
+    driver = windowed(Session(15, grace=100), emit="current")
+    send(driver, (20, "a"), (0, "b"), (10, "c"))
+    assert emitted(driver) == [
+        (b"k@20", {"start": 20, "end": 20, "value": ["a"]}),
+        (b"k@0", {"start": 0, "end": 0, "value": ["b"]}),
+        (b"k@20", None),  # merged into the session starting at 0: a tombstone
+        (b"k@0", {"start": 0, "end": 20, "value": ["b", "a", "c"]}),
+    ]

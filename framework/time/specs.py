@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from framework.records import Record
@@ -18,6 +18,8 @@ __all__ = ["EventTime", "Timer", "TimerSpec", "WindowSpec", "event_time_of"]
 #: where an input's event time comes from: ``None`` (the Kafka timestamp), a field name of the
 #: decoded value, or a function of the record; giving int milliseconds or a ``datetime``
 EventTime = str | Callable[[Record[Any]], int | datetime] | None
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ def event_time_of(source: EventTime) -> Callable[[Record[Any]], int]:
                     f"{what} is a datetime without a time zone ({found}); event times must "
                     "be absolute. Fix: give it a tzinfo (e.g. timezone.utc), or ms"
                 )
-            return int(found.timestamp() * 1000)
+            return (found - _EPOCH) // _MS  # exact (float seconds are off by 1 ms at times)
         if isinstance(found, int) and not isinstance(found, bool):
             return found
         raise ValueError(f"{what} must be int milliseconds or a datetime, got {found!r}")

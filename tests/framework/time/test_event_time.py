@@ -3,7 +3,7 @@ function; ints or aware datetimes; a record without one is a dead letter."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -115,3 +115,16 @@ def test_each_input_has_its_own_event_time() -> None:
     assert clock_of(driver, b"k").times == {"in": 4, "other": 7}
     driver.send("other", b"k", {}, timestamp=11)
     assert emitted(driver) == [(b"k", {"start": 0, "end": 10, "value": 2})]
+
+
+def test_a_datetime_field_of_a_model_is_exact_to_the_millisecond() -> None:
+    driver = counted("at", Reading)
+    at = datetime(2004, 2, 1, 12, 56, 19, 284000, tzinfo=UTC)  # float seconds: ...283
+    driver.send("in", b"k", Reading(at=at).model_dump_json())
+    assert clock_of(driver, b"k").time == 1075640179284
+    before_epoch = datetime(1969, 12, 31, 23, 59, 59, 999500, tzinfo=UTC)
+    driver.send("in", b"j", Reading(at=before_epoch).model_dump_json())
+    assert clock_of(driver, b"j").time == -1  # the millisecond it falls in
+    east = datetime(2024, 1, 1, 2, 0, tzinfo=timezone(timedelta(hours=2)))
+    driver.send("in", b"e", Reading(at=east).model_dump_json())
+    assert clock_of(driver, b"e").time == 1704067200000

@@ -111,7 +111,8 @@ class TimeKeeper:
         over them all. A key with nothing due by the tick is left as it was (its time does
         not take the floor), whoever named it."""
         loaded: list[KeyTime] = []
-        heap: list[tuple[_Due, bytes, int]] = []
+        # (domain, due time, key, the key's item, the key's index): by time, then key
+        heap: list[tuple[int, int, bytes, _Due, int]] = []
         for key in keys:
             time = self.open(batch, key)
             clock = time.clock
@@ -122,13 +123,13 @@ class TimeKeeper:
                 # nothing due by the tick: the key is left as it was, so that which keys a tick
                 # changes never depends on what an index of due keys happened to name
                 continue
-            heap.append((item, time.key, len(loaded)))
+            heap.append((item.domain, item.due, time.key, item, len(loaded)))
             loaded.append(time)
         heapq.heapify(heap)
         outputs: list[Output] = []
         fired = [0] * len(loaded)
         while heap:
-            item, _key, index = heapq.heappop(heap)
+            *_order, item, index = heapq.heappop(heap)
             time = loaded[index]
             fired[index] += 1
             if fired[index] > MAX_FIRINGS:
@@ -136,7 +137,7 @@ class TimeKeeper:
             outputs.extend(self._fire(batch, time, item))
             following = self._next(time.clock)
             if following is not None:
-                heapq.heappush(heap, (following, time.key, index))
+                heapq.heappush(heap, (following.domain, following.due, time.key, following, index))
         for time in loaded:
             self.save(batch, time, self.windows)
         return outputs

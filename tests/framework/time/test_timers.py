@@ -179,3 +179,16 @@ def test_a_failing_timer_stops_the_processor_with_on_error_stop() -> None:
         driver.advance_time(30)
     assert driver.state("splitstate.time", b"k") == before
     assert driver.dead_letters == []
+
+
+def test_timers_of_several_keys_fire_in_time_then_key_order_at_one_tick() -> None:
+    driver = TestDriver(timer_app(partitions=1))  # one tick meets them all
+    for key, name, at in [(b"c", "a", 20), (b"b", "z", 10), (b"a", "y", 20), (b"b", "b", 20)]:
+        send(driver, 0, key, do="set", at=at, name=name)
+    driver.advance_time(20)
+    assert [(key, value["due"], value["rang"]) for key, value in rang(driver)] == [
+        (b"b", 10, "z"),
+        (b"a", 20, "y"),
+        (b"b", 20, "b"),
+        (b"c", 20, "a"),
+    ]

@@ -25,3 +25,5 @@ class KeyTime:
     event_time: int | None = None
     #: outputs of ``current`` windows and late callbacks, emitted after the record's own
     outputs: list[Output] = field(default_factory=list)
+    #: timers fired for the key in this record or tick (``keeper.MAX_FIRINGS``)
+    fired: int = 0

@@ -25,14 +25,15 @@ from statestore.due_index import DUE_STORE, NEVER, decode_due, encode_due
 
 __all__ = ["TimeKeeper", "TimerRunner"]
 
-#: items one key may fire for one record or tick (a timer that sets itself due again forever
-#: would otherwise never end)
+#: timers one key may fire for one record or tick: past it, each timer due is dropped without
+#: running (timers that set each other due again at once would otherwise never end)
 MAX_FIRINGS = 10_000
 _EXPIRY, _CLOSE, _TIMER = 0, 1, 2
 
-#: runs a timer's function for a key: ``(spec, timer, batch) -> outputs``; it handles the
-#: function's failure itself (a dead letter), and returns the outputs to emit
-TimerRunner = Callable[[TimerSpec, Timer, StateBatch], list[Output]]
+#: runs a timer's function for a key: ``(spec, timer, batch, refused) -> outputs``; it handles
+#: the function's failure itself (a dead letter), and returns the outputs to emit; given
+#: ``refused`` (why), it drops the timer as failed without running it
+TimerRunner = Callable[[TimerSpec, Timer, StateBatch, str | None], list[Output]]
 
 
 @dataclass(frozen=True, order=True)
@@ -93,15 +94,9 @@ class TimeKeeper:
     def fire(self, batch: StateBatch, time: KeyTime) -> list[Output]:
         """Fire everything of the key due by its time and processing time."""
         outputs: list[Output] = []
-        for _ in range(MAX_FIRINGS):
-            item = self._next(time.clock)
-            if item is None:
-                return outputs
+        while (item := self._next(time.clock)) is not None:
             outputs.extend(self._fire(batch, time, item))
-        raise RuntimeError(
-            f"key {time.key!r} fired {MAX_FIRINGS} items at one time: a timer function sets "
-            "its own timer due again each time it fires. Fix: set it later than the key's time"
-        )
+        return outputs
 
     # -- a tick -----------------------------------------------------------------------------
 
@@ -127,13 +122,9 @@ class TimeKeeper:
             loaded.append(time)
         heapq.heapify(heap)
         outputs: list[Output] = []
-        fired = [0] * len(loaded)
         while heap:
             *_order, item, index = heapq.heappop(heap)
             time = loaded[index]
-            fired[index] += 1
-            if fired[index] > MAX_FIRINGS:
-                raise RuntimeError(f"key {time.key!r} fired {MAX_FIRINGS} items at one tick")
             outputs.extend(self._fire(batch, time, item))
             following = self._next(time.clock)
             if following is not None:
@@ -201,9 +192,17 @@ class TimeKeeper:
             clock.time,
             max(clock.wall, clock.time),
         )
+        time.fired += 1
+        refused = None
+        if time.fired > MAX_FIRINGS:
+            refused = (
+                f"the key fired {MAX_FIRINGS} timers at one time, the most one record or tick "
+                "may fire: timers that set each other (or themselves) due again at once would "
+                "never end. Fix: set them later than timer.time"
+            )
         # the timer function sees and changes the key's time through the same clock
         self.save(batch, time, self.windows)
-        outputs = self._run_timer(self.timers[item.store], timer, batch)
+        outputs = self._run_timer(self.timers[item.store], timer, batch, refused)
         reloaded = self.open(batch, time.key)
         time.clock, time.loaded_due = reloaded.clock, reloaded.loaded_due
         return outputs

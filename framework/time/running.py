@@ -32,6 +32,10 @@ __all__ = ["RecordFailedError", "TimedFunctions"]
 Encode = Callable[[Any, bytes, tuple[str, int, int], Callable[..., Any]], list[EncodedOutput]]
 
 
+class _RefusedTimerError(Exception):
+    """A timer dropped as failed, not for an error of its function (the reason says why)."""
+
+
 class RecordFailedError(Exception):
     """A record's function (or its windows) failed; its key's writes were undone.
     ``stage``: ``"late"`` or ``"processor"``; ``reason``: the dead letter's."""
@@ -147,27 +151,37 @@ class TimedFunctions:
 
     # -- timers -----------------------------------------------------------------------------
 
-    def _run_timer(self, spec: TimerSpec, timer: Timer, batch: StateBatch) -> list[Output]:
+    def _run_timer(
+        self, spec: TimerSpec, timer: Timer, batch: StateBatch, refused: str | None
+    ) -> list[Output]:
         key = timer.key
         saved = self._savepoints(batch, key)
         time = self.keeper.open(batch, key)
         stores = spec.stores or tuple(self.app.stores)
         try:
+            if refused is not None:
+                raise _RefusedTimerError(refused)
             result = spec.function(timer, self.state(batch, key, time, stores))
             outputs = [] if result is None else list(output_items(result, spec.function.__name__))
             outputs += time.outputs
-            self.keeper.save(batch, time, self.app.windows)
+            _check_progress(timer, time.clock.timers.get(spec.name, {}).get(timer.name))
             for output in outputs:
                 if output.key is None:
                     output.key = key
+            self._encode(outputs, key, self._origin, spec.function)  # (what it cannot write)
+            self.keeper.save(batch, time, self.app.windows)
             return outputs
         except Exception as error:  # any failure of user code is handled by the policy
             self._undo(batch, key, saved, len(self.letters))
             topic, partition, offset = self._origin
+            why = (
+                str(error)
+                if isinstance(error, _RefusedTimerError)
+                else describe_error(error, with_trace=True)
+            )
             reason = (
                 f"timer {timer.name!r} of store {timer.store!r} (due {timer.time} ms) failed "
-                f"for key {key!r}: {describe_error(error, with_trace=True)}. The timer was "
-                "dropped and its writes undone."
+                f"for key {key!r}: {why}. The timer was dropped and its writes undone."
             )
             if self.stop_on_error:
                 raise ProcessorStoppedError(
@@ -192,3 +206,14 @@ class TimedFunctions:
         for name, before in saved:
             batch.store(name).rollback(key, before)
         del self.letters[letters:]
+
+
+def _check_progress(timer: Timer, now: tuple[int, str] | None) -> None:
+    """Refuse a timer that set itself due again no later than it fired: it would fire again
+    at once, and again, forever."""
+    if now is not None and now[1] == timer.kind and now[0] <= timer.time:
+        raise _RefusedTimerError(
+            f"it set itself due again at {now[0]} ms, not after the {timer.time} ms it fired "
+            "at: it would fire again at once, forever. Fix: set it later than timer.time "
+            "(e.g. timer.time + a period), or cancel it"
+        )

@@ -3,6 +3,7 @@ processing time (ticks), what a timer's function may do, and what happens when i
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from framework import App, Output, Record
 from framework.processing import ProcessorStoppedError
 from framework.testing import TestDriver
-from framework.time import KeyTimers, Timer
+from framework.time import KeyTimers, Timer, keeper
 from tests.framework.time.apps import clock_of, emitted, new_app, stages
 
 
@@ -192,3 +193,72 @@ def test_timers_of_several_keys_fire_in_time_then_key_order_at_one_tick() -> Non
         (b"b", 20, "b"),
         (b"c", 20, "a"),
     ]
+
+
+def test_a_timer_that_sets_itself_due_again_at_once_is_dropped_not_a_hang() -> None:
+    driver = TestDriver(timer_app())
+    send(driver, 10, do="set", at=20, name="again")
+    started = time.monotonic()
+    send(driver, 30, do="look")
+    assert time.monotonic() - started < 5
+    assert stages(driver) == ["timer"]
+    reason = driver.dead_letters[0].reason
+    assert "timer 'again' of store 'alarms' (due 20 ms) failed for key b'k'" in reason
+    assert "set itself due again at 20 ms, not after the 20 ms it fired at" in reason
+    assert "Fix: set it later than timer.time" in reason
+    assert driver.state("log", b"k") is None  # its writes undone
+    assert emitted(driver)[-1] == (b"k", {"seen": "look", "timer": None, "key_time": 30})
+    send(driver, 40, do="set", at=50, name="again")
+    driver.advance_time(60)  # at a tick too
+    assert stages(driver) == ["timer", "timer"]
+    assert clock_of(driver, b"k").timers == {}
+
+
+def test_timers_that_set_each_other_at_once_stop_at_the_firing_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(keeper, "MAX_FIRINGS", 20)
+    app = new_app()
+
+    @app.timer("ping", stores=["ping"])
+    def ping(timer: Timer, timers: KeyTimers) -> Output:
+        timers.set(timer.time, "b" if timer.name == "a" else "a")
+        return Output({"ping": timer.name})
+
+    @app.processor("in", dict, ["ping"])
+    def start(record: Record[Any], timers: KeyTimers) -> None:
+        timers.set(record.value["at"], "a")
+
+    driver = TestDriver(app)
+    driver.send("in", b"k", {"at": 5}, timestamp=1)
+    driver.advance_time(5)
+    assert len(emitted(driver)) == 20
+    assert stages(driver) == ["timer"]
+    assert "fired 20 timers at one time" in driver.dead_letters[0].reason
+    assert clock_of(driver, b"k").timers == {}
+    driver.send("in", b"k", {"at": 100}, timestamp=6)  # the key goes on
+    assert stages(driver) == ["timer"]
+
+
+def test_an_output_a_timer_cannot_write_is_the_timers_failure() -> None:
+    app = new_app()
+    app.store("log")
+
+    @app.timer("t")
+    def ring(timer: Timer, log: Any) -> Output:
+        log.set("rang")
+        return Output({"x": 1}, topic="nowhere")
+
+    @app.processor("in", dict, ["t"])
+    def start(record: Record[Any], timers: KeyTimers) -> Output:
+        timers.set(record.value["at"])
+        return Output({"set": record.value["at"]})
+
+    driver = TestDriver(app)
+    send(driver, 1, at=5)
+    send(driver, 10, at=20)  # fires the timer at 5, then sets one at 20
+    driver.advance_time(20)
+    assert stages(driver) == ["timer", "timer"]
+    assert "output topic 'nowhere' is not declared" in driver.dead_letters[0].reason
+    assert emitted(driver) == [(b"k", {"set": 5}), (b"k", {"set": 20})]
+    assert driver.state("log", b"k") is None

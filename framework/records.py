@@ -269,7 +269,7 @@ class EncodedOutput:
 
 #: where a record failed (its dead letter's ``splitstate.stage``; the README has a table)
 DeadLetterStage = Literal[
-    "decode", "route", "placement", "processor", "output", "crash", "late", "timer"
+    "decode", "route", "placement", "processor", "output", "crash", "late", "timer", "window"
 ]
 
 

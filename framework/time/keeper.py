@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import framework.time.window_state as windows_of
 from framework.records import Output
@@ -23,7 +24,7 @@ from framework.time.specs import Timer, TimerSpec, WindowSpec
 from statestore import StateBatch
 from statestore.due_index import DUE_STORE, NEVER, decode_due, encode_due
 
-__all__ = ["TimeKeeper", "TimerRunner"]
+__all__ = ["CloseRunner", "TimeKeeper", "TimerRunner"]
 
 #: timers one key may fire for one record or tick: past it, each timer due is dropped without
 #: running (timers that set each other due again at once would otherwise never end)
@@ -34,6 +35,9 @@ _EXPIRY, _CLOSE, _TIMER = 0, 1, 2
 #: the function's failure itself (a dead letter), and returns the outputs to emit; given
 #: ``refused`` (why), it drops the timer as failed without running it
 TimerRunner = Callable[[TimerSpec, Timer, StateBatch, str | None], list[Output]]
+#: the outputs of a window of a ``final`` store that closed: ``(spec, key, start, end, stored
+#: accumulator) -> outputs``; it handles a failure of the result itself (a dead letter)
+CloseRunner = Callable[[WindowSpec, bytes, int, int, Any], list[Output]]
 
 
 @dataclass(frozen=True, order=True)
@@ -55,10 +59,12 @@ class TimeKeeper:
         windows: Mapping[str, WindowSpec],
         timers: Mapping[str, TimerSpec],
         run_timer: TimerRunner,
+        close: CloseRunner | None = None,
     ) -> None:
         self.windows = dict(windows)
         self.timers = dict(timers)
         self._run_timer = run_timer
+        self._close = close or _final_output
 
     # -- loading and saving -----------------------------------------------------------------
 
@@ -177,8 +183,7 @@ class TimeKeeper:
                 del clock.windows[item.store]
             if spec.emit != "final":
                 return []
-            result = spec.window_result(time.key, start, end, acc)
-            return [Output(spec.output_value(result), key=time.key, topic=spec.to)]
+            return self._close(spec, time.key, start, end, acc)
         entries = clock.timers[item.store]
         due, kind = entries.pop(item.name)
         if not entries:
@@ -206,6 +211,12 @@ class TimeKeeper:
         reloaded = self.open(batch, time.key)
         time.clock, time.loaded_due = reloaded.clock, reloaded.loaded_due
         return outputs
+
+
+def _final_output(spec: WindowSpec, key: bytes, start: int, end: int, acc: Any) -> list[Output]:
+    """The output of a window of ``spec`` that closed."""
+    result = spec.window_result(key, start, end, acc)
+    return [Output(spec.output_value(result), key=key, topic=spec.to)]
 
 
 def _min(best: _Due | None, item: _Due) -> _Due:

@@ -20,9 +20,10 @@ from framework.records import DeadLetter, EncodedOutput, Output, Record, output_
 from framework.time.context import KeyTime
 from framework.time.keeper import TimeKeeper
 from framework.time.key_clock import TIME_STORE
-from framework.time.specs import Timer, TimerSpec, event_time_of
+from framework.time.specs import Timer, TimerSpec, WindowSpec, event_time_of
 from framework.time.views import ExpiringState, KeyTimers, KeyWindows
 from framework.time.window_state import LateError
+from framework.time.windows import Hopping, Tumbling
 from statestore import StateBatch
 from statestore.due_index import DUE_STORE
 
@@ -54,7 +55,7 @@ class TimedFunctions:
         self.app = app
         self._encode = encode
         self.stop_on_error = stop_on_error
-        self.keeper = TimeKeeper(app.windows, app.timers, self._run_timer)
+        self.keeper = TimeKeeper(app.windows, app.timers, self._run_timer, self._close)
         self._event_times = {
             topic: event_time_of(handler.event_time) for topic, handler in app.handlers.items()
         }
@@ -192,6 +193,41 @@ class TimedFunctions:
             value = orjson.dumps({"store": timer.store, "timer": timer.name, "due": timer.time})
             self.letters.append(
                 DeadLetter(topic, partition, offset, key, value, (), "timer", reason)
+            )
+            return []
+
+    # -- windows that close -----------------------------------------------------------------
+
+    def _close(self, spec: WindowSpec, key: bytes, start: int, end: int, acc: Any) -> list[Output]:
+        """The output of a window that closed; if its result (the aggregation's or the store's
+        ``result``) fails or cannot be written, a dead letter (stage ``window``) holding its
+        accumulator instead."""
+        try:
+            result = spec.window_result(key, start, end, acc)
+            outputs = [Output(spec.output_value(result), key=key, topic=spec.to)]
+            self._encode(outputs, key, self._origin, spec.output_value)  # (what it cannot write)
+            return outputs
+        except Exception as error:  # any failure of user code is handled by the policy
+            span = (
+                f"[{start}, {end})"
+                if isinstance(spec.kind, Tumbling | Hopping)
+                else f"[{start}, {end}]"
+            )
+            reason = (
+                f"window {span} of store {spec.name!r} failed for key {key!r}: "
+                f"{describe_error(error, with_trace=True)}. The window closed without a result; "
+                "this dead letter holds its accumulator."
+            )
+            if self.stop_on_error:
+                raise ProcessorStoppedError(
+                    f"{reason} Fix the window's result, then restart; or set on_error: "
+                    "dead-letter to skip such windows.",
+                    at=self._origin,
+                ) from error
+            topic, partition, offset = self._origin
+            value = {"store": spec.name, "start": start, "end": end, "accumulator": acc}
+            self.letters.append(
+                DeadLetter(topic, partition, offset, key, orjson.dumps(value), (), "window", reason)
             )
             return []
 

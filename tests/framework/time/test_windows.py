@@ -6,9 +6,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import orjson
 import pytest
 
 from framework import Output, Record
+from framework.processing import ProcessorStoppedError
 from framework.testing import TestDriver
 from framework.time import Collect, Count, Hopping, LateError, Session, Sliding, Sum, Tumbling
 from framework.time.windows import WindowKind
@@ -272,3 +274,51 @@ def test_emit_current_of_merged_sessions_removes_the_windows_merged_away() -> No
         (b"k@20", None),  # merged into the session starting at 0: a tombstone
         (b"k@0", {"start": 0, "end": 20, "value": ["b", "a", "c"]}),
     ]
+
+
+def broken_result(window: Any) -> Any:
+    if window.start == 10:
+        raise ZeroDivisionError("no result for this one")
+    return {"n": len(window.value)}
+
+
+def test_a_window_whose_result_fails_is_a_dead_letter_holding_its_values() -> None:
+    driver = windowed(Tumbling(10), result=broken_result)
+    send(driver, (12, "a"), (25, "b"))  # [10, 20) closes at the record at 25
+    assert stages(driver) == ["window"]
+    letter = driver.dead_letters[0]
+    assert (letter.key, letter.offset) == (b"k", 1)
+    assert letter.reason.startswith(
+        "window [10, 20) of store 'values' failed for key b'k': ZeroDivisionError: no result"
+    )
+    assert orjson.loads(letter.value or b"") == {
+        "store": "values",
+        "start": 10,
+        "end": 20,
+        "accumulator": ["a"],
+    }
+    assert clock_of(driver, b"k").windows == {"values": [[20, ["b"]]]}  # the record went on
+    send(driver, (31, "c"))
+    driver.advance_time(40)
+    assert emitted(driver) == [(b"k", {"n": 1}), (b"k", {"n": 1})]
+    assert stages(driver) == ["window"]
+
+
+def test_a_window_whose_output_cannot_be_written_fails_at_a_tick_too() -> None:
+    driver = windowed(Tumbling(10), result=lambda window: {1, 2})  # a set: not JSON
+    send(driver, (1, "a"))
+    driver.advance_time(10)
+    assert stages(driver) == ["window"]
+    assert "TypeError" in driver.dead_letters[0].reason
+    assert clock_of(driver, b"k").windows == {}
+
+
+def test_a_failing_window_stops_the_processor_with_on_error_stop() -> None:
+    app = new_app(on_error="stop")
+    app.windows_store("w", Tumbling(10), Collect(), result=broken_result)
+    app.processor("in", dict, ["w"])(lambda record, windows: windows.add(record.value["v"]))
+    driver = TestDriver(app)
+    send(driver, (12, "a"))
+    with pytest.raises(ProcessorStoppedError, match=r"window \[10, 20\) of store 'w' failed"):
+        driver.advance_time(20)
+    assert clock_of(driver, b"k").windows == {"w": [[10, ["a"]]]}

@@ -12,10 +12,12 @@ never misses a key whose stored due time has come.
 
 from __future__ import annotations
 
+import base64
 import struct
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
-__all__ = ["DUE_STORE", "NEVER", "DueIndex", "decode_due", "encode_due"]
+__all__ = ["DUE_STORE", "NEVER", "DueIndex", "decode_due", "encode_due", "readable_due"]
 
 #: the store of due times (a name users cannot declare: ``framework.app`` reserves the prefix)
 DUE_STORE = "splitstate.due"
@@ -36,6 +38,15 @@ def decode_due(raw: bytes) -> tuple[int, int]:
         return NEVER, NEVER
     event, wall = _PAIR.unpack(raw)
     return int(event), int(wall)
+
+
+def readable_due(raw: bytes) -> dict[str, Any]:
+    """A stored due value for people (``state dump``): ``{"event": ms, "wall": ms}``, ``None``
+    for never; a value of another size as ``{"unreadable": base64}``."""
+    if len(raw) != _PAIR.size:
+        return {"unreadable": base64.b64encode(raw).decode("ascii")}
+    event, wall = decode_due(raw)
+    return {"event": None if event == NEVER else event, "wall": None if wall == NEVER else wall}
 
 
 class DueIndex:

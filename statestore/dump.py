@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from statestore.database import ProcessorDatabase
+import orjson
+
+from statestore.database import OWN_STORES, ProcessorDatabase
+from statestore.due_index import DUE_STORE, readable_due
 from statestore.errors import StateStoreError
+
+#: how a value of one of splitstate's own stores (bytes) is shown, by store
+Readers = Mapping[str, Callable[[bytes], Any]]
 
 __all__ = ["dump_records", "find_processor_dirs", "offset_records"]
 
@@ -52,10 +58,24 @@ def _key_fields(key: bytes) -> dict[str, Any]:
         return {"key": base64.b64encode(key).decode("ascii"), "key_encoding": "base64"}
 
 
+def _bytes_value(raw: bytes) -> Any:
+    """A value of splitstate's own stores without a reader: its JSON, or base64."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return {"base64": base64.b64encode(raw).decode("ascii")}
+
+
 def dump_records(
-    state_dir: Path, store: str | None = None, processor: int | None = None
+    state_dir: Path,
+    store: str | None = None,
+    processor: int | None = None,
+    readers: Readers | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """One dict per stored value: processor, store, key (text or base64) and JSON value."""
+    """One dict per stored value: processor, store, key (text or base64) and JSON value.
+    Values of splitstate's own stores (bytes) are shown by ``readers`` (by store; due times
+    always), else as their JSON or base64."""
+    shown: dict[str, Callable[[bytes], Any]] = {DUE_STORE: readable_due, **(readers or {})}
     for j, path in find_processor_dirs(state_dir, processor):
         with ProcessorDatabase.open_read_only(path) as database:
             names = database.store_names()
@@ -66,7 +86,9 @@ def dump_records(
                     )
                 names = [store]
             for name in names:
-                for key, value in database.items(name):
+                show = shown.get(name, _bytes_value) if name.startswith(OWN_STORES) else None
+                for key, stored in database.items(name):
+                    value = stored if show is None else show(stored)
                     yield {"processor": j, "store": name, **_key_fields(key), "value": value}
 
 

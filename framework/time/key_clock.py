@@ -13,6 +13,7 @@ read at fixed positions of its partition: never from the wall clock or other key
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +75,27 @@ class KeyClock:
             windows=dict(data.get("w", {})),
             expiries={str(k): int(v) for k, v in data.get("x", {}).items()},
         )
+
+    @classmethod
+    def readable(cls, raw: bytes) -> dict[str, Any]:
+        """The stored record ``raw`` for people (``state dump``): its fields by name, times in
+        ms (``None``: none yet); one that cannot be read as ``{"unreadable": base64}``."""
+        try:
+            clock = cls.decode(raw)
+        except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError, IndexError):
+            return {"unreadable": base64.b64encode(raw).decode("ascii")}
+        return {
+            "time": None if clock.time == NO_TIME else clock.time,
+            "times": clock.times,
+            "floor": None if clock.floor == NO_TIME else clock.floor,
+            "wall": None if clock.wall == NO_TIME else clock.wall,
+            "timers": {
+                store: {name: {"due": due, "kind": kind} for name, (due, kind) in entries.items()}
+                for store, entries in clock.timers.items()
+            },
+            "windows": clock.windows,
+            "expiries": clock.expiries,
+        }
 
     def encode(self) -> bytes:
         """The stored form (keys sorted: equal records are equal bytes)."""

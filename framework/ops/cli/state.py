@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from framework.time.key_clock import TIME_STORE, KeyClock
 from statestore.dump import dump_records, offset_records
 from statestore.errors import StateStoreError
 
@@ -124,7 +125,8 @@ def _print_lines(records: Iterable[dict[str, Any]]) -> int:
 
 def _dump(args: argparse.Namespace) -> int:
     with _directory(args) as (directory, _owned):
-        return _print_lines(dump_records(directory, args.store, args.processor))
+        readers = {TIME_STORE: KeyClock.readable}  # (due times: the dump knows them)
+        return _print_lines(dump_records(directory, args.store, args.processor, readers))
 
 
 def _offsets(args: argparse.Namespace) -> int:

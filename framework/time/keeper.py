@@ -24,17 +24,18 @@ from framework.time.specs import Timer, TimerSpec, WindowSpec
 from statestore import StateBatch
 from statestore.due_index import DUE_STORE, NEVER, decode_due, encode_due
 
-__all__ = ["CloseRunner", "TimeKeeper", "TimerRunner"]
+__all__ = ["CloseRunner", "TimeKeeper", "TimerRefuser", "TimerRunner"]
 
 #: timers one key may fire for one record or tick: past it, each timer due is dropped without
 #: running (timers that set each other due again at once would otherwise never end)
 MAX_FIRINGS = 10_000
 _EXPIRY, _CLOSE, _TIMER = 0, 1, 2
 
-#: runs a timer's function for a key: ``(spec, timer, batch, refused) -> outputs``; it handles
-#: the function's failure itself (a dead letter), and returns the outputs to emit; given
-#: ``refused`` (why), it drops the timer as failed without running it
-TimerRunner = Callable[[TimerSpec, Timer, StateBatch, str | None], list[Output]]
+#: runs a timer's function for a key: ``(spec, timer, batch) -> outputs``; it handles the
+#: function's failure itself (a dead letter), and returns the outputs to emit
+TimerRunner = Callable[[TimerSpec, Timer, StateBatch], list[Output]]
+#: drops a timer as failed without running it: ``(spec, timer, batch, why) -> outputs``
+TimerRefuser = Callable[[TimerSpec, Timer, StateBatch, str], list[Output]]
 #: the outputs of a window of a ``final`` store that closed: ``(spec, key, start, end, stored
 #: accumulator) -> outputs``; it handles a failure of the result itself (a dead letter)
 CloseRunner = Callable[[WindowSpec, bytes, int, int, Any], list[Output]]
@@ -60,11 +61,15 @@ class TimeKeeper:
         timers: Mapping[str, TimerSpec],
         run_timer: TimerRunner,
         close: CloseRunner | None = None,
+        refuse: TimerRefuser | None = None,
     ) -> None:
+        """``close``: the outputs of a window that closed (default: its result, unguarded);
+        ``refuse``: drops a timer past ``MAX_FIRINGS`` (default: ``RuntimeError``)."""
         self.windows = dict(windows)
         self.timers = dict(timers)
         self._run_timer = run_timer
         self._close = close or _final_output
+        self._refuse = refuse
 
     # -- loading and saving -----------------------------------------------------------------
 
@@ -197,17 +202,21 @@ class TimeKeeper:
             clock.time,
             max(clock.wall, clock.time),
         )
+        timer_spec = self.timers[item.store]
+        # the timer function sees and changes the key's time through the same clock
+        self.save(batch, time, self.windows)
         time.fired += 1
-        refused = None
-        if time.fired > MAX_FIRINGS:
-            refused = (
+        if time.fired <= MAX_FIRINGS:
+            outputs = self._run_timer(timer_spec, timer, batch)
+        else:
+            why = (
                 f"the key fired {MAX_FIRINGS} timers at one time, the most one record or tick "
                 "may fire: timers that set each other (or themselves) due again at once would "
                 "never end. Fix: set them later than timer.time"
             )
-        # the timer function sees and changes the key's time through the same clock
-        self.save(batch, time, self.windows)
-        outputs = self._run_timer(self.timers[item.store], timer, batch, refused)
+            if self._refuse is None:
+                raise RuntimeError(f"timer {timer.name!r} of key {timer.key!r}: {why}")
+            outputs = self._refuse(timer_spec, timer, batch, why)
         reloaded = self.open(batch, time.key)
         time.clock, time.loaded_due = reloaded.clock, reloaded.loaded_due
         return outputs

@@ -55,7 +55,9 @@ class TimedFunctions:
         self.app = app
         self._encode = encode
         self.stop_on_error = stop_on_error
-        self.keeper = TimeKeeper(app.windows, app.timers, self._run_timer, self._close)
+        self.keeper = TimeKeeper(
+            app.windows, app.timers, self._run_timer, self._close, self._refuse_timer
+        )
         self._event_times = {
             topic: event_time_of(handler.event_time) for topic, handler in app.handlers.items()
         }
@@ -152,9 +154,18 @@ class TimedFunctions:
 
     # -- timers -----------------------------------------------------------------------------
 
-    def _run_timer(
+    def _run_timer(self, spec: TimerSpec, timer: Timer, batch: StateBatch) -> list[Output]:
+        return self._timer(spec, timer, batch, None)
+
+    def _refuse_timer(
+        self, spec: TimerSpec, timer: Timer, batch: StateBatch, why: str
+    ) -> list[Output]:
+        return self._timer(spec, timer, batch, why)
+
+    def _timer(
         self, spec: TimerSpec, timer: Timer, batch: StateBatch, refused: str | None
     ) -> list[Output]:
+        """Run a timer's function (or, ``refused``, drop it as failed), handling failures."""
         key = timer.key
         saved = self._savepoints(batch, key)
         time = self.keeper.open(batch, key)

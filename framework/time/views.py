@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import framework.time.window_state as windows_of
-from framework.records import Output
+from framework.records import Output, output_items
 from framework.time.context import KeyTime
 from framework.time.durations import Duration, to_ms
 from framework.time.key_clock import NO_TIME
@@ -35,6 +35,10 @@ class KeyWindows:
         t = time.event_time if at is None else at
         if t is None:
             raise ValueError(f"window store {spec.name!r}: add() outside a record needs at=")
+        if not isinstance(t, int) or isinstance(t, bool):
+            raise TypeError(
+                f"window store {spec.name!r}: an event time is int milliseconds, got {t!r}"
+            )
         clock = time.clock
         try:
             data, changed = windows_of.add(
@@ -49,10 +53,9 @@ class KeyWindows:
             if spec.on_late is None:
                 raise
             result = spec.on_late(time.record, late)
-            if isinstance(result, Output):
-                time.outputs.append(result)
-            elif result is not None:
-                time.outputs.extend(result)
+            if result is not None:
+                name = getattr(spec.on_late, "__name__", "on_late")
+                time.outputs.extend(output_items(result, f"{name} (on_late of {spec.name!r})"))
             return
         if spec.emit == "current":
             # sessions this record merged into one that starts earlier: gone, so their
@@ -141,6 +144,8 @@ class KeyTimers:
     def _set(self, name: str, at: int, kind: str) -> None:
         if not isinstance(at, int) or isinstance(at, bool):
             raise TypeError(f"a timer's time is int milliseconds, got {at!r}")
+        if not isinstance(name, str):
+            raise TypeError(f"a timer's name is text (str), got {name!r}")
         self._time.clock.timers.setdefault(self._store, {})[name] = (at, kind)
 
 

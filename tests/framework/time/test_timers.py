@@ -262,3 +262,20 @@ def test_an_output_a_timer_cannot_write_is_the_timers_failure() -> None:
     assert "output topic 'nowhere' is not declared" in driver.dead_letters[0].reason
     assert emitted(driver) == [(b"k", {"set": 5}), (b"k", {"set": 20})]
     assert driver.state("log", b"k") is None
+
+
+def test_a_timer_name_is_text() -> None:
+    app = new_app()
+
+    @app.timer("t")
+    def nothing(timer: Timer, state: Any) -> None:
+        return None
+
+    @app.processor("in", dict, ["t"])
+    def handle(record: Record[Any], timers: KeyTimers) -> None:
+        timers.set(5, name=record.value["name"])
+
+    driver = TestDriver(app)
+    send(driver, 1, name=7)
+    assert stages(driver) == ["processor"]
+    assert "a timer's name is text (str), got 7" in driver.dead_letters[0].reason

@@ -322,3 +322,22 @@ def test_a_failing_window_stops_the_processor_with_on_error_stop() -> None:
     with pytest.raises(ProcessorStoppedError, match=r"window \[10, 20\) of store 'w' failed"):
         driver.advance_time(20)
     assert clock_of(driver, b"k").windows == {"w": [[10, ["a"]]]}
+
+
+def test_on_late_returning_something_else_than_outputs_is_named() -> None:
+    driver = windowed(Tumbling(10), on_late=lambda record, late: {"late": True})
+    send(driver, (25, "a"), (3, "b"))
+    assert stages(driver) == ["processor"]
+    assert "<lambda> (on_late of 'values') returned a dict" in driver.dead_letters[0].reason
+
+
+def test_add_at_needs_int_milliseconds() -> None:
+    app = new_app()
+    app.windows_store("w", Tumbling(10), Count())
+    app.processor("in", dict, ["w"])(lambda record, windows: windows.add(1, at=record.value["at"]))
+    driver = TestDriver(app)
+    for at in (2.5, "3", True):
+        driver.send("in", b"k", {"at": at}, timestamp=1)
+    assert stages(driver) == ["processor"] * 3
+    assert "an event time is int milliseconds, got 2.5" in driver.dead_letters[0].reason
+    assert clock_of(driver, b"k").windows == {}

@@ -12,7 +12,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import orjson
 from pydantic import TypeAdapter
 
-__all__ = ["Codec", "JsonCodec", "RawBytes", "RawCodec", "TypedCodec", "codec_for"]
+__all__ = ["OWN_STORES", "Codec", "JsonCodec", "RawBytes", "RawCodec", "TypedCodec", "codec_for"]
 
 V = TypeVar("V")
 
@@ -74,6 +74,11 @@ class TypedCodec(Generic[V]):
 class RawBytes(bytes):
     """The value type of a store that holds bytes as they are (splitstate's own stores:
     ``StoreSpec(name, RawBytes)``); ``bytes`` stores keep their JSON form."""
+
+
+#: the prefix of splitstate's own stores (``splitstate.time``, ``splitstate.due``), which hold
+#: ``RawBytes``; apps may not declare such names (``framework.app``)
+OWN_STORES = "splitstate."
 
 
 class RawCodec:

@@ -19,7 +19,7 @@ from typing import Any
 from statestore.backend import Backend
 from statestore.batch import StateBatch
 from statestore.bulk_load import finish_bulk_load, record_bulk_load
-from statestore.codec import Codec, RawBytes, codec_for
+from statestore.codec import OWN_STORES, Codec, RawBytes, codec_for
 from statestore.errors import StateStoreError, StoreConflictError, StoreCorruptError
 from statestore.identity import DatabaseIdentity, StoreSpec
 from statestore.key_layout import KeyLayout, KeyRange
@@ -40,11 +40,7 @@ from statestore.meta import creation_records, prefix_end, read_meta
 from statestore.owner_only import made_private, private_directory
 from statestore.value_cache import CachedBackend
 
-__all__ = ["OWN_STORES", "DatabaseIdentity", "ProcessorDatabase", "StoreSpec"]
-
-#: the prefix of splitstate's own stores (``splitstate.time``, ``splitstate.due``), which hold
-#: bytes (``RawBytes``); apps may not declare such names (``framework.app``)
-OWN_STORES = "splitstate."
+__all__ = ["DatabaseIdentity", "ProcessorDatabase", "StoreSpec"]
 
 
 class ProcessorDatabase:
@@ -149,11 +145,8 @@ class ProcessorDatabase:
         backend = RocksBackend(path, read_only=True)
         meta = read_meta(backend, path)
         identity = DatabaseIdentity(meta["app_id"], meta["processor"], meta.get("fixed", {}))
-        codecs = {
-            name: codec_for(RawBytes if name.startswith(OWN_STORES) else None)
-            for name in backend.store_names()
-            if name != META_STORE
-        }
+        names = [name for name in backend.store_names() if name != META_STORE]
+        codecs = {n: codec_for(RawBytes if n.startswith(OWN_STORES) else None) for n in names}
         return cls(backend, identity, codecs, path, None)
 
     @staticmethod

@@ -10,7 +10,8 @@ from typing import Any
 
 import orjson
 
-from statestore.database import OWN_STORES, ProcessorDatabase
+from statestore.codec import OWN_STORES
+from statestore.database import ProcessorDatabase
 from statestore.due_index import DUE_STORE, readable_due
 from statestore.errors import StateStoreError
 

@@ -21,7 +21,7 @@ from framework.records import Output
 from framework.time.context import KeyTime
 from framework.time.key_clock import NO_TIME, TIME_STORE, KeyClock
 from framework.time.specs import Timer, TimerSpec, WindowSpec
-from statestore import StateBatch
+from statestore import BatchStateError, StateBatch
 from statestore.due_index import DUE_STORE, NEVER, decode_due, encode_due
 
 __all__ = ["CloseRunner", "TimeKeeper", "TimerRefuser", "TimerRunner"]
@@ -175,7 +175,11 @@ class TimeKeeper:
         clock = time.clock
         if item.rank == _EXPIRY:
             del clock.expiries[item.store]
-            batch.store(item.store).delete(time.key)
+            try:
+                store = batch.store(item.store)
+            except BatchStateError:  # a store the app no longer declares: nothing to delete
+                return []
+            store.delete(time.key)
             return []
         if item.rank == _CLOSE:
             spec = self.windows[item.store]

@@ -11,6 +11,8 @@ import pytest
 from framework import App, Output, Record
 from framework.testing import TestDriver
 from framework.time import ExpiringState
+from statestore import ProcessorDatabase
+from statestore.memory import MemoryBackend
 from tests.framework.time.apps import clock_of, emitted, new_app, stages
 
 
@@ -143,3 +145,27 @@ def test_a_timer_function_sees_and_sets_expiring_values() -> None:
     assert clock_of(driver, b"k").expiries == {"seen": 95}
     driver.advance_time(95)
     assert driver.state("seen", b"k") is None
+
+
+def test_an_expiry_of_a_store_the_app_no_longer_declares_is_forgotten() -> None:
+    driver = TestDriver(ttl_app(100))
+    send(driver, 10, set="a")
+    newer = new_app()  # the same app without its store "seen"
+    newer.store("other", ttl=True)  # (it keeps time)
+    newer.processor("in", dict, ["other"])(lambda record, other: other.set(record.value))
+    again = TestDriver(newer)
+    again.database = ProcessorDatabase.in_memory(
+        driver.database.identity, newer.store_specs(), backend=memory(driver)
+    )
+    again.advance_time(200)  # the key's value there expired: nothing to delete
+    again.send("in", b"k", {"n": 1}, timestamp=300)
+    assert again.dead_letters == []
+    assert clock_of(again, b"k").expiries == {}
+    assert again.state("other", b"k") == {"n": 1}
+
+
+def memory(driver: TestDriver) -> MemoryBackend:
+    """The in-memory backend a driver's state is kept in."""
+    inner = driver.database.backend.inner
+    assert isinstance(inner, MemoryBackend)
+    return inner

@@ -12,7 +12,7 @@ timers, each by store and name. Nothing here reads a clock.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,10 +81,17 @@ class TimeKeeper:
         return KeyTime(key, KeyClock.decode(raw), None if due is None else decode_due(due))
 
     @staticmethod
-    def save(batch: StateBatch, time: KeyTime, windows: Mapping[str, WindowSpec]) -> None:
-        """Write ``time`` back into ``batch`` (and its due times, when they changed)."""
+    def save(
+        batch: StateBatch,
+        time: KeyTime,
+        windows: Mapping[str, WindowSpec],
+        timers: Collection[str] | None = None,
+    ) -> None:
+        """Write ``time`` back into ``batch`` (and its due times, when they changed); only
+        the timers of ``timers`` (when given: the declared timer stores) count as due, as
+        only they fire."""
         batch.store(TIME_STORE).set(time.key, time.clock.encode())
-        due = (_event_due(time.clock, windows), time.clock.wall_due())
+        due = (_event_due(time.clock, windows, timers), time.clock.wall_due(timers))
         if due == (NEVER, NEVER):
             if time.loaded_due is not None:
                 batch.store(DUE_STORE).delete(time.key)
@@ -141,7 +148,7 @@ class TimeKeeper:
             if following is not None:
                 heapq.heappush(heap, (following.domain, following.due, time.key, following, index))
         for time in loaded:
-            self.save(batch, time, self.windows)
+            self.save(batch, time, self.windows, self.timers)
         return outputs
 
     # -- firing -----------------------------------------------------------------------------
@@ -208,7 +215,7 @@ class TimeKeeper:
         )
         timer_spec = self.timers[item.store]
         # the timer function sees and changes the key's time through the same clock
-        self.save(batch, time, self.windows)
+        self.save(batch, time, self.windows, self.timers)
         time.fired += 1
         if time.fired <= MAX_FIRINGS:
             outputs = self._run_timer(timer_spec, timer, batch)
@@ -236,15 +243,18 @@ def _min(best: _Due | None, item: _Due) -> _Due:
     return item if best is None or item < best else best
 
 
-def _event_due(clock: KeyClock, windows: Mapping[str, WindowSpec]) -> int:
-    """The earliest event time at which something of the key is due."""
+def _event_due(
+    clock: KeyClock, windows: Mapping[str, WindowSpec], timers: Collection[str] | None
+) -> int:
+    """The earliest event time at which something of the key is due (timers: of ``timers``)."""
     due = min(clock.expiries.values(), default=NEVER)
     for store, data in clock.windows.items():
         spec = windows.get(store)
         if spec is not None:
             due = min(due, windows_of.next_close(spec.kind, data))
-    for entries in clock.timers.values():
-        for at, kind in entries.values():
-            if kind != "wall":
-                due = min(due, at)
+    for store, entries in clock.timers.items():
+        if timers is None or store in timers:
+            for at, kind in entries.values():
+                if kind != "wall":
+                    due = min(due, at)
     return due

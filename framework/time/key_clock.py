@@ -14,6 +14,7 @@ read at fixed positions of its partition: never from the wall clock or other key
 from __future__ import annotations
 
 import base64
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,12 +113,13 @@ class KeyClock:
             data["x"] = self.expiries
         return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
 
-    def wall_due(self) -> int:
-        """The earliest processing-time timer (``NEVER``: none)."""
+    def wall_due(self, stores: Collection[str] | None = None) -> int:
+        """The earliest processing-time timer (of ``stores``, when given; ``NEVER``: none)."""
         return min(
             (
                 due
-                for entries in self.timers.values()
+                for store, entries in self.timers.items()
+                if stores is None or store in stores
                 for due, kind in entries.values()
                 if kind == "wall"
             ),

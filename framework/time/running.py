@@ -93,7 +93,7 @@ class TimedFunctions:
             outputs += time.outputs
             time.outputs = []
             outputs += keeper.fire(batch, time)  # timers it set already due
-            keeper.save(batch, time, self.app.windows)
+            keeper.save(batch, time, self.app.windows, self.app.timers)
             return self._encode(outputs, key, origin, function)
         except LateError as late:
             self._undo(batch, key, saved, letters_before)
@@ -181,7 +181,7 @@ class TimedFunctions:
                 if output.key is None:
                     output.key = key
             self._encode(outputs, key, self._origin, spec.function)  # (what it cannot write)
-            self.keeper.save(batch, time, self.app.windows)
+            self.keeper.save(batch, time, self.app.windows, self.app.timers)
             return outputs
         except Exception as error:  # any failure of user code is handled by the policy
             self._undo(batch, key, saved, len(self.letters))

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from framework import App, Output, Record
-from framework.processing import ProcessorStoppedError
+from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.testing import TestDriver
 from framework.time import KeyTimers, Timer, keeper
 from tests.framework.time.apps import clock_of, emitted, new_app, stages
@@ -279,3 +279,21 @@ def test_a_timer_name_is_text() -> None:
     send(driver, 1, name=7)
     assert stages(driver) == ["processor"]
     assert "a timer's name is text (str), got 7" in driver.dead_letters[0].reason
+
+
+def test_timers_of_a_store_the_app_no_longer_declares_are_kept_and_never_due() -> None:
+    driver = TestDriver(timer_app())
+    send(driver, 10, do="set", at=50, name="event")
+    send(driver, 11, do="set_wall", at=60, name="wall")
+    assert driver.state("splitstate.due", b"k") is not None
+    newer = new_app()
+    newer.store("log", ttl=True)  # (it keeps time, without the timer store "alarms")
+    newer.processor("in", dict, ["log"])(lambda record, log: None)
+    driver.app, driver._processor = newer, RecordProcessor(newer, {"in": 2})
+    send(driver, 100)
+    driver.advance_time(1000)
+    assert rang(driver) == []
+    assert clock_of(driver, b"k").timers == {
+        "alarms": {"event": (50, "event"), "wall": (60, "wall")}
+    }
+    assert driver.state("splitstate.due", b"k") is None  # no tick needs to read the key

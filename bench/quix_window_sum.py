@@ -1,15 +1,16 @@
 """The Quix Streams side of bench/window_sum.py: the tumbling 1-minute sum per key.
 
 Runs with the Python of the Quix virtualenv (``bench.quix_env``; Quix Streams is no dependency
-of the project), standalone: it imports nothing of the project. The app is Quix's own spelling
-of the benchmark: ``sdf.tumbling_window(duration_ms=60_000).sum().final()`` over the input's
-JSON values by their Kafka timestamps (Quix's default closing strategy ``"key"``: a key's
-window closes when that key's time passes its end, as in splitstate), each result sent to the
-output topic keyed by the input's key, reading from the beginning with its own consumer group
-and Quix's defaults otherwise (changelog topics on, 5 s checkpoints) but for
-``processing_guarantee``. Once it has processed ``records`` records it stops
-(``Application.stop``: the last checkpoint is committed) and prints one JSON line with the
-fields of ``bench.throughput_runs.Timing`` (timed as there) and ``version``.
+of the project), standalone: of the project it imports only ``bench.peak_rss`` (standard
+library only). The app is Quix's own spelling of the benchmark:
+``sdf.tumbling_window(duration_ms=60_000).sum().final()`` over the input's JSON values by their
+Kafka timestamps (Quix's default closing strategy ``"key"``: a key's window closes when that
+key's time passes its end, as in splitstate), each result sent to the output topic keyed by
+the input's key, reading from the beginning with its own consumer group and Quix's defaults
+otherwise (changelog topics on, 5 s checkpoints) but for ``processing_guarantee``. Once it has
+processed ``records`` records it stops (``Application.stop``: the last checkpoint is
+committed) and prints one JSON line with the fields of ``bench.throughput_runs.Timing`` (timed
+as there) and ``version``.
 
 Run: .cache/quix-streams-VERSION/bin/python bench/quix_window_sum.py BOOTSTRAP INPUT OUTPUT
 RECORDS STATE_DIR --group GROUP --guarantee GUARANTEE --started EPOCH
@@ -19,11 +20,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
+import sys
 import time
+from pathlib import Path
 
 import quixstreams  # type: ignore[import-not-found,unused-ignore]
 from quixstreams import Application  # type: ignore[import-not-found,unused-ignore]
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench.peak_rss (stdlib only)
+
+from bench.peak_rss import peak_rss_kib
 
 
 def main() -> None:
@@ -71,7 +77,7 @@ def main() -> None:
         "steady": end - seen["first"],
         "records": int(seen["count"]) - 1,
         "stop": end - seen["last"],
-        "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "rss_kib": peak_rss_kib(),
         "version": quixstreams.__version__,
     }
     print(json.dumps(timing), flush=True)

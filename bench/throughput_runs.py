@@ -12,7 +12,8 @@ How every run is timed (the Quix run, bench/quix_wordcount.py, prints the same f
 this process) to the first record processed; ``steady`` is seconds from then until the run
 returned, its last outputs delivered, offsets committed and clients closed; ``records`` is how
 many records were processed in ``steady`` (those after the first moment); ``stop`` is seconds
-from the last record processed to the run's return; ``rss_kib`` is this process's peak RSS.
+from the last record processed to the run's return; ``rss_kib`` is this process's peak RSS
+(``bench.peak_rss``).
 The runs that work in batches see their first and last record processed at the end of a batch.
 """
 
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import resource
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -32,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the examples pac
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from rocksdict import Options, Rdict, WriteBatch
+
+from bench.peak_rss import peak_rss_kib
 
 if TYPE_CHECKING:
     from framework.app import App
@@ -110,7 +112,7 @@ class Clock:
             steady=end - self.first,
             records=records - self.first_records,
             stop=end - self.last,
-            rss_kib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            rss_kib=peak_rss_kib(),
         )
 
 

@@ -22,8 +22,8 @@ splitstate runtime notes it at the end of its first batch, Quix after its first 
 divided by the seconds from that moment until the run returned, all N processed, its last
 window results delivered and offsets committed (``bench.throughput_runs.Timing``: the same
 for both); start-up is seconds from starting the process to that first moment; peak RSS is
-the run process's (``ru_maxrss``, /proc's VmHWM). The machine's other work shows in the
-numbers: compare rows of one run.
+the run process's own (VmHWM of /proc, ``bench.peak_rss``). The machine's other work shows in
+the numbers: compare rows of one run.
 
 Run: .venv/bin/python bench/window_sum.py [--records N] [--keys N] [--minutes N]
 [--guarantee exactly-once|at-least-once|both] [--no-quix] [--bootstrap HOST:PORT]

@@ -45,12 +45,13 @@ def main() -> None:
     parser.add_argument("--started", type=float, default=time.time())
     args = parser.parse_args()
 
-    seen = {"count": 0, "first": 0.0, "first_wall": 0.0, "last": 0.0}
+    seen = {"count": 0, "first": 0.0, "first_wall": 0.0, "first_cpu": 0.0, "last": 0.0}
 
     def processed(_topic: str, _partition: int, _offset: int) -> None:
         now = time.perf_counter()
         if not seen["count"]:
             seen["first"], seen["first_wall"] = now, time.time()
+            seen["first_cpu"] = time.process_time()
         seen["count"] += 1
         seen["last"] = now
         if seen["count"] >= args.records:
@@ -78,6 +79,7 @@ def main() -> None:
         "records": int(seen["count"]) - 1,
         "stop": end - seen["last"],
         "rss_kib": peak_rss_kib(),
+        "cpu": time.process_time() - seen["first_cpu"],
         "version": quixstreams.__version__,
     }
     print(json.dumps(timing), flush=True)

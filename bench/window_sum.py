@@ -21,9 +21,10 @@ Columns: records/s is the input records processed after the first moment the run
 splitstate runtime notes it at the end of its first batch, Quix after its first record),
 divided by the seconds from that moment until the run returned, all N processed, its last
 window results delivered and offsets committed (``bench.throughput_runs.Timing``: the same
-for both); start-up is seconds from starting the process to that first moment; peak RSS is
-the run process's own (VmHWM of /proc, ``bench.peak_rss``). The machine's other work shows in
-the numbers: compare rows of one run.
+for both); records/CPU s divides the same records by the CPU seconds the run's process (all its
+threads, librdkafka's too) used in that time: the machine's other work slows records/s, much
+less this; start-up is seconds from starting the process to that first moment; peak RSS is the
+run process's own (VmHWM of /proc, ``bench.peak_rss``). Compare rows of one run.
 
 Run: .venv/bin/python bench/window_sum.py [--records N] [--keys N] [--minutes N]
 [--guarantee exactly-once|at-least-once|both] [--no-quix] [--bootstrap HOST:PORT]
@@ -192,15 +193,17 @@ def run_all(
 
 
 def table(runs: Sequence[Run], quix_version: str) -> Table:
-    """The rows, each with its records/s over Quix's of the same guarantee."""
-    quix_rates = {
-        run.guarantee: run.timing.rate
+    """The rows, each splitstate row with its records/s (and per CPU second) over Quix's of
+    the same guarantee."""
+    quix = {
+        run.guarantee: run.timing
         for run in runs
         if run.side == "quix" and run.timing and run.timing.records > 0
     }
     grid = Table(title="tumbling 1-minute sum per key")
-    for name in ["run", "records/s", "/ Quix", "start-up s", "stop s", "peak RSS MB", "windows"]:
-        grid.add_column(name, justify="left" if name == "run" else "right")
+    columns = ["run", "records/s", "/ Quix", "records/CPU s", "/ Quix", "start-up s", "stop s"]
+    for name in [*columns, "peak RSS MB", "windows"]:
+        grid.add_column(name, justify="left" if name == "run" else "right", no_wrap=True)
     for run in runs:
         label = f"Quix Streams {quix_version}" if run.side == "quix" else "splitstate"
         label += f", {run.guarantee}"
@@ -208,18 +211,26 @@ def table(runs: Sequence[Run], quix_version: str) -> Table:
         if t is None:
             grid.add_row(label, run.why)
             continue
-        base = quix_rates.get(run.guarantee)
-        ratio = f"{t.rate / base:.2f}x" if base and t.rate and run.side == "splitstate" else ""
+        if t.records <= 0:
+            grid.add_row(label, "n/a: all in its first batch")
+            continue
+        base = quix.get(run.guarantee) if run.side == "splitstate" else None
         grid.add_row(
             label,
-            f"{t.rate:,.0f}" if t.records > 0 else "n/a: all in its first batch",
-            ratio,
+            f"{t.rate:,.0f}",
+            _ratio(t.rate, base.rate if base else 0.0),
+            f"{t.cpu_rate:,.0f}" if t.cpu_rate else "",
+            _ratio(t.cpu_rate, base.cpu_rate if base else 0.0),
             f"{t.startup:.2f}",
             f"{t.stop:.2f}",
             f"{t.rss_kib / 1024:.0f}",
             f"{run.windows:,}",
         )
     return grid
+
+
+def _ratio(top: float, bottom: float) -> str:
+    return f"{top / bottom:.2f}x" if top and bottom else ""
 
 
 def main() -> None:
@@ -253,7 +264,7 @@ def main() -> None:
         )
     console = Console()
     if not console.is_terminal:
-        console = Console(width=120)  # a log or a pipe: the table on one line per row
+        console = Console(width=140)  # a log or a pipe: the table on one line per row
     wrong = [run for run in runs if run.problems]
     if wrong:
         for run in wrong:
@@ -265,7 +276,9 @@ def main() -> None:
     console.print(
         f"Every run's output holds the {expected:,} expected window sums, each once. "
         "records/s: input records / seconds from the first record processed until the run "
-        "returned (last results delivered, offsets committed); peak RSS of the run's process."
+        "returned (last results delivered, offsets committed); records/CPU s: the same "
+        "records / the CPU seconds of the run's process then (all its threads); peak RSS of "
+        "the run's process."
     )
 
 

@@ -1,17 +1,17 @@
 """Wordcount on Quix Streams, for bench/throughput.py to compare splitstate with.
 
 Runs with the Python of the benchmark's own virtualenv (bench/.quix-venv, made by
-bench/throughput.py; Quix Streams is no dependency of the project), standalone: it imports
-nothing of the project. It counts each word (the input's key) in its state store and sends one
-JSON output ``{"word", "count"}`` per record to the output topic, reading the input from the
-beginning with its own consumer group, at-least-once (Quix's default), with its default commit
-interval. Once it has processed ``records`` records it stops (``Application.stop``), which
-commits the last checkpoint, and prints one JSON line with the fields of
-``bench.throughput_runs.Timing``: ``startup`` (seconds from ``--started``, the parent's wall
-clock before it started this process, to the first record processed), ``steady`` (from then to
-``Application.run`` returning), ``records`` (processed in ``steady``), ``stop`` (from the last
-record processed to the return: the final checkpoint and closing), ``rss_kib`` (peak RSS), and
-``version``.
+bench/throughput.py; Quix Streams is no dependency of the project), standalone: of the project
+it imports only ``bench.peak_rss`` (standard library only). It counts each word (the input's
+key) in its state store and sends one JSON output ``{"word", "count"}`` per record to the output
+topic, reading the input from the beginning with its own consumer group, at-least-once (Quix's
+default), with its default commit interval. Once it has processed ``records`` records it stops
+(``Application.stop``), which commits the last checkpoint, and prints one JSON line with the
+fields of ``bench.throughput_runs.Timing``: ``startup`` (seconds from ``--started``, the
+parent's wall clock before it started this process, to the first record processed),
+``steady`` (from then to ``Application.run`` returning), ``records`` (processed in
+``steady``), ``stop`` (from the last record processed to the return: the final checkpoint and
+closing), ``rss_kib`` (peak RSS, ``bench.peak_rss``), and ``version``.
 
 Run: bench/.quix-venv/bin/python bench/quix_wordcount.py BOOTSTRAP INPUT OUTPUT RECORDS
 STATE_DIR --started EPOCH --group GROUP [--no-changelog]
@@ -21,12 +21,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import quixstreams  # type: ignore[import-not-found,unused-ignore]
 from quixstreams import Application  # type: ignore[import-not-found,unused-ignore]
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench.peak_rss (stdlib only)
+
+from bench.peak_rss import peak_rss_kib
 
 
 def main() -> None:
@@ -78,7 +83,7 @@ def main() -> None:
         "steady": end - seen["first"],
         "records": int(seen["count"]) - 1,
         "stop": end - seen["last"],
-        "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "rss_kib": peak_rss_kib(),
         "version": quixstreams.__version__,
     }
     print(json.dumps(timing), flush=True)

@@ -31,7 +31,8 @@ the run's return (last outputs delivered, offsets committed, clients closed), co
 records after the first moment (batching runs see it at the end of their first batch); start-up
 seconds from starting the process (interpreter, imports, clients, group join, state) to the
 first record processed; stop seconds from the last record processed to the return (included in
-records/s); peak RSS (ru_maxrss) of that process. Ratios of records/s follow the table.
+records/s); peak RSS (VmHWM, ``bench.peak_rss``) of that process. Ratios of records/s follow
+the table.
 
 Run: .venv/bin/python bench/throughput.py [--records N] [--distinct N] [--bootstrap HOST:PORT]
 [--no-quix] [--no-count-header] (``--distinct 1000000``: the memory of a million keys;

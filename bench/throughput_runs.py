@@ -12,7 +12,9 @@ How every run is timed (the Quix run, bench/quix_wordcount.py, prints the same f
 this process) to the first record processed; ``steady`` is seconds from then until the run
 returned, its last outputs delivered, offsets committed and clients closed; ``records`` is how
 many records were processed in ``steady`` (those after the first moment); ``stop`` is seconds
-from the last record processed to the run's return; ``rss_kib`` is this process's peak RSS.
+from the last record processed to the run's return; ``rss_kib`` is this process's peak RSS
+(``bench.peak_rss``); ``cpu`` is the CPU seconds of the process (all its threads: librdkafka's
+too) in ``steady``.
 The runs that work in batches see their first and last record processed at the end of a batch.
 """
 
@@ -20,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import resource
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -32,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the examples pac
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from rocksdict import Options, Rdict, WriteBatch
+
+from bench.peak_rss import peak_rss_kib
 
 if TYPE_CHECKING:
     from framework.app import App
@@ -61,11 +64,18 @@ class Timing:
     records: int
     stop: float
     rss_kib: int
+    #: CPU seconds of the process (all its threads) in ``steady`` (0: not measured)
+    cpu: float = 0.0
 
     @property
     def rate(self) -> float:
         """Records per second in the steady part."""
         return self.records / self.steady if self.steady > 0 else 0.0
+
+    @property
+    def cpu_rate(self) -> float:
+        """Records per CPU second in the steady part (0: not measured)."""
+        return self.records / self.cpu if self.cpu > 0 else 0.0
 
     def line(self) -> str:
         """The JSON line the parent reads."""
@@ -93,6 +103,7 @@ class Clock:
         self.first_wall = 0.0
         self.first = 0.0
         self.first_records = 0
+        self.first_cpu = 0.0
         self.last = 0.0
 
     def processed(self, records: int) -> None:
@@ -100,6 +111,7 @@ class Clock:
         now = time.perf_counter()
         if not self.first and records > 0:
             self.first, self.first_wall, self.first_records = now, time.time(), records
+            self.first_cpu = time.process_time()
         self.last = now
 
     def timing(self, records: int) -> Timing:
@@ -110,7 +122,8 @@ class Clock:
             steady=end - self.first,
             records=records - self.first_records,
             stop=end - self.last,
-            rss_kib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            rss_kib=peak_rss_kib(),
+            cpu=time.process_time() - self.first_cpu,
         )
 
 

@@ -4,87 +4,24 @@ Spark ships ``AppFold`` (and with it the ``App``: its stores, processor function
 to its workers. There each group of records runs through ``RecordProcessor`` in restore mode
 -- exactly the code the runtime and the catch-up use -- against an in-memory database, and
 the group's final state comes back as the bytes the runtime would have stored. Records arrive
-as an Arrow table and are decoded a column (of up to ``_COMMIT_EVERY`` rows) at a time.
+as an Arrow table and are decoded a column at a time (``arrow_rows``).
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
 
 from framework.app import App
+from framework.bootstrap.arrow_rows import RECORD_COLUMNS, ArrowMessage, header_lists, row_chunks
 from framework.gc_tuning import fewer_collections
 from framework.processing import RecordProcessor
 from rebalance import TopicHistory
 from statestore import DatabaseIdentity, ProcessorDatabase
 
 __all__ = ["RECORD_COLUMNS", "AppFold", "header_lists"]
-
-_COMMIT_EVERY = 10_000
-
-#: the columns of the records a fold takes, in this order
-RECORD_COLUMNS = ("topic", "partition", "offset", "key", "value", "timestamp", "headers")
-
-
-class _Message(tuple[Any, ...]):
-    """One record read by Spark, ``(topic, partition, offset, key, value, timestamp,
-    headers)``, presented as confluent-kafka's ``Message`` presents one."""
-
-    __slots__ = ()
-
-    def topic(self) -> str:
-        """The record's topic."""
-        return self[0]  # type: ignore[no-any-return]
-
-    def partition(self) -> int:
-        """The record's partition."""
-        return self[1]  # type: ignore[no-any-return]
-
-    def offset(self) -> int:
-        """The record's offset."""
-        return self[2]  # type: ignore[no-any-return]
-
-    def key(self) -> bytes | None:
-        """The record's key."""
-        return self[3]  # type: ignore[no-any-return]
-
-    def value(self) -> bytes | None:
-        """The record's value."""
-        return self[4]  # type: ignore[no-any-return]
-
-    def timestamp(self) -> tuple[int, int]:
-        """``(type, epoch ms)`` as confluent-kafka gives it (type 0: none)."""
-        stamp = self[5]
-        return (0, 0) if stamp is None else (1, stamp)
-
-    def headers(self) -> list[tuple[str, bytes | None]] | None:
-        """The record's headers (``None`` when it has none, as confluent-kafka says)."""
-        return self[6]  # type: ignore[no-any-return]
-
-
-def header_lists(column: pa.Array | pa.ChunkedArray) -> list[list[tuple[str, bytes | None]] | None]:
-    """Each row's headers as ``[(name, value), ...]``, ``None`` for none (null or empty),
-    from a ``list<struct<key: string, value: binary>>`` column, decoded a field at a time."""
-    lists = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if not isinstance(lists, pa.ListArray):
-        raise TypeError(f"headers must be a list<struct<key, value>> column, not {lists.type}")
-    offsets = lists.offsets.to_pylist()  # into the whole child array, even of a slice
-    first = offsets[0] if offsets else 0
-    fields = lists.values.slice(first, (offsets[-1] - first) if offsets else 0)
-    pairs = list(
-        zip(fields.field("key").to_pylist(), fields.field("value").to_pylist(), strict=True)
-    )
-    found = [
-        pairs[start - first : end - first] or None for start, end in itertools.pairwise(offsets)
-    ]
-    if lists.null_count:  # a null list's offsets need not be equal: say None explicitly
-        for index, valid in enumerate(lists.is_valid().to_pylist()):
-            if not valid:
-                found[index] = None
-    return found
 
 
 class AppFold:
@@ -142,26 +79,23 @@ class AppFold:
             self._processor = RecordProcessor(
                 self.app, self.initial_partitions, histories=self.histories
             )
-        process = self._processor.process
         database = ProcessorDatabase.in_memory(
             DatabaseIdentity(
                 self.app.config.app_id, -1, {"initial_processors": self.initial_processors}
             ),
             self.app.store_specs(),
         )
+        process = self._processor.process
         with fewer_collections():
-            for start in range(0, records.num_rows, _COMMIT_EVERY):
-                chunk = records.slice(start, _COMMIT_EVERY)
-                columns = [chunk.column(name).to_pylist() for name in RECORD_COLUMNS[:-1]]
-                columns.append(header_lists(chunk.column("headers")))
+            for start, rows in row_chunks(records):
                 batch = database.begin()
                 if running is None:
-                    for row in zip(*columns, strict=True):
-                        process(batch, _Message(row), restore=True, where=row[:3])
+                    for row in rows:
+                        process(batch, ArrowMessage(row), restore=True, where=row[:3])
                 else:
-                    for index, row in enumerate(zip(*columns, strict=True), start):
+                    for index, row in enumerate(rows, start):
                         running(index)
-                        process(batch, _Message(row), restore=True, where=row[:3])
+                        process(batch, ArrowMessage(row), restore=True, where=row[:3])
                         running(-1)
                 batch.commit()
         for store in database.store_names():

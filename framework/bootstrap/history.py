@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from framework.config import AppConfig
 from framework.coordination.registry import TopicEntry
 from framework.errors import SplitstateError
+from rebalance import TopicHistory
 from rebalance.positions import OffsetRange, Position
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "history_positions",
     "lineage_ranks",
     "parse_until",
+    "ranks_of",
 ]
 
 #: one input partition's lineage ranks by offset: ``(offsets, ranks)``, ``offsets`` ascending
@@ -157,7 +159,11 @@ def lineage_ranks(
     partition's before its survivor's from the shrink's hold, and a partition deleted and
     grown again has a rank per life.
     """
-    histories = {topic.topic: entries[topic.topic].history for topic in config.inputs}
+    return ranks_of({topic.topic: entries[topic.topic].history for topic in config.inputs})
+
+
+def ranks_of(histories: Mapping[str, TopicHistory]) -> dict[Position, RankSteps]:
+    """``lineage_ranks`` of topics with ``histories`` (in config order)."""
     width = max((len(history.counts) for history in histories.values()), default=1)
     ranks: dict[Position, RankSteps] = {}
     for index, (name, history) in enumerate(histories.items()):

@@ -1,7 +1,8 @@
 """Running the Spark bulk build for an app: sources, checks, plan, and the app's own fold.
 
 Shared by ``splitstate backfill`` (every processor, from the topic's beginning) and by joining
-processors with ``bootstrap: spark`` (the keys they gain in a scale).
+processors with ``bootstrap: spark`` (the keys they gain in a scale). For an app that keeps
+time the history's ticks are read first (``tick_table.collect_ticks``) and given to the fold.
 """
 
 from __future__ import annotations
@@ -22,8 +23,14 @@ from framework.bootstrap.history import (
 from framework.bootstrap.job import BootstrapPlan, run_bootstrap, spark_errors
 from framework.bootstrap.manifest import Manifest
 from framework.bootstrap.progress import BootstrapProgress
-from framework.bootstrap.sources import kafka_history, parquet_history, parquet_offsets
+from framework.bootstrap.sources import (
+    check_archive_ticks,
+    kafka_history,
+    parquet_history,
+    parquet_offsets,
+)
 from framework.bootstrap.spark_session import spark_session
+from framework.bootstrap.tick_table import collect_ticks
 from framework.coordination.registry import TopicEntry
 from framework.jvm import find_java, spark_kafka_jars
 from rebalance.positions import OffsetRange, Position
@@ -99,6 +106,8 @@ def build_state(
                 history = kafka_history(session, config.spark_kafka_options(), served)
             else:
                 archived = parquet_offsets(parquet_history(session, request.archive, topics))
+                if app.uses_time:
+                    check_archive_ticks(session, request.archive)
                 served = archive_ranges(request.ranges, archived, exact=request.exact)
                 _check_continuation(served, request.retained)
                 history = parquet_history(session, request.archive, topics, served)
@@ -115,7 +124,8 @@ def build_state(
             )
             initial = {name: entry.initial_partitions for name, entry in request.entries.items()}
             histories = {name: entry.history for name, entry in request.entries.items()}
-            fold = AppFold(app, initial, histories, config.initial_processors)
+            ticks = collect_ticks(history) if app.uses_time else None
+            fold = AppFold(app, initial, histories, config.initial_processors, ticks)
             return run_bootstrap(session, history, plan, fold, destination, on_progress=on_progress)
     finally:
         if spark is None:

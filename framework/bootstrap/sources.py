@@ -22,6 +22,7 @@ __all__ = [
     "ARCHIVE_COLUMNS",
     "ArchiveError",
     "check_archive_columns",
+    "check_archive_ticks",
     "kafka_history",
     "parquet_history",
     "parquet_offsets",
@@ -144,6 +145,28 @@ def check_archive_columns(types: Mapping[str, str], path: Path, topics: list[str
             "(binary), partition (int), offset (bigint), timestamp (timestamp or epoch ms "
             "bigint), headers (array<struct<key:string,value:binary>>, optional) and topic "
             "(string, when it holds several topics)."
+        )
+
+
+def check_archive_ticks(spark: SparkSession, path: Path) -> None:
+    """For an app that keeps time: raise ``ArchiveError`` when the archive at ``path`` holds
+    keyless records but no ``headers`` column. Ticks are keyless records known by their
+    header (``framework.time.ticks``); without headers the build could not apply them, and
+    would leave windows open and timers unfired that the processors closed and fired."""
+    from pyspark.sql import functions as F  # noqa: PLC0415, N812
+
+    frame = spark.read.parquet(str(path))
+    if "headers" in dict(frame.dtypes):
+        return
+    keyless = frame.where(F.col("key").isNull()).limit(1).count()
+    if keyless:
+        raise ArchiveError(
+            f"the Parquet archive {path} has records without a key but no 'headers' column. "
+            "The app keeps time, and its ticks (recorded progress of time) are keyless "
+            "records known by their splitstate.tick header: without headers the build "
+            "cannot apply them, and would not close the windows or fire the timers the "
+            "processors did. Fix: write the archive with the headers column "
+            "(array<struct<key:string,value:binary>>), or use --source kafka."
         )
 
 

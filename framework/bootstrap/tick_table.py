@@ -1,0 +1,147 @@
+"""The ticks of a bulk build's history (``framework.time.ticks``), gathered on the driver.
+
+Ticks are keyless records, few next to the keyed ones, and each applies to every key living
+in its partition at its offset: so they do not go through the job's grouping by key. The
+driver reads them from the history (``collect_ticks``: only keyless records with the tick
+header leave the JVM), and the fold gets all of them (Spark ships the fold, and the table in
+it, to its workers, broadcast when large). Per input partition the table holds the ticks'
+offsets, floors and processing times in offset order, and answers the fold's one question
+fast: which is the first tick in a range that makes something of a key due
+(``PartitionTicks.first_due``, by range maxima: ``O(log ticks)``), so ticks that change
+nothing for a key cost it nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from framework.time.ticks import TICK_HEADER, read_tick
+from rebalance.positions import Position
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    from pyspark.sql import DataFrame
+
+__all__ = ["PartitionTicks", "TickTable", "collect_ticks"]
+
+Header = tuple[str, bytes | None]
+
+
+@dataclass
+class PartitionTicks:
+    """One input partition's ticks, by offset: their floors and processing times."""
+
+    offsets: npt.NDArray[np.int64]
+    floors: npt.NDArray[np.int64]
+    walls: npt.NDArray[np.int64]
+    #: range maxima (level ``k``, index ``i``: the max of ``[i, i + 2**k)``), built when used
+    _maxima: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"offsets": self.offsets, "floors": self.floors, "walls": self.walls}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.offsets, self.floors, self.walls = state["offsets"], state["floors"], state["walls"]
+        self._maxima = None
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def index(self, offset: int) -> int:
+        """The index of the first tick at or after ``offset``."""
+        return int(np.searchsorted(self.offsets, offset, side="left"))
+
+    def first_due(self, low: int, high: int, event: int, wall: int) -> int:
+        """The first index in ``[low, high)`` whose tick makes a key due at ``event`` (event
+        time) or ``wall`` (processing time) due: floor ``>= event`` or wall ``>= wall``, as
+        ``StateBatch.due_keys`` asks; ``high`` when none does."""
+        maxima = self._maxima if self._maxima is not None else self._build()
+        at = low
+        for level in range(len(maxima) - 1, -1, -1):
+            size = 1 << level
+            if at + size > high:
+                continue
+            floors, walls = maxima[level]
+            if floors[at] < event and walls[at] < wall:
+                at += size  # nothing due by any tick of [at, at + size)
+        return min(at, high)
+
+    def _build(self) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+        maxima = [(self.floors, self.walls)]
+        size = 1
+        while 2 * size <= len(self.offsets):
+            floors, walls = maxima[-1]
+            maxima.append(
+                (np.maximum(floors[:-size], floors[size:]), np.maximum(walls[:-size], walls[size:]))
+            )
+            size *= 2
+        self._maxima = maxima
+        return maxima
+
+
+@dataclass
+class TickTable:
+    """Every tick of a history, per input partition; ``malformed``: keyless records with the
+    tick header that are no tick (the runtime dead-letters them; they change nothing)."""
+
+    partitions: dict[Position, PartitionTicks] = field(default_factory=dict)
+    malformed: int = 0
+
+    @classmethod
+    def of(cls, rows: Iterable[tuple[str, int, int, Sequence[Header] | None]]) -> TickTable:
+        """The table of ``rows``: ``(topic, partition, offset, headers)`` of keyless records
+        (those that are no tick are counted in ``malformed``); a tick read twice (an archive
+        that holds it twice) counts once."""
+        found: dict[Position, dict[int, tuple[int, int]]] = {}
+        malformed = 0
+        for topic, partition, offset, headers in rows:
+            read = read_tick(list(headers or []))
+            if isinstance(read, str):
+                malformed += 1
+                continue
+            found.setdefault((topic, partition), {})[offset] = read
+        partitions = {}
+        for position, ticks in sorted(found.items()):
+            offsets = sorted(ticks)
+            partitions[position] = PartitionTicks(
+                np.asarray(offsets, dtype=np.int64),
+                np.asarray([ticks[o][0] for o in offsets], dtype=np.int64),
+                np.asarray([ticks[o][1] for o in offsets], dtype=np.int64),
+            )
+        return cls(partitions, malformed)
+
+    def __len__(self) -> int:
+        return sum(len(ticks) for ticks in self.partitions.values())
+
+    def tick(self, position: Position, index: int) -> tuple[int, int, int]:
+        """``(offset, floor, wall)`` of the ``index``-th tick of ``position``."""
+        ticks = self.partitions[position]
+        return int(ticks.offsets[index]), int(ticks.floors[index]), int(ticks.walls[index])
+
+
+def collect_ticks(history: DataFrame) -> TickTable:
+    """The ticks of ``history`` (the job's columns: ``topic``, ``partition``, ``offset``,
+    ``key``, ``headers``), read to the driver: keyless records with a tick header only."""
+    from pyspark.sql import functions as F  # noqa: PLC0415, N812
+
+    ticks = history.where(
+        F.col("key").isNull() & F.exists("headers", lambda header: header["key"] == TICK_HEADER)
+    ).select("topic", "partition", "offset", "headers")
+    return TickTable.of(
+        (
+            str(row["topic"]),
+            int(row["partition"]),
+            int(row["offset"]),
+            [
+                (str(h["key"]), None if h["value"] is None else bytes(h["value"]))
+                for h in row["headers"] or []
+            ],
+        )
+        for row in ticks.toLocalIterator()
+    )

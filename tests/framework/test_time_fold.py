@@ -1,0 +1,158 @@
+"""The fold of an app that keeps time applies each tick to the keys living where it sits.
+
+No Spark: ``AppFold`` takes the keyed records in lineage order, as the job hands them over,
+and the ticks (``TickTable``); each key's stores after it -- ``splitstate.time`` and
+``splitstate.due`` included -- must be the bytes the live run leaves
+(``timed_app.live_run``), through a growth (2 -> 4) and through 4 -> 8 -> 5 -> 7 (a shrink,
+then partitions grown again, ticks in deleted partitions).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from framework.bootstrap.fold import AppFold
+from framework.bootstrap.key_ticks import END, KeySpans
+from framework.bootstrap.tick_table import PartitionTicks, TickTable
+from framework.time.ticks import tick_headers
+from rebalance import key_hash
+from tests.framework.test_spark_fold import records_table
+from tests.framework.timed_app import (
+    START,
+    TOPIC,
+    B,
+    History,
+    live_run,
+    make_history,
+    make_lives_history,
+    state_items,
+    timed_app,
+)
+
+app = timed_app()
+
+
+def lineage_order(log: History) -> list[tuple[Any, ...]]:
+    """The keyed records (the job leaves keyless ones out) by ``(rank, offset)``."""
+    history = log.history
+    keyed = [row for row in log.rows() if row[3] is not None]
+    return sorted(keyed, key=lambda r: (history.rank(r[1], r[2]), r[2]))
+
+
+def tick_table(log: History) -> TickTable:
+    return TickTable.of(
+        (TOPIC, p, o, [(n, x) for n, x in h]) for p, o, k, _v, _t, h in log.written if k is None
+    )
+
+
+def fold(log: History) -> tuple[AppFold, list[tuple[str, bytes, bytes]]]:
+    folder = AppFold(app, {TOPIC: log.initial}, {TOPIC: log.history}, B, tick_table(log))
+    return folder, sorted(folder(records_table(lineage_order(log))))
+
+
+@pytest.mark.parametrize("seed", [35, 3, 17])
+def test_each_key_gets_the_time_state_of_the_live_run_through_a_growth(seed: int) -> None:
+    log = make_history(seed)
+    live, _outputs = live_run(app, log, log.written)
+    _folder, items = fold(log)
+    assert items == sorted(state_items(live, app))
+    assert len({key for _, key, _ in items}) == 24
+
+
+@pytest.mark.parametrize("seed", [34, 8])
+def test_each_key_gets_the_time_state_of_the_live_run_through_a_shrink_and_a_regrowth(
+    seed: int,
+) -> None:
+    log = make_lives_history(seed)
+    live, _outputs = live_run(app, log, log.written)
+    _folder, items = fold(log)
+    assert items == sorted(state_items(live, app))
+    assert len({key for _, key, _ in items}) == 40
+
+
+@pytest.mark.parametrize("make", [make_history, make_lives_history])
+def test_a_key_lives_in_a_span_where_its_history_places_it(make: Callable[..., History]) -> None:
+    """A tick in a parent after a growth's marker, in a child before its start, in a deleted
+    partition after its drain marker or in a survivor before its hold is in no span of the
+    keys that do not live there at its offset (``TopicHistory.home_at``), and every tick is
+    in the span of each key living there."""
+    log = make()
+    table = tick_table(log)
+    spans = KeySpans({TOPIC: log.history}, table)
+    for i in range(48):
+        key = f"sensor-{i:02d}".encode()
+        h = key_hash(key)
+        found = spans.spans(key)
+        assert found == sorted(found)
+        for partition, offset in log.ticks:
+            inside = [s for s in found if s.position[1] == partition and s.start <= offset < s.end]
+            lives = log.history.home_at(h, partition, offset) == partition
+            assert len(inside) == int(lives), (key, partition, offset)
+            if lives:
+                assert inside[0].rank == log.history.rank(partition, offset)
+
+
+def test_the_first_due_tick_is_found_as_a_scan_finds_it() -> None:
+    rng = random.Random(4)
+    for size in [1, 2, 3, 7, 64, 100, 257]:
+        floors = np.asarray([rng.randrange(1000) for _ in range(size)], dtype=np.int64)
+        walls = np.asarray([rng.randrange(1000) for _ in range(size)], dtype=np.int64)
+        ticks = PartitionTicks(np.arange(size, dtype=np.int64) * 3, floors, walls)
+        for _ in range(300):
+            low = rng.randrange(size + 1)
+            high = rng.randrange(low, size + 1)
+            event, wall = rng.randrange(1100), rng.choice([rng.randrange(1100), END])
+            scan = next(
+                (i for i in range(low, high) if floors[i] >= event or walls[i] >= wall), high
+            )
+            assert ticks.first_due(low, high, event, wall) == scan
+
+
+def test_ticks_that_change_nothing_for_a_key_are_not_applied_to_it() -> None:
+    """200 keys with one record each, then 1,000 ticks in each of two partitions: each key's
+    windows close, its timers fire and its value expires within the first ticks, and after that
+    nothing of it is due. The fold applies the ticks that make something due, not every tick
+    to every key (which would be 200,000 applications for the keys of a partition)."""
+    log = History()
+    keys = [f"key-{i:03d}".encode() for i in range(200)]
+    for i, key in enumerate(keys):
+        log.record(key, 3 * i, START + i, 2)
+    for step in range(1000):
+        for partition in (0, 1):
+            log.tick(partition, START + step * 10_000, START + step * 10_000)
+    folder, items = fold(log)
+    applied = 0
+    processor = folder._processor
+    assert processor is not None
+    process = processor.process
+
+    def counted(batch: Any, message: Any, **options: Any) -> Any:
+        nonlocal applied
+        applied += message.key() is None
+        return process(batch, message, **options)
+
+    processor.process = counted  # type: ignore[method-assign]
+    again = sorted(folder(records_table(lineage_order(log))))
+    assert again == items
+    live, _outputs = live_run(app, log, log.written)
+    assert items == sorted(state_items(live, app))
+    assert 0 < applied <= 6 * len(keys), applied
+    assert len(log.ticks) * len(keys) // 2 > 100 * applied
+
+
+def test_a_malformed_tick_is_counted_and_applies_to_nothing() -> None:
+    rows: list[tuple[str, int, int, list[tuple[str, bytes | None]] | None]] = [
+        (TOPIC, 0, 3, list(tick_headers(5, 6))),
+        (TOPIC, 0, 1, [("splitstate.tick", b"{not json")]),
+        (TOPIC, 1, 2, [("splitstate.tick", b'{"floor": 1}')]),
+        (TOPIC, 0, 3, list(tick_headers(5, 6))),  # read twice (an archive's duplicate)
+    ]
+    table = TickTable.of(rows)
+    assert table.malformed == 2
+    assert len(table) == 1
+    assert table.tick((TOPIC, 0), 0) == (3, 5, 6)

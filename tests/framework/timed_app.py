@@ -13,6 +13,7 @@ that live in its partition there (``RecordProcessor.process``, not restore: outp
 
 from __future__ import annotations
 
+import copy
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -85,16 +86,19 @@ class History:
     """The input as written (in that order), its registry history, and where ticks are."""
 
     initial: int = N
+    topic: str = TOPIC
     written: list[Written] = field(default_factory=list)
     ends: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     ticks: list[tuple[int, int]] = field(default_factory=list)
     #: the input's partition history (``make_history`` sets it)
     history: TopicHistory = field(default_factory=lambda: TopicHistory.of(TOPIC, [N]))
+    #: phases of 10 s written so far
+    phases: int = 0
 
     @property
     def entries(self) -> dict[str, TopicEntry]:
         """The registry's entries of the app's inputs."""
-        return {TOPIC: TopicEntry(self.history)}
+        return {self.topic: TopicEntry(self.history)}
 
     def append(
         self,
@@ -128,7 +132,7 @@ class History:
     def rows(self, until: Mapping[int, int] | None = None) -> list[tuple[Any, ...]]:
         """The records (``tests.framework.test_spark_fold.Row``s) before ``until``."""
         return [
-            (TOPIC, p, o, k, v, t, [{"key": n, "value": x} for n, x in h] or None)
+            (self.topic, p, o, k, v, t, [{"key": n, "value": x} for n, x in h] or None)
             for p, o, k, v, t, h in self.written
             if until is None or o < until.get(p, 0)
         ]
@@ -142,7 +146,10 @@ class _Phases:
         self.rng = random.Random(seed)
         self.keys = [f"sensor-{i:02d}".encode() for i in range(keys)]
         self.quiet = set(self.rng.sample(self.keys, keys // 4))  # only ticks move them later
-        self.step = 0
+
+    @property
+    def step(self) -> int:
+        return self.log.phases
 
     def phase(self, count: int, writers: list[bytes] | None = None, quiet: bool = False) -> None:
         rng, log = self.rng, self.log
@@ -161,7 +168,7 @@ class _Phases:
             for partition in range(max(log.ends) + 1):  # in deleted partitions too
                 if rng.random() < 0.8:
                     log.tick(partition, now - rng.randrange(0, 20_000), now + 5_000)
-        self.step += 1
+        log.phases += 1
 
     def late_for(self, count: int, moved: int, before: int) -> None:
         """Records placed with the count ``before`` a change, of keys it moved (``moved``:
@@ -178,21 +185,32 @@ class _Phases:
             self.log.tick(partition, now - 20_000, now)
 
 
-def make_history(seed: int = 35, keys: int = 24, steps: int = 30) -> History:
+def make_history(seed: int = 35, keys: int = 24, steps: int = 30, topic: str = TOPIC) -> History:
     """Records of ``keys`` keys over ``steps`` phases of 10 s, ticks after every few phases
     (some only in some partitions), a growth 2 -> 4 halfway (its markers in the parents)."""
-    log = History()
+    log = History(topic=topic)
     phases = _Phases(log, seed, keys)
     for _ in range(steps // 2):
         phases.phase(N, quiet=phases.step > steps // 3)
-    markers = {c: log.marker(c - N, f"{TOPIC}/{2 * N}/{c}") for c in range(N, 2 * N)}
+    markers = {c: log.marker(c - N, f"{topic}/{2 * N}/{c}") for c in range(N, 2 * N)}
     for child in range(N, 2 * N):
         phases.late_for(2 * N, child, N)
-    log.history = TopicHistory.of(TOPIC, [N, 2 * N], markers)
+    log.history = TopicHistory.of(topic, [N, 2 * N], markers)
     for _ in range(steps - steps // 2):
         phases.phase(2 * N, quiet=phases.step > steps // 3)
     phases.end(2 * N)
     return log
+
+
+def extended(log: History, seed: int, steps: int = 12) -> tuple[History, list[Written]]:
+    """A copy of ``log`` (with a growth to 4 partitions) written on for ``steps`` more
+    phases, and what was written after ``log``."""
+    longer = copy.deepcopy(log)
+    phases = _Phases(longer, seed, len({w[2] for w in log.written if w[2] is not None}))
+    for _ in range(steps):
+        phases.phase(2 * N)
+    phases.end(2 * N)
+    return longer, longer.written[len(log.written) :]
 
 
 def make_lives_history(seed: int = 34, keys: int = 40) -> History:
@@ -226,7 +244,7 @@ def make_lives_history(seed: int = 34, keys: int = 40) -> History:
 
 def new_processor(app: App, log: History) -> RecordProcessor:
     """A processor of ``app`` with the input's registry history."""
-    return RecordProcessor(app, {TOPIC: log.initial}, histories={TOPIC: log.history})
+    return RecordProcessor(app, {log.topic: log.initial}, histories={log.topic: log.history})
 
 
 def new_database(app: App) -> ProcessorDatabase:
@@ -235,9 +253,10 @@ def new_database(app: App) -> ProcessorDatabase:
     return ProcessorDatabase.in_memory(identity, app.store_specs())
 
 
-def message(written: Written) -> StoredMessage:
+def message(topic: str, written: Written) -> StoredMessage:
+    """A record as ``RecordProcessor`` takes it."""
     partition, offset, key, value, stamp, headers = written
-    return StoredMessage(TOPIC, partition, offset, key, value, stamp, list(headers) or None)
+    return StoredMessage(topic, partition, offset, key, value, stamp, list(headers) or None)
 
 
 def live_run(
@@ -255,9 +274,9 @@ def live_run(
     outputs: list[EncodedOutput] = []
     for item in written:
         batch = database.begin()
-        made, _dead = processor.process(batch, message(item))
+        made, _dead = processor.process(batch, message(log.topic, item))
         processor.take_letters()
-        batch.set_offset(TOPIC, item[0], item[1] + 1)
+        batch.set_offset(log.topic, item[0], item[1] + 1)
         batch.commit()
         outputs += made
     return database, outputs

@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from framework.bootstrap import ArchiveError, BuildRequest, Manifest
 from framework.bootstrap.build import bootstrap_session, build_state
 from framework.time.key_clock import TIME_STORE, KeyClock
-from rebalance import bucket
+from rebalance import bucket, key_hash
 from rebalance.positions import OffsetRange
 from statestore import DatabaseIdentity, ProcessorDatabase
 from statestore.due_index import DUE_STORE
@@ -81,6 +81,39 @@ def build(
         archive=archive,
     )
     return build_state(app, request, out, spark=spark)
+
+
+@pytest.mark.spark
+def test_a_scale_out_receiver_builds_the_time_state_of_the_keys_it_gains(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """``bootstrap: spark`` builds only the keys a processor gains (processor 2 of 3 takes
+    keys of processor 0 of 2): each with its ticks, as the live run leaves it."""
+    log = make_history(seed=37)
+    live, _outputs = live_run(app, log, log.written)
+    ranges = {(TOPIC, p): OffsetRange(0, end) for p, end in log.ends.items()}
+    request = BuildRequest(
+        processors=3,
+        covers={2: [(TOPIC, 2)]},
+        ranges=ranges,
+        retained=ranges,
+        entries=log.entries,
+        archive=archive_of(log, tmp_path / "archive"),
+        gained_from=(2, frozenset({0})),
+    )
+    manifest = build_state(app, request, tmp_path / "out", spark=spark)
+    layout = KeyLayout(B)
+
+    def gained(stored: bytes) -> bool:
+        h = key_hash(layout.user(stored))
+        return bucket(h, B, 3) == 2 and bucket(h, B, 2) == 0
+
+    expected = [item for item in state_items(live, app) if gained(item[1])]
+    assert {store for store, _, _ in expected} >= {TIME_STORE, DUE_STORE}
+    [database] = ingested(manifest, tmp_path)
+    built = state_items(database, app)
+    database.close()
+    assert readable(built) == readable(expected)
 
 
 def ingested(manifest: Manifest, directory: Path) -> list[ProcessorDatabase]:

@@ -7,8 +7,8 @@ header leave the JVM), and the fold gets all of them (Spark ships the fold, and 
 it, to its workers, broadcast when large). Per input partition the table holds the ticks'
 offsets, floors and processing times in offset order, and answers the fold's one question
 fast: which is the first tick in a range that makes something of a key due
-(``PartitionTicks.first_due``, by range maxima: ``O(log ticks)``), so ticks that change
-nothing for a key cost it nothing.
+(``PartitionTicks.first_due``, by block maxima: ``O(log ticks)``, twice the ticks' size in
+memory), so ticks that change nothing for a key cost it nothing.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class PartitionTicks:
     offsets: npt.NDArray[np.int64]
     floors: npt.NDArray[np.int64]
     walls: npt.NDArray[np.int64]
-    #: range maxima (level ``k``, index ``i``: the max of ``[i, i + 2**k)``), built when used
+    #: block maxima of floors and walls, by level (``first_due``), built when first used
     _maxima: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] | None = field(
         default=None, repr=False, compare=False
     )
@@ -60,29 +60,42 @@ class PartitionTicks:
     def first_due(self, low: int, high: int, event: int, wall: int) -> int:
         """The first index in ``[low, high)`` whose tick makes a key due at ``event`` (event
         time) or ``wall`` (processing time) due: floor ``>= event`` or wall ``>= wall``, as
-        ``StateBatch.due_keys`` asks; ``high`` when none does."""
+        ``StateBatch.due_keys`` asks; ``high`` when none does. ``O(log ticks)``: whole
+        blocks of ticks that make nothing due are passed over by their maxima."""
         maxima = self._maxima if self._maxima is not None else self._build()
         at = low
-        for level in range(len(maxima) - 1, -1, -1):
-            size = 1 << level
-            if at + size > high:
-                continue
+        while at < high:
+            # the largest block starting at ``at`` (aligned to its size) within ``high``
+            level = min((at & -at).bit_length() - 1 if at else 64, (high - at).bit_length() - 1)
+            level = min(level, len(maxima) - 1)
             floors, walls = maxima[level]
-            if floors[at] < event and walls[at] < wall:
-                at += size  # nothing due by any tick of [at, at + size)
-        return min(at, high)
+            block = at >> level
+            if floors[block] < event and walls[block] < wall:
+                at += 1 << level  # nothing due by any tick of the block
+                continue
+            while level:  # the block has one: find the first, half by half
+                level -= 1
+                floors, walls = maxima[level]
+                block = at >> level
+                if floors[block] < event and walls[block] < wall:
+                    at += 1 << level
+            return at
+        return high
 
     def _build(self) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+        """Level ``k``: the maxima of the aligned blocks ``[i * 2**k, (i + 1) * 2**k)``."""
         maxima = [(self.floors, self.walls)]
-        size = 1
-        while 2 * size <= len(self.offsets):
-            floors, walls = maxima[-1]
-            maxima.append(
-                (np.maximum(floors[:-size], floors[size:]), np.maximum(walls[:-size], walls[size:]))
-            )
-            size *= 2
+        while len(maxima[-1][0]) > 1:
+            maxima.append((_pairs(maxima[-1][0]), _pairs(maxima[-1][1])))
         self._maxima = maxima
         return maxima
+
+
+def _pairs(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The max of each pair of ``values`` (the last alone when they are odd)."""
+    if len(values) % 2:
+        values = np.append(values, np.iinfo(np.int64).min)
+    return np.maximum(values[0::2], values[1::2])
 
 
 @dataclass

@@ -99,7 +99,7 @@ def test_a_key_lives_in_a_span_where_its_history_places_it(make: Callable[..., H
 
 def test_the_first_due_tick_is_found_as_a_scan_finds_it() -> None:
     rng = random.Random(4)
-    for size in [1, 2, 3, 7, 64, 100, 257]:
+    for size in [1, 2, 3, 7, 64, 100, 257, 4099]:
         floors = np.asarray([rng.randrange(1000) for _ in range(size)], dtype=np.int64)
         walls = np.asarray([rng.randrange(1000) for _ in range(size)], dtype=np.int64)
         ticks = PartitionTicks(np.arange(size, dtype=np.int64) * 3, floors, walls)

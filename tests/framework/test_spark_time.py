@@ -23,7 +23,7 @@ from framework.time.key_clock import TIME_STORE, KeyClock
 from rebalance import bucket, key_hash
 from rebalance.positions import OffsetRange
 from statestore import DatabaseIdentity, ProcessorDatabase
-from statestore.due_index import DUE_STORE
+from statestore.due_index import DUE_STORE, NEVER
 from statestore.key_layout import KeyLayout
 from tests.framework.test_spark_fold import records_table
 from tests.framework.timed_app import (
@@ -122,6 +122,9 @@ def ingested(manifest: Manifest, directory: Path) -> list[ProcessorDatabase]:
     for j in sorted(manifest.targets):
         identity = DatabaseIdentity(app.config.app_id, j, {"initial_processors": B})
         database = ProcessorDatabase.open(directory / f"db-{j}", identity, app.store_specs())
+        looked = database.begin()  # a running processor's due index is loaded before
+        assert looked.due_keys(NEVER, NEVER) == []
+        looked.abort()
         database.bulk_load(manifest.files(j), manifest.targets[j].offsets)
         databases.append(database)
     return databases

@@ -5,6 +5,9 @@ The job (``job``) is generic: it takes the history (Kafka offset ranges or a Par
 ``Fold`` (the app's processor function, ``fold``), and publishes a directory of SST files plus
 a manifest (``manifest``) that ``ProcessorDatabase.bulk_load`` ingests; a record that kills
 the fold's process is skipped as the processors' crash guards skip it (``crash_watch``).
+For an app that keeps time the history's ticks are read first (``tick_table``) and the fold
+goes key by key, each key's records with the ticks of where it lives (``time_fold``,
+``key_ticks``).
 ``build`` runs it for an app after checking the history (``history``); ``backfill`` builds
 every processor (the ``splitstate backfill`` command); a joining processor with ``bootstrap:
 spark`` runs it in a child process (``child_process`` starts and watches ``child_main``).

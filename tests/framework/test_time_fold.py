@@ -16,14 +16,17 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from framework.bootstrap import arrow_rows
 from framework.bootstrap.fold import AppFold
 from framework.bootstrap.key_ticks import END, KeySpans
 from framework.bootstrap.tick_table import PartitionTicks, TickTable
 from framework.time.ticks import tick_headers
-from rebalance import key_hash
+from rebalance import TopicHistory, key_hash
 from tests.framework.test_spark_fold import records_table
+from tests.framework.time import test_replay as replayed
 from tests.framework.timed_app import (
     START,
     TOPIC,
@@ -166,3 +169,44 @@ def test_a_malformed_tick_is_counted_and_applies_to_nothing() -> None:
     assert table.malformed == 2
     assert len(table) == 1
     assert table.tick((TOPIC, 0), 0) == (3, 5, 6)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(steps=replayed.inputs, built=st.integers(0, 30), cuts=st.lists(st.integers(0, 70)))
+def test_a_fold_of_random_records_and_ticks_is_the_drivers_state_and_continues_as_it(
+    steps: list[replayed.Step], built: int, cuts: list[int]
+) -> None:
+    """The promise's property (``tests/framework/time/test_replay.py``'s app and inputs: every
+    kind of window, event and wall timers, a failing timer, values that expire): the fold of
+    the first ``built`` steps is every key's state the test driver leaves there, and a
+    processor that goes on from it emits what the driver emits for the rest, per key."""
+    built = min(built, len(steps))
+    head = replayed.messages(steps[:built])
+    folder = AppFold(
+        replayed.APP,
+        {"in": replayed.PARTITIONS},
+        {"in": TopicHistory.of("in", [replayed.PARTITIONS])},
+        1,
+        TickTable.of(
+            (m.topic(), m.partition(), m.offset(), m.headers()) for m in head if m.key() is None
+        ),
+    )
+    keyed = sorted((m for m in head if m.key() is not None), key=lambda m: m.offset())
+    table = records_table(
+        [
+            (m.topic(), m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1], None)
+            for m in keyed
+        ]
+    )
+    with replayed._database(None) as database:
+        items: dict[str, list[tuple[bytes, bytes | None]]] = {}
+        for store, key, raw in folder(table):
+            items.setdefault(store, []).append((key, raw))
+        database.backend.write(items)
+        state = replayed.Seen()
+        state.read(database, replayed.KEYS)
+        assert state.state == replayed.by_driver(steps[:built]).state
+        got = replayed.by_batches(steps, cuts, database, skip=len(head))
+    expected = replayed.by_driver(steps)
+    later = replayed.after(steps, built)
+    assert got.of(replayed.KEYS, later) == expected.of(replayed.KEYS, later)

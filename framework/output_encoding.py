@@ -42,7 +42,7 @@ class OutputEncoder:
                 )
             ]
         encoded = []
-        for output in output_items(result, getattr(function, "__name__", repr(function))):
+        for output in output_items(result, _name(function)):
             topic = output.topic or self.default
             if topic is None:
                 raise ValueError(
@@ -70,3 +70,10 @@ def _header_list(
     headers: Mapping[str, bytes] | None,
 ) -> list[tuple[str, str | bytes | None]] | None:
     return [(name, value) for name, value in headers.items()] if headers else None
+
+
+def _name(function: Callable[..., Any]) -> str:
+    """The function's name, for errors (its repr only when it has none: a repr can be long and
+    slow, e.g. a bound method of a dataclass)."""
+    name = getattr(function, "__name__", None)
+    return name if isinstance(name, str) else repr(function)

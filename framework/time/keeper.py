@@ -19,12 +19,12 @@ from typing import Any
 import framework.time.window_state as windows_of
 from framework.records import Output
 from framework.time.context import KeyTime
-from framework.time.key_clock import NO_TIME, TIME_STORE, KeyClock
+from framework.time.key_clock import TIME_STORE, KeyClock
 from framework.time.specs import Timer, TimerSpec, WindowSpec
 from statestore import BatchStateError, StateBatch
 from statestore.due_index import DUE_STORE, NEVER, decode_due, encode_due
 
-__all__ = ["CloseRunner", "TimeKeeper", "TimerRefuser", "TimerRunner"]
+__all__ = ["CloseRunner", "TimeKeeper", "TimerRefuser", "TimerRunner", "due_times"]
 
 #: timers one key may fire for one record or tick: past it, each timer due is dropped without
 #: running (timers that set each other due again at once would otherwise never end)
@@ -86,12 +86,14 @@ class TimeKeeper:
         time: KeyTime,
         windows: Mapping[str, WindowSpec],
         timers: Collection[str] | None = None,
+        due: tuple[int, int] | None = None,
     ) -> None:
         """Write ``time`` back into ``batch`` (and its due times, when they changed); only
         the timers of ``timers`` (when given: the declared timer stores) count as due, as
-        only they fire."""
+        only they fire. ``due``: the clock's ``due_times``, when the caller has them."""
         batch.store(TIME_STORE).set(time.key, time.clock.encode())
-        due = (_event_due(time.clock, windows, timers), time.clock.wall_due(timers))
+        if due is None:
+            due = due_times(time.clock, windows, timers)
         if due == (NEVER, NEVER):
             if time.loaded_due is not None:
                 batch.store(DUE_STORE).delete(time.key)
@@ -104,10 +106,24 @@ class TimeKeeper:
         """Take event time ``t`` of a record of ``topic`` into the key's time, and fire what
         is due by then."""
         clock = time.clock
-        if t > clock.times.get(topic, NO_TIME):
-            clock.times[topic] = t
+        clock.observe(topic, t)
         time.event_time = t
+        loaded = time.loaded_due
+        # the due times stored with the key are its clock's as loaded (``save`` keeps them
+        # together): nothing fires when none has come, and the clock need not be searched
+        if loaded is None or (loaded[0] > clock.time and loaded[1] > clock.wall):
+            return []
         return self.fire(batch, time)
+
+    def settle(self, batch: StateBatch, time: KeyTime) -> list[Output]:
+        """After a function changed the key's time: fire what it made due, and save."""
+        due = due_times(time.clock, self.windows, self.timers)
+        outputs: list[Output] = []
+        if due[0] <= time.clock.time or due[1] <= time.clock.wall:
+            outputs = self.fire(batch, time)
+            due = due_times(time.clock, self.windows, self.timers)
+        self.save(batch, time, self.windows, self.timers, due)
+        return outputs
 
     def fire(self, batch: StateBatch, time: KeyTime) -> list[Output]:
         """Fire everything of the key due by its time and processing time."""
@@ -129,7 +145,7 @@ class TimeKeeper:
         for key in keys:
             time = self.open(batch, key)
             clock = time.clock
-            clock.floor = max(clock.floor, floor)
+            clock.raise_floor(floor)
             clock.wall = max(clock.wall, wall)
             item = self._next(clock)
             if item is None:
@@ -241,6 +257,14 @@ def _final_output(spec: WindowSpec, key: bytes, start: int, end: int, acc: Any) 
 
 def _min(best: _Due | None, item: _Due) -> _Due:
     return item if best is None or item < best else best
+
+
+def due_times(
+    clock: KeyClock, windows: Mapping[str, WindowSpec], timers: Collection[str] | None
+) -> tuple[int, int]:
+    """``(event, wall)``: when something of the key is due next by its time and by its
+    processing time (``NEVER``: nothing); what ``DUE_STORE`` holds for it."""
+    return _event_due(clock, windows, timers), clock.wall_due(timers)
 
 
 def _event_due(

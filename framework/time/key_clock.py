@@ -50,10 +50,22 @@ class KeyClock:
     #: store -> when the key's value there expires (key time)
     expiries: dict[str, int] = field(default_factory=dict)
 
-    @property
-    def time(self) -> int:
-        """The key's time (``NO_TIME`` before its first record or floor)."""
-        return max(self.floor, max(self.times.values(), default=NO_TIME))
+    def __post_init__(self) -> None:
+        #: the key's time (``NO_TIME`` before its first record or floor): kept as ``observe``
+        #: and ``raise_floor`` move it (read per record, many times)
+        self.time = max(self.floor, max(self.times.values(), default=NO_TIME))
+
+    def observe(self, topic: str, t: int) -> None:
+        """Take event time ``t`` of a record of ``topic``."""
+        if t > self.times.get(topic, NO_TIME):
+            self.times[topic] = t
+            self.time = max(self.time, t)
+
+    def raise_floor(self, floor: int) -> None:
+        """Take a tick's floor."""
+        if floor > self.floor:
+            self.floor = floor
+            self.time = max(self.time, floor)
 
     def empty(self) -> bool:
         """Whether nothing but time is kept: no timer, no window, no expiry."""
@@ -65,16 +77,21 @@ class KeyClock:
         if raw is None:
             return cls()
         data = orjson.loads(raw)
+        # (per record: only what JSON cannot hold as the clock does is converted; a record
+        # this module did not write fails here or in ``readable``)
+        timers = data.get("tm")
         return cls(
-            times={str(k): int(v) for k, v in data.get("t", {}).items()},
-            floor=int(data.get("f", NO_TIME)),
-            wall=int(data.get("p", NO_TIME)),
+            times=data["t"],
+            floor=data.get("f", NO_TIME),
+            wall=data.get("p", NO_TIME),
             timers={
-                str(store): {str(n): (int(e[0]), str(e[1])) for n, e in entries.items()}
-                for store, entries in data.get("tm", {}).items()
-            },
-            windows=dict(data.get("w", {})),
-            expiries={str(k): int(v) for k, v in data.get("x", {}).items()},
+                store: {n: (e[0], e[1]) for n, e in entries.items()}
+                for store, entries in timers.items()
+            }
+            if timers
+            else {},
+            windows=data.get("w") or {},
+            expiries=data.get("x") or {},
         )
 
     @classmethod

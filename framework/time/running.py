@@ -16,7 +16,14 @@ import orjson
 
 from framework.app import App
 from framework.errors import ProcessorStoppedError, describe_error
-from framework.records import DeadLetter, EncodedOutput, Output, Record, output_items
+from framework.records import (
+    DeadLetter,
+    EncodedOutput,
+    Output,
+    Record,
+    encode_value,
+    output_items,
+)
 from framework.time.context import KeyTime
 from framework.time.keeper import TimeKeeper
 from framework.time.key_clock import TIME_STORE
@@ -92,9 +99,8 @@ class TimedFunctions:
                 outputs += output_items(result, getattr(function, "__name__", "function"))
             outputs += time.outputs
             time.outputs = []
-            outputs += keeper.fire(batch, time)  # timers it set already due
-            keeper.save(batch, time, self.app.windows, self.app.timers)
-            return self._encode(outputs, key, origin, function)
+            outputs += keeper.settle(batch, time)  # what it made due (a timer set before now)
+            return self._encode(outputs, key, origin, function) if outputs else []
         except LateError as late:
             self._undo(batch, key, saved, letters_before)
             raise RecordFailedError("late", str(late), late) from late
@@ -215,9 +221,10 @@ class TimedFunctions:
         accumulator instead."""
         try:
             result = spec.window_result(key, start, end, acc)
-            outputs = [Output(spec.output_value(result), key=key, topic=spec.to)]
-            self._encode(outputs, key, self._origin, spec.output_value)  # (what it cannot write)
-            return outputs
+            # encoded here, so that a value that cannot be written is this window's dead
+            # letter (the output topic is one App.check found declared)
+            value = encode_value(spec.output_value(result))
+            return [Output(value, key=key, topic=spec.to)]
         except Exception as error:  # any failure of user code is handled by the policy
             span = (
                 f"[{start}, {end})"
@@ -236,9 +243,9 @@ class TimedFunctions:
                     at=self._origin,
                 ) from error
             topic, partition, offset = self._origin
-            value = {"store": spec.name, "start": start, "end": end, "accumulator": acc}
+            held = {"store": spec.name, "start": start, "end": end, "accumulator": acc}
             self.letters.append(
-                DeadLetter(topic, partition, offset, key, orjson.dumps(value), (), "window", reason)
+                DeadLetter(topic, partition, offset, key, orjson.dumps(held), (), "window", reason)
             )
             return []
 

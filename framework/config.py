@@ -26,6 +26,7 @@ from pydantic_settings import (
 from framework.config_checks import ENV_PREFIX, check_environment, environment_parse_problems
 from framework.config_errors import ConfigError, explain
 from framework.config_files import read_config_file
+from framework.config_time import TimeConfig
 from framework.redaction import RedactedRepr, mask_secrets, redacted_data, remember_secrets
 from framework.redaction import secret_values as _secret_values
 from rebalance.record_checks import MAX_PARTITIONS
@@ -40,6 +41,7 @@ __all__ = [
     "ScalingConfig",
     "SnapshotConfig",
     "SparkConfig",
+    "TimeConfig",
     "TopicConfig",
     "mask_secrets",
 ]
@@ -226,6 +228,7 @@ class AppConfig(RedactedRepr, BaseSettings):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     snapshots: SnapshotConfig = Field(default_factory=SnapshotConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    time: TimeConfig = Field(default_factory=TimeConfig)
     compaction_tombstones_cached: int = Field(
         default=DEFAULT_TOMBSTONES_CACHED,
         ge=0,

@@ -1,0 +1,91 @@
+"""The ``time:`` section of an app's config: how its processors record the progress of time.
+
+Only apps that keep time (a window or timer store, or a store whose values expire) use it.
+Each processor considers, every ``tick_interval`` of wall clock, each input partition it owns
+and reads live, and appends a tick (``framework.time.ticks``) to it when a key living there
+has something due by then; ``idle_after`` lets the event time of a partition that received
+no record for that long move on with the wall clock.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+
+__all__ = ["TimeConfig"]
+
+_NUMBER = re.compile(r"[0-9]+(\.[0-9]*)?")
+_DURATION: TypeAdapter[timedelta] = TypeAdapter(timedelta)
+_FORMS = "seconds (e.g. 0.5 or 30) or an ISO 8601 duration (e.g. PT30S, PT5M)"
+
+
+class TimeConfig(BaseModel):
+    """When a processor ticks its input partitions (see the module).
+
+    ``tick_interval``: how often a processor considers ticking each partition it owns (a
+    tick is written only when something of a key living there is due, and never while an
+    earlier tick it wrote there is unread). ``idle_after``: a partition that received no
+    record for this long has its event-time floor at the wall clock minus ``idle_after``
+    (``None``, the default: event time moves only with the records' own times).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    tick_interval: timedelta = Field(
+        default=timedelta(seconds=1),
+        description=f"how often a processor considers ticking a partition; {_FORMS}",
+    )
+    idle_after: timedelta | None = Field(
+        default=None,
+        description="event time of a partition without records for this long follows the "
+        f"wall clock, this far behind (None: off); {_FORMS}",
+    )
+
+    @field_validator("tick_interval", "idle_after", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        if value is None or isinstance(value, timedelta):
+            return value
+        try:
+            if isinstance(value, bool):
+                raise ValueError(value)
+            if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+                value = float(value)  # (an environment variable's seconds)
+            return _DURATION.validate_python(value)
+        except (ValidationError, ValueError):
+            raise ValueError(f"{value!r} is not a duration. Fix: give {_FORMS}") from None
+
+    @field_validator("tick_interval")
+    @classmethod
+    def _positive_interval(cls, value: timedelta) -> timedelta:
+        if value < timedelta(milliseconds=1):
+            raise ValueError(
+                f"tick_interval must be at least 1 ms, got {value.total_seconds()} s. "
+                "Fix: e.g. 1 (a second)"
+            )
+        return value
+
+    @field_validator("idle_after")
+    @classmethod
+    def _positive_idle(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value < timedelta(milliseconds=1):
+            raise ValueError(
+                f"idle_after must be at least 1 ms, got {value.total_seconds()} s. Fix: "
+                "e.g. 60 (a minute), or null to keep event time to the records' own"
+            )
+        return value
+
+    @property
+    def tick_seconds(self) -> float:
+        """``tick_interval`` in seconds."""
+        return self.tick_interval.total_seconds()
+
+    @property
+    def idle_ms(self) -> int | None:
+        """``idle_after`` in whole milliseconds (``None``: off)."""
+        if self.idle_after is None:
+            return None
+        return self.idle_after // timedelta(milliseconds=1)

@@ -46,7 +46,7 @@ from framework.records import (
 )
 from framework.time.applying import TimeApplier
 from framework.time.running import TimedFunctions
-from framework.time.ticks import is_tick, read_tick
+from framework.time.ticks import is_tick_record, read_tick
 from rebalance import TopicHistory
 from statestore import StateBatch
 
@@ -219,8 +219,8 @@ class RecordProcessor:
             headers = readable_headers(message)
             if headers is not None and is_marker_record(topic, key, headers):
                 return self.placement.stale_marker(where, headers)
-            if key is None:
-                return False  # no marker: a dead letter, whatever the registry says
+            if key is None or (headers is not None and is_tick_record(topic, key, headers)):
+                return False  # no marker: a dead letter or a tick, whatever the registry says
         if not self.placement.stale_key(where, key):
             return False
         headers = readable_headers(message)
@@ -242,8 +242,10 @@ class RecordProcessor:
         With ``restore`` the record only rebuilds state: no outputs and no dead letter are
         returned (they were written when the record was first processed). A growth marker
         and a compaction tombstone (``framework.growth.compaction``) change nothing and
-        return neither. A tick (``framework.time.ticks``) applies to the keys living in its
-        partition there (and, given ``keys``, those it accepts: a catch-up's gained keys).
+        return neither. A tick (``framework.time.ticks``: keyless, or a compacted topic's
+        tick key; before the placement check) applies to the keys living in its partition
+        there (and, given ``keys``, those it accepts: a catch-up's gained keys, the keys of
+        this processor in a rebuild).
         Timers that failed meanwhile are dead letters ``take_letters`` gives.
         """
         if where is None:
@@ -259,7 +261,7 @@ class RecordProcessor:
             return [], self._dead(message, where, "decode", UNREADABLE_REASON, restore)
         if is_marker_record(topic, key, headers):  # (a compacted topic's markers have a key)
             return [], self._marker(message, where, headers, restore)
-        if key is None and is_tick(headers):
+        if is_tick_record(topic, key, headers):  # (a compacted topic's ticks have a key)
             if self._time is None:  # (an app without time has nothing a tick could change)
                 return [], self._not_a_tick(message, where, headers, restore)
             return self._time.tick(batch, message, where, headers, restore=restore, keys=keys)
@@ -306,6 +308,12 @@ class RecordProcessor:
     def take_letters(self) -> list[DeadLetter]:
         """The dead letters of timers that failed (stage ``timer``) since the last call."""
         return [] if self._time is None else self._time.take_letters()
+
+    @property
+    def timing(self) -> TimeApplier | None:
+        """How records and ticks are applied with time (``None``: the app keeps none); it
+        knows each partition's time as read (``TimeApplier.floors``)."""
+        return self._time
 
     def _not_a_tick(
         self,

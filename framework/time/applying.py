@@ -21,7 +21,13 @@ _STAGES: dict[str, DeadLetterStage] = {"late": "late", "decode": "decode"}
 
 class TimeApplier:
     """Applies records and ticks with ``functions``; ``lives_at(key, where)``: whether a
-    key lives in the partition at ``where`` (``PlacementCheck.lives_at``)."""
+    key lives in the partition at ``where`` (``PlacementCheck.lives_at``).
+
+    It notes what it read of each input partition's time (what a processor decides its
+    ticks from, ``framework.runtime.ticking``): ``floors``, the largest event time of its
+    records and floor of its ticks applied here (none until one is: after a restart, until
+    records come); ``records``, how many of its keyed records came to their key's time;
+    ``ticks``, how many ticks were read."""
 
     def __init__(
         self,
@@ -33,6 +39,9 @@ class TimeApplier:
         self._dead = dead
         self._lives_at = lives_at
         self._letters: list[DeadLetter] = []
+        self.floors: dict[tuple[str, int], int] = {}
+        self.records: dict[tuple[str, int], int] = {}
+        self.ticks = 0
 
     def record(  # noqa: PLR0917 - the record, as process() has it
         self,
@@ -52,6 +61,7 @@ class TimeApplier:
         try:
             outputs = self.functions.record(batch, record, function, stores)
         except RecordFailedError as failed:
+            self._read((topic, partition), self.functions.event_time)
             self._take(restore)
             if failed.stage == "processor" and self.functions.stop_on_error:
                 raise ProcessorStoppedError(
@@ -63,6 +73,7 @@ class TimeApplier:
                 ) from failed.cause
             stage = _STAGES.get(failed.stage, "processor")
             return [], self._dead(message, where, stage, failed.reason, restore)
+        self._read((topic, partition), self.functions.event_time)
         self._take(restore)
         return ([] if restore else outputs), None
 
@@ -82,6 +93,8 @@ class TimeApplier:
         if isinstance(read, str):
             return [], self._dead(message, where, "decode", f"not a tick: {read}", restore)
         floor, wall = read
+        self.ticks += 1
+        self._read(where[:2], floor, record=False)
         chosen = [
             key
             for key in batch.due_keys(floor, wall)
@@ -95,6 +108,14 @@ class TimeApplier:
         """The dead letters of timers that failed (stage ``timer``) since the last call."""
         letters, self._letters = self._letters, []
         return letters
+
+    def _read(self, position: tuple[str, int], time: int | None, *, record: bool = True) -> None:
+        """Note a keyed record (``record``) or a tick of ``position`` with event time (or
+        floor) ``time``."""
+        if record:
+            self.records[position] = self.records.get(position, 0) + 1
+        if time is not None and time > self.floors.get(position, time - 1):
+            self.floors[position] = time
 
     def _take(self, restore: bool) -> None:
         if not restore:

@@ -71,6 +71,8 @@ class TimedFunctions:
         self._stores = [*app.stores, TIME_STORE, DUE_STORE]
         #: dead letters of failed timers, for the record or tick being applied
         self.letters: list[DeadLetter] = []
+        #: the event time of the record applied last (``None``: it had none)
+        self.event_time: int | None = None
         self._origin: tuple[str, int, int] = ("", -1, -1)
 
     # -- a record ---------------------------------------------------------------------------
@@ -88,8 +90,9 @@ class TimedFunctions:
         origin = self._origin = (record.topic, record.partition, record.offset)
         saved = self._savepoints(batch, key)
         letters_before = len(self.letters)
+        self.event_time = None
         try:
-            event_time = self._event_time(record)
+            event_time = self.event_time = self._event_time(record)
             keeper = self.keeper
             time = keeper.open(batch, key)
             time.record = record

@@ -9,6 +9,11 @@ tick sits in the partition, every reader meets it at that same position (the liv
 restart rebuilding state, a receiver catching up, Spark), and applies it to the keys living
 in the partition there that have something due by then. So what it changes is decided once,
 by the log, not by when or where it is read.
+
+A compacted topic refuses records without a key, so there a tick has one of its own,
+``<topic>/splitstate.tick/<unique id>`` (``tick_key``): no record of the app's shares it, so
+the log cleaner never removes a tick, and no reader takes it for a key of the app's
+(``is_tick_record``: the header and no key, or a key of that form).
 """
 
 from __future__ import annotations
@@ -17,7 +22,15 @@ from collections.abc import Sequence
 
 import orjson
 
-__all__ = ["TICK_HEADER", "is_tick", "read_tick", "tick_headers"]
+__all__ = [
+    "TICK_HEADER",
+    "is_tick",
+    "is_tick_key",
+    "is_tick_record",
+    "read_tick",
+    "tick_headers",
+    "tick_key",
+]
 
 #: the header that makes a keyless record a tick
 TICK_HEADER = "splitstate.tick"
@@ -27,6 +40,25 @@ _LIMIT = (1 << 62) - 1
 def is_tick(headers: Sequence[tuple[str, bytes | None]]) -> bool:
     """Whether a keyless record with ``headers`` claims to be a tick."""
     return any(name == TICK_HEADER for name, _value in headers)
+
+
+def tick_key(topic: str, unique: str) -> bytes:
+    """The key of a tick of compacted ``topic`` (``unique``: an id no other tick has)."""
+    return f"{topic}/{TICK_HEADER}/{unique}".encode()
+
+
+def is_tick_key(topic: str, key: bytes) -> bool:
+    """Whether ``key`` has the form of a tick's key of ``topic`` (``tick_key``)."""
+    return key.startswith(f"{topic}/{TICK_HEADER}/".encode())
+
+
+def is_tick_record(
+    topic: str, key: bytes | None, headers: Sequence[tuple[str, bytes | None]]
+) -> bool:
+    """Whether a record of ``topic`` claims to be a tick: a ``TICK_HEADER`` header, and no key
+    or a tick's key (a compacted topic's, ``tick_key``). A keyed record of another key is an
+    ordinary record, whatever its headers."""
+    return (key is None or is_tick_key(topic, key)) and is_tick(headers)
 
 
 def read_tick(headers: Sequence[tuple[str, bytes | None]]) -> tuple[int, int] | str:

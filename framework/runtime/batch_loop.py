@@ -289,6 +289,7 @@ class BatchLoop:
         if not messages:
             self.drain()  # the input is idle: nothing waits behind the batches in flight
             self._pass_over()
+            self._settled(pipeline.idle())  # (ticks: time passes for keys without records)
             return
         self._first_reads.read(messages)
         if pipeline.accepts(messages):

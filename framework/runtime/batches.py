@@ -18,6 +18,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from operator import itemgetter
 
 from framework.clock import Clock
@@ -39,12 +40,15 @@ from framework.processing import (
     ProcessorStoppedError,
     RecordProcessor,
 )
+from framework.records import readable_headers
 from framework.runtime.assignment import Assignment
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.delivery import BatchWriter
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
+from framework.runtime.ticking import Tick, TickWriter
 from framework.runtime.transactions import TRANSACTION_SECONDS, abort_quietly, fenced
+from framework.time.ticks import is_tick_key, is_tick_record
 from rebalance import ancestors, bucket, key_hash
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
@@ -88,6 +92,9 @@ class BatchResult:
     taken: dict[Position, int] = field(default_factory=dict)
     #: when its processing began, on the run's clock
     started: float = 0.0
+    #: the ticks it writes (``framework.runtime.ticking``), and how many it read
+    ticks: list[Tick] = field(default_factory=list)
+    ticks_read: int = 0
 
 
 class BatchRunner:
@@ -97,11 +104,12 @@ class BatchRunner:
     ``owned_now`` what the control log says it owns now (see ``HandoffCoordinator.owned``);
     ``clock`` is the run's. With ``transactions`` (the same producer, transactional) each
     batch is one transaction that also commits ``consumer``'s group offsets; ``limits``: the
-    output topics' record limits, measured before producing; ``fault`` is
-    called with ``batch:transaction-committed`` between its commit and the state's (crash
-    tests kill the process there). ``count_taken``: count each batch's records per partition
-    (``BatchResult.taken``, for metrics). ``learn`` is told of registry entries read before a
-    batch (``RecordProcessor.confirm_markers``).
+    output topics' record limits, measured before producing; ``fault`` is called with
+    ``batch:transaction-committed`` between its commit and the state's (crash tests kill the
+    process there), then ``tick:written`` when the transaction holds a tick (``ticks``, for
+    an app with time) and ``tick:read`` when its batch read one. ``count_taken``: count each
+    batch's records per partition (``BatchResult.taken``, for metrics). ``learn`` is told
+    of registry entries read before a batch (``RecordProcessor.confirm_markers``).
     """
 
     def __init__(
@@ -150,6 +158,7 @@ class BatchRunner:
         self.consumer = consumer
         self.fault = fault
         self._learn = learn
+        self.ticks = TickWriter.of(config.time, records, reading, database, clock)
 
     def max_records(self) -> int:
         """How many records to poll: one at a time while crash suspects remain."""
@@ -162,6 +171,8 @@ class BatchRunner:
         letters, and commit."""
         batch, result, outputs, dead = self.prepare(messages)
         if self.transactions is None:
+            if self.ticks is not None:
+                self.ticks.write(self.writer.producer, result.ticks, transactional=False)
             replaced = self._produce(outputs, dead, messages)
         else:
             replaced = self._transact(self.transactions, outputs, dead, messages, result)
@@ -201,6 +212,8 @@ class BatchRunner:
             raise
         if ranges:
             guard.survived()
+        if self.ticks is not None:
+            result.ticks = self.ticks.decide(batch, result.next_offsets)
         for (topic, partition), next_offset in result.next_offsets.items():
             batch.set_offset(topic, partition, next_offset)
         return batch, result, outputs, dead
@@ -223,11 +236,13 @@ class BatchRunner:
         dead letters for size."""
         assert self.consumer is not None
         offsets = committable(self.reading.restore_below, result.next_offsets)
-        if not outputs and not dead and not offsets:
+        if not outputs and not dead and not offsets and not result.ticks:
             return 0  # a batch rebuilt below the group's offsets: nothing to write
         try:
             transactions.begin()
             try:
+                if self.ticks is not None:
+                    self.ticks.write(transactions, result.ticks, transactional=True)
                 replaced = self._produce(outputs, dead, messages)
                 if offsets:
                     transactions.send_offsets(offsets, self.consumer)
@@ -236,10 +251,16 @@ class BatchRunner:
                 raise
             except BaseException:
                 abort_quietly(transactions, self.processor)
+                if self.ticks is not None:
+                    self.ticks.dropped()  # (never to be read)
                 raise
         except ProducerFencedError as error:
             raise fenced(self.processor, error) from None
         self.fault("batch:transaction-committed")
+        if result.ticks:
+            self.fault("tick:written")
+        if result.ticks_read:
+            self.fault("tick:read")
         return replaced
 
     def _take(self, messages: list[Message]) -> list[tuple[Message, str, int, int]]:
@@ -282,17 +303,26 @@ class BatchRunner:
         careful = bool(guard.suspects)
         restore_below, next_offsets = self.reading.restore_below, result.next_offsets
         mine = self._keys_of_mine() if restore_below else None
+        timing = self.records.timing
+        letters = None if timing is None else self.records.take_letters
+        ticks_before = 0 if timing is None else timing.ticks
         for message, topic, partition, offset in records:
             bound = restore_below.get((topic, partition))
             restore = bound is not None and offset < bound
-            if restore and mine is not None and not mine(topic, partition, message.key()):
+            tick = restore and mine is not None and letters is not None and _tick(message, topic)
+            if restore and not tick and mine and not mine(topic, partition, message.key()):
                 dead_letter = None  # from before a growth: a key another processor owns now
             elif careful and guard.crashes(topic, partition, offset) >= guard.limit:
                 dead_letter = self._skip(batch, message, restore)
             else:
                 where = (topic, partition, offset)
-                produced, dead_letter = process(batch, message, restore=restore, where=where)
+                keys = partial(mine, topic, partition) if tick and mine else None  # (its keys)
+                produced, dead_letter = process(
+                    batch, message, restore=restore, where=where, keys=keys
+                )
                 outputs.extend(produced)
+                if letters is not None:
+                    dead.extend(letters())  # (timers that failed)
             if dead_letter is not None:
                 dead.append(dead_letter)
             next_offsets[(topic, partition)] = offset + 1
@@ -300,6 +330,8 @@ class BatchRunner:
                 result.restored += 1
             else:
                 result.processed += 1
+        if timing is not None:
+            result.ticks_read = timing.ticks - ticks_before
 
     def _keys_of_mine(self) -> Callable[[str, int, bytes | None], bool]:
         """Whether a record's key is this processor's: its current partition (placed with
@@ -355,3 +387,12 @@ class BatchRunner:
             return None
 
         return len(self.writer.write(outputs, dead, source))
+
+
+def _tick(message: Message, topic: str) -> bool:
+    """Whether ``message`` of ``topic`` is a tick (``framework.time.ticks``)."""
+    key = message.key()
+    if key is not None and not is_tick_key(topic, key):
+        return False  # (the common case: no headers read)
+    headers = readable_headers(message)
+    return headers is not None and is_tick_record(topic, key, headers)

@@ -6,7 +6,10 @@ points: ``J:snapshot:copying`` (a source mid-upload), ``J:snapshot:written`` (it
 just written), ``J:transfer:found``, ``J:transfer:copying``, ``J:transfer:ingesting`` (a
 receiver's bulk load recorded, not yet ingested), ``J:transfer:ingested``, and
 ``J:pass-over:written`` (offsets moved past transaction markers in the state, not yet in the
-group). Processor J then
+group), or of batch points: ``J:batch:transaction-committed`` (a batch's transaction committed,
+its state not yet), ``J:tick:written`` (the same, for a transaction that holds a tick the
+processor wrote: ``framework.runtime.ticking``), ``J:tick:read`` (for a batch that read a tick).
+Processor J then
 SIGKILLs itself at that point, once: a marker file in the state directory keeps it from doing
 so again after the supervisor restarts it. Unset (the default), nothing happens.
 """

@@ -15,6 +15,10 @@ batches are processed ahead:
   the input is idle, or before any coordination (a scale, a growth, forgetting moved keys);
   the group's offsets go into it, and the batches' RocksDB writes follow its commit.
 
+An app that keeps time writes its ticks (``framework.runtime.ticking``) with a batch: into
+its transaction, or, under at-least-once, beside its outputs; while the input is idle, in a
+transaction of their own (``idle``).
+
 A crash loses only batches not committed: their records are read again from the state's
 offsets, exactly as without pipelining. When something fails in flight (a transaction that
 cannot commit, an output the broker refused for size) every batch in flight is dropped
@@ -116,9 +120,13 @@ class Pipeline:
             return None
 
         try:
-            if runner.transactions is not None and (outputs or dead) and not self._open:
+            writes = outputs or dead or result.ticks
+            if runner.transactions is not None and writes and not self._open:
                 self._begin()
             sending = send(runner.writer, outputs, dead, source)
+            if runner.ticks is not None and result.ticks:  # (into the transaction, if any)
+                producer = runner.writer.producer
+                sending.pending += runner.ticks.send(producer, result.ticks, sending)
         except BaseException:
             self._abandon(messages)
             raise
@@ -170,11 +178,27 @@ class Pipeline:
             results.extend(self.settle(wait=True))
         return results
 
+    def idle(self) -> list[BatchResult]:
+        """The input is idle and nothing is in flight: write the ticks due
+        (``framework.runtime.ticking``) in a transaction of their own; returns the batch that
+        wrote them, if any. One that cannot commit is decided again at the next interval."""
+        runner = self._runner
+        if runner.ticks is None or self._flights or not runner.ticks.due():
+            return []
+        try:
+            result = runner.run([])
+        except TransactionAbortableError as error:
+            log.warning("processor %d: %s (ticks decided again)", runner.processor, error)
+            return []
+        return [result] if result.ticks else []
+
     def discard(self, also: list[Message] | None = None) -> None:
         """Drop every batch in flight: forget their state changes and read their records
         (and ``also``: those of a batch not in flight yet) again from each partition's
         first one."""
         runner = self._runner
+        if runner.ticks is not None:
+            runner.ticks.dropped()
         runner.database.backend.discard_staged()
         progress = runner.database.progress
         runner.records.recount(progress(UNFENCED_SCOPE), progress(UNPLACED_SCOPE))
@@ -252,6 +276,15 @@ class Pipeline:
         self._open = True
         self._opened = self._clock.monotonic()
 
+    def _committed(self) -> None:
+        """The transaction committed, the batches' state not yet: the crash tests' points."""
+        fault = self._runner.fault
+        fault("batch:transaction-committed")
+        if any(flight.result.ticks for flight in self._flights):
+            fault("tick:written")
+        if any(flight.result.ticks_read for flight in self._flights):
+            fault("tick:read")
+
     def _commit_transaction(self) -> list[BatchResult]:
         """Exactly-once: commit the transaction of every batch in flight (outputs, dead
         letters, the group's offsets), then their state; a failure aborts it and drops them
@@ -294,7 +327,7 @@ class Pipeline:
             raise
         if self._open:
             self._open = False
-            runner.fault("batch:transaction-committed")
+            self._committed()
         results = []
         while self._flights:
             results.append(self._commit(self._flights.popleft()))

@@ -1,0 +1,307 @@
+"""The ticks a processor writes: recorded progress of time in the input partitions it owns.
+
+Keys that get no records still need time to pass (``framework.time.ticks``). For an app that
+keeps time, the processor considers each input partition it owns and reads live (no ordering
+gate holds it, no rebuild below the group's offsets reads it, no shrink deleted it) at most
+every ``time.tick_interval`` of its clock, and decides:
+
+- **floor**: the largest event time read from the partition (its records' and its ticks';
+  unknown after a restart until one is read: then ``NO_FLOOR``, which moves no key's time);
+  with ``time.idle_after`` set and no record read from the partition for that long, at least
+  the wall clock minus ``idle_after``;
+- **wall**: the wall clock.
+
+It appends a tick ``{"floor", "wall"}`` to the partition (an explicit partition; on a
+compacted topic with a key of its own, ``tick_key``) only when a key living there has
+something due by them (``StateBatch.due_keys``, ``PlacementCheck.lives_at``), and only when
+no earlier tick it wrote there is still unread: it never floods a partition. The tick goes
+into the batch's transaction (the producer that writes its outputs, so a fenced processor
+cannot write one) and takes effect only where it lands: every reader, this processor too,
+applies it when it reads it there.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from framework.clock import Clock
+from framework.config_time import TimeConfig
+from framework.coordination.registry import TopicEntry
+from framework.errors import SplitstateError
+from framework.kafka import DeliveryError, KafkaProducer, Message, TransactionAbortableError
+from framework.processing import RecordProcessor
+from framework.time.applying import TimeApplier
+from framework.time.ticks import tick_headers, tick_key
+from rebalance.positions import Position
+from statestore import ProcessorDatabase, StateBatch
+from statestore.due_index import DUE_STORE, decode_due
+
+__all__ = ["NO_FLOOR", "Reading", "Tick", "TickWriter", "tick_floor", "tickable"]
+
+log = logging.getLogger(__name__)
+
+#: the floor of a tick written before any event time of its partition is known: below every
+#: time (the smallest a tick holds), it moves no key's time
+NO_FLOOR = -((1 << 62) - 1)
+_FLUSH_SECONDS = 60.0
+#: a tick handed to the producer, its offset not reported yet
+_UNREPORTED = -1
+
+
+class _Layout(Protocol):
+    @property
+    def inputs(self) -> Mapping[str, TopicEntry]:
+        """The input topics' registry entries."""
+        ...
+
+
+class Reading(Protocol):
+    """What ticks are decided from of the partitions a processor reads (its
+    ``framework.runtime.assignment.Assignment``)."""
+
+    @property
+    def flowing(self) -> set[Position]:
+        """The partitions read that no ordering gate holds."""
+        ...
+
+    @property
+    def restore_below(self) -> Mapping[Position, int]:
+        """Partitions rebuilt without output below these offsets."""
+        ...
+
+    @property
+    def layout(self) -> _Layout:
+        """The input topics as the registry has them now."""
+        ...
+
+
+@dataclass(frozen=True)
+class Tick:
+    """A tick to append to ``topic[partition]`` (``key``: a compacted topic's)."""
+
+    topic: str
+    partition: int
+    floor: int
+    wall: int
+    key: bytes | None = None
+
+
+def tick_floor(read: int | None, quiet_ms: float, idle_ms: int | None, now_ms: int) -> int:
+    """A partition's floor: the largest event time ``read`` from it (``None``: none yet),
+    or, with ``idle_ms`` set and no record read for ``quiet_ms`` >= it, at least the wall
+    clock ``now_ms`` less ``idle_ms``; ``NO_FLOOR`` when neither says anything."""
+    floor = NO_FLOOR if read is None else read
+    if idle_ms is not None and quiet_ms >= idle_ms:
+        floor = max(floor, now_ms - idle_ms)
+    return floor
+
+
+def tickable(reading: Reading, offsets: Callable[[Position], int]) -> dict[Position, int]:
+    """The partitions a processor may tick now, each with its next offset (``offsets``):
+    those it reads with no gate holding them, past any rebuild (``restore_below``), that no
+    shrink deleted (a partition at or above its topic's count)."""
+    inputs, bounds = reading.layout.inputs, reading.restore_below
+    found: dict[Position, int] = {}
+    for position in reading.flowing:
+        topic, partition = position
+        entry = inputs.get(topic)
+        if entry is None or partition >= entry.partitions:
+            continue
+        offset = offsets(position)
+        bound = bounds.get(position)
+        if bound is None or offset >= bound:
+            found[position] = offset
+    return found
+
+
+class TickWriter:
+    """Decides and writes one processor's ticks (see the module). ``timing``: what the
+    processor read of its partitions' time; ``lives_at``: ``PlacementCheck.lives_at``;
+    ``reading`` the partitions it reads, ``database`` its state; ``clock`` the run's."""
+
+    def __init__(
+        self,
+        settings: TimeConfig,
+        timing: TimeApplier,
+        lives_at: Callable[[bytes, tuple[str, int, int]], bool],
+        *,
+        reading: Reading,
+        database: ProcessorDatabase,
+        clock: Clock,
+    ) -> None:
+        self._interval = settings.tick_seconds
+        self._idle_ms = settings.idle_ms
+        self._timing = timing
+        self._lives_at = lives_at
+        self._reading = reading
+        self._database = database
+        self._clock = clock
+        #: when each partition was last considered, on the monotonic clock
+        self._considered: dict[Position, float] = {}
+        #: each partition's count of keyed records read when last looked, and since when
+        self._seen: dict[Position, tuple[int, float]] = {}
+        #: the next offset of each partition as this writer's batches applied it
+        self._applied: dict[Position, int] = {}
+        #: the offset of the tick this writer wrote to a partition and has not read yet
+        self._unread: dict[Position, int] = {}
+        #: ticks handed to the producer
+        self.written = 0
+
+    @classmethod
+    def of(
+        cls,
+        settings: TimeConfig,
+        records: RecordProcessor,
+        reading: Reading,
+        database: ProcessorDatabase,
+        clock: Clock,
+    ) -> TickWriter | None:
+        """The writer of a processor applying ``records`` (``None``: its app keeps no time)."""
+        timing = records.timing
+        if timing is None:
+            return None
+        lives_at = records.placement.lives_at
+        return cls(settings, timing, lives_at, reading=reading, database=database, clock=clock)
+
+    def due(self) -> bool:
+        """Whether a partition the processor reads is due to be considered."""
+        now = self._clock.monotonic()
+        considered = self._considered
+        return any(
+            now - considered.get(position, float("-inf")) >= self._interval
+            for position in self._reading.flowing
+        )
+
+    def decide(self, batch: StateBatch, next_offsets: Mapping[Position, int]) -> list[Tick]:
+        """The ticks to write with ``batch`` (which applied records up to ``next_offsets``)."""
+        for position, offset in next_offsets.items():
+            self._applied[position] = max(offset, self._applied.get(position, 0))
+        stored = self._database.offsets()
+        applied = self._applied
+
+        def offset_of(position: Position) -> int:
+            return max(applied.get(position, 0), stored.get(position, 0))
+
+        now = self._clock.monotonic()
+        wall = int(self._clock.time() * 1000)
+        ticks: list[Tick] = []
+        for position, offset in sorted(tickable(self._reading, offset_of).items()):
+            quiet = self._quiet(position, now)
+            if now - self._considered.get(position, float("-inf")) < self._interval:
+                continue
+            self._considered[position] = now
+            unread = self._unread.get(position)
+            if unread is not None:
+                if unread == _UNREPORTED or offset <= unread:
+                    continue  # the last one is still to be read: no flood
+                del self._unread[position]
+            read = self._timing.floors.get(position)
+            floor = tick_floor(read, quiet * 1000, self._idle_ms, wall)
+            if self._something_due(batch, (*position, offset), floor, wall):
+                ticks.append(self._tick(position, floor, wall))
+        return ticks
+
+    def send(
+        self,
+        producer: KafkaProducer,
+        ticks: Iterable[Tick],
+        on_delivery: Callable[[DeliveryError | None, Message], None] | None = None,
+    ) -> int:
+        """Hand ``ticks`` to ``producer`` without waiting (``on_delivery`` is told of each
+        too); returns how many."""
+        count = 0
+        for tick in ticks:
+            self._unread[(tick.topic, tick.partition)] = _UNREPORTED
+            report = self._reporter(on_delivery)
+            while True:
+                try:
+                    producer.produce(
+                        tick.topic,
+                        b"",  # (not None: with a key, that would be a tombstone)
+                        tick.key,
+                        tick.partition,
+                        headers=tick_headers(tick.floor, tick.wall),
+                        on_delivery=report,
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            count += 1
+        self.written += count
+        return count
+
+    def write(self, producer: KafkaProducer, ticks: list[Tick], *, transactional: bool) -> None:
+        """Produce ``ticks`` and wait for Kafka (raising, inside a transaction
+        ``TransactionAbortableError``, when one was not written)."""
+        if not ticks:
+            return
+        failed: list[DeliveryError] = []
+
+        def delivered(error: DeliveryError | None, _message: Message) -> None:
+            if error is not None:
+                failed.append(error)
+
+        self.send(producer, ticks, delivered)
+        remaining = producer.flush(_FLUSH_SECONDS)
+        if remaining or failed:
+            self.dropped()
+            text = f"ticks could not be written ({remaining} unsent; errors: {failed[:3]})"
+            if transactional:
+                raise TransactionAbortableError(f"{text}; the transaction is aborted")
+            raise SplitstateError(f"{text}; the batch is processed again after a restart")
+
+    def dropped(self) -> None:
+        """The ticks written may not be there (their transaction aborted, their batch
+        failed): none of them is waited for."""
+        self._unread.clear()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _quiet(self, position: Position, now: float) -> float:
+        """Seconds since a keyed record of ``position`` was last read (since it was first
+        looked at, when none was)."""
+        count = self._timing.records.get(position, 0)
+        seen = self._seen.get(position)
+        if seen is None or seen[0] != count:
+            self._seen[position] = seen = (count, now)
+        return now - seen[1]
+
+    def _something_due(
+        self, batch: StateBatch, where: tuple[str, int, int], floor: int, wall: int
+    ) -> bool:
+        """Whether a key living at ``where`` has something due by ``floor`` or ``wall``
+        (each candidate's stored due times read again: the index may name one that moved)."""
+        due = batch.store(DUE_STORE)
+        for key in batch.due_keys(floor, wall):
+            raw = due.get(key)
+            if raw is None:
+                continue
+            event, processing = decode_due(raw)
+            if (event <= floor or processing <= wall) and self._lives_at(key, where):
+                return True
+        return False
+
+    def _tick(self, position: Position, floor: int, wall: int) -> Tick:
+        topic, partition = position
+        entry = self._reading.layout.inputs[topic]
+        key = tick_key(topic, uuid.uuid4().hex) if entry.compacted else None
+        return Tick(topic, partition, floor, wall, key)
+
+    def _reporter(
+        self, also: Callable[[DeliveryError | None, Message], None] | None
+    ) -> Callable[[DeliveryError | None, Message], None]:
+        def report(error: DeliveryError | None, message: Message) -> None:
+            topic, partition, offset = message.topic(), message.partition(), message.offset()
+            if topic is not None and partition is not None:
+                if error is None and offset is not None:
+                    self._unread[(topic, partition)] = offset
+                else:
+                    self._unread.pop((topic, partition), None)
+            if also is not None:
+                also(error, message)
+
+        return report

@@ -1,0 +1,293 @@
+"""How a processor decides its ticks (``framework.runtime.ticking``): on which partitions,
+when, and with which floor and wall; and that a compacted topic's keyed tick is read as a
+tick. The state is a real (in-memory) database written by the real ``RecordProcessor``;
+time is a ``ManualClock``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import orjson
+import pytest
+
+from framework.config import AppConfig
+from framework.coordination.registry import TopicEntry
+from framework.kafka import Clients
+from framework.processing import RecordProcessor, StoredMessage
+from framework.records import EncodedOutput
+from framework.runtime.ticking import NO_FLOOR, Tick, TickWriter, tick_floor
+from framework.time.ticks import TICK_HEADER, is_tick_key, tick_headers, tick_key
+from rebalance import TopicHistory, bucket, key_hash
+from rebalance.positions import Position
+from statestore import DatabaseIdentity, ProcessorDatabase
+from tests.clocks import ManualClock
+from tests.integration.apps.sessions import GAP_MS, app
+
+TOPIC = "events"
+NOW = 1_700_000_000.0  # the wall clock, seconds
+
+
+@dataclass
+class _Layout:
+    inputs: dict[str, TopicEntry]
+
+
+@dataclass
+class _Reading:
+    """The part of ``Assignment`` ticks are decided from."""
+
+    layout: _Layout
+    flowing: set[Position] = field(default_factory=set)
+    restore_below: dict[Position, int] = field(default_factory=dict)
+
+
+class _World:
+    """One processor of the sessions app reading every partition of ``topic``."""
+
+    def __init__(
+        self,
+        partitions: int = 2,
+        *,
+        idle: float | None = None,
+        compacted: bool = False,
+        history: TopicHistory | None = None,
+        topic: str = TOPIC,
+    ) -> None:
+        self.topic = topic
+        config = AppConfig.model_validate(
+            {
+                "app_id": "ticks",
+                "inputs": [{"topic": topic, "partitions": partitions}],
+                "outputs": [{"topic": "alerts"}],
+                "initial_processors": 1,
+                "time": {"tick_interval": 1.0, "idle_after": idle},
+            }
+        )
+        app.configure(config)
+        self.database = ProcessorDatabase.in_memory(DatabaseIdentity("ticks", 0), app.store_specs())
+        history = history or TopicHistory.of(topic, [partitions])
+        self.records = RecordProcessor(app, {topic: partitions}, histories={topic: history})
+        self.reading = _Reading(
+            _Layout({topic: TopicEntry(history, compacted=compacted)}),
+            {(topic, p) for p in range(history.created)},
+        )
+        self.clock = ManualClock(NOW)
+        writer = TickWriter.of(config.time, self.records, self.reading, self.database, self.clock)
+        assert writer is not None
+        self.writer = writer
+        self.partitions = partitions
+        self.offsets: dict[Position, int] = {}
+
+    def home(self, key: bytes) -> int:
+        return bucket(key_hash(key), self.partitions, self.partitions)
+
+    def send(
+        self,
+        key: bytes | None,
+        at_ms: int,
+        *,
+        partition: int | None = None,
+        headers: list[tuple[str, bytes | None]] | None = None,
+    ) -> list[EncodedOutput]:
+        """Process one record (at the partition's next offset) as one committed batch."""
+        partition = self.home(key or b"") if partition is None else partition
+        topic = self.topic
+        offset = self.offsets.get((topic, partition), 0)
+        message = StoredMessage(topic, partition, offset, key, b"", at_ms, headers or [])
+        batch = self.database.begin()
+        outputs, dead = self.records.process(batch, message)
+        assert dead is None, dead
+        self.offsets[(topic, partition)] = offset + 1
+        batch.set_offset(topic, partition, offset + 1)
+        batch.commit()
+        return outputs
+
+    def decide(self, *, after: float = 0.0) -> list[Tick]:
+        """Let ``after`` seconds pass, then decide (with a batch that read nothing)."""
+        self.clock.now += after
+        batch = self.database.begin()
+        try:
+            return self.writer.decide(batch, {})
+        finally:
+            batch.abort()
+
+
+def _ms(seconds: float) -> int:
+    return int(seconds * 1000)
+
+
+@pytest.mark.parametrize(
+    ("read", "quiet", "idle", "expected"),
+    [
+        (None, 0, None, NO_FLOOR),  # nothing read yet: a floor that moves no key
+        (5_000, 10_000, None, 5_000),  # without idle_after: only what was read
+        (5_000, 999, 1_000, 5_000),  # not quiet for long enough yet
+        (5_000, 1_000, 1_000, 99_000),  # quiet: the wall clock less idle_after
+        (None, 1_000, 1_000, 99_000),
+        (99_500, 1_000, 1_000, 99_500),  # never below what was read
+    ],
+)
+def test_the_floor(read: int | None, quiet: int, idle: int | None, expected: int) -> None:
+    assert tick_floor(read, quiet, idle, 100_000) == expected
+
+
+def test_a_partition_is_ticked_only_when_a_key_living_there_is_due() -> None:
+    world = _World()
+    key = b"a"
+    world.send(key, _ms(NOW) - 200)
+    world.send(key, _ms(NOW))  # its quiet timer: due at NOW + GAP
+    assert world.decide() == []  # nothing due yet
+    assert world.decide(after=GAP_MS / 1000 - 0.01) == []
+    ticks = world.decide(after=1.0)
+    wall = _ms(NOW + GAP_MS / 1000 + 0.99)
+    # only its partition; floor: the largest event time read there; wall: the clock
+    assert ticks == [Tick(TOPIC, world.home(key), _ms(NOW), wall, None)]
+
+
+def test_at_most_one_look_per_interval() -> None:
+    world = _World()
+    world.send(b"a", _ms(NOW))
+    assert len(world.decide(after=GAP_MS / 1000)) == 1
+    assert world.decide(after=0.5) == []  # considered half a second ago
+    assert len(world.decide(after=0.5)) == 1  # (not sent: nothing to wait for)
+
+
+def test_the_tick_read_back_makes_it_happen_and_nothing_is_due_after() -> None:
+    world = _World()
+    key = b"a"
+    world.send(key, _ms(NOW))
+    [tick] = world.decide(after=GAP_MS / 1000)
+    outputs = world.send(None, 0, partition=tick.partition, headers=[*tick_headers(0, tick.wall)])
+    assert [orjson.loads(o.value or b"") for o in outputs] == [{"alert": "a", "events": 1}]
+    assert world.decide(after=1.0) == []  # the session's window is not due: no idle_after
+
+
+def test_idle_after_moves_a_quiet_partitions_floor_with_the_wall_clock() -> None:
+    world = _World(idle=0.5)
+    key = b"a"
+    start = _ms(NOW)
+    world.send(key, start)
+    assert world.decide() == []  # the partition is looked at: quiet from now on
+    [tick] = world.decide(after=GAP_MS / 1000)  # the quiet timer is due
+    assert tick.floor == _ms(NOW + GAP_MS / 1000) - 500  # quiet: the wall clock less 0.5 s
+    read = world.send(
+        None, 0, partition=tick.partition, headers=[*tick_headers(tick.floor, tick.wall)]
+    )
+    # its floor is short of the session's end (start + GAP): only the alert
+    assert [orjson.loads(o.value or b"") for o in read] == [{"alert": "a", "events": 1}]
+    [closing] = world.decide(after=1.0)
+    assert closing.floor == _ms(world.clock.now) - 500 >= start + GAP_MS
+    read = world.send(
+        None, 0, partition=tick.partition, headers=[*tick_headers(closing.floor, closing.wall)]
+    )
+    assert [orjson.loads(o.value or b"") for o in read] == [
+        {"start": start, "end": start, "value": 1}
+    ]
+    assert world.decide(after=1.0) == []  # nothing of the key is due any more
+
+
+def test_records_keep_a_partition_from_being_quiet() -> None:
+    world = _World(idle=0.5)
+    other = next(k for k in (b"b%d" % i for i in range(100)) if world.home(k) == world.home(b"a"))
+    world.send(b"a", _ms(NOW))
+    for step in range(1, 4):  # a record of another key of the partition every 0.4 s
+        world.clock.now = NOW + 0.4 * step
+        world.send(other, _ms(NOW))  # (its event time stays: only the wall clock moves)
+        world.decide()
+    world.clock.now = NOW + 1.6
+    ticks = world.decide()  # a's timer is due; its partition was never quiet for 0.5 s
+    assert [(t.floor, t.wall) for t in ticks] == [(_ms(NOW), _ms(NOW + 1.6))]
+
+
+def test_no_tick_where_the_processor_rebuilds_or_does_not_read() -> None:
+    world = _World()
+    world.send(b"a", _ms(NOW))
+    position = (TOPIC, world.home(b"a"))
+    world.reading.restore_below[position] = 5  # rebuilt up to 5: restore mode, no tick
+    assert world.decide(after=2.0) == []
+    world.reading.restore_below[position] = 1  # rebuilt: read live
+    assert len(world.decide(after=1.0)) == 1
+    world.reading.flowing.discard(position)  # released, or held by an ordering gate
+    assert world.decide(after=1.0) == []
+
+
+def test_no_tick_in_a_partition_a_shrink_deleted() -> None:
+    grown = TopicHistory.of(TOPIC, [2]).grown(4, {2: 0, 3: 0}).with_markers({2: 0, 3: 0})
+    world = _World(2, history=grown)
+    key = next(k for k in (b"k%d" % i for i in range(100)) if bucket(key_hash(k), 2, 4) == 3)
+    batch = world.database.begin()  # 0 and 1 were read past the growth's markers
+    batch.set_offset(TOPIC, 0, 1)
+    batch.set_offset(TOPIC, 1, 1)
+    batch.commit()
+    world.send(key, _ms(NOW), partition=3)
+    assert [t.partition for t in world.decide(after=2.0)] == [3]  # (its timer is due)
+    # the input shrinks back to 2 partitions: 3 is deleted, never ticked again
+    shrunk = grown.shrunk(2, {0: 5, 1: 5})
+    world.reading.layout.inputs[TOPIC] = TopicEntry(shrunk)
+    assert world.decide(after=2.0) == []
+
+
+def test_after_a_restart_the_floor_is_unknown_until_a_record_or_a_tick_is_read() -> None:
+    world = _World()
+    world.send(b"a", _ms(NOW))
+    # a new processor over the same state: nothing read of the partition's time yet
+    restarted = RecordProcessor(app, {TOPIC: 2})
+    writer = TickWriter.of(app.config.time, restarted, world.reading, world.database, world.clock)
+    assert writer is not None
+    world.clock.now += 2.0
+    batch = world.database.begin()
+    [tick] = writer.decide(batch, {})
+    batch.abort()
+    assert (tick.floor, tick.wall) == (NO_FLOOR, _ms(world.clock.now))
+
+
+def test_a_compacted_topics_tick_has_a_key_that_is_read_as_a_tick() -> None:
+    world = _World(compacted=True)
+    world.send(b"a", _ms(NOW))
+    [tick] = world.decide(after=2.0)
+    assert tick.key is not None and is_tick_key(TOPIC, tick.key)
+    assert tick.key.startswith(b"events/splitstate.tick/")
+    # read with a key that linear hashing places elsewhere: no placement dead letter (nor a
+    # marker's check): a tick
+    key = next(
+        k for k in (tick_key(TOPIC, str(i)) for i in range(100)) if world.home(k) != tick.partition
+    )
+    headers: list[tuple[str, bytes | None]] = [*tick_headers(tick.floor, tick.wall)]
+    outputs = world.send(key, 0, partition=tick.partition, headers=headers)
+    assert [orjson.loads(o.value or b"") for o in outputs] == [{"alert": "a", "events": 1}]
+    # a keyed record of another key with the header is an ordinary record
+    stray = world.send(b"b", _ms(NOW), headers=[(TICK_HEADER, b"{}")])
+    assert stray == [] and world.database.get("events", b"b") == 1
+
+
+@pytest.mark.integration
+def test_no_tick_while_an_earlier_one_is_unread(
+    kafka_bootstrap: str, topic_factory: Callable[..., str]
+) -> None:
+    """On a real topic: the tick written is waited for until the processor read past it
+    (or it is known lost); only then may another one follow."""
+    topic = topic_factory(partitions=2)
+    world = _World(topic=topic)
+    partition = world.home(b"a")
+    kafka = Clients({"bootstrap.servers": kafka_bootstrap})
+    producer = kafka.producer()
+    try:
+        producer.produce(topic, b"", b"a", partition)  # the event at offset 0, as processed
+        assert producer.flush(30) == 0
+        world.send(b"a", _ms(NOW), partition=partition)
+        [tick] = world.decide(after=2.0)
+        world.writer.write(producer, [tick], transactional=False)  # lands at offset 1
+        assert world.decide(after=1.0) == []  # still due, but the tick is unread
+        batch = world.database.begin()
+        batch.set_offset(topic, partition, 2)  # read past it (as if it changed nothing)
+        batch.commit()
+        [again] = world.decide(after=1.0)
+        world.writer.send(producer, [again])  # handed over, not reported yet
+        assert world.decide(after=1.0) == []
+        world.writer.dropped()  # e.g. its transaction aborted: nothing to wait for
+        assert len(world.decide(after=1.0)) == 1
+        assert producer.flush(30) == 0
+    finally:
+        producer.close()
+        kafka.close()

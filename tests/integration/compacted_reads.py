@@ -32,6 +32,7 @@ class Read:
         self.headers: dict[str, bytes] = {
             name: value for name, value in message.headers() or [] if isinstance(value, bytes)
         }
+        self.timestamp: int = message.timestamp()[1]
 
     def __repr__(self) -> str:
         return f"[{self.partition}]@{self.offset} {self.key!r}={self.value!r} {self.headers}"

@@ -40,7 +40,6 @@ from framework.processing import (
     ProcessorStoppedError,
     RecordProcessor,
 )
-from framework.records import readable_headers
 from framework.runtime.assignment import Assignment
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.delivery import BatchWriter
@@ -48,7 +47,7 @@ from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
 from framework.runtime.ticking import Tick, TickWriter
 from framework.runtime.transactions import TRANSACTION_SECONDS, abort_quietly, fenced
-from framework.time.ticks import is_tick_key, is_tick_record
+from framework.time.ticks import is_tick_message
 from rebalance import ancestors, bucket, key_hash
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
@@ -309,7 +308,12 @@ class BatchRunner:
         for message, topic, partition, offset in records:
             bound = restore_below.get((topic, partition))
             restore = bound is not None and offset < bound
-            tick = restore and mine is not None and letters is not None and _tick(message, topic)
+            tick = (
+                restore
+                and mine is not None
+                and letters is not None
+                and is_tick_message(topic, message)
+            )
             if restore and not tick and mine and not mine(topic, partition, message.key()):
                 dead_letter = None  # from before a growth: a key another processor owns now
             elif careful and guard.crashes(topic, partition, offset) >= guard.limit:
@@ -387,12 +391,3 @@ class BatchRunner:
             return None
 
         return len(self.writer.write(outputs, dead, source))
-
-
-def _tick(message: Message, topic: str) -> bool:
-    """Whether ``message`` of ``topic`` is a tick (``framework.time.ticks``)."""
-    key = message.key()
-    if key is not None and not is_tick_key(topic, key):
-        return False  # (the common case: no headers read)
-    headers = readable_headers(message)
-    return headers is not None and is_tick_record(topic, key, headers)

@@ -22,10 +22,13 @@ from collections.abc import Sequence
 
 import orjson
 
+from framework.records import InputMessage, readable_headers
+
 __all__ = [
     "TICK_HEADER",
     "is_tick",
     "is_tick_key",
+    "is_tick_message",
     "is_tick_record",
     "read_tick",
     "tick_headers",
@@ -59,6 +62,16 @@ def is_tick_record(
     or a tick's key (a compacted topic's, ``tick_key``). A keyed record of another key is an
     ordinary record, whatever its headers."""
     return (key is None or is_tick_key(topic, key)) and is_tick(headers)
+
+
+def is_tick_message(topic: str, message: InputMessage) -> bool:
+    """Whether ``message``, read from ``topic``, claims to be a tick (``is_tick_record``;
+    its headers are read only when its key is none or a tick's)."""
+    key = message.key()
+    if key is not None and not is_tick_key(topic, key):
+        return False
+    headers = readable_headers(message)
+    return headers is not None and is_tick(headers)
 
 
 def read_tick(headers: Sequence[tuple[str, bytes | None]]) -> tuple[int, int] | str:

@@ -14,9 +14,8 @@ from typing import Protocol
 from framework.bootstrap.child_process import BootstrapRun
 from framework.kafka import ConsumerFailedError, Message, OffsetResetError
 from framework.processing import ProcessorStoppedError, RecordProcessor
-from framework.records import readable_headers
 from framework.runtime.crashes import CrashGuard
-from framework.time.ticks import is_tick
+from framework.time.ticks import is_tick_message
 from rebalance import bucket, key_hash
 from rebalance.control import Handoff
 from rebalance.key_ranges import KeyRange
@@ -73,11 +72,10 @@ class Applies:
     def record(self, message: Message, position: Position, offset: int) -> bool:
         """Whether ``message`` (at ``position`` and ``offset``) applies here: a gained key's
         record, or a tick (to ``keys_at``)."""
+        if self._time and is_tick_message(position[0], message):  # (a compacted topic's: keyed)
+            return True
         key = message.key()
-        if key is not None:
-            return self.key(key, position, offset)
-        headers = readable_headers(message) if self._time else None
-        return headers is not None and is_tick(headers)
+        return key is not None and self.key(key, position, offset)
 
     def keys_at(self, position: Position, offset: int) -> Callable[[bytes], bool]:
         """The keys a tick at ``position`` and ``offset`` applies to here."""
@@ -125,7 +123,8 @@ def apply_taken(
                         at=(topic, partition, offset),
                     )
                 guard.skip(batch, message, (topic, partition, offset), "", restore=True)
-            elif message.key() is None:  # a tick: to the gained keys living there only
+            elif message.key() is None or is_tick_message(topic, message):
+                # a tick: to the gained keys living there only
                 keys = applies.keys_at((topic, partition), offset)
                 records.process(batch, message, restore=True, keys=keys)
                 applied += 1

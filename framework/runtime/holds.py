@@ -21,7 +21,7 @@ from framework.growth.gates import Gates, PositionOf, Wait
 from framework.growth.markers import is_marker_record
 from framework.kafka import KafkaConsumer, Message
 from framework.records import readable_headers
-from framework.time.ticks import is_tick
+from framework.time.ticks import is_tick_message
 from rebalance import TopicHistory, key_hash
 from rebalance.positions import Position
 
@@ -77,8 +77,8 @@ class Holds:
             if where in held:
                 continue  # read again from the held record once it may be read
             if gates.pending(topic, partition, offset):
-                h = _key_hash(message, topic)
-                tick = h is None and _is_tick(message)
+                tick = is_tick_message(topic, message)  # (keyless, or a compacted topic's)
+                h = None if tick else _key_hash(message, topic)
                 wait = self._waits(where, offset, h, tick, position)
                 if wait is not None:
                     self._hold(where, Held(offset, h, wait, tick), position)
@@ -134,14 +134,6 @@ class Holds:
         """Stop holding ``positions`` the consumer no longer reads."""
         for where in positions:
             self.held.pop(where, None)
-
-
-def _is_tick(message: Message) -> bool:
-    """Whether ``message`` (keyless) claims to be a tick."""
-    if message.key() is not None:
-        return False
-    headers = readable_headers(message)
-    return headers is not None and is_tick(headers)
 
 
 def _key_hash(message: Message, topic: str) -> int | None:

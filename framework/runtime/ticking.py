@@ -32,7 +32,13 @@ from framework.clock import Clock
 from framework.config_time import TimeConfig
 from framework.coordination.registry import TopicEntry
 from framework.errors import SplitstateError
-from framework.kafka import DeliveryError, KafkaProducer, Message, TransactionAbortableError
+from framework.kafka import (
+    DeliveryError,
+    KafkaProducer,
+    Message,
+    TransactionAbortableError,
+    UnknownPartitionError,
+)
 from framework.processing import RecordProcessor
 from framework.time.applying import TimeApplier
 from framework.time.ticks import tick_headers, tick_key
@@ -212,27 +218,42 @@ class TickWriter:
         on_delivery: Callable[[DeliveryError | None, Message], None] | None = None,
     ) -> int:
         """Hand ``ticks`` to ``producer`` without waiting (``on_delivery`` is told of each
-        too); returns how many."""
+        too); returns how many. A partition a growth added that the producer does not know
+        yet is looked up once; still unknown, its tick is left out (decided again later)."""
         count = 0
         for tick in ticks:
-            self._unread[(tick.topic, tick.partition)] = _UNREPORTED
             report = self._reporter(on_delivery)
-            while True:
-                try:
-                    producer.produce(
-                        tick.topic,
-                        b"",  # (not None: with a key, that would be a tombstone)
-                        tick.key,
-                        tick.partition,
-                        headers=tick_headers(tick.floor, tick.wall),
-                        on_delivery=report,
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.1)
+            try:
+                self._produce(producer, tick, report)
+            except UnknownPartitionError:
+                if producer.partition_count(tick.topic) <= tick.partition:
+                    where = f"{tick.topic}[{tick.partition}]"
+                    log.info("no tick to %s yet: its producer does not know it", where)
+                    continue
+                self._produce(producer, tick, report)
+            self._unread[(tick.topic, tick.partition)] = _UNREPORTED
             count += 1
         self.written += count
         return count
+
+    @staticmethod
+    def _produce(
+        producer: KafkaProducer, tick: Tick, report: Callable[[DeliveryError | None, Message], None]
+    ) -> None:
+        """Produce ``tick`` (waiting for room in the producer's queue)."""
+        while True:
+            try:
+                producer.produce(
+                    tick.topic,
+                    b"",  # (not None: with a key, that would be a tombstone)
+                    tick.key,
+                    tick.partition,
+                    headers=tick_headers(tick.floor, tick.wall),
+                    on_delivery=report,
+                )
+                return
+            except BufferError:
+                producer.poll(0.1)
 
     def write(self, producer: KafkaProducer, ticks: list[Tick], *, transactional: bool) -> None:
         """Produce ``ticks`` and wait for Kafka (raising, inside a transaction

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import orjson
 import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from framework.config import AppConfig
 from framework.coordination.registry import TopicEntry
@@ -291,3 +293,32 @@ def test_no_tick_while_an_earlier_one_is_unread(
     finally:
         producer.close()
         kafka.close()
+
+
+@pytest.mark.integration
+def test_a_tick_to_a_partition_a_growth_just_added(
+    kafka_bootstrap: str, topic_factory: Callable[..., str], kafka_admin: AdminClient
+) -> None:
+    """The processor reads a partition a growth added before its producer's metadata has it
+    (librdkafka refuses such a record at once): the tick goes there once the producer read
+    the topic's partitions again (was: the refusal stopped the processor)."""
+    topic = topic_factory(partitions=2)
+    world = _World(topic=topic)
+    kafka = Clients({"bootstrap.servers": kafka_bootstrap})
+    producer = kafka.producer()
+    try:
+        producer.produce(topic, b"", b"a", 1)  # its metadata: 2 partitions
+        assert producer.flush(30) == 0
+        kafka_admin.create_partitions([NewPartitions(topic, 4)])[topic].result(30)
+        tick = Tick(topic, 3, 1_000, 2_000)
+        world.writer.write(producer, [tick], transactional=False)
+        assert world.writer.written == 1
+    finally:
+        producer.close()
+        kafka.close()
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "ticks-grown"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 3), timeout=30)
+    finally:
+        consumer.close()
+    assert (low, high) == (0, 1)

@@ -25,7 +25,8 @@ from framework.runtime.loop import RuntimeStats
 from framework.runtime.ticking import Tick, TickWriter
 from framework.time.ticks import TICK_HEADER, is_tick_key
 from statestore import processor_path
-from tests.integration.apps.sessions import GAP_MS
+from tests.integration.apps.sessions import FAILING, GAP_MS
+from tests.integration.compacted_reads import read_topic
 from tests.integration.harness import Supervised, TopicReader
 from tests.integration.test_snapshots import committed
 from tests.integration.ticks_world import (
@@ -48,11 +49,19 @@ def test_a_quiet_key_is_alerted_once_within_a_few_tick_intervals(
 ) -> None:
     world = TickWorld.create(tmp_path, kafka_bootstrap)
     # the events are sent once the processor runs, then the keys go quiet
-    stats = world.run_until_emitted(
-        2 * len(KEYS), settle=5 * TICK_SECONDS, first=lambda: world.send(KEYS, PER_KEY)
+    stats = world.run_until_emitted(  # (the failing key: a session result, no alert)
+        2 * len(KEYS) + 1,
+        settle=5 * TICK_SECONDS,
+        first=lambda: world.send([*KEYS, FAILING], PER_KEY),
     )
-    emitted = world.emitted()
+    emitted = [r for r in world.emitted() if r.key != FAILING]
     each_once(emitted, KEYS, PER_KEY)  # read_committed: each alert and session result once
+    # the failing alert: one dead letter, stage timer, at the tick it fired at
+    assert stats.dead_letters == 1
+    [letter] = read_topic(kafka_bootstrap, f"{world.app_id}-dead-letters", 1)
+    assert (letter.key, letter.headers["splitstate.stage"]) == (FAILING, b"timer")
+    at = (int(letter.headers["splitstate.partition"]), int(letter.headers["splitstate.offset"]))
+    assert at in {(r.partition, r.offset) for r in world.ticks()}
     last_event: dict[bytes | None, int] = {}
     for record in world.log():
         if record.key in KEYS:
@@ -67,7 +76,6 @@ def test_a_quiet_key_is_alerted_once_within_a_few_tick_intervals(
     per_partition = {r.partition for r in ticks}
     assert per_partition == {r.partition for r in world.log() if r.key in KEYS}
     assert len(ticks) <= 3 * len(per_partition), ticks
-    assert stats.dead_letters == 0
     for tick in ticks:  # keyless, an empty value, floor and wall
         assert (tick.key, tick.value) == (None, b"")
         assert set(json.loads(tick.headers[TICK_HEADER])) == {"floor", "wall"}

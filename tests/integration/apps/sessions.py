@@ -17,6 +17,8 @@ from statestore import KeyState
 
 #: how long a key must be quiet before its alert, and its session window's gap (ms)
 GAP_MS = 1500
+#: the key whose alert fails
+FAILING = b"boom"
 
 app = App()
 app.store("events", int)
@@ -25,7 +27,10 @@ app.windows_store("sessions", Session(gap=GAP_MS), Count())
 
 @app.timer("quiet", stores=["events"])
 def alert(timer: Timer, events: KeyState[int]) -> Output:
-    """The key went quiet: one alert with its events since the last one."""
+    """The key went quiet: one alert with its events since the last one (key ``boom``: the
+    timer function fails, a dead letter of stage ``timer``)."""
+    if timer.key == FAILING:
+        raise ValueError("no alert for this key")
     count = events.get(0)
     events.delete()
     return Output({"alert": timer.key_text, "events": count})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -156,6 +157,7 @@ def test_a_fenced_processor_cannot_write_a_tick(
     monkeypatch.setattr(TickWriter, "send", spied)
     fencers: list[Producer] = []
     sent: list[int] = []
+    deadline = time.monotonic() + 30
 
     def until(stats: RuntimeStats) -> bool:
         if not sent:
@@ -170,7 +172,7 @@ def test_a_fenced_processor_cannot_write_a_tick(
             )
             fencer.init_transactions(30)
             fencers.append(fencer)
-        return False
+        return time.monotonic() > deadline
 
     try:
         with pytest.raises(KafkaIOError, match="fenced"):

@@ -45,10 +45,11 @@ KEYS = [f"user-{i}".encode() for i in range(8)]
 PER_KEY = 3
 
 
+@pytest.mark.parametrize("guarantee", ["exactly-once", "at-least-once"])
 def test_a_quiet_key_is_alerted_once_within_a_few_tick_intervals(
-    tmp_path: Path, kafka_bootstrap: str
+    tmp_path: Path, kafka_bootstrap: str, guarantee: str
 ) -> None:
-    world = TickWorld.create(tmp_path, kafka_bootstrap)
+    world = TickWorld.create(tmp_path, kafka_bootstrap, processing_guarantee=guarantee)
     # the events are sent once the processor runs, then the keys go quiet
     stats = world.run_until_emitted(  # (the failing key: a session result, no alert)
         2 * len(KEYS) + 1,

@@ -4,6 +4,7 @@ uninterrupted run over the same log builds it (``TestDriver`` over every committ
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections import Counter
@@ -112,8 +113,8 @@ class TickWorld:
         return [r for r in self.log() if TICK_HEADER in r.headers]
 
     def state(self) -> dict[tuple[str, bytes], Any]:
-        """Every store of the processor's state."""
-        return state_of(self.state_dir)[0]
+        """Every store of the processor's state (``plain``)."""
+        return plain(state_of(self.state_dir)[0])
 
     def uninterrupted(self) -> dict[tuple[str, bytes], Any]:
         """The state one uninterrupted run over the committed input log builds."""
@@ -131,11 +132,25 @@ class TickWorld:
             )
         assert driver.dead_letters == [], driver.dead_letters
         database = driver.database
-        return {  # (values as a read-only opening gives them: JSON)
-            (store, key): orjson.loads(value) if isinstance(value, bytes) else value
-            for store in database.store_names()
-            for key, value in database.items(store)
-        }
+        return plain(
+            {
+                (store, key): value
+                for store in database.store_names()
+                for key, value in database.items(store)
+            }
+        )
+
+
+def plain(values: dict[tuple[str, bytes], Any]) -> dict[tuple[str, bytes], Any]:
+    """``values`` with each one held as JSON bytes parsed (whichever way a store's values
+    were read: raw, or decoded)."""
+    found: dict[tuple[str, bytes], Any] = {}
+    for where, value in values.items():
+        found[where] = value
+        if isinstance(value, bytes):
+            with contextlib.suppress(orjson.JSONDecodeError):
+                found[where] = orjson.loads(value)
+    return found
 
 
 def each_once(emitted: list[Read], keys: list[bytes], per_key: int) -> None:

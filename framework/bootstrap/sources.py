@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from framework.bootstrap.errors import BootstrapError
+from framework.time.ticks import TICK_HEADER
 from rebalance.positions import OffsetRange, Position
 
 if TYPE_CHECKING:
@@ -158,10 +159,14 @@ def check_archive_ticks(spark: SparkSession, path: Path) -> None:
     frame = spark.read.parquet(str(path))
     if "headers" in dict(frame.dtypes):
         return
-    keyless = frame.where(F.col("key").isNull()).limit(1).count()
+    # a compacted input's ticks have a key of their own, ``<topic>/splitstate.tick/<id>``
+    # (``framework.time.ticks.tick_key``); the archive may have no topic column to match
+    tick_keyed = F.col("key").cast("string").contains(f"/{TICK_HEADER}/")
+    keyless = frame.where(F.col("key").isNull() | tick_keyed).limit(1).count()
     if keyless:
         raise ArchiveError(
-            f"the Parquet archive {path} has records without a key but no 'headers' column. "
+            f"the Parquet archive {path} has records without a key (or with a compacted "
+            "input's tick key) but no 'headers' column. "
             "The app keeps time, and its ticks (recorded progress of time) are keyless "
             "records known by their splitstate.tick header: without headers the build "
             "cannot apply them, and would not close the windows or fire the timers the "

@@ -140,11 +140,17 @@ class TickTable:
 
 def collect_ticks(history: DataFrame) -> TickTable:
     """The ticks of ``history`` (the job's columns: ``topic``, ``partition``, ``offset``,
-    ``key``, ``headers``), read to the driver: keyless records with a tick header only."""
+    ``key``, ``headers``), read to the driver: records with a tick header and no key, or a
+    compacted topic's tick key (``is_tick_record``), only."""
     from pyspark.sql import functions as F  # noqa: PLC0415, N812
 
+    # (a binary cast to string keeps the bytes: the prefix is compared byte for byte)
+    tick_keyed = (
+        F.col("key").cast("string").startswith(F.concat(F.col("topic"), F.lit(f"/{TICK_HEADER}/")))
+    )
     ticks = history.where(
-        F.col("key").isNull() & F.exists("headers", lambda header: header["key"] == TICK_HEADER)
+        (F.col("key").isNull() | tick_keyed)
+        & F.exists("headers", lambda header: header["key"] == TICK_HEADER)
     ).select("topic", "partition", "offset", "headers")
     return TickTable.of(
         (

@@ -29,7 +29,7 @@ from framework.time.keeper import TimeKeeper
 from framework.time.key_clock import TIME_STORE
 from framework.time.specs import Timer, TimerSpec, WindowSpec, event_time_of
 from framework.time.views import ExpiringState, KeyTimers, KeyWindows
-from framework.time.window_state import LateError
+from framework.time.window_state import LateError, Unmerged, accumulator
 from framework.time.windows import Hopping, Tumbling
 from statestore import StateBatch
 from statestore.due_index import DUE_STORE
@@ -219,10 +219,11 @@ class TimedFunctions:
     # -- windows that close -----------------------------------------------------------------
 
     def _close(self, spec: WindowSpec, key: bytes, start: int, end: int, acc: Any) -> list[Output]:
-        """The output of a window that closed; if its result (the aggregation's or the store's
-        ``result``) fails or cannot be written, a dead letter (stage ``window``) holding its
-        accumulator instead."""
+        """The output of a window that closed; if its result (the aggregation's ``merge`` of a
+        sliding window's points, its or the store's ``result``) fails or cannot be written, a
+        dead letter (stage ``window``) holding its accumulator (or those points) instead."""
         try:
+            acc = accumulator(acc)  # (a sliding window's points merged: the app's merge)
             result = spec.window_result(key, start, end, acc)
             # encoded here, so that a value that cannot be written is this window's dead
             # letter (the output topic is one App.check found declared)
@@ -237,7 +238,8 @@ class TimedFunctions:
             reason = (
                 f"window {span} of store {spec.name!r} failed for key {key!r}: "
                 f"{describe_error(error, with_trace=True)}. The window closed without a result; "
-                "this dead letter holds its accumulator."
+                "this dead letter holds its accumulator (or, when merging them failed, the "
+                "points of a sliding window)."
             )
             if self.stop_on_error:
                 raise ProcessorStoppedError(
@@ -247,6 +249,8 @@ class TimedFunctions:
                 ) from error
             topic, partition, offset = self._origin
             held = {"store": spec.name, "start": start, "end": end, "accumulator": acc}
+            if isinstance(acc, Unmerged):  # (its merge failed: the points it holds instead)
+                held = {**held, "accumulator": None, "points": acc.points}
             self.letters.append(
                 DeadLetter(topic, partition, offset, key, orjson.dumps(held), (), "window", reason)
             )

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from framework.records import Record
 from framework.time.aggregations import Aggregation, Reduce
-from framework.time.window_state import WindowResult
+from framework.time.window_state import WindowResult, accumulator
 from framework.time.windows import Session, Sliding, WindowKind
 
 __all__ = ["EventTime", "Timer", "TimerSpec", "WindowSpec", "event_time_of"]
@@ -55,10 +55,12 @@ class WindowSpec:
             )
 
     def window_result(self, key: bytes, start: int, end: int, stored: Any) -> WindowResult:
-        """The result of a window whose accumulator is stored (dumped) as ``stored``: the
-        aggregation's ``result`` of the loaded accumulator."""
+        """The result of a window whose accumulator is stored (dumped) as ``stored`` (or a
+        closed sliding window's ``Unmerged`` points, merged here): the aggregation's
+        ``result`` of the loaded accumulator."""
         aggregation = self.aggregation
-        return WindowResult(key, start, end, aggregation.result(aggregation.load(stored)))
+        loaded = aggregation.load(accumulator(stored))
+        return WindowResult(key, start, end, aggregation.result(loaded))
 
     def output_value(self, result: WindowResult) -> Any:
         """The value emitted for ``result``."""

@@ -26,7 +26,9 @@ from statestore.due_index import NEVER
 
 __all__ = [
     "LateError",
+    "Unmerged",
     "WindowResult",
+    "accumulator",
     "add",
     "close_next",
     "merged_away",
@@ -62,6 +64,30 @@ class LateError(Exception):
         )
 
 
+class Unmerged:
+    """The accumulator of a sliding window that closed, before its ``points`` (their dumped
+    accumulators, in the key's record order) are merged. The merge is the aggregation's (a
+    ``Reduce``'s is the app's code, which may fail), so it is not done where the window is
+    closed but where its result is computed (``accumulator``): a failure there is the window's
+    dead letter, and a window that emits nothing (``emit="current"``) is never merged."""
+
+    __slots__ = ("_agg", "points")
+
+    def __init__(self, agg: Aggregation, points: list[Any]) -> None:
+        self._agg = agg
+        self.points = points
+
+    def merged(self) -> Any:
+        """The window's accumulator (dumped): its points merged."""
+        return _merge_points(self._agg, self.points)
+
+
+def accumulator(stored: Any) -> Any:
+    """A closed window's accumulator as stored (dumped): ``stored``, or an ``Unmerged`` one's
+    points merged (this runs the aggregation's ``merge``)."""
+    return stored.merged() if isinstance(stored, Unmerged) else stored
+
+
 def add(
     kind: WindowKind, agg: Aggregation, data: Any, t: int, value: Any, *, key_time: int
 ) -> tuple[Any, list[tuple[int, int, Any]]]:
@@ -89,7 +115,7 @@ def close_next(
     kind: WindowKind, agg: Aggregation, data: Any, key_time: int
 ) -> tuple[Any, tuple[int, int, Any]]:
     """``data`` without its earliest closing window, and that window's ``(start, end,
-    accumulator)``."""
+    accumulator)`` (a sliding window's: ``Unmerged``; nothing here runs the aggregation)."""
     if isinstance(kind, Session):
         at = min(range(len(data)), key=lambda i: (data[i][1], data[i][0]))
         first, last, acc = data[at]
@@ -188,11 +214,19 @@ def _sliding_add(
 
 
 def _sliding_acc(kind: Sliding, agg: Aggregation, data: dict[str, Any], end: int) -> Any:
+    return _merge_points(agg, _held(kind, data, end))
+
+
+def _held(kind: Sliding, data: dict[str, Any], end: int) -> list[Any]:
+    """The points (dumped accumulators) the window ending at ``end`` holds, in record order."""
+    return [point for t, point in data["p"] if end - kind.size <= t <= end]
+
+
+def _merge_points(agg: Aggregation, points: list[Any]) -> Any:
     acc = None
-    for t, point in data["p"]:
-        if end - kind.size <= t <= end:
-            loaded = agg.load(point)
-            acc = loaded if acc is None else agg.merge(acc, loaded)
+    for point in points:
+        loaded = agg.load(point)
+        acc = loaded if acc is None else agg.merge(acc, loaded)
     return agg.dump(agg.initial() if acc is None else acc)
 
 
@@ -200,7 +234,7 @@ def _sliding_close(
     kind: Sliding, agg: Aggregation, data: dict[str, Any], key_time: int
 ) -> tuple[Any, tuple[int, int, Any]]:
     end, *ends = data["o"]
-    acc = _sliding_acc(kind, agg, data, end)
+    acc = Unmerged(agg, _held(kind, data, end))
     # a later record that is not late (t > key time - grace) opens [t - size, t]: keep the
     # points any open or future window holds
     keep_from = min([*ends, key_time - kind.grace]) - kind.size

@@ -62,14 +62,20 @@ class TimeKeeper:
         run_timer: TimerRunner,
         close: CloseRunner | None = None,
         refuse: TimerRefuser | None = None,
+        *,
+        expiring: Collection[str] | None = None,
     ) -> None:
         """``close``: the outputs of a window that closed (default: its result, unguarded);
-        ``refuse``: drops a timer past ``MAX_FIRINGS`` (default: ``RuntimeError``)."""
+        ``refuse``: drops a timer past ``MAX_FIRINGS`` (default: ``RuntimeError``);
+        ``expiring``: the stores declared with a ttl (default: every store), whose values an
+        expiry deletes (one recorded when another store had a ttl is dropped, the value kept:
+        its values do not expire now)."""
         self.windows = dict(windows)
         self.timers = dict(timers)
         self._run_timer = run_timer
         self._close = close or _final_output
         self._refuse = refuse
+        self._expiring = None if expiring is None else frozenset(expiring)
 
     # -- loading and saving -----------------------------------------------------------------
 
@@ -150,7 +156,15 @@ class TimeKeeper:
             item = self._next(clock)
             if item is None:
                 # nothing due by the tick: the key is left as it was, so that which keys a tick
-                # changes never depends on what an index of due keys happened to name
+                # changes never depends on what an index of due keys happened to name; but
+                # stored due times that have come (of a timer or window store the app no
+                # longer declares) are corrected, or every tick would name the key again (and
+                # its owner write one for it, ``TickWriter``): decided by the key's stored due
+                # times, as every reader that applies ticks decides (``KeyTicks``), not by
+                # what the index named
+                loaded_due = time.loaded_due
+                if loaded_due is not None and (loaded_due[0] <= floor or loaded_due[1] <= wall):
+                    self._save_due(batch, time)
                 continue
             heap.append((item.domain, item.due, time.key, item, len(loaded)))
             loaded.append(time)
@@ -166,6 +180,14 @@ class TimeKeeper:
         for time in loaded:
             self.save(batch, time, self.windows, self.timers)
         return outputs
+
+    def _save_due(self, batch: StateBatch, time: KeyTime) -> None:
+        """Write ``time``'s due times alone (its time record is left as loaded)."""
+        due = due_times(time.clock, self.windows, self.timers)
+        if due == (NEVER, NEVER):
+            batch.store(DUE_STORE).delete(time.key)
+        elif due != time.loaded_due:
+            batch.store(DUE_STORE).set(time.key, encode_due(*due))
 
     # -- firing -----------------------------------------------------------------------------
 
@@ -198,6 +220,8 @@ class TimeKeeper:
         clock = time.clock
         if item.rank == _EXPIRY:
             del clock.expiries[item.store]
+            if self._expiring is not None and item.store not in self._expiring:
+                return []  # a store declared without a ttl now: its values do not expire
             try:
                 store = batch.store(item.store)
             except BatchStateError:  # a store the app no longer declares: nothing to delete

@@ -63,7 +63,12 @@ class TimedFunctions:
         self._encode = encode
         self.stop_on_error = stop_on_error
         self.keeper = TimeKeeper(
-            app.windows, app.timers, self._run_timer, self._close, self._refuse_timer
+            app.windows,
+            app.timers,
+            self._run_timer,
+            self._close,
+            self._refuse_timer,
+            expiring=app.ttls,
         )
         self._event_times = {
             topic: event_time_of(handler.event_time) for topic, handler in app.handlers.items()

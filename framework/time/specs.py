@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from framework.records import Record
 from framework.time.aggregations import Aggregation, Reduce
+from framework.time.ticks import TIME_LIMIT
 from framework.time.window_state import WindowResult, accumulator
 from framework.time.windows import Session, Sliding, WindowKind
 
@@ -101,7 +102,7 @@ class Timer:
 
 def event_time_of(source: EventTime) -> Callable[[Record[Any]], int]:
     """A function giving a record's event time in ms from ``source``; it raises
-    ``ValueError`` when the record has none."""
+    ``ValueError`` when the record has none (or one beyond ``TIME_LIMIT`` either way)."""
 
     def milliseconds(found: Any, what: str) -> int:
         if isinstance(found, datetime):
@@ -112,8 +113,18 @@ def event_time_of(source: EventTime) -> Callable[[Record[Any]], int]:
                 )
             return (found - _EPOCH) // _MS  # exact (float seconds are off by 1 ms at times)
         if isinstance(found, int) and not isinstance(found, bool):
-            return found
+            return in_range(found, what)
         raise ValueError(f"{what} must be int milliseconds or a datetime, got {found!r}")
+
+    def in_range(found: int, what: str) -> int:
+        # a time no tick could hold would become its partition's floor, and its ticks be
+        # refused by every reader (``ticks.read_tick``)
+        if abs(found) > TIME_LIMIT:
+            raise ValueError(
+                f"{what} is {found} ms, beyond the {TIME_LIMIT} ms (either way) event times "
+                "may be. Fix: give epoch milliseconds"
+            )
+        return found
 
     if source is None:
 
@@ -121,9 +132,10 @@ def event_time_of(source: EventTime) -> Callable[[Record[Any]], int]:
             found = record.timestamp
             if found is None:
                 raise ValueError("the record has no Kafka timestamp, so no event time")
-            return found
+            return in_range(found, "the Kafka timestamp")
 
         return kafka_timestamp
+
     if isinstance(source, str):
         name = source
 

@@ -26,6 +26,7 @@ from framework.records import InputMessage, readable_headers
 
 __all__ = [
     "TICK_HEADER",
+    "TIME_LIMIT",
     "is_tick",
     "is_tick_key",
     "is_tick_message",
@@ -37,7 +38,8 @@ __all__ = [
 
 #: the header that makes a keyless record a tick
 TICK_HEADER = "splitstate.tick"
-_LIMIT = (1 << 62) - 1
+#: the largest size of a time (ms) a tick holds, and of an event time (``specs.event_time_of``)
+TIME_LIMIT = (1 << 62) - 1
 
 
 def is_tick(headers: Sequence[tuple[str, bytes | None]]) -> bool:
@@ -87,7 +89,7 @@ def read_tick(headers: Sequence[tuple[str, bytes | None]]) -> tuple[int, int] | 
         return f'its {TICK_HEADER} header is not {{"floor": ms, "wall": ms}}'
     floor, wall = data["floor"], data["wall"]
     for value in (floor, wall):
-        if not isinstance(value, int) or isinstance(value, bool) or abs(value) > _LIMIT:
+        if not isinstance(value, int) or isinstance(value, bool) or abs(value) > TIME_LIMIT:
             return f"its {TICK_HEADER} times are not whole milliseconds in range: {data!r}"
     return floor, wall
 

@@ -3,8 +3,10 @@
 An aggregation starts from ``initial()``, takes each value with ``add``, combines two
 accumulators with ``merge`` (session windows merging, sliding windows), and gives the window's
 result with ``result``. Accumulators are stored as JSON, so they must be JSON-able (or, with
-``Reduce(accumulator=...)``, a type pydantic can dump and validate). Values are added in the
-key's record order, which is the same on every replay: a sum of floats adds up the same way.
+``Reduce(accumulator=...)``, a type pydantic can dump and validate); a record that would make
+one hold a NaN or infinite float is refused (``KeyWindows.add``: JSON has neither). Values are
+added in the key's record order, which is the same on every replay: a sum of floats adds up
+the same way.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ expire: views of one key, like ``KeyState``."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 import framework.time.window_state as windows_of
@@ -57,6 +58,15 @@ class KeyWindows:
                 name = getattr(spec.on_late, "__name__", "on_late")
                 time.outputs.extend(output_items(result, f"{name} (on_late of {spec.name!r})"))
             return
+        for start, _end, acc in changed:
+            if not _keeps(acc):
+                raise ValueError(
+                    f"window store {spec.name!r}: adding {value!r} at {t} ms makes the "
+                    f"accumulator of the window starting at {start} ms {acc!r}, which JSON "
+                    "(the window's stored form) cannot keep: NaN and infinite floats would be "
+                    "stored as null. The record was not added. Fix: leave such values out "
+                    "(e.g. math.isfinite), or aggregate them to something finite"
+                )
         if spec.emit == "current":
             # sessions this record merged into one that starts earlier: gone, so their
             # upserts are deleted (a tombstone each), as Kafka Streams does
@@ -219,3 +229,15 @@ class ExpiringState:
                 "for this key. Fix: use set() with a new value."
             )
         self.set({**current, field: value}, ttl)
+
+
+def _keeps(data: Any) -> bool:
+    """Whether dumped accumulator ``data`` reads back from JSON as it is: no NaN or infinite
+    float in it (orjson writes them as ``null``)."""
+    if isinstance(data, float):
+        return math.isfinite(data)
+    if isinstance(data, list | tuple):
+        return all(_keeps(item) for item in data)
+    if isinstance(data, dict):
+        return all(_keeps(item) for item in data.values())
+    return True

@@ -178,6 +178,11 @@ class ExpiringState:
         return self._state.key
 
     @property
+    def store_name(self) -> str:
+        """The name of the store this state is in."""
+        return self._state.store_name
+
+    @property
     def expires(self) -> int | None:
         """When the value expires (key time, ms), or ``None``."""
         return self._time.clock.expiries.get(self._state.store_name)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from framework.bootstrap.errors import BootstrapError
+from framework.time.ticks import TICK_HEADER
 from rebalance.positions import OffsetRange, Position
 
 if TYPE_CHECKING:
@@ -150,7 +151,8 @@ def check_archive_columns(types: Mapping[str, str], path: Path, topics: list[str
 
 def check_archive_ticks(spark: SparkSession, path: Path) -> None:
     """For an app that keeps time: raise ``ArchiveError`` when the archive at ``path`` holds
-    keyless records but no ``headers`` column. Ticks are keyless records known by their
+    keyless records, or records keyed as a compacted input's ticks
+    (``<topic>/splitstate.tick/<id>``), but no ``headers`` column. Ticks are known by their
     header (``framework.time.ticks``); without headers the build could not apply them, and
     would leave windows open and timers unfired that the processors closed and fired."""
     from pyspark.sql import functions as F  # noqa: PLC0415, N812
@@ -158,10 +160,12 @@ def check_archive_ticks(spark: SparkSession, path: Path) -> None:
     frame = spark.read.parquet(str(path))
     if "headers" in dict(frame.dtypes):
         return
-    keyless = frame.where(F.col("key").isNull()).limit(1).count()
+    tick_keyed = F.col("key").cast("string").contains(f"/{TICK_HEADER}/")
+    keyless = frame.where(F.col("key").isNull() | tick_keyed).limit(1).count()
     if keyless:
         raise ArchiveError(
-            f"the Parquet archive {path} has records without a key but no 'headers' column. "
+            f"the Parquet archive {path} has records without a key (or keyed as a compacted "
+            "input's ticks) but no 'headers' column. "
             "The app keeps time, and its ticks (recorded progress of time) are keyless "
             "records known by their splitstate.tick header: without headers the build "
             "cannot apply them, and would not close the windows or fire the timers the "

@@ -1,14 +1,15 @@
 """The ticks of a bulk build's history (``framework.time.ticks``), gathered on the driver.
 
-Ticks are keyless records, few next to the keyed ones, and each applies to every key living
-in its partition at its offset: so they do not go through the job's grouping by key. The
-driver reads them from the history (``collect_ticks``: only keyless records with the tick
-header leave the JVM), and the fold gets all of them (Spark ships the fold, and the table in
-it, to its workers, broadcast when large). Per input partition the table holds the ticks'
-offsets, floors and processing times in offset order, and answers the fold's one question
-fast: which is the first tick in a range that makes something of a key due
-(``PartitionTicks.first_due``, by block maxima: ``O(log ticks)``, twice the ticks' size in
-memory), so ticks that change nothing for a key cost it nothing.
+Ticks are keyless records (on a compacted input, keyed by an id of their own), few next to the
+keyed ones, and each applies to every key living in its partition at its offset: so they do
+not go through the job's grouping by key. The driver reads them from the history
+(``collect_ticks``: only records with the tick header and no key, or a tick's own key, leave
+the JVM), and the fold gets all of them (Spark ships the fold, and the table in it, to its
+workers, broadcast when large). Per input partition the table holds the ticks' offsets, floors
+and processing times in offset order, and answers the fold's one question fast: which is the
+first tick in a range that makes something of a key due (``PartitionTicks.first_due``, by
+block maxima: ``O(log ticks)``, twice the ticks' size in memory), so ticks that change nothing
+for a key cost it nothing.
 """
 
 from __future__ import annotations
@@ -140,11 +141,16 @@ class TickTable:
 
 def collect_ticks(history: DataFrame) -> TickTable:
     """The ticks of ``history`` (the job's columns: ``topic``, ``partition``, ``offset``,
-    ``key``, ``headers``), read to the driver: keyless records with a tick header only."""
+    ``key``, ``headers``), read to the driver: records with a tick header that have no key
+    or, on a compacted input, a tick's own key (``<topic>/splitstate.tick/<id>``:
+    ``framework.time.ticks.tick_key``) only, as ``is_tick_record`` has them."""
     from pyspark.sql import functions as F  # noqa: PLC0415, N812
 
+    prefix = F.concat(F.col("topic"), F.lit(f"/{TICK_HEADER}/")).cast("binary")
+    tick_keyed = F.substring(F.col("key"), 1, F.octet_length(prefix)) == prefix
     ticks = history.where(
-        F.col("key").isNull() & F.exists("headers", lambda header: header["key"] == TICK_HEADER)
+        (F.col("key").isNull() | tick_keyed)
+        & F.exists("headers", lambda header: header["key"] == TICK_HEADER)
     ).select("topic", "partition", "offset", "headers")
     return TickTable.of(
         (

@@ -138,7 +138,8 @@ class TimeKeeper:
         """Apply a tick (event-time ``floor``, processing time ``wall``) to those of ``keys``
         that have something due by it, and fire what became due, in ``(time, key)`` order
         over them all. A key with nothing due by the tick is left as it was (its time does
-        not take the floor), whoever named it."""
+        not take the floor), whoever named it; only its stored due times are corrected when
+        they said it was (``_correct_due``)."""
         loaded: list[KeyTime] = []
         # (domain, due time, key, the key's item, the key's index): by time, then key
         heap: list[tuple[int, int, bytes, _Due, int]] = []
@@ -150,7 +151,9 @@ class TimeKeeper:
             item = self._next(clock)
             if item is None:
                 # nothing due by the tick: the key is left as it was, so that which keys a tick
-                # changes never depends on what an index of due keys happened to name
+                # changes never depends on what an index of due keys happened to name; only
+                # stored due times that say otherwise are put right (``_correct_due``)
+                self._correct_due(batch, time, floor, wall)
                 continue
             heap.append((item.domain, item.due, time.key, item, len(loaded)))
             loaded.append(time)
@@ -166,6 +169,23 @@ class TimeKeeper:
         for time in loaded:
             self.save(batch, time, self.windows, self.timers)
         return outputs
+
+    def _correct_due(self, batch: StateBatch, time: KeyTime, floor: int, wall: int) -> None:
+        """A key whose stored due times are due by a tick (``floor``, ``wall``) while nothing
+        of it fires (a window or timer store the app no longer declares: kept, never due):
+        store the due times its clock has now. Otherwise every tick would name the key again,
+        and its owner would write one every ``tick_interval`` for ever. Which keys this
+        changes depends only on their stored due times, as which keys a tick reaches does."""
+        loaded = time.loaded_due
+        if loaded is None or (loaded[0] > floor and loaded[1] > wall):
+            return
+        due = due_times(time.clock, self.windows, self.timers)
+        if due == loaded:
+            return
+        if due == (NEVER, NEVER):
+            batch.store(DUE_STORE).delete(time.key)
+        else:
+            batch.store(DUE_STORE).set(time.key, encode_due(*due))
 
     # -- firing -----------------------------------------------------------------------------
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from framework import App, AppConfig, Record
 from framework.coordination.registry import TopicEntry
 from framework.processing import RecordProcessor, StoredMessage
@@ -24,7 +26,7 @@ from tests.clocks import ManualClock
 TOPIC = "events"
 PARTITIONS = 2
 NOW = 1_700_000_000.0  # the wall clock, seconds
-T0 = 1_700_000_000_000  # event times, ms
+T0 = 1_700_000_040_000  # event times, ms (a whole minute)
 
 
 def _config(**time: Any) -> AppConfig:
@@ -151,3 +153,124 @@ def test_a_due_item_of_a_store_the_app_no_longer_declares_does_not_tick_for_ever
             upgraded.read(tick)
         written += len(ticks)
     assert written <= 1
+
+
+def minute_app(**time: Any) -> App:
+    """A minute's count per key (an event-time window, no grace), with ``time`` settings."""
+    app = App(_config(**time))
+    app.windows_store("minute", Tumbling(60_000), Count())
+
+    @app.processor(stores=["minute"])
+    def event(record: Record[bytes], minute: Any) -> None:
+        minute.add(1)
+
+    return app
+
+
+def _same_partition(partition: int) -> list[bytes]:
+    keys = (b"k%d" % i for i in range(1_000))
+    return [k for k in keys if bucket(key_hash(k), PARTITIONS, PARTITIONS) == partition]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a restarted processor knows no floor of a partition until it reads a record or a "
+    "tick there (TickWriter: NO_FLOOR); what it read before the crash and had not ticked yet "
+    "is forgotten, so without idle_after a quiet partition's due windows never close (fix: "
+    "keep each partition's floor in the state with its offsets, e.g. a progress scope)",
+)
+def test_a_restart_between_a_record_and_its_tick_still_closes_the_quiet_keys_windows() -> None:
+    """Key ``a``'s minute [T0, T0 + 60 s) is open; a record of ``b`` in the same partition at
+    T0 + 2 min moves the partition's floor past it. The processor commits ``b``'s batch and
+    is killed before its next look at the partition (at most ``tick_interval`` later). Not
+    killed, it writes a tick with floor T0 + 2 min that closes ``a``'s window; restarted, it
+    must too: no record comes to that partition any more."""
+    app = minute_app()
+    database = _database(app)
+    a, b = _same_partition(0)[:2]
+    clock = ManualClock(NOW)
+    before = _Processor(app, database, clock)
+    before.send(a, T0, 0)
+    assert before.decide(after=1.0) == []  # looked at: nothing due
+    before.send(b, T0 + 120_000, 0)  # (SIGKILL here: the next look is lost)
+    restarted = _Processor(app, database, clock)
+    ticks = [tick for _ in range(3) for tick in restarted.decide(after=1.0)]
+    assert [tick.floor for tick in ticks] == [T0 + 120_000]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a tick names no app: every splitstate app reading the input applies every tick "
+    "there, so another app's idle_after (or its clock) moves this app's event time, though "
+    "this app sets idle_after off ('event time moves only with the records' own times'). "
+    "Fix: name the writing app in the tick (and apply only one's own), or document it",
+)
+def test_another_apps_idle_ticks_do_not_move_the_time_of_an_app_without_idle_after() -> None:
+    """Apps ``x`` (idle_after off) and ``y`` (idle_after 10 s) both read ``events``, as
+    README allows (an input another app already grew). ``y``'s processor finds the
+    partition quiet and writes a tick with floor = its wall clock - 10 s. ``x`` reads it:
+    its key's minute must stay open (no record of ``x``'s input moved its time), and a record
+    of that minute arriving later must count."""
+    x, y = minute_app(), minute_app(idle_after=10)
+    key = _same_partition(0)[0]
+    clock = ManualClock(T0 / 1000 + 30)  # the wall clock: 30 s into the minute
+    apps = {name: _Processor(app, _database(app), clock) for name, app in (("x", x), ("y", y))}
+    for processor in apps.values():
+        processor.send(key, T0, 0)
+        assert processor.decide(after=0.0) == []  # looked at: quiet from now on
+    [tick] = apps["y"].decide(after=60.0)  # y: quiet for a minute, its floor past the minute
+    assert tick.floor == T0 + 80_000
+    for processor in apps.values():
+        processor.read(tick)  # the same log: both apps read it
+    late = apps["x"].records
+    message = StoredMessage(TOPIC, 0, 2, key, b"", T0 + 40_000, [])
+    batch = apps["x"].database.begin()
+    _outputs, dead = late.process(batch, message)
+    batch.abort()
+    assert dead is None  # was: a dead letter 'late', its window closed by y's tick
+
+
+def two_topic_app() -> App:
+    """A minute's count per key over two input topics (``clicks`` and ``views``)."""
+    config = AppConfig.model_validate(
+        {
+            "app_id": "review-two",
+            "inputs": [{"topic": "clicks", "partitions": 1}, {"topic": "views", "partitions": 1}],
+            "outputs": [{"topic": "out"}],
+            "initial_processors": 1,
+        }
+    )
+    app = App(config)
+    app.windows_store("minute", Tumbling(60_000), Count())
+
+    @app.processor("*", stores=["minute"])
+    def event(record: Record[bytes], minute: Any) -> None:
+        minute.add(1)
+
+    return app
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a key's time is the largest event time of its records over every input topic "
+    "(KeyClock.time), and the runtime interleaves topics as fetches arrive: whether a "
+    "record of one topic is late depends on whether the other topic's later record was "
+    "read first, which a live run, a restart's rebuild and a catch-up may do differently "
+    "(README 'Time' says nothing changes state by how partitions interleave; only the Spark "
+    "section warns of it). Fix: per-topic key time for lateness, or document the limit",
+)
+def test_a_two_topic_keys_windows_do_not_depend_on_how_its_topics_interleave() -> None:
+    """Key ``k``: a click at T0 + 10 s, a view at T0 + 90 s, each in its own partition. A
+    processor may read them in either order; the minute [T0, T0 + 60 s) must count the click
+    in both."""
+    app = two_topic_app()
+    click = StoredMessage("clicks", 0, 0, b"k", b"", T0 + 10_000, [])
+    view = StoredMessage("views", 0, 0, b"k", b"", T0 + 90_000, [])
+    letters = {}
+    for order in ((click, view), (view, click)):
+        database = _database(app)
+        records = RecordProcessor(app, {"clicks": 1, "views": 1})
+        batch = database.begin()
+        letters[order[0].topic()] = [records.process(batch, m)[1] for m in order]
+        batch.abort()
+    assert letters["clicks"] == letters["views"] == [None, None]

@@ -92,7 +92,9 @@ class DueIndex:
                 heapq.heappush(events, (due[0], key))
             if due[1] != NEVER:
                 heapq.heappush(walls, (due[1], key))
-        if len(events) + len(walls) > 2 * len(entries) + _SLACK:
+        # (up to two items per entry are current: rebuilt once the stale ones outnumber the
+        # entries, so each rebuild follows as many writes as it reads entries)
+        if len(events) + len(walls) > 3 * len(entries) + _SLACK:
             self._rebuild(entries)
 
     def due(self, event_limit: int, wall_limit: int) -> list[bytes]:

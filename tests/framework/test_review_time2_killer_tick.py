@@ -45,7 +45,7 @@ GROWN = {"counts": [2, 4], "thresholds": {"2": 3, "3": 0}}
 @pytest.mark.xfail(
     strict=True,
     reason="the crash guard skips a whole tick that killed its owner crash_limit times, for "
-    "every key it reaches; a receiver (replay or Spark) that gains only some of them never "
+    "every key it reaches; a receiver replaying it that gains only some of them never "
     "dies on it and applies it to those: their state differs from the owner's at F. Fix: "
     "guard a tick key by key (skip it for the key whose timer or window kills, as a "
     "record is skipped for its key), in the runtime, the catch-up and the Spark fold",

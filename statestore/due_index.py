@@ -3,16 +3,19 @@
 The store (``DUE_STORE``, written by ``framework.time``) holds, per stored key, 16 bytes: the
 earliest event-time and the earliest processing-time at which something of the key is due
 (big-endian signed milliseconds; ``NEVER`` when nothing). A tick asks ``due`` for the keys
-whose times have come instead of reading every key. The index follows every write through the
-``CachedBackend`` (staged batches included) and is rebuilt from the store (plus the staged
-values) after anything it cannot follow: a range delete, an ingest, dropped staged batches.
-It may name a key whose due time moved later (a caller reads the key again and checks); it
-never misses a key whose stored due time has come.
+whose times have come instead of reading every key, and what it costs is what is due: the
+due times are kept in two heaps (event, processing time) beside the entries, and an answer
+reads only the heads that have come (an item a later write made stale is dropped when met;
+the heaps are rebuilt when stale items outnumber the entries). The index follows every write
+through the ``CachedBackend`` (staged batches included) and is rebuilt from the store (plus
+the staged values) after anything it cannot follow: a range delete, an ingest, dropped staged
+batches. It names exactly the keys whose stored due time has come.
 """
 
 from __future__ import annotations
 
 import base64
+import heapq
 import struct
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -49,6 +52,12 @@ def readable_due(raw: bytes) -> dict[str, Any]:
     return {"event": None if event == NEVER else event, "wall": None if wall == NEVER else wall}
 
 
+#: stale heap items tolerated beyond the entries' own before the heaps are rebuilt
+_SLACK = 1024
+#: ``(due time, stored key)`` items of one kind of due time, a heap
+_Heap = list[tuple[int, bytes]]
+
+
 class DueIndex:
     """Stored key -> ``(event, wall)`` due times of one store, rebuilt when unsure."""
 
@@ -56,21 +65,37 @@ class DueIndex:
         #: every ``(stored key, value)`` of the store as readers see it now (staged included)
         self._load = load
         self._entries: dict[bytes, tuple[int, int]] | None = None
+        #: the entries' event and processing-time due times (not ``NEVER``), as heaps; an
+        #: item whose key's entry holds another time now is stale
+        self._heaps: tuple[_Heap, _Heap] = ([], [])
 
     def invalidate(self) -> None:
         """Forget everything: the next ``due`` reads the store again."""
         self._entries = None
+        self._heaps = ([], [])
 
     def changed(self, items: Iterable[tuple[bytes, bytes | None]]) -> None:
         """Follow writes of the store (``None``: deleted)."""
         entries = self._entries
         if entries is None:
             return
+        events, walls = self._heaps
         for key, value in items:
             if value is None:
-                entries.pop(key, None)
-            else:
-                entries[key] = decode_due(value)
+                entries.pop(key, None)  # (its heap items are stale now)
+                continue
+            due = decode_due(value)
+            if entries.get(key) == due:
+                continue
+            entries[key] = due
+            if due[0] != NEVER:
+                heapq.heappush(events, (due[0], key))
+            if due[1] != NEVER:
+                heapq.heappush(walls, (due[1], key))
+        # (up to two items per entry are current: rebuilt once the stale ones outnumber the
+        # entries, so each rebuild follows as many writes as it reads entries)
+        if len(events) + len(walls) > 3 * len(entries) + _SLACK:
+            self._rebuild(entries)
 
     def due(self, event_limit: int, wall_limit: int) -> list[bytes]:
         """The stored keys with an event-time due ``<= event_limit`` or a processing-time
@@ -81,8 +106,35 @@ class DueIndex:
             for key, value in self._load():
                 if value is not None:
                     entries[key] = decode_due(value)
-        return sorted(
-            key
-            for key, (event, wall) in entries.items()
-            if event <= event_limit or wall <= wall_limit
-        )
+            self._rebuild(entries)
+        if event_limit >= NEVER or wall_limit >= NEVER:  # (``NEVER`` itself is no heap item)
+            return sorted(
+                key
+                for key, (event, wall) in entries.items()
+                if event <= event_limit or wall <= wall_limit
+            )
+        found: set[bytes] = set()
+        for side, limit in ((0, event_limit), (1, wall_limit)):
+            heap = self._heaps[side]
+            kept: _Heap = []
+            met: set[bytes] = set()
+            while heap and heap[0][0] <= limit:
+                item = heapq.heappop(heap)
+                due, key = item
+                current = entries.get(key)
+                if current is None or current[side] != due or key in met:
+                    continue  # stale (or the same item twice): dropped
+                met.add(key)
+                kept.append(item)
+            for item in kept:
+                heapq.heappush(heap, item)
+            found |= met
+        return sorted(found)
+
+    def _rebuild(self, entries: dict[bytes, tuple[int, int]]) -> None:
+        """The heaps of ``entries``, with no stale item."""
+        events = [(event, key) for key, (event, _wall) in entries.items() if event != NEVER]
+        walls = [(wall, key) for key, (_event, wall) in entries.items() if wall != NEVER]
+        heapq.heapify(events)
+        heapq.heapify(walls)
+        self._heaps = (events, walls)

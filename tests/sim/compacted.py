@@ -21,9 +21,11 @@ from tests.sim.broker import StoredRecord
 
 __all__ = [
     "COMPACTION_HEADER",
+    "DELETE_RETENTION_MS",
     "check_latest_state",
     "compaction_tombstone",
     "held_value",
+    "input_configs",
     "named",
     "previous_problem",
     "values_before",
@@ -31,6 +33,19 @@ __all__ = [
 
 #: the header of a compaction-only tombstone (issue 34, "Compacted inputs")
 COMPACTION_HEADER = "splitstate.compaction"
+#: a compacted input's ``delete.retention.ms``: how long the cleaner keeps a tombstone
+DELETE_RETENTION_MS = 5_000
+
+
+def input_configs(compacted: bool) -> dict[str, str]:
+    """The input topic's configs: a compacted one's (``Plan.compacted``) or the defaults."""
+    if not compacted:
+        return {}
+    return {
+        "cleanup.policy": "compact",
+        "delete.retention.ms": str(DELETE_RETENTION_MS),
+        "min.compaction.lag.ms": "0",
+    }
 
 
 def compaction_tombstone(record: StoredRecord) -> bool:

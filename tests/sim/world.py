@@ -37,6 +37,7 @@ from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec, processor
 from tests.sim.app import DELETE_HEADER, HUGE, INPUT, KILLER, OUTPUT, POISON, make_app, names_input
 from tests.sim.broker import Broker, StoredRecord
 from tests.sim.chaos import Chaos
+from tests.sim.compacted import input_configs
 from tests.sim.disks import Disks
 from tests.sim.kafka import MemoryKafka
 from tests.sim.plan import Operation, Plan
@@ -44,8 +45,6 @@ from tests.sim.scheduler import Killed, Party, Scheduler
 
 #: how long the suspended machine of a plan with ``days_later`` sleeps
 DAYS_LATER_SECONDS = 12 * 86_400.0
-#: a compacted input's ``delete.retention.ms``: how long the cleaner keeps a tombstone
-DELETE_RETENTION_MS = 5_000
 #: the chance that a plain record of a plan with a compacted input is a delete
 DELETE_RATE = 0.1
 
@@ -184,7 +183,7 @@ class World:
         config = self.app.config
         self.driver.create_topics(
             [
-                TopicSpec(INPUT, self.plan.partitions, config=input_configs(self.plan)),
+                TopicSpec(INPUT, self.plan.partitions, config=input_configs(self.plan.compacted)),
                 TopicSpec(OUTPUT, 2),
                 TopicSpec(config.dead_letters, 1),
                 TopicSpec(config.control_topic, 1, config=COMPACTED),
@@ -571,17 +570,6 @@ class World:
         for record in removed:
             if record.offset >= committed.get(record.partition, 0):
                 self.events.unread_compacted.add((record.partition, record.offset))
-
-
-def input_configs(plan: Plan) -> dict[str, str]:
-    """The input topic's configs: a compacted one's (``Plan.compacted``) or the defaults."""
-    if not plan.compacted:
-        return {}
-    return {
-        "cleanup.policy": "compact",
-        "delete.retention.ms": str(DELETE_RETENTION_MS),
-        "min.compaction.lag.ms": "0",
-    }
 
 
 def control_fact(value: bytes) -> dict[str, Any] | None:

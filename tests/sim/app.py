@@ -24,6 +24,9 @@ removes it. It emits ``[producer, seq, previous, topic, partition, offset]``: ``
 the value the key had before the record (``None``: none). A null record without that header
 is one the function must never get (a compaction tombstone, ``splitstate.compaction``): it
 emits ``COMPACTION_APPLIED`` as its producer.
+
+A *timed* app (``timed``) also keeps time per key: windows, timers and a ttl, their results
+to a second output topic (``tests/sim/timed_app.py``); its fold outputs name ``OUTPUT``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any, NoReturn
 
 from framework import App, AppConfig, BatchConfig, KafkaConfig, KeyState, Output, Record
 from framework.config import ScalingConfig, SnapshotConfig, TopicConfig
+from tests.sim.timed_app import TIMED, add_time
 
 __all__ = [
     "COMPACTION_APPLIED",
@@ -95,12 +99,14 @@ def make_app(
     exactly_once: bool = False,
     in_flight: int = 1,
     latest: bool = False,
+    timed: bool = False,
 ) -> App:
     """The fold app over ``partitions`` input partitions (``outputs``: with an output topic;
     without one the function returns nothing; ``snapshots``: processors take snapshots, join
     by them and restore a lost directory from them, else they replay; ``exactly_once``: outputs
     in a transaction per batch; ``in_flight``: batches processed ahead of their commit;
-    ``latest``: the function keeps each key's latest value, see the module)."""
+    ``latest``: the function keeps each key's latest value, see the module; ``timed``: it
+    keeps time too, ``tests/sim/timed_app.py``)."""
     config = AppConfig(
         app_id="sim",
         kafka=KafkaConfig(bootstrap_servers="simulated:9092"),
@@ -115,7 +121,10 @@ def make_app(
                 producer_delivery_timeout_ms=3 * lease_ms,
             )
         ],
-        outputs=[TopicConfig(topic=OUTPUT, partitions=2)] if outputs else [],
+        outputs=[
+            TopicConfig(topic=topic, partitions=2)
+            for topic in ([OUTPUT, TIMED] if timed else [OUTPUT] if outputs else [])
+        ],
         initial_processors=initial_processors,
         processors=initial_processors,
         state_dir=state_dir,
@@ -137,8 +146,19 @@ def make_app(
     if latest:
         _keep_latest(app, die, outputs)
         return app
+    if timed:
+        add_time(app, fold_function(die, outputs, topic=OUTPUT))
+        return app
+    app.processor()(fold_function(die, outputs))
+    return app
 
-    @app.processor()
+
+def fold_function(
+    die: Callable[[], NoReturn] | None, outputs: bool, topic: str | None = None
+) -> Callable[[Record[bytes | None], KeyState[FoldState]], Output | None]:
+    """The function that folds a record into its key's state (``outputs``: and says so, to
+    ``topic``; default: the only output topic)."""
+
     def apply(record: Record[bytes | None], state: KeyState[FoldState]) -> Output | None:
         """Fold the record into its key's state and say so."""
         producer, seq, kind = parse((record.value or b"").decode())
@@ -157,10 +177,10 @@ def make_app(
             return None
         where = [record.topic, record.partition, record.offset]
         if kind == HUGE:
-            return Output([producer, seq, new["n"], *where, "x" * _HUGE_BYTES])
-        return Output([producer, seq, new["n"], *where])
+            return Output([producer, seq, new["n"], *where, "x" * _HUGE_BYTES], topic=topic)
+        return Output([producer, seq, new["n"], *where], topic=topic)
 
-    return app
+    return apply
 
 
 def _keep_latest(app: App, die: Callable[[], NoReturn] | None, outputs: bool) -> None:

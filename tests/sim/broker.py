@@ -149,6 +149,9 @@ class Broker:
         #: called with a process's name, the consumer's name and the records each of its
         #: consumers' fetches got
         self.fetch_watchers: list[Callable[[str, str, list[StoredRecord]], None]] = []
+        #: how long before it was queued a record (topic, key, value) happened: its
+        #: timestamp is when it was queued less this (``tests/sim/event_times.py``)
+        self.delay: Callable[[str, bytes | None, bytes | None], int] = _no_delay
 
     # -- topics --------------------------------------------------------------------------
 
@@ -414,3 +417,8 @@ class Broker:
         log = self.partition((name, partition))
         log.start = max(log.start, min(offset, log.end))
         log.records = [r for r in log.records if r.offset >= log.start]
+
+
+def _no_delay(_topic: str, _key: bytes | None, _value: bytes | None) -> int:
+    """A record happened when it was queued (``Broker.delay``)."""
+    return 0

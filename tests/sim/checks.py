@@ -59,7 +59,7 @@ from tests.sim.compacted import (
 )
 from tests.sim.world import World
 
-__all__ = ["Violation", "check_outputs", "check_world"]
+__all__ = ["Violation", "check_outputs", "check_world", "owner_of"]
 
 
 @dataclass
@@ -161,7 +161,7 @@ def lineage_order(world: World) -> Callable[[StoredRecord], tuple[int, int]]:
     return order
 
 
-def _owner(world: World, key: bytes, processors: int) -> int:
+def owner_of(world: World, key: bytes, processors: int) -> int:
     """The processor that owns ``key``: its partition's under the registry's count."""
     config = world.app.config
     history = _history(world)
@@ -186,13 +186,13 @@ def check_world(world: World, processors: int) -> Violation:
             database.close()
     for j, held in states.items():
         for key in held:
-            if _owner(world, key, processors) != j:
+            if owner_of(world, key, processors) != j:
                 found.add(f"processor {j} holds state for {key!r}, owned by another")
     if world.plan.compacted:
         check_latest_state(
             _applied(world),
-            lambda key: states.get(_owner(world, key, processors), {}).get(key),
-            lambda key: _owner(world, key, processors),
+            lambda key: states.get(owner_of(world, key, processors), {}).get(key),
+            lambda key: owner_of(world, key, processors),
             _kept(world),
             found.add,
         )
@@ -220,7 +220,7 @@ def _check_folds(
     """Each key's state at its owner is the fold of its records (each producer's last seq,
     their count, no order broken)."""
     for key, producers in sorted(_input(world, _APPLIED).items()):
-        owner = _owner(world, key, processors)
+        owner = owner_of(world, key, processors)
         state = states.get(owner, {}).get(key)
         expected_n = sum(len(s) for s in producers.values())
         expected_last = {p: max(s) for p, s in producers.items()}
@@ -249,7 +249,8 @@ def _check_dead_letters(world: World, found: Violation) -> None:
     }
     resumes = world.events.resumes
     for record in world.broker.committed_records(INPUT):
-        paused = any(at <= record.timestamp_ms < at + _PAUSED_MS for at in resumes)
+        queued = record.timestamp_ms + world.broker.delay(INPUT, record.key, record.value)
+        paused = any(at <= queued < at + _PAUSED_MS for at in resumes)
         if (record.partition, record.offset) in late and not paused:
             found.add(
                 f"late record {INPUT}[{record.partition}]@{record.offset} was not queued "

@@ -32,6 +32,8 @@ from tests.sim.disks import rocksdb_without_background_compactions
 from tests.sim.junk import Junk
 from tests.sim.operators import start_operator
 from tests.sim.plan import Operation, Plan, rival_operations
+from tests.sim.ticker import start_time
+from tests.sim.time_checks import check_time
 from tests.sim.twin import Twin
 from tests.sim.upstream import start_upstream
 from tests.sim.world import World
@@ -125,6 +127,8 @@ def _run(plan: Plan, root: Path, aim: Callable[[World], None] | None) -> Outcome
             world.start_producer(plan.records)
         if plan.upstream:
             start_upstream(world, plan.records)
+        if plan.timed:
+            start_time(world)
         start_operator(world, plan.operations)
         if plan.rival:
             start_operator(world, rival_operations(plan), name="rival")
@@ -162,13 +166,13 @@ def _run(plan: Plan, root: Path, aim: Callable[[World], None] | None) -> Outcome
             ) or (world.events.retention and "retention deleted" in halted)
             if not documented:
                 outcome.problems.append(f"stopped without a lost disk or retention: {halted}")
-            outcome.problems += check_outputs(world).problems
+            outcome.problems += check_outputs(world).problems + check_time(world, None)
             outcome.problems += _false_alarms(world) + junk.problems()
             return outcome
         if settled is None:
             outcome.problems.append(_stuck(world))
             return outcome
-        outcome.problems += check_world(world, settled).problems
+        outcome.problems += check_world(world, settled).problems + check_time(world, settled)
         outcome.problems += _false_alarms(world) + junk.problems()
         return outcome
     finally:

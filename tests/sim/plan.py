@@ -20,6 +20,8 @@ __all__ = [
 COMPACTED_GROWTH = True
 #: whether the operator also shrinks the input (``expand`` to fewer partitions: issue 34)
 SHRINK_DRAWS = True
+#: the share of plans (with an output topic, not compacted) whose app keeps time
+TIMED_RATE = 0.6
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,9 @@ class Plan:
     #: key's latest value, producers also delete keys, and the input is compacted at
     #: ``compact_rate`` too
     compacted: bool = False
+    #: whether the app keeps time (``tests/sim/timed_app.py``): windows, timers and a ttl
+    #: over the records' timestamps, with ticks in the input (``tests/sim/ticker.py``)
+    timed: bool = False
 
     def describe(self) -> str:
         """The plan as readable lines."""
@@ -143,6 +148,7 @@ class Plan:
             f"{'exactly-once outputs, ' if self.exactly_once else ''}"
             f"{'records no reader can read, ' if self.junk else ''}"
             f"{'a compacted input (latest values, deletes), ' if self.compacted else ''}"
+            f"{'windows, timers and a ttl (ticks in the input), ' if self.timed else ''}"
             f"{self.in_flight} batches in flight, chaos for {self.chaos_steps} steps",
         ]
         if self.upstream:
@@ -203,6 +209,7 @@ class Plan:
             replace(self, twin=False),
             replace(self, junk=False),
             replace(self, compacted=False),
+            replace(self, timed=False),
             replace(self, upstream=False, abort_rate=0.0, aborted_partition=None),
             replace(self, aborted_partition=None),
             replace(self, abort_rate=0.0),
@@ -278,6 +285,9 @@ def draw_plan(seed: int) -> Plan:
     plan = replace(plan, junk=rng.random() < 0.2)
     if rng.random() < 0.25 and (COMPACTED_GROWTH or all(op.kind != "expand" for op in operations)):
         plan = replace(plan, compacted=True, compact_rate=rng.choice([0.002, 0.01, 0.03]))
+    # (with an output topic for its results; a compacted input takes no keyless ticks)
+    if plan.outputs and not plan.compacted and rng.random() < TIMED_RATE:
+        plan = replace(plan, timed=True)
     return plan
 
 

@@ -141,7 +141,8 @@ class MemoryProducer(KafkaProducer):
             "key": key,
             "value": value,
             "headers": stored,
-            "timestamp_ms": int(self._kafka.clock.time() * 1000),
+            "timestamp_ms": int(self._kafka.clock.time() * 1000)
+            - self._kafka.broker.delay(topic, key, value),
             "origin": self._kafka.name,
         }
         size = len(key or b"") + len(value or b"")

@@ -103,6 +103,7 @@ class Twin:
             exactly_once=plan.exactly_once,
             in_flight=plan.in_flight,
             latest=plan.compacted,
+            timed=plan.timed,
         )
         app.config.snapshots.url = world.app.config.snapshot_url  # one store both reach
         self.app, self.started = app, world.clock.monotonic()

@@ -132,6 +132,7 @@ class World:
             exactly_once=plan.exactly_once,
             in_flight=plan.in_flight,
             latest=plan.compacted,
+            timed=plan.timed,
         )
         self.events = Events()
         #: the chance of a kill right after a handoff record (0 once the chaos phase ends)

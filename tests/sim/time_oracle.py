@@ -1,0 +1,134 @@
+"""The oracle of a timed plan (``Plan.timed``): what one processor computes from the input.
+
+Each key is folded on its own, by the real ``RecordProcessor`` over an in-memory database,
+through its *canonical sequence*: the records its function applies (plain and huge ones,
+as the input ends up holding them: no marker, no late or special record, nothing of an
+aborted transaction) and the ticks of the partitions it lives in at their offsets (by the
+registry's history), in lineage order (``checks.lineage_order``: the step in force where
+each lies, then offset; a key has one home per step). The oracle gives each key's outputs
+to ``TIMED`` in the order it emits them, and what its time stores and its ``recent`` value
+hold at the end.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from framework.app import App
+from framework.coordination.registry import TopicRegistry
+from framework.processing import RecordProcessor, StoredMessage
+from framework.time.key_clock import TIME_STORE
+from framework.time.ticks import is_tick
+from rebalance import bucket, key_hash
+from statestore import DatabaseIdentity, ProcessorDatabase
+from statestore.due_index import DUE_STORE
+from tests.sim.app import HUGE, INPUT, make_app, parse
+from tests.sim.broker import StoredRecord
+from tests.sim.checks import late_records, lineage_order
+from tests.sim.compacted import named
+from tests.sim.timed_app import TIMED
+from tests.sim.world import World
+
+__all__ = ["COMPARED_STORES", "KeyTruth", "time_oracle"]
+
+#: the stores whose values at a key's owner must be the oracle's at the end
+COMPARED_STORES = (TIME_STORE, DUE_STORE, "recent")
+#: the kinds of record the function applies (``tests/sim/app.py``)
+_APPLIED = ("", HUGE)
+
+
+@dataclass
+class KeyTruth:
+    """What the oracle says of one key."""
+
+    #: its outputs to ``TIMED`` (encoded values), in the order emitted
+    outputs: list[bytes] = field(default_factory=list)
+    #: what each of ``COMPARED_STORES`` holds for it at the end, as stored (``None``: nothing)
+    stores: dict[str, bytes | None] = field(default_factory=dict)
+    #: its canonical sequence: ``(partition, offset, "record" | "tick")``
+    sequence: list[tuple[int, int, str]] = field(default_factory=list)
+    #: anything the oracle itself did not expect (a dead letter)
+    problems: list[str] = field(default_factory=list)
+
+
+def time_oracle(world: World) -> dict[bytes, KeyTruth]:
+    """Each key's ``KeyTruth`` (every key with a record the function applies)."""
+    entry = TopicRegistry(world.driver).read().get(INPUT)
+    history = None if entry is None else entry.history
+    initial = world.app.config.inputs[0].partitions
+    created = initial if history is None else history.created
+    late = late_records(world)
+    ticks: list[StoredRecord] = []
+    applied: dict[bytes, list[StoredRecord]] = defaultdict(list)
+    for record in world.broker.committed_records(INPUT):
+        if record.key is None:
+            # (the app reads no partition past those the history created)
+            if is_tick(record.headers) and record.partition < created:
+                ticks.append(record)
+            continue
+        name = named(record)
+        if name is None or (record.partition, record.offset) in late:
+            continue
+        if parse(name)[2] in _APPLIED:
+            applied[record.key].append(record)
+
+    def home(h: int, partition: int, offset: int) -> int:
+        if history is None:
+            return bucket(h, initial, initial)
+        return history.home_at(h, partition, offset)
+
+    order = lineage_order(world)
+    with tempfile.TemporaryDirectory(prefix="splitstate-oracle-") as scratch:
+        app = _oracle_app(Path(scratch))
+        truths = {}
+        for key, records in sorted(applied.items()):
+            h = key_hash(key)
+            living = [t for t in ticks if home(h, t.partition, t.offset) == t.partition]
+            truths[key] = _fold(app, key, sorted([*records, *living], key=order))
+    return truths
+
+
+def _oracle_app(scratch: Path) -> App:
+    """The timed app, reading one partition (each key is folded alone)."""
+    return make_app(
+        scratch,
+        partitions=1,
+        initial_processors=1,
+        max_records=1,
+        lease_ms=2000,
+        ready_lag=0,
+        timed=True,
+    )
+
+
+def _fold(app: App, key: bytes, sequence: list[StoredRecord]) -> KeyTruth:
+    """``key``'s truth: ``sequence`` applied one by one by a fresh ``RecordProcessor``."""
+    database = ProcessorDatabase.in_memory(DatabaseIdentity("oracle", 0), app.store_specs())
+    processor = RecordProcessor(app, {INPUT: 1})
+    truth = KeyTruth()
+    for offset, record in enumerate(sequence):
+        tick = record.key is None
+        truth.sequence.append((record.partition, record.offset, "tick" if tick else "record"))
+        # (at the oracle's own offsets of its one partition; no count header: the history
+        # placed the key already)
+        headers = list(record.headers) if tick else []
+        message = StoredMessage(
+            INPUT, 0, offset, record.key, record.value, record.timestamp_ms, headers
+        )
+        batch = database.begin()
+        outputs, dead = processor.process(batch, message)
+        batch.commit()
+        letters = processor.take_letters() + ([] if dead is None else [dead])
+        for letter in letters:
+            truth.problems.append(
+                f"the oracle made {INPUT}[{record.partition}]@{record.offset} of {key!r} a "
+                f"dead letter ({letter.stage}): {letter.reason[:200]}"
+            )
+        truth.outputs += [o.value or b"" for o in outputs if o.topic == TIMED]
+    stored = database.layout.stored(key)
+    truth.stores = {name: database.backend.get(name, stored) for name in COMPARED_STORES}
+    database.close()
+    return truth

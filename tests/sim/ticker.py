@@ -3,11 +3,11 @@
 A tick (``framework.time.ticks``) is a keyless record in an input partition: the keys that
 live in the partition at its offset and have something due by it take its event-time floor
 and processing time, and every reader meets it at that offset. The ticker, one more producer
-of the world, appends one every ``TICK_SECONDS`` to a partition drawn from the seed, with
-floor ``ALLOWANCE_MS`` before its wall time; once the other producers finished and no
-operator is at work, it appends a last round to every partition ``END_MS`` ahead, which
-closes every window and fires every timer. (The runtime's own tick writer, once it has one,
-writes ticks beside these.)
+of the world (started again when killed), appends one every ``TICK_SECONDS`` to a partition
+drawn from the seed, with floor ``ALLOWANCE_MS`` before its wall time; once the other
+producers finished and no operator is at work, it appends a last round to every partition
+``END_MS`` ahead, which closes every window and fires every timer. (The runtime's own tick
+writer, once it has one, writes ticks beside these.)
 """
 
 from __future__ import annotations
@@ -40,9 +40,10 @@ def start_time(world: World) -> None:
     start_ticker(world)
 
 
-def start_ticker(world: World) -> None:
-    """The ticker of ``world`` (see the module), started after its producers."""
-    rng = random.Random(world.plan.seed * 53 + 5)
+def start_ticker(world: World, incarnation: int = 0) -> None:
+    """The ticker of ``world`` (see the module), started after its producers; a killed one
+    is started again (as the runtime's writer, a processor, would be)."""
+    rng = random.Random(world.plan.seed * 53 + 5 + incarnation)
     clock = world.clock
 
     def body(port: MemoryKafka, party: Party) -> None:
@@ -56,7 +57,14 @@ def start_ticker(world: World) -> None:
         for partition in range(_partitions(port, producer)):
             _tick(port, producer, partition, end, end)
 
-    world.producers.append(world.spawn("ticker", body))
+    party = world.spawn("ticker", body)
+
+    def again() -> None:
+        if not world.scheduler.ended:
+            start_ticker(world, incarnation + 1)
+
+    party.on_kill.append(again)
+    world.producers.append(party)
 
 
 def _open(port: MemoryKafka) -> KafkaProducer:

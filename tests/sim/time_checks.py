@@ -20,6 +20,8 @@ sequence. Whatever processors computed it, across every fault of the plan:
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -30,7 +32,7 @@ from tests.sim.time_oracle import COMPARED_STORES, KeyTruth, time_oracle
 from tests.sim.timed_app import TIMED
 from tests.sim.world import World
 
-__all__ = ["check_time"]
+__all__ = ["Emitters", "check_time", "emission_problems"]
 
 
 def check_time(world: World, processors: int | None) -> list[str]:
@@ -55,15 +57,48 @@ def check_time(world: World, processors: int | None) -> list[str]:
 def _check_emitted(
     world: World, truths: dict[bytes, KeyTruth], found: Violation, *, complete: bool
 ) -> None:
-    #: key -> output value -> the processes that emitted it, in order (values in the order
-    #: first emitted)
     emitted: dict[bytes, dict[bytes, list[str]]] = defaultdict(dict)
     for record in world.broker.committed_records(TIMED):
         assert record.key is not None, f"a keyless output {record}"
         emitted[record.key].setdefault(record.value or b"", []).append(record.origin)
     exactly_once = world.plan.exactly_once
-    repeats_allowed = set() if exactly_once else world.events.twinned
-    cut_short, expired = world.events.cut_short, world.broker.expired_origins
+    emission_problems(
+        emitted,
+        truths,
+        Emitters(
+            cut_short=world.events.cut_short,
+            repeats_allowed=set() if exactly_once else world.events.twinned,
+            expired=world.broker.expired_origins,
+            exactly_once=exactly_once,
+        ),
+        found.add,
+        complete=complete,
+    )
+
+
+@dataclass(frozen=True)
+class Emitters:
+    """What the world says of the processes that emitted (``Events``): killed or stopped on
+    an error (``cut_short``), allowed to repeat outputs (``repeats_allowed``: under
+    at-least-once, the runs of a twinned processor), some of whose outputs expired in their
+    producer's queue (``expired``); and whether outputs are exactly-once."""
+
+    cut_short: set[str] = field(default_factory=set)
+    repeats_allowed: set[str] = field(default_factory=set)
+    expired: set[str] = field(default_factory=set)
+    exactly_once: bool = False
+
+
+def emission_problems(
+    emitted: dict[bytes, dict[bytes, list[str]]],
+    truths: dict[bytes, KeyTruth],
+    emitters: Emitters,
+    add: Callable[[str], None],
+    *,
+    complete: bool,
+) -> None:
+    """``add`` what is wrong with ``emitted`` (key -> output value -> the processes that
+    emitted it, in order; values in the order first emitted) by the oracle's ``truths``."""
     for key in sorted(set(emitted) | set(truths)):
         truth = truths.get(key, KeyTruth())
         outputs = emitted.get(key, {})
@@ -73,25 +108,27 @@ def _check_emitted(
             if value not in wanted:
                 same = by_identity.get(_identity(value))
                 said = "none such" if same is None else _show(same)
-                found.add(f"{key!r}: {TIMED} has {_show(value)} from {origins}; the oracle: {said}")
-            elif exactly_once and len(origins) > 1:
-                found.add(f"{key!r}: {_show(value)} was emitted {len(origins)} times: {origins}")
+                add(f"{key!r}: {TIMED} has {_show(value)} from {origins}; the oracle: {said}")
+            elif emitters.exactly_once and len(origins) > 1:
+                add(f"{key!r}: {_show(value)} was emitted {len(origins)} times: {origins}")
             elif uncut := [
-                o for o in origins[:-1] if o not in cut_short and o not in repeats_allowed
+                o
+                for o in origins[:-1]
+                if o not in emitters.cut_short and o not in emitters.repeats_allowed
             ]:
-                found.add(
+                add(
                     f"{key!r}: {_show(value)} was emitted by {origins}, though {uncut} was "
                     "neither killed nor stopped on an error"
                 )
         if complete and (missing := [v for v in truth.outputs if v not in outputs]):
-            found.add(
+            add(
                 f"{key!r}: {len(missing)} of the oracle's {len(truth.outputs)} outputs were "
                 f"never emitted: {', '.join(_show(v) for v in missing[:3])}"
             )
         ranks = [wanted[value] for value in outputs if value in wanted]
-        expiry = any(origin in expired for origins in outputs.values() for origin in origins)
+        expiry = any(o in emitters.expired for origins in outputs.values() for o in origins)
         if ranks != sorted(ranks) and not expiry:
-            found.add(
+            add(
                 f"{key!r}: outputs first emitted in the oracle's order {ranks[:30]}: "
                 f"{' '.join(_show(truth.outputs[r], 60) for r in ranks[:8])}"
             )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from tests.sim.compacted import named
 from tests.sim.timed_app import TIMED
 from tests.sim.world import World
 
-__all__ = ["COMPARED_STORES", "KeyTruth", "time_oracle"]
+__all__ = ["COMPARED_STORES", "KeyTruth", "oracle_of", "time_oracle"]
 
 #: the stores whose values at a key's owner must be the oracle's at the end
 COMPARED_STORES = (TIME_STORE, DUE_STORE, "recent")
@@ -80,7 +81,18 @@ def time_oracle(world: World) -> dict[bytes, KeyTruth]:
             return bucket(h, initial, initial)
         return history.home_at(h, partition, offset)
 
-    order = lineage_order(world)
+    return oracle_of(applied, ticks, home, lineage_order(world))
+
+
+def oracle_of(
+    applied: dict[bytes, list[StoredRecord]],
+    ticks: list[StoredRecord],
+    home: Callable[[int, int, int], int],
+    order: Callable[[StoredRecord], tuple[int, int]],
+) -> dict[bytes, KeyTruth]:
+    """Each key's ``KeyTruth`` from the records its function applies (``applied``) and the
+    input's ticks, applied to the keys living where each lies (``home(key hash, partition,
+    offset)``), in ``order``."""
     with tempfile.TemporaryDirectory(prefix="splitstate-oracle-") as scratch:
         app = _oracle_app(Path(scratch))
         truths = {}

@@ -17,6 +17,7 @@ import time
 from tests.sim.driver import Outcome, run_schedule, shrink
 from tests.sim.plan import draw_plan
 from tests.sim.regressions import REGRESSIONS
+from tests.sim.time_regressions import TIME_REGRESSIONS
 
 __all__ = ["main", "run_seeds"]
 
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first", type=int, default=0, help="first seed")
     parser.add_argument("--count", type=int, default=1, help="how many seeds")
     parser.add_argument("--seed", type=int, help="one seed (replay)")
-    parser.add_argument("--regression", help="one kept plan of tests/sim/regressions.py")
+    parser.add_argument("--regression", help="one kept plan of tests/sim/*regressions.py")
     parser.add_argument("--verbose", action="store_true", help="report every schedule")
     parser.add_argument("--no-shrink", action="store_true", help="report failures as they are")
     parser.add_argument("--stop-first", action="store_true", help="stop at the first failure")
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         seeds = [s for s in range(args.first, args.first + args.count) if s not in skipped]
     started = time.monotonic()
     if args.regression is not None:
-        outcome = run_schedule(REGRESSIONS[args.regression])
+        outcome = run_schedule({**REGRESSIONS, **TIME_REGRESSIONS}[args.regression])
         print(outcome.report(), flush=True)
         return 0 if outcome.ok else 1
     if args.verbose:

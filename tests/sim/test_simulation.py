@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.sim.regressions import REGRESSIONS
+from tests.sim.time_regressions import TIME_REGRESSIONS, UNFIXED
 
 SEEDS = int(os.environ.get("SIM_SEEDS", "1000"))
 WORKERS = 2
@@ -53,6 +54,19 @@ def test_seeded_schedules_hold_every_invariant() -> None:
 
 @pytest.mark.parametrize("name", sorted(REGRESSIONS))
 def test_kept_schedules_that_once_found_a_defect(name: str) -> None:
+    _finish([_runner("--regression", name)])
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=UNFIXED[name]))
+        if name in UNFIXED
+        else name
+        for name in sorted(TIME_REGRESSIONS)
+    ],
+)
+def test_kept_timed_schedules_that_once_found_a_defect(name: str) -> None:
     _finish([_runner("--regression", name)])
 
 

@@ -1,0 +1,79 @@
+"""Timed schedules (``Plan.timed``) that found a defect, kept as plans as in
+``tests/sim/regressions.py`` (replay one with ``python -m tests.sim.runner --regression
+NAME``). ``UNFIXED`` names those whose defect is not fixed on this branch, and where it is.
+"""
+
+from __future__ import annotations
+
+from tests.sim.plan import Operation, Plan
+
+__all__ = ["TIME_REGRESSIONS", "UNFIXED"]
+
+TIME_REGRESSIONS: dict[str, Plan] = {
+    # A tick in a growth's child, read before the parent was read past the child's marker,
+    # was applied at once (keyless records never waited at a gate): the moved key took its
+    # floor ahead of its own records still in the parent, so the live run closed its windows
+    # and fired its timers early, and a replay after a restart did otherwise (seed 32; also
+    # 4, 23, 28, 39, 55, 78 of 0..99).
+    "tick-in-a-child-before-its-parents-marker-32": Plan(
+        seed=32,
+        partitions=1,
+        initial_processors=1,
+        keys=1,
+        records=4,
+        ready_lag=0,
+        operations=(Operation("expand", 2, 0.3), Operation("expand", 6, 2.5)),
+        chaos_steps=500,
+        max_kills=0,
+        twin=True,
+        twin_at=7.4,
+        twin_for=35.0,
+        timed=True,
+    ),
+    # A receiver's catch-up skipped the ticks it replayed (keyless: no gained key's): its
+    # keys missed the floors their old owner had applied, so it emitted again windows and
+    # timers the old owner had emitted, with other values (seed 72; also 4, 8, 9, 49).
+    "catch-up-skips-ticks-72": Plan(
+        seed=72,
+        initial_processors=1,
+        keys=5,
+        records=50,
+        max_records=1,
+        ready_lag=10,
+        operations=(Operation("expand", 8, 1.5), Operation("scale", 5, 1.4)),
+        snapshots=True,
+        exactly_once=True,
+        in_flight=2,
+        chaos_steps=1000,
+        max_kills=0,
+        junk=True,
+        timed=True,
+    ),
+    # A tick in a shrink's survivor at or past its hold offset, read while the processor's
+    # view of the registry lacked the shrink (a survivor gets no marker; a keyed record there
+    # makes the processor read the registry again, a tick does not), was judged by the older
+    # step: the keys merged into the survivor did not take it, though they live there by the
+    # history every replay reads (seed 83; also 48 of 0..99).
+    "tick-judged-by-a-registry-view-older-than-it-83": Plan(
+        seed=83,
+        partitions=4,
+        keys=5,
+        records=30,
+        ready_lag=2,
+        operations=(Operation("expand", 7, 0.2), Operation("expand", 5, 0.9)),
+        chaos_steps=750,
+        max_kills=0,
+        timed=True,
+    ),
+}
+
+#: kept plans whose defect this branch does not fix, and where it is (or is not) fixed
+UNFIXED: dict[str, str] = {
+    "tick-in-a-child-before-its-parents-marker-32": (
+        "ticks wait at the ordering gates on branch time-catchup (eb7f2ba)"
+    ),
+    "catch-up-skips-ticks-72": "the catch-up applies ticks on branch time-catchup (3c2f866)",
+    "tick-judged-by-a-registry-view-older-than-it-83": (
+        "not fixed yet: a tick is judged by the registry view the processor has"
+    ),
+}

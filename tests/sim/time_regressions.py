@@ -1,6 +1,6 @@
 """Timed schedules (``Plan.timed``) that found a defect, kept as plans as in
 ``tests/sim/regressions.py`` (replay one with ``python -m tests.sim.runner --regression
-NAME``). ``UNFIXED`` names those whose defect is not fixed on this branch, and where it is.
+NAME``). ``UNFIXED`` names those whose defect is not fixed yet.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ TIME_REGRESSIONS: dict[str, Plan] = {
     # was applied at once (keyless records never waited at a gate): the moved key took its
     # floor ahead of its own records still in the parent, so the live run closed its windows
     # and fired its timers early, and a replay after a restart did otherwise (seed 32; also
-    # 4, 23, 28, 39, 55, 78 of 0..99).
+    # 4, 23, 28, 39, 55, 78 of 0..99; fixed by 9cea90a: a tick waits at every gate).
     "tick-in-a-child-before-its-parents-marker-32": Plan(
         seed=32,
         partitions=1,
@@ -32,7 +32,8 @@ TIME_REGRESSIONS: dict[str, Plan] = {
     ),
     # A receiver's catch-up skipped the ticks it replayed (keyless: no gained key's): its
     # keys missed the floors their old owner had applied, so it emitted again windows and
-    # timers the old owner had emitted, with other values (seed 72; also 4, 8, 9, 49).
+    # timers the old owner had emitted, with other values (seed 72; also 4, 8, 9, 49; fixed
+    # by b8dd5f1: a catch-up applies ticks to the keys it gains).
     "catch-up-skips-ticks-72": Plan(
         seed=72,
         initial_processors=1,
@@ -67,13 +68,9 @@ TIME_REGRESSIONS: dict[str, Plan] = {
     ),
 }
 
-#: kept plans whose defect this branch does not fix, and where it is (or is not) fixed
+#: kept plans whose defect is not fixed yet, and why (their test is a strict xfail)
 UNFIXED: dict[str, str] = {
-    "tick-in-a-child-before-its-parents-marker-32": (
-        "ticks wait at the ordering gates on branch time-catchup (eb7f2ba)"
-    ),
-    "catch-up-skips-ticks-72": "the catch-up applies ticks on branch time-catchup (3c2f866)",
     "tick-judged-by-a-registry-view-older-than-it-83": (
-        "not fixed yet: a tick is judged by the registry view the processor has"
+        "not fixed yet: a tick is judged by whatever registry view the processor has"
     ),
 }

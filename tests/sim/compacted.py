@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from framework.time.ticks import is_tick
 from tests.sim.app import COMPACTION_APPLIED, DELETE_HEADER, FoldState, parse
 from tests.sim.broker import StoredRecord
 
@@ -55,7 +56,9 @@ def compaction_tombstone(record: StoredRecord) -> bool:
 
 def named(record: StoredRecord) -> str | None:
     """``"<producer>:<seq>[:<kind>]"`` of a producer's record (its value, or a delete's
-    header), ``None`` for any other (a marker, a compaction tombstone)."""
+    header), ``None`` for any other (a marker, a compaction tombstone, a tick)."""
+    if is_tick(record.headers):
+        return None
     if record.value is not None:
         return record.value.decode()
     for name, value in record.headers:

@@ -3,6 +3,7 @@ compacted log may hold and nothing else."""
 
 from __future__ import annotations
 
+from framework.time.ticks import tick_headers
 from tests.sim.app import COMPACTION_APPLIED, DELETE_HEADER
 from tests.sim.broker import StoredRecord
 from tests.sim.compacted import (
@@ -65,3 +66,10 @@ def test_a_compaction_tombstone_is_named_by_no_producer() -> None:
     tombstone = StoredRecord("in", 0, 5, b"k", None, (("splitstate.compaction", b"in/1"),), 0, "p")
     assert compaction_tombstone(tombstone) and named(tombstone) is None
     assert not compaction_tombstone(GONE) and named(GONE) == "p:3"
+
+
+def test_a_tick_is_named_by_no_producer() -> None:
+    # (the runtime's ticks hold an empty value, the simulation's ticker's none)
+    for value in (b"", None):
+        tick = StoredRecord("in", 0, 6, None, value, tuple(tick_headers(5, 5)), 0, "processor-0#1")
+        assert named(tick) is None

@@ -126,7 +126,10 @@ class Pipeline:
             sending = send(runner.writer, outputs, dead, source)
             if runner.ticks is not None and result.ticks:  # (into the transaction, if any)
                 producer = runner.writer.producer
-                sending.pending += runner.ticks.send(producer, result.ticks, sending)
+                # counted after: a report served while waiting for queue room has counted
+                # itself down (``pending += send(...)`` would read pending before the sends)
+                sent = runner.ticks.send(producer, result.ticks, sending)
+                sending.pending += sent
         except BaseException:
             self._abandon(messages)
             raise

@@ -66,6 +66,28 @@ TIME_REGRESSIONS: dict[str, Plan] = {
         max_kills=0,
         timed=True,
     ),
+    # A batch's tick handed to a producer whose queue was full (queue.buffering.max.messages
+    # of 1-3) waited for room, serving the batch's output reports meanwhile; the pipeline
+    # then added the tick to a count of unacknowledged deliveries it had read before those
+    # reports (``pending += send(...)``), which so never reached 0: the processor stopped
+    # after 60 s at every run, and the world never settled (seed 18; also 40, 52, 57, 66,
+    # 80, 99 of 0..99: every timed plan whose producers queue 1-3 records).
+    "tick-counted-over-a-report-served-meanwhile-18": Plan(
+        seed=18,
+        partitions=1,
+        initial_processors=1,
+        keys=2,
+        records=25,
+        max_records=3,
+        ready_lag=0,
+        outage_rate=0.002,
+        compact_rate=0.01,
+        max_queued=1,
+        in_flight=4,
+        chaos_steps=3000,
+        max_kills=0,
+        timed=True,
+    ),
 }
 
 #: kept plans whose defect is not fixed yet, and why (their test is a strict xfail)

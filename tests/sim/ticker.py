@@ -6,8 +6,8 @@ and processing time, and every reader meets it at that offset. The ticker, one m
 of the world (started again when killed), appends one every ``TICK_SECONDS`` to a partition
 drawn from the seed, with floor ``ALLOWANCE_MS`` before its wall time; once the other
 producers finished and no operator is at work, it appends a last round to every partition
-``END_MS`` ahead, which closes every window and fires every timer. (The runtime's own tick
-writer, once it has one, writes ticks beside these.)
+``END_MS`` ahead, which closes every window and fires every timer. The processors write
+ticks of their own beside these (``framework.runtime.ticking``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ library only). The app is Quix's own spelling of the benchmark:
 Kafka timestamps (Quix's default closing strategy ``"key"``: a key's window closes when that
 key's time passes its end, as in splitstate), each result sent to the output topic keyed by
 the input's key, reading from the beginning with its own consumer group and Quix's defaults
-otherwise (changelog topics on, 5 s checkpoints) but for ``processing_guarantee``. Once it has
+otherwise (changelog topics on, 5 s checkpoints) but for ``processing_guarantee``. The
+benchmark runs it before any splitstate run, so the input holds no tick (a splitstate record
+Quix would take for a reading). Once it has
 processed ``records`` records it stops (``Application.stop``: the last checkpoint is
 committed) and prints one JSON line with the fields of ``bench.throughput_runs.Timing`` (timed
 as there) and ``version``.

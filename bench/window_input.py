@@ -3,7 +3,10 @@
 ``records`` readings: keys ``sensor-00000`` ... drawn uniformly from ``keys``, values random
 ints 0-999 as JSON, Kafka timestamps rising evenly over ``minutes`` of event time (ending a
 minute before now). Each key's timestamps rise, so no record is late and a key's minute closes
-(grace 0) at its first record of a later minute: every minute of a key but its last closes.
+(grace 0) at its first record of a later minute. After them, one *closing* reading per key
+that had any (value 0, at the end of the last minute, in key order): it closes every minute
+of its key by the key's own time, so every window of the readings closes, and the closing
+readings' own minutes stay open.
 """
 
 from __future__ import annotations
@@ -11,23 +14,34 @@ from __future__ import annotations
 import random
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 
 import orjson
 from confluent_kafka import KafkaError, Message, Producer
 
 from framework.producer import SplitstateProducer
 
-__all__ = ["MINUTE", "Sums", "WindowSums", "produce_readings"]
+__all__ = ["MINUTE", "Readings", "Sums", "WindowSums", "produce_readings"]
 
 MINUTE = 60_000
 #: ``(key, window start) -> (window end, sum)``
 Sums = dict[tuple[bytes, int], tuple[int, int]]
 
 
+@dataclass(frozen=True)
+class Readings:
+    """What ``produce_readings`` wrote: the window sums that must close, and how many
+    records (the readings and the closing ones)."""
+
+    sums: Sums
+    records: int
+    closing: int
+
+
 def produce_readings(
     bootstrap: str, topic: str, records: int, *, keys: int, minutes: int = 60, seed: int = 35
-) -> Sums:
-    """Write the readings to ``topic`` and return the window sums that must close.
+) -> Readings:
+    """Write the readings, then the closing ones, to ``topic``; what must close.
 
     Keys are placed as ``SplitstateProducer`` places them (and carry its ``splitstate.count``
     header); it has no way to set a record's timestamp, so a plain producer writes them, with
@@ -48,13 +62,16 @@ def produce_readings(
             failed.append(error)
 
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000},
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "enable.idempotence": True,  # each partition in the order produced, retries too
+        },
     )
     sums = WindowSums()
-    for i in range(records):
-        k = rng.randrange(keys)
-        value = rng.randrange(1000)
-        at = first + i * span // records
+
+    def produce(k: int, value: int, at: int) -> None:
         sums.add(names[k], at, value)
         while True:
             try:
@@ -67,14 +84,22 @@ def produce_readings(
                     headers=[header],
                     on_delivery=delivered,
                 )
-                break
+                return
             except BufferError:  # the local queue is full: let deliveries drain
                 producer.poll(0.1)
+
+    seen: set[int] = set()
+    for i in range(records):
+        k = rng.randrange(keys)
+        seen.add(k)
+        produce(k, rng.randrange(1000), first + i * span // records)
         if i % 10_000 == 0:
             producer.poll(0)
+    for k in sorted(seen):  # the closing readings: at the end of the last minute
+        produce(k, 0, first + span)
     if producer.flush(300) or failed:
         raise RuntimeError(f"the input of {topic!r} was not all delivered: {failed[:3]}")
-    return sums.closed()
+    return Readings(sums.closed(), records + len(seen), len(seen))
 
 
 class WindowSums:

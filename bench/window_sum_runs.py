@@ -8,9 +8,12 @@ runs it (``ProcessorRuntime(app, 0).run()``), processor 0 of 1, with the config'
 but for the topics, the app id, the state directory and ``processing_guarantee``.
 
 Run by the benchmark, not by hand: ``python bench/window_sum_runs.py --bootstrap HOST:PORT
---topic T --output O --records N --state DIR --group G --guarantee G --started EPOCH``. Once it
-has processed N records it stops (its last outputs delivered, offsets committed) and prints
-``bench.throughput_runs.Timing`` as a JSON line, timed as that module says.
+--topic T --output O --records N --windows W --state DIR --group G --guarantee G --started
+EPOCH``. Once it has processed N records and emitted W window results it stops (its last
+outputs delivered, offsets committed) and prints ``bench.throughput_runs.Timing`` as a JSON
+line, timed as that module says. Both conditions: the runtime counts the ticks it reads (its
+own and earlier runs', which sit after the input) among the records processed, so N alone
+could be reached before the last of the input; the W results come only once it is all read.
 """
 
 from __future__ import annotations
@@ -46,9 +49,9 @@ def window_sum_app(config: AppConfig) -> App:
     return app
 
 
-def run(where: Where, guarantee: str, clock: Clock) -> Timing:
+def run(where: Where, guarantee: str, clock: Clock, windows: int) -> Timing:
     """Run the app's processor 0 of 1 (app id ``where.group``) until it processed
-    ``where.records`` records."""
+    ``where.records`` records and emitted ``windows`` results."""
     config = AppConfig.load(
         app_id=where.group,
         kafka={"bootstrap_servers": where.bootstrap},
@@ -62,7 +65,7 @@ def run(where: Where, guarantee: str, clock: Clock) -> Timing:
 
     def until(stats: RuntimeStats) -> bool:
         clock.processed(stats.records)
-        return stats.records >= where.records
+        return stats.records >= where.records and stats.outputs >= windows
 
     stats = runtime.run(until=until)
     return clock.timing(stats.records)
@@ -75,6 +78,7 @@ def main() -> None:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--output", required=True)
     parser.add_argument("--records", type=int, required=True)
+    parser.add_argument("--windows", type=int, required=True, help="window results to emit")
     parser.add_argument("--state", type=Path, required=True)
     parser.add_argument("--group", required=True, help="the app id")
     parser.add_argument("--guarantee", choices=GUARANTEES, required=True)
@@ -82,7 +86,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     where = Where(args.bootstrap, args.topic, args.output, args.records, args.state, args.group)
-    timing = run(where, args.guarantee, Clock(args.started))
+    timing = run(where, args.guarantee, Clock(args.started), args.windows)
     print(timing.line(), flush=True)
 
 

@@ -38,6 +38,19 @@ def test_every_minute_of_a_key_closes_but_its_last_one_at_its_end() -> None:
     }
 
 
+def test_a_closing_record_per_key_at_the_end_closes_every_window_of_the_readings() -> None:
+    sums = WindowSums()
+    for key, at, value in [(b"a", 5, 1), (b"a", MINUTE + 5, 2), (b"b", 3 * MINUTE - 1, 7)]:
+        sums.add(key, at, value)
+    for key in (b"a", b"b"):  # as produce_readings closes 3 minutes of readings
+        sums.add(key, 3 * MINUTE, 0)
+    assert sums.closed() == {
+        (b"a", 0): (MINUTE, 1),
+        (b"a", MINUTE): (2 * MINUTE, 2),
+        (b"b", 2 * MINUTE): (3 * MINUTE, 7),
+    }
+
+
 def test_check_names_missing_extra_differing_and_twice_emitted_windows() -> None:
     expected = {(b"a", 0): (MINUTE, 3), (b"a", MINUTE): (2 * MINUTE, 4), (b"b", 0): (MINUTE, 1)}
     assert check(expected, dict(expected), []) == ""
@@ -91,4 +104,23 @@ def test_a_tiny_splitstate_run_checks_its_sums_and_prints_the_table(kafka_bootst
         assert row is not None, done.stdout
         assert int(row.group(1).replace(",", "")) > 0  # records/s
         assert row.group(2) == windows
+    assert f"Every run's output holds the {windows} expected window sums" in done.stdout
+
+
+@pytest.mark.integration
+def test_a_run_of_keys_quiet_at_the_end_emits_every_window_once(kafka_bootstrap: str) -> None:
+    """2,000 keys of about one record a minute: many keys' last minute ends long before the
+    input does, and the processors tick their partitions (a tick closes such windows, which
+    Quix never closes; the at-least-once run reads the exactly-once run's ticks too). The
+    closing records close every window; each run stops only once it has read all the input
+    and emitted every window, though it counts the ticks it reads among its records."""
+    command = [sys.executable, str(ROOT / "bench" / "window_sum.py"), "--no-quix"]
+    command += ["--records", "20000", "--keys", "2000", "--minutes", "10"]
+    command += ["--bootstrap", kafka_bootstrap]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    expected = re.search(r"\(([\d,]+) windows close\)", done.stdout)
+    assert expected is not None, done.stdout
+    windows = expected.group(1)
+    assert int(windows.replace(",", "")) > 10_000  # every key-minute with a reading (~12,600)
     assert f"Every run's output holds the {windows} expected window sums" in done.stdout

@@ -111,7 +111,7 @@ class TestDriver:
         it accepts (an oracle replaying the ticks of a grown topic, each to the keys that
         lived in its partition there)."""
         headers: list[tuple[str, bytes | None]] = list(
-            tick_headers(floor, floor if wall is None else wall)
+            tick_headers(floor, floor if wall is None else wall, self.config.app_id)
         )
         self._process(topic, partition, None, b"", timestamp=floor, headers=headers, keys=keys)
 

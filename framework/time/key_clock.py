@@ -22,7 +22,7 @@ import orjson
 
 from statestore.due_index import NEVER
 
-__all__ = ["TIME_STORE", "KeyClock", "TimerEntry"]
+__all__ = ["TIME_STORE", "DamagedTimeError", "KeyClock", "TimerEntry"]
 
 #: the store of the keys' time records (a reserved name: ``framework.app``)
 TIME_STORE = "splitstate.time"
@@ -31,6 +31,47 @@ NO_TIME = -(1 << 63)
 
 #: a timer: ``(due time, "event" | "wall")``
 TimerEntry = tuple[int, str]
+#: the kinds of timer a record holds
+TIMER_KINDS = frozenset({"event", "wall"})
+#: the fields of a stored record
+_FIELDS = frozenset({"t", "f", "p", "tm", "w", "x"})
+
+
+class DamagedTimeError(ValueError):
+    """A key's stored time record is not in the form this module writes (a damaged or forged
+    state file, a snapshot from elsewhere); the message says what is wrong with it."""
+
+
+def _is_ms(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check(data: object) -> None:
+    """Raise ``DamagedTimeError`` unless ``data`` (a record, parsed) has the form ``encode``
+    writes (window data by its kind: ``window_state.check``)."""
+    if not isinstance(data, dict) or not isinstance(data.get("t"), dict) or data.keys() - _FIELDS:
+        raise DamagedTimeError(f"not an object with the fields {sorted(_FIELDS)}")
+    for name in ("f", "p"):
+        if name in data and not _is_ms(data[name]):
+            raise DamagedTimeError(f"its field {name!r} is not whole milliseconds")
+    for name in ("t", "x"):
+        times = data.get(name) or {}
+        if not isinstance(times, dict) or not all(map(_is_ms, times.values())):
+            raise DamagedTimeError(f"its field {name!r} does not map names to milliseconds")
+    timers = data.get("tm") or {}
+    if not isinstance(timers, dict) or not all(isinstance(t, dict) for t in timers.values()):
+        raise DamagedTimeError("its field 'tm' does not map timer stores to their timers")
+    for entries in timers.values():
+        for entry in entries.values():
+            if not (
+                isinstance(entry, list)
+                and len(entry) == 2  # (due, kind)
+                and _is_ms(entry[0])
+                and entry[1] in TIMER_KINDS
+            ):
+                raise DamagedTimeError(f"a timer is not [ms, kind]: {entry!r}")
+    if not isinstance(data.get("w") or {}, dict):
+        raise DamagedTimeError("its field 'w' does not map window stores to their windows")
 
 
 @dataclass
@@ -73,12 +114,16 @@ class KeyClock:
 
     @classmethod
     def decode(cls, raw: bytes | None) -> KeyClock:
-        """The record stored as ``raw`` (a new one for ``None``)."""
+        """The record stored as ``raw`` (a new one for ``None``); ``DamagedTimeError`` when
+        it is not in the form ``encode`` writes (its windows' data is not checked here: by
+        kind, ``window_state.check``)."""
         if raw is None:
             return cls()
-        data = orjson.loads(raw)
-        # (per record: only what JSON cannot hold as the clock does is converted; a record
-        # this module did not write fails here or in ``readable``)
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError as error:
+            raise DamagedTimeError(f"not JSON ({error})") from None
+        _check(data)
         timers = data.get("tm")
         return cls(
             times=data["t"],
@@ -100,7 +145,7 @@ class KeyClock:
         ms (``None``: none yet); one that cannot be read as ``{"unreadable": base64}``."""
         try:
             clock = cls.decode(raw)
-        except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError, IndexError):
+        except DamagedTimeError:
             return {"unreadable": base64.b64encode(raw).decode("ascii")}
         return {
             "time": None if clock.time == NO_TIME else clock.time,

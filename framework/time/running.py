@@ -26,7 +26,7 @@ from framework.records import (
 )
 from framework.time.context import KeyTime
 from framework.time.keeper import TimeKeeper
-from framework.time.key_clock import TIME_STORE
+from framework.time.key_clock import TIME_STORE, DamagedTimeError
 from framework.time.specs import Timer, TimerSpec, WindowSpec, event_time_of
 from framework.time.views import ExpiringState, KeyTimers, KeyWindows
 from framework.time.window_state import LateError, Unmerged, accumulator
@@ -69,6 +69,7 @@ class TimedFunctions:
             self._close,
             self._refuse_timer,
             expiring=app.ttls,
+            damaged=self._passed_over,
         )
         self._event_times = {
             topic: event_time_of(handler.event_time) for topic, handler in app.handlers.items()
@@ -99,7 +100,11 @@ class TimedFunctions:
         try:
             event_time = self.event_time = self._event_time(record)
             keeper = self.keeper
-            time = keeper.open(batch, key)
+            try:
+                time = keeper.load(batch, key)
+            except DamagedTimeError as damaged:
+                why = _damaged(key, str(damaged), "The record was not applied")
+                raise RecordFailedError("decode", why, damaged) from None
             time.record = record
             outputs: list[Output] = keeper.advance(batch, time, record.topic, event_time)
             result = function(record, self.state(batch, key, time, stores))
@@ -147,6 +152,18 @@ class TimedFunctions:
             key = output.key if output.key is not None else b""
             encoded += self._encode(output, key, where, self.tick)
         return encoded
+
+    def _passed_over(self, key: bytes, raw: bytes, why: str) -> None:
+        """A key a tick passed over, its time record damaged: a dead letter (stage
+        ``decode``) at the tick, holding the record."""
+        topic, partition, offset = self._origin
+        reason = _damaged(
+            key,
+            why,
+            "The tick was not applied to the key, and no later tick is until it is repaired "
+            "(this dead letter's value is the record as stored)",
+        )
+        self.letters.append(DeadLetter(topic, partition, offset, key, raw, (), "decode", reason))
 
     # -- state views ------------------------------------------------------------------------
 
@@ -272,6 +289,17 @@ class TimedFunctions:
         for name, before in saved:
             batch.store(name).rollback(key, before)
         del self.letters[letters:]
+
+
+def _damaged(key: bytes, why: str, done: str) -> str:
+    """The reason of a dead letter for ``key``, whose time record is damaged (``why``)."""
+    return (
+        f"the time record of key {key!r} in store {TIME_STORE!r} is not in the form splitstate "
+        f"writes ({why}): a damaged or foreign state file. {done}; the key's state is kept as "
+        "it is. Fix: restore the processor's state from a snapshot or rebuild it (`splitstate "
+        "backfill MODULE:APP --replace`); `splitstate state dump --store splitstate.time` "
+        "shows the record"
+    )
 
 
 def _check_progress(timer: Timer, now: tuple[int, str] | None) -> None:

@@ -30,6 +30,7 @@ __all__ = [
     "WindowResult",
     "accumulator",
     "add",
+    "check",
     "close_next",
     "merged_away",
     "next_close",
@@ -98,6 +99,37 @@ def add(
     if isinstance(kind, Sliding):
         return _sliding_add(kind, agg, data or {"p": [], "o": []}, t, value, key_time=key_time)
     return _span_add(kind, agg, data or [], t, value, key_time=key_time)
+
+
+def check(kind: WindowKind, data: Any) -> str | None:
+    """What is wrong with ``data`` as the open windows of ``kind`` (``None``: nothing; the
+    accumulators are the aggregation's to read)."""
+    if not data:
+        return None
+    if isinstance(kind, Sliding):
+        ok = (
+            isinstance(data, dict)
+            and data.keys() == {"p", "o"}
+            and _rows(data["p"], 1)
+            and isinstance(data["o"], list)
+            and all(map(_is_ms, data["o"]))
+        )
+        return None if ok else 'is not {"p": [[ms, accumulator], ...], "o": [ms, ...]}'
+    if isinstance(kind, Session):
+        return None if _rows(data, 2) else "is not [[first ms, last ms, accumulator], ...]"
+    return None if _rows(data, 1) else "is not [[start ms, accumulator], ...]"
+
+
+def _rows(data: Any, times: int) -> bool:
+    """Whether ``data`` is a list of rows of ``times`` milliseconds and an accumulator."""
+    return isinstance(data, list) and all(
+        isinstance(row, list) and len(row) == times + 1 and all(map(_is_ms, row[:times]))
+        for row in data
+    )
+
+
+def _is_ms(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def next_close(kind: WindowKind, data: Any) -> int:

@@ -181,7 +181,13 @@ class TimeKeeper:
             clock = time.clock
             clock.raise_floor(floor)
             clock.wall = max(clock.wall, wall)
+            time.ticked = True
+            # a processing-time timer set at a record counts from this tick (its first)
+            anchored = clock.anchor(max(clock.wall, clock.time), self.timers)
             item = self._next(clock)
+            if item is None and anchored:
+                loaded.append(time)  # (saved below: nothing of it fires now)
+                continue
             if item is None:
                 # nothing due by the tick: the key is left as it was, so that which keys a tick
                 # changes never depends on what an index of due keys happened to name; but
@@ -249,6 +255,8 @@ class TimeKeeper:
                 if kind == "wall":
                     if due <= wall:
                         best = _min(best, _Due(1, due, _TIMER, store, name))
+                elif kind == "wall_after":
+                    continue  # due once a tick anchored it (``KeyClock.anchor``)
                 elif due <= now:
                     best = _min(best, _Due(0, due, _TIMER, store, name))
         return best
@@ -340,6 +348,6 @@ def _event_due(
     for store, entries in clock.timers.items():
         if timers is None or store in timers:
             for at, kind in entries.values():
-                if kind != "wall":
+                if kind == "event":
                     due = min(due, at)
     return due

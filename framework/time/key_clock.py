@@ -9,6 +9,10 @@ The key's **time** is the largest event time of its records (per input, ``times`
 recorded floors applied to it (``floor``); its **wall** is the largest recorded processing
 time applied to it. Both only grow, and both come from the key's own records and the ticks
 read at fixed positions of its partition: never from the wall clock or other keys.
+
+A record carries no processing time, so a processing-time timer set ``delay`` after "now" at a
+record waits, as ``[delay, "wall_after"]``, for the next tick applied to the key, and counts
+from that tick's processing time (``anchor``); it makes the key due at any tick (``PENDING``).
 """
 
 from __future__ import annotations
@@ -29,10 +33,14 @@ TIME_STORE = "splitstate.time"
 #: no time yet
 NO_TIME = -(1 << 63)
 
-#: a timer: ``(due time, "event" | "wall")``
+#: a timer: ``(due time, "event" | "wall")``, or ``(delay, "wall_after")``: a processing-time
+#: timer set at a record, due ``delay`` after the processing time of the next tick applied
 TimerEntry = tuple[int, str]
 #: the kinds of timer a record holds
-TIMER_KINDS = frozenset({"event", "wall"})
+TIMER_KINDS = frozenset({"event", "wall", "wall_after"})
+#: the processing-time due of a key with a ``"wall_after"`` timer: below every tick's ``wall``
+#: (``ticks.TIME_LIMIT``), so the next tick applies to the key and anchors it
+PENDING = -(1 << 62)
 #: the fields of a stored record
 _FIELDS = frozenset({"t", "f", "p", "tm", "w", "x"})
 
@@ -153,7 +161,10 @@ class KeyClock:
             "floor": None if clock.floor == NO_TIME else clock.floor,
             "wall": None if clock.wall == NO_TIME else clock.wall,
             "timers": {
-                store: {name: {"due": due, "kind": kind} for name, (due, kind) in entries.items()}
+                store: {
+                    name: {"delay" if kind == "wall_after" else "due": due, "kind": kind}
+                    for name, (due, kind) in entries.items()
+                }
                 for store, entries in clock.timers.items()
             },
             "windows": clock.windows,
@@ -176,14 +187,27 @@ class KeyClock:
         return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
 
     def wall_due(self, stores: Collection[str] | None = None) -> int:
-        """The earliest processing-time timer (of ``stores``, when given; ``NEVER``: none)."""
+        """The earliest processing-time timer (of ``stores``, when given; ``NEVER``: none;
+        ``PENDING``: one that waits for a tick to count from)."""
         return min(
             (
-                due
+                PENDING if kind == "wall_after" else due
                 for store, entries in self.timers.items()
                 if stores is None or store in stores
                 for due, kind in entries.values()
-                if kind == "wall"
+                if kind != "event"
             ),
             default=NEVER,
         )
+
+    def anchor(self, now: int, stores: Collection[str]) -> bool:
+        """Count the ``"wall_after"`` timers of ``stores`` from processing time ``now`` (a
+        tick's, applied to the key); whether there was one."""
+        anchored = False
+        for store, entries in self.timers.items():
+            if store in stores:
+                for name, (delay, kind) in list(entries.items()):
+                    if kind == "wall_after":
+                        entries[name] = (now + delay, "wall")
+                        anchored = True
+        return anchored

@@ -80,6 +80,8 @@ class TimedFunctions:
         #: the event time of the record applied last (``None``: it had none)
         self.event_time: int | None = None
         self._origin: tuple[str, int, int] = ("", -1, -1)
+        #: applying a tick (a timer's function then knows the processing time now)
+        self._ticking = False
 
     # -- a record ---------------------------------------------------------------------------
 
@@ -94,6 +96,7 @@ class TimedFunctions:
         and whatever fell due. ``RecordFailedError`` when it failed (every write undone)."""
         key = record.key
         origin = self._origin = (record.topic, record.partition, record.offset)
+        self._ticking = False
         saved = self._savepoints(batch, key)
         letters_before = len(self.letters)
         self.event_time = None
@@ -146,7 +149,11 @@ class TimedFunctions:
         """Apply the tick at ``where`` to ``keys`` (those living in its partition there that
         have something due: the caller chose them) and encode what fired."""
         self._origin = where
-        outputs = self.keeper.tick(batch, keys, floor, wall)
+        self._ticking = True
+        try:
+            outputs = self.keeper.tick(batch, keys, floor, wall)
+        finally:
+            self._ticking = False
         encoded: list[EncodedOutput] = []
         for output in outputs:
             key = output.key if output.key is not None else b""
@@ -200,6 +207,7 @@ class TimedFunctions:
         key = timer.key
         saved = self._savepoints(batch, key)
         time = self.keeper.open(batch, key)
+        time.ticked = self._ticking
         stores = spec.stores or tuple(self.app.stores)
         try:
             if refused is not None:

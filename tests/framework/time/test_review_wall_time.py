@@ -28,6 +28,7 @@ import orjson
 from framework import KeyTimers, Output, Record, Timer
 from framework.testing import TestDriver
 from framework.time.keeper import MAX_FIRINGS
+from framework.time.key_clock import TIME_STORE, KeyClock
 from tests.framework.time.apps import clock_of, new_app, stages
 
 
@@ -54,6 +55,8 @@ def test_a_wall_timer_waits_its_delay_of_recorded_processing_time() -> None:
     driver = TestDriver(alarm_app(10_000))
     driver.send("in", b"k", {"wall": True}, timestamp=0)
     assert clock_of(driver, b"k").timers == {"alarm": {"wall": (10_000, "wall_after")}}
+    dumped = KeyClock.readable(driver.state(TIME_STORE, b"k"))["timers"]
+    assert dumped == {"alarm": {"wall": {"delay": 10_000, "kind": "wall_after"}}}  # state dump
     driver.advance_time(0, wall=5_000)  # the first tick after it: due at wall 15 s
     assert clock_of(driver, b"k").timers == {"alarm": {"wall": (15_000, "wall")}}
     driver.advance_time(0, wall=14_999)

@@ -152,6 +152,7 @@ class RecordProcessor:
                 TimedFunctions(app, self._encode, self.stop_on_error),
                 self._dead,
                 self.placement.lives_at,
+                app.config.app_id,
             )
             if app.uses_time
             else None
@@ -243,9 +244,10 @@ class RecordProcessor:
         returned (they were written when the record was first processed). A growth marker
         and a compaction tombstone (``framework.growth.compaction``) change nothing and
         return neither. A tick (``framework.time.ticks``: keyless, or a compacted topic's
-        tick key; before the placement check) applies to the keys living in its partition
-        there (and, given ``keys``, those it accepts: a catch-up's gained keys, the keys of
-        this processor in a rebuild).
+        tick key; before the placement check) of this app's (or naming no app) applies to the
+        keys living in its partition there (and, given ``keys``, those it accepts: a
+        catch-up's gained keys, the keys of this processor in a rebuild); another app's
+        changes nothing and returns neither.
         Timers that failed meanwhile are dead letters ``take_letters`` gives.
         """
         if where is None:

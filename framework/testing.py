@@ -30,6 +30,7 @@ from framework.processing import (
     StoredMessage,
     encode_input,
 )
+from framework.time.rederive import rederive_due
 from framework.time.ticks import tick_headers
 from rebalance import bucket, key_hash
 from statestore import DatabaseIdentity, ProcessorDatabase
@@ -42,17 +43,28 @@ class TestDriver:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, app: App, config: AppConfig | None = None) -> None:
+    def __init__(
+        self,
+        app: App,
+        config: AppConfig | None = None,
+        *,
+        database: ProcessorDatabase | None = None,
+    ) -> None:
+        """``database``: the state of an earlier driver to go on from (e.g. of an earlier
+        version of the app, deployed anew over its state), at its offsets; as a processor
+        does at start, its keys' due times are derived again when the app declares its
+        windows and timers otherwise (``framework.time.rederive``)."""
         if config is not None:
             app.configure(config)
         app.check()
         self.app = app
         self.config = app.config
-        self.database = ProcessorDatabase.in_memory(
+        self.database = database or ProcessorDatabase.in_memory(
             DatabaseIdentity(self.config.app_id, 0), app.store_specs()
         )
+        rederive_due(self.database, app)
         self._processor = RecordProcessor(app, {t.topic: t.partitions for t in self.config.inputs})
-        self._next_offset: dict[tuple[str, int], int] = defaultdict(int)
+        self._next_offset: dict[tuple[str, int], int] = defaultdict(int, self.database.offsets())
         self._outputs: dict[str, list[EncodedOutput]] = defaultdict(list)
         self.dead_letters: list[DeadLetter] = []
         self._clock = 0
@@ -111,7 +123,7 @@ class TestDriver:
         it accepts (an oracle replaying the ticks of a grown topic, each to the keys that
         lived in its partition there)."""
         headers: list[tuple[str, bytes | None]] = list(
-            tick_headers(floor, floor if wall is None else wall)
+            tick_headers(floor, floor if wall is None else wall, self.config.app_id)
         )
         self._process(topic, partition, None, b"", timestamp=floor, headers=headers, keys=keys)
 

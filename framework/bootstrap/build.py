@@ -124,7 +124,7 @@ def build_state(
             )
             initial = {name: entry.initial_partitions for name, entry in request.entries.items()}
             histories = {name: entry.history for name, entry in request.entries.items()}
-            ticks = collect_ticks(history) if app.uses_time else None
+            ticks = collect_ticks(history, config.app_id) if app.uses_time else None
             fold = AppFold(app, initial, histories, config.initial_processors, ticks)
             return run_bootstrap(session, history, plan, fold, destination, on_progress=on_progress)
     finally:

@@ -3,7 +3,9 @@
 Ticks are keyless records, few next to the keyed ones, and each applies to every key living
 in its partition at its offset: so they do not go through the job's grouping by key. The
 driver reads them from the history (``collect_ticks``: only keyless records with the tick
-header leave the JVM), and the fold gets all of them (Spark ships the fold, and the table in
+header leave the JVM), keeps those the app applies (its own, and those that name no app:
+``TickRead.applies_to``; another app's are passed over, as every reader does), and the fold
+gets all of them (Spark ships the fold, and the table in
 it, to its workers, broadcast when large). Per input partition the table holds the ticks'
 offsets, floors and processing times in offset order, and answers the fold's one question
 fast: which is the first tick in a range that makes something of a key due
@@ -100,17 +102,21 @@ def _pairs(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
 
 @dataclass
 class TickTable:
-    """Every tick of a history, per input partition; ``malformed``: keyless records with the
-    tick header that are no tick (the runtime dead-letters them; they change nothing)."""
+    """Every tick of a history an app applies, per input partition; ``malformed``: keyless
+    records with the tick header that are no tick (the runtime dead-letters them; they change
+    nothing)."""
 
     partitions: dict[Position, PartitionTicks] = field(default_factory=dict)
     malformed: int = 0
 
     @classmethod
-    def of(cls, rows: Iterable[tuple[str, int, int, Sequence[Header] | None]]) -> TickTable:
-        """The table of ``rows``: ``(topic, partition, offset, headers)`` of keyless records
-        (those that are no tick are counted in ``malformed``); a tick read twice (an archive
-        that holds it twice) counts once."""
+    def of(
+        cls, rows: Iterable[tuple[str, int, int, Sequence[Header] | None]], *, app: str
+    ) -> TickTable:
+        """The table of the ticks app ``app`` applies among ``rows``: ``(topic, partition,
+        offset, headers)`` of keyless records (those that are no tick are counted in
+        ``malformed``; another app's ticks are left out); a tick read twice (an archive that
+        holds it twice) counts once."""
         found: dict[Position, dict[int, tuple[int, int]]] = {}
         malformed = 0
         for topic, partition, offset, headers in rows:
@@ -118,7 +124,8 @@ class TickTable:
             if isinstance(read, str):
                 malformed += 1
                 continue
-            found.setdefault((topic, partition), {})[offset] = read
+            if read.applies_to(app):
+                found.setdefault((topic, partition), {})[offset] = (read.floor, read.wall)
         partitions = {}
         for position, ticks in sorted(found.items()):
             offsets = sorted(ticks)
@@ -138,10 +145,10 @@ class TickTable:
         return int(ticks.offsets[index]), int(ticks.floors[index]), int(ticks.walls[index])
 
 
-def collect_ticks(history: DataFrame) -> TickTable:
-    """The ticks of ``history`` (the job's columns: ``topic``, ``partition``, ``offset``,
-    ``key``, ``headers``), read to the driver: records with a tick header and no key, or a
-    compacted topic's tick key (``is_tick_record``), only."""
+def collect_ticks(history: DataFrame, app: str) -> TickTable:
+    """The ticks app ``app`` applies of ``history`` (the job's columns: ``topic``,
+    ``partition``, ``offset``, ``key``, ``headers``), read to the driver: records with a tick
+    header and no key, or a compacted topic's tick key (``is_tick_record``), only."""
     from pyspark.sql import functions as F  # noqa: PLC0415, N812
 
     # (a binary cast to string keeps the bytes: the prefix is compared byte for byte)
@@ -152,7 +159,7 @@ def collect_ticks(history: DataFrame) -> TickTable:
         (F.col("key").isNull() | tick_keyed)
         & F.exists("headers", lambda header: header["key"] == TICK_HEADER)
     ).select("topic", "partition", "offset", "headers")
-    return TickTable.of(
+    rows = (
         (
             str(row["topic"]),
             int(row["partition"]),
@@ -164,3 +171,4 @@ def collect_ticks(history: DataFrame) -> TickTable:
         )
         for row in ticks.toLocalIterator()
     )
+    return TickTable.of(rows, app=app)

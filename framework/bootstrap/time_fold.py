@@ -122,6 +122,7 @@ class _KeyRun:
         """Apply the ``index``-th tick of ``position`` (to the key: the batch holds no other)."""
         topic, partition = position
         offset, floor, wall = self._table.tick(position, index)
+        # (the table holds only ticks the app applies: this one, naming no app, applies too)
         headers: list[tuple[str, bytes | None]] = list(tick_headers(floor, wall))
         tick = StoredMessage(topic, partition, offset, None, None, None, headers)
         self._process(self._batch, tick, restore=True, where=(topic, partition, offset))

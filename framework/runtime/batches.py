@@ -47,6 +47,7 @@ from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
 from framework.runtime.ticking import Tick, TickWriter
 from framework.runtime.transactions import TRANSACTION_SECONDS, abort_quietly, fenced
+from framework.time.rederive import rederive_due
 from framework.time.ticks import is_tick_message
 from rebalance import ancestors, bucket, key_hash
 from rebalance.positions import Position
@@ -158,6 +159,7 @@ class BatchRunner:
         self.fault = fault
         self._learn = learn
         self.ticks = TickWriter.of(config.time, records, reading, database, clock)
+        rederive_due(database, records.app)  # (before anything is applied: time.rederive)
 
     def max_records(self) -> int:
         """How many records to poll: one at a time while crash suspects remain."""

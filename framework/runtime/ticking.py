@@ -11,7 +11,8 @@ every ``time.tick_interval`` of its clock, and decides:
   the wall clock minus ``idle_after``;
 - **wall**: the wall clock.
 
-It appends a tick ``{"floor", "wall"}`` to the partition (an explicit partition; on a
+It appends a tick ``{"floor", "wall", "app"}`` (naming its app: another app reading the
+partition passes it over) to the partition (an explicit partition; on a
 compacted topic with a key of its own, ``tick_key``) only when a key living there has
 something due by them (``StateBatch.due_keys``, ``PlacementCheck.lives_at``), and only when
 no earlier tick it wrote there is still unread: it never floods a partition. The tick goes
@@ -223,24 +224,32 @@ class TickWriter:
         count = 0
         for tick in ticks:
             report = self._reporter(on_delivery)
+            headers = self.headers(tick)
             try:
-                self._produce(producer, tick, report)
+                self._produce(producer, tick, headers, report)
             except UnknownPartitionError:
                 if producer.partition_count(tick.topic) <= tick.partition:
                     where = f"{tick.topic}[{tick.partition}]"
                     log.info("no tick to %s yet: its producer does not know it", where)
                     continue
-                self._produce(producer, tick, report)
+                self._produce(producer, tick, headers, report)
             self._unread[(tick.topic, tick.partition)] = _UNREPORTED
             count += 1
         self.written += count
         return count
 
+    def headers(self, tick: Tick) -> list[tuple[str, bytes]]:
+        """The headers ``tick`` is written with: its times, and this processor's app."""
+        return tick_headers(tick.floor, tick.wall, self._timing.app_id)
+
     @staticmethod
     def _produce(
-        producer: KafkaProducer, tick: Tick, report: Callable[[DeliveryError | None, Message], None]
+        producer: KafkaProducer,
+        tick: Tick,
+        headers: list[tuple[str, bytes]],
+        report: Callable[[DeliveryError | None, Message], None],
     ) -> None:
-        """Produce ``tick`` (waiting for room in the producer's queue)."""
+        """Produce ``tick`` with ``headers`` (waiting for room in the producer's queue)."""
         while True:
             try:
                 producer.produce(
@@ -248,7 +257,7 @@ class TickWriter:
                     b"",  # (not None: with a key, that would be a tombstone)
                     tick.key,
                     tick.partition,
-                    headers=tick_headers(tick.floor, tick.wall),
+                    headers=headers,
                     on_delivery=report,
                 )
                 return

@@ -21,7 +21,8 @@ _STAGES: dict[str, DeadLetterStage] = {"late": "late", "decode": "decode"}
 
 class TimeApplier:
     """Applies records and ticks with ``functions``; ``lives_at(key, where)``: whether a
-    key lives in the partition at ``where`` (``PlacementCheck.lives_at``).
+    key lives in the partition at ``where`` (``PlacementCheck.lives_at``). Only the ticks of
+    app ``app_id`` (and those that name no app) are applied: another app's is passed over.
 
     It notes what it read of each input partition's time (what a processor decides its
     ticks from, ``framework.runtime.ticking``): ``floors``, the largest event time of its
@@ -34,8 +35,10 @@ class TimeApplier:
         functions: TimedFunctions,
         dead: MakeDead,
         lives_at: Callable[[bytes, tuple[str, int, int]], bool],
+        app_id: str,
     ) -> None:
         self.functions = functions
+        self.app_id = app_id
         self._dead = dead
         self._lives_at = lives_at
         self._letters: list[DeadLetter] = []
@@ -88,11 +91,14 @@ class TimeApplier:
         keys: Callable[[bytes], bool] | None,
     ) -> tuple[list[EncodedOutput], DeadLetter | None]:
         """A tick at ``where``: applied to the keys living there that have something due by
-        it (and that ``keys`` accepts, when given)."""
+        it (and that ``keys`` accepts, when given); another app's tick changes nothing here,
+        not even the partition's floor as read (``floors``)."""
         read = read_tick(headers)
         if isinstance(read, str):
             return [], self._dead(message, where, "decode", f"not a tick: {read}", restore)
-        floor, wall = read
+        if not read.applies_to(self.app_id):
+            return [], None  # another app's: as a record of no key of this app's
+        floor, wall = read.floor, read.wall
         self.ticks += 1
         self._read(where[:2], floor, record=False)
         chosen = [

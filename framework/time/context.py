@@ -27,3 +27,6 @@ class KeyTime:
     outputs: list[Output] = field(default_factory=list)
     #: timers fired for the key in this record or tick (``keeper.MAX_FIRINGS``)
     fired: int = 0
+    #: applied at a tick: the key's ``wall`` is the processing time now (at a record, it is
+    #: the last tick's applied to the key, which may be long ago)
+    ticked: bool = False

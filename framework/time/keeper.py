@@ -7,6 +7,12 @@ something due by the tick's floor or processing time takes them, and everything 
 ``(time, key)`` order over all those keys (event-time items first, then processing-time
 ones). Within a key, items due at the same time fire expiries first, then window closes, then
 timers, each by store and name. Nothing here reads a clock.
+
+A key whose stored time record is not in the form splitstate writes (``DamagedTimeError``:
+``KeyClock.decode``, and its windows by their kind) is never applied: a record of it fails
+(the caller makes it a dead letter), and a tick passes over it, goes on with the other keys
+and tells ``damaged`` (a dead letter, once: the key's stored due times are deleted, so no
+later tick names it; the record itself is kept as it is, for whoever repairs it).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import Any
 import framework.time.window_state as windows_of
 from framework.records import Output
 from framework.time.context import KeyTime
-from framework.time.key_clock import TIME_STORE, KeyClock
+from framework.time.key_clock import TIME_STORE, DamagedTimeError, KeyClock
 from framework.time.specs import Timer, TimerSpec, WindowSpec
 from statestore import BatchStateError, StateBatch
 from statestore.due_index import DUE_STORE, NEVER, decode_due, encode_due
@@ -39,6 +45,8 @@ TimerRefuser = Callable[[TimerSpec, Timer, StateBatch, str], list[Output]]
 #: the outputs of a window of a ``final`` store that closed: ``(spec, key, start, end, stored
 #: accumulator) -> outputs``; it handles a failure of the result itself (a dead letter)
 CloseRunner = Callable[[WindowSpec, bytes, int, int, Any], list[Output]]
+#: told of a key a tick passed over: ``(key, its stored time record, what is wrong with it)``
+DamagedKey = Callable[[bytes, bytes, str], None]
 
 
 @dataclass(frozen=True, order=True)
@@ -64,9 +72,12 @@ class TimeKeeper:
         refuse: TimerRefuser | None = None,
         *,
         expiring: Collection[str] | None = None,
+        damaged: DamagedKey | None = None,
     ) -> None:
         """``close``: the outputs of a window that closed (default: its result, unguarded);
         ``refuse``: drops a timer past ``MAX_FIRINGS`` (default: ``RuntimeError``);
+        ``damaged``: told of each key a tick passes over (default: its ``DamagedTimeError``
+        is raised);
         ``expiring``: the stores declared with a ttl (default: every store), whose values an
         expiry deletes (one recorded when another store had a ttl is dropped, the value kept:
         its values do not expire now)."""
@@ -76,15 +87,28 @@ class TimeKeeper:
         self._close = close or _final_output
         self._refuse = refuse
         self._expiring = None if expiring is None else frozenset(expiring)
+        self._damaged = damaged
 
     # -- loading and saving -----------------------------------------------------------------
 
     @staticmethod
     def open(batch: StateBatch, key: bytes) -> KeyTime:
-        """``key``'s time as ``batch`` holds it."""
+        """``key``'s time as ``batch`` holds it (``DamagedTimeError``: not in the form
+        splitstate writes; its windows' data is checked by ``load``)."""
         raw = batch.store(TIME_STORE).get(key)
         due = batch.store(DUE_STORE).get(key)
         return KeyTime(key, KeyClock.decode(raw), None if due is None else decode_due(due))
+
+    def load(self, batch: StateBatch, key: bytes) -> KeyTime:
+        """``key``'s time as ``batch`` holds it, its windows checked by their kind
+        (``DamagedTimeError`` names what is wrong)."""
+        time = self.open(batch, key)
+        for store, data in time.clock.windows.items():
+            spec = self.windows.get(store)
+            wrong = None if spec is None else windows_of.check(spec.kind, data)
+            if wrong is not None:
+                raise DamagedTimeError(f"its windows of store {store!r} {wrong}")
+        return time
 
     @staticmethod
     def save(
@@ -149,11 +173,21 @@ class TimeKeeper:
         # (domain, due time, key, the key's item, the key's index): by time, then key
         heap: list[tuple[int, int, bytes, _Due, int]] = []
         for key in keys:
-            time = self.open(batch, key)
+            try:
+                time = self.load(batch, key)
+            except DamagedTimeError as error:
+                self._pass_over(batch, key, error)
+                continue
             clock = time.clock
             clock.raise_floor(floor)
             clock.wall = max(clock.wall, wall)
+            time.ticked = True
+            # a processing-time timer set at a record counts from this tick (its first)
+            anchored = clock.anchor(max(clock.wall, clock.time), self.timers)
             item = self._next(clock)
+            if item is None and anchored:
+                loaded.append(time)  # (saved below: nothing of it fires now)
+                continue
             if item is None:
                 # nothing due by the tick: the key is left as it was, so that which keys a tick
                 # changes never depends on what an index of due keys happened to name; but
@@ -180,6 +214,15 @@ class TimeKeeper:
         for time in loaded:
             self.save(batch, time, self.windows, self.timers)
         return outputs
+
+    def _pass_over(self, batch: StateBatch, key: bytes, error: DamagedTimeError) -> None:
+        """A key named by a tick whose time record is damaged: left as it is, but no longer
+        due (no later tick names it again), and ``damaged`` is told."""
+        if self._damaged is None:
+            raise error
+        raw = batch.store(TIME_STORE).get(key)
+        batch.store(DUE_STORE).delete(key)
+        self._damaged(key, b"" if raw is None else bytes(raw), str(error))
 
     def _save_due(self, batch: StateBatch, time: KeyTime) -> None:
         """Write ``time``'s due times alone (its time record is left as loaded)."""
@@ -212,6 +255,8 @@ class TimeKeeper:
                 if kind == "wall":
                     if due <= wall:
                         best = _min(best, _Due(1, due, _TIMER, store, name))
+                elif kind == "wall_after":
+                    continue  # due once a tick anchored it (``KeyClock.anchor``)
                 elif due <= now:
                     best = _min(best, _Due(0, due, _TIMER, store, name))
         return best
@@ -303,6 +348,6 @@ def _event_due(
     for store, entries in clock.timers.items():
         if timers is None or store in timers:
             for at, kind in entries.values():
-                if kind != "wall":
+                if kind == "event":
                     due = min(due, at)
     return due

@@ -9,6 +9,10 @@ The key's **time** is the largest event time of its records (per input, ``times`
 recorded floors applied to it (``floor``); its **wall** is the largest recorded processing
 time applied to it. Both only grow, and both come from the key's own records and the ticks
 read at fixed positions of its partition: never from the wall clock or other keys.
+
+A record carries no processing time, so a processing-time timer set ``delay`` after "now" at a
+record waits, as ``[delay, "wall_after"]``, for the next tick applied to the key, and counts
+from that tick's processing time (``anchor``); it makes the key due at any tick (``PENDING``).
 """
 
 from __future__ import annotations
@@ -22,15 +26,62 @@ import orjson
 
 from statestore.due_index import NEVER
 
-__all__ = ["TIME_STORE", "KeyClock", "TimerEntry"]
+__all__ = ["TIME_STORE", "DamagedTimeError", "KeyClock", "TimerEntry"]
 
 #: the store of the keys' time records (a reserved name: ``framework.app``)
 TIME_STORE = "splitstate.time"
 #: no time yet
 NO_TIME = -(1 << 63)
 
-#: a timer: ``(due time, "event" | "wall")``
+#: a timer: ``(due time, "event" | "wall")``, or ``(delay, "wall_after")``: a processing-time
+#: timer set at a record, due ``delay`` after the processing time of the next tick applied
 TimerEntry = tuple[int, str]
+#: the kinds of timer a record holds
+TIMER_KINDS = frozenset({"event", "wall", "wall_after"})
+#: the processing-time due of a key with a ``"wall_after"`` timer: below every tick's ``wall``
+#: (``ticks.TIME_LIMIT``), so the next tick applies to the key and anchors it
+PENDING = -(1 << 62)
+#: the fields of a stored record
+_FIELDS = frozenset({"t", "f", "p", "tm", "w", "x"})
+_EMPTY: dict[str, object] = {}
+
+
+class DamagedTimeError(ValueError):
+    """A key's stored time record is not in the form this module writes (a damaged or forged
+    state file, a snapshot from elsewhere); the message says what is wrong with it."""
+
+
+def _check(data: object) -> None:
+    """Raise ``DamagedTimeError`` unless ``data`` (a record, parsed) has the form ``encode``
+    writes (window data by its kind: ``window_state.check``). Per record, so plain loops:
+    orjson gives exact ``dict``, ``list`` and ``int`` (``type(True) is not int``)."""
+    if type(data) is not dict or type(data.get("t")) is not dict or not _FIELDS.issuperset(data):
+        raise DamagedTimeError(f"not an object with the fields {sorted(_FIELDS)}")
+    if type(data.get("f", 0)) is not int or type(data.get("p", 0)) is not int:
+        raise DamagedTimeError("its fields 'f' and 'p' are not whole milliseconds")
+    for name in ("t", "x"):
+        times = data.get(name, _EMPTY)
+        if type(times) is not dict:
+            raise DamagedTimeError(f"its field {name!r} does not map names to milliseconds")
+        for value in times.values():
+            if type(value) is not int:
+                raise DamagedTimeError(f"its field {name!r} does not map names to milliseconds")
+    timers = data.get("tm", _EMPTY)
+    if type(timers) is not dict:
+        raise DamagedTimeError("its field 'tm' does not map timer stores to their timers")
+    for entries in timers.values():
+        if type(entries) is not dict:
+            raise DamagedTimeError("its field 'tm' does not map timer stores to their timers")
+        for entry in entries.values():
+            if not (
+                type(entry) is list
+                and len(entry) == 2  # (due, kind)
+                and type(entry[0]) is int
+                and entry[1] in TIMER_KINDS
+            ):
+                raise DamagedTimeError(f"a timer is not [ms, kind]: {entry!r}")
+    if type(data.get("w", _EMPTY)) is not dict:
+        raise DamagedTimeError("its field 'w' does not map window stores to their windows")
 
 
 @dataclass
@@ -73,12 +124,16 @@ class KeyClock:
 
     @classmethod
     def decode(cls, raw: bytes | None) -> KeyClock:
-        """The record stored as ``raw`` (a new one for ``None``)."""
+        """The record stored as ``raw`` (a new one for ``None``); ``DamagedTimeError`` when
+        it is not in the form ``encode`` writes (its windows' data is not checked here: by
+        kind, ``window_state.check``)."""
         if raw is None:
             return cls()
-        data = orjson.loads(raw)
-        # (per record: only what JSON cannot hold as the clock does is converted; a record
-        # this module did not write fails here or in ``readable``)
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError as error:
+            raise DamagedTimeError(f"not JSON ({error})") from None
+        _check(data)
         timers = data.get("tm")
         return cls(
             times=data["t"],
@@ -100,7 +155,7 @@ class KeyClock:
         ms (``None``: none yet); one that cannot be read as ``{"unreadable": base64}``."""
         try:
             clock = cls.decode(raw)
-        except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError, IndexError):
+        except DamagedTimeError:
             return {"unreadable": base64.b64encode(raw).decode("ascii")}
         return {
             "time": None if clock.time == NO_TIME else clock.time,
@@ -108,7 +163,10 @@ class KeyClock:
             "floor": None if clock.floor == NO_TIME else clock.floor,
             "wall": None if clock.wall == NO_TIME else clock.wall,
             "timers": {
-                store: {name: {"due": due, "kind": kind} for name, (due, kind) in entries.items()}
+                store: {
+                    name: {"delay" if kind == "wall_after" else "due": due, "kind": kind}
+                    for name, (due, kind) in entries.items()
+                }
                 for store, entries in clock.timers.items()
             },
             "windows": clock.windows,
@@ -131,14 +189,27 @@ class KeyClock:
         return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
 
     def wall_due(self, stores: Collection[str] | None = None) -> int:
-        """The earliest processing-time timer (of ``stores``, when given; ``NEVER``: none)."""
+        """The earliest processing-time timer (of ``stores``, when given; ``NEVER``: none;
+        ``PENDING``: one that waits for a tick to count from)."""
         return min(
             (
-                due
+                PENDING if kind == "wall_after" else due
                 for store, entries in self.timers.items()
                 if stores is None or store in stores
                 for due, kind in entries.values()
-                if kind == "wall"
+                if kind != "event"
             ),
             default=NEVER,
         )
+
+    def anchor(self, now: int, stores: Collection[str]) -> bool:
+        """Count the ``"wall_after"`` timers of ``stores`` from processing time ``now`` (a
+        tick's, applied to the key); whether there was one."""
+        anchored = False
+        for store, entries in self.timers.items():
+            if store in stores:
+                for name, (delay, kind) in list(entries.items()):
+                    if kind == "wall_after":
+                        entries[name] = (now + delay, "wall")
+                        anchored = True
+        return anchored

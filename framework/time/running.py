@@ -26,7 +26,7 @@ from framework.records import (
 )
 from framework.time.context import KeyTime
 from framework.time.keeper import TimeKeeper
-from framework.time.key_clock import TIME_STORE
+from framework.time.key_clock import TIME_STORE, DamagedTimeError
 from framework.time.specs import Timer, TimerSpec, WindowSpec, event_time_of
 from framework.time.views import ExpiringState, KeyTimers, KeyWindows
 from framework.time.window_state import LateError, Unmerged, accumulator
@@ -69,6 +69,7 @@ class TimedFunctions:
             self._close,
             self._refuse_timer,
             expiring=app.ttls,
+            damaged=self._passed_over,
         )
         self._event_times = {
             topic: event_time_of(handler.event_time) for topic, handler in app.handlers.items()
@@ -79,6 +80,8 @@ class TimedFunctions:
         #: the event time of the record applied last (``None``: it had none)
         self.event_time: int | None = None
         self._origin: tuple[str, int, int] = ("", -1, -1)
+        #: applying a tick (a timer's function then knows the processing time now)
+        self._ticking = False
 
     # -- a record ---------------------------------------------------------------------------
 
@@ -93,13 +96,18 @@ class TimedFunctions:
         and whatever fell due. ``RecordFailedError`` when it failed (every write undone)."""
         key = record.key
         origin = self._origin = (record.topic, record.partition, record.offset)
+        self._ticking = False
         saved = self._savepoints(batch, key)
         letters_before = len(self.letters)
         self.event_time = None
         try:
             event_time = self.event_time = self._event_time(record)
             keeper = self.keeper
-            time = keeper.open(batch, key)
+            try:
+                time = keeper.load(batch, key)
+            except DamagedTimeError as damaged:
+                why = _damaged(key, str(damaged), "The record was not applied")
+                raise RecordFailedError("decode", why, damaged) from None
             time.record = record
             outputs: list[Output] = keeper.advance(batch, time, record.topic, event_time)
             result = function(record, self.state(batch, key, time, stores))
@@ -141,12 +149,28 @@ class TimedFunctions:
         """Apply the tick at ``where`` to ``keys`` (those living in its partition there that
         have something due: the caller chose them) and encode what fired."""
         self._origin = where
-        outputs = self.keeper.tick(batch, keys, floor, wall)
+        self._ticking = True
+        try:
+            outputs = self.keeper.tick(batch, keys, floor, wall)
+        finally:
+            self._ticking = False
         encoded: list[EncodedOutput] = []
         for output in outputs:
             key = output.key if output.key is not None else b""
             encoded += self._encode(output, key, where, self.tick)
         return encoded
+
+    def _passed_over(self, key: bytes, raw: bytes, why: str) -> None:
+        """A key a tick passed over, its time record damaged: a dead letter (stage
+        ``decode``) at the tick, holding the record."""
+        topic, partition, offset = self._origin
+        reason = _damaged(
+            key,
+            why,
+            "The tick was not applied to the key, and no later tick is until it is repaired "
+            "(this dead letter's value is the record as stored)",
+        )
+        self.letters.append(DeadLetter(topic, partition, offset, key, raw, (), "decode", reason))
 
     # -- state views ------------------------------------------------------------------------
 
@@ -183,6 +207,7 @@ class TimedFunctions:
         key = timer.key
         saved = self._savepoints(batch, key)
         time = self.keeper.open(batch, key)
+        time.ticked = self._ticking
         stores = spec.stores or tuple(self.app.stores)
         try:
             if refused is not None:
@@ -272,6 +297,17 @@ class TimedFunctions:
         for name, before in saved:
             batch.store(name).rollback(key, before)
         del self.letters[letters:]
+
+
+def _damaged(key: bytes, why: str, done: str) -> str:
+    """The reason of a dead letter for ``key``, whose time record is damaged (``why``)."""
+    return (
+        f"the time record of key {key!r} in store {TIME_STORE!r} is not in the form splitstate "
+        f"writes ({why}): a damaged or foreign state file. {done}; the key's state is kept as "
+        "it is. Fix: restore the processor's state from a snapshot or rebuild it (`splitstate "
+        "backfill MODULE:APP --replace`); `splitstate state dump --store splitstate.time` "
+        "shows the record"
+    )
 
 
 def _check_progress(timer: Timer, now: tuple[int, str] | None) -> None:

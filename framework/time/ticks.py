@@ -4,11 +4,18 @@ Keys that receive no records still need time to pass (a session that went quiet 
 The owner of an input partition decides that from its wall clock and what it read, and
 *records* the decision: it appends a tick to the partition itself, in the transaction of the
 batch it decided it in. A tick is a record without a key, with header ``TICK_HEADER`` holding
-JSON ``{"floor": ms, "wall": ms}``: an event-time floor and a processing time. Wherever the
-tick sits in the partition, every reader meets it at that same position (the live owner, a
-restart rebuilding state, a receiver catching up, Spark), and applies it to the keys living
-in the partition there that have something due by then. So what it changes is decided once,
-by the log, not by when or where it is read.
+JSON ``{"floor": ms, "wall": ms, "app": app_id}``: an event-time floor, a processing time, and
+the app whose processor wrote it. Wherever the tick sits in the partition, every reader meets
+it at that same position (the live owner, a restart rebuilding state, a receiver catching up,
+Spark), and applies it to the keys living in the partition there that have something due by
+then. So what it changes is decided once, by the log, not by when or where it is read.
+
+Several apps may read one input; each applies only its own ticks (``TickRead.applies_to``):
+another app's floor comes from that app's clock and its ``idle_after``, and is passed over like
+a record of a key the app does not have. A tick without ``"app"`` (written before ticks named
+their app) applies to every app reading it: that is what every reader did when it was read
+live, so a replay of such a log (a restart, a catch-up, Spark) changes what the live run
+changed, no more and no less.
 
 A compacted topic refuses records without a key, so there a tick has one of its own,
 ``<topic>/splitstate.tick/<unique id>`` (``tick_key``): no record of the app's shares it, so
@@ -19,6 +26,7 @@ the log cleaner never removes a tick, and no reader takes it for a key of the ap
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import orjson
 
@@ -27,6 +35,7 @@ from framework.records import InputMessage, readable_headers
 __all__ = [
     "TICK_HEADER",
     "TIME_LIMIT",
+    "TickRead",
     "is_tick",
     "is_tick_key",
     "is_tick_message",
@@ -40,6 +49,22 @@ __all__ = [
 TICK_HEADER = "splitstate.tick"
 #: the largest size of a time (ms) a tick holds, and of an event time (``specs.event_time_of``)
 TIME_LIMIT = (1 << 62) - 1
+#: the fields of a tick's header (``"app"`` may be missing: ``TickRead.app``)
+_FIELDS = frozenset({"floor", "wall", "app"})
+#: the longest app id a tick names (``framework.config``: app ids have 1-200 characters)
+_APP_LIMIT = 200
+
+
+class TickRead(NamedTuple):
+    """A tick's times, and the app that wrote it (``None``: a tick of before ticks named it)."""
+
+    floor: int
+    wall: int
+    app: str | None = None
+
+    def applies_to(self, app_id: str) -> bool:
+        """Whether app ``app_id`` applies this tick: its own, or one that names no app."""
+        return self.app is None or self.app == app_id
 
 
 def is_tick(headers: Sequence[tuple[str, bytes | None]]) -> bool:
@@ -76,8 +101,8 @@ def is_tick_message(topic: str, message: InputMessage) -> bool:
     return headers is not None and is_tick(headers)
 
 
-def read_tick(headers: Sequence[tuple[str, bytes | None]]) -> tuple[int, int] | str:
-    """``(floor, wall)`` of a tick, or why it is not one (a dead letter's reason)."""
+def read_tick(headers: Sequence[tuple[str, bytes | None]]) -> TickRead | str:
+    """The tick ``headers`` hold, or why they hold none (a dead letter's reason)."""
     values = [value for name, value in headers if name == TICK_HEADER]
     if len(values) != 1 or values[0] is None:
         return f"a tick has exactly one {TICK_HEADER} header with a value"
@@ -85,15 +110,21 @@ def read_tick(headers: Sequence[tuple[str, bytes | None]]) -> tuple[int, int] | 
         data = orjson.loads(values[0])
     except orjson.JSONDecodeError as error:
         return f"its {TICK_HEADER} header is not JSON ({error})"
-    if not isinstance(data, dict) or set(data) != {"floor", "wall"}:
-        return f'its {TICK_HEADER} header is not {{"floor": ms, "wall": ms}}'
-    floor, wall = data["floor"], data["wall"]
+    if not isinstance(data, dict) or not {"floor", "wall"} <= set(data) <= _FIELDS:
+        return f'its {TICK_HEADER} header is not {{"floor": ms, "wall": ms, "app": app_id}}'
+    floor, wall, app = data["floor"], data["wall"], data.get("app")
     for value in (floor, wall):
         if not isinstance(value, int) or isinstance(value, bool) or abs(value) > TIME_LIMIT:
             return f"its {TICK_HEADER} times are not whole milliseconds in range: {data!r}"
-    return floor, wall
+    if "app" in data and not (isinstance(app, str) and 0 < len(app) <= _APP_LIMIT):
+        return f"its {TICK_HEADER} app is not an app id (text of 1-{_APP_LIMIT}): {app!r}"
+    return TickRead(floor, wall, app)
 
 
-def tick_headers(floor: int, wall: int) -> list[tuple[str, bytes]]:
-    """The headers of a tick with event-time ``floor`` and processing time ``wall``."""
-    return [(TICK_HEADER, orjson.dumps({"floor": floor, "wall": wall}))]
+def tick_headers(floor: int, wall: int, app: str | None = None) -> list[tuple[str, bytes]]:
+    """The headers of a tick with event-time ``floor`` and processing time ``wall``, written
+    by app ``app`` (``None``: one that names no app, as ticks were before they named it)."""
+    data: dict[str, int | str] = {"floor": floor, "wall": wall}
+    if app is not None:
+        data["app"] = app
+    return [(TICK_HEADER, orjson.dumps(data))]

@@ -107,7 +107,8 @@ class KeyTimers:
     @property
     def wall(self) -> int | None:
         """The key's processing time: the latest recorded tick applied to it, or its time
-        when that is later (ms; ``None`` before either)."""
+        when that is later (ms; ``None`` before either). At a tick (a timer's function) that
+        is the tick's; at a record, the last tick applied to the key, however long ago."""
         clock = self._time.clock
         now = max(clock.wall, clock.time)
         return None if now == NO_TIME else now
@@ -125,8 +126,15 @@ class KeyTimers:
         self._set(name, at, "wall")
 
     def set_wall_after(self, delay: Duration, name: str = "timer") -> None:
-        """Fire timer ``name`` ``delay`` after the key's processing time now (``wall``)."""
-        self._set(name, self._now(self.wall) + to_ms(delay, "timer delay"), "wall")
+        """Fire timer ``name`` ``delay`` of recorded processing time from now: at a tick (a
+        timer's function), from its ``wall``; at a record, which carries no processing time,
+        from the ``wall`` of the next tick applied to the key (``get`` gives ``(delay,
+        "wall_after")`` until then)."""
+        ms = to_ms(delay, "timer delay")
+        if self._time.ticked:
+            self._set(name, self._now(self.wall) + ms, "wall")
+        else:
+            self._set(name, ms, "wall_after")
 
     def cancel(self, name: str = "timer") -> None:
         """Forget timer ``name`` (nothing when it is not set)."""
@@ -135,12 +143,15 @@ class KeyTimers:
         if entries is not None and entries.pop(name, None) is not None and not entries:
             del timers[self._store]
 
-    def get(self, name: str = "timer") -> tuple[int, Literal["event", "wall"]] | None:
-        """``(due, kind)`` of timer ``name``, or ``None``."""
+    def get(self, name: str = "timer") -> tuple[int, Literal["event", "wall", "wall_after"]] | None:
+        """``(due, kind)`` of timer ``name`` (``(delay, "wall_after")``: set at a record by
+        ``set_wall_after``, its tick to count from not applied yet), or ``None``."""
         entry = self._time.clock.timers.get(self._store, {}).get(name)
         if entry is None:
             return None
         due, kind = entry
+        if kind == "wall_after":
+            return due, "wall_after"
         return due, "wall" if kind == "wall" else "event"
 
     def _now(self, now: int | None) -> int:

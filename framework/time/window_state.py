@@ -30,6 +30,7 @@ __all__ = [
     "WindowResult",
     "accumulator",
     "add",
+    "check",
     "close_next",
     "merged_away",
     "next_close",
@@ -98,6 +99,34 @@ def add(
     if isinstance(kind, Sliding):
         return _sliding_add(kind, agg, data or {"p": [], "o": []}, t, value, key_time=key_time)
     return _span_add(kind, agg, data or [], t, value, key_time=key_time)
+
+
+def check(kind: WindowKind, data: Any) -> str | None:
+    """What is wrong with ``data`` (as read from JSON) as the open windows of ``kind``
+    (``None``: nothing; the accumulators are the aggregation's to read). Per record, so
+    plain loops: orjson gives exact ``list``, ``dict`` and ``int``."""
+    if not data:
+        return None
+    if isinstance(kind, Sliding):
+        ends = data.get("o") if type(data) is dict and data.keys() == {"p", "o"} else None
+        if type(ends) is list and _rows(data["p"], 1) and all(type(e) is int for e in ends):
+            return None
+        return 'is not {"p": [[ms, accumulator], ...], "o": [ms, ...]}'
+    if isinstance(kind, Session):
+        return None if _rows(data, 2) else "is not [[first ms, last ms, accumulator], ...]"
+    return None if _rows(data, 1) else "is not [[start ms, accumulator], ...]"
+
+
+def _rows(data: Any, times: int) -> bool:
+    """Whether ``data`` is a list of rows of ``times`` milliseconds and an accumulator."""
+    if type(data) is not list:
+        return False
+    for row in data:
+        if type(row) is not list or len(row) != times + 1 or type(row[0]) is not int:
+            return False
+        if times > 1 and type(row[1]) is not int:  # (a session's last)
+            return False
+    return True
 
 
 def next_close(kind: WindowKind, data: Any) -> int:

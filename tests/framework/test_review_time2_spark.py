@@ -46,7 +46,7 @@ def archive(log: History, path: Path) -> Path:
 def test_the_ticks_of_a_compacted_input_are_collected(spark: SparkSession, tmp_path: Path) -> None:
     log = keyed_ticks(make_history())
     history = spark.read.parquet(str(archive(log, tmp_path / "archive")))
-    table = collect_ticks(history)
+    table = collect_ticks(history, app.config.app_id)
     assert len(table) == len(log.ticks)
 
 

@@ -29,10 +29,10 @@ NOW = 1_700_000_000.0  # the wall clock, seconds
 T0 = 1_700_000_040_000  # event times, ms (a whole minute)
 
 
-def _config(**time: Any) -> AppConfig:
+def _config(app_id: str = "review-ticks", **time: Any) -> AppConfig:
     return AppConfig.model_validate(
         {
-            "app_id": "review-ticks",
+            "app_id": app_id,
             "inputs": [{"topic": TOPIC, "partitions": PARTITIONS}],
             "outputs": [{"topic": "out"}],
             "initial_processors": 1,
@@ -110,9 +110,10 @@ class _Processor:
         batch.set_offset(TOPIC, partition, offset + 1)
         batch.commit()
 
-    def read(self, tick: Tick) -> None:
-        """The tick written, read back where it landed (the partition's next offset)."""
-        self.send(None, 0, tick.partition, tick_headers(tick.floor, tick.wall))
+    def read(self, tick: Tick, by: _Processor | None = None) -> None:
+        """The tick written (by this processor, or ``by``: as its writer writes it), read back
+        where it landed (the partition's next offset)."""
+        self.send(None, 0, tick.partition, (by or self).writer.headers(tick))
 
     def decide(self, after: float) -> list[Tick]:
         self.clock.now += after
@@ -155,9 +156,9 @@ def test_a_due_item_of_a_store_the_app_no_longer_declares_does_not_tick_for_ever
     assert written <= 1
 
 
-def minute_app(**time: Any) -> App:
+def minute_app(app_id: str = "review-ticks", **time: Any) -> App:
     """A minute's count per key (an event-time window, no grace), with ``time`` settings."""
-    app = App(_config(**time))
+    app = App(_config(app_id, **time))
     app.windows_store("minute", Tumbling(60_000), Count())
 
     @app.processor(stores=["minute"])
@@ -198,20 +199,15 @@ def test_a_restart_between_a_record_and_its_tick_still_closes_the_quiet_keys_win
     assert [tick.floor for tick in ticks] == [T0 + 120_000]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a tick names no app: every splitstate app reading the input applies every tick "
-    "there, so another app's idle_after (or its clock) moves this app's event time, though "
-    "this app sets idle_after off ('event time moves only with the records' own times'). "
-    "Fix: name the writing app in the tick (and apply only one's own), or document it",
-)
 def test_another_apps_idle_ticks_do_not_move_the_time_of_an_app_without_idle_after() -> None:
     """Apps ``x`` (idle_after off) and ``y`` (idle_after 10 s) both read ``events``, as
     README allows (an input another app already grew). ``y``'s processor finds the
     partition quiet and writes a tick with floor = its wall clock - 10 s. ``x`` reads it:
-    its key's minute must stay open (no record of ``x``'s input moved its time), and a record
-    of that minute arriving later must count."""
-    x, y = minute_app(), minute_app(idle_after=10)
+    its key's minute must stay open (no record of ``x``'s input moved its time), its own
+    ticks must not take ``y``'s floor, and a record of that minute arriving later must
+    count; ``y`` applies its tick. (Was: ``x`` applied ``y``'s tick, the minute closed and
+    the record was a dead letter ``late``.)"""
+    x, y = minute_app("review-x"), minute_app("review-y", idle_after=10)
     key = _same_partition(0)[0]
     clock = ManualClock(T0 / 1000 + 30)  # the wall clock: 30 s into the minute
     apps = {name: _Processor(app, _database(app), clock) for name, app in (("x", x), ("y", y))}
@@ -221,13 +217,37 @@ def test_another_apps_idle_ticks_do_not_move_the_time_of_an_app_without_idle_aft
     [tick] = apps["y"].decide(after=60.0)  # y: quiet for a minute, its floor past the minute
     assert tick.floor == T0 + 80_000
     for processor in apps.values():
-        processor.read(tick)  # the same log: both apps read it
+        processor.read(tick, by=apps["y"])  # the same log: both apps read it
+    timing = {name: processor.records.timing for name, processor in apps.items()}
+    assert timing["y"] is not None and timing["y"].floors[(TOPIC, 0)] == T0 + 80_000
+    assert timing["x"] is not None and timing["x"].floors[(TOPIC, 0)] == T0  # not y's
+    assert timing["x"].ticks == 0  # passed over, as a record of no key of x's
+    assert apps["x"].decide(after=1.0) == []  # nothing due by x's own floor
     late = apps["x"].records
     message = StoredMessage(TOPIC, 0, 2, key, b"", T0 + 40_000, [])
     batch = apps["x"].database.begin()
     _outputs, dead = late.process(batch, message)
     batch.abort()
     assert dead is None  # was: a dead letter 'late', its window closed by y's tick
+
+
+def test_a_tick_that_names_no_app_is_applied_by_every_app_reading_it() -> None:
+    """A tick written before ticks named their app: every app applied it when it read it
+    live, so every reader of the log still does (a replay changes what the live run did)."""
+    x, y = minute_app("review-x"), minute_app("review-y")
+    key = _same_partition(0)[0]
+    clock = ManualClock(T0 / 1000)
+    apps = [_Processor(app, _database(app), clock) for app in (x, y)]
+    for processor in apps:
+        processor.send(key, T0, 0)
+        processor.send(None, 0, 0, tick_headers(T0 + 60_000, 0))  # (no app)
+        timing = processor.records.timing
+        assert timing is not None and timing.floors[(TOPIC, 0)] == T0 + 60_000
+        batch = processor.database.begin()
+        message = StoredMessage(TOPIC, 0, 2, key, b"", T0 + 1_000, [])
+        _outputs, dead = processor.records.process(batch, message)
+        batch.abort()
+        assert dead is not None and dead.stage == "late"  # its minute closed by the tick
 
 
 def two_topic_app() -> App:

@@ -105,6 +105,19 @@ class _World:
         batch.commit()
         return outputs
 
+    def read(self, tick: Tick) -> list[EncodedOutput]:
+        """``tick`` read back where it landed, as its writer wrote it."""
+        headers: list[tuple[str, bytes | None]] = [*self.writer.headers(tick)]
+        return self.send(tick.key, 0, partition=tick.partition, headers=headers)
+
+    def armed(self, key: bytes, at_ms: int) -> None:
+        """A record of ``key``, and the tick written for it (its quiet timer, set at the
+        record, counts from the first tick after it), read back."""
+        self.send(key, at_ms)
+        ticks = self.decide()
+        assert [t.partition for t in ticks] == [self.home(key)]
+        self.read(ticks[0])
+
     def decide(self, *, after: float = 0.0) -> list[Tick]:
         """Let ``after`` seconds pass, then decide (with a batch that read nothing)."""
         self.clock.now += after
@@ -138,9 +151,12 @@ def test_a_partition_is_ticked_only_when_a_key_living_there_is_due() -> None:
     world = _World()
     key = b"a"
     world.send(key, _ms(NOW) - 200)
-    world.send(key, _ms(NOW))  # its quiet timer: due at NOW + GAP
-    assert world.decide() == []  # nothing due yet
-    assert world.decide(after=GAP_MS / 1000 - 0.01) == []
+    world.send(key, _ms(NOW))  # its quiet timer waits for a tick to count from
+    [anchor] = world.decide()  # so the key is due: a tick at once
+    assert anchor == Tick(TOPIC, world.home(key), _ms(NOW), _ms(NOW), None)
+    world.read(anchor)  # the quiet timer: due at NOW + GAP
+    assert world.decide(after=1.0) == []  # nothing due yet
+    assert world.decide(after=GAP_MS / 1000 - 1.01) == []
     ticks = world.decide(after=1.0)
     wall = _ms(NOW + GAP_MS / 1000 + 0.99)
     # only its partition; floor: the largest event time read there; wall: the clock
@@ -158,7 +174,7 @@ def test_at_most_one_look_per_interval() -> None:
 def test_the_tick_read_back_makes_it_happen_and_nothing_is_due_after() -> None:
     world = _World()
     key = b"a"
-    world.send(key, _ms(NOW))
+    world.armed(key, _ms(NOW))
     [tick] = world.decide(after=GAP_MS / 1000)
     outputs = world.send(None, 0, partition=tick.partition, headers=[*tick_headers(0, tick.wall)])
     assert [orjson.loads(o.value or b"") for o in outputs] == [{"alert": "a", "events": 1}]
@@ -169,8 +185,7 @@ def test_idle_after_moves_a_quiet_partitions_floor_with_the_wall_clock() -> None
     world = _World(idle=0.5)
     key = b"a"
     start = _ms(NOW)
-    world.send(key, start)
-    assert world.decide() == []  # the partition is looked at: quiet from now on
+    world.armed(key, start)  # the partition is looked at: quiet from now on
     [tick] = world.decide(after=GAP_MS / 1000)  # the quiet timer is due
     assert tick.floor == _ms(NOW + GAP_MS / 1000) - 500  # quiet: the wall clock less 0.5 s
     read = world.send(
@@ -198,7 +213,7 @@ def test_records_keep_a_partition_from_being_quiet() -> None:
         world.send(other, _ms(NOW))  # (its event time stays: only the wall clock moves)
         world.decide()
     world.clock.now = NOW + 1.6
-    ticks = world.decide()  # a's timer is due; its partition was never quiet for 0.5 s
+    ticks = world.decide()  # a's timer waits for a tick; its partition never was quiet 0.5 s
     assert [(t.floor, t.wall) for t in ticks] == [(_ms(NOW), _ms(NOW + 1.6))]
 
 
@@ -246,7 +261,7 @@ def test_after_a_restart_the_floor_is_unknown_until_a_record_or_a_tick_is_read()
 
 def test_a_compacted_topics_tick_has_a_key_that_is_read_as_a_tick() -> None:
     world = _World(compacted=True)
-    world.send(b"a", _ms(NOW))
+    world.armed(b"a", _ms(NOW))
     [tick] = world.decide(after=2.0)
     assert tick.key is not None and is_tick_key(TOPIC, tick.key)
     assert tick.key.startswith(b"events/splitstate.tick/")

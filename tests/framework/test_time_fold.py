@@ -51,7 +51,8 @@ def lineage_order(log: History) -> list[tuple[Any, ...]]:
 
 def tick_table(log: History) -> TickTable:
     return TickTable.of(
-        (TOPIC, p, o, [(n, x) for n, x in h]) for p, o, k, _v, _t, h in log.written if k is None
+        ((TOPIC, p, o, [(n, x) for n, x in h]) for p, o, k, _v, _t, h in log.written if k is None),
+        app=app.config.app_id,
     )
 
 
@@ -165,10 +166,25 @@ def test_a_malformed_tick_is_counted_and_applies_to_nothing() -> None:
         (TOPIC, 1, 2, [("splitstate.tick", b'{"floor": 1}')]),
         (TOPIC, 0, 3, list(tick_headers(5, 6))),  # read twice (an archive's duplicate)
     ]
-    table = TickTable.of(rows)
+    table = TickTable.of(rows, app="folded")
     assert table.malformed == 2
     assert len(table) == 1
     assert table.tick((TOPIC, 0), 0) == (3, 5, 6)
+
+
+def test_the_table_holds_the_apps_own_ticks_and_those_naming_no_app() -> None:
+    """Another app's tick is passed over by every reader: the fold's table leaves it out
+    (it is no malformed one either)."""
+    rows: list[tuple[str, int, int, list[tuple[str, bytes | None]] | None]] = [
+        (TOPIC, 0, 1, list(tick_headers(5, 6, "folded"))),
+        (TOPIC, 0, 2, list(tick_headers(50, 60, "another"))),
+        (TOPIC, 0, 3, list(tick_headers(7, 8))),  # (written before ticks named their app)
+        (TOPIC, 1, 0, list(tick_headers(50, 60, "another"))),
+    ]
+    table = TickTable.of(rows, app="folded")
+    assert table.malformed == 0
+    assert sorted(table.partitions) == [(TOPIC, 0)]
+    assert [table.tick((TOPIC, 0), i) for i in range(len(table))] == [(1, 5, 6), (3, 7, 8)]
 
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
@@ -188,7 +204,8 @@ def test_a_fold_of_random_records_and_ticks_is_the_drivers_state_and_continues_a
         {"in": TopicHistory.of("in", [replayed.PARTITIONS])},
         1,
         TickTable.of(
-            (m.topic(), m.partition(), m.offset(), m.headers()) for m in head if m.key() is None
+            ((m.topic(), m.partition(), m.offset(), m.headers()) for m in head if m.key() is None),
+            app=replayed.APP.config.app_id,
         ),
     )
     keyed = sorted((m for m in head if m.key() is not None), key=lambda m: m.offset())

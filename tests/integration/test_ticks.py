@@ -78,9 +78,10 @@ def test_a_quiet_key_is_alerted_once_within_a_few_tick_intervals(
     per_partition = {r.partition for r in ticks}
     assert per_partition == {r.partition for r in world.log() if r.key in KEYS}
     assert len(ticks) <= 3 * len(per_partition), ticks
-    for tick in ticks:  # keyless, an empty value, floor and wall
+    for tick in ticks:  # keyless, an empty value, floor, wall and the app
         assert (tick.key, tick.value) == (None, b"")
-        assert set(json.loads(tick.headers[TICK_HEADER])) == {"floor", "wall"}
+        header = json.loads(tick.headers[TICK_HEADER])
+        assert set(header) == {"floor", "wall", "app"} and header["app"] == world.app_id
 
 
 @pytest.mark.parametrize("compacted", [False, True], ids=["plain", "compacted"])
@@ -137,10 +138,10 @@ def test_killed_right_after_a_tick_it_alerts_once_and_holds_what_a_run_would(
 def test_a_fenced_processor_cannot_write_a_tick(
     tmp_path: Path, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Processor 0 read the events; then a newer producer of its transactional id starts (a
-    newer instance of it, as on another machine). When the keys fall due, the zombie hands
-    its tick to its producer inside a transaction: fenced, nothing of it reaches the topic,
-    and it stops."""
+    """A newer producer of processor 0's transactional id starts (a newer instance of it, as
+    on another machine); then the zombie reads the events. Their quiet timers wait for a tick
+    to count from, so their keys are due at once: the zombie hands its tick to its producer
+    inside the batch's transaction: fenced, nothing of it reaches the topic, and it stops."""
     world = TickWorld.create(tmp_path, kafka_bootstrap)
     handed: list[Tick] = []
     send = TickWriter.send
@@ -157,13 +158,10 @@ def test_a_fenced_processor_cannot_write_a_tick(
 
     monkeypatch.setattr(TickWriter, "send", spied)
     fencers: list[Producer] = []
-    sent: list[int] = []
     deadline = time.monotonic() + 30
 
-    def until(stats: RuntimeStats) -> bool:
-        if not sent:
-            sent.append(world.send(KEYS, PER_KEY))
-        elif not fencers and stats.records >= len(KEYS) * PER_KEY:
+    def until(_stats: RuntimeStats) -> bool:
+        if not fencers:  # (its producer is open: the run's transactions are initialized)
             assert handed == []  # (nothing was due yet)
             fencer = Producer(  # the newer instance's producer: it fences this one's
                 {
@@ -173,6 +171,7 @@ def test_a_fenced_processor_cannot_write_a_tick(
             )
             fencer.init_transactions(30)
             fencers.append(fencer)
+            world.send(KEYS, PER_KEY)
         return time.monotonic() > deadline
 
     try:

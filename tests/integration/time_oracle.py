@@ -104,12 +104,14 @@ def replay(app: App, topic: str, records: list[InputRecord], history: TopicHisto
             assert is_tick(record.headers), record
             read = read_tick(record.headers)
             assert not isinstance(read, str), (record, read)
+            if not read.applies_to(app.config.app_id):
+                continue  # another app's: the app passes it over
 
             def lived_here(key: bytes, partition: int = partition, offset: int = offset) -> bool:
                 return homes.home(key_hash(key), partition, offset) == partition
 
             before = len(driver.outputs())
-            driver.tick(topic, partition % initial, *read, keys=lived_here)
+            driver.tick(topic, partition % initial, read.floor, read.wall, keys=lived_here)
             oracle.ticks += 1
             oracle.tick_results += len(driver.outputs()) - before
             continue

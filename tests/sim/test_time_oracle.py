@@ -53,6 +53,7 @@ def _truth() -> KeyTruth:
         _tick(1, 0, 9_000),  # where the key never lives
         _tick(0, 6, 9_000),  # in its partition after it left
         _tick(2, 0, 2_700),
+        _tick(2, 3, 30_000),
     ]
     return oracle_of({KEY: records}, ticks, _home, _order)[KEY]
 
@@ -66,6 +67,7 @@ def test_a_keys_sequence_is_its_records_and_the_ticks_where_it_lives_in_lineage_
         (2, 0, "tick"),
         (2, 1, "record"),
         (2, 2, "tick"),
+        (2, 3, "tick"),
     ]
     assert truth.problems == []
 
@@ -82,15 +84,16 @@ def test_the_oracle_closes_windows_and_fires_timers_by_the_keys_time_and_its_tic
         ["window", "sessions", 1_000, 1_900, ["p:1", "p:2", "p:3"]],
         # the value expired at 5,100, before the timers fired
         ["timer", "quiet", 5_600, 20_000, 20_000, 3, None],
-        ["timer", "idle", 7_600, 20_000, 20_000, 3, None],
+        # set at p:3, its wall timer counts from the next tick (20,000): due at 25,000
+        ["timer", "idle", 25_000, 30_000, 30_000, 3, None],
     ]
 
 
 def test_at_the_end_the_key_holds_its_time_and_nothing_due() -> None:
     stores = _truth().stores
     assert orjson.loads(stores["splitstate.time"] or b"") == {
-        "f": 20_000,
-        "p": 20_000,
+        "f": 30_000,
+        "p": 30_000,
         "t": {INPUT: 1_900},
     }
     assert stores["splitstate.due"] is None

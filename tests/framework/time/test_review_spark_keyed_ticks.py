@@ -31,8 +31,8 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
-def _headers(floor: int) -> list[dict[str, object]]:
-    return [{"key": name, "value": value} for name, value in tick_headers(floor, floor)]
+def _headers(floor: int, by: str | None = None) -> list[dict[str, object]]:
+    return [{"key": name, "value": value} for name, value in tick_headers(floor, floor, by)]
 
 
 @pytest.mark.spark
@@ -46,14 +46,17 @@ def test_the_build_reads_a_compacted_inputs_keyed_ticks(
             ("in", 1, 0, tick_key("in", "abc"), b"", 7, _headers(7_000)),  # a compacted one's
             # a keyed record of another key with the header is no tick (``is_tick_record``)
             ("in", 1, 1, b"other", b"", 8, _headers(8_000)),
+            ("in", 1, 2, None, b"", 9, _headers(9_000, "another-app")),  # passed over
+            ("in", 1, 3, None, b"", 9, _headers(9_500, app.config.app_id)),  # its own
         ]
     )
     pq.write_table(table, tmp_path / "history.parquet")
     history = spark.read.parquet(str(tmp_path / "history.parquet"))
-    ticks = collect_ticks(history)
+    ticks = collect_ticks(history, app.config.app_id)
     assert sorted(ticks.partitions) == [("in", 0), ("in", 1)]
     assert ticks.tick(("in", 1), 0) == (0, 7_000, 7_000)
-    assert len(ticks) == 2 and ticks.malformed == 0
+    assert ticks.tick(("in", 1), 1) == (3, 9_500, 9_500)
+    assert len(ticks) == 3 and ticks.malformed == 0
 
 
 @pytest.mark.spark

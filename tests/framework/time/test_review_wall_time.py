@@ -1,15 +1,16 @@
 """Review: processing-time ("wall") timers and what README says of them.
 
-- README: ``set_wall_after(delay)`` counts "by recorded processing time (the ``wall`` of the
-  ticks applied to the key...)". A key takes a tick's ``wall`` only when the tick makes
-  something of it due; a key that was quiet keeps the ``wall`` of the last one that did (and
-  ``KeyTimers.wall`` is the key's event time when that is later). So a timer set "10 s from
-  now" counts from then: a key whose last applied tick was long ago, getting a record whose
-  event time lags (a backlog being worked off), has its timer fire at the very next tick,
-  however little processing time passed. A Kafka Streams punctuator or a Quix/Flink
-  processing-time timer counts from the clock now. Not a small fix (the partition's latest
-  recorded processing time would have to reach every reader of the key: a catch-up, the Spark
-  fold); left failing.
+- ``set_wall_after(delay)`` at a record counted from the key's ``wall``: the last tick that
+  made something of the key due (or its event time, when later). A key whose last applied tick
+  was long ago, getting a record whose event time lags (a backlog being worked off), had its
+  timer fire at the very next tick, however little processing time passed. A record carries no
+  processing time; the one recorded nearest after it is the next tick of its partition, which
+  every reader meets at the same offset. So a timer set at a record now waits for the next
+  tick applied to the key and counts from that tick's ``wall`` (a key with such a timer is due
+  at any tick, so its owner writes one within ``time.tick_interval``); set at a tick (in a
+  timer's function), it counts from that tick's. (Kafka Streams' wall-clock punctuators and
+  Flink's processing-time timers count from the machine's clock when set, which no replay
+  sees again.)
 - README: "across keys at a tick, in ``(time, key)`` order": every event-time item (of every
   key) fires before any processing-time one, whatever their times (the module docstring of
   ``framework.time.keeper`` says so; README now does too).
@@ -23,12 +24,12 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-import pytest
 
 from framework import KeyTimers, Output, Record, Timer
 from framework.testing import TestDriver
 from framework.time.keeper import MAX_FIRINGS
-from tests.framework.time.apps import new_app, stages
+from framework.time.key_clock import TIME_STORE, KeyClock
+from tests.framework.time.apps import clock_of, new_app, stages
 
 
 def alarm_app(delay: int, *, event_delay: int | None = None) -> Any:
@@ -48,25 +49,61 @@ def alarm_app(delay: int, *, event_delay: int | None = None) -> Any:
     return app
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="set_wall_after counts from the key's own last applied tick (or its event time)",
-)
 def test_a_wall_timer_waits_its_delay_of_recorded_processing_time() -> None:
+    """Each timer set at a record fires ``delay`` after the first tick that follows the
+    record, never earlier, whatever the key's event time and its last applied tick."""
     driver = TestDriver(alarm_app(10_000))
-    driver.send("in", b"k", {"wall": True}, timestamp=0)  # due at wall 10 s
-    driver.advance_time(0, wall=10_000)  # fires: the key's wall is 10 s
-    for second in range(11, 3_600):  # an hour of ticks, none due for the key
+    driver.send("in", b"k", {"wall": True}, timestamp=0)
+    assert clock_of(driver, b"k").timers == {"alarm": {"wall": (10_000, "wall_after")}}
+    dumped = KeyClock.readable(driver.state(TIME_STORE, b"k"))["timers"]
+    assert dumped == {"alarm": {"wall": {"delay": 10_000, "kind": "wall_after"}}}  # state dump
+    driver.advance_time(0, wall=5_000)  # the first tick after it: due at wall 15 s
+    assert clock_of(driver, b"k").timers == {"alarm": {"wall": (15_000, "wall")}}
+    driver.advance_time(0, wall=14_999)
+    assert driver.output_values() == []
+    driver.advance_time(0, wall=15_000)
+    assert [value["wall"] for value in driver.output_values()] == [15_000]
+    for second in range(16, 3_600):  # an hour of ticks, none due for the key
         driver.advance_time(0, wall=second * 1_000)
     driver.send("in", b"k", {"wall": True}, timestamp=20_000)  # a backlog's record, now
-    driver.advance_time(0, wall=3_601_000)  # one second later
-    assert len(driver.output_values()) == 1  # fired already: 20 s + 10 s of a 3,600 s wall
+    driver.advance_time(0, wall=3_601_000)  # one second later: due at 3,611 s
+    driver.advance_time(0, wall=3_610_999)
+    assert len(driver.output_values()) == 1  # was: fired at once (20 s + 10 s of a 3,600 s wall)
+    driver.advance_time(0, wall=3_611_000)
+    assert [value["wall"] for value in driver.output_values()] == [15_000, 3_611_000]
+
+
+def test_a_wall_timer_set_at_a_tick_counts_from_that_tick() -> None:
+    """A timer's function (at a tick) knows the processing time now: its ``set_wall_after``
+    counts from the tick's wall at once; ``get`` tells a timer still waiting for its tick."""
+    app = new_app(partitions=1)
+    seen: list[Any] = []
+
+    @app.timer("again", stores=["again"])
+    def again(timer: Timer, timers: KeyTimers) -> Output:
+        if timer.time < 30_000:
+            timers.set_wall_after(10_000)
+        seen.append(timers.get())
+        return Output({"at": timer.time})
+
+    @app.processor("in", dict, ["again"])
+    def arm(record: Record[dict[str, Any]], timers: KeyTimers) -> None:
+        timers.set_wall_after(10_000)
+        seen.append(timers.get())
+
+    driver = TestDriver(app)
+    driver.send("in", b"k", {}, timestamp=0)
+    for wall in (1_000, 11_000, 21_000, 31_000, 41_000):
+        driver.advance_time(0, wall=wall)
+    assert [value["at"] for value in driver.output_values()] == [11_000, 21_000, 31_000]
+    assert seen == [(10_000, "wall_after"), (21_000, "wall"), (31_000, "wall"), None]
 
 
 def test_at_a_tick_event_time_items_fire_before_processing_time_ones() -> None:
     driver = TestDriver(alarm_app(1, event_delay=100))
-    driver.send("in", b"a", {"wall": True}, timestamp=0)  # a: wall timer due at 1
+    driver.send("in", b"a", {"wall": True}, timestamp=0)
     driver.send("in", b"b", {"event": True}, timestamp=0)  # b: event timer due at 100
+    driver.advance_time(0, wall=0)  # a: its wall timer counts from here, due at 1
     driver.advance_time(1_000, wall=1_000)
     assert [value["key"] for value in driver.output_values()] == ["b", "a"]
 

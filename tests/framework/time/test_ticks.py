@@ -1,4 +1,5 @@
-"""Ticks: the record format, a malformed one, and apps with and without time reading them."""
+"""Ticks: the record format, a malformed one, apps with and without time reading them, and
+another app's ticks."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from framework import Record
 from framework.testing import TestDriver
 from framework.time import Count, Tumbling
-from framework.time.ticks import TICK_HEADER, is_tick, read_tick, tick_headers
+from framework.time.ticks import TICK_HEADER, TickRead, is_tick, read_tick, tick_headers
 from tests.framework.time.apps import emitted, new_app, stages
 
 
@@ -17,7 +18,13 @@ def test_the_tick_record_format() -> None:
     headers = tick_headers(5, -3)
     assert headers == [(TICK_HEADER, b'{"floor":5,"wall":-3}')]
     assert is_tick(headers) and not is_tick([("other", b"")])
-    assert read_tick(headers) == (5, -3)
+    assert read_tick(headers) == TickRead(5, -3, None)  # (written before ticks named an app)
+    named = tick_headers(5, -3, "clicks-app")
+    assert named == [(TICK_HEADER, b'{"floor":5,"wall":-3,"app":"clicks-app"}')]
+    assert read_tick(named) == TickRead(5, -3, "clicks-app")
+    assert read_tick(named).applies_to("clicks-app")  # type: ignore[union-attr]
+    assert not read_tick(named).applies_to("views-app")  # type: ignore[union-attr]
+    assert read_tick(headers).applies_to("views-app")  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
@@ -26,7 +33,10 @@ def test_the_tick_record_format() -> None:
         ([(TICK_HEADER, None)], "exactly one splitstate.tick header with a value"),
         ([(TICK_HEADER, b"1"), (TICK_HEADER, b"2")], "exactly one"),
         ([(TICK_HEADER, b"{nope")], "is not JSON"),
-        ([(TICK_HEADER, b'{"floor": 1}')], 'is not {"floor": ms, "wall": ms}'),
+        ([(TICK_HEADER, b'{"floor": 1}')], 'is not {"floor": ms, "wall": ms, "app": app_id}'),
+        ([(TICK_HEADER, b'{"floor": 1, "wall": 2, "app": 3}')], "app is not an app id"),
+        ([(TICK_HEADER, b'{"floor": 1, "wall": 2, "app": ""}')], "app is not an app id"),
+        ([(TICK_HEADER, b'{"floor": 1, "wall": 2, "app": null}')], "app is not an app id"),
         ([(TICK_HEADER, b'{"floor": 1, "wall": 2, "x": 3}')], "is not {"),
         ([(TICK_HEADER, b'{"floor": 1.5, "wall": 2}')], "not whole milliseconds in range"),
         ([(TICK_HEADER, b'{"floor": true, "wall": 2}')], "not whole milliseconds"),
@@ -81,3 +91,18 @@ def test_an_app_without_time_reads_ticks_as_nothing_unless_malformed() -> None:
     assert sum(driver.offsets().values()) == 2  # one tick in each partition, read
     driver.send("in", None, b"", headers=[(TICK_HEADER, b"junk")])
     assert stages(driver) == ["decode"]
+
+
+def test_another_apps_tick_is_passed_over_and_ones_naming_no_app_are_applied() -> None:
+    """Two apps read one input: each applies its own ticks only. Another app's tick is no
+    dead letter and changes nothing (the key's time and its open window stay as they were);
+    a tick naming no app (written before ticks named their app) is applied as it was."""
+    driver = counting()
+    driver.send("in", b"k", timestamp=1)
+    home = next(iter(driver.offsets()))[1]
+    before = driver.state("splitstate.time", b"k")
+    driver.send("in", None, b"", headers=[*tick_headers(100, 100, "another-app")], partition=home)
+    assert driver.dead_letters == [] and emitted(driver) == []
+    assert driver.state("splitstate.time", b"k") == before
+    driver.send("in", None, b"", headers=[*tick_headers(100, 100)], partition=home)
+    assert emitted(driver) == [(b"k", {"start": 0, "end": 10, "value": 1})]

@@ -113,16 +113,21 @@ def test_a_timer_that_sets_itself_again_fires_in_turn() -> None:
 
 def test_wall_timers_fire_by_recorded_processing_time_only() -> None:
     driver = TestDriver(timer_app())
-    send(driver, 10, do="set_wall_after", at=100, name="w")  # counted from the key's time
+    send(driver, 10, do="set_wall_after", at=100, name="w")  # counted from the next tick
     send(driver, 20, do="set_wall", at=50, name="v")
-    assert clock_of(driver, b"k").timers == {"alarms": {"w": (110, "wall"), "v": (50, "wall")}}
+    timers = {"w": (100, "wall_after"), "v": (50, "wall")}
+    assert clock_of(driver, b"k").timers == {"alarms": timers}
     send(driver, 5000)  # event time does not fire them
     driver.advance_time(5000, wall=60)
     assert rang(driver) == [(b"k", {"rang": "v", "due": 50, "kind": "wall"})]
     assert driver.state("log", b"k") == [["v", 50, 5000, 5000]]  # wall: max(wall, key time)
-    driver.advance_time(5000, wall=110)
-    assert rang(driver)[1:] == [(b"k", {"rang": "w", "due": 110, "kind": "wall"})]
-    assert clock_of(driver, b"k").wall == 110
+    # w counts from that tick's processing time (the key's time, which is later)
+    assert clock_of(driver, b"k").timers == {"alarms": {"w": (5100, "wall")}}
+    driver.advance_time(5000, wall=5099)
+    assert len(rang(driver)) == 1
+    driver.advance_time(5000, wall=5100)
+    assert rang(driver)[1:] == [(b"k", {"rang": "w", "due": 5100, "kind": "wall"})]
+    assert clock_of(driver, b"k").wall == 5100
 
 
 def test_a_delay_needs_a_key_time() -> None:

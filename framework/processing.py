@@ -151,7 +151,7 @@ class RecordProcessor:
             TimeApplier(
                 TimedFunctions(app, self._encode, self.stop_on_error),
                 self._dead,
-                self.placement.lives_at,
+                self.placement,
                 app.config.app_id,
             )
             if app.uses_time
@@ -198,7 +198,7 @@ class RecordProcessor:
             try:
                 entries = self._registry()
             except KafkaIOError as error:
-                what = "marker" if message.key() is None else "record"
+                what = "tick or marker" if message.key() is None else "record"
                 raise KafkaIOError(
                     f"could not read the topic registry to check the {what} at "
                     f"{topic}[{partition}]@{offset} against it: {error}. It is not judged by "
@@ -212,16 +212,18 @@ class RecordProcessor:
 
     def _stale(self, message: InputMessage, where: tuple[str, int, int]) -> bool:
         """Whether ``message`` at ``where`` needs a newer view of the registry: a marker it
-        does not record, or a keyed record whose key lives elsewhere by it (a step the view
-        lacks, or a late record); never a compaction tombstone (it sits in a key's earlier
-        partition by design)."""
+        does not record, a tick naming steps it lacks (``TimeApplier.stale``), or a keyed
+        record whose key lives elsewhere by it (a step the view lacks, or a late record);
+        never a compaction tombstone (it sits in a key's earlier partition by design)."""
         topic, key = where[0], message.key()
         if key is None or key.startswith(f"{topic}/".encode()):  # (a marker's key is its id)
             headers = readable_headers(message)
             if headers is not None and is_marker_record(topic, key, headers):
                 return self.placement.stale_marker(where, headers)
-            if key is None or (headers is not None and is_tick_record(topic, key, headers)):
-                return False  # no marker: a dead letter or a tick, whatever the registry says
+            if headers is not None and is_tick_record(topic, key, headers):
+                return self._time is not None and self._time.stale(where, headers)
+            if key is None:
+                return False  # no marker, no tick: a dead letter, whatever the registry says
         if not self.placement.stale_key(where, key):
             return False
         headers = readable_headers(message)
@@ -245,9 +247,9 @@ class RecordProcessor:
         and a compaction tombstone (``framework.growth.compaction``) change nothing and
         return neither. A tick (``framework.time.ticks``: keyless, or a compacted topic's
         tick key; before the placement check) of this app's (or naming no app) applies to the
-        keys living in its partition there (and, given ``keys``, those it accepts: a
-        catch-up's gained keys, the keys of this processor in a rebuild); another app's
-        changes nothing and returns neither.
+        keys living in its partition there by the history steps its writer knew (and, given
+        ``keys``, those it accepts: a catch-up's gained keys, the keys of this processor in a
+        rebuild); another app's changes nothing and returns neither.
         Timers that failed meanwhile are dead letters ``take_letters`` gives.
         """
         if where is None:

@@ -11,6 +11,9 @@ the ticks of those spans together with the key's records and applies each tick t
 something of the key due (its ``splitstate.due`` times against the tick's floor and
 processing time, as ``StateBatch.due_keys`` compares them), found with
 ``PartitionTicks.first_due``: a tick that would change nothing for the key costs it nothing.
+A tick whose writer knew fewer steps of the history than the build reaches fewer keys than
+the spans say (``Homes.takes_tick``, never more): applied through ``RecordProcessor``, it
+changes only the keys it takes.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ header leave the JVM), keeps those the app applies (its own, and those that name
 ``TickRead.applies_to``; another app's are passed over, as every reader does), and the fold
 gets all of them (Spark ships the fold, and the table in
 it, to its workers, broadcast when large). Per input partition the table holds the ticks'
-offsets, floors and processing times in offset order, and answers the fold's one question
+offsets, floors, processing times and history steps named (``ticks.TickRead``; -1: none)
+in offset order, and answers the fold's one question
 fast: which is the first tick in a range that makes something of a key due
 (``PartitionTicks.first_due``, by block maxima: ``O(log ticks)``, twice the ticks' size in
 memory), so ticks that change nothing for a key cost it nothing.
@@ -21,35 +22,45 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from framework.time.ticks import TICK_HEADER, read_tick
+from framework.time.ticks import TICK_HEADER, TickRead, read_tick
 from rebalance.positions import Position
 
 if TYPE_CHECKING:
     import numpy.typing as npt
     from pyspark.sql import DataFrame
 
-__all__ = ["PartitionTicks", "TickTable", "collect_ticks"]
+__all__ = ["NO_STEPS", "PartitionTicks", "TickTable", "collect_ticks"]
 
 Header = tuple[str, bytes | None]
+#: a tick that names no history steps (``TickRead.steps`` is ``None``)
+NO_STEPS = -1
 
 
 @dataclass
 class PartitionTicks:
-    """One input partition's ticks, by offset: their floors and processing times."""
+    """One input partition's ticks, by offset: their floors, processing times and the
+    history steps each names (``NO_STEPS``: none; default: none names any)."""
 
     offsets: npt.NDArray[np.int64]
     floors: npt.NDArray[np.int64]
     walls: npt.NDArray[np.int64]
+    steps: npt.NDArray[np.int64] | None = None
     #: block maxima of floors and walls, by level (``first_due``), built when first used
     _maxima: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] | None = field(
         default=None, repr=False, compare=False
     )
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"offsets": self.offsets, "floors": self.floors, "walls": self.walls}
+        return {
+            "offsets": self.offsets,
+            "floors": self.floors,
+            "walls": self.walls,
+            "steps": self.steps,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.offsets, self.floors, self.walls = state["offsets"], state["floors"], state["walls"]
+        self.steps = state["steps"]
         self._maxima = None
 
     def __len__(self) -> int:
@@ -117,7 +128,7 @@ class TickTable:
         offset, headers)`` of keyless records (those that are no tick are counted in
         ``malformed``; another app's ticks are left out); a tick read twice (an archive that
         holds it twice) counts once."""
-        found: dict[Position, dict[int, tuple[int, int]]] = {}
+        found: dict[Position, dict[int, TickRead]] = {}
         malformed = 0
         for topic, partition, offset, headers in rows:
             read = read_tick(list(headers or []))
@@ -125,24 +136,35 @@ class TickTable:
                 malformed += 1
                 continue
             if read.applies_to(app):
-                found.setdefault((topic, partition), {})[offset] = (read.floor, read.wall)
+                found.setdefault((topic, partition), {})[offset] = read
         partitions = {}
         for position, ticks in sorted(found.items()):
             offsets = sorted(ticks)
             partitions[position] = PartitionTicks(
                 np.asarray(offsets, dtype=np.int64),
-                np.asarray([ticks[o][0] for o in offsets], dtype=np.int64),
-                np.asarray([ticks[o][1] for o in offsets], dtype=np.int64),
+                np.asarray([ticks[o].floor for o in offsets], dtype=np.int64),
+                np.asarray([ticks[o].wall for o in offsets], dtype=np.int64),
+                np.asarray([_steps(ticks[o].steps) for o in offsets], dtype=np.int64),
             )
         return cls(partitions, malformed)
 
     def __len__(self) -> int:
         return sum(len(ticks) for ticks in self.partitions.values())
 
-    def tick(self, position: Position, index: int) -> tuple[int, int, int]:
-        """``(offset, floor, wall)`` of the ``index``-th tick of ``position``."""
+    def tick(self, position: Position, index: int) -> tuple[int, int, int, int | None]:
+        """``(offset, floor, wall, steps)`` of the ``index``-th tick of ``position``."""
         ticks = self.partitions[position]
-        return int(ticks.offsets[index]), int(ticks.floors[index]), int(ticks.walls[index])
+        steps = NO_STEPS if ticks.steps is None else int(ticks.steps[index])
+        return (
+            int(ticks.offsets[index]),
+            int(ticks.floors[index]),
+            int(ticks.walls[index]),
+            None if steps == NO_STEPS else steps,
+        )
+
+
+def _steps(steps: int | None) -> int:
+    return NO_STEPS if steps is None else steps
 
 
 def collect_ticks(history: DataFrame, app: str) -> TickTable:

@@ -121,8 +121,8 @@ class _KeyRun:
     def _tick(self, position: Position, index: int) -> None:
         """Apply the ``index``-th tick of ``position`` (to the key: the batch holds no other)."""
         topic, partition = position
-        offset, floor, wall = self._table.tick(position, index)
+        offset, floor, wall, steps = self._table.tick(position, index)
         # (the table holds only ticks the app applies: this one, naming no app, applies too)
-        headers: list[tuple[str, bytes | None]] = list(tick_headers(floor, wall))
+        headers: list[tuple[str, bytes | None]] = list(tick_headers(floor, wall, steps=steps))
         tick = StoredMessage(topic, partition, offset, None, None, None, headers)
         self._process(self._batch, tick, restore=True, where=(topic, partition, offset))

@@ -28,12 +28,15 @@ _Layout = tuple[int, int]
 
 class Homes:
     """``history.home_at``, fast enough for every record read: each partition's boundary
-    offsets and the layouts of the counts in force between them, computed once."""
+    offsets and the layouts of the counts in force between them, computed once; and which
+    keys a tick takes by the steps its writer knew (``takes_tick``)."""
 
     def __init__(self, history: TopicHistory) -> None:
         self.history = history
         self._layouts = history_layouts(history.counts)  # of each step's count
         self._partitions: dict[int, tuple[tuple[int, ...], tuple[_Layout, ...]]] = {}
+        self._ticks: dict[tuple[int, int], tuple[tuple[int, ...], tuple[tuple[_Layout, ...], ...]]]
+        self._ticks = {}
 
     def home(self, h: int, partition: int, offset: int) -> int:
         """The partition key hash ``h`` lives in at ``offset`` of ``partition``."""
@@ -44,6 +47,49 @@ class Homes:
         low, split = layouts[bisect.bisect_right(offsets, offset)]
         b = h % low  # bucket(h, N, count in force), inlined
         return h % (low << 1) if b < split else b
+
+    def takes_tick(self, h: int, partition: int, offset: int, steps: int | None) -> bool:
+        """Whether key hash ``h`` takes a tick at ``offset`` of ``partition`` whose writer
+        knew the history's first ``steps`` steps (``None``: all of them): it lives there by
+        those steps, and no later step moved it away at a boundary there at or before
+        ``offset`` (a growth's marker, a shrink's drain marker: both in the partition itself,
+        so every reader met them). A later step that brought keys there (a shrink's hold, a
+        growth's start) brings the tick none: its writer did not know them, and a reader may
+        not know that step yet (its hold was measured before the registry recorded it).
+        So every reader whose view holds ``steps`` steps judges the tick alike, and the keys
+        taking it all live there by the whole history too."""
+        if steps is None or steps >= len(self.history.steps):
+            return self.home(h, partition, offset) == partition
+        found = self._ticks.get((partition, steps))
+        if found is None:
+            found = self._ticks[(partition, steps)] = self._tick_index(partition, steps)
+        offsets, layouts = found
+        for low, split in layouts[bisect.bisect_right(offsets, offset)]:
+            b = h % low  # bucket(h, N, count), inlined
+            if (h % (low << 1) if b < split else b) != partition:
+                return False
+        return True
+
+    def _tick_index(
+        self, partition: int, steps: int
+    ) -> tuple[tuple[int, ...], tuple[tuple[_Layout, ...], ...]]:
+        """``takes_tick``'s ``partition`` for a writer that knew ``steps`` steps: its boundary
+        offsets, and before the first of them and from each on, the layouts a key must be
+        placed there by (the known step in force, each later step that moved keys away)."""
+        if not 0 <= partition < self.history.created:
+            return (), ((self._layouts[-1],),)  # not the app's: judged by the current count
+        offsets: list[int] = []
+        layouts: list[tuple[_Layout, ...]] = [(self._layouts[0],)]
+        latest = 0
+        away: tuple[_Layout, ...] = ()
+        for boundary in self.history.boundaries(partition):
+            if boundary.step <= steps:
+                latest = max(latest, boundary.step)
+            elif boundary.kind in ("marker", "drain"):
+                away = (*away, self._layouts[boundary.step])
+            offsets.append(boundary.offset)
+            layouts.append((self._layouts[latest], *away))
+        return tuple(offsets), tuple(layouts)
 
     def _index(self, partition: int) -> tuple[tuple[int, ...], tuple[_Layout, ...]]:
         """``partition``'s boundary offsets, and the layout in force before the first of them

@@ -175,16 +175,50 @@ class PlacementCheck:
             return False
         return homes.home(mmh3.hash(key, 0, False), partition, offset) != partition
 
-    def lives_at(self, key: bytes, where: tuple[str, int, int]) -> bool:
-        """Whether ``key`` lives in the partition at ``where`` (a tick there applies to it):
-        by the topic's history with the markers met, or its initial count without one."""
+    def lives_at(self, key: bytes, where: tuple[str, int, int], steps: int | None = None) -> bool:
+        """Whether a tick at ``where`` whose writer knew ``steps`` steps of the topic's history
+        (``None``: every step this view has) applies to ``key``: by those steps and the
+        markers met (``Homes.takes_tick``), or the topic's initial count without a history.
+        A tick naming more steps than this view has is not judged here (``unknown_steps``)."""
         topic, partition, offset = where
         h = mmh3.hash(key, 0, False)
         homes = self._homes.get(topic)
         if homes is not None:
-            return homes.home(h, partition, offset) == partition
+            return homes.takes_tick(h, partition, offset, steps)
         initial = self.initial_partitions.get(topic)
         return initial is None or bucket(h, initial, initial) == partition
+
+    def known_steps(self, topic: str) -> int:
+        """How many steps of ``topic``'s partition history this view has (what a tick this
+        processor writes names)."""
+        history = self._registry.get(topic, (None, None))[0]
+        return 0 if history is None else len(history.steps)
+
+    def stale_tick(self, where: tuple[str, int, int], steps: int | None) -> bool:
+        """Whether judging the tick at ``where``, written knowing ``steps`` steps of its
+        topic's history, needs a newer view of the registry: the view has fewer (its writer
+        read a newer one), or it says none (a tick not written by a processor: judged by
+        every step, so by a view read after it)."""
+        if where[0] not in self.initial_partitions or self._confirmed_at(where):
+            return False
+        return steps is None or steps > self.known_steps(where[0])
+
+    def unknown_steps(self, where: tuple[str, int, int], steps: int | None) -> str | None:
+        """Why the tick at ``where`` cannot be judged by this view: it names more steps of
+        its topic's history than the registry (as last read) records; ``None`` if it can."""
+        topic = where[0]
+        if steps is None or topic not in self.initial_partitions:
+            return None  # (a topic not checked: every key takes its ticks)
+        known = self.known_steps(topic)
+        if steps <= known:
+            return None
+        return (
+            f"written knowing {steps} steps (growths, shrinks) of {topic}'s partition history, "
+            f"where the topic registry records {known}: it was not written against this app's "
+            "registry (copied from another topic or cluster, or the registry was recreated), "
+            "so which keys it applies to cannot be known; it was applied to none. Fix: nothing "
+            "to redo (time moves on with the next tick); stop whatever writes such ticks."
+        )
 
     def _confirmed_at(self, where: tuple[str, int, int]) -> bool:
         """Whether the record at ``where`` was read before the view adopted last was."""

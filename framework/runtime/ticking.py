@@ -11,10 +11,12 @@ every ``time.tick_interval`` of its clock, and decides:
   the wall clock minus ``idle_after``;
 - **wall**: the wall clock.
 
-It appends a tick ``{"floor", "wall", "app"}`` (naming its app: another app reading the
-partition passes it over) to the partition (an explicit partition; on a
-compacted topic with a key of its own, ``tick_key``) only when a key living there has
-something due by them (``StateBatch.due_keys``, ``PlacementCheck.lives_at``), and only when
+It appends a tick ``{"floor", "wall", "app", "steps"}`` (naming its app: another app reading
+the partition passes it over; ``steps``: how many steps of the topic's partition history its
+view of the registry holds, which every reader judges the tick by) to the partition (an
+explicit partition; on a compacted topic with a key of its own, ``tick_key``) only when a
+key living there has something due by them (``StateBatch.due_keys``,
+``PlacementCheck.lives_at``), and only when
 no earlier tick it wrote there is still unread: it never floods a partition. The tick goes
 into the batch's transaction (the producer that writes its outputs, so a fenced processor
 cannot write one) and takes effect only where it lands: every reader, this processor too,
@@ -59,6 +61,17 @@ _FLUSH_SECONDS = 60.0
 _UNREPORTED = -1
 
 
+class TickHomes(Protocol):
+    """Which keys a tick applies to, and how many history steps a topic's view has
+    (``PlacementCheck``'s)."""
+
+    def lives_at(self, key: bytes, where: tuple[str, int, int], steps: int | None, /) -> bool:
+        """Whether a tick at ``where`` written knowing ``steps`` steps applies to ``key``."""
+
+    def known_steps(self, topic: str, /) -> int:
+        """How many steps of ``topic``'s partition history the view has."""
+
+
 class _Layout(Protocol):
     @property
     def inputs(self) -> Mapping[str, TopicEntry]:
@@ -88,13 +101,15 @@ class Reading(Protocol):
 
 @dataclass(frozen=True)
 class Tick:
-    """A tick to append to ``topic[partition]`` (``key``: a compacted topic's)."""
+    """A tick to append to ``topic[partition]`` (``key``: a compacted topic's; ``steps``:
+    the steps of the topic's history its writer knew)."""
 
     topic: str
     partition: int
     floor: int
     wall: int
     key: bytes | None = None
+    steps: int | None = None
 
 
 def tick_floor(read: int | None, quiet_ms: float, idle_ms: int | None, now_ms: int) -> int:
@@ -127,14 +142,14 @@ def tickable(reading: Reading, offsets: Callable[[Position], int]) -> dict[Posit
 
 class TickWriter:
     """Decides and writes one processor's ticks (see the module). ``timing``: what the
-    processor read of its partitions' time; ``lives_at``: ``PlacementCheck.lives_at``;
+    processor read of its partitions' time; ``homes``: its ``PlacementCheck``;
     ``reading`` the partitions it reads, ``database`` its state; ``clock`` the run's."""
 
     def __init__(
         self,
         settings: TimeConfig,
         timing: TimeApplier,
-        lives_at: Callable[[bytes, tuple[str, int, int]], bool],
+        homes: TickHomes,
         *,
         reading: Reading,
         database: ProcessorDatabase,
@@ -143,7 +158,7 @@ class TickWriter:
         self._interval = settings.tick_seconds
         self._idle_ms = settings.idle_ms
         self._timing = timing
-        self._lives_at = lives_at
+        self._homes = homes
         self._reading = reading
         self._database = database
         self._clock = clock
@@ -171,8 +186,8 @@ class TickWriter:
         timing = records.timing
         if timing is None:
             return None
-        lives_at = records.placement.lives_at
-        return cls(settings, timing, lives_at, reading=reading, database=database, clock=clock)
+        placement = records.placement
+        return cls(settings, timing, placement, reading=reading, database=database, clock=clock)
 
     def due(self) -> bool:
         """Whether a partition the processor reads is due to be considered."""
@@ -208,8 +223,9 @@ class TickWriter:
                 del self._unread[position]
             read = self._timing.floors.get(position)
             floor = tick_floor(read, quiet * 1000, self._idle_ms, wall)
-            if self._something_due(batch, (*position, offset), floor, wall):
-                ticks.append(self._tick(position, floor, wall))
+            steps = self._homes.known_steps(position[0])
+            if self._something_due(batch, (*position, offset), floor, wall, steps):
+                ticks.append(self._tick(position, floor, wall, steps))
         return ticks
 
     def send(
@@ -239,8 +255,9 @@ class TickWriter:
         return count
 
     def headers(self, tick: Tick) -> list[tuple[str, bytes]]:
-        """The headers ``tick`` is written with: its times, and this processor's app."""
-        return tick_headers(tick.floor, tick.wall, self._timing.app_id)
+        """The headers ``tick`` is written with: its times, this processor's app, and the
+        history steps its view knew."""
+        return tick_headers(tick.floor, tick.wall, self._timing.app_id, steps=tick.steps)
 
     @staticmethod
     def _produce(
@@ -301,25 +318,31 @@ class TickWriter:
         return now - seen[1]
 
     def _something_due(
-        self, batch: StateBatch, where: tuple[str, int, int], floor: int, wall: int
+        self,
+        batch: StateBatch,
+        where: tuple[str, int, int],
+        floor: int,
+        wall: int,
+        steps: int | None = None,
     ) -> bool:
-        """Whether a key living at ``where`` has something due by ``floor`` or ``wall``
-        (each candidate's stored due times read again: the index may name one that moved)."""
+        """Whether a key a tick at ``where`` written knowing ``steps`` history steps applies
+        to has something due by ``floor`` or ``wall`` (each candidate's stored due times
+        read again: the index may name one that moved)."""
         due = batch.store(DUE_STORE)
         for key in batch.due_keys(floor, wall):
             raw = due.get(key)
             if raw is None:
                 continue
             event, processing = decode_due(raw)
-            if (event <= floor or processing <= wall) and self._lives_at(key, where):
+            if (event <= floor or processing <= wall) and self._homes.lives_at(key, where, steps):
                 return True
         return False
 
-    def _tick(self, position: Position, floor: int, wall: int) -> Tick:
+    def _tick(self, position: Position, floor: int, wall: int, steps: int) -> Tick:
         topic, partition = position
         entry = self._reading.layout.inputs[topic]
         key = tick_key(topic, uuid.uuid4().hex) if entry.compacted else None
-        return Tick(topic, partition, floor, wall, key)
+        return Tick(topic, partition, floor, wall, key, steps)
 
     def _reporter(
         self, also: Callable[[DeliveryError | None, Message], None] | None

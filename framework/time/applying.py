@@ -4,7 +4,7 @@ outputs, or a dead letter (``late``, ``decode``, ``processor``; ``timer`` ones a
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from framework.errors import ProcessorStoppedError, describe_error
 from framework.records import DeadLetter, DeadLetterStage, EncodedOutput, InputMessage, Record
@@ -19,10 +19,24 @@ MakeDead = Callable[[InputMessage, tuple[str, int, int], DeadLetterStage, str, b
 _STAGES: dict[str, DeadLetterStage] = {"late": "late", "decode": "decode"}
 
 
+class TickHomes(Protocol):
+    """Which keys a tick applies to (``PlacementCheck``'s)."""
+
+    def lives_at(self, key: bytes, where: tuple[str, int, int], steps: int | None, /) -> bool:
+        """Whether a tick at ``where`` whose writer knew ``steps`` history steps applies to
+        ``key``."""
+
+    def unknown_steps(self, where: tuple[str, int, int], steps: int | None, /) -> str | None:
+        """Why a tick at ``where`` naming ``steps`` cannot be judged (``None``: it can)."""
+
+    def stale_tick(self, where: tuple[str, int, int], steps: int | None, /) -> bool:
+        """Whether judging a tick at ``where`` naming ``steps`` needs a newer registry view."""
+
+
 class TimeApplier:
-    """Applies records and ticks with ``functions``; ``lives_at(key, where)``: whether a
-    key lives in the partition at ``where`` (``PlacementCheck.lives_at``). Only the ticks of
-    app ``app_id`` (and those that name no app) are applied: another app's is passed over.
+    """Applies records and ticks with ``functions``; ``homes`` says which keys a tick applies
+    to (``PlacementCheck``: by the history steps its writer knew). Only the ticks of app
+    ``app_id`` (and those that name no app) are applied: another app's is passed over.
 
     It notes what it read of each input partition's time (what a processor decides its
     ticks from, ``framework.runtime.ticking``): ``floors``, the largest event time of its
@@ -34,13 +48,13 @@ class TimeApplier:
         self,
         functions: TimedFunctions,
         dead: MakeDead,
-        lives_at: Callable[[bytes, tuple[str, int, int]], bool],
+        homes: TickHomes,
         app_id: str,
     ) -> None:
         self.functions = functions
         self.app_id = app_id
         self._dead = dead
-        self._lives_at = lives_at
+        self._homes = homes
         self._letters: list[DeadLetter] = []
         self.floors: dict[tuple[str, int], int] = {}
         self.records: dict[tuple[str, int], int] = {}
@@ -90,25 +104,41 @@ class TimeApplier:
         restore: bool,
         keys: Callable[[bytes], bool] | None,
     ) -> tuple[list[EncodedOutput], DeadLetter | None]:
-        """A tick at ``where``: applied to the keys living there that have something due by
-        it (and that ``keys`` accepts, when given); another app's tick changes nothing here,
-        not even the partition's floor as read (``floors``)."""
+        """A tick at ``where``: applied to the keys living there (by the history steps its
+        writer knew) that have something due by it (and that ``keys`` accepts, when given);
+        another app's tick changes nothing here, not even the partition's floor as read
+        (``floors``)."""
         read = read_tick(headers)
         if isinstance(read, str):
             return [], self._dead(message, where, "decode", f"not a tick: {read}", restore)
         if not read.applies_to(self.app_id):
             return [], None  # another app's: as a record of no key of this app's
-        floor, wall = read.floor, read.wall
+        floor, wall, steps = read.floor, read.wall, read.steps
+        unknown = self._homes.unknown_steps(where, steps)
+        if unknown is not None:
+            return [], self._dead(message, where, "placement", f"a tick {unknown}", restore)
         self.ticks += 1
         self._read(where[:2], floor, record=False)
+        lives_at = self._homes.lives_at
         chosen = [
             key
             for key in batch.due_keys(floor, wall)
-            if self._lives_at(key, where) and (keys is None or keys(key))
+            if lives_at(key, where, steps) and (keys is None or keys(key))
         ]
         outputs = self.functions.tick(batch, where, chosen, floor, wall) if chosen else []
         self._take(restore)
         return ([] if restore else outputs), None
+
+    def stale(
+        self, where: tuple[str, int, int], headers: Sequence[tuple[str, bytes | None]]
+    ) -> bool:
+        """Whether judging the tick at ``where`` (with ``headers``) needs a newer view of the
+        registry (``PlacementCheck.stale_tick``); never a malformed one (a dead letter
+        whatever the registry says) nor another app's (passed over)."""
+        read = read_tick(headers)
+        if isinstance(read, str) or not read.applies_to(self.app_id):
+            return False
+        return self._homes.stale_tick(where, read.steps)
 
     def take_letters(self) -> list[DeadLetter]:
         """The dead letters of timers that failed (stage ``timer``) since the last call."""

@@ -4,11 +4,19 @@ Keys that receive no records still need time to pass (a session that went quiet 
 The owner of an input partition decides that from its wall clock and what it read, and
 *records* the decision: it appends a tick to the partition itself, in the transaction of the
 batch it decided it in. A tick is a record without a key, with header ``TICK_HEADER`` holding
-JSON ``{"floor": ms, "wall": ms, "app": app_id}``: an event-time floor, a processing time, and
-the app whose processor wrote it. Wherever the tick sits in the partition, every reader meets
-it at that same position (the live owner, a restart rebuilding state, a receiver catching up,
-Spark), and applies it to the keys living in the partition there that have something due by
-then. So what it changes is decided once, by the log, not by when or where it is read.
+JSON ``{"floor": ms, "wall": ms, "app": app_id, "steps": n}``: an event-time floor, a
+processing time, the app whose processor wrote it, and how many steps (growths, shrinks) of
+the topic's partition history its writer's view of the topic registry held. Wherever the
+tick sits in the partition, every reader meets it at that same position (the live owner, a
+restart rebuilding state, a receiver catching up, Spark), and applies it to the keys living
+in the partition there by those steps that have something due by then
+(``framework.growth.late.Homes.takes_tick``: a step its writer did not know brings the tick
+no key, one that moved keys away at a marker before it takes those keys from it). So what it
+changes is decided once, by the log and the steps it names, not by when or where it is read,
+nor by how new the reader's view of the registry is. A tick without ``steps`` (not a
+processor's: a test's, ``TestDriver``'s, or one written before ticks named them) is judged by
+every step the reader knows (a processor reads the registry again first), which a shrink
+recorded after the tick was read can still change.
 
 Several apps may read one input; each applies only its own ticks (``TickRead.applies_to``):
 another app's floor comes from that app's clock and its ``idle_after``, and is passed over like
@@ -26,7 +34,7 @@ the log cleaner never removes a tick, and no reader takes it for a key of the ap
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TypeGuard
 
 import orjson
 
@@ -49,18 +57,23 @@ __all__ = [
 TICK_HEADER = "splitstate.tick"
 #: the largest size of a time (ms) a tick holds, and of an event time (``specs.event_time_of``)
 TIME_LIMIT = (1 << 62) - 1
-#: the fields of a tick's header (``"app"`` may be missing: ``TickRead.app``)
-_FIELDS = frozenset({"floor", "wall", "app"})
+#: the fields of a tick's header (``"app"`` and ``"steps"`` may be missing: ``TickRead``)
+_FIELDS = frozenset({"floor", "wall", "app", "steps"})
+#: the largest number of history steps a tick names
+_STEPS_LIMIT = (1 << 31) - 1
 #: the longest app id a tick names (``framework.config``: app ids have 1-200 characters)
 _APP_LIMIT = 200
 
 
 class TickRead(NamedTuple):
-    """A tick's times, and the app that wrote it (``None``: a tick of before ticks named it)."""
+    """A tick's times, the app that wrote it (``None``: a tick of before ticks named it), and
+    ``steps``: how many steps of its topic's partition history its writer knew (``None``: not
+    said; then every step the reader knows counts)."""
 
     floor: int
     wall: int
     app: str | None = None
+    steps: int | None = None
 
     def applies_to(self, app_id: str) -> bool:
         """Whether app ``app_id`` applies this tick: its own, or one that names no app."""
@@ -101,7 +114,7 @@ def is_tick_message(topic: str, message: InputMessage) -> bool:
     return headers is not None and is_tick(headers)
 
 
-def read_tick(headers: Sequence[tuple[str, bytes | None]]) -> TickRead | str:
+def read_tick(headers: Sequence[tuple[str, bytes | None]]) -> TickRead | str:  # noqa: PLR0911
     """The tick ``headers`` hold, or why they hold none (a dead letter's reason)."""
     values = [value for name, value in headers if name == TICK_HEADER]
     if len(values) != 1 or values[0] is None:
@@ -111,20 +124,34 @@ def read_tick(headers: Sequence[tuple[str, bytes | None]]) -> TickRead | str:
     except orjson.JSONDecodeError as error:
         return f"its {TICK_HEADER} header is not JSON ({error})"
     if not isinstance(data, dict) or not {"floor", "wall"} <= set(data) <= _FIELDS:
-        return f'its {TICK_HEADER} header is not {{"floor": ms, "wall": ms, "app": app_id}}'
-    floor, wall, app = data["floor"], data["wall"], data.get("app")
+        return (
+            f'its {TICK_HEADER} header is not {{"floor": ms, "wall": ms, "app": app_id, '
+            '"steps": n}'
+        )
+    floor, wall, app, steps = data["floor"], data["wall"], data.get("app"), data.get("steps")
     for value in (floor, wall):
-        if not isinstance(value, int) or isinstance(value, bool) or abs(value) > TIME_LIMIT:
+        if not _whole(value) or abs(value) > TIME_LIMIT:
             return f"its {TICK_HEADER} times are not whole milliseconds in range: {data!r}"
     if "app" in data and not (isinstance(app, str) and 0 < len(app) <= _APP_LIMIT):
         return f"its {TICK_HEADER} app is not an app id (text of 1-{_APP_LIMIT}): {app!r}"
-    return TickRead(floor, wall, app)
+    if "steps" in data and not (_whole(steps) and 0 <= steps <= _STEPS_LIMIT):
+        return f"its {TICK_HEADER} steps are not a count of history steps: {data!r}"
+    return TickRead(floor, wall, app, steps)
 
 
-def tick_headers(floor: int, wall: int, app: str | None = None) -> list[tuple[str, bytes]]:
+def _whole(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def tick_headers(
+    floor: int, wall: int, app: str | None = None, *, steps: int | None = None
+) -> list[tuple[str, bytes]]:
     """The headers of a tick with event-time ``floor`` and processing time ``wall``, written
-    by app ``app`` (``None``: one that names no app, as ticks were before they named it)."""
+    by app ``app`` (``None``: one that names no app, as ticks were before they named it)
+    knowing ``steps`` steps of its topic's partition history (``None``: not said)."""
     data: dict[str, int | str] = {"floor": floor, "wall": wall}
     if app is not None:
         data["app"] = app
+    if steps is not None:
+        data["steps"] = steps
     return [(TICK_HEADER, orjson.dumps(data))]

@@ -153,14 +153,15 @@ def test_a_partition_is_ticked_only_when_a_key_living_there_is_due() -> None:
     world.send(key, _ms(NOW) - 200)
     world.send(key, _ms(NOW))  # its quiet timer waits for a tick to count from
     [anchor] = world.decide()  # so the key is due: a tick at once
-    assert anchor == Tick(TOPIC, world.home(key), _ms(NOW), _ms(NOW), None)
+    assert anchor == Tick(TOPIC, world.home(key), _ms(NOW), _ms(NOW), None, 0)
     world.read(anchor)  # the quiet timer: due at NOW + GAP
     assert world.decide(after=1.0) == []  # nothing due yet
     assert world.decide(after=GAP_MS / 1000 - 1.01) == []
     ticks = world.decide(after=1.0)
     wall = _ms(NOW + GAP_MS / 1000 + 0.99)
-    # only its partition; floor: the largest event time read there; wall: the clock
-    assert ticks == [Tick(TOPIC, world.home(key), _ms(NOW), wall, None)]
+    # only its partition; floor: the largest event time read there; wall: the clock; the
+    # steps of the topic's history the processor's view holds (none: it never changed)
+    assert ticks == [Tick(TOPIC, world.home(key), _ms(NOW), wall, None, 0)]
 
 
 def test_at_most_one_look_per_interval() -> None:

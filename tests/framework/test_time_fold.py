@@ -23,7 +23,7 @@ from framework.bootstrap import arrow_rows
 from framework.bootstrap.fold import AppFold
 from framework.bootstrap.key_ticks import END, KeySpans
 from framework.bootstrap.tick_table import PartitionTicks, TickTable
-from framework.time.ticks import tick_headers
+from framework.time.ticks import read_tick, tick_headers
 from rebalance import TopicHistory, key_hash
 from tests.framework.test_spark_fold import records_table
 from tests.framework.time import test_replay as replayed
@@ -87,6 +87,31 @@ def test_each_key_gets_the_time_state_of_the_live_run_through_a_shrink_and_a_reg
     _folder, items = fold(log)
     assert items == sorted(state_items(live, app))
     assert len({key for _, key, _ in items}) == 40
+
+
+@pytest.mark.parametrize("seed", [34, 8])
+def test_the_fold_judges_each_tick_by_the_history_steps_its_writer_knew(seed: int) -> None:
+    """4 -> 8 -> 5 -> 7 with ticks written by views older than where they land (the first
+    after each change name the steps before it): the fold applies each by the steps it
+    names, as the live run does, not by the whole history it builds with; ticks naming
+    fewer steps there reach fewer keys than the whole history would give them."""
+    log = make_lives_history(seed, stepped=True)
+    live, _outputs = live_run(app, log, log.written)
+    _folder, items = fold(log)
+    assert items == sorted(state_items(live, app))
+    unstepped, _outputs = live_run(app, log, _unstepped(log.written))
+    assert sorted(state_items(unstepped, app)) != items  # (the steps changed something)
+
+
+def _unstepped(written: list[Any]) -> list[Any]:
+    """``written`` with each tick naming no steps (judged by the whole history)."""
+    found = []
+    for partition, offset, key, value, stamp, headers in written:
+        read = read_tick(headers) if key is None else "not a tick"
+        unstepped = [] if isinstance(read, str) else tick_headers(read.floor, read.wall, read.app)
+        kept = unstepped or headers
+        found.append((partition, offset, key, value, stamp, kept))
+    return found
 
 
 @pytest.mark.parametrize("make", [make_history, make_lives_history])
@@ -169,14 +194,14 @@ def test_a_malformed_tick_is_counted_and_applies_to_nothing() -> None:
     table = TickTable.of(rows, app="folded")
     assert table.malformed == 2
     assert len(table) == 1
-    assert table.tick((TOPIC, 0), 0) == (3, 5, 6)
+    assert table.tick((TOPIC, 0), 0) == (3, 5, 6, None)
 
 
 def test_the_table_holds_the_apps_own_ticks_and_those_naming_no_app() -> None:
     """Another app's tick is passed over by every reader: the fold's table leaves it out
     (it is no malformed one either)."""
     rows: list[tuple[str, int, int, list[tuple[str, bytes | None]] | None]] = [
-        (TOPIC, 0, 1, list(tick_headers(5, 6, "folded"))),
+        (TOPIC, 0, 1, list(tick_headers(5, 6, "folded", steps=2))),
         (TOPIC, 0, 2, list(tick_headers(50, 60, "another"))),
         (TOPIC, 0, 3, list(tick_headers(7, 8))),  # (written before ticks named their app)
         (TOPIC, 1, 0, list(tick_headers(50, 60, "another"))),
@@ -184,7 +209,7 @@ def test_the_table_holds_the_apps_own_ticks_and_those_naming_no_app() -> None:
     table = TickTable.of(rows, app="folded")
     assert table.malformed == 0
     assert sorted(table.partitions) == [(TOPIC, 0)]
-    assert [table.tick((TOPIC, 0), i) for i in range(len(table))] == [(1, 5, 6), (3, 7, 8)]
+    assert [table.tick((TOPIC, 0), i) for i in range(len(table))] == [(1, 5, 6, 2), (3, 7, 8, None)]
 
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)

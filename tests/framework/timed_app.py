@@ -94,6 +94,8 @@ class History:
     history: TopicHistory = field(default_factory=lambda: TopicHistory.of(TOPIC, [N]))
     #: phases of 10 s written so far
     phases: int = 0
+    #: the history steps the ticks written now name (``None``: none)
+    steps: int | None = None
 
     @property
     def entries(self) -> dict[str, TopicEntry]:
@@ -121,8 +123,10 @@ class History:
         self.append(partition, key, str(value).encode(), stamp, headers)
 
     def tick(self, partition: int, floor: int, wall: int) -> None:
-        """A tick in ``partition``: event-time ``floor``, processing time ``wall``."""
-        offset = self.append(partition, None, b"", wall, list(tick_headers(floor, wall)))
+        """A tick in ``partition``: event-time ``floor``, processing time ``wall`` (naming
+        ``steps``)."""
+        headers: list[Header] = list(tick_headers(floor, wall, steps=self.steps))
+        offset = self.append(partition, None, b"", wall, headers)
         self.ticks.append((partition, offset))
 
     def marker(self, partition: int, marker_id: str) -> int:
@@ -213,29 +217,35 @@ def extended(log: History, seed: int, steps: int = 12) -> tuple[History, list[Wr
     return longer, longer.written[len(log.written) :]
 
 
-def make_lives_history(seed: int = 34, keys: int = 40) -> History:
+def make_lives_history(seed: int = 34, keys: int = 40, *, stepped: bool = False) -> History:
     """4 -> 8 -> 5 -> 7 as ``expand`` and producers write it: growth markers in the parents,
     drain markers in the deleted partitions 5, 6, 7, the survivors' holds and the re-grown
     partitions' starts where their ends were; ticks in every partition Kafka has (deleted
-    ones too), records and ticks in each phase."""
+    ones too), records and ticks in each phase. ``stepped``: each tick names the history
+    steps its writer knew, a writer learning of each change three phases after its
+    boundaries (as a view of the registry older than where its ticks land)."""
     log = History(initial=4, history=TopicHistory.of(TOPIC, [4]))
     phases = _Phases(log, seed, keys)
+    log.steps = 0 if stepped else None
     for _ in range(6):
         phases.phase(4)
     grow8 = Grow(8, dict.fromkeys(range(4, 8), 0), {})
     markers = {c: log.marker(c - 4, f"{TOPIC}/1/8/{c}") for c in range(4, 8)}
     grow8 = Grow(8, grow8.starts, markers)
-    for _ in range(6):
+    for step in range(6):
+        log.steps = 1 if stepped and step >= 3 else log.steps
         phases.phase(8)
     holds = {t: log.ends[t] for t in (1, 2, 3)}  # the survivors' ends, before the count
     drains = {d: log.marker(d, f"{TOPIC}/2/5/{d}/drain") for d in (5, 6, 7)}
     shrink5 = Shrink(5, holds, drains)
     phases.late_for(5, 1, 8)
-    for _ in range(6):
+    for step in range(6):
+        log.steps = 2 if stepped and step >= 3 else log.steps
         phases.phase(5)
     starts = {c: log.ends[c] for c in (5, 6)}  # their ends, before the count
     grow7 = Grow(7, starts, {c: log.marker(c - 4, f"{TOPIC}/3/7/{c}") for c in (5, 6)})
-    for _ in range(6):
+    for step in range(6):
+        log.steps = 3 if stepped and step >= 3 else log.steps
         phases.phase(7)
     phases.end(8)
     log.history = TopicHistory(TOPIC, (4, 8, 5, 7), (grow8, shrink5, grow7))

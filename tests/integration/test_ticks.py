@@ -78,10 +78,11 @@ def test_a_quiet_key_is_alerted_once_within_a_few_tick_intervals(
     per_partition = {r.partition for r in ticks}
     assert per_partition == {r.partition for r in world.log() if r.key in KEYS}
     assert len(ticks) <= 3 * len(per_partition), ticks
-    for tick in ticks:  # keyless, an empty value, floor, wall and the app
+    for tick in ticks:  # keyless, an empty value, floor, wall, the app, the history steps known
         assert (tick.key, tick.value) == (None, b"")
         header = json.loads(tick.headers[TICK_HEADER])
-        assert set(header) == {"floor", "wall", "app"} and header["app"] == world.app_id
+        assert set(header) == {"floor", "wall", "app", "steps"} and header["app"] == world.app_id
+        assert header["steps"] == 0  # (the input never changed its partition count)
 
 
 @pytest.mark.parametrize("compacted", [False, True], ids=["plain", "compacted"])

@@ -2,7 +2,8 @@
 topic read back (``read_committed``, every partition to its end) and replayed through one
 ``TestDriver``, partition by partition in lineage order (a parent before the partitions split
 from it, so each key's records come in the order it lived them), each tick to the keys that
-lived in its partition at its offset (the topic history's homes)."""
+lived in its partition at its offset (the topic history's homes, by the steps of it the
+tick's writer knew: ``Homes.takes_tick``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from framework.app import App
 from framework.growth.late import Homes
 from framework.growth.markers import is_marker_record
 from framework.testing import TestDriver
-from framework.time.ticks import is_tick, read_tick
+from framework.time.ticks import TickRead, is_tick, read_tick
 from rebalance import TopicHistory, key_hash
 from tests.integration.harness import unique
 
@@ -106,9 +107,15 @@ def replay(app: App, topic: str, records: list[InputRecord], history: TopicHisto
             assert not isinstance(read, str), (record, read)
             if not read.applies_to(app.config.app_id):
                 continue  # another app's: the app passes it over
+            assert (read.steps or 0) <= len(history.steps), (record, read)  # (else dead)
 
-            def lived_here(key: bytes, partition: int = partition, offset: int = offset) -> bool:
-                return homes.home(key_hash(key), partition, offset) == partition
+            def lived_here(
+                key: bytes,
+                partition: int = partition,
+                offset: int = offset,
+                read: TickRead = read,
+            ) -> bool:
+                return homes.takes_tick(key_hash(key), partition, offset, read.steps)
 
             before = len(driver.outputs())
             driver.tick(topic, partition % initial, read.floor, read.wall, keys=lived_here)

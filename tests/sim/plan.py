@@ -285,30 +285,10 @@ def draw_plan(seed: int) -> Plan:
     plan = replace(plan, junk=rng.random() < 0.2)
     if rng.random() < 0.25 and (COMPACTED_GROWTH or all(op.kind != "expand" for op in operations)):
         plan = replace(plan, compacted=True, compact_rate=rng.choice([0.002, 0.01, 0.03]))
-    # (with an output topic for its results; a compacted input takes no keyless ticks; and,
-    # until ticks are judged by a registry view as new as they are, no shrink: a survivor's
-    # ticks past its hold miss the merged keys when the processor's view lacks the shrink,
-    # the open defect kept in time_regressions.py)
-    if plan.outputs and not plan.compacted and not _shrinks(plan) and rng.random() < TIMED_RATE:
+    # (with an output topic for its results; a compacted input takes no keyless ticks)
+    if plan.outputs and not plan.compacted and rng.random() < TIMED_RATE:
         plan = replace(plan, timed=True)
     return plan
-
-
-def _shrinks(plan: Plan) -> bool:
-    """Whether an expand of ``plan`` (or of its rival, whose order differs) may make the
-    input smaller: a count below one asked for before it, in either order."""
-    orders = [plan.operations, *([rival_operations(plan)] if plan.rival else [])]
-    counts = [op.value for ops in orders for op in ops if op.kind == "expand"]
-    return (
-        any(value < plan.partitions for value in counts)
-        or any(
-            later < earlier
-            for ops in orders
-            for earlier_at, earlier in enumerate(op.value for op in ops if op.kind == "expand")
-            for later in [op.value for op in ops if op.kind == "expand"][earlier_at + 1 :]
-        )
-        or (plan.rival and len(set(counts)) > 1)
-    )
 
 
 def rival_operations(plan: Plan) -> tuple[Operation, ...]:

@@ -35,6 +35,10 @@ def _home(h: int, partition: int, offset: int) -> int:
     return 0 if partition == 0 and offset < 5 else 2
 
 
+def _takes(h: int, tick: StoredRecord) -> bool:
+    return _home(h, tick.partition, tick.offset) == tick.partition
+
+
 def _order(record: StoredRecord) -> tuple[int, int]:
     """Partition 0 before offset 5 (and 1) is the first step; the rest the second."""
     first = record.partition == 1 or (record.partition == 0 and record.offset < 5)
@@ -55,7 +59,7 @@ def _truth() -> KeyTruth:
         _tick(2, 0, 2_700),
         _tick(2, 3, 30_000),
     ]
-    return oracle_of({KEY: records}, ticks, _home, _order)[KEY]
+    return oracle_of({KEY: records}, ticks, _takes, _order)[KEY]
 
 
 def test_a_keys_sequence_is_its_records_and_the_ticks_where_it_lives_in_lineage_order() -> None:

@@ -6,14 +6,18 @@ and processing time, and every reader meets it at that offset. The ticker, one m
 of the world (started again when killed), appends one every ``TICK_SECONDS`` to a partition
 drawn from the seed, with floor ``ALLOWANCE_MS`` before its wall time; once the other
 producers finished and no operator is at work, it appends a last round to every partition
-``END_MS`` ahead, which closes every window and fires every timer. The processors write
-ticks of their own beside these (``framework.runtime.ticking``).
+``END_MS`` ahead, which closes every window and fires every timer. Each tick names the steps
+of the input's partition history the registry holds when it is written (a processor's view
+may be older; either may be older than where the tick lands: a shrink's hold is measured
+before the registry records it). The processors write ticks of
+their own beside these (``framework.runtime.ticking``).
 """
 
 from __future__ import annotations
 
 import random
 
+from framework.coordination.registry import RegistryRecordError, TopicRegistry
 from framework.kafka import KafkaIOError, KafkaProducer, TopicSpec
 from framework.time.ticks import tick_headers
 from tests.sim.app import INPUT
@@ -52,10 +56,10 @@ def start_ticker(world: World, incarnation: int = 0) -> None:
             clock.sleep(rng.uniform(*TICK_SECONDS))
             now = int(clock.time() * 1000)
             partition = rng.randrange(_partitions(port, producer))
-            _tick(port, producer, partition, now - ALLOWANCE_MS, now)
+            _tick(port, producer, partition, (now - ALLOWANCE_MS, now, _steps(world)))
         end = int(clock.time() * 1000) + END_MS
         for partition in range(_partitions(port, producer)):
-            _tick(port, producer, partition, end, end)
+            _tick(port, producer, partition, (end, end, _steps(world)))
 
     party = world.spawn("ticker", body)
 
@@ -85,11 +89,13 @@ def _partitions(port: MemoryKafka, producer: KafkaProducer) -> int:
 
 
 def _tick(
-    port: MemoryKafka, producer: KafkaProducer, partition: int, floor: int, wall: int
+    port: MemoryKafka, producer: KafkaProducer, partition: int, tick: tuple[int, int, int | None]
 ) -> None:
-    """Append a tick to ``partition``; retried until it is queued, then flushed (a tick
-    that does not get there is one tick fewer, as when its writer dies)."""
-    headers = tick_headers(floor, wall)
+    """Append a tick ``(floor, wall, steps)`` to ``partition``; retried until it is queued,
+    then flushed (a tick that does not get there is one tick fewer, as when its writer
+    dies)."""
+    floor, wall, steps = tick
+    headers = tick_headers(floor, wall, steps=steps)
     while True:
         try:
             producer.produce(INPUT, None, None, partition, headers=headers)
@@ -98,6 +104,17 @@ def _tick(
             port.clock.sleep(_RETRY_SECONDS)
             _flush(port, producer)  # (the queue may be full of delivery reports)
     _flush(port, producer)
+
+
+def _steps(world: World) -> int | None:
+    """How many steps of the input's partition history the registry holds now (read
+    through the driver's port, which never fails nor waits: the schedule stays as it was;
+    ``None``, no steps named, when its entry cannot be read)."""
+    try:
+        entry = TopicRegistry(world.driver).read().get(INPUT)
+    except RegistryRecordError:
+        return None
+    return 0 if entry is None else len(entry.history.steps)
 
 
 def _flush(port: MemoryKafka, producer: KafkaProducer) -> None:

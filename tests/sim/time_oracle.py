@@ -4,8 +4,9 @@ Each key is folded on its own, by the real ``RecordProcessor`` over an in-memory
 through its *canonical sequence*: the records its function applies (plain and huge ones,
 as the input ends up holding them: no marker, no late or special record, nothing of an
 aborted transaction) and the ticks of the partitions it lives in at their offsets (by the
-registry's history), in lineage order (``checks.lineage_order``: the step in force where
-each lies, then offset; a key has one home per step). The oracle gives each key's outputs
+registry's history, as far as each tick's writer knew it: ``tick_takes``), in lineage order
+(``checks.lineage_order``: the step in force where each lies, then offset; a key has one
+home per step). The oracle gives each key's outputs
 to ``TIMED`` in the order it emits them, and what its time stores and its ``recent`` value
 hold at the end.
 """
@@ -22,8 +23,8 @@ from framework.app import App
 from framework.coordination.registry import TopicRegistry
 from framework.processing import RecordProcessor, StoredMessage
 from framework.time.key_clock import TIME_STORE
-from framework.time.ticks import is_tick
-from rebalance import bucket, key_hash
+from framework.time.ticks import is_tick, read_tick, tick_headers
+from rebalance import TopicHistory, bucket, key_hash
 from statestore import DatabaseIdentity, ProcessorDatabase
 from statestore.due_index import DUE_STORE
 from tests.sim.app import HUGE, INPUT, make_app, parse
@@ -33,7 +34,7 @@ from tests.sim.compacted import named
 from tests.sim.timed_app import TIMED
 from tests.sim.world import World
 
-__all__ = ["COMPARED_STORES", "KeyTruth", "oracle_of", "time_oracle"]
+__all__ = ["COMPARED_STORES", "KeyTruth", "oracle_of", "tick_takes", "time_oracle"]
 
 #: the stores whose values at a key's owner must be the oracle's at the end
 COMPARED_STORES = (TIME_STORE, DUE_STORE, "recent")
@@ -76,29 +77,53 @@ def time_oracle(world: World) -> dict[bytes, KeyTruth]:
         if parse(name)[2] in _APPLIED:
             applied[record.key].append(record)
 
-    def home(h: int, partition: int, offset: int) -> int:
+    def takes(h: int, tick: StoredRecord) -> bool:
         if history is None:
-            return bucket(h, initial, initial)
-        return history.home_at(h, partition, offset)
+            return bucket(h, initial, initial) == tick.partition
+        read = read_tick(list(tick.headers))
+        steps = None if isinstance(read, str) else read.steps
+        return tick_takes(history, h, (tick.partition, tick.offset), steps)
 
-    return oracle_of(applied, ticks, home, lineage_order(world))
+    return oracle_of(applied, ticks, takes, lineage_order(world))
+
+
+def tick_takes(history: TopicHistory, h: int, where: tuple[int, int], steps: int | None) -> bool:
+    """Whether key hash ``h`` takes a tick at ``where`` (partition, offset) whose writer knew
+    ``history``'s first ``steps`` steps (``None``: all): it lives there by the history cut
+    to those steps, and no later step took it away there before the tick (a growth's marker,
+    a shrink's drain marker; a later step that brought keys there brings the tick none);
+    none when it names more steps than ``history`` has."""
+    partition, offset = where
+    if steps is not None and steps > len(history.steps):
+        return False  # (steps no registry recorded: a dead letter)
+    if steps is not None and steps < len(history.steps):
+        known = TopicHistory(history.name, history.counts[: steps + 1], history.steps[:steps])
+        if partition >= known.created or known.home_at(h, partition, offset) != partition:
+            return False
+        n = history.initial_partitions
+        return all(
+            bucket(h, n, history.counts[b.step]) == partition
+            for b in history.boundaries(partition)
+            if b.offset <= offset and b.step > steps and b.kind in ("marker", "drain")
+        )
+    return history.home_at(h, partition, offset) == partition
 
 
 def oracle_of(
     applied: dict[bytes, list[StoredRecord]],
     ticks: list[StoredRecord],
-    home: Callable[[int, int, int], int],
+    takes: Callable[[int, StoredRecord], bool],
     order: Callable[[StoredRecord], tuple[int, int]],
 ) -> dict[bytes, KeyTruth]:
     """Each key's ``KeyTruth`` from the records its function applies (``applied``) and the
-    input's ticks, applied to the keys living where each lies (``home(key hash, partition,
-    offset)``), in ``order``."""
+    input's ticks, applied to the keys each tick takes (``takes(key hash, tick)``), in
+    ``order``."""
     with tempfile.TemporaryDirectory(prefix="splitstate-oracle-") as scratch:
         app = _oracle_app(Path(scratch))
         truths = {}
         for key, records in sorted(applied.items()):
             h = key_hash(key)
-            living = [t for t in ticks if home(h, t.partition, t.offset) == t.partition]
+            living = [t for t in ticks if takes(h, t)]
             truths[key] = _fold(app, key, sorted([*records, *living], key=order))
     return truths
 
@@ -125,8 +150,8 @@ def _fold(app: App, key: bytes, sequence: list[StoredRecord]) -> KeyTruth:
         tick = record.key is None
         truth.sequence.append((record.partition, record.offset, "tick" if tick else "record"))
         # (at the oracle's own offsets of its one partition; no count header: the history
-        # placed the key already)
-        headers = list(record.headers) if tick else []
+        # placed the key already; a tick without the steps it names: it takes the key)
+        headers = _unstepped(record.headers) if tick else []
         message = StoredMessage(
             INPUT, 0, offset, record.key, record.value, record.timestamp_ms, headers
         )
@@ -144,3 +169,11 @@ def _fold(app: App, key: bytes, sequence: list[StoredRecord]) -> KeyTruth:
     truth.stores = {name: database.backend.get(name, stored) for name in COMPARED_STORES}
     database.close()
     return truth
+
+
+def _unstepped(headers: tuple[tuple[str, bytes | None], ...]) -> list[tuple[str, bytes | None]]:
+    """A tick's ``headers`` without the history steps it names (kept if it is no tick)."""
+    read = read_tick(list(headers))
+    if isinstance(read, str):
+        return list(headers)
+    return list(tick_headers(read.floor, read.wall, read.app))

@@ -52,11 +52,13 @@ TIME_REGRESSIONS: dict[str, Plan] = {
     ),
     # A tick in a shrink's survivor at or past its hold offset, read while the processor's
     # view of the registry lacked the shrink (a survivor gets no marker; a keyed record there
-    # makes the processor read the registry again, a tick does not), was judged by the older
+    # makes the processor read the registry again, a tick did not), was judged by the older
     # step: the keys merged into the survivor did not take it, though they live there by the
     # history every replay reads (seed 48 here, 4 -> 12 -> 15 -> 7 partitions; 58 and 83
     # before the runtime wrote ticks of its own, also after a re-growth onto a deleted
-    # partition, whose new life has no marker in it either).
+    # partition, whose new life has no marker in it either). Fixed: a tick names the steps
+    # of the history its writer knew, a reader with fewer reads the registry again, and every
+    # reader applies it by those steps (``Homes.takes_tick``).
     "tick-judged-by-a-registry-view-older-than-it-48": Plan(
         seed=48,
         partitions=4,
@@ -98,8 +100,4 @@ TIME_REGRESSIONS: dict[str, Plan] = {
 }
 
 #: kept plans whose defect is not fixed yet, and why (their test is a strict xfail)
-UNFIXED: dict[str, str] = {
-    "tick-judged-by-a-registry-view-older-than-it-48": (
-        "not fixed yet: a tick is judged by whatever registry view the processor has"
-    ),
-}
+UNFIXED: dict[str, str] = {}

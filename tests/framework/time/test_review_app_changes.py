@@ -93,7 +93,7 @@ def test_a_timer_store_no_longer_declared_stops_making_its_key_due() -> None:
     writer = TickWriter(
         TimeConfig(),
         timing,
-        processor.placement.lives_at,
+        processor.placement,
         reading=None,  # type: ignore[arg-type]  # (only _something_due is asked)
         database=driver.database,
         clock=None,  # type: ignore[arg-type]

@@ -54,8 +54,8 @@ def test_the_build_reads_a_compacted_inputs_keyed_ticks(
     history = spark.read.parquet(str(tmp_path / "history.parquet"))
     ticks = collect_ticks(history, app.config.app_id)
     assert sorted(ticks.partitions) == [("in", 0), ("in", 1)]
-    assert ticks.tick(("in", 1), 0) == (0, 7_000, 7_000)
-    assert ticks.tick(("in", 1), 1) == (3, 9_500, 9_500)
+    assert ticks.tick(("in", 1), 0) == (0, 7_000, 7_000, None)
+    assert ticks.tick(("in", 1), 1) == (3, 9_500, 9_500, None)
     assert len(ticks) == 3 and ticks.malformed == 0
 
 

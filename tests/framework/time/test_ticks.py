@@ -25,6 +25,9 @@ def test_the_tick_record_format() -> None:
     assert read_tick(named).applies_to("clicks-app")  # type: ignore[union-attr]
     assert not read_tick(named).applies_to("views-app")  # type: ignore[union-attr]
     assert read_tick(headers).applies_to("views-app")  # type: ignore[union-attr]
+    stepped = tick_headers(5, -3, "clicks-app", steps=2)  # the history steps its writer knew
+    assert stepped == [(TICK_HEADER, b'{"floor":5,"wall":-3,"app":"clicks-app","steps":2}')]
+    assert read_tick(stepped) == TickRead(5, -3, "clicks-app", 2)
 
 
 @pytest.mark.parametrize(
@@ -33,7 +36,10 @@ def test_the_tick_record_format() -> None:
         ([(TICK_HEADER, None)], "exactly one splitstate.tick header with a value"),
         ([(TICK_HEADER, b"1"), (TICK_HEADER, b"2")], "exactly one"),
         ([(TICK_HEADER, b"{nope")], "is not JSON"),
-        ([(TICK_HEADER, b'{"floor": 1}')], 'is not {"floor": ms, "wall": ms, "app": app_id}'),
+        (
+            [(TICK_HEADER, b'{"floor": 1}')],
+            'is not {"floor": ms, "wall": ms, "app": app_id, "steps": n}',
+        ),
         ([(TICK_HEADER, b'{"floor": 1, "wall": 2, "app": 3}')], "app is not an app id"),
         ([(TICK_HEADER, b'{"floor": 1, "wall": 2, "app": ""}')], "app is not an app id"),
         ([(TICK_HEADER, b'{"floor": 1, "wall": 2, "app": null}')], "app is not an app id"),
@@ -41,6 +47,11 @@ def test_the_tick_record_format() -> None:
         ([(TICK_HEADER, b'{"floor": 1.5, "wall": 2}')], "not whole milliseconds in range"),
         ([(TICK_HEADER, b'{"floor": true, "wall": 2}')], "not whole milliseconds"),
         ([(TICK_HEADER, b'{"floor": 1, "wall": 9223372036854775807}')], "in range"),
+        ([(TICK_HEADER, b'{"floor": 1, "wall": 2, "steps": -1}')], "not a count of history steps"),
+        ([(TICK_HEADER, b'{"floor": 1, "wall": 2, "steps": 1.0}')], "not a count"),
+        ([(TICK_HEADER, b'{"floor": 1, "wall": 2, "steps": null}')], "not a count"),
+        ([(TICK_HEADER, b'{"floor": 1, "wall": 2, "steps": true}')], "not a count"),
+        ([(TICK_HEADER, b'{"floor": 1, "wall": 2, "steps": 4294967296}')], "not a count"),
     ],
 )
 def test_a_malformed_tick_says_why(headers: list[tuple[str, bytes | None]], words: str) -> None:

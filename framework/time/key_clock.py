@@ -18,7 +18,7 @@ from that tick's processing time (``anchor``); it makes the key due at any tick 
 from __future__ import annotations
 
 import base64
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,13 @@ PENDING = -(1 << 62)
 #: the fields of a stored record
 _FIELDS = frozenset({"t", "f", "p", "tm", "w", "x"})
 _EMPTY: dict[str, object] = {}
+#: the stored times' bounds: a due time holds 64 bits (``statestore.due_index``)
+_LOW, _HIGH = -(1 << 63), (1 << 63) - 1
+
+
+def _all_ms(values: Iterable[object]) -> bool:
+    """Whether each of ``values`` is whole milliseconds a stored due time holds."""
+    return all(type(value) is int and _LOW <= value <= _HIGH for value in values)
 
 
 class DamagedTimeError(ValueError):
@@ -57,15 +64,16 @@ def _check(data: object) -> None:
     orjson gives exact ``dict``, ``list`` and ``int`` (``type(True) is not int``)."""
     if type(data) is not dict or type(data.get("t")) is not dict or not _FIELDS.issuperset(data):
         raise DamagedTimeError(f"not an object with the fields {sorted(_FIELDS)}")
-    if type(data.get("f", 0)) is not int or type(data.get("p", 0)) is not int:
-        raise DamagedTimeError("its fields 'f' and 'p' are not whole milliseconds")
+    for name in ("f", "p"):
+        value = data.get(name, 0)
+        if type(value) is not int or not _LOW <= value <= _HIGH:
+            raise DamagedTimeError("its fields 'f' and 'p' are not whole milliseconds (64 bits)")
     for name in ("t", "x"):
         times = data.get(name, _EMPTY)
-        if type(times) is not dict:
-            raise DamagedTimeError(f"its field {name!r} does not map names to milliseconds")
-        for value in times.values():
-            if type(value) is not int:
-                raise DamagedTimeError(f"its field {name!r} does not map names to milliseconds")
+        if type(times) is not dict or not _all_ms(times.values()):
+            raise DamagedTimeError(
+                f"its field {name!r} does not map names to milliseconds (64 bits)"
+            )
     timers = data.get("tm", _EMPTY)
     if type(timers) is not dict:
         raise DamagedTimeError("its field 'tm' does not map timer stores to their timers")
@@ -77,9 +85,10 @@ def _check(data: object) -> None:
                 type(entry) is list
                 and len(entry) == 2  # (due, kind)
                 and type(entry[0]) is int
+                and _LOW <= entry[0] <= _HIGH
                 and entry[1] in TIMER_KINDS
             ):
-                raise DamagedTimeError(f"a timer is not [ms, kind]: {entry!r}")
+                raise DamagedTimeError(f"a timer is not [ms (64 bits), kind]: {entry!r}")
     if type(data.get("w", _EMPTY)) is not dict:
         raise DamagedTimeError("its field 'w' does not map window stores to their windows")
 

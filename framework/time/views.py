@@ -12,6 +12,7 @@ from framework.time.context import KeyTime
 from framework.time.durations import Duration, to_ms
 from framework.time.key_clock import NO_TIME
 from framework.time.specs import WindowSpec
+from framework.time.ticks import TIME_LIMIT
 from framework.time.window_state import LateError, WindowResult
 from statestore import KeyState
 
@@ -167,6 +168,14 @@ class KeyTimers:
             raise TypeError(f"a timer's time is int milliseconds, got {at!r}")
         if not isinstance(name, str):
             raise TypeError(f"a timer's name is text (str), got {name!r}")
+        if abs(at) > TIME_LIMIT:
+            # (a stored due time holds 64 bits: a delay is added to a tick's wall later)
+            what = "delay" if kind == "wall_after" else "time"
+            raise ValueError(
+                f"timer {name!r} of store {self._store!r}: its {what} {at} ms is beyond "
+                f"{TIME_LIMIT} ms (2^62 - 1) either way, as event times and ticks are. "
+                "Fix: a time or delay within that range"
+            )
         self._time.clock.timers.setdefault(self._store, {})[name] = (at, kind)
 
 

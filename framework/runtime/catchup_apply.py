@@ -15,6 +15,7 @@ from framework.bootstrap.child_process import BootstrapRun
 from framework.kafka import ConsumerFailedError, Message, OffsetResetError
 from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime.crashes import CrashGuard
+from framework.time.applying import FLOOR_SCOPE
 from framework.time.ticks import is_tick_message
 from rebalance import bucket, key_hash
 from rebalance.control import Handoff
@@ -106,6 +107,7 @@ def apply_taken(
     records.confirm_markers([message for message, _position, _offset, gained in taken if gained])
     if ranges:
         guard.attempt(ranges)  # a death from here on counts against these records
+    _restore_floors(records, database)
     batch = database.begin()
     applied = 0
     try:
@@ -140,6 +142,14 @@ def apply_taken(
         batch.set_progress(scope, topic, partition, next_offset)
     batch.commit()
     return applied
+
+
+def _restore_floors(records: RecordProcessor, database: ProcessorDatabase) -> None:
+    """Let ``records`` know the floors ``database`` holds before it reads (the loop's tick
+    writer may not have told it yet): a floor it raises is written, never a lower one."""
+    timing = records.timing
+    if timing is not None and not timing.floors_restored:
+        timing.restore_floors(database.progress(FLOOR_SCOPE))
 
 
 def clear_stale(

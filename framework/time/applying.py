@@ -3,11 +3,13 @@ outputs, or a dead letter (``late``, ``decode``, ``processor``; ``timer`` ones a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from framework.errors import ProcessorStoppedError, describe_error
 from framework.records import DeadLetter, DeadLetterStage, EncodedOutput, InputMessage, Record
+from framework.time.keeper import DueItem
 from framework.time.running import RecordFailedError, TimedFunctions
 from framework.time.ticks import read_tick
 from statestore import StateBatch
@@ -62,6 +64,9 @@ class TimeApplier:
         self._dead = dead
         self._homes = homes
         self._letters: list[DeadLetter] = []
+        self._guard: tuple[
+            Callable[[bytes, DueItem], None] | None, Mapping[tuple[bytes, DueItem], str] | None
+        ] = (None, None)
         self.floors: dict[tuple[str, int], int] = {}
         #: whether ``restore_floors`` took the state's floors (a reader with a durable state
         #: does, before it reads: a rise noted from less would write a lower floor back)
@@ -134,7 +139,12 @@ class TimeApplier:
             for key in batch.due_keys(floor, wall)
             if lives_at(key, where, steps) and (keys is None or keys(key))
         ]
-        outputs = self.functions.tick(batch, where, chosen, floor, wall) if chosen else []
+        running, refused = self._guard
+        outputs = (
+            self.functions.tick(batch, where, chosen, floor, wall, running=running, refused=refused)
+            if chosen
+            else []
+        )
         self._take(restore)
         return ([] if restore else outputs), None
 
@@ -148,6 +158,21 @@ class TimeApplier:
         if isinstance(read, str) or not read.applies_to(self.app_id):
             return False
         return self._homes.stale_tick(where, read.steps)
+
+    @contextmanager
+    def guarding(
+        self,
+        running: Callable[[bytes, DueItem], None] | None,
+        refused: Mapping[tuple[bytes, DueItem], str] | None = None,
+    ) -> Iterator[None]:
+        """While in it, a tick tells ``running`` each key and due item before it fires (a
+        crash guard notes what a death interrupts), and drops those of ``refused`` (key and
+        item -> why) as failed, their function not run (``framework.runtime.tick_guard``)."""
+        self._guard = running, refused
+        try:
+            yield
+        finally:
+            self._guard = None, None
 
     def take_letters(self) -> list[DeadLetter]:
         """The dead letters of timers that failed (stage ``timer``) since the last call."""

@@ -110,7 +110,7 @@ def _item(key: str, item: list[Any]) -> tuple[bytes, DueItem]:
 @dataclass
 class Suspect:
     """Records ``first..last`` of a partition were in flight at ``crashes`` crashes each;
-    ``tick``: the one at ``first`` is a tick that ran alone (its deaths, key by key)."""
+    ``tick``: the one at ``first`` is a tick that ran alone (its deaths, item by item)."""
 
     first: int
     last: int
@@ -127,7 +127,7 @@ class SkippedRecord:
     offset: int
     crashes: int
     at: float
-    #: a tick's: the keys it was skipped for (none: the whole record)
+    #: a tick's: the keys whose timer or window result it dropped (none: a record skipped)
     keys: tuple[bytes, ...] = ()
 
 

@@ -22,8 +22,10 @@ from framework.config import TopicConfig
 from framework.config_time import TimeConfig
 from framework.coordination.registry import TopicRegistry
 from framework.kafka import TopicSpec
+from framework.ops.status import AppStatus
+from framework.ops.status_view import render_status
 from framework.processing import ProcessorStoppedError, RecordProcessor, StoredMessage
-from framework.runtime.crashes import CrashGuard, skipped_records
+from framework.runtime.crashes import CrashGuard, SkippedRecord, skipped_records
 from framework.runtime.loop import ProcessorRuntime, RuntimeStats
 from framework.runtime.tick_guard import guarded_tick
 from framework.time.ticks import tick_headers
@@ -267,3 +269,14 @@ def test_a_killing_timer_is_dropped_its_writes_never_made_and_other_keys_fire(
     assert "killed the processor 3 times at the tick in[0]@2" in letter.reason
     assert owner.database.get("count", killer) == 1 and owner.database.get("count", fine) == -1
     assert owner.database.get("splitstate.due", killer) is None
+
+
+def test_status_says_a_ticks_items_were_dropped_not_a_record_skipped() -> None:
+    skipped = [SkippedRecord(TOPIC, 0, 7, 3, 1.0), SkippedRecord(TOPIC, 1, 9, 3, 2.0, (b"k", b"j"))]
+    status = AppStatus("killer-ticks", 0, 1, [], {TOPIC: [2]}, skipped={0: skipped})
+    text = render_status(status)
+    assert "processor 0 skipped in[0]@7: it killed the processor 3 times" in text
+    assert (
+        "processor 0 dropped 2 key(s)' timer or window result at the tick in[1]@9: it killed "
+        "the processor 3 times (see the dead-letter topic, stages timer and window)"
+    ) in text

@@ -167,7 +167,7 @@ class CrashGuard:
             start = first if committed is None else max(first, committed)
             if start <= last:
                 deaths = TickDeaths.read(tick[0]) if tick and start == first else None
-                # only a lone record's counts (a lone tick's: against a key, if watched)
+                # only a lone record's counts (a lone tick's: against its item, if watched)
                 counted = crashes + 1 if first == last and not tick else crashes
                 self.suspects[(topic, partition)] = Suspect(start, last, counted, deaths)
                 log.warning(
@@ -197,7 +197,7 @@ class CrashGuard:
         return suspect.crashes
 
     def tick_deaths(self, topic: str, partition: int, offset: int) -> TickDeaths:
-        """The deaths the tick at ``offset`` caused while it ran alone, key by key."""
+        """The deaths the tick at ``offset`` caused while it ran alone, item by item."""
         suspect = self.suspects.get((topic, partition))
         if suspect is None or suspect.first != offset or suspect.tick is None:
             return TickDeaths()

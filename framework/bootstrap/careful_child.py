@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from framework.bootstrap.errors import BootstrapError
 from framework.errors import describe_error
-from framework.time.keeper import DueItem
+from framework.time.due_items import DueItem
 
 __all__ = ["NO_ROW", "Position", "TickItem", "Watch", "fold_in_child"]
 

@@ -45,7 +45,7 @@ import pyarrow as pa
 from framework.bootstrap.careful_child import NO_ROW, Position, TickItem, Watch, fold_in_child
 from framework.bootstrap.errors import BootstrapError
 from framework.errors import describe_error
-from framework.time.keeper import DueItem, describe_item
+from framework.time.due_items import DueItem, describe_item
 
 __all__ = ["CrashWatch", "FoldRows", "GroupRows", "SkippedInFold", "TickItem", "Watch"]
 

@@ -30,7 +30,7 @@ import pyarrow as pa
 from framework.bootstrap.careful_child import Watch
 from framework.bootstrap.crash_watch import CrashWatch
 from framework.bootstrap.errors import BootstrapError
-from framework.time.keeper import DueItem
+from framework.time.due_items import DueItem
 from rebalance import bucket_array, key_hashes
 from rebalance.positions import Position
 

@@ -49,7 +49,7 @@ import orjson
 
 from framework.clock import Clock
 from framework.processing import DeadLetter, InputMessage
-from framework.time.keeper import DueItem, describe_item
+from framework.time.due_items import DueItem, describe_item
 from rebalance.positions import Position
 from statestore import META_STORE, ProcessorDatabase, StateBatch
 from statestore.layout import CRASH_ATTEMPT_KEY, CRASH_SKIPPED_PREFIX
@@ -68,7 +68,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class TickDeaths:
     """The deaths of a processor while a lone tick's items were watched: per key and due
-    item running then (``framework.time.keeper.DueItem``), and while none was (``outside``)."""
+    item running then (``framework.time.due_items``), and while none was (``outside``)."""
 
     items: dict[tuple[bytes, DueItem], int] = field(default_factory=dict)
     outside: int = 0

@@ -29,7 +29,7 @@ from functools import partial
 from framework.errors import ProcessorStoppedError
 from framework.processing import DeadLetter, EncodedOutput, InputMessage, RecordProcessor
 from framework.runtime.crashes import CrashGuard
-from framework.time.keeper import DueItem
+from framework.time.due_items import DueItem
 from framework.time.ticks import is_tick_message
 from rebalance.positions import Position
 from statestore import StateBatch

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from framework.errors import ProcessorStoppedError, describe_error
 from framework.records import DeadLetter, DeadLetterStage, EncodedOutput, InputMessage, Record
-from framework.time.keeper import DueItem
+from framework.time.due_items import DueItem
 from framework.time.running import RecordFailedError, TimedFunctions
 from framework.time.ticks import read_tick
 from statestore import StateBatch

@@ -25,6 +25,7 @@ from typing import Any
 import framework.time.window_state as windows_of
 from framework.records import Output
 from framework.time.context import KeyTime
+from framework.time.due_items import CLOSE, EXPIRY, TIMER, DueItem
 from framework.time.key_clock import TIME_STORE, DamagedTimeError, KeyClock
 from framework.time.specs import Timer, TimerSpec, WindowSpec
 from statestore import BatchStateError, StateBatch
@@ -33,18 +34,16 @@ from statestore.due_index import DUE_STORE, NEVER, decode_due, encode_due
 __all__ = [
     "CloseRefuser",
     "CloseRunner",
-    "DueItem",
     "TimeKeeper",
     "TimerRefuser",
     "TimerRunner",
-    "describe_item",
     "due_times",
 ]
 
 #: timers one key may fire for one record or tick: past it, each timer due is dropped without
 #: running (timers that set each other due again at once would otherwise never end)
 MAX_FIRINGS = 10_000
-_EXPIRY, _CLOSE, _TIMER = 0, 1, 2
+_EXPIRY, _CLOSE, _TIMER = EXPIRY, CLOSE, TIMER
 
 #: runs a timer's function for a key: ``(spec, timer, batch) -> outputs``; it handles the
 #: function's failure itself (a dead letter), and returns the outputs to emit
@@ -59,10 +58,6 @@ DamagedKey = Callable[[bytes, bytes, str], None]
 #: closes such a window without running its result, as failed: ``(spec, key, start, end,
 #: accumulator, why) -> outputs``
 CloseRefuser = Callable[[WindowSpec, bytes, int, int, Any, str], list[Output]]
-#: one due item of a key at a tick: ``(domain, due, rank, store, name)``, the order it fires
-#: in (domain 0: event time, 1: processing time; rank 0: an expiry, 1: a window closing, 2: a
-#: timer); what a crash guard names a death by (``TimeKeeper.tick``'s ``running``)
-DueItem = tuple[int, int, int, str, str]
 
 
 @dataclass(frozen=True, order=True)
@@ -366,16 +361,6 @@ def _final_output(spec: WindowSpec, key: bytes, start: int, end: int, acc: Any) 
     """The output of a window of ``spec`` that closed."""
     result = spec.window_result(key, start, end, acc)
     return [Output(spec.output_value(result), key=key, topic=spec.to)]
-
-
-def describe_item(item: DueItem) -> str:
-    """A due item, for people: ``timer 'name' of store 'store' (due T ms)``, ..."""
-    _domain, due, rank, store, name = item
-    if rank == _TIMER:
-        return f"timer {name!r} of store {store!r} (due {due} ms)"
-    if rank == _CLOSE:
-        return f"window of store {store!r} closing at {due} ms"
-    return f"expiry of store {store!r} at {due} ms"
 
 
 def _no_output(*_closed: Any) -> list[Output]:

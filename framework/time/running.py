@@ -25,7 +25,8 @@ from framework.records import (
     output_items,
 )
 from framework.time.context import KeyTime
-from framework.time.keeper import DueItem, TimeKeeper
+from framework.time.due_items import DueItem
+from framework.time.keeper import TimeKeeper
 from framework.time.key_clock import TIME_STORE, DamagedTimeError
 from framework.time.specs import Timer, TimerSpec, WindowSpec, event_time_of
 from framework.time.views import ExpiringState, KeyTimers, KeyWindows

@@ -92,7 +92,9 @@ def history() -> list[Row]:
         for key in KEYS:
             append(key, at, bucket(key_hash(key), B, PARTITIONS), count)
     for partition in range(PARTITIONS):
-        tick = [{"key": name, "value": value} for name, value in tick_headers(10_500, 0)]
+        tick = [
+            {"key": name, "value": value} for name, value in tick_headers(10_500, 0, "killer-ticks")
+        ]
         append(None, 0, partition, tick)
     for key in KEYS:
         append(key, 12_000, bucket(key_hash(key), B, PARTITIONS), count)
@@ -126,11 +128,9 @@ def test_a_ticks_killing_window_is_dropped_as_the_processors_drop_it(
     deaths = tmp_path / "deaths"
     app = window_app(deaths)
     rows = history()
-    ticks = TickTable.of(
-        (t, p, o, [(h["key"], h["value"]) for h in hs or []])
-        for t, p, o, k, _v, _s, hs in rows
-        if k is None
-    )
+    keyless = [(t, p, o, hs) for t, p, o, k, _v, _s, hs in rows if k is None]
+    pairs = [(t, p, o, [(h["key"], h["value"]) for h in hs or []]) for t, p, o, hs in keyless]
+    ticks = TickTable.of(pairs, app=app.config.app_id)
     plan = BootstrapPlan(
         initial_processors=B,
         processors=B,

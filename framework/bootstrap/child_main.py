@@ -70,10 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{target.keys} keys"
     )
     for record in manifest.skipped:
-        print(
-            f"skipped {record.topic}[{record.partition}]@{record.offset}: it killed the Spark "
-            f"fold's process {record.crashes} times (crash_limit; the processors skip it too)"
-        )
+        print(record.describe())
     return 0
 
 

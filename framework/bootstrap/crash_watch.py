@@ -19,20 +19,22 @@ they build, so the fold does the same:
 - the marker of a careful group stays (``careful``, with the records it skipped), so the
   group folds carefully in every later run of the job and the driver lists the skips.
 
-Deaths outside the function (between records) are not the records' doing: after
-``crash_limit`` of them the group fails, saying so.
+A tick applied to a key (``time_fold``) is watched item by item (``Watch.tick``): a death
+while one of its timers or window results runs counts against that tick, key and item, and
+one that killed the process ``crash_limit`` times is dropped as failed, its function not run
+(``Watch.refused``), as the processors drop it (``framework.runtime.tick_guard``); the rest
+of the tick still applies to the key.
+
+Deaths outside the function (between records, or in a tick while none of its items ran) are
+not the records' doing: after ``crash_limit`` of them the group fails, saying so.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import logging
-import mmap
 import os
-import signal
-import struct
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,15 +42,15 @@ from typing import Any, NoReturn, Protocol
 
 import pyarrow as pa
 
+from framework.bootstrap.careful_child import NO_ROW, Position, TickItem, Watch, fold_in_child
 from framework.bootstrap.errors import BootstrapError
 from framework.errors import describe_error
+from framework.time.due_items import DueItem, describe_item
 
-__all__ = ["CrashWatch", "FoldRows", "GroupRows", "SkippedInFold"]
+__all__ = ["CrashWatch", "FoldRows", "GroupRows", "SkippedInFold", "TickItem", "Watch"]
 
-#: folds a group's records but ``skip`` (row indices), telling ``running`` each row it runs
-#: the function on (-1: none)
-FoldRows = Callable[[frozenset[int], Callable[[int], None] | None], pa.Table]
-Position = tuple[str, int, int]
+#: folds a group's records but ``skip`` (row indices), telling ``watch`` what it runs
+FoldRows = Callable[[frozenset[int], Watch | None], pa.Table]
 
 
 class GroupRows(Protocol):
@@ -65,19 +67,57 @@ class GroupRows(Protocol):
 
 log = logging.getLogger(__name__)
 
-_NONE = -1
-_RESULT, _ERROR = b"T", b"E"
-_HEADER = struct.Struct("<cQ")  # kind, payload length
-
 
 @dataclass(frozen=True)
 class SkippedInFold:
-    """A record a fold skipped because it killed the fold's process ``crashes`` times."""
+    """A record a fold skipped because it killed the fold's process ``crashes`` times; or,
+    with ``key``, a tick's ``item`` of that key it dropped for that."""
 
     topic: str
     partition: int
     offset: int
     crashes: int
+    key: bytes | None = None
+    item: DueItem | None = None
+
+    def describe(self) -> str:
+        """What was skipped and why, for people."""
+        where = f"{self.topic}[{self.partition}]@{self.offset}"
+        if self.key is None or self.item is None:
+            return (
+                f"skipped {where}: it killed the Spark fold's process {self.crashes} times "
+                "(crash_limit; the processors skip it too)"
+            )
+        return (
+            f"dropped key {self.key!r}'s {describe_item(self.item)} at the tick {where}: it "
+            f"killed the Spark fold's process {self.crashes} times (crash_limit; the "
+            "processors drop it too)"
+        )
+
+    def json(self) -> list[Any]:
+        """As a marker or a manifest holds it."""
+        fields: list[Any] = [self.topic, self.partition, self.offset, self.crashes]
+        if self.key is not None and self.item is not None:
+            fields += [self.key.hex(), list(self.item)]
+        return fields
+
+    @classmethod
+    def read(cls, fields: list[Any]) -> SkippedInFold:
+        """From what ``json`` gives."""
+        topic, partition, offset, crashes, *tick = fields
+        where = (str(topic), int(partition), int(offset), int(crashes))
+        if not tick:
+            return cls(*where)
+        key, (domain, due, rank, store, name) = tick
+        item = (int(domain), int(due), int(rank), str(store), str(name))
+        return cls(*where, bytes.fromhex(key), item)
+
+    @property
+    def tick_item(self) -> TickItem | None:
+        """The tick's item it is (``None``: a record)."""
+        if self.key is None or self.item is None:
+            return None
+        return (self.topic, self.partition, self.offset), self.key, self.item
 
 
 class CrashWatch:
@@ -123,25 +163,32 @@ class CrashWatch:
         return table, skipped
 
     def _careful(self, label: int, fold_rows: FoldRows, rows: GroupRows) -> tuple[pa.Table, int]:
-        # records an earlier careful run of the group skipped are skipped at once (the
-        # processors' guards, too, remember a skip): none kills the process again
-        earlier = {
-            (str(t), int(p), int(o)): int(c)
-            for t, p, o, c in _read(self._marker(label)).get("skipped", [])
-        }
+        # records (and ticks' items) an earlier careful run of the group skipped are skipped
+        # at once (the processors' guards, too, remember a skip): none kills the process again
+        before = [SkippedInFold.read(s) for s in _read(self._marker(label)).get("skipped", [])]
+        earlier = {(s.topic, s.partition, s.offset): s.crashes for s in before if not s.key}
         found = rows.find(earlier)
         crashes = {row: max(self.limit, earlier[position]) for position, row in found.items()}
         skipped = [SkippedInFold(*position, crashes[row]) for position, row in found.items()]
+        ticks = {s.tick_item: max(self.limit, s.crashes) for s in before if s.tick_item}
+        skipped += [s for s in before if s.tick_item]
         outside = 0
         self._write(label, _careful_state(skipped, done=False))
         while True:
             skip = frozenset(row for row, count in crashes.items() if count >= self.limit)
-            died = _fold_in_child(functools.partial(fold_rows, skip))
+            refused = {item: count for item, count in ticks.items() if count >= self.limit}
+            died = fold_in_child(functools.partial(fold_rows, skip), refused)
             if isinstance(died, pa.Table):
                 self._write(label, _careful_state(skipped, done=True))
                 return died, len(skip)
-            row, ending = died
-            if row == _NONE:
+            row, ending, tick = died
+            if tick is not None:
+                ticks[tick] = ticks.get(tick, 0) + 1
+                if ticks[tick] >= self.limit:
+                    skipped.append(self._drop(label, tick, ticks[tick], ending))
+                    self._write(label, _careful_state(skipped, done=False))
+                continue
+            if row == NO_ROW:
                 outside += 1
                 if outside >= self.limit:
                     self._stop(
@@ -170,6 +217,22 @@ class CrashWatch:
                 )
             skipped.append(SkippedInFold(topic, partition, offset, crashes[row]))
             self._write(label, _careful_state(skipped, done=False))
+
+    def _drop(self, label: int, tick: TickItem, crashes: int, ending: str) -> SkippedInFold:
+        """A tick's item that killed the process ``crashes`` times: dropped from now on (or,
+        with ``stop``, the group stops naming it)."""
+        (topic, partition, offset), key, item = tick
+        if self.stop:
+            self._stop(
+                label,
+                f"the tick at {topic}[{partition}]@{offset} killed the Spark fold's process "
+                f"{crashes} times ({ending}) while key {key!r}'s {describe_item(item)} ran; "
+                "with on_error: stop it is not dropped, as the processors do not drop it. "
+                "Nothing was ingested. Fix the timer function or the window's result, then "
+                "build again; or set on_error: dead-letter to drop such items (the processors "
+                "then dead-letter them).",
+            )
+        return SkippedInFold(topic, partition, offset, crashes, key, item)
 
     def _stop(self, label: int, message: str) -> NoReturn:
         self._write(label, {"state": "stopped", "error": message})
@@ -218,21 +281,19 @@ class CrashWatch:
         return None
 
     def skipped(self) -> list[SkippedInFold]:
-        """The records careful groups skipped, by position (each logged)."""
-        found = {
-            (s[0], int(s[1]), int(s[2])): SkippedInFold(s[0], int(s[1]), int(s[2]), int(s[3]))
-            for _label, marker in self._markers()
-            for s in marker.get("skipped", [])
-        }
-        records = [found[position] for position in sorted(found)]
+        """The records (and ticks' items) careful groups skipped, by position (each
+        logged)."""
+        found = {}
+        for _label, marker in self._markers():
+            for fields in marker.get("skipped", []):
+                skip = SkippedInFold.read(fields)
+                found[(skip.topic, skip.partition, skip.offset, skip.key or b"", skip.item)] = skip
+        records = [found[position] for position in sorted(found, key=repr)]
         for record in records:
             log.warning(
-                "%s[%d]@%d killed the Spark fold's process %d times; it is skipped, as the "
-                "processors' crash guards skip it (its state change is not in the build)",
-                record.topic,
-                record.partition,
-                record.offset,
-                record.crashes,
+                "%s; its state change is not in the build, as the processors' crash guards "
+                "leave it out",
+                record.describe(),
             )
         return records
 
@@ -252,68 +313,4 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _careful_state(skipped: list[SkippedInFold], *, done: bool) -> dict[str, Any]:
-    rows = [[s.topic, s.partition, s.offset, s.crashes] for s in skipped]
-    return {"state": "careful", "skipped": rows, "done": done}
-
-
-def _fold_in_child(
-    fold: Callable[[Callable[[int], None]], pa.Table],
-) -> pa.Table | tuple[int, str]:
-    """Run ``fold`` in a forked child: its table, or, when the child died, the row it ran
-    the function on (-1: none) and how it ended. An exception in the child is raised here
-    (as a ``BootstrapError`` with its text)."""
-    shared = mmap.mmap(-1, 8)  # anonymous and shared with the child: the row it runs
-    struct.pack_into("<q", shared, 0, _NONE)
-    reader, writer = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: fold, send the table (or the error) and exit, nothing else
-        code = 1  # SystemExit and the like end the child as a death (as they end a processor)
-        try:
-            os.close(reader)
-
-            def running(row: int) -> None:
-                struct.pack_into("<q", shared, 0, row)
-
-            _send(writer, _RESULT, _table_bytes(fold(running)))
-            code = 0
-        except Exception as error:
-            with contextlib.suppress(Exception):
-                _send(writer, _ERROR, describe_error(error).encode("utf-8", "replace"))
-        finally:
-            os._exit(code)
-    os.close(writer)
-    with os.fdopen(reader, "rb") as pipe:
-        data = pipe.read()
-    _, status = os.waitpid(pid, 0)
-    row = struct.unpack_from("<q", shared, 0)[0]
-    shared.close()
-    if len(data) >= _HEADER.size:
-        kind, length = _HEADER.unpack_from(data)
-        payload = data[_HEADER.size :]
-        if len(payload) == length and kind == _ERROR:
-            raise BootstrapError(payload.decode("utf-8", "replace"))
-        if len(payload) == length and kind == _RESULT and os.waitstatus_to_exitcode(status) == 0:
-            return pa.ipc.open_stream(payload).read_all()
-    return row, _ending(status)
-
-
-def _send(fd: int, kind: bytes, payload: bytes) -> None:
-    with os.fdopen(fd, "wb") as pipe:
-        pipe.write(_HEADER.pack(kind, len(payload)))
-        pipe.write(payload)
-
-
-def _table_bytes(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as stream:
-        stream.write_table(table)
-    return bytes(sink.getvalue())
-
-
-def _ending(status: int) -> str:
-    code = os.waitstatus_to_exitcode(status)
-    if code < 0:
-        with contextlib.suppress(ValueError):
-            return f"signal {signal.Signals(-code).name}"
-        return f"signal {-code}"
-    return f"exit code {code}"
+    return {"state": "careful", "skipped": [s.json() for s in skipped], "done": done}

@@ -10,13 +10,14 @@ is folded key by key with the history's ticks (``time_fold``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
 
 from framework.app import App
 from framework.bootstrap.arrow_rows import RECORD_COLUMNS, ArrowMessage, header_lists, row_chunks
+from framework.bootstrap.careful_child import Watch
 from framework.bootstrap.key_ticks import KeySpans
 from framework.bootstrap.tick_table import TickTable
 from framework.bootstrap.time_fold import fold_by_key
@@ -86,14 +87,15 @@ class AppFold:
         return 0 if self._processor is None else self._processor.dead_letter_count
 
     def __call__(
-        self, records: pa.Table, running: Callable[[int], None] | None = None
+        self, records: pa.Table, running: Watch | None = None
     ) -> Iterator[tuple[str, bytes, bytes]]:
         """``(store, key, encoded value)`` of each key's state after ``records`` (in order;
         the columns of ``RECORD_COLUMNS``: topic string, partition int, offset long, key and
         value binary, timestamp long epoch ms, headers ``list<struct<key: string, value:
         binary>>``). ``running`` is told the index of each record before the function runs
         on it, and -1 after. An app that keeps time also gets each key's ticks, between its
-        records; a keyless record there is processed alone (ticks come in ``ticks``)."""
+        records (``running`` told each tick's item it fires, and those it refuses dropped);
+        a keyless record there is processed alone (ticks come in ``ticks``)."""
         if self._processor is None:
             self._processor = RecordProcessor(
                 self.app, self.initial_partitions, histories=self.histories

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import mmh3
 
+from framework.bootstrap.careful_child import Watch
 from framework.bootstrap.crash_watch import CrashWatch
 from framework.bootstrap.errors import BootstrapError
 from framework.bootstrap.manifest import Manifest, TargetState
@@ -63,15 +64,16 @@ class Fold(Protocol):
     state items."""
 
     def __call__(
-        self, records: pa.Table, running: Callable[[int], None] | None = None
+        self, records: pa.Table, running: Watch | None = None
     ) -> Iterable[tuple[str, bytes, bytes]]:
         """``(store, stored key, encoded value)`` of every key the records leave state for
         (the stored key, prefix and all, is what the SST files hold and are sorted by).
         ``records`` has the columns of ``fold.RECORD_COLUMNS``: topic (string), partition,
         offset, key and value (binary), timestamp (epoch ms) and headers
         (``list<struct<key: string, value: binary>>``). ``running``, when given, is told
-        the index of the record the function runs on before it runs, and -1 after (the
-        crash guard's record of what a death interrupted)."""
+        the index of the record the function runs on before it runs, and -1 after, and each
+        tick's item it fires (the crash guard's record of what a death interrupted); the
+        ticks' items it refuses are dropped as failed."""
         ...
 
     @property

@@ -37,8 +37,9 @@ class TargetState:
 
 @dataclass
 class Manifest:
-    """What a bootstrap built; ``skipped``: the records it skipped because they killed the
-    fold's process ``crash_limit`` times (as the processors skip them)."""
+    """What a bootstrap built; ``skipped``: the records it skipped (and ticks' items it
+    dropped) because they killed the fold's process ``crash_limit`` times (as the
+    processors skip them)."""
 
     targets: dict[int, TargetState]
     records_read: int = 0
@@ -64,7 +65,7 @@ class Manifest:
             "format": _FORMAT,
             "records_read": self.records_read,
             "records_applied": self.records_applied,
-            "skipped": [[s.topic, s.partition, s.offset, s.crashes] for s in self.skipped],
+            "skipped": [s.json() for s in self.skipped],
             "records_dead_lettered": self.records_dead_lettered,
             "targets": {
                 str(j): {
@@ -105,10 +106,7 @@ class Manifest:
                 )
                 for j, t in raw["targets"].items()
             }
-            skipped = [
-                SkippedInFold(str(t), int(p), int(o), int(c))
-                for t, p, o, c in raw.get("skipped", [])
-            ]
+            skipped = [SkippedInFold.read(fields) for fields in raw.get("skipped", [])]
         except (KeyError, TypeError, ValueError) as error:
             raise ManifestError(
                 f"{path} is damaged ({error}). Fix: delete {directory} and bootstrap again."

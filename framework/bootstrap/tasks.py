@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from framework.bootstrap.careful_child import Watch
 from framework.bootstrap.crash_watch import CrashWatch
 from framework.bootstrap.errors import BootstrapError
+from framework.time.due_items import DueItem
 from rebalance import bucket_array, key_hashes
 from rebalance.positions import Position
 
@@ -191,7 +193,7 @@ def group_folder(
         read.add(records.num_rows)
         rows, owners = placement.order(records)
 
-        def fold_rows(skip: frozenset[int], running: Callable[[int], None] | None) -> pa.Table:
+        def fold_rows(skip: frozenset[int], running: Watch | None) -> pa.Table:
             if not skip:
                 return _fold_runs(records, rows, owners, topics, fold=fold, running=running)
             kept = ~np.isin(rows, np.fromiter(skip, dtype=np.int64))
@@ -252,10 +254,11 @@ def _fold_runs(
     topics: pa.Array,
     *,
     fold: Fold,
-    running: Callable[[int], None] | None,
+    running: Watch | None,
 ) -> pa.Table:
     """Fold ``rows`` of ``records`` (in order), each owner's run by itself, into items;
-    ``running`` is told each row (of ``records``) the function runs on, -1 after."""
+    ``running`` is told each row (of ``records``) the function runs on, -1 after (and each
+    tick's item it fires)."""
     processors: list[int] = []
     stores: list[str] = []
     keys: list[bytes] = []
@@ -271,7 +274,7 @@ def _fold_runs(
         if running is None:
             items = fold(ordered)
         else:
-            items = fold(ordered, _in_group(running, rows[start:end].tolist()))
+            items = fold(ordered, _GroupWatch(running, rows[start:end].tolist()))
         for store, key, value in items:
             processors.append(processor)
             stores.append(store)
@@ -280,13 +283,22 @@ def _fold_runs(
     return pa.table([processors, stores, keys, values], schema=ITEMS_SCHEMA)
 
 
-def _in_group(running: Callable[[int], None], rows: list[int]) -> Callable[[int], None]:
-    """``running`` told a row of the group, from a row of one run (``rows``), -1 as -1."""
+class _GroupWatch:
+    """``running`` told a row of the group, from a row of one run (``rows``), -1 as -1 (its
+    ticks' items as they are)."""
 
-    def tell(index: int) -> None:
-        running(rows[index] if index >= 0 else -1)
+    def __init__(self, running: Watch, rows: list[int]) -> None:
+        self._running = running
+        self._rows = rows
 
-    return tell
+    def __call__(self, row: int) -> None:
+        self._running(self._rows[row] if row >= 0 else -1)
+
+    def tick(self, where: tuple[str, int, int], key: bytes, item: DueItem) -> None:
+        self._running.tick(where, key, item)
+
+    def refused(self, where: tuple[str, int, int], key: bytes) -> Mapping[DueItem, int]:
+        return self._running.refused(where, key)
 
 
 def file_writer(

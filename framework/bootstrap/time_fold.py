@@ -12,7 +12,7 @@ commit writes them; the batch is then dropped, so the fold holds one key at a ti
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from framework.bootstrap.arrow_rows import ArrowMessage, row_chunks
+from framework.bootstrap.careful_child import Watch
 from framework.bootstrap.key_ticks import END, KeySpans, KeyTicks
 from framework.bootstrap.tick_table import TickTable
 from framework.processing import RecordProcessor, StoredMessage
@@ -38,11 +39,12 @@ def fold_by_key(  # noqa: PLR0917 - the fold's parts
     stores: Sequence[str],
     spans: KeySpans,
     ticks: TickTable,
-    running: Callable[[int], None] | None,
+    running: Watch | None,
 ) -> Iterator[tuple[str, bytes, bytes]]:
     """``(store, stored key, value)`` of every key of ``records`` after its records and the
     ticks that apply to it (a keyless record is processed alone); ``running`` is told the
-    row (of ``records``) the function runs on, -1 after."""
+    row (of ``records``) the function runs on, -1 after, and each tick's item it fires (the
+    items it refuses are dropped as failed, as a processor's crash guard drops them)."""
     codes = pc.dictionary_encode(records.column("key")).combine_chunks().indices
     order = np.argsort(codes.fill_null(-1).to_numpy(zero_copy_only=False), kind="stable")
     rows = order.tolist()
@@ -53,7 +55,7 @@ def fold_by_key(  # noqa: PLR0917 - the fold's parts
             if run is None or key is None or key != run.key:
                 if run is not None:
                     yield from run.finish(stores)
-                run = _KeyRun(key, database.begin(), processor, spans, ticks)
+                run = _KeyRun(key, database.begin(), processor, spans, ticks, watch=running)
             run.before(row)
             if running is None:
                 run.record(row)
@@ -75,10 +77,14 @@ class _KeyRun:
         processor: RecordProcessor,
         spans: KeySpans,
         ticks: TickTable,
+        *,
+        watch: Watch | None = None,
     ) -> None:
         self.key = key
         self._batch = batch
         self._process = processor.process
+        self._timing = processor.timing
+        self._watch = watch
         self._spans = spans
         self._table = ticks
         self._ticks = (
@@ -125,4 +131,21 @@ class _KeyRun:
         # (the table holds only ticks the app applies: this one, naming no app, applies too)
         headers: list[tuple[str, bytes | None]] = list(tick_headers(floor, wall, steps=steps))
         tick = StoredMessage(topic, partition, offset, None, None, None, headers)
-        self._process(self._batch, tick, restore=True, where=(topic, partition, offset))
+        where, watch, timing = (topic, partition, offset), self._watch, self._timing
+        if watch is None or timing is None or self.key is None:
+            self._process(self._batch, tick, restore=True, where=where)
+            return
+        key = self.key
+        refused = {(key, item): _refused(where, n) for item, n in watch.refused(where, key).items()}
+        with timing.guarding(lambda _key, item: watch.tick(where, key, item), refused):
+            self._process(self._batch, tick, restore=True, where=where)
+        watch(-1)
+
+
+def _refused(where: tuple[str, int, int], crashes: int) -> str:
+    """Why a tick's item is dropped (as ``framework.runtime.tick_guard`` says it)."""
+    topic, partition, offset = where
+    return (
+        f"it killed the Spark fold's process {crashes} times at the tick {topic}[{partition}]"
+        f"@{offset}; after crash_limit crashes it is dropped without running"
+    )

@@ -173,10 +173,14 @@ def _notes(status: AppStatus) -> list[str]:
         lines.append("")
     for processor_id, records in sorted(status.skipped.items()):
         for record in records:
+            where = f"{record.topic}[{record.partition}]@{record.offset}"
             lines.append(
-                f"processor {processor_id} skipped {record.topic}[{record.partition}]@"
-                f"{record.offset}: it killed the processor {record.crashes} times (see the "
-                "dead-letter topic, stage crash)"
+                f"processor {processor_id} dropped {len(record.keys)} key(s)' timer or window "
+                f"result at the tick {where}: it killed the processor {record.crashes} times "
+                "(see the dead-letter topic, stages timer and window)"
+                if record.keys
+                else f"processor {processor_id} skipped {where}: it killed the processor "
+                f"{record.crashes} times (see the dead-letter topic, stage crash)"
             )
     if status.ignored:
         lines.append("")

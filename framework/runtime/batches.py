@@ -45,6 +45,7 @@ from framework.runtime.crashes import CrashGuard
 from framework.runtime.delivery import BatchWriter
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
+from framework.runtime.tick_guard import guarded_tick, lone_ticks
 from framework.runtime.ticking import Tick, TickWriter
 from framework.runtime.transactions import TRANSACTION_SECONDS, abort_quietly, fenced
 from framework.time.rederive import rederive_due
@@ -198,8 +199,8 @@ class BatchRunner:
         records = self.reading.cut(records)  # a record a gate holds stops its partition there
         ranges = self._ranges(records)
         guard = self.guard
-        if ranges:
-            guard.attempt(ranges)  # a crash from here on counts against these records
+        if ranges:  # a crash from here on counts against these records
+            guard.attempt(ranges, () if self.ticks is None else lone_ticks(records, ranges))
         batch = self.database.begin()
         result = BatchResult(started=started)
         if self._count_taken:  # for metrics
@@ -310,12 +311,8 @@ class BatchRunner:
         for message, topic, partition, offset in records:
             bound = restore_below.get((topic, partition))
             restore = bound is not None and offset < bound
-            tick = (
-                restore
-                and mine is not None
-                and letters is not None
-                and is_tick_message(topic, message)
-            )
+            tick = restore and mine is not None and letters is not None
+            tick = tick and is_tick_message(topic, message)  # (rebuilt: for keys of mine)
             if restore and not tick and mine and not mine(topic, partition, message.key()):
                 dead_letter = None  # from before a growth: a key another processor owns now
             elif careful and guard.crashes(topic, partition, offset) >= guard.limit:
@@ -323,7 +320,10 @@ class BatchRunner:
             else:
                 where = (topic, partition, offset)
                 keys = partial(mine, topic, partition) if tick and mine else None  # (its keys)
-                produced, dead_letter = process(
+                apply = process
+                if careful and letters is not None and is_tick_message(topic, message):
+                    apply = partial(guarded_tick, guard, self.records)  # (an item may kill it)
+                produced, dead_letter = apply(
                     batch, message, restore=restore, where=where, keys=keys
                 )
                 outputs.extend(produced)

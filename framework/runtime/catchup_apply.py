@@ -15,12 +15,14 @@ from framework.bootstrap.child_process import BootstrapRun
 from framework.kafka import ConsumerFailedError, Message, OffsetResetError
 from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime.crashes import CrashGuard
+from framework.runtime.tick_guard import guarded_tick, lone_ticks
+from framework.time.applying import FLOOR_SCOPE
 from framework.time.ticks import is_tick_message
 from rebalance import bucket, key_hash
 from rebalance.control import Handoff
 from rebalance.key_ranges import KeyRange
 from rebalance.positions import Position
-from statestore import ProcessorDatabase
+from statestore import ProcessorDatabase, StateBatch
 from statestore.layout import flag_key
 
 __all__ = [
@@ -104,33 +106,17 @@ def apply_taken(
     # (``RecordProcessor.confirm_markers``): a record placed after a shrink or a growth this
     # processor's view lacks would be taken for a late one and skipped
     records.confirm_markers([message for message, _position, _offset, gained in taken if gained])
-    if ranges:
-        guard.attempt(ranges)  # a death from here on counts against these records
+    if ranges:  # a death from here on counts against these records
+        lone = lone_ticks(((m, *p, o) for m, p, o, gained in taken if gained), ranges)
+        guard.attempt(ranges, lone if records.timing is not None else ())
+    _restore_floors(records, database)
     batch = database.begin()
     applied = 0
     try:
         for message, (topic, partition), offset, gained in taken:
-            if not gained:
-                continue
-            if careful and guard.crashes(topic, partition, offset) >= guard.limit:
-                if records.stop_on_error:
-                    raise ProcessorStoppedError(
-                        f"{topic}[{partition}]@{offset} (key {message.key()!r}) killed this "
-                        f"processor {guard.crashes(topic, partition, offset)} times while it "
-                        "caught up; with on_error: stop it is not skipped (its state change would "
-                        "be missing here, while the old owner applied it). Fix the function or "
-                        "the record and restart, or abort the scale.",
-                        at=(topic, partition, offset),
-                    )
-                guard.skip(batch, message, (topic, partition, offset), "", restore=True)
-            elif message.key() is None or is_tick_message(topic, message):
-                # a tick: to the gained keys living there only
-                keys = applies.keys_at((topic, partition), offset)
-                records.process(batch, message, restore=True, keys=keys)
-                applied += 1
-            else:
-                records.process(batch, message, restore=True)
-                applied += 1
+            if gained:
+                where = (topic, partition, offset)
+                applied += _apply(batch, message, where, records, guard, careful, applies)
     except ProcessorStoppedError:
         guard.survived()  # a stop by policy is no crash: a restart tries the record again
         raise
@@ -140,6 +126,50 @@ def apply_taken(
         batch.set_progress(scope, topic, partition, next_offset)
     batch.commit()
     return applied
+
+
+def _apply(  # noqa: PLR0917 - one record of apply_taken's
+    batch: StateBatch,
+    message: Message,
+    where: tuple[str, int, int],
+    records: RecordProcessor,
+    guard: CrashGuard,
+    careful: bool,
+    applies: Applies,
+) -> int:
+    """Apply one record that applies here (skipped after crashes: 0, else 1)."""
+    topic, partition, offset = where
+    if careful and guard.crashes(topic, partition, offset) >= guard.limit:
+        if records.stop_on_error:
+            raise ProcessorStoppedError(
+                f"{topic}[{partition}]@{offset} (key {message.key()!r}) killed this "
+                f"processor {guard.crashes(topic, partition, offset)} times while it "
+                "caught up; with on_error: stop it is not skipped (its state change would "
+                "be missing here, while the old owner applied it). Fix the function or "
+                "the record and restart, or abort the scale.",
+                at=where,
+            )
+        guard.skip(batch, message, where, "", restore=True)
+        return 0
+    if message.key() is None or is_tick_message(topic, message):
+        # a tick: to the gained keys living there only (item by item while suspects remain:
+        # one may kill the process, as it killed the old owner)
+        keys = applies.keys_at((topic, partition), offset)
+        if careful:
+            guarded_tick(guard, records, batch, message, where, restore=True, keys=keys)
+        else:
+            records.process(batch, message, restore=True, keys=keys)
+        return 1
+    records.process(batch, message, restore=True)
+    return 1
+
+
+def _restore_floors(records: RecordProcessor, database: ProcessorDatabase) -> None:
+    """Let ``records`` know the floors ``database`` holds before it reads (the loop's tick
+    writer may not have told it yet): a floor it raises is written, never a lower one."""
+    timing = records.timing
+    if timing is not None and not timing.floors_restored:
+        timing.restore_floors(database.progress(FLOOR_SCOPE))
 
 
 def clear_stale(

@@ -5,8 +5,11 @@ keeps time, the processor considers each input partition it owns and reads live 
 gate holds it, no rebuild below the group's offsets reads it, no shrink deleted it) at most
 every ``time.tick_interval`` of its clock, and decides:
 
-- **floor**: the largest event time read from the partition (its records' and its ticks';
-  unknown after a restart until one is read: then ``NO_FLOOR``, which moves no key's time);
+- **floor**: the largest event time read from the partition (its records' and its ticks'),
+  as the batches that read them committed it with the partition's offset
+  (``framework.time.applying.FLOOR_SCOPE``), so a restart goes on from it; unknown until one
+  is read (a state rebuilt elsewhere, e.g. from another processor's snapshot, may lack it):
+  then ``NO_FLOOR``, which moves no key's time;
   with ``time.idle_after`` set and no record read from the partition for that long, at least
   the wall clock minus ``idle_after``;
 - **wall**: the wall clock.
@@ -43,7 +46,7 @@ from framework.kafka import (
     UnknownPartitionError,
 )
 from framework.processing import RecordProcessor
-from framework.time.applying import TimeApplier
+from framework.time.applying import FLOOR_SCOPE, TimeApplier
 from framework.time.ticks import tick_headers, tick_key
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
@@ -172,6 +175,7 @@ class TickWriter:
         self._unread: dict[Position, int] = {}
         #: ticks handed to the producer
         self.written = 0
+        timing.restore_floors(database.progress(FLOOR_SCOPE))  # what it read before a restart
 
     @classmethod
     def of(
@@ -303,8 +307,10 @@ class TickWriter:
 
     def dropped(self) -> None:
         """The ticks written may not be there (their transaction aborted, their batch
-        failed): none of them is waited for."""
+        failed): none of them is waited for; the floors are the committed batches' again
+        (those dropped are read again)."""
         self._unread.clear()
+        self._timing.restore_floors(self._database.progress(FLOOR_SCOPE), replace=True)
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -3,16 +3,22 @@ outputs, or a dead letter (``late``, ``decode``, ``processor``; ``timer`` ones a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from framework.errors import ProcessorStoppedError, describe_error
 from framework.records import DeadLetter, DeadLetterStage, EncodedOutput, InputMessage, Record
+from framework.time.due_items import DueItem
 from framework.time.running import RecordFailedError, TimedFunctions
 from framework.time.ticks import read_tick
 from statestore import StateBatch
 
-__all__ = ["TimeApplier"]
+__all__ = ["FLOOR_SCOPE", "TimeApplier"]
+
+#: where a processor's state keeps each input partition's floor as read (``TimeApplier.floors``;
+#: ``StateBatch.set_progress``): written with the batch that read it, so a restart knows it
+FLOOR_SCOPE = "time-floor"
 
 #: ``(message, where, stage, reason, restore) -> dead letter`` (``RecordProcessor._dead``)
 MakeDead = Callable[[InputMessage, tuple[str, int, int], DeadLetterStage, str, bool], Any]
@@ -40,9 +46,11 @@ class TimeApplier:
 
     It notes what it read of each input partition's time (what a processor decides its
     ticks from, ``framework.runtime.ticking``): ``floors``, the largest event time of its
-    records and floor of its ticks applied here (none until one is: after a restart, until
-    records come); ``records``, how many of its keyed records came to their key's time;
-    ``ticks``, how many ticks were read."""
+    records and floor of its ticks applied here, each rise also written in the batch that
+    read it (``FLOOR_SCOPE``), so that once ``restore_floors`` took the state's, a restart
+    knows what committed batches read (none of a partition until one is);
+    ``records``, how many of its keyed records came to their key's time; ``ticks``, how
+    many ticks were read."""
 
     def __init__(
         self,
@@ -56,7 +64,13 @@ class TimeApplier:
         self._dead = dead
         self._homes = homes
         self._letters: list[DeadLetter] = []
+        self._guard: tuple[
+            Callable[[bytes, DueItem], None] | None, Mapping[tuple[bytes, DueItem], str] | None
+        ] = (None, None)
         self.floors: dict[tuple[str, int], int] = {}
+        #: whether ``restore_floors`` took the state's floors (a reader with a durable state
+        #: does, before it reads: a rise noted from less would write a lower floor back)
+        self.floors_restored = False
         self.records: dict[tuple[str, int], int] = {}
         self.ticks = 0
 
@@ -78,7 +92,7 @@ class TimeApplier:
         try:
             outputs = self.functions.record(batch, record, function, stores)
         except RecordFailedError as failed:
-            self._read((topic, partition), self.functions.event_time)
+            self._read(batch, (topic, partition), self.functions.event_time)
             self._take(restore)
             if failed.stage == "processor" and self.functions.stop_on_error:
                 raise ProcessorStoppedError(
@@ -90,7 +104,7 @@ class TimeApplier:
                 ) from failed.cause
             stage = _STAGES.get(failed.stage, "processor")
             return [], self._dead(message, where, stage, failed.reason, restore)
-        self._read((topic, partition), self.functions.event_time)
+        self._read(batch, (topic, partition), self.functions.event_time)
         self._take(restore)
         return ([] if restore else outputs), None
 
@@ -118,14 +132,19 @@ class TimeApplier:
         if unknown is not None:
             return [], self._dead(message, where, "placement", f"a tick {unknown}", restore)
         self.ticks += 1
-        self._read(where[:2], floor, record=False)
+        self._read(batch, where[:2], floor, record=False)
         lives_at = self._homes.lives_at
         chosen = [
             key
             for key in batch.due_keys(floor, wall)
             if lives_at(key, where, steps) and (keys is None or keys(key))
         ]
-        outputs = self.functions.tick(batch, where, chosen, floor, wall) if chosen else []
+        running, refused = self._guard
+        outputs = (
+            self.functions.tick(batch, where, chosen, floor, wall, running=running, refused=refused)
+            if chosen
+            else []
+        )
         self._take(restore)
         return ([] if restore else outputs), None
 
@@ -140,18 +159,55 @@ class TimeApplier:
             return False
         return self._homes.stale_tick(where, read.steps)
 
+    @contextmanager
+    def guarding(
+        self,
+        running: Callable[[bytes, DueItem], None] | None,
+        refused: Mapping[tuple[bytes, DueItem], str] | None = None,
+    ) -> Iterator[None]:
+        """While in it, a tick tells ``running`` each key and due item before it fires (a
+        crash guard notes what a death interrupts), and drops those of ``refused`` (key and
+        item -> why) as failed, their function not run (``framework.runtime.tick_guard``)."""
+        self._guard = running, refused
+        try:
+            yield
+        finally:
+            self._guard = None, None
+
     def take_letters(self) -> list[DeadLetter]:
         """The dead letters of timers that failed (stage ``timer``) since the last call."""
         letters, self._letters = self._letters, []
         return letters
 
-    def _read(self, position: tuple[str, int], time: int | None, *, record: bool = True) -> None:
+    def restore_floors(
+        self, stored: Mapping[tuple[str, int], int], *, replace: bool = False
+    ) -> None:
+        """Take the floors the state holds (``FLOOR_SCOPE``: what committed batches read):
+        each partition's the larger of those and what was read since, or, ``replace``,
+        exactly those (the batches read since were dropped)."""
+        if replace:
+            self.floors = dict(stored)
+        else:
+            for position, floor in stored.items():
+                if floor > self.floors.get(position, floor - 1):
+                    self.floors[position] = floor
+        self.floors_restored = True
+
+    def _read(
+        self,
+        batch: StateBatch,
+        position: tuple[str, int],
+        time: int | None,
+        *,
+        record: bool = True,
+    ) -> None:
         """Note a keyed record (``record``) or a tick of ``position`` with event time (or
-        floor) ``time``."""
+        floor) ``time``; a rise of its floor is written with ``batch``."""
         if record:
             self.records[position] = self.records.get(position, 0) + 1
         if time is not None and time > self.floors.get(position, time - 1):
             self.floors[position] = time
+            batch.set_progress(FLOOR_SCOPE, position[0], position[1], time)
 
     def _take(self, restore: bool) -> None:
         if not restore:

@@ -25,17 +25,25 @@ from typing import Any
 import framework.time.window_state as windows_of
 from framework.records import Output
 from framework.time.context import KeyTime
+from framework.time.due_items import CLOSE, EXPIRY, TIMER, DueItem
 from framework.time.key_clock import TIME_STORE, DamagedTimeError, KeyClock
 from framework.time.specs import Timer, TimerSpec, WindowSpec
 from statestore import BatchStateError, StateBatch
 from statestore.due_index import DUE_STORE, NEVER, decode_due, encode_due
 
-__all__ = ["CloseRunner", "TimeKeeper", "TimerRefuser", "TimerRunner", "due_times"]
+__all__ = [
+    "CloseRefuser",
+    "CloseRunner",
+    "TimeKeeper",
+    "TimerRefuser",
+    "TimerRunner",
+    "due_times",
+]
 
 #: timers one key may fire for one record or tick: past it, each timer due is dropped without
 #: running (timers that set each other due again at once would otherwise never end)
 MAX_FIRINGS = 10_000
-_EXPIRY, _CLOSE, _TIMER = 0, 1, 2
+_EXPIRY, _CLOSE, _TIMER = EXPIRY, CLOSE, TIMER
 
 #: runs a timer's function for a key: ``(spec, timer, batch) -> outputs``; it handles the
 #: function's failure itself (a dead letter), and returns the outputs to emit
@@ -47,6 +55,9 @@ TimerRefuser = Callable[[TimerSpec, Timer, StateBatch, str], list[Output]]
 CloseRunner = Callable[[WindowSpec, bytes, int, int, Any], list[Output]]
 #: told of a key a tick passed over: ``(key, its stored time record, what is wrong with it)``
 DamagedKey = Callable[[bytes, bytes, str], None]
+#: closes such a window without running its result, as failed: ``(spec, key, start, end,
+#: accumulator, why) -> outputs``
+CloseRefuser = Callable[[WindowSpec, bytes, int, int, Any, str], list[Output]]
 
 
 @dataclass(frozen=True, order=True)
@@ -73,11 +84,13 @@ class TimeKeeper:
         *,
         expiring: Collection[str] | None = None,
         damaged: DamagedKey | None = None,
+        refuse_close: CloseRefuser | None = None,
     ) -> None:
         """``close``: the outputs of a window that closed (default: its result, unguarded);
-        ``refuse``: drops a timer past ``MAX_FIRINGS`` (default: ``RuntimeError``);
-        ``damaged``: told of each key a tick passes over (default: its ``DamagedTimeError``
-        is raised);
+        ``refuse``: drops a timer past ``MAX_FIRINGS`` or refused at a tick (default:
+        ``RuntimeError``); ``damaged``: told of each key a tick passes over (default: its
+        ``DamagedTimeError`` is raised); ``refuse_close``: closes a window refused at a tick
+        (default: no output);
         ``expiring``: the stores declared with a ttl (default: every store), whose values an
         expiry deletes (one recorded when another store had a ttl is dropped, the value kept:
         its values do not expire now)."""
@@ -86,6 +99,7 @@ class TimeKeeper:
         self._run_timer = run_timer
         self._close = close or _final_output
         self._refuse = refuse
+        self._refuse_close = refuse_close or _no_output
         self._expiring = None if expiring is None else frozenset(expiring)
         self._damaged = damaged
 
@@ -164,11 +178,22 @@ class TimeKeeper:
 
     # -- a tick -----------------------------------------------------------------------------
 
-    def tick(self, batch: StateBatch, keys: Iterable[bytes], floor: int, wall: int) -> list[Output]:
+    def tick(
+        self,
+        batch: StateBatch,
+        keys: Iterable[bytes],
+        floor: int,
+        wall: int,
+        *,
+        running: Callable[[bytes, DueItem], None] | None = None,
+        refused: Mapping[tuple[bytes, DueItem], str] | None = None,
+    ) -> list[Output]:
         """Apply a tick (event-time ``floor``, processing time ``wall``) to those of ``keys``
         that have something due by it, and fire what became due, in ``(time, key)`` order
         over them all. A key with nothing due by the tick is left as it was (its time does
-        not take the floor), whoever named it."""
+        not take the floor), whoever named it. ``running`` is told each key and item before
+        it fires; an item of ``refused`` (key and item -> why) is dropped as failed instead,
+        its function not run (a timer's: ``refuse``; a window's result: ``refuse_close``)."""
         loaded: list[KeyTime] = []
         # (domain, due time, key, the key's item, the key's index): by time, then key
         heap: list[tuple[int, int, bytes, _Due, int]] = []
@@ -207,7 +232,11 @@ class TimeKeeper:
         while heap:
             *_order, item, index = heapq.heappop(heap)
             time = loaded[index]
-            outputs.extend(self._fire(batch, time, item))
+            named = (item.domain, item.due, item.rank, item.store, item.name)
+            if running is not None:
+                running(time.key, named)
+            why = None if refused is None else refused.get((time.key, named))
+            outputs.extend(self._fire(batch, time, item, why))
             following = self._next(time.clock)
             if following is not None:
                 heapq.heappush(heap, (following.domain, following.due, time.key, following, index))
@@ -261,17 +290,25 @@ class TimeKeeper:
                     best = _min(best, _Due(0, due, _TIMER, store, name))
         return best
 
-    def _fire(self, batch: StateBatch, time: KeyTime, item: _Due) -> list[Output]:
+    def _expire(self, batch: StateBatch, time: KeyTime, store_name: str) -> None:
+        """Delete the key's value of ``store_name``, which expired."""
+        del time.clock.expiries[store_name]
+        if self._expiring is not None and store_name not in self._expiring:
+            return  # a store declared without a ttl now: its values do not expire
+        try:
+            store = batch.store(store_name)
+        except BatchStateError:  # a store the app no longer declares: nothing to delete
+            return
+        store.delete(time.key)
+
+    def _fire(
+        self, batch: StateBatch, time: KeyTime, item: _Due, refused: str | None = None
+    ) -> list[Output]:
+        """Fire ``item`` of the key (``refused``: drop it as failed, saying why, unless it
+        runs no function: an expiry)."""
         clock = time.clock
         if item.rank == _EXPIRY:
-            del clock.expiries[item.store]
-            if self._expiring is not None and item.store not in self._expiring:
-                return []  # a store declared without a ttl now: its values do not expire
-            try:
-                store = batch.store(item.store)
-            except BatchStateError:  # a store the app no longer declares: nothing to delete
-                return []
-            store.delete(time.key)
+            self._expire(batch, time, item.store)
             return []
         if item.rank == _CLOSE:
             spec = self.windows[item.store]
@@ -284,7 +321,9 @@ class TimeKeeper:
                 del clock.windows[item.store]
             if spec.emit != "final":
                 return []
-            return self._close(spec, time.key, start, end, acc)
+            if refused is None:
+                return self._close(spec, time.key, start, end, acc)
+            return self._refuse_close(spec, time.key, start, end, acc, refused)
         entries = clock.timers[item.store]
         due, kind = entries.pop(item.name)
         if not entries:
@@ -302,10 +341,10 @@ class TimeKeeper:
         # the timer function sees and changes the key's time through the same clock
         self.save(batch, time, self.windows, self.timers)
         time.fired += 1
-        if time.fired <= MAX_FIRINGS:
+        if time.fired <= MAX_FIRINGS and refused is None:
             outputs = self._run_timer(timer_spec, timer, batch)
         else:
-            why = (
+            why = refused or (
                 f"the key fired {MAX_FIRINGS} timers at one time, the most one record or tick "
                 "may fire: timers that set each other (or themselves) due again at once would "
                 "never end. Fix: set them later than timer.time"
@@ -322,6 +361,11 @@ def _final_output(spec: WindowSpec, key: bytes, start: int, end: int, acc: Any) 
     """The output of a window of ``spec`` that closed."""
     result = spec.window_result(key, start, end, acc)
     return [Output(spec.output_value(result), key=key, topic=spec.to)]
+
+
+def _no_output(*_closed: Any) -> list[Output]:
+    """A window closed without its result."""
+    return []
 
 
 def _min(best: _Due | None, item: _Due) -> _Due:

@@ -9,7 +9,7 @@ all closed is a dead letter (stage ``late``) unless the window store has ``on_la
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -25,6 +25,7 @@ from framework.records import (
     output_items,
 )
 from framework.time.context import KeyTime
+from framework.time.due_items import DueItem
 from framework.time.keeper import TimeKeeper
 from framework.time.key_clock import TIME_STORE, DamagedTimeError
 from framework.time.specs import Timer, TimerSpec, WindowSpec, event_time_of
@@ -40,8 +41,9 @@ __all__ = ["RecordFailedError", "TimedFunctions"]
 Encode = Callable[[Any, bytes, tuple[str, int, int], Callable[..., Any]], list[EncodedOutput]]
 
 
-class _RefusedTimerError(Exception):
-    """A timer dropped as failed, not for an error of its function (the reason says why)."""
+class _RefusedError(Exception):
+    """A timer or window result dropped as failed, not for an error of its function (the
+    reason says why)."""
 
 
 class RecordFailedError(Exception):
@@ -70,6 +72,7 @@ class TimedFunctions:
             self._refuse_timer,
             expiring=app.ttls,
             damaged=self._passed_over,
+            refuse_close=self._refuse_close,
         )
         self._event_times = {
             topic: event_time_of(handler.event_time) for topic, handler in app.handlers.items()
@@ -145,13 +148,18 @@ class TimedFunctions:
         keys: Sequence[bytes],
         floor: int,
         wall: int,
+        *,
+        running: Callable[[bytes, DueItem], None] | None = None,
+        refused: Mapping[tuple[bytes, DueItem], str] | None = None,
     ) -> list[EncodedOutput]:
         """Apply the tick at ``where`` to ``keys`` (those living in its partition there that
-        have something due: the caller chose them) and encode what fired."""
+        have something due: the caller chose them) and encode what fired; ``running`` is
+        told each key and item before it fires, the items of ``refused`` are dropped as
+        failed (``TimeKeeper.tick``)."""
         self._origin = where
         self._ticking = True
         try:
-            outputs = self.keeper.tick(batch, keys, floor, wall)
+            outputs = self.keeper.tick(batch, keys, floor, wall, running=running, refused=refused)
         finally:
             self._ticking = False
         encoded: list[EncodedOutput] = []
@@ -211,7 +219,7 @@ class TimedFunctions:
         stores = spec.stores or tuple(self.app.stores)
         try:
             if refused is not None:
-                raise _RefusedTimerError(refused)
+                raise _RefusedError(refused)
             result = spec.function(timer, self.state(batch, key, time, stores))
             outputs = [] if result is None else list(output_items(result, spec.function.__name__))
             outputs += time.outputs
@@ -227,7 +235,7 @@ class TimedFunctions:
             topic, partition, offset = self._origin
             why = (
                 str(error)
-                if isinstance(error, _RefusedTimerError)
+                if isinstance(error, _RefusedError)
                 else describe_error(error, with_trace=True)
             )
             reason = (
@@ -248,11 +256,27 @@ class TimedFunctions:
 
     # -- windows that close -----------------------------------------------------------------
 
-    def _close(self, spec: WindowSpec, key: bytes, start: int, end: int, acc: Any) -> list[Output]:
+    def _refuse_close(  # noqa: PLR0917 - a window that closed, as _close has it
+        self, spec: WindowSpec, key: bytes, start: int, end: int, acc: Any, why: str
+    ) -> list[Output]:
+        return self._close(spec, key, start, end, acc, refused=why)
+
+    def _close(  # noqa: PLR0917 - a window that closed
+        self,
+        spec: WindowSpec,
+        key: bytes,
+        start: int,
+        end: int,
+        acc: Any,
+        refused: str | None = None,
+    ) -> list[Output]:
         """The output of a window that closed; if its result (the aggregation's ``merge`` of a
         sliding window's points, its or the store's ``result``) fails or cannot be written, a
-        dead letter (stage ``window``) holding its accumulator (or those points) instead."""
+        dead letter (stage ``window``) holding its accumulator (or those points) instead, as
+        when it is ``refused`` (why: its result is not run)."""
         try:
+            if refused is not None:
+                raise _RefusedError(refused)
             acc = accumulator(acc)  # (a sliding window's points merged: the app's merge)
             result = spec.window_result(key, start, end, acc)
             # encoded here, so that a value that cannot be written is this window's dead
@@ -265,9 +289,14 @@ class TimedFunctions:
                 if isinstance(spec.kind, Tumbling | Hopping)
                 else f"[{start}, {end}]"
             )
+            why = (
+                str(error)
+                if isinstance(error, _RefusedError)
+                else describe_error(error, with_trace=True)
+            )
             reason = (
                 f"window {span} of store {spec.name!r} failed for key {key!r}: "
-                f"{describe_error(error, with_trace=True)}. The window closed without a result; "
+                f"{why}. The window closed without a result; "
                 "this dead letter holds its accumulator (or, when merging them failed, the "
                 "points of a sliding window)."
             )
@@ -314,7 +343,7 @@ def _check_progress(timer: Timer, now: tuple[int, str] | None) -> None:
     """Refuse a timer that set itself due again no later than it fired: it would fire again
     at once, and again, forever."""
     if now is not None and now[1] == timer.kind and now[0] <= timer.time:
-        raise _RefusedTimerError(
+        raise _RefusedError(
             f"it set itself due again at {now[0]} ms, not after the {timer.time} ms it fired "
             "at: it would fire again at once, forever. Fix: set it later than timer.time "
             "(e.g. timer.time + a period), or cancel it"

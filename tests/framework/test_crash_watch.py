@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from framework.bootstrap.careful_child import Watch
 from framework.bootstrap.crash_watch import CrashWatch
 from framework.bootstrap.errors import BootstrapError
 
@@ -123,3 +124,62 @@ def test_an_error_is_no_death_and_the_job_is_not_run_again(tmp_path: Path) -> No
     assert watch.suspects() == [] and watch.stopped() is None
     with pytest.raises(BootstrapError, match="ValueError: not a crash"):  # carefully, too
         watch.fold(3, failing, Rows())
+
+
+TICK = ("t", 0, 100)
+ITEM = (0, 11_000, 1, "minute", "")
+
+
+def ticking_folder(
+    deaths: Path,
+) -> Callable[[frozenset[int], Watch | None], pa.Table]:
+    """Sums the rows it runs on; between rows 2 and 3 a tick fires ``ITEM`` of key ``k2``
+    (logged to ``deaths``, ending the process as a crash would) unless the watch refuses
+    it, then an item of ``k3`` that never kills."""
+
+    def fold_rows(skip: frozenset[int], running: Watch | None) -> pa.Table:
+        total = 0
+        for row in range(ROWS):
+            if row == 3 and running is not None:
+                running.tick(TICK, b"k3", (0, 11_000, 1, "minute", ""))
+                if ITEM not in running.refused(TICK, b"k2"):
+                    running.tick(TICK, b"k2", ITEM)
+                    with deaths.open("a") as log:
+                        log.write("tick\n")
+                    os._exit(9)
+                running(-1)
+            if running is not None:
+                running(row)
+            total += row
+            if running is not None:
+                running(-1)
+        return pa.table({"total": [total]})
+
+    return fold_rows
+
+
+def test_a_ticks_item_that_kills_is_dropped_after_limit_deaths_and_no_record_is(
+    tmp_path: Path,
+) -> None:
+    """The tick's item of ``k2`` kills the careful child each time: after ``limit`` deaths
+    it is dropped (the fold goes on without running it), named with its key and item; no
+    record is skipped, and a later run drops it at once."""
+    deaths = tmp_path / "deaths"
+    watch = CrashWatch(tmp_path / "watch", limit=3, stop=False)
+    suspect(watch, 1)
+    table, skipped = watch.fold(1, ticking_folder(deaths), Rows())
+    assert table.column("total").to_pylist() == [sum(range(ROWS))] and skipped == 0
+    assert died(deaths) == ["tick"] * 3
+    [dropped] = watch.skipped()
+    assert (dropped.offset, dropped.crashes, dropped.key, dropped.item) == (100, 3, b"k2", ITEM)
+    assert "dropped key b'k2''s window of store 'minute' closing at 11000 ms" in dropped.describe()
+    again, _ = watch.fold(1, ticking_folder(deaths), Rows())  # a later run of the job
+    assert again == table and len(died(deaths)) == 3
+
+
+def test_with_stop_a_ticks_killing_item_is_named_and_stops_the_group(tmp_path: Path) -> None:
+    watch = CrashWatch(tmp_path / "watch", limit=2, stop=True)
+    suspect(watch, 0)
+    with pytest.raises(BootstrapError, match=r"the tick at t\[0\]@100 killed .* key b'k2'"):
+        watch.fold(0, ticking_folder(tmp_path / "deaths"), Rows())
+    assert died(tmp_path / "deaths") == ["tick", "tick"]

@@ -19,6 +19,7 @@ from framework.kafka import Clients
 from framework.processing import RecordProcessor, StoredMessage
 from framework.records import EncodedOutput
 from framework.runtime.ticking import NO_FLOOR, Tick, TickWriter, tick_floor
+from framework.time.applying import FLOOR_SCOPE
 from framework.time.ticks import TICK_HEADER, is_tick_key, tick_headers, tick_key
 from rebalance import TopicHistory, bucket, key_hash
 from rebalance.positions import Position
@@ -246,18 +247,29 @@ def test_no_tick_in_a_partition_a_shrink_deleted() -> None:
     assert world.decide(after=2.0) == []
 
 
-def test_after_a_restart_the_floor_is_unknown_until_a_record_or_a_tick_is_read() -> None:
+def test_after_a_restart_the_floor_is_what_committed_batches_read_else_unknown() -> None:
+    """A restarted processor ticks from the floor its state holds (``FLOOR_SCOPE``); a state
+    without one (rebuilt from another processor's snapshot, say) knows none until a record
+    or a tick is read: ``NO_FLOOR``, which moves no key's time."""
     world = _World()
     world.send(b"a", _ms(NOW))
-    # a new processor over the same state: nothing read of the partition's time yet
-    restarted = RecordProcessor(app, {TOPIC: 2})
-    writer = TickWriter.of(app.config.time, restarted, world.reading, world.database, world.clock)
-    assert writer is not None
-    world.clock.now += 2.0
-    batch = world.database.begin()
-    [tick] = writer.decide(batch, {})
-    batch.abort()
-    assert (tick.floor, tick.wall) == (NO_FLOOR, _ms(world.clock.now))
+    position = (TOPIC, world.home(b"a"))
+    assert world.database.progress(FLOOR_SCOPE) == {position: _ms(NOW)}
+    for lost in (False, True):
+        if lost:
+            batch = world.database.begin()
+            batch.clear_progress(FLOOR_SCOPE, *position)
+            batch.commit()
+        # a new processor over the same state
+        restarted = RecordProcessor(app, {TOPIC: 2})
+        reading, database, clock = world.reading, world.database, world.clock
+        writer = TickWriter.of(app.config.time, restarted, reading, database, clock)
+        assert writer is not None
+        world.clock.now += 2.0
+        batch = world.database.begin()
+        [tick] = writer.decide(batch, {})
+        batch.abort()
+        assert (tick.floor, tick.wall) == (NO_FLOOR if lost else _ms(NOW), _ms(world.clock.now))
 
 
 def test_a_compacted_topics_tick_has_a_key_that_is_read_as_a_tick() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,13 @@ from framework import App, AppConfig, KafkaConfig, Record
 from framework.config import TopicConfig
 from framework.kafka import TopicSpec
 from framework.processing import RecordProcessor, StoredMessage
-from framework.records import EncodedOutput
+from framework.records import DeadLetter, EncodedOutput
 from framework.runtime.catchup import CatchUp
+from framework.runtime.crashes import CrashGuard
+from framework.runtime.tick_guard import guarded_tick
 from framework.snapshots.source_starts import source_scope
-from framework.time import Mean, Tumbling
-from framework.time.ticks import tick_headers
+from framework.time import Mean, Tumbling, WindowResult
+from framework.time.ticks import is_tick_message, tick_headers
 from rebalance import HandoffEvent, TopicHistory, bucket, key_hash
 from rebalance.control import ControlState, handoff_record
 from statestore import DatabaseIdentity, ProcessorDatabase
@@ -34,8 +37,20 @@ SIZE, GRACE = 10_000, 1_000
 TIME_STORES = ("splitstate.due", "splitstate.time")
 
 
-def window_app(tmp_path: Path, partitions: int, initial: int, app_id: str = "timed") -> App:
-    """Per key, the mean of each 10 s tumbling window of int values (by Kafka timestamp)."""
+class Died(BaseException):
+    """The process died while a function ran (no ``except Exception`` catches it): it
+    crashed, ran out of memory, was killed."""
+
+
+def window_app(
+    tmp_path: Path,
+    partitions: int,
+    initial: int,
+    app_id: str = "timed",
+    killer: bytes | None = None,
+) -> App:
+    """Per key, the mean of each 10 s tumbling window of int values (by Kafka timestamp);
+    the result of every window of ``killer`` kills the process (``Died``)."""
     return windowed(
         AppConfig(
             app_id=app_id,
@@ -44,15 +59,27 @@ def window_app(tmp_path: Path, partitions: int, initial: int, app_id: str = "tim
             outputs=[TopicConfig(topic=OUT)],
             initial_processors=initial,
             state_dir=tmp_path,
-        )
+        ),
+        killer,
     )
 
 
-def windowed(config: AppConfig) -> App:
+def windowed(config: AppConfig, killer: bytes | None = None) -> App:
     """The app of ``window_app`` with ``config``."""
     app = App(config)
 
-    @app.window(TOPIC, Tumbling(SIZE, grace=GRACE), Mean(), value_type=int)
+    def result(window: WindowResult) -> dict[str, Any]:
+        if window.key == killer:
+            raise Died(f"the result of {window.key!r}'s window [{window.start}, {window.end})")
+        return {"start": window.start, "end": window.end, "value": window.value}
+
+    @app.window(
+        TOPIC,
+        Tumbling(SIZE, grace=GRACE),
+        Mean(),
+        value_type=int,
+        result=None if killer is None else result,
+    )
     def average(record: Record[int]) -> int:
         return record.value
 
@@ -118,9 +145,49 @@ class Owner:
             ),
             self.app.store_specs(),
         )
+        self._restart()
+
+    def _restart(self) -> None:
+        """A new process over the same state: what it holds in memory is gone."""
         self.records = RecordProcessor(
             self.app, {TOPIC: self.app.config.inputs[0].partitions}, histories=self.histories
         )
+
+    def process_careful(self, messages: Iterable[StoredMessage]) -> tuple[int, list[DeadLetter]]:
+        """Process ``messages`` as the runtime does while crash suspects remain: one per
+        batch under the crash guard, a tick watched item by item (``guarded_tick``); a death
+        (``Died``) starts the processor again (a new ``RecordProcessor``) at the same record.
+        Returns the deaths and the dead letters."""
+        deaths, letters = 0, list[DeadLetter]()
+        limit = self.app.config.crash_limit
+        for message in messages:
+            where = (TOPIC, message.partition(), message.offset())
+            tick = is_tick_message(TOPIC, message)
+            while True:
+                guard = CrashGuard(self.database, limit, self.processor, clock=ManualClock())
+                guard.attempt({where[:2]: [where[2], where[2]]}, {where} if tick else ())
+                batch = self.database.begin()
+                try:
+                    if guard.crashes(*where) >= limit:
+                        dead = guard.skip(batch, message, where, "dead", restore=False)
+                        outputs: list[EncodedOutput] = []
+                    else:
+                        apply = partial(guarded_tick, guard, self.records) if tick else None
+                        outputs, dead = (apply or self.records.process)(
+                            batch, message, restore=False, where=where, keys=None
+                        )
+                except Died:
+                    deaths += 1
+                    self._restart()  # (its state as committed)
+                    continue
+                guard.survived()
+                batch.set_offset(*where[:2], where[2] + 1)
+                batch.commit()
+                letters += [*([] if dead is None else [dead]), *self.records.take_letters()]
+                if outputs:
+                    self.emitted[where[1:]] = outputs
+                break
+        return deaths, letters
 
     def process(self, messages: Iterable[StoredMessage]) -> None:
         """Process ``messages`` in order, one batch each, keeping what they emitted."""

@@ -99,10 +99,7 @@ def _backfill(args: argparse.Namespace) -> int:
         f"{result.seconds:.1f}s ({result.records_per_second:,.0f} records/s)"
     )
     for record in manifest.skipped:
-        print(
-            f"skipped {record.topic}[{record.partition}]@{record.offset}: it killed the Spark "
-            f"fold's process {record.crashes} times (crash_limit; the processors skip it too)"
-        )
+        print(record.describe())
     return 0
 
 

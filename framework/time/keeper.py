@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import framework.time.window_state as windows_of
 from framework.records import Output
@@ -60,9 +59,9 @@ DamagedKey = Callable[[bytes, bytes, str], None]
 CloseRefuser = Callable[[WindowSpec, bytes, int, int, Any, str], list[Output]]
 
 
-@dataclass(frozen=True, order=True)
-class _Due:
-    """One due item of a key: ``(domain, due, rank, store, name)`` orders them."""
+class _Due(NamedTuple):
+    """One due item of a key: ``(domain, due, rank, store, name)`` orders them (a tuple:
+    made per window close, a frozen dataclass is slower to make)."""
 
     domain: int  # 0: event time, 1: processing time
     due: int
@@ -376,22 +375,19 @@ def due_times(
     clock: KeyClock, windows: Mapping[str, WindowSpec], timers: Collection[str] | None
 ) -> tuple[int, int]:
     """``(event, wall)``: when something of the key is due next by its time and by its
-    processing time (``NEVER``: nothing); what ``DUE_STORE`` holds for it."""
-    return _event_due(clock, windows, timers), clock.wall_due(timers)
-
-
-def _event_due(
-    clock: KeyClock, windows: Mapping[str, WindowSpec], timers: Collection[str] | None
-) -> int:
-    """The earliest event time at which something of the key is due (timers: of ``timers``)."""
-    due = min(clock.expiries.values(), default=NEVER)
+    processing time (``NEVER``: nothing); what ``DUE_STORE`` holds for it. Timers count only
+    of ``timers`` (all of them when ``None``)."""
+    expiries = clock.expiries
+    due = min(expiries.values()) if expiries else NEVER
     for store, data in clock.windows.items():
         spec = windows.get(store)
-        if spec is not None:
+        if spec is not None and data:
             due = min(due, windows_of.next_close(spec.kind, data))
+    if not clock.timers:  # (per record: most keys have none)
+        return due, NEVER
     for store, entries in clock.timers.items():
         if timers is None or store in timers:
             for at, kind in entries.values():
                 if kind == "event":
                     due = min(due, at)
-    return due
+    return due, clock.wall_due(timers)

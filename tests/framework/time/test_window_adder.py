@@ -1,0 +1,258 @@
+"""``@app.window``'s records take a shorter path (``TimedFunctions._add``: no savepoints, no
+views, the key's time written once at the end) than a processor function that adds the same
+value to the same window store (``TimedFunctions.record``). Both must give the same results:
+for random records (out of order, late, values a window refuses or a function fails on) and
+ticks, over every window kind, with ``emit`` final and current, an ``on_late`` callback and a
+``result`` that fails for some windows, each path's outputs, dead letters and stored state
+(time record, due times) are equal, record by record. With ``on_error: stop`` both stop at
+the same record with the same state."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import framework.time.window_state as windows_of
+from framework import App, Output, Record
+from framework.errors import ProcessorStoppedError
+from framework.testing import TestDriver
+from framework.time import (
+    Collect,
+    Hopping,
+    KeyWindows,
+    Session,
+    Sliding,
+    Sum,
+    Tumbling,
+    WindowKind,
+    WindowResult,
+)
+from framework.time.key_clock import TIME_STORE
+from framework.time.running import TimedFunctions
+from framework.time.views import WindowAdder
+from statestore.due_index import DUE_STORE
+from tests.framework.time.apps import new_app
+
+KEYS = [b"a", b"b"]
+KINDS: dict[str, Callable[[], WindowKind]] = {
+    "tumbling": lambda: Tumbling(10, grace=3),
+    "hopping": lambda: Hopping(10, 5, grace=2),
+    "sliding": lambda: Sliding(6, grace=2),
+    "session": lambda: Session(8, grace=3),
+}
+#: a value of the record: an int, a float (NaN and infinity a window refuses), text (a sum
+#: fails on it), or "boom" (the value function fails)
+values = st.one_of(
+    st.integers(-5, 20),
+    st.sampled_from([0.5, math.nan, math.inf, "text", "boom", "boom", "boom"]),
+)
+records = st.tuples(st.just("record"), st.sampled_from(KEYS), st.integers(0, 60), values)
+ticks = st.tuples(st.just("tick"), st.integers(0, 70), st.integers(0, 70))
+steps = st.lists(st.one_of(records, records, records, ticks), min_size=3, max_size=30)
+
+
+def value_of(record: Record[dict[str, Any]]) -> Any:
+    """What a record adds (its function fails on "boom")."""
+    v = record.value["v"]
+    if v == "boom":
+        raise RuntimeError("boom")
+    return v
+
+
+def late(record: Record[Any], error: Exception) -> Output:
+    """``on_late``: say so."""
+    return Output({"late": str(error)}, topic="late")
+
+
+def result_of(result: WindowResult) -> Any:
+    """``result``: fails for many windows (an even sum or count of values collected)."""
+    value = result.value
+    if (len(value) if isinstance(value, list) else value) % 2 == 0:
+        raise ValueError("unlucky")
+    return {"s": result.start, "e": result.end, "v": result.value}
+
+
+def window_app(
+    kind: str,
+    sum_values: bool,
+    emit: str,
+    on_late: bool,
+    result: bool,
+    *,
+    adder: bool,
+    stop: bool = False,
+) -> App:
+    """A window store ``w`` over input ``in``: by ``@app.window`` (``adder``) or by a
+    processor function adding the same value."""
+    app = new_app(partitions=2, outputs=("out", "late"), on_error="stop" if stop else "dead-letter")
+    options: dict[str, Any] = {
+        "emit": emit,
+        "to": "out",
+        "on_late": late if on_late else None,
+        "result": result_of if result else None,
+    }
+    aggregation = Sum() if sum_values else Collect()
+    if adder:
+        app.window("in", KINDS[kind](), aggregation, name="w", value_type=dict, **options)(value_of)
+    else:
+        app.windows_store("w", KINDS[kind](), aggregation, **options)
+
+        @app.processor("in", dict, ["w"])
+        def add(record: Record[dict[str, Any]], windows: KeyWindows) -> None:
+            windows.add(value_of(record))
+
+    return app
+
+
+def uses_short_path(driver: TestDriver) -> bool:
+    """Whether ``driver`` applies its records by ``TimedFunctions._add``."""
+    timing = driver._processor.timing
+    assert timing is not None
+    functions: TimedFunctions = timing.functions
+    return bool(functions._adders)
+
+
+def seen(driver: TestDriver) -> tuple[Any, ...]:
+    """Everything a driver emitted and keeps: outputs by topic, dead letters (the reason of
+    a function's failure names its frames: not compared), stored time records and due
+    times."""
+    outputs = tuple(
+        tuple((o.key, o.value, o.origin) for o in driver.outputs(topic))
+        for topic in ("out", "late")
+    )
+    letters = tuple(
+        (d.stage, d.key, d.partition, d.offset, "" if d.stage == "processor" else d.reason)
+        for d in driver.dead_letters
+    )
+    state = tuple(
+        (key, driver.state(TIME_STORE, key), driver.state(DUE_STORE, key)) for key in KEYS
+    )
+    return outputs, letters, state
+
+
+def run(driver: TestDriver, step: tuple[Any, ...]) -> str | None:
+    """Apply one step; the stop's message when the processor stopped."""
+    try:
+        if step[0] == "record":
+            _, key, timestamp, v = step
+            driver.send("in", key, {"v": v}, timestamp=timestamp)
+        else:
+            driver.advance_time(step[1], wall=step[2])
+    except ProcessorStoppedError as stopped:
+        return str(stopped).split(" (at ")[0]
+    return None
+
+
+configurations = st.tuples(
+    st.sampled_from(sorted(KINDS)), st.booleans(), st.sampled_from(["final", "current"])
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configurations, st.booleans(), st.sampled_from([True, True, False]), steps)
+def test_window_adders_give_what_a_processor_adding_the_same_values_gives(
+    configuration: tuple[str, bool, str],
+    on_late: bool,
+    result: bool,
+    inputs: list[tuple[Any, ...]],
+) -> None:
+    kind, sum_values, emit = configuration
+    drivers = [
+        TestDriver(window_app(kind, sum_values, emit, on_late, result, adder=adder))
+        for adder in (True, False)
+    ]
+    assert [uses_short_path(d) for d in drivers] == [True, False]
+    for step in inputs:
+        for driver in drivers:
+            run(driver, step)
+        assert seen(drivers[0]) == seen(drivers[1])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(configurations, steps)
+def test_with_on_error_stop_both_stop_at_the_same_record_in_the_same_state(
+    configuration: tuple[str, bool, str], inputs: list[tuple[Any, ...]]
+) -> None:
+    kind, sum_values, emit = configuration
+    drivers = [
+        TestDriver(window_app(kind, sum_values, emit, False, True, adder=adder, stop=True))
+        for adder in (True, False)
+    ]
+    for step in inputs:
+        stops = [run(driver, step) for driver in drivers]
+        assert stops[0] == stops[1]
+        assert seen(drivers[0]) == seen(drivers[1])
+        if stops[0] is not None:
+            break
+
+
+def test_an_app_with_timers_or_ttl_applies_window_adders_as_any_function() -> None:
+    """Firing there may run a timer's function or delete an expired value (writes that a
+    failure must undo): the short path is for apps whose firing writes nothing."""
+
+    def nothing(timer: Any, state: Any) -> None:
+        return None
+
+    declarations: list[Callable[[App], Any]] = [
+        lambda app: app.store("kept", ttl=10),
+        lambda app: app.timer("t")(nothing),
+    ]
+    for declare in declarations:
+        app = window_app("tumbling", True, "final", False, False, adder=True)
+        declare(app)
+        assert isinstance(app.handlers["in"].function, WindowAdder)
+        assert not uses_short_path(TestDriver(app))
+
+
+@pytest.mark.parametrize("adder", [True, False])
+def test_a_record_that_closes_a_window_whose_result_fails_then_fails_leaves_one_letter(
+    adder: bool,
+) -> None:
+    """Its closing is undone with it: the window's dead letter too."""
+    driver = TestDriver(window_app("tumbling", True, "final", False, True, adder=adder))
+    driver.send("in", b"a", {"v": 4}, timestamp=5)  # (an even sum: its result fails)
+    driver.send("in", b"a", {"v": "boom"}, timestamp=15)
+    assert [d.stage for d in driver.dead_letters] == ["processor"]
+    driver.send("in", b"a", {"v": 1}, timestamp=15)
+    assert [d.stage for d in driver.dead_letters] == ["processor", "window"]
+
+
+@pytest.mark.parametrize("value", [math.nan, "text"])
+def test_a_value_a_window_refuses_leaves_nothing_behind(value: Any) -> None:
+    """The short path writes the key's time only once everything succeeded."""
+    driver = TestDriver(window_app("tumbling", True, "final", False, False, adder=True))
+    driver.send("in", b"a", {"v": 1}, timestamp=5)
+    before = seen(driver)[2]
+    driver.send("in", b"a", {"v": value}, timestamp=15)  # (it would close [0, 10) first)
+    assert [d.stage for d in driver.dead_letters] == ["processor"]
+    assert seen(driver)[2] == before
+    assert driver.outputs("out") == []
+
+
+@settings(max_examples=300)
+@given(
+    st.sets(st.integers(0, 12), max_size=5),
+    st.integers(0, 130),
+    st.integers(0, 150),
+    st.integers(0, 15),
+    st.sampled_from([Sum(), Collect()]),
+)
+def test_a_tumbling_add_changes_what_the_general_add_of_spans_changes(
+    starts: set[int], t: int, key_time: int, grace: int, aggregation: Any
+) -> None:
+    """``_tumbling_add`` (one window, the others kept) gives what ``_span_add`` gives (every
+    window rebuilt), late records included."""
+    kind = Tumbling(10, grace=grace)
+    data = [[start * 10, aggregation.add(aggregation.initial(), start)] for start in sorted(starts)]
+    found: list[Any] = []
+    for add in (windows_of._tumbling_add, windows_of._span_add):
+        try:
+            found.append(add(kind, aggregation, data, t, 7, key_time=key_time))
+        except windows_of.LateError as error:
+            found.append(str(error))
+    assert found[0] == found[1]

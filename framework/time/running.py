@@ -343,10 +343,9 @@ class TimedFunctions:
             if refused is not None:
                 raise _RefusedError(refused)
             acc = accumulator(acc)  # (a sliding window's points merged: the app's merge)
-            result = spec.window_result(key, start, end, acc)
             # encoded here, so that a value that cannot be written is this window's dead
             # letter (the output topic is one App.check found declared)
-            value = encode_value(spec.output_value(result))
+            value = encode_value(spec.output_of(key, start, end, acc))
             return [Output(value, key=key, topic=spec.to)]
         except Exception as error:  # any failure of user code is handled by the policy
             span = (

@@ -86,9 +86,9 @@ def add_value(time: KeyTime, spec: WindowSpec, value: Any, t: int) -> None:
             key = time.key + b"@" + str(start).encode()
             time.outputs.append(Output(None, key=key, topic=spec.to))
         for start, end, acc in changed:
-            result = spec.window_result(time.key, start, end, acc)
             key = time.key + b"@" + str(start).encode()
-            time.outputs.append(Output(spec.output_value(result), key=key, topic=spec.to))
+            value = spec.output_of(time.key, start, end, acc)
+            time.outputs.append(Output(value, key=key, topic=spec.to))
     clock.windows[spec.name] = data
 
 

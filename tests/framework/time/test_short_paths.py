@@ -1,11 +1,18 @@
-"""``@app.window``'s records take a shorter path (``TimedFunctions._add``: no savepoints, no
-views, the key's time written once at the end) than a processor function that adds the same
-value to the same window store (``TimedFunctions.record``). Both must give the same results:
-for random records (out of order, late, values a window refuses or a function fails on) and
-ticks, over every window kind, with ``emit`` final and current, an ``on_late`` callback and a
-``result`` that fails for some windows, each path's outputs, dead letters and stored state
-(time record, due times) are equal, record by record. With ``on_error: stop`` both stop at
-the same record with the same state."""
+"""The time path's shorter ways must give what the general ones give.
+
+- ``@app.window``'s records (``TimedFunctions._add``: no savepoints, no views, the key's
+  time written once at the end) against a processor function that adds the same value to the
+  same window store (``TimedFunctions.record``): for random records (out of order, late,
+  values a window refuses or a function fails on, records that close a window whose result
+  fails and then fail) and ticks, over every window kind, with ``emit`` final and current, an
+  ``on_late`` callback and a ``result`` that fails for some windows, each path's outputs,
+  dead letters and stored state (time record, due times) are equal, record by record. With
+  ``on_error: stop`` both stop at the same record with the same state.
+- A tumbling add (one window replaced or inserted) against the general add of spans (every
+  window rebuilt).
+- Closing the windows due of a key that holds one window store alone (``TimeKeeper.fire``)
+  against closing them item by item (``_next``, ``_fire``), for every window kind.
+"""
 
 from __future__ import annotations
 
@@ -32,9 +39,13 @@ from framework.time import (
     WindowKind,
     WindowResult,
 )
-from framework.time.key_clock import TIME_STORE
+from framework.time.context import KeyTime
+from framework.time.keeper import TimeKeeper
+from framework.time.key_clock import TIME_STORE, KeyClock
 from framework.time.running import TimedFunctions
+from framework.time.specs import WindowSpec
 from framework.time.views import WindowAdder
+from statestore import DatabaseIdentity, ProcessorDatabase
 from statestore.due_index import DUE_STORE
 from tests.framework.time.apps import new_app
 
@@ -256,3 +267,40 @@ def test_a_tumbling_add_changes_what_the_general_add_of_spans_changes(
         except windows_of.LateError as error:
             found.append(str(error))
     assert found[0] == found[1]
+
+
+kinds = st.sampled_from(sorted(KINDS))
+
+
+@settings(max_examples=300)
+@given(
+    kinds,
+    st.sampled_from(["final", "current"]),
+    st.lists(st.tuples(st.integers(0, 60), st.integers(0, 9)), min_size=1, max_size=12),
+    st.integers(-1, 30),
+)
+def test_closing_one_window_store_closes_what_closing_item_by_item_closes(
+    kind: str, emit: str, added: list[tuple[int, int]], after: int
+) -> None:
+    """The key's time is ``after`` ms past when its first window closes (-1: before)."""
+    spec = WindowSpec("w", KINDS[kind](), Collect(), emit)  # type: ignore[arg-type]
+    keeper = TimeKeeper({"w": spec}, {}, lambda *_: [])
+    clock = KeyClock()
+    for t, value in added:
+        clock.observe("in", t)
+        try:
+            data, _changed = windows_of.add(
+                spec.kind, spec.aggregation, clock.windows.get("w"), t, value, key_time=clock.time
+            )
+        except windows_of.LateError:
+            continue
+        clock.windows["w"] = data
+    clock.raise_floor(windows_of.next_close(spec.kind, clock.windows.get("w")) + after)
+    batch = ProcessorDatabase.in_memory(DatabaseIdentity("short", 0), []).begin()
+    general = KeyTime(b"k", KeyClock.decode(clock.encode()), None)
+    outputs: list[Any] = []
+    while (item := keeper._next(general.clock)) is not None:
+        outputs += keeper._fire(batch, general, item)
+    short = KeyTime(b"k", KeyClock.decode(clock.encode()), None)
+    assert keeper.fire(batch, short) == outputs
+    assert short.clock == general.clock

@@ -94,12 +94,12 @@ def add(
 ) -> tuple[Any, list[tuple[int, int, Any]]]:
     """``data`` with ``value`` added at event time ``t``, and the ``(start, end,
     accumulator)`` of each window it changed; ``LateError`` when it falls in no open window."""
+    if type(kind) is Tumbling:  # (the common case first)
+        return _tumbling_add(kind, agg, data or [], t, value, key_time=key_time)
     if isinstance(kind, Session):
         return _session_add(kind, agg, data or [], t, value, key_time=key_time)
     if isinstance(kind, Sliding):
         return _sliding_add(kind, agg, data or {"p": [], "o": []}, t, value, key_time=key_time)
-    if type(kind) is Tumbling:
-        return _tumbling_add(kind, agg, data or [], t, value, key_time=key_time)
     return _span_add(kind, agg, data or [], t, value, key_time=key_time)
 
 

@@ -167,8 +167,8 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="splitstate-time-path-"))
     try:
         apps = {
-            "window (@app.window, Tumbling 1 min, Sum)": window_sum_app(_config()),
-            "plain store, sum kept by hand (no time)": plain_sum_app(_config()),
+            "@app.window, Tumbling 1 min, Sum": window_sum_app(_config()),
+            "plain store, running sum (no time)": plain_sum_app(_config()),
         }
         table = Table(
             title=f"{args.records:,} records, {args.keys:,} keys, {minutes} minutes, batches of "
@@ -191,7 +191,10 @@ def main() -> None:
                 f"{m.records / total:,.0f}",
                 f"{m.outputs:,}",
             )
-        Console().print(table)
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=140)  # a log or a pipe: one line per row
+        console.print(table)
         if args.profile:
             profile = cProfile.Profile()
             profile.runcall(run, apps[next(iter(apps))], records, args.batch, scratch)

@@ -233,6 +233,28 @@ def test_a_record_that_closes_a_window_whose_result_fails_then_fails_leaves_one_
     assert [d.stage for d in driver.dead_letters] == ["processor", "window"]
 
 
+@pytest.mark.parametrize(
+    "damaged", [b"not json", b'{"t": {"in": "5"}}', b'{"t": {"in": 5}, "w": {"w": 7}}']
+)
+def test_a_record_of_a_key_whose_time_record_is_damaged_is_the_same_dead_letter(
+    damaged: bytes,
+) -> None:
+    """Stage ``decode``, naming what is wrong, on both paths (its windows too: by kind)."""
+    letters = []
+    for adder in (True, False):
+        driver = TestDriver(window_app("tumbling", True, "final", False, False, adder=adder))
+        driver.send("in", b"a", {"v": 1}, timestamp=5)
+        batch = driver.database.begin()
+        batch.store(TIME_STORE).set(b"a", damaged)
+        batch.commit()
+        before = seen(driver)
+        driver.send("in", b"a", {"v": 2}, timestamp=15)
+        assert seen(driver)[2] == before[2]  # (nothing written)
+        letters.append([(d.stage, d.key, d.reason) for d in driver.dead_letters])
+    assert letters[0] == letters[1]
+    assert [stage for stage, _key, _reason in letters[0]] == ["decode"]
+
+
 @pytest.mark.parametrize("value", [math.nan, "text"])
 def test_a_value_a_window_refuses_leaves_nothing_behind(value: Any) -> None:
     """The short path writes the key's time only once everything succeeded."""

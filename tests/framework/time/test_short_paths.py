@@ -12,6 +12,7 @@
   window rebuilt).
 - Closing the windows due of a key that holds one window store alone (``TimeKeeper.fire``)
   against closing them item by item (``_next``, ``_fire``), for every window kind.
+- The quick check of a time record of times and windows only against the full one.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from framework.time import (
     Tumbling,
     WindowKind,
     WindowResult,
+    key_clock,
 )
 from framework.time.context import KeyTime
 from framework.time.keeper import TimeKeeper
@@ -326,3 +328,27 @@ def test_closing_one_window_store_closes_what_closing_item_by_item_closes(
     short = KeyTime(b"k", KeyClock.decode(clock.encode()), None)
     assert keeper.fire(batch, short) == outputs
     assert short.clock == general.clock
+
+
+scalars = st.none() | st.booleans() | st.integers(-5, 5) | st.floats(allow_nan=False)
+json_values = st.recursive(
+    scalars | st.text(max_size=2),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=500)
+@given(
+    st.dictionaries(
+        st.sampled_from(["t", "w", "f", "x", "tm", "p", "other"]),
+        json_values | st.dictionaries(st.text(max_size=2), st.integers() | json_values, max_size=3),
+        max_size=3,
+    )
+)
+def test_a_record_the_quick_check_passes_passes_every_check(data: dict[str, Any]) -> None:
+    """``_times_and_windows`` (most records) never passes one ``_check`` refuses."""
+    if key_clock._times_and_windows(data):
+        key_clock._check(data)

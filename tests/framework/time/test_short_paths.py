@@ -340,14 +340,24 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=500)
-@given(
-    st.dictionaries(
-        st.sampled_from(["t", "w", "f", "x", "tm", "p", "other"]),
-        json_values | st.dictionaries(st.text(max_size=2), st.integers() | json_values, max_size=3),
-        max_size=3,
-    )
+#: a time record's times: whole ms, some beyond 64 bits, or anything else JSON holds
+record_times = st.dictionaries(
+    st.text(max_size=2),
+    st.integers(-5, 5) | st.sampled_from([2**63 - 1, 2**63, -(2**63), -(2**63) - 1]) | json_values,
+    max_size=3,
 )
+#: time records: mostly of times and windows, some of any field
+time_records: st.SearchStrategy[dict[str, Any]] = st.one_of(
+    st.fixed_dictionaries(
+        {"t": record_times | json_values},
+        optional={"w": st.dictionaries(st.text(max_size=2), json_values) | json_values},
+    ),
+    st.dictionaries(st.sampled_from(["t", "w", "f", "x", "tm", "p", "other"]), json_values),
+)
+
+
+@settings(max_examples=500)
+@given(time_records)
 def test_a_record_the_quick_check_passes_passes_every_check(data: dict[str, Any]) -> None:
     """``_times_and_windows`` (most records) never passes one ``_check`` refuses."""
     if key_clock._times_and_windows(data):

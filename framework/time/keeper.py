@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import framework.time.window_state as windows_of
 from framework.records import Output
 from framework.time.context import KeyTime
-from framework.time.due_items import CLOSE, EXPIRY, TIMER, DueItem
+from framework.time.due_items import CLOSE, EXPIRY, TIMER, DueItem, due_times
 from framework.time.key_clock import TIME_STORE, DamagedTimeError, KeyClock
 from framework.time.specs import Timer, TimerSpec, WindowSpec
 from statestore import BatchStateError, StateBatch
@@ -391,25 +391,3 @@ def _no_output(*_closed: Any) -> list[Output]:
 
 def _min(best: _Due | None, item: _Due) -> _Due:
     return item if best is None or item < best else best
-
-
-def due_times(
-    clock: KeyClock, windows: Mapping[str, WindowSpec], timers: Collection[str] | None
-) -> tuple[int, int]:
-    """``(event, wall)``: when something of the key is due next by its time and by its
-    processing time (``NEVER``: nothing); what ``DUE_STORE`` holds for it. Timers count only
-    of ``timers`` (all of them when ``None``)."""
-    expiries = clock.expiries
-    due = min(expiries.values()) if expiries else NEVER
-    for store, data in clock.windows.items():
-        spec = windows.get(store)
-        if spec is not None and data:
-            due = min(due, windows_of.next_close(spec.kind, data))
-    if not clock.timers:  # (per record: most keys have none)
-        return due, NEVER
-    for store, entries in clock.timers.items():
-        if timers is None or store in timers:
-            for at, kind in entries.values():
-                if kind == "event":
-                    due = min(due, at)
-    return due, clock.wall_due(timers)

@@ -30,8 +30,8 @@ from framework.time.keeper import TimeKeeper, due_times
 from framework.time.key_clock import TIME_STORE, DamagedTimeError
 from framework.time.specs import Timer, TimerSpec, WindowSpec, event_time_of
 from framework.time.views import ExpiringState, KeyTimers, KeyWindows, WindowAdder, add_value
-from framework.time.window_state import LateError, Unmerged, accumulator
-from framework.time.windows import Hopping, Tumbling
+from framework.time.window_letters import window_letter
+from framework.time.window_state import LateError, accumulator
 from statestore import StateBatch
 from statestore.due_index import DUE_STORE
 
@@ -348,35 +348,19 @@ class TimedFunctions:
             value = encode_value(spec.output_of(key, start, end, acc))
             return [Output(value, key=key, topic=spec.to)]
         except Exception as error:  # any failure of user code is handled by the policy
-            span = (
-                f"[{start}, {end})"
-                if isinstance(spec.kind, Tumbling | Hopping)
-                else f"[{start}, {end}]"
-            )
             why = (
                 str(error)
                 if isinstance(error, _RefusedError)
                 else describe_error(error, with_trace=True)
             )
-            reason = (
-                f"window {span} of store {spec.name!r} failed for key {key!r}: "
-                f"{why}. The window closed without a result; "
-                "this dead letter holds its accumulator (or, when merging them failed, the "
-                "points of a sliding window)."
-            )
+            letter = window_letter(spec, key, start, end, acc, why, self._origin)
             if self.stop_on_error:
                 raise ProcessorStoppedError(
-                    f"{reason} Fix the window's result, then restart; or set on_error: "
+                    f"{letter.reason} Fix the window's result, then restart; or set on_error: "
                     "dead-letter to skip such windows.",
                     at=self._origin,
                 ) from error
-            topic, partition, offset = self._origin
-            held = {"store": spec.name, "start": start, "end": end, "accumulator": acc}
-            if isinstance(acc, Unmerged):  # (its merge failed: the points it holds instead)
-                held = {**held, "accumulator": None, "points": acc.points}
-            self.letters.append(
-                DeadLetter(topic, partition, offset, key, orjson.dumps(held), (), "window", reason)
-            )
+            self.letters.append(letter)
             return []
 
     # -- undoing ----------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from framework.time.aggregations import Aggregation
 from framework.time.durations import Duration, to_ms
 from framework.time.key_clock import TIME_STORE
 from framework.time.specs import EventTime, TimerSpec, WindowSpec
+from framework.time.views import WindowAdder
 from framework.time.window_state import WindowResult
 from framework.time.windows import WindowKind
 from statestore import StoreSpec
@@ -147,12 +148,8 @@ class App:
             self.windows_store(
                 store, kind, aggregation, emit=emit, to=to, result=result, on_late=on_late
             )
-
-            def add_to_windows(record: Record[Any], windows: Any) -> None:
-                windows.add(function(record))
-
-            add_to_windows.__name__ = function.__name__
-            self.processor(topic, value_type, stores=[store], event_time=event_time)(add_to_windows)
+            adder = WindowAdder(store, function)
+            self.processor(topic, value_type, stores=[store], event_time=event_time)(adder)
             return function
 
         return register

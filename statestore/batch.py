@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 import orjson
 
 from statestore.backend import Backend
-from statestore.codec import Codec, JsonCodec
+from statestore.codec import Codec, JsonCodec, RawCodec
 from statestore.due_index import DUE_STORE, decode_due
 from statestore.errors import BatchStateError
 from statestore.key_layout import KeyLayout
@@ -34,6 +34,7 @@ V = TypeVar("V")
 _DELETED: Any = object()
 _MISSING: Any = object()
 _AS_IS = frozenset({str, int, float, bool, type(None)})
+_RAW = frozenset({bytes})
 _dumps, _loads = orjson.dumps, orjson.loads  # what JsonCodec does
 
 
@@ -74,12 +75,12 @@ class StoreBatch(Generic[V]):
         self._read = backend.reader(name)
         self._stored_key = layout.stored
         self._known = layout.memo  # stored keys the layout computed already
-        plain = type(codec) is JsonCodec
-        self._decode = _loads if plain else codec.decode
+        plain, raw = type(codec) is JsonCodec, isinstance(codec, RawCodec)
+        self._decode = _loads if plain else bytes if raw else codec.decode
         self._encode = _dumps if plain else codec.encode
         self._check = None if plain else codec.check
-        # values a JSON store holds as they are: immutable, and equal to their decoded JSON
-        self._as_is = _AS_IS if plain else frozenset()
+        # values held as they are: a JSON store's immutable ones (equal to their JSON), raw bytes
+        self._as_is = _AS_IS if plain else _RAW if raw else frozenset()
         # key -> encoded bytes, a value of ``_as_is`` type, or ``_DELETED``
         self._pending: dict[bytes, Any] = {}
 
@@ -105,7 +106,9 @@ class StoreBatch(Generic[V]):
             self._batch.check_open()
         kind = type(value)
         try:
-            if kind in self._as_is:
+            if kind is bytes and self._as_is is _RAW:
+                self._pending[key] = value
+            elif kind in self._as_is:
                 raw = _dumps(value)  # validates it: e.g. an int beyond 64 bits fails here
                 self._pending[key] = _loads(raw) if kind is float else value  # nan -> None
             elif self._check is None:

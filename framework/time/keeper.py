@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import framework.time.window_state as windows_of
 from framework.records import Output
 from framework.time.context import KeyTime
-from framework.time.due_items import CLOSE, EXPIRY, TIMER, DueItem
+from framework.time.due_items import CLOSE, EXPIRY, TIMER, DueItem, due_times
 from framework.time.key_clock import TIME_STORE, DamagedTimeError, KeyClock
 from framework.time.specs import Timer, TimerSpec, WindowSpec
 from statestore import BatchStateError, StateBatch
@@ -60,9 +59,9 @@ DamagedKey = Callable[[bytes, bytes, str], None]
 CloseRefuser = Callable[[WindowSpec, bytes, int, int, Any, str], list[Output]]
 
 
-@dataclass(frozen=True, order=True)
-class _Due:
-    """One due item of a key: ``(domain, due, rank, store, name)`` orders them."""
+class _Due(NamedTuple):
+    """One due item of a key: ``(domain, due, rank, store, name)`` orders them (a tuple:
+    made per window close, a frozen dataclass is slower to make)."""
 
     domain: int  # 0: event time, 1: processing time
     due: int
@@ -171,9 +170,32 @@ class TimeKeeper:
 
     def fire(self, batch: StateBatch, time: KeyTime) -> list[Output]:
         """Fire everything of the key due by its time and processing time."""
+        clock = time.clock
+        if len(clock.windows) == 1 and not clock.timers and not clock.expiries:
+            return self._close_due(time)
         outputs: list[Output] = []
-        while (item := self._next(time.clock)) is not None:
+        while (item := self._next(clock)) is not None:
             outputs.extend(self._fire(batch, time, item))
+        return outputs
+
+    def _close_due(self, time: KeyTime) -> list[Output]:
+        """``fire`` for a key whose time holds one window store and nothing else: its windows
+        due, oldest first, as ``_next`` and ``_fire`` would close them one by one."""
+        clock = time.clock
+        ((store, data),) = clock.windows.items()
+        spec = self.windows.get(store)
+        outputs: list[Output] = []
+        if spec is None:
+            return outputs  # a window store the app no longer declares: kept, never closed
+        kind, aggregation, now = spec.kind, spec.aggregation, clock.time
+        while data and windows_of.next_close(kind, data) <= now:
+            data, (start, end, acc) = windows_of.close_next(kind, aggregation, data, now)
+            if data:
+                clock.windows[store] = data
+            else:
+                del clock.windows[store]
+            if spec.emit == "final":
+                outputs += self._close(spec, time.key, start, end, acc)
         return outputs
 
     # -- a tick -----------------------------------------------------------------------------
@@ -359,8 +381,7 @@ class TimeKeeper:
 
 def _final_output(spec: WindowSpec, key: bytes, start: int, end: int, acc: Any) -> list[Output]:
     """The output of a window of ``spec`` that closed."""
-    result = spec.window_result(key, start, end, acc)
-    return [Output(spec.output_value(result), key=key, topic=spec.to)]
+    return [Output(spec.output_of(key, start, end, acc), key=key, topic=spec.to)]
 
 
 def _no_output(*_closed: Any) -> list[Output]:
@@ -370,28 +391,3 @@ def _no_output(*_closed: Any) -> list[Output]:
 
 def _min(best: _Due | None, item: _Due) -> _Due:
     return item if best is None or item < best else best
-
-
-def due_times(
-    clock: KeyClock, windows: Mapping[str, WindowSpec], timers: Collection[str] | None
-) -> tuple[int, int]:
-    """``(event, wall)``: when something of the key is due next by its time and by its
-    processing time (``NEVER``: nothing); what ``DUE_STORE`` holds for it."""
-    return _event_due(clock, windows, timers), clock.wall_due(timers)
-
-
-def _event_due(
-    clock: KeyClock, windows: Mapping[str, WindowSpec], timers: Collection[str] | None
-) -> int:
-    """The earliest event time at which something of the key is due (timers: of ``timers``)."""
-    due = min(clock.expiries.values(), default=NEVER)
-    for store, data in clock.windows.items():
-        spec = windows.get(store)
-        if spec is not None:
-            due = min(due, windows_of.next_close(spec.kind, data))
-    for store, entries in clock.timers.items():
-        if timers is None or store in timers:
-            for at, kind in entries.values():
-                if kind == "event":
-                    due = min(due, at)
-    return due

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -44,6 +43,8 @@ PENDING = -(1 << 62)
 #: the fields of a stored record
 _FIELDS = frozenset({"t", "f", "p", "tm", "w", "x"})
 _EMPTY: dict[str, object] = {}
+#: the fields of a key's record that holds only times and windows
+_TIMES_AND_WINDOWS = frozenset({"t", "w"})
 #: the stored times' bounds: a due time holds 64 bits (``statestore.due_index``)
 _LOW, _HIGH = -(1 << 63), (1 << 63) - 1
 
@@ -93,27 +94,67 @@ def _check(data: object) -> None:
         raise DamagedTimeError("its field 'w' does not map window stores to their windows")
 
 
-@dataclass
+def _times_and_windows(data: object) -> bool:
+    """Whether ``data`` is a well-formed record of times and windows only, as most are (one
+    that is not is checked field by field, and what is wrong named)."""
+    if type(data) is not dict or not data.keys() <= _TIMES_AND_WINDOWS:
+        return False
+    times = data.get("t")
+    if type(times) is not dict or type(data.get("w", _EMPTY)) is not dict:
+        return False
+    for value in times.values():  # (a loop: per record, faster than all() of a generator)
+        if type(value) is not int or not _LOW <= value <= _HIGH:
+            return False
+    return True
+
+
+#: the attributes of a clock (what equal clocks have equal)
+_ATTRIBUTES = ("times", "floor", "wall", "timers", "windows", "expiries")
+_loads, _dumps, _SORTED = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
+_new = object.__new__
+
+
 class KeyClock:
-    """One key's time record, loaded for a record or a tick, saved when changed."""
+    """One key's time record, loaded for a record or a tick, saved when changed.
 
-    #: input topic -> the largest event time of the key's records there
-    times: dict[str, int] = field(default_factory=dict)
-    #: the largest recorded floor applied to the key
-    floor: int = NO_TIME
-    #: the largest recorded processing time applied to the key
-    wall: int = NO_TIME
-    #: timer store -> timer name -> (due, kind)
-    timers: dict[str, dict[str, TimerEntry]] = field(default_factory=dict)
-    #: window store -> its open windows (as ``framework.time.window_state`` keeps them)
-    windows: dict[str, Any] = field(default_factory=dict)
-    #: store -> when the key's value there expires (key time)
-    expiries: dict[str, int] = field(default_factory=dict)
+    ``times``: input topic -> the largest event time of the key's records there; ``floor``:
+    the largest recorded floor applied to the key; ``wall``: the largest recorded processing
+    time applied to it; ``timers``: timer store -> timer name -> ``(due, kind)``;
+    ``windows``: window store -> its open windows (as ``framework.time.window_state`` keeps
+    them); ``expiries``: store -> when the key's value there expires (key time). ``time``,
+    the key's time (``NO_TIME`` before its first record or floor), is kept as ``observe`` and
+    ``raise_floor`` move it (it is read per record, many times)."""
 
-    def __post_init__(self) -> None:
-        #: the key's time (``NO_TIME`` before its first record or floor): kept as ``observe``
-        #: and ``raise_floor`` move it (read per record, many times)
-        self.time = max(self.floor, max(self.times.values(), default=NO_TIME))
+    __slots__ = ("expiries", "floor", "time", "timers", "times", "wall", "windows")
+
+    def __init__(
+        self,
+        times: dict[str, int] | None = None,
+        *,
+        floor: int = NO_TIME,
+        wall: int = NO_TIME,
+        timers: dict[str, dict[str, TimerEntry]] | None = None,
+        windows: dict[str, Any] | None = None,
+        expiries: dict[str, int] | None = None,
+    ) -> None:
+        self.times: dict[str, int] = {} if times is None else times
+        self.floor = floor
+        self.wall = wall
+        self.timers: dict[str, dict[str, TimerEntry]] = {} if timers is None else timers
+        self.windows: dict[str, Any] = {} if windows is None else windows
+        self.expiries: dict[str, int] = {} if expiries is None else expiries
+        self.time = max(floor, max(self.times.values(), default=NO_TIME))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, KeyClock):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in _ATTRIBUTES)
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable, compared by value)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _ATTRIBUTES)
+        return f"KeyClock({fields})"
 
     def observe(self, topic: str, t: int) -> None:
         """Take event time ``t`` of a record of ``topic``."""
@@ -139,24 +180,33 @@ class KeyClock:
         if raw is None:
             return cls()
         try:
-            data = orjson.loads(raw)
+            data = _loads(raw)
         except orjson.JSONDecodeError as error:
             raise DamagedTimeError(f"not JSON ({error})") from None
-        _check(data)
-        timers = data.get("tm")
-        return cls(
-            times=data["t"],
-            floor=data.get("f", NO_TIME),
-            wall=data.get("p", NO_TIME),
-            timers={
+        if not _times_and_windows(data):  # (most records: checked at once)
+            _check(data)
+        # (per record, so built directly: only what JSON cannot hold as the clock does is
+        # converted)
+        clock = _new(cls)
+        times = clock.times = data["t"]
+        get = data.get
+        time = clock.floor = get("f", NO_TIME)
+        clock.wall = get("p", NO_TIME)
+        timers = get("tm")
+        clock.timers = (
+            {
                 store: {n: (e[0], e[1]) for n, e in entries.items()}
                 for store, entries in timers.items()
             }
             if timers
-            else {},
-            windows=data.get("w") or {},
-            expiries=data.get("x") or {},
+            else {}
         )
+        clock.windows = get("w") or {}
+        clock.expiries = get("x") or {}
+        for t in times.values():
+            time = max(time, t)
+        clock.time = time
+        return clock
 
     @classmethod
     def readable(cls, raw: bytes) -> dict[str, Any]:
@@ -195,7 +245,7 @@ class KeyClock:
             data["w"] = self.windows
         if self.expiries:
             data["x"] = self.expiries
-        return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+        return bytes(memoryview(_dumps(data, option=_SORTED)))
 
     def wall_due(self, stores: Collection[str] | None = None) -> int:
         """The earliest processing-time timer (of ``stores``, when given; ``NEVER``: none;

@@ -26,12 +26,12 @@ from framework.records import (
 )
 from framework.time.context import KeyTime
 from framework.time.due_items import DueItem
-from framework.time.keeper import TimeKeeper
+from framework.time.keeper import TimeKeeper, due_times
 from framework.time.key_clock import TIME_STORE, DamagedTimeError
 from framework.time.specs import Timer, TimerSpec, WindowSpec, event_time_of
-from framework.time.views import ExpiringState, KeyTimers, KeyWindows
-from framework.time.window_state import LateError, Unmerged, accumulator
-from framework.time.windows import Hopping, Tumbling
+from framework.time.views import ExpiringState, KeyTimers, KeyWindows, WindowAdder, add_value
+from framework.time.window_letters import window_letter
+from framework.time.window_state import LateError, accumulator
 from statestore import StateBatch
 from statestore.due_index import DUE_STORE
 
@@ -78,6 +78,17 @@ class TimedFunctions:
             topic: event_time_of(handler.event_time) for topic, handler in app.handlers.items()
         }
         self._stores = [*app.stores, TIME_STORE, DUE_STORE]
+        #: the processor functions ``@app.window`` registered, when firing what is due
+        #: writes nothing to the batch (no timer function runs, no expired value is deleted:
+        #: only windows close): ``_add`` applies their records
+        self._adders = frozenset(
+            handler.function
+            for handler in app.handlers.values()
+            if isinstance(handler.function, WindowAdder)
+            and handler.stores == (handler.function.store,)
+            and not app.timers
+            and not app.ttls
+        )
         #: dead letters of failed timers, for the record or tick being applied
         self.letters: list[DeadLetter] = []
         #: the event time of the record applied last (``None``: it had none)
@@ -97,6 +108,8 @@ class TimedFunctions:
     ) -> list[EncodedOutput]:
         """Apply ``record`` (decoded) to its key: its time, ``function`` with ``stores``,
         and whatever fell due. ``RecordFailedError`` when it failed (every write undone)."""
+        if function in self._adders:
+            return self._add(batch, record, function)
         key = record.key
         origin = self._origin = (record.topic, record.partition, record.offset)
         self._ticking = False
@@ -128,6 +141,58 @@ class TimedFunctions:
             raise
         except Exception as error:  # any failure of user code is handled by the policy
             self._undo(batch, key, saved, letters_before)
+            raise RecordFailedError(
+                "processor", describe_error(error, with_trace=True), error
+            ) from error
+
+    def _add(
+        self, batch: StateBatch, record: Record[Any], adder: WindowAdder
+    ) -> list[EncodedOutput]:
+        """``record`` as ``record`` applies it with ``adder`` (``@app.window``'s function,
+        in an app whose firing writes nothing: ``_adders``), in fewer steps and with the
+        same results: the key's time is written once, after everything else succeeded, so a
+        failure has nothing to undo in the batch (no savepoints are taken)."""
+        key = record.key
+        origin = self._origin = (record.topic, record.partition, record.offset)
+        self._ticking = False
+        letters_before = len(self.letters)
+        self.event_time = None
+        keeper = self.keeper
+        try:
+            event_time = self.event_time = self._event_time(record)
+            try:
+                time = keeper.load(batch, key)
+            except DamagedTimeError as damaged:
+                why = _damaged(key, str(damaged), "The record was not applied")
+                raise RecordFailedError("decode", why, damaged) from None
+            time.record = record
+            clock = time.clock
+            clock.observe(record.topic, event_time)
+            time.event_time = event_time
+            loaded = time.loaded_due
+            outputs: list[Output] = []
+            if loaded is not None and (loaded[0] <= clock.time or loaded[1] <= clock.wall):
+                outputs = keeper.fire(batch, time)
+            add_value(time, self.app.windows[adder.store], adder.value(record), event_time)
+            if time.outputs:
+                outputs += time.outputs
+                time.outputs = []
+            windows, timers = keeper.windows, keeper.timers
+            due = due_times(clock, windows, timers)
+            if due[0] <= clock.time or due[1] <= clock.wall:  # (as ``settle``)
+                outputs += keeper.fire(batch, time)
+                due = due_times(clock, windows, timers)
+            encoded = self._encode(outputs, key, origin, adder) if outputs else []
+            keeper.save(batch, time, windows, timers, due)
+            return encoded
+        except LateError as late:
+            del self.letters[letters_before:]
+            raise RecordFailedError("late", str(late), late) from late
+        except (ProcessorStoppedError, RecordFailedError):
+            del self.letters[letters_before:]
+            raise
+        except Exception as error:  # any failure of user code is handled by the policy
+            del self.letters[letters_before:]
             raise RecordFailedError(
                 "processor", describe_error(error, with_trace=True), error
             ) from error
@@ -278,41 +343,24 @@ class TimedFunctions:
             if refused is not None:
                 raise _RefusedError(refused)
             acc = accumulator(acc)  # (a sliding window's points merged: the app's merge)
-            result = spec.window_result(key, start, end, acc)
             # encoded here, so that a value that cannot be written is this window's dead
             # letter (the output topic is one App.check found declared)
-            value = encode_value(spec.output_value(result))
+            value = encode_value(spec.output_of(key, start, end, acc))
             return [Output(value, key=key, topic=spec.to)]
         except Exception as error:  # any failure of user code is handled by the policy
-            span = (
-                f"[{start}, {end})"
-                if isinstance(spec.kind, Tumbling | Hopping)
-                else f"[{start}, {end}]"
-            )
             why = (
                 str(error)
                 if isinstance(error, _RefusedError)
                 else describe_error(error, with_trace=True)
             )
-            reason = (
-                f"window {span} of store {spec.name!r} failed for key {key!r}: "
-                f"{why}. The window closed without a result; "
-                "this dead letter holds its accumulator (or, when merging them failed, the "
-                "points of a sliding window)."
-            )
+            letter = window_letter(spec, key, start, end, acc, why, self._origin)
             if self.stop_on_error:
                 raise ProcessorStoppedError(
-                    f"{reason} Fix the window's result, then restart; or set on_error: "
+                    f"{letter.reason} Fix the window's result, then restart; or set on_error: "
                     "dead-letter to skip such windows.",
                     at=self._origin,
                 ) from error
-            topic, partition, offset = self._origin
-            held = {"store": spec.name, "start": start, "end": end, "accumulator": acc}
-            if isinstance(acc, Unmerged):  # (its merge failed: the points it holds instead)
-                held = {**held, "accumulator": None, "points": acc.points}
-            self.letters.append(
-                DeadLetter(topic, partition, offset, key, orjson.dumps(held), (), "window", reason)
-            )
+            self.letters.append(letter)
             return []
 
     # -- undoing ----------------------------------------------------------------------------

@@ -69,6 +69,15 @@ class WindowSpec:
             return self.result(result)
         return {"start": result.start, "end": result.end, "value": result.value}
 
+    def output_of(self, key: bytes, start: int, end: int, stored: Any) -> Any:
+        """``output_value(window_result(key, start, end, stored))`` (without a
+        ``WindowResult`` when the store has no ``result``: made per window that closes)."""
+        if self.result is not None:
+            return self.result(self.window_result(key, start, end, stored))
+        aggregation = self.aggregation
+        value = aggregation.result(aggregation.load(accumulator(stored)))
+        return {"start": start, "end": end, "value": value}
+
 
 @dataclass(frozen=True)
 class TimerSpec:

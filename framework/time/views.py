@@ -4,10 +4,11 @@ expire: views of one key, like ``KeyState``."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Literal
 
 import framework.time.window_state as windows_of
-from framework.records import Output, output_items
+from framework.records import Output, Record, output_items
 from framework.time.context import KeyTime
 from framework.time.durations import Duration, to_ms
 from framework.time.key_clock import NO_TIME
@@ -16,7 +17,7 @@ from framework.time.ticks import TIME_LIMIT
 from framework.time.window_state import LateError, WindowResult
 from statestore import KeyState
 
-__all__ = ["ExpiringState", "KeyTimers", "KeyWindows"]
+__all__ = ["ExpiringState", "KeyTimers", "KeyWindows", "WindowAdder", "add_value"]
 
 
 class KeyWindows:
@@ -37,48 +38,11 @@ class KeyWindows:
         t = time.event_time if at is None else at
         if t is None:
             raise ValueError(f"window store {spec.name!r}: add() outside a record needs at=")
-        if not isinstance(t, int) or isinstance(t, bool):
+        if type(t) is not int and (not isinstance(t, int) or isinstance(t, bool)):
             raise TypeError(
                 f"window store {spec.name!r}: an event time is int milliseconds, got {t!r}"
             )
-        clock = time.clock
-        try:
-            data, changed = windows_of.add(
-                spec.kind,
-                spec.aggregation,
-                clock.windows.get(spec.name),
-                t,
-                value,
-                key_time=clock.time,
-            )
-        except LateError as late:
-            if spec.on_late is None:
-                raise
-            result = spec.on_late(time.record, late)
-            if result is not None:
-                name = getattr(spec.on_late, "__name__", "on_late")
-                time.outputs.extend(output_items(result, f"{name} (on_late of {spec.name!r})"))
-            return
-        for start, _end, acc in changed:
-            if not _keeps(acc):
-                raise ValueError(
-                    f"window store {spec.name!r}: adding {value!r} at {t} ms makes the "
-                    f"accumulator of the window starting at {start} ms {acc!r}, which JSON "
-                    "(the window's stored form) cannot keep: NaN and infinite floats would be "
-                    "stored as null. The record was not added. Fix: leave such values out "
-                    "(e.g. math.isfinite), or aggregate them to something finite"
-                )
-        if spec.emit == "current":
-            # sessions this record merged into one that starts earlier: gone, so their
-            # upserts are deleted (a tombstone each), as Kafka Streams does
-            for start in windows_of.merged_away(spec.kind, clock.windows.get(spec.name), data):
-                key = time.key + b"@" + str(start).encode()
-                time.outputs.append(Output(None, key=key, topic=spec.to))
-            for start, end, acc in changed:
-                result = spec.window_result(time.key, start, end, acc)
-                key = time.key + b"@" + str(start).encode()
-                time.outputs.append(Output(spec.output_value(result), key=key, topic=spec.to))
-        clock.windows[spec.name] = data
+        add_value(time, spec, value, t)
 
     def open(self) -> list[WindowResult]:
         """The key's open windows and their results now, oldest first."""
@@ -88,6 +52,61 @@ class KeyWindows:
             spec.window_result(self._time.key, start, end, acc)
             for start, end, acc in windows_of.open_results(spec.kind, spec.aggregation, data)
         ]
+
+
+def add_value(time: KeyTime, spec: WindowSpec, value: Any, t: int) -> None:
+    """``KeyWindows.add`` of ``value`` at event time ``t`` (int ms) to window store ``spec``
+    of the key's ``time``: its open windows change, or ``LateError``, or ``on_late`` runs."""
+    clock = time.clock
+    try:
+        data, changed = windows_of.add(
+            spec.kind, spec.aggregation, clock.windows.get(spec.name), t, value, key_time=clock.time
+        )
+    except LateError as late:
+        if spec.on_late is None:
+            raise
+        result = spec.on_late(time.record, late)
+        if result is not None:
+            name = getattr(spec.on_late, "__name__", "on_late")
+            time.outputs.extend(output_items(result, f"{name} (on_late of {spec.name!r})"))
+        return
+    for start, _end, acc in changed:
+        if not _keeps(acc):
+            raise ValueError(
+                f"window store {spec.name!r}: adding {value!r} at {t} ms makes the "
+                f"accumulator of the window starting at {start} ms {acc!r}, which JSON "
+                "(the window's stored form) cannot keep: NaN and infinite floats would be "
+                "stored as null. The record was not added. Fix: leave such values out "
+                "(e.g. math.isfinite), or aggregate them to something finite"
+            )
+    if spec.emit == "current":
+        # sessions this record merged into one that starts earlier: gone, so their
+        # upserts are deleted (a tombstone each), as Kafka Streams does
+        for start in windows_of.merged_away(spec.kind, clock.windows.get(spec.name), data):
+            key = time.key + b"@" + str(start).encode()
+            time.outputs.append(Output(None, key=key, topic=spec.to))
+        for start, end, acc in changed:
+            key = time.key + b"@" + str(start).encode()
+            value = spec.output_of(time.key, start, end, acc)
+            time.outputs.append(Output(value, key=key, topic=spec.to))
+    clock.windows[spec.name] = data
+
+
+class WindowAdder:
+    """The processor function ``@app.window`` registers: it adds what ``value`` gives for
+    each record to the key's windows of store ``store`` (``framework.time.running`` runs it
+    without the views a processor function gets)."""
+
+    __slots__ = ("__name__", "store", "value")
+
+    def __init__(self, store: str, value: Callable[[Record[Any]], Any]) -> None:
+        self.store = store
+        self.value = value
+        self.__name__ = getattr(value, "__name__", "function")
+
+    def __call__(self, record: Record[Any], windows: KeyWindows) -> None:
+        """Add the record's value to ``windows``."""
+        windows.add(self.value(record))
 
 
 class KeyTimers:
@@ -259,6 +278,8 @@ class ExpiringState:
 def _keeps(data: Any) -> bool:
     """Whether dumped accumulator ``data`` reads back from JSON as it is: no NaN or infinite
     float in it (orjson writes them as ``null``)."""
+    if type(data) is int:  # (the common case first)
+        return True
     if isinstance(data, float):
         return math.isfinite(data)
     if isinstance(data, list | tuple):

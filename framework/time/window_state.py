@@ -94,6 +94,8 @@ def add(
 ) -> tuple[Any, list[tuple[int, int, Any]]]:
     """``data`` with ``value`` added at event time ``t``, and the ``(start, end,
     accumulator)`` of each window it changed; ``LateError`` when it falls in no open window."""
+    if type(kind) is Tumbling:  # (the common case first)
+        return _tumbling_add(kind, agg, data or [], t, value, key_time=key_time)
     if isinstance(kind, Session):
         return _session_add(kind, agg, data or [], t, value, key_time=key_time)
     if isinstance(kind, Sliding):
@@ -133,6 +135,8 @@ def next_close(kind: WindowKind, data: Any) -> int:
     """When the earliest open window closes (``NEVER``: none open)."""
     if not data:
         return NEVER
+    if type(kind) is Tumbling:  # (the common case first)
+        return int(data[0][0]) + kind.size + kind.grace
     if isinstance(kind, Session):
         return int(min(last for _first, last, _acc in data)) + kind.gap + kind.grace
     if isinstance(kind, Sliding):
@@ -197,6 +201,26 @@ def _span_add(
         held[start] = agg.dump(acc)
         changed.append((start, end, held[start]))
     return [[start, held[start]] for start in sorted(held)], changed
+
+
+def _tumbling_add(
+    kind: Tumbling, agg: Aggregation, data: list[Any], t: int, value: Any, *, key_time: int
+) -> tuple[Any, list[tuple[int, int, Any]]]:
+    """``_span_add`` of the one window of a tumbling kind, without rebuilding the others:
+    ``data`` is kept sorted by start, so the new list is ``data`` with that window's entry
+    replaced or inserted (the other entries are shared: nothing changes one in place)."""
+    start = t - t % kind.size
+    end = start + kind.size
+    if end + kind.grace <= key_time:
+        raise LateError(t, key_time, end + kind.grace)
+    at = len(data)
+    while at and data[at - 1][0] > start:  # (from the newest: records come mostly in order)
+        at -= 1
+    if at and data[at - 1][0] == start:
+        acc = agg.dump(agg.add(agg.load(data[at - 1][1]), value))
+        return [*data[: at - 1], [start, acc], *data[at:]], [(start, end, acc)]
+    acc = agg.dump(agg.add(agg.initial(), value))
+    return [*data[:at], [start, acc], *data[at:]], [(start, end, acc)]
 
 
 # -- sessions ---------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import orjson
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
@@ -27,7 +28,7 @@ from framework.runtime.ticking import Tick, TickWriter
 from framework.time.ticks import TICK_HEADER, is_tick_key
 from statestore import processor_path
 from tests.integration.apps.sessions import FAILING, GAP_MS
-from tests.integration.compacted_reads import read_topic
+from tests.integration.compacted_reads import Read, read_topic
 from tests.integration.harness import Supervised, TopicReader
 from tests.integration.test_snapshots import committed
 from tests.integration.ticks_world import (
@@ -64,13 +65,10 @@ def test_a_quiet_key_is_alerted_once_within_a_few_tick_intervals(
     assert (letter.key, letter.headers["splitstate.stage"]) == (FAILING, b"timer")
     at = (int(letter.headers["splitstate.partition"]), int(letter.headers["splitstate.offset"]))
     assert at in {(r.partition, r.offset) for r in world.ticks()}
-    last_event: dict[bytes | None, int] = {}
-    for record in world.log():
-        if record.key in KEYS:
-            last_event[record.key] = max(record.timestamp, last_event.get(record.key, 0))
+    anchors = quiet_timer_anchors(world.log())
     for record in emitted:
         if "alert" in json.loads(record.value or b""):
-            due = last_event[record.key] + GAP_MS  # its quiet timer, by the wall clock
+            due = anchors[record.key] + GAP_MS  # its quiet timer, by recorded wall time
             assert due <= record.timestamp <= due + 5000 * TICK_SECONDS, record
     # a few ticks where keys live, not one per interval: written only when something was
     # due there, and never while an earlier one was unread
@@ -186,3 +184,24 @@ def test_a_fenced_processor_cannot_write_a_tick(
     assert sorted(key or b"" for key, _headers in written) == sorted(KEYS * PER_KEY)
     assert all(TICK_HEADER not in dict(headers) for _key, headers in written)
     assert world.emitted() == []  # no alert either
+
+
+def quiet_timer_anchors(log: list[Read]) -> dict[bytes | None, int]:
+    """Per key, the wall time its quiet timer counts from: ``set_wall_after`` at a record
+    waits for the next tick applied to the key (the first tick after the key's last event in
+    its partition) and counts from that tick's wall, or the event's time when later."""
+    last: dict[bytes | None, Read] = {}
+    for record in log:
+        if record.key in KEYS:
+            last[record.key] = record
+    anchors = {}
+    for key, event in last.items():
+        walls = [
+            orjson.loads(r.headers[TICK_HEADER])["wall"]
+            for r in log
+            if TICK_HEADER in r.headers
+            and r.partition == event.partition
+            and r.offset > event.offset
+        ]
+        anchors[key] = max(event.timestamp, walls[0]) if walls else event.timestamp
+    return anchors

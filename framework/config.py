@@ -221,7 +221,8 @@ class AppConfig(RedactedRepr, BaseSettings):
         ge=1,
         le=1000,
         description="crashes of the processor by one record before it is dead-lettered and "
-        "skipped (with on_error: stop, the processor stops instead)",
+        "skipped, or by one timer or window result a tick fires before that item is dropped "
+        "as failed (with on_error: stop, the processor stops instead)",
     )
     processing_guarantee: Literal["exactly-once", "at-least-once"] = "exactly-once"
     bootstrap: Literal["snapshot", "replay", "spark"] = "snapshot"

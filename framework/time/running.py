@@ -119,11 +119,7 @@ class TimedFunctions:
         try:
             event_time = self.event_time = self._event_time(record)
             keeper = self.keeper
-            try:
-                time = keeper.load(batch, key)
-            except DamagedTimeError as damaged:
-                why = _damaged(key, str(damaged), "The record was not applied")
-                raise RecordFailedError("decode", why, damaged) from None
+            time = _load_for_record(keeper, batch, key)
             time.record = record
             outputs: list[Output] = keeper.advance(batch, time, record.topic, event_time)
             result = function(record, self.state(batch, key, time, stores))
@@ -160,11 +156,7 @@ class TimedFunctions:
         keeper = self.keeper
         try:
             event_time = self.event_time = self._event_time(record)
-            try:
-                time = keeper.load(batch, key)
-            except DamagedTimeError as damaged:
-                why = _damaged(key, str(damaged), "The record was not applied")
-                raise RecordFailedError("decode", why, damaged) from None
+            time = _load_for_record(keeper, batch, key)
             time.record = record
             clock = time.clock
             clock.observe(record.topic, event_time)
@@ -374,6 +366,15 @@ class TimedFunctions:
         for name, before in saved:
             batch.store(name).rollback(key, before)
         del self.letters[letters:]
+
+
+def _load_for_record(keeper: TimeKeeper, batch: StateBatch, key: bytes) -> KeyTime:
+    """``key``'s time for a record; a damaged time record fails the record (stage decode)."""
+    try:
+        return keeper.load(batch, key)
+    except DamagedTimeError as damaged:
+        why = _damaged(key, str(damaged), "The record was not applied")
+        raise RecordFailedError("decode", why, damaged) from None
 
 
 def _damaged(key: bytes, why: str, done: str) -> str:

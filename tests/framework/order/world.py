@@ -4,7 +4,7 @@ by hand, and readers that feed a ``MergeBuffer`` from them in a drawn interleavi
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
@@ -141,13 +141,14 @@ class Reader:
 
     log: Log
     starts: dict[Position, int] = field(default_factory=dict)
+    make: Callable[[tuple[str, ...]], MergeBuffer[None]] = MergeBuffer
     bases: dict[Position, int] = field(default_factory=dict)
     buffer: MergeBuffer[None] = field(init=False)
     cursors: dict[Position, int] = field(init=False)
     released: list[Item[None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.buffer = MergeBuffer(self.log.inputs)
+        self.buffer = self.make(self.log.inputs)
         self.cursors = {}
         for position in sorted(self.log.partitions):
             start = self.starts.get(position, 0)
@@ -196,6 +197,22 @@ class Reader:
         self.release()
         if check is not None:
             check(self)
+
+
+def live_run_is_canonical(log: Log, schedule: list[Step], reader: Reader | None = None) -> bool:
+    """Whether a live reader (``reader``: of ``log``, a fresh one by default) releases each key's
+    items in its canonical order, after every release and once every partition is ended."""
+    reader = reader or Reader(log)
+    check = Check(log)
+    try:
+        reader.drive(schedule, log.ends(), check)
+        for position, end in log.ends().items():
+            reader.buffer.end(position, end)
+        reader.release()
+        check(reader)
+    except AssertionError:
+        return False
+    return per_key(log, reader.released) == check.canonical
 
 
 class Check:

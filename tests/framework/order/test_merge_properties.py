@@ -74,24 +74,30 @@ def test_b_a_restart_from_any_committed_prefix_goes_on_identically(
 
 
 @SETTINGS
-@given(logs(), schedules_, st.integers(0, 40), schedules_, schedules_)
-def test_c_a_reader_with_ends_applies_the_committed_prefix_then_goes_on_live(
-    log: Log, schedule: list[Step], commit_at: int, catch_up: list[Step], live: list[Step]
+@given(
+    logs(), schedules_, st.lists(st.integers(0, 40), min_size=2, max_size=2), schedules_, schedules_
+)
+def test_c_a_reader_with_ends_applies_committed_prefixes_then_goes_on_live(
+    log: Log, schedule: list[Step], commits: list[int], catch_up: list[Step], live: list[Step]
 ) -> None:
     """(c) A reader from the start with ends at a committed prefix applies exactly that prefix,
-    in canonical order, without waiting; lifting the ends and reading on live gives each key
-    what a reader that never stopped gives."""
+    in canonical order, without waiting; moving the ends to a later committed prefix (a catch-up
+    chunk by chunk) applies exactly that one; lifting the ends and reading on live gives each
+    key what a reader that never stopped gives."""
+    first_commit, second_commit = sorted(commits)
     first = Reader(log)
-    first.drive(schedule[:commit_at], log.ends(), Check(log), finish=False)
-    prefix = first.buffer.applied_positions()
-    committed = per_key(log, first.released)
+    first.drive(schedule[:first_commit], log.ends(), Check(log), finish=False)
+    prefixes = [(first.buffer.applied_positions(), per_key(log, first.released))]
+    first.drive(schedule[first_commit:second_commit], log.ends(), Check(log), finish=False)
+    prefixes.append((first.buffer.applied_positions(), per_key(log, first.released)))
     reader = Reader(log)
-    for position, end in prefix.items():
-        reader.buffer.end(position, end)
-    reader.drive(catch_up, prefix, Check(log))
-    assert per_key(log, reader.released) == committed
-    assert all(reader.buffer.pending(position) == 0 for position in prefix)
-    for position in prefix:
+    for prefix, committed in prefixes:
+        for position, end in prefix.items():
+            reader.buffer.end(position, end)
+        reader.drive(catch_up, prefix, Check(log))
+        assert per_key(log, reader.released) == committed
+        assert all(reader.buffer.pending(position) == 0 for position in prefix)
+    for position in log.partitions:
         reader.buffer.end(position, None)
     check = Check(log)
     reader.drive(live, log.ends(), check)

@@ -32,6 +32,7 @@ FRAMEWORK_LAYERS: tuple[tuple[str, ...], ...] = (
         "framework.records",
         "framework.output_encoding",
         "framework.time",  # (its __init__ holds what apps declare, so it runs with the app's)
+        "framework.order",
         "framework.app",
     ),
     ("framework.loader", "framework.jvm"),
@@ -140,6 +141,20 @@ def test_rebalance_and_statestore_import_nothing_above_them() -> None:
         if module.startswith("statestore"):
             above = {t for t in targets if not t.startswith(("statestore", "rebalance"))}
             assert above == set(), module
+
+
+def test_the_order_core_is_pure() -> None:
+    """``framework.order`` (one order for several inputs) does no I/O: of ours it imports only
+    itself and ``rebalance.positions``, never Kafka, the runtime or the state store."""
+    allowed = ("framework.order", "rebalance.positions")
+    wrong = {
+        f"{module} imports {target}"
+        for module, targets in _graph().items()
+        if module.startswith("framework.order")
+        for target in targets
+        if not any(target == name or target.startswith(name + ".") for name in allowed)
+    }
+    assert wrong == set()
 
 
 #: The most lines a module of ours may have: past it, it holds more than one job.

@@ -45,6 +45,7 @@ from framework.kafka import (
     TransactionAbortableError,
     UnknownPartitionError,
 )
+from framework.order.marks import NO_FLOOR
 from framework.processing import RecordProcessor
 from framework.time.applying import FLOOR_SCOPE, TimeApplier
 from framework.time.ticks import tick_headers, tick_key
@@ -56,9 +57,6 @@ __all__ = ["NO_FLOOR", "Reading", "Tick", "TickWriter", "tick_floor", "tickable"
 
 log = logging.getLogger(__name__)
 
-#: the floor of a tick written before any event time of its partition is known: below every
-#: time (the smallest a tick holds), it moves no key's time
-NO_FLOOR = -((1 << 62) - 1)
 _FLUSH_SECONDS = 60.0
 #: a tick handed to the producer, its offset not reported yet
 _UNREPORTED = -1

@@ -1,0 +1,365 @@
+"""The live merge buffer: items of several inputs released in their keys' canonical order.
+
+A processor reads every partition of every input it owns, as fetched, and ``add``s each item
+in its partition's offset order. Per partition the buffer keeps ``R``, the mark of the last
+item read (read-ahead included; ``ENDED`` once a reader with an end has read up to it), and a
+FIFO of items read and not yet released. The head ``x`` of a FIFO (input ``i``, mark ``m``)
+is **safe** when for every partition ``Q`` of every *other* input ``j``: ``R(Q) >= m`` if
+``j > i``, ``R(Q) > m`` if ``j < i``. ``release`` gives, repeatedly, the **least** head by
+``(m, i)`` (then lineage rank) while it is safe; never a later item of a FIFO before its head.
+Then the items released, restricted to any key, are a prefix of its canonical order
+(``framework.order.canonical``): a key's item that canonically precedes a released ``x`` was
+either read, and then the head of its FIFO was less than ``x``, so released first; or not read,
+and then its mark is at least ``R`` of its partition, too large to precede ``x``. (Releasing a
+safe head while a lesser one waits is not safe: the lesser one may be blocked by a partition of
+``x``'s own input that ``x``'s rule does not look at, and still precede ``x`` for a key.)
+
+What a batch commits is ``applied_positions`` (per partition, the offset after the last
+released item, or past what was read after it when nothing waits) with ``applied_marks``;
+a reader that resumes there, with those marks as bases, goes on with the same order. A reader
+with an end at a committed prefix (catch-up, rebuild) ``end``s its partitions there: it never
+waits. A live reader whose least head stays blocked asks ``blocking`` which partitions block
+it; writing a tick with ``floor`` = ``Blocker.needs`` to each (recorded, read back like any
+tick) releases it.
+
+The partitions of an input hold disjoint keys, except a growth child, which holds keys of its
+parent: ``assign`` it (with its parent's mark at the marker as base, a higher ``rank``) before
+``forget``ting the parent, only once the parent was read up to the marker. An input with no
+partition assigned blocks every other input (its keys' items are unknown). With one input every
+item is safe as soon as it is read: ``release`` gives every item read (each partition's in
+offset order), so a single-input app needs no buffer.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from framework.order.canonical import Item
+from framework.order.marks import ENDED, LARGEST, NO_FLOOR
+from rebalance.positions import Position
+
+__all__ = ["Blocker", "Blocking", "MergeBuffer"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """A partition that blocks the least head: its mark ``R`` (``mark``), the least ``R`` that
+    unblocks the head (``needs``: the floor a forced tick takes), its items read and not
+    released (``pending``) and whether it is read up to the log end the caller gave."""
+
+    position: Position
+    mark: int
+    needs: int
+    pending: int
+    caught_up: bool
+
+
+@dataclass(frozen=True)
+class Blocking(Generic[T]):
+    """The least head that is not safe, the partitions that block it and the inputs with no
+    partition assigned (``missing``; they block it too)."""
+
+    head: Item[T]
+    blockers: tuple[Blocker, ...]
+    missing: tuple[str, ...]
+
+
+class _Partition(Generic[T]):
+    __slots__ = (
+        "applied_mark",
+        "end",
+        "fifo",
+        "ident",
+        "input",
+        "mark",
+        "position",
+        "rank",
+        "read_to",
+    )
+
+    def __init__(
+        self, position: Position, input: int, ident: int, *, start: int, base: int, rank: int
+    ) -> None:
+        self.position = position
+        self.input = input
+        self.rank = rank
+        self.ident = ident
+        self.mark = base
+        self.read_to = start  # every item before it was added
+        self.end: int | None = None
+        self.fifo: deque[Item[T]] = deque()
+        self.applied_mark = base
+
+    def reach(self) -> int:
+        end = self.end
+        return ENDED if end is not None and self.read_to >= end else self.mark
+
+    def head(self) -> tuple[int, int, int, _Partition[T]]:
+        return self.fifo[0].mark, self.rank, self.ident, self
+
+
+class MergeBuffer(Generic[T]):
+    """The items of the inputs ``inputs`` (topics in config order) read from the partitions
+    assigned to it, released in each key's canonical order (module docstring)."""
+
+    def __init__(self, inputs: Sequence[str]) -> None:
+        if not inputs or len(set(inputs)) != len(inputs):
+            raise ValueError(
+                f"a merge buffer needs the app's input topics, each once, got {list(inputs)!r}. "
+                "Fix: pass the input topics in config order."
+            )
+        self._inputs = tuple(inputs)
+        self._index = {topic: index for index, topic in enumerate(inputs)}
+        self._parts: dict[Position, _Partition[T]] = {}
+        self._counts = [0] * len(inputs)
+        #: per input, the heads of its non-empty FIFOs: (mark, rank, ident, partition)
+        self._heads: list[list[tuple[int, int, int, _Partition[T]]]] = [[] for _ in inputs]
+        #: per input, (R, ident, partition) for each partition's R, stale entries included
+        self._reaches: list[list[tuple[int, int, _Partition[T]]]] = [[] for _ in inputs]
+        self._idents = itertools.count()
+
+    def assign(self, position: Position, start: int, base: int = NO_FLOOR, rank: int = 0) -> None:
+        """Read ``position`` from offset ``start``, whose mark there is ``base`` (``NO_FLOOR``
+        at the partition's first offset, the stored mark on resuming, a growth child's parent's
+        mark at the marker); ``rank``: its place in its keys' lineage (a growth child's is
+        higher than its parent's)."""
+        input = self._index.get(position[0])
+        if input is None:
+            raise ValueError(
+                f"{position[0]!r} is not an input of this merge buffer ({list(self._inputs)}). "
+                "Fix: assign only partitions of the app's input topics."
+            )
+        if position in self._parts:
+            raise ValueError(f"{position} is assigned already. Fix: forget it first.")
+        if start < 0:
+            raise ValueError(f"{position}: start offset {start} is negative. Fix: give >= 0.")
+        if not NO_FLOOR <= base <= LARGEST:
+            raise ValueError(
+                f"{position}: base mark {base} is outside {NO_FLOOR}..{LARGEST}. "
+                "Fix: give the stored mark, or NO_FLOOR at the partition's first offset."
+            )
+        part: _Partition[T] = _Partition(
+            position, input, next(self._idents), start=start, base=base, rank=rank
+        )
+        self._parts[position] = part
+        self._counts[input] += 1
+        self._push_reach(part)
+
+    def forget(self, position: Position) -> list[Item[T]]:
+        """Stop reading ``position`` (revoked, or a growth parent replaced by its children):
+        the items read and not released, which a next reader reads again."""
+        part = self._part(position)
+        del self._parts[position]
+        self._counts[part.input] -= 1
+        heads = self._heads[part.input]
+        heads[:] = [entry for entry in heads if entry[3] is not part]
+        heapq.heapify(heads)
+        reaches = self._reaches[part.input]
+        reaches[:] = [entry for entry in reaches if entry[2] is not part]
+        heapq.heapify(reaches)
+        return list(part.fifo)
+
+    def add(
+        self,
+        position: Position,
+        offset: int,
+        key: bytes | None,
+        event_time: int | None,
+        payload: T,
+    ) -> None:
+        """The item at ``offset`` of ``position``, read after every earlier item there: a record
+        of ``key`` with ``event_time`` (``None``: it has none), or a tick of the app (``key``
+        ``None``, ``event_time`` its floor)."""
+        part = self._parts.get(position)
+        if part is None:
+            part = self._part(position)
+        if offset < part.read_to:
+            raise ValueError(
+                f"{position}: offset {offset} was read already (next is {part.read_to}). "
+                "Fix: add each partition's items once, in offset order (forget and assign "
+                "it again to read it again)."
+            )
+        end = part.end
+        if end is not None and offset >= end:
+            raise ValueError(
+                f"{position}: offset {offset} is past its end {end}. "
+                "Fix: read up to the end only, or lift it (end(position, None))."
+            )
+        raised = False
+        if event_time is not None:
+            if event_time > part.mark:
+                if event_time > LARGEST:
+                    raise ValueError(
+                        f"{position}@{offset}: event time {event_time} is above {LARGEST}."
+                    )
+                part.mark = event_time
+                raised = True
+            elif event_time < NO_FLOOR:
+                raise ValueError(
+                    f"{position}@{offset}: event time {event_time} is below {NO_FLOOR}."
+                )
+        part.read_to = offset + 1
+        item = Item(position, offset, key, event_time, part.mark, part.input, part.rank, payload)
+        fifo = part.fifo
+        fifo.append(item)
+        if len(fifo) == 1:
+            heapq.heappush(self._heads[part.input], (item.mark, part.rank, part.ident, part))
+        if raised or (end is not None and offset + 1 >= end):  # R moved
+            self._push_reach(part)
+
+    def passed(self, position: Position, offset: int) -> None:
+        """The reader's position in ``position`` is ``offset``: every item before it was added
+        (what lies between is not an item: another app's tick, a transaction marker)."""
+        part = self._part(position)
+        if offset <= part.read_to:
+            return
+        if part.end is not None and offset > part.end:
+            raise ValueError(
+                f"{position}: position {offset} is past its end {part.end}. "
+                "Fix: read up to the end only."
+            )
+        was = part.reach()
+        part.read_to = offset
+        if part.reach() != was:
+            self._push_reach(part)
+
+    def end(self, position: Position, offset: int | None) -> None:
+        """A reader with an end reads ``position`` up to ``offset`` (a committed position): once
+        every item before it was added, its ``R`` is ``ENDED``. ``None`` lifts the end (the
+        reader goes on live past it)."""
+        part = self._part(position)
+        if offset is not None and offset < part.read_to:
+            raise ValueError(
+                f"{position}: end {offset} is before what was read (up to {part.read_to}). "
+                "Fix: end a partition at or after its reader's position."
+            )
+        was = part.reach()
+        part.end = offset
+        if part.reach() != was:
+            self._push_reach(part)
+
+    def release(self) -> list[Item[T]]:
+        """The items the rule lets go, in its order: the least head while it is safe."""
+        bounds = self._bounds()
+        heads = self._heads
+        released: list[Item[T]] = []
+        while True:
+            best = self._least()
+            if best < 0:
+                return released
+            heap = heads[best]
+            bound = bounds[best]
+            if bound is None or heap[0][0] > bound:
+                return released
+            part = heap[0][3]
+            item = part.fifo.popleft()
+            part.applied_mark = item.mark
+            released.append(item)
+            if part.fifo:
+                heapq.heapreplace(heap, part.head())
+            else:
+                heapq.heappop(heap)
+
+    def applied_positions(self) -> dict[Position, int]:
+        """Per partition, the offset after its last released item (past what was read after
+        it when nothing of it waits): what a batch that applied the released items commits."""
+        return {
+            position: part.fifo[0].offset if part.fifo else part.read_to
+            for position, part in self._parts.items()
+        }
+
+    def applied_marks(self) -> dict[Position, int]:
+        """Per partition, its mark at ``applied_positions``: the base to resume from there."""
+        return {position: part.applied_mark for position, part in self._parts.items()}
+
+    def pending(self, position: Position) -> int:
+        """How many items of ``position`` were read and not released (its read-ahead)."""
+        return len(self._part(position).fifo)
+
+    def blocking(self, log_ends: Mapping[Position, int] | None = None) -> Blocking[T] | None:
+        """The least head that is not safe and what blocks it (``None``: no head waits, or one
+        is safe: ``release`` first); ``log_ends``: the partitions' log ends as last seen, for
+        ``Blocker.caught_up``. After ``release`` a blocker has no item waiting."""
+        input = self._least()
+        if input < 0:
+            return None
+        mark, bound = self._heads[input][0][0], self._bounds()[input]
+        if bound is not None and mark <= bound:
+            return None
+        blockers = []
+        for part in self._parts.values():
+            if part.input == input:
+                continue
+            needs = mark if part.input > input else mark + 1
+            reach = part.reach()
+            if reach < needs:
+                end = (log_ends or {}).get(part.position)
+                caught_up = end is not None and part.read_to >= end
+                blockers.append(Blocker(part.position, reach, needs, len(part.fifo), caught_up))
+        missing = tuple(t for j, t in enumerate(self._inputs) if j != input and not self._counts[j])
+        return Blocking(self._heads[input][0][3].fifo[0], tuple(blockers), missing)
+
+    def _least(self) -> int:
+        """The input of the least head by ``(mark, input)`` (-1: no item waits)."""
+        best = -1
+        best_mark = 0
+        for input, heap in enumerate(self._heads):
+            if heap and (best < 0 or heap[0][0] < best_mark):
+                best, best_mark = input, heap[0][0]
+        return best
+
+    def _part(self, position: Position) -> _Partition[T]:
+        part = self._parts.get(position)
+        if part is None:
+            raise ValueError(f"{position} is not assigned to this merge buffer. Fix: assign it.")
+        return part
+
+    def _push_reach(self, part: _Partition[T]) -> None:
+        heap = self._reaches[part.input]
+        heapq.heappush(heap, (part.reach(), part.ident, part))
+        if len(heap) > 4 * self._counts[part.input] + 32:  # stale entries: rebuild
+            parts = [p for p in self._parts.values() if p.input == part.input]
+            heap[:] = [(p.reach(), p.ident, p) for p in parts]
+            heapq.heapify(heap)
+
+    def _low(self, input: int) -> int | None:
+        """The least ``R`` of ``input``'s partitions (``None``: it has none)."""
+        if not self._counts[input]:
+            return None
+        heap = self._reaches[input]
+        while True:
+            reach, _, part = heap[0]
+            if part.reach() == reach:
+                return reach
+            heapq.heappop(heap)
+
+    def _bounds(self) -> list[int | None]:
+        """Per input, the largest mark of its heads that is safe (``None``: none is)."""
+        lows = [self._low(input) for input in range(len(self._inputs))]
+        bounds: list[int | None] = []
+        for input in range(len(lows)):
+            bound = ENDED
+            for other, low in enumerate(lows):
+                if other == input:
+                    continue
+                if low is None:
+                    break
+                bound = min(bound, _limit(low, other > input))
+            else:
+                bounds.append(bound)
+                continue
+            bounds.append(None)
+        return bounds
+
+
+def _limit(low: int, later: bool) -> int:
+    """The largest head mark an input whose least ``R`` is ``low`` lets pass: ``R >= m`` for a
+    later input, ``R > m`` for an earlier one."""
+    return low if later else low - 1

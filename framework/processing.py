@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
-from framework.app import App, Handler
+from framework.app import App
 from framework.coordination.registry import Growth, TopicEntry
 from framework.errors import (
     ProcessorFencedError,
@@ -44,6 +44,7 @@ from framework.records import (
     encode_value,
     readable_headers,
 )
+from framework.routes import Route
 from framework.time.applying import TimeApplier
 from framework.time.running import TimedFunctions
 from framework.time.ticks import is_tick_record, read_tick
@@ -72,32 +73,6 @@ UNREADABLE_REASON = (
     "key and value, not its headers. Fix: write header names as UTF-8 text, then send the "
     "record again."
 )
-
-
-def _decoder(value_type: type[Any] | None) -> Callable[[bytes | None], Any]:
-    if value_type is None or value_type is bytes:
-        return lambda raw: raw
-    if value_type is str:
-        return lambda raw: None if raw is None else raw.decode("utf-8")
-    adapter: TypeAdapter[Any] = TypeAdapter(value_type)
-
-    def decode(raw: bytes | None) -> Any:
-        if raw is None:
-            raise ValueError("the record has no value (a tombstone)")
-        return adapter.validate_json(raw)
-
-    return decode
-
-
-class _Route:
-    """Everything needed to process records of one input topic, prepared once."""
-
-    def __init__(self, handler: Handler, stores: Sequence[str]) -> None:
-        self.handler = handler
-        self.function = handler.function
-        self.decode = _decoder(handler.value_type)
-        self.stores = tuple(stores)
-        self.single_store = self.stores[0] if len(self.stores) == 1 else None
 
 
 class RecordProcessor:
@@ -157,10 +132,12 @@ class RecordProcessor:
             if app.uses_time
             else None
         )
-        self._routes: dict[str, _Route] = {}
-        for topic in app.config.inputs:
-            handler = app.handler(topic.topic)
-            self._routes[topic.topic] = _Route(handler, handler.stores or list(app.stores))
+        self._routes: dict[str, Route] = {}
+        for spec in app.config.inputs:
+            handler = app.handler(spec.topic)
+            self._routes[spec.topic] = Route(
+                spec.topic, handler, handler.stores or tuple(app.stores)
+            )
         self.dead_letter_count = 0
 
     def recount(
@@ -216,7 +193,7 @@ class RecordProcessor:
         record whose key lives elsewhere by it (a step the view lacks, or a late record);
         never a compaction tombstone (it sits in a key's earlier partition by design)."""
         topic, key = where[0], message.key()
-        if key is None or key.startswith(f"{topic}/".encode()):  # (a marker's key is its id)
+        if key is None or key.startswith(self._routes[topic].prefix):  # (a marker's: its id)
             headers = readable_headers(message)
             if headers is not None and is_marker_record(topic, key, headers):
                 return self.placement.stale_marker(where, headers)
@@ -263,12 +240,13 @@ class RecordProcessor:
         headers = readable_headers(message)
         if headers is None:
             return [], self._dead(message, where, "decode", UNREADABLE_REASON, restore)
-        if is_marker_record(topic, key, headers):  # (a compacted topic's markers have a key)
-            return [], self._marker(message, where, headers, restore)
-        if is_tick_record(topic, key, headers):  # (a compacted topic's ticks have a key)
-            if self._time is None:  # (an app without time has nothing a tick could change)
-                return [], self._not_a_tick(message, where, headers, restore)
-            return self._time.tick(batch, message, where, headers, restore=restore, keys=keys)
+        if key is None or key.startswith(route.prefix):  # (else neither marker nor tick)
+            if is_marker_record(topic, key, headers):  # (a compacted topic's have a key)
+                return [], self._marker(message, where, headers, restore)
+            if is_tick_record(topic, key, headers):  # (a compacted topic's have a key)
+                if self._time is None:  # (an app without time: nothing a tick could change)
+                    return [], self._not_a_tick(message, where, headers, restore)
+                return self._time.tick(batch, message, where, headers, restore=restore, keys=keys)
         if key is None or has_compaction_header(headers):
             return [], self._not_keyed_input(message, where, headers, key is None, restore)
         misplaced = self.placement.check(batch, headers, key, where, restore=restore)
@@ -367,7 +345,7 @@ class RecordProcessor:
         return self._dead(message, where, "placement", refused, restore)
 
     @staticmethod
-    def _rollback(batch: StateBatch, route: _Route, key: bytes, saved: Any) -> None:
+    def _rollback(batch: StateBatch, route: Route, key: bytes, saved: Any) -> None:
         if route.single_store is not None:
             batch.store(route.single_store).rollback(key, saved)
         else:

@@ -25,6 +25,7 @@ from statestore.codec import Codec, JsonCodec, RawCodec
 from statestore.due_index import DUE_STORE, decode_due
 from statestore.errors import BatchStateError
 from statestore.key_layout import KeyLayout
+from statestore.key_state import KeyState
 from statestore.layout import META_STORE, flag_key, offset_key, skipped_key
 from statestore.value_cache import CachedBackend
 
@@ -188,67 +189,6 @@ class StoreBatch(Generic[V]):
                 yield stored, bytes(memoryview(encode(held)))
 
 
-class KeyState(Generic[V]):
-    """The state of one key in one store; all a processor function may touch."""
-
-    __slots__ = ("_key", "_store")
-
-    def __init__(self, store: StoreBatch[V], key: bytes) -> None:
-        self._store = store
-        self._key = key
-
-    @property
-    def key(self) -> bytes:
-        """The record key this state belongs to."""
-        return self._key
-
-    @property
-    def store_name(self) -> str:
-        """The name of the store this state is in."""
-        return self._store.name
-
-    def get(self, default: Any = None) -> Any:
-        """A new copy of the key's value, or ``default`` when it has none (changing the copy
-        changes nothing until it is ``set``)."""
-        return self._store.get(self._key, default)
-
-    def set(self, value: V, ttl: object = None) -> None:
-        """Replace the key's value with ``value`` as it is now. (``ttl`` is refused: only a
-        store declared with one, ``app.store(name, ttl=...)``, takes it.)"""
-        if ttl is not None:
-            raise TypeError(
-                f"store {self._store.name!r} was declared without a ttl, so its values do not "
-                f"expire. Fix: declare it with app.store({self._store.name!r}, ttl=...) "
-                "(ttl=True there lets each set() choose)."
-            )
-        self._store.set(self._key, value)
-
-    def delete(self) -> None:
-        """Remove the key's value."""
-        self._store.delete(self._key)
-
-    def get_field(self, field: str, default: Any = None) -> Any:
-        """One field of the key's value (a dict or model), or ``default``."""
-        value = self._store.get(self._key)
-        if value is None:
-            return default
-        if isinstance(value, dict):
-            return value.get(field, default)
-        return getattr(value, field, default)
-
-    def set_field(self, field: str, value: Any) -> None:
-        """Set one field of the key's dict value (created empty when missing)."""
-        current = self._store.get(self._key)
-        if current is None:
-            current = {}
-        if not isinstance(current, dict):
-            raise TypeError(
-                f"set_field needs a dict value; store {self._store.name!r} holds "
-                f"{type(current).__name__} for this key. Fix: use set() with a new value."
-            )
-        self._store.set(self._key, {**current, field: value})  # type: ignore[arg-type]
-
-
 class StateBatch:
     """Collects one processed batch's writes to every store and its input offsets."""
 
@@ -265,6 +205,9 @@ class StateBatch:
         self._stores: dict[str, StoreBatch[Any]] = {}
         self._offsets: dict[tuple[str, int], int] = {}
         self._meta: dict[bytes, bytes | None] = {}
+        #: ``set_progress``'s ``(scope, topic, partition) -> offset``, encoded once, in ``_changes``
+        self._progress: dict[tuple[str, str, int], int] = {}
+        self._cleared = False  # (whether ``clear_progress`` wrote to ``_meta``)
         self._on_commit = on_commit
         self._sealed: dict[str, list[tuple[bytes, bytes | None]]] = {}
         self._token = -1
@@ -299,14 +242,20 @@ class StateBatch:
         self._offsets[(topic, partition)] = next_offset
 
     def set_progress(self, scope: str, topic: str, partition: int, next_offset: int) -> None:
-        """Record an offset of another read than the input (e.g. a catch-up), in ``scope``."""
-        self.check_open()
-        self._meta[offset_key(topic, partition, scope)] = str(next_offset).encode()
+        """Record an offset of another read than the input (e.g. a catch-up), in ``scope``
+        (the last one set for a partition and scope is written)."""
+        if self.status is not BatchStatus.OPEN:
+            self.check_open()
+        if self._cleared:
+            self._meta.pop(offset_key(topic, partition, scope), None)
+        self._progress[(scope, topic, partition)] = next_offset
 
     def clear_progress(self, scope: str, topic: str, partition: int) -> None:
         """Forget an offset recorded with ``set_progress``."""
         self.check_open()
+        self._progress.pop((scope, topic, partition), None)
         self._meta[offset_key(topic, partition, scope)] = None
+        self._cleared = True
 
     def record_skip(self, topic: str, partition: int, offset: int, detail: bytes) -> None:
         """Record (with this batch) that the input record at ``offset`` was skipped after it
@@ -351,13 +300,15 @@ class StateBatch:
             for name, view in self._stores.items()
             if view.has_changes()
         }
-        if self._offsets or self._meta:
+        if self._offsets or self._meta or self._progress:
+            offsets = [((None, *at), offset) for at, offset in self._offsets.items()]
             changes[META_STORE] = [
-                *(
-                    (offset_key(topic, partition), str(offset).encode())
-                    for (topic, partition), offset in self._offsets.items()
-                ),
+                *((offset_key(t, p, s), str(o).encode()) for (s, t, p), o in offsets),
                 *self._meta.items(),
+                *(
+                    (offset_key(t, p, s), str(o).encode())
+                    for (s, t, p), o in self._progress.items()
+                ),
             ]
         return changes
 
@@ -396,4 +347,5 @@ class StateBatch:
         self._stores.clear()
         self._offsets.clear()
         self._meta.clear()
+        self._progress.clear()
         self.status = BatchStatus.ABORTED

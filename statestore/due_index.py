@@ -27,6 +27,7 @@ DUE_STORE = "splitstate.due"
 #: a due time that never comes
 NEVER = (1 << 63) - 1
 _PAIR = struct.Struct(">qq")
+_NEVER_DUE = (NEVER, NEVER)
 
 
 def encode_due(event: int, wall: int) -> bytes:
@@ -80,18 +81,19 @@ class DueIndex:
         if entries is None:
             return
         events, walls = self._heaps
+        get, push, unpack, size = entries.get, heapq.heappush, _PAIR.unpack, _PAIR.size
         for key, value in items:
             if value is None:
                 entries.pop(key, None)  # (its heap items are stale now)
                 continue
-            due = decode_due(value)
-            if entries.get(key) == due:
+            due = unpack(value) if len(value) == size else _NEVER_DUE  # (``decode_due``)
+            if get(key) == due:
                 continue
             entries[key] = due
             if due[0] != NEVER:
-                heapq.heappush(events, (due[0], key))
+                push(events, (due[0], key))
             if due[1] != NEVER:
-                heapq.heappush(walls, (due[1], key))
+                push(walls, (due[1], key))
         # (up to two items per entry are current: rebuilt once the stale ones outnumber the
         # entries, so each rebuild follows as many writes as it reads entries)
         if len(events) + len(walls) > 3 * len(entries) + _SLACK:

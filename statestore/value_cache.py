@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
+from operator import itemgetter
 from pathlib import Path
 
 from statestore.backend import Backend, Changes, RangeDeletes
@@ -34,6 +35,7 @@ __all__ = ["DEFAULT_CACHE_ENTRIES", "CachedBackend", "StagedChanges"]
 #: values kept per store (a value is small next to RocksDB's own block cache)
 DEFAULT_CACHE_ENTRIES = 100_000
 _MISSING: object = object()
+_KEY = itemgetter(0)
 
 #: a staged batch's writes: store name -> (stored key, value or ``None``) pairs
 StagedChanges = dict[str, list[tuple[bytes, bytes | None]]]
@@ -70,11 +72,8 @@ class CachedBackend:
         for store, items in changes.items():
             if store == META_STORE:
                 continue
-            values = self._store_values(store)
-            pinned = self._pinned.setdefault(store, {})
-            for key, value in items:
-                values[key] = value
-                pinned[key] = token
+            self._store_values(store).update(items)  # (as a loop of ``values[key] = value``)
+            self._pinned.setdefault(store, {}).update(dict.fromkeys(map(_KEY, items), token))
             if store == DUE_STORE:
                 self.due_index.changed(items)
         self._staged.append(token)

@@ -40,7 +40,7 @@ FRAMEWORK_LAYERS: tuple[tuple[str, ...], ...] = (
     ("framework.kafka",),
     ("framework.coordination",),
     ("framework.growth",),
-    ("framework.processing", "framework.producer", "framework.testing"),
+    ("framework.processing", "framework.routes", "framework.producer", "framework.testing"),
     ("framework.bootstrap",),
     ("framework.snapshots",),
     ("framework.runtime",),

@@ -161,6 +161,39 @@ def test_progress_offsets_flags_and_key_deletion(database: ProcessorDatabase) ->
 
 
 @BOTH
+@pytest.mark.parametrize("sealed", [False, True])
+def test_the_last_progress_set_or_cleared_in_a_batch_is_what_it_writes(
+    database: ProcessorDatabase, sealed: bool
+) -> None:
+    """``set_progress`` is kept as a number and encoded once, at the seal or commit: what a
+    batch writes is still its last ``set_progress`` or ``clear_progress`` of each partition
+    and scope, as when each was written at once."""
+    first = database.begin()
+    first.set_progress("time-floor", "words", 0, 5)
+    first.set_progress("time-floor", "words", 1, 6)
+    first.set_progress("catchup-1", "words", 0, 7)
+    first.commit()
+    batch = database.begin()
+    for floor in range(10, 20):  # (a floor rising record by record)
+        batch.set_progress("time-floor", "words", 0, floor)
+    batch.clear_progress("time-floor", "words", 1)
+    batch.set_progress("time-floor", "words", 2, 3)
+    batch.clear_progress("time-floor", "words", 2)
+    batch.clear_progress("catchup-1", "words", 0)
+    batch.set_progress("catchup-1", "words", 0, 8)  # (set again after a clear: the set)
+    dropped = database.begin() if not sealed else None
+    if sealed:
+        batch.seal()
+    batch.commit()
+    assert database.progress("time-floor") == {("words", 0): 19}
+    assert database.progress("catchup-1") == {("words", 0): 8}
+    if dropped is not None:
+        dropped.set_progress("time-floor", "words", 0, 99)
+        dropped.abort()
+    assert database.progress("time-floor") == {("words", 0): 19}
+
+
+@BOTH
 def test_reads_are_copies_and_rollback_restores_what_the_batch_held(
     database: ProcessorDatabase,
 ) -> None:

@@ -45,6 +45,7 @@ registry, so what one bad record does must not depend on whose it is:
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from collections.abc import Mapping, Sequence
@@ -87,6 +88,8 @@ REGISTRY_TOPIC = "__splitstate_topics"
 
 
 #: what Kafka allows as a topic name
+#: how many parsed record values ``_entry`` keeps
+_PARSED_ENTRIES = 4096
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
@@ -266,8 +269,11 @@ def _topic_of(record: LogRecord) -> str | None:
     return topic if _TOPIC_NAME.fullmatch(topic) else None
 
 
+@functools.lru_cache(maxsize=_PARSED_ENTRIES)
 def _entry(topic: str, value: bytes) -> TopicEntry:
-    """The entry of ``topic`` its record ``value`` says (``MalformedRecordError``)."""
+    """The entry of ``topic`` its record ``value`` says (``MalformedRecordError``). Each
+    ``read`` parses the whole log again; the entries (immutable, a pure function of the bytes)
+    of the last few thousand values are kept, so only new records are parsed again."""
     entry = TopicEntry.from_record(json_object(value))
     if entry.topic != topic:
         raise MalformedRecordError(f"its value is the entry of another topic, {shown(entry.topic)}")

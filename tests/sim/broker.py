@@ -286,6 +286,8 @@ class Broker:
         """The last stable offset of ``position``: the first offset of its oldest open
         transaction, or its end."""
         log = self.partition(position)
+        if not self.open_transactions:
+            return log.end
         firsts = [
             t.firsts[position] for t in self.open_transactions.values() if position in t.firsts
         ]

@@ -121,7 +121,7 @@ class Chaos:
     def starved(self, topic: str) -> bool:
         """Whether the caller's fetches of ``topic`` get nothing now (``starve``)."""
         scheduler = self.scheduler
-        if scheduler.current is None or not self.active:
+        if not self.starved_until or scheduler.current is None or not self.active:
             return False
         process = scheduler.current.name.split("/")[0]
         return scheduler.now < self.starved_until.get((process, topic), 0.0)

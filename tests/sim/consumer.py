@@ -96,21 +96,25 @@ class MemoryConsumer(KafkaConsumer):
         return [SimMessage(record) for record in records]
 
     def _fetch(self, max_records: int) -> list[StoredRecord]:
-        broker = self._kafka.broker
-        live = [p for p in self._positions if p not in self._paused]
+        paused = self._paused
+        live = [p for p in self._positions if p not in paused] if paused else [*self._positions]
         if not live or not max_records:
             return []
+        topics = self._kafka.broker.topics
+        faults = self._kafka.faults
         out: list[StoredRecord] = []
         self._turn += 1
-        order = live[self._turn % len(live) :] + live[: self._turn % len(live)]
-        for position in order:
+        turn = self._turn % len(live)
+        for position in live[turn:] + live[:turn]:
             if len(out) >= max_records:
                 break
-            if self._kafka.faults.starved(position[0]):
+            name, index = position
+            if faults.starved(name):
                 continue
-            if broker.partition_count(position[0]) <= position[1]:
+            topic = topics.get(name)
+            if topic is None or len(topic.partitions) <= index:
                 continue  # not there yet (metadata): nothing to read
-            log = broker.partition(position)
+            log = topic.partitions[index]
             offset = self._positions[position]
             if offset is None:
                 offset = log.start
@@ -119,8 +123,11 @@ class MemoryConsumer(KafkaConsumer):
                     raise self._kafka.reset_error(position, offset)
                 offset = log.start if self._reset == "earliest" else self._end(position)
             passed, found = self._read(position, offset, max_records - len(out))
+            if not passed:
+                self._positions[position] = offset
+                continue  # (nothing passed: nothing found either)
             out.extend(found)
-            self._positions[position] = passed[-1].offset + 1 if passed else offset
+            self._positions[position] = passed[-1].offset + 1
             ends = [r.offset + 1 for r in passed if r.marker is not None] + [
                 r.offset + 1 for r in found
             ]
@@ -136,9 +143,11 @@ class MemoryConsumer(KafkaConsumer):
         record it returns) and the records it returns: those of no transaction or of a
         committed one (``read_uncommitted``: below the high watermark, every record but the
         markers). A consumed marker moves the position past it (librdkafka)."""
+        stable = self._end(position)
+        if offset >= stable:
+            return [], []  # nothing below the end to read (the faults cut nothing of nothing)
         broker = self._kafka.broker
         log = broker.partition(position)
-        stable = self._end(position)
         passed: list[StoredRecord] = []
         found: list[StoredRecord] = []
         batch = max(wanted, 16)

@@ -14,6 +14,7 @@ stores hold the same data either way.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -27,7 +28,11 @@ from statestore import DatabaseIdentity, ProcessorDatabase, StoreCorruptError, S
 from statestore.memory import MEMORY_CHECKPOINT, MemoryBackend
 from tests.sim.scheduler import Party
 
-__all__ = ["Disks", "KeptBackend", "rocksdb_without_background_compactions"]
+__all__ = ["Disks", "KeptBackend", "memory_backed_temp", "rocksdb_without_background_compactions"]
+
+#: A memory-backed file system (tmpfs) most Linux machines mount: RocksDB's opens, closes and
+#: checkpoints there cost a tenth of what they cost on a disk (its fsyncs are no-ops).
+_MEMORY_FS = Path("/dev/shm")  # noqa: S108 - a parent for private mkdtemp directories
 
 
 class KeptBackend(MemoryBackend):
@@ -98,6 +103,15 @@ class Disks:
         """The directory is gone (a lost disk)."""
         self._memory.pop(path, None)
         shutil.rmtree(path, ignore_errors=True)
+
+
+def memory_backed_temp() -> str | None:
+    """Where a schedule's directories go (its state directories, RocksDB's scratch ones): a
+    memory-backed file system when the machine has a writable one, else ``None`` (the usual
+    temporary directory). The files are the same either way, only faster to sync."""
+    if _MEMORY_FS.is_dir() and os.access(_MEMORY_FS, os.W_OK | os.X_OK):
+        return str(_MEMORY_FS)
+    return None
 
 
 def _close_quietly(database: ProcessorDatabase) -> None:

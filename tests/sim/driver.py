@@ -28,7 +28,7 @@ from tests.sim.aimed import aim_at_protocol_windows
 from tests.sim.aimed_changes import aim_at_changes
 from tests.sim.app import INPUT
 from tests.sim.checks import check_outputs, check_world
-from tests.sim.disks import rocksdb_without_background_compactions
+from tests.sim.disks import memory_backed_temp, rocksdb_without_background_compactions
 from tests.sim.junk import Junk
 from tests.sim.operators import start_operator
 from tests.sim.plan import Operation, Plan, rival_operations
@@ -97,7 +97,9 @@ def run_schedule(
     """Run ``plan``'s schedule; the outcome lists every broken invariant. ``aim`` is called
     with the world before it starts (a test's own fault, aimed at one window)."""
     owned = root is None
-    root = Path(tempfile.mkdtemp(prefix="splitstate-sim-")) if root is None else root
+    scratch = memory_backed_temp()
+    if root is None:
+        root = Path(tempfile.mkdtemp(prefix="splitstate-sim-", dir=scratch))
     logging.disable(logging.CRITICAL)  # the runtime's warnings and errors are expected under faults
     ids = random.Random(plan.seed * 7 + 4)  # request ids, record keys, group names
 
@@ -105,7 +107,11 @@ def run_schedule(
         return uuid.UUID(int=ids.getrandbits(128), version=4)
 
     try:
-        with mock.patch("uuid.uuid4", seeded_uuid4), rocksdb_without_background_compactions():
+        with (
+            mock.patch("uuid.uuid4", seeded_uuid4),
+            mock.patch("tempfile.tempdir", scratch or tempfile.gettempdir()),
+            rocksdb_without_background_compactions(),
+        ):
             return _run(plan, root, aim)
     finally:
         logging.disable(logging.NOTSET)

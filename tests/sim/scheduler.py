@@ -95,7 +95,7 @@ class Scheduler:
     def live(self) -> list[Party]:
         """Parties that may still run (the others are forgotten: a world with many restarts
         would scan every party it ever had at every step)."""
-        self.parties = [p for p in self.parties if p.runnable]
+        self.parties = [p for p in self.parties if p.alive and not p.finished]  # runnable
         return list(self.parties)
 
     # -- inside a party ------------------------------------------------------------------
@@ -127,13 +127,14 @@ class Scheduler:
 
     def step(self) -> Party | None:
         """Run one runnable party until its next switch; ``None`` when none is left."""
-        live = self.live()
+        live = self.parties = [p for p in self.parties if p.alive and not p.finished]
         if not live:
             return None
-        ready = [p for p in live if p.wake_at <= self.now]
+        now = self.now
+        ready = [p for p in live if p.wake_at <= now]
         if not ready:
-            self.now = min(p.wake_at for p in live)
-            ready = [p for p in live if p.wake_at <= self.now]
+            self.now = now = min(p.wake_at for p in live)
+            ready = [p for p in live if p.wake_at <= now]
         party = self.rng.choice(ready)
         self.steps += 1
         self.now += STEP_SECONDS

@@ -114,7 +114,7 @@ def test_a_growth_blocks_scaling_and_resumes_after_a_crash(
     client: dict[str, str | int | float | bool] = {"bootstrap.servers": kafka_bootstrap}
     # the app must exist in its control log for `scale`
     runner = Supervised(SEQUENCES, config, tmp_path / "state", tmp_path / "run.log")
-    time.sleep(4)
+    wait_for_generation(config, 0, timeout=120)  # (a fixed 4 s was too short under load)
     assert runner.stop() == 0
     entry = expand_topic(
         Clients(client), topic, 6, report=lambda _line: None, stop_after="recorded"

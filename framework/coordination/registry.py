@@ -87,9 +87,9 @@ __all__ = [
 REGISTRY_TOPIC = "__splitstate_topics"
 
 
-#: what Kafka allows as a topic name
 #: how many parsed record values ``_entry`` keeps
 _PARSED_ENTRIES = 4096
+#: what Kafka allows as a topic name
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 

@@ -94,7 +94,10 @@ class RecordProcessor:
     dead letter (stage ``placement``, ``unrecorded marker: ...``). ``registry`` reads the
     registry's entries now; given, ``confirm_markers`` reads them again before records its
     view may be older than, so a step recorded after the view was read is never missed.
-    ``find_marker`` finds a change's markers this run did not read (``PlacementCheck``)."""
+    ``find_marker`` finds a change's markers this run did not read (``PlacementCheck``).
+    ``stop_on_error``: whether a failure of the app's code (its function, a timer, a window's
+    result) raises ``ProcessorStoppedError`` instead of being a dead letter (default: the
+    config's ``on_error``)."""
 
     def __init__(
         self,
@@ -107,6 +110,7 @@ class RecordProcessor:
         growths: Mapping[str, Growth] | None = None,
         registry: Callable[[], RegistryView] | None = None,
         find_marker: MarkerFinder | None = None,
+        stop_on_error: bool | None = None,
     ) -> None:
         self.app = app
         self.placement = PlacementCheck(  # (it counts the records without the count header)
@@ -118,7 +122,9 @@ class RecordProcessor:
             find_marker=find_marker,
         )
         self._registry = registry
-        self.stop_on_error = app.config.on_error == "stop"
+        self.stop_on_error = (
+            app.config.on_error == "stop" if stop_on_error is None else stop_on_error
+        )
         self.outputs = {t.topic for t in app.config.outputs}
         self.default_output = app.config.outputs[0].topic if len(app.config.outputs) == 1 else None
         self._encode = OutputEncoder(self.outputs, self.default_output).encode

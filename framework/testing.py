@@ -10,18 +10,25 @@
 Records go through exactly the code the runtime uses (decoding, validation, the processor
 function, dead letters, rollback of failed records), with state in memory. Each ``send`` is
 one committed batch. Keys are placed on partitions as producers would place them.
+
+A failure of the app's own code (its function raises or returns what cannot be written, a
+timer or a window's result fails) raises, so that a test fails on a bug:
+``TestDriver(app, on_error="dead-letter")`` makes it a dead letter instead, as the runtime
+does by default. Records the app cannot take (undecodable, late, misplaced) are dead letters
+either way.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from framework.app import App
 from framework.config import AppConfig
+from framework.errors import ProcessorStoppedError
 from framework.growth.placement import UNFENCED_SCOPE
 from framework.processing import (
     DeadLetter,
@@ -49,11 +56,23 @@ class TestDriver:
         config: AppConfig | None = None,
         *,
         database: ProcessorDatabase | None = None,
+        on_error: Literal["raise", "dead-letter"] = "raise",
     ) -> None:
         """``database``: the state of an earlier driver to go on from (e.g. of an earlier
         version of the app, deployed anew over its state), at its offsets; as a processor
         does at start, its keys' due times are derived again when the app declares its
-        windows and timers otherwise (``framework.time.rederive``)."""
+        windows and timers otherwise (``framework.time.rederive``).
+
+        ``on_error``: ``"raise"`` (default) raises the exception of the app's code that
+        failed on a record (its state stays at the batch before it, nothing is output; an app
+        configured with ``on_error: stop`` raises ``ProcessorStoppedError``, as its processor
+        stops); ``"dead-letter"`` follows the app's config (``on_error``), as the runtime
+        does."""
+        if on_error not in ("raise", "dead-letter"):
+            raise ValueError(
+                f"TestDriver(on_error={on_error!r}): it takes 'raise' (a failure of the app's "
+                "code raises) or 'dead-letter' (as the app's config says)"
+            )
         if config is not None:
             app.configure(config)
         app.check()
@@ -63,7 +82,13 @@ class TestDriver:
             DatabaseIdentity(self.config.app_id, 0), app.store_specs()
         )
         rederive_due(self.database, app)
-        self._processor = RecordProcessor(app, {t.topic: t.partitions for t in self.config.inputs})
+        self._processor = RecordProcessor(
+            app,
+            {t.topic: t.partitions for t in self.config.inputs},
+            stop_on_error=True if on_error == "raise" else None,
+        )
+        # (an app configured to stop raises ProcessorStoppedError, as its processor stops)
+        self._raise = on_error == "raise" and self.config.on_error != "stop"
         self._next_offset: dict[tuple[str, int], int] = defaultdict(int, self.database.offsets())
         self._outputs: dict[str, list[EncodedOutput]] = defaultdict(list)
         self.dead_letters: list[DeadLetter] = []
@@ -145,6 +170,16 @@ class TestDriver:
         batch = self.database.begin()
         try:
             outputs, dead = self._processor.process(batch, message, keys=keys)
+        except ProcessorStoppedError as stopped:
+            batch.abort()
+            cause = stopped.__cause__
+            if self._raise and isinstance(cause, Exception):
+                cause.add_note(
+                    f"splitstate TestDriver: {stopped} (In a test: "
+                    "TestDriver(app, on_error='dead-letter') makes it a dead letter instead.)"
+                )
+                raise cause from None
+            raise
         except BaseException:
             batch.abort()
             raise
@@ -158,11 +193,18 @@ class TestDriver:
         self.dead_letters += self._processor.take_letters()
 
     def outputs(self, topic: str | None = None) -> list[EncodedOutput]:
-        """Outputs written to ``topic`` (default: the only output topic), oldest first."""
+        """Outputs written to ``topic`` (default: the only output topic), oldest first;
+        ``ValueError`` for a topic the app does not write."""
+        written = [o.topic for o in self.config.outputs]
         if topic is None:
-            if len(self.config.outputs) != 1:
-                raise ValueError("the app has several output topics; name one")
-            topic = self.config.outputs[0].topic
+            if len(written) != 1:
+                raise ValueError(f"the app has several output topics {written}; name one")
+            topic = written[0]
+        if topic not in written:
+            raise ValueError(
+                f"the app writes no topic {topic!r}: its output topics are {written} "
+                "(dead letters are in TestDriver.dead_letters)"
+            )
         return list(self._outputs[topic])
 
     def output_values(self, topic: str | None = None) -> list[Any]:

@@ -63,7 +63,32 @@ def test_balances_apply_typed_records(balances: TestDriver) -> None:
     assert balances.dead_letters == []
 
 
-def test_bad_records_become_dead_letters_with_reasons(balances: TestDriver) -> None:
+def test_a_failing_function_raises_in_a_test_by_default(balances: TestDriver) -> None:
+    balances.send("transactions", b"acc-1", tx("acc-1", "deposit", 100))
+    with pytest.raises(Exception, match="exceeds the balance") as failed:
+        balances.send("transactions", b"acc-1", tx("acc-1", "withdrawal", 1000))
+    assert type(failed.value).__name__ == "InsufficientFundsError"  # the function's own
+    assert any("on_error='dead-letter'" in note for note in failed.value.__notes__)
+    # Nothing of the failed record was kept: state, offsets and outputs are as before it.
+    assert balances.state("accounts", b"acc-1") == Balance(
+        account="acc-1", balance=100, transactions=1
+    )
+    assert balances.offsets() == {("transactions", 2): 1}
+    assert balances.dead_letters == []
+    # Records the app cannot take are dead letters all the same, not errors.
+    balances.send("transactions", b"acc-1", "{not json")
+    assert [d.stage for d in balances.dead_letters] == ["decode"]
+
+
+def test_outputs_of_a_topic_the_app_does_not_write_is_an_error(balances: TestDriver) -> None:
+    with pytest.raises(ValueError, match="writes no topic 'balance-update'"):
+        balances.outputs("balance-update")
+
+
+def test_bad_records_become_dead_letters_with_reasons() -> None:
+    balances = TestDriver(
+        balances_app, AppConfig.load(balances_app.config_file), on_error="dead-letter"
+    )
     balances.send("transactions", b"acc-1", tx("acc-1", "deposit", 100))
     balances.send("transactions", b"acc-1", "{not json")
     balances.send("transactions", b"acc-1", tx("acc-1", "deposit", -5))
@@ -96,7 +121,7 @@ def test_failed_record_state_writes_are_rolled_back() -> None:
         if record.value == b"boom":
             raise RuntimeError("after writing state")
 
-    driver = TestDriver(app)
+    driver = TestDriver(app, on_error="dead-letter")
     driver.send("in", b"k", b"ok")
     driver.send("in", b"k", b"boom")
     driver.send("in", b"k", b"ok")
@@ -126,7 +151,7 @@ def test_outputs_to_undeclared_topics_are_dead_letters() -> None:
     def wrong(record: Record[bytes], state: KeyState[int]) -> Output:
         return Output(1, topic="elsewhere")
 
-    driver = TestDriver(app)
+    driver = TestDriver(app, on_error="dead-letter")
     driver.send("in", b"k")
     assert "output topic 'elsewhere' is not declared" in driver.dead_letters[0].reason
 
@@ -236,7 +261,7 @@ def test_returning_a_value_instead_of_an_output_names_the_fix(returned: object, 
         state.set(1)
         return returned
 
-    driver = TestDriver(app)
+    driver = TestDriver(app, on_error="dead-letter")
     driver.send("in", b"k")
     [dead] = driver.dead_letters
     assert dead.stage == "processor"

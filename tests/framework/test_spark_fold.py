@@ -32,7 +32,7 @@ def transactions(count: int) -> list[tuple[bytes, bytes]]:
 def test_fold_equals_the_driver_including_refused_and_invalid_records() -> None:
     config = AppConfig.load(balances_app.config_file)
     records = transactions(3000)
-    driver = TestDriver(balances_app, config)
+    driver = TestDriver(balances_app, config, on_error="dead-letter")
     for key, value in records:
         driver.send("transactions", key, value)
     table = records_table(

@@ -93,7 +93,7 @@ def replay(app: App, topic: str, records: list[InputRecord], history: TopicHisto
     """Replay ``records`` of input ``topic`` (whose partitions grew as ``history`` says)
     through one ``TestDriver`` of ``app`` (configured with the topic's initial partitions).
     Partitions go in ascending order: a partition split off is numbered above its parent."""
-    driver = TestDriver(app)
+    driver = TestDriver(app, on_error="dead-letter")  # (as the runtime)
     homes = Homes(history)
     initial = history.initial_partitions
     oracle = Oracle()

@@ -101,7 +101,7 @@ def test_a_failing_function_undoes_its_key_time_windows_timers_and_expiries() ->
             raise RuntimeError("no")
         return Output({"ok": record.value["v"]})
 
-    driver = TestDriver(app)
+    driver = TestDriver(app, on_error="dead-letter")
     driver.send("in", b"k", {"v": 1}, timestamp=5)
     before = {
         name: driver.state(name, b"k") for name in ("seen", "splitstate.time", "splitstate.due")

@@ -29,7 +29,7 @@ def counted(event_time: EventTime, value_type: Any = dict) -> TestDriver:
     def count(record: Record[Any]) -> int:
         return 1
 
-    return TestDriver(app)
+    return TestDriver(app, on_error="dead-letter")
 
 
 def test_the_kafka_timestamp_by_default_including_zero() -> None:

@@ -138,7 +138,7 @@ class Seen:
 
 
 def by_driver(steps: list[Step]) -> Seen:
-    driver = TestDriver(APP)
+    driver = TestDriver(APP, on_error="dead-letter")
     for step in steps:
         if step[0] == "record":
             driver.send("in", step[1], {"v": step[3]}, timestamp=step[2])

@@ -48,7 +48,7 @@ def _app(how: str, value: int) -> Any:
     ],
 )
 def test_a_timer_out_of_range_is_a_dead_letter_where_it_is_set(how: str, value: int) -> None:
-    driver = TestDriver(_app(how, value))
+    driver = TestDriver(_app(how, value), on_error="dead-letter")
     driver.send("in", b"k", {}, timestamp=1_000)
     driver.advance_time(2_000, wall=TIME_LIMIT)  # the next tick passes: nothing is due
     assert driver.output_values() == []

@@ -121,7 +121,7 @@ def test_a_periodic_timer_with_many_periods_to_catch_up_is_dropped() -> None:
     def start(record: Record[dict[str, Any]], every: KeyTimers) -> None:
         every.set(1)
 
-    driver = TestDriver(app)
+    driver = TestDriver(app, on_error="dead-letter")
     driver.send("in", b"k", {}, timestamp=0)
     driver.advance_time(MAX_FIRINGS + 10)  # MAX_FIRINGS + 10 periods to catch up
     assert len(fired) == MAX_FIRINGS

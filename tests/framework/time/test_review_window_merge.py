@@ -44,14 +44,14 @@ def make_app(merge: Any, emit: str = "final") -> App:
 
 def upgraded(driver: TestDriver, app: App) -> TestDriver:
     """A driver of ``app`` over ``driver``'s state and input (a new version deployed)."""
-    new = TestDriver(app)
+    new = TestDriver(app, on_error="dead-letter")
     new.database = driver.database
     new._next_offset = driver._next_offset  # (the same input partitions)
     return new
 
 
 def two_keys() -> TestDriver:
-    driver = TestDriver(make_app(merge_lists))
+    driver = TestDriver(make_app(merge_lists), on_error="dead-letter")
     driver.send("in", b"one", {"v": 1}, timestamp=5)
     driver.send("in", b"two", {"v": 1}, timestamp=5)
     driver.send("in", b"two", {"v": 2}, timestamp=6)  # [-4, 6] holds both: merged to close

@@ -32,7 +32,7 @@ def driver_of(aggregation: Aggregation) -> TestDriver:
     def add(record: Record[Reading], windows: KeyWindows) -> None:
         windows.add(record.value.x)
 
-    return TestDriver(app)
+    return TestDriver(app, on_error="dead-letter")
 
 
 @pytest.mark.parametrize(("aggregation", "expected"), [(Sum(), 4.0), (Mean(), 2.0)])

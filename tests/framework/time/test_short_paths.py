@@ -176,7 +176,9 @@ def test_window_adders_give_what_a_processor_adding_the_same_values_gives(
 ) -> None:
     kind, sum_values, emit = configuration
     drivers = [
-        TestDriver(window_app(kind, sum_values, emit, on_late, result, adder=adder))
+        TestDriver(
+            window_app(kind, sum_values, emit, on_late, result, adder=adder), on_error="dead-letter"
+        )
         for adder in (True, False)
     ]
     assert [uses_short_path(d) for d in drivers] == [True, False]
@@ -227,7 +229,9 @@ def test_a_record_that_closes_a_window_whose_result_fails_then_fails_leaves_one_
     adder: bool,
 ) -> None:
     """Its closing is undone with it: the window's dead letter too."""
-    driver = TestDriver(window_app("tumbling", True, "final", False, True, adder=adder))
+    driver = TestDriver(
+        window_app("tumbling", True, "final", False, True, adder=adder), on_error="dead-letter"
+    )
     driver.send("in", b"a", {"v": 4}, timestamp=5)  # (an even sum: its result fails)
     driver.send("in", b"a", {"v": "boom"}, timestamp=15)
     assert [d.stage for d in driver.dead_letters] == ["processor"]
@@ -260,7 +264,9 @@ def test_a_record_of_a_key_whose_time_record_is_damaged_is_the_same_dead_letter(
 @pytest.mark.parametrize("value", [math.nan, "text"])
 def test_a_value_a_window_refuses_leaves_nothing_behind(value: Any) -> None:
     """The short path writes the key's time only once everything succeeded."""
-    driver = TestDriver(window_app("tumbling", True, "final", False, False, adder=True))
+    driver = TestDriver(
+        window_app("tumbling", True, "final", False, False, adder=True), on_error="dead-letter"
+    )
     driver.send("in", b"a", {"v": 1}, timestamp=5)
     before = seen(driver)[2]
     driver.send("in", b"a", {"v": value}, timestamp=15)  # (it would close [0, 10) first)

@@ -141,14 +141,14 @@ def test_a_delay_needs_a_key_time() -> None:
     def handle(record: Record[Any], timers: KeyTimers) -> None:
         timers.set(record.value["at"])
 
-    driver = TestDriver(app)
+    driver = TestDriver(app, on_error="dead-letter")
     send(driver, 1, at="soon")
     assert stages(driver) == ["processor"]
     assert "a timer's time is int milliseconds, got 'soon'" in driver.dead_letters[0].reason
 
 
 def test_a_failing_timer_is_a_dead_letter_dropped_with_its_writes_undone() -> None:
-    driver = TestDriver(timer_app())
+    driver = TestDriver(timer_app(), on_error="dead-letter")
     send(driver, 10, do="set", at=20, name="bad")
     send(driver, 30, do="look")
     assert stages(driver) == ["timer"]
@@ -167,7 +167,7 @@ def test_a_failing_timer_is_a_dead_letter_dropped_with_its_writes_undone() -> No
 
 
 def test_a_failing_timer_at_a_tick_names_the_tick() -> None:
-    driver = TestDriver(timer_app())
+    driver = TestDriver(timer_app(), on_error="dead-letter")
     send(driver, 10, do="set", at=20, name="bad")
     driver.advance_time(25)
     assert stages(driver) == ["timer"]
@@ -201,7 +201,7 @@ def test_timers_of_several_keys_fire_in_time_then_key_order_at_one_tick() -> Non
 
 
 def test_a_timer_that_sets_itself_due_again_at_once_is_dropped_not_a_hang() -> None:
-    driver = TestDriver(timer_app())
+    driver = TestDriver(timer_app(), on_error="dead-letter")
     send(driver, 10, do="set", at=20, name="again")
     started = time.monotonic()
     send(driver, 30, do="look")
@@ -234,7 +234,7 @@ def test_timers_that_set_each_other_at_once_stop_at_the_firing_limit(
     def start(record: Record[Any], timers: KeyTimers) -> None:
         timers.set(record.value["at"], "a")
 
-    driver = TestDriver(app)
+    driver = TestDriver(app, on_error="dead-letter")
     driver.send("in", b"k", {"at": 5}, timestamp=1)
     driver.advance_time(5)
     assert len(emitted(driver)) == 20
@@ -259,7 +259,7 @@ def test_an_output_a_timer_cannot_write_is_the_timers_failure() -> None:
         timers.set(record.value["at"])
         return Output({"set": record.value["at"]})
 
-    driver = TestDriver(app)
+    driver = TestDriver(app, on_error="dead-letter")
     send(driver, 1, at=5)
     send(driver, 10, at=20)  # fires the timer at 5, then sets one at 20
     driver.advance_time(20)
@@ -280,7 +280,7 @@ def test_a_timer_name_is_text() -> None:
     def handle(record: Record[Any], timers: KeyTimers) -> None:
         timers.set(5, name=record.value["name"])
 
-    driver = TestDriver(app)
+    driver = TestDriver(app, on_error="dead-letter")
     send(driver, 1, name=7)
     assert stages(driver) == ["processor"]
     assert "a timer's name is text (str), got 7" in driver.dead_letters[0].reason

@@ -94,7 +94,7 @@ def test_ttl_true_lets_each_set_choose() -> None:
 
 
 def test_a_bad_ttl_fails_the_record_only() -> None:
-    driver = TestDriver(ttl_app(True))
+    driver = TestDriver(ttl_app(True), on_error="dead-letter")
     send(driver, 10, set="a", ttl=0)
     send(driver, 11, set="b", ttl="long")
     assert stages(driver) == ["processor", "processor"]
@@ -111,7 +111,7 @@ def test_set_with_ttl_on_a_store_without_one_is_a_clear_type_error() -> None:
     def remember(record: Record[Any], state: Any) -> None:
         state.set(1, ttl=5)
 
-    driver = TestDriver(app)
+    driver = TestDriver(app, on_error="dead-letter")
     send(driver, 1)
     assert stages(driver) == ["processor"]
     reason = driver.dead_letters[0].reason

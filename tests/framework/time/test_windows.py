@@ -25,7 +25,7 @@ def windowed(kind: WindowKind, emit: Any = "final", **options: Any) -> TestDrive
     def values(record: Record[dict[str, Any]]) -> Any:
         return record.value["v"]
 
-    return TestDriver(app)
+    return TestDriver(app, on_error="dead-letter")
 
 
 def send(driver: TestDriver, *timed: tuple[int, Any], key: bytes = b"k") -> None:
@@ -335,7 +335,7 @@ def test_add_at_needs_int_milliseconds() -> None:
     app = new_app()
     app.windows_store("w", Tumbling(10), Count())
     app.processor("in", dict, ["w"])(lambda record, windows: windows.add(1, at=record.value["at"]))
-    driver = TestDriver(app)
+    driver = TestDriver(app, on_error="dead-letter")
     for at in (2.5, "3", True):
         driver.send("in", b"k", {"at": at}, timestamp=1)
     assert stages(driver) == ["processor"] * 3

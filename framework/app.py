@@ -14,12 +14,14 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from framework.config import AppConfig, ConfigError
+from framework.errors import SplitstateError
 from framework.records import Output, Record
 from framework.time.aggregations import Aggregation
 from framework.time.durations import Duration, to_ms
@@ -235,6 +237,32 @@ class App:
         own = [StoreSpec(TIME_STORE, RawBytes), StoreSpec(DUE_STORE, RawBytes)]
         own = own if self.uses_time else []
         return [*self.stores.values(), *own]
+
+    def run(self, argv: Sequence[str] | None = None) -> None:
+        """Run the app from its own script, as ``splitstate run FILE.py:APP`` would:
+        ``if __name__ == "__main__": app.run()`` at the end of ``app.py`` makes
+        ``python app.py --processor-id J`` (or ``SPLITSTATE_PROCESSOR_ID``) run processor
+        ``J``, ``python app.py --all`` every processor under a local supervisor, with
+        ``run``'s options (``--config FILE``, ``--log-format``; ``argv``, default the
+        script's arguments). Exits with the command's status (``SystemExit``)."""
+        from framework.ops.cli import main  # noqa: PLC0415 - the command line sits above the app
+
+        raise SystemExit(
+            main(["run", self._script_spec(), *(sys.argv[1:] if argv is None else argv)])
+        )
+
+    def _script_spec(self) -> str:
+        """``PATH.py:NAME`` of this app in the script Python runs (``SplitstateError``: none)."""
+        script = sys.modules.get("__main__")
+        path = getattr(script, "__file__", None)
+        names = [name for name, value in vars(script).items() if value is self] if script else []
+        if path is None or not names:
+            raise SplitstateError(
+                "app.run() runs the App that the script Python runs defines (python app.py, "
+                "with `if __name__ == '__main__': app.run()` at its end); this App is none of "
+                "its names. Fix: run it with `splitstate run MODULE:APP` (or FILE.py:APP)"
+            )
+        return f"{Path(path).resolve()}:{names[0]}"
 
     def check(self) -> None:
         """Raise ``ConfigError`` when the config and the registered functions disagree."""

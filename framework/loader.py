@@ -1,8 +1,10 @@
-"""Finding the user's ``App`` from a ``MODULE:ATTRIBUTE`` spec, as uvicorn and gunicorn do."""
+"""Finding the user's ``App`` from a ``MODULE:ATTRIBUTE`` spec, as uvicorn and gunicorn do, or
+from a file's ``PATH.py:ATTRIBUTE`` (from any directory)."""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import traceback
 from pathlib import Path
@@ -16,19 +18,26 @@ __all__ = ["load_app"]
 
 
 def load_app(spec: str, config_file: Path | None = None) -> App:
-    """Import ``MODULE:ATTRIBUTE`` (from the current directory too) and apply ``config_file``."""
-    module_name, _, attribute = spec.partition(":")
+    """Import ``MODULE:ATTRIBUTE`` (from the current directory too) or the file
+    ``PATH.py:ATTRIBUTE`` (its directory first on the import path, so its own imports work; the
+    script Python runs, ``python app.py``, is not imported again) and apply ``config_file``."""
+    module_name, _, attribute = spec.rpartition(":")
     if not module_name or not attribute:
         raise SplitstateError(
-            f"{spec!r} is not MODULE:APP. Fix: name the module and the App object, e.g. "
-            "examples.wordcount.app:app"
+            f"{spec!r} is not MODULE:APP or FILE.py:APP. Fix: name the module (or the file) "
+            "and the App object, e.g. examples.wordcount.app:app or examples/wordcount/app.py:app"
         )
-    if str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        raise _not_found(module_name, error) from None
+    if module_name.endswith(".py"):
+        path = Path(module_name).resolve()
+        module = _import_file(path)
+        module_name, spec = path.name, f"{path}:{attribute}"
+    else:
+        if str(Path.cwd()) not in sys.path:
+            sys.path.insert(0, str(Path.cwd()))
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            raise _not_found(module_name, error) from None
     if not hasattr(module, attribute):
         raise SplitstateError(
             f"module {module_name!r} has no attribute {attribute!r}. Fix: "
@@ -45,6 +54,40 @@ def load_app(spec: str, config_file: Path | None = None) -> App:
         app.configure(AppConfig.load(config_file))
         app.config_file = config_file
     return app
+
+
+def _import_file(path: Path) -> ModuleType:
+    """The module of the Python file ``path``: the running script's own when it is the one
+    Python runs, else imported under its file name's stem (once)."""
+    main = sys.modules.get("__main__")
+    main_file = getattr(main, "__file__", None)
+    if main is not None and main_file is not None and Path(main_file).resolve() == path:
+        return main
+    if not path.is_file():
+        raise SplitstateError(
+            f"cannot find the file {str(path)!r}. Fix: give the path of the Python file that "
+            "defines the App (relative to this directory, or absolute), e.g. app.py:app"
+        )
+    name = path.stem
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(path):
+        return loaded
+    found = importlib.util.spec_from_file_location(name, path)
+    if found is None or found.loader is None:
+        raise SplitstateError(f"{str(path)!r} is not a Python file Python can import")
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    module = importlib.util.module_from_spec(found)
+    sys.modules[name] = module
+    try:
+        found.loader.exec_module(module)
+    except ModuleNotFoundError as error:
+        del sys.modules[name]
+        raise _not_found(name, error) from None
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
 
 def _not_found(module_name: str, error: ModuleNotFoundError) -> SplitstateError:

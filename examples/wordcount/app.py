@@ -3,7 +3,8 @@
 Input topic ``words``: key = the word (UTF-8), value ignored. Output topic ``word-counts``:
 key = the word, value = ``{"word": ..., "count": N}`` with N the running count.
 
-Run: splitstate run examples.wordcount.app:app --all
+Run: python examples/wordcount/app.py --all (every processor, from any directory), or
+splitstate run examples.wordcount.app:app --all
 """
 
 from __future__ import annotations
@@ -22,3 +23,7 @@ def count(record: Record[bytes | None], state: KeyState[int]) -> Output:
     total: int = (state.get() or 0) + 1
     state.set(total)
     return Output({"word": record.key_text, "count": total})
+
+
+if __name__ == "__main__":
+    app.run()

@@ -4,11 +4,13 @@ module importing a missing package was told to run from the directory that holds
 
 from __future__ import annotations
 
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
+from framework import App
 from framework.errors import SplitstateError
 from framework.loader import load_app
 
@@ -74,3 +76,40 @@ def test_a_module_that_is_not_found_says_where_it_was_looked_for(
         message = str(raised.value)
         assert f"cannot find module {spec.partition(':')[0]!r}" in message, message
         assert "run from the directory that holds it" in message
+
+
+def test_a_file_path_loads_from_any_directory_with_the_files_own_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    helper = f"helper_{uuid.uuid4().hex[:8]}"
+    (project / f"{helper}.py").write_text("LIMIT = 7\n")
+    (project / "my_app.py").write_text(f"from {helper} import LIMIT\n{APP_MODULE}")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "my_app", raising=False)
+    app = load_app("../project/my_app.py:other")
+    # the spec is absolute, so child processes (the supervisor's, Spark's) find it from anywhere
+    assert app.spec == f"{(project / 'my_app.py').resolve()}:other"
+    assert load_app(app.spec) is app  # imported once
+    with pytest.raises(
+        SplitstateError, match=r"'my_app\.py' has no attribute 'ap'.*my_app\.py:app"
+    ):
+        load_app("../project/my_app.py:ap")
+
+
+def test_a_missing_file_is_named_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SplitstateError, match=r"cannot find the file .*nowhere\.py"):
+        load_app("nowhere.py:app")
+
+
+def test_app_run_outside_its_script_says_how_to_run_it() -> None:
+    """``app.run()`` runs the App of the script Python runs; pytest's is no such script."""
+    with pytest.raises(SplitstateError, match=r"splitstate run MODULE:APP"):
+        App().run([])

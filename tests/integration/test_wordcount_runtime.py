@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -25,6 +27,7 @@ from tests.integration.harness import (
 pytestmark = pytest.mark.integration
 
 APP = "examples.wordcount.app:app"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def wordcount_config(
@@ -115,3 +118,37 @@ def test_sigkill_mid_stream_keeps_counts_exact(tmp_path: Path, kafka_bootstrap: 
     for word, n in truth.items():
         assert set(seen[word]) == set(range(1, n + 1)), (word, n, seen[word])
     assert "processor 1 exited with status -9; restarting" in runner.output()
+
+
+def test_python_app_py_runs_every_processor_from_another_directory(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    """``python app.py --all`` (the example ends with ``app.run()``), run from a directory
+    that is not the project's: the supervisor's processors load the file by its path."""
+    config, words, counts = wordcount_config(tmp_path, kafka_bootstrap, 4, 2)
+    stream = make_words(2_000, 50, seed=3)
+    produce(kafka_bootstrap, words, ((w, b"") for w in stream))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with (tmp_path / "run.log").open("wb") as log:
+        script = [sys.executable, str(ROOT / "examples" / "wordcount" / "app.py")]
+        process = subprocess.Popen(
+            [*script, "--all", "--config", str(config)],
+            cwd=elsewhere,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        reader = TopicReader(kafka_bootstrap, counts, 4)
+        try:
+            reader.wait_for(lambda r: len(r.records) >= len(stream), timeout=180, what="outputs")
+        finally:
+            process.send_signal(signal.SIGTERM)
+            status = process.wait(timeout=90)
+            reader.close()
+    output = (tmp_path / "run.log").read_text(errors="replace")
+    assert status == 0, output[-3000:]
+    seen = counts_by_word(reader.records)
+    assert {word: values[-1] for word, values in seen.items()} == Counter(
+        w.decode() for w in stream
+    )
+    assert "processor 0 of" in output and "processor 1 of" in output, output[-3000:]

@@ -18,6 +18,7 @@ from framework.ops.cli import expand as expand_commands
 from framework.ops.cli import run as run_commands
 from framework.ops.cli import snapshot as snapshot_commands
 from framework.ops.cli import state as state_commands
+from framework.ops.cli import tail as tail_commands
 from framework.ops.cli._errors import report_error
 from framework.ops.logs import LOG_FORMAT_VARIABLE, LOG_FORMATS
 from framework.redaction import RedactingFormatter
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     expand_commands.register(commands)
     snapshot_commands.register(commands)
     control_commands.register(commands)
+    tail_commands.register(commands)
     return parser
 
 

@@ -1,0 +1,83 @@
+"""``splitstate tail``: a topic's records decoded, read_committed, escaped; an app's outputs and
+dead letters by the app's name (issue 37: a new user had no way to see what an app wrote)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka import Producer
+
+from framework.records import DeadLetter
+from tests.integration.harness import create_app, produce, splitstate, unique
+
+pytestmark = pytest.mark.integration
+
+APP = "examples.wordcount.app:app"
+
+
+def test_a_topics_records_decoded_and_escaped(tmp_path: Path, kafka_bootstrap: str) -> None:
+    config = create_app(
+        tmp_path,
+        kafka_bootstrap,
+        APP,
+        app_id=unique("tail"),
+        initial_processors=1,
+        inputs=[{"topic": unique("words"), "partitions": 2}],
+        outputs=[{"topic": unique("counts"), "partitions": 2}],
+    )
+    settings = yaml.safe_load(config.read_text())
+    output, dead_letters = settings["outputs"][0]["topic"], f"{settings['app_id']}-dead-letters"
+    produce(kafka_bootstrap, output, [(b"apple", b'{"word": "apple", "count": 1}')])
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    letter = DeadLetter("words", 1, 7, b"k", b"\x1b[2J{not json", (), "decode", "Invalid JSON")
+    headers: list[tuple[str, str | bytes | None]] = list(letter.kafka_headers())
+    producer.produce(dead_letters, letter.value, letter.key, headers=headers)
+    assert producer.flush(30) == 0
+
+    by_topic = splitstate(
+        "tail",
+        output,
+        "--from-beginning",
+        "--max-records",
+        "1",
+        "--bootstrap-servers",
+        kafka_bootstrap,
+    )
+    assert by_topic.returncode == 0, by_topic.stderr
+    assert by_topic.stdout.endswith('key \'apple\': {"word":"apple","count":1}\n'), by_topic.stdout
+    by_app = splitstate(
+        "tail",
+        APP,
+        "--config",
+        str(config),
+        "--dead-letters",
+        "--from-beginning",
+        "--max-records",
+        "1",
+    )
+    assert by_app.returncode == 0, by_app.stderr
+    line = by_app.stdout.strip()
+    assert "dead letter, stage decode, of words[1]@7 key 'k': Invalid JSON" in line, line
+    assert "\x1b" not in line and "\\x1b[2J{not json" in line, line  # escaped, not run
+
+
+def test_a_missing_topic_and_a_wrong_app_topic_are_named(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    missing = splitstate(
+        "tail", unique("nothing"), "--idle-seconds", "1", "--bootstrap-servers", kafka_bootstrap
+    )
+    assert missing.returncode == 2 and "there is no topic" in missing.stderr, missing.stderr
+    config = create_app(
+        tmp_path,
+        kafka_bootstrap,
+        APP,
+        app_id=unique("tail"),
+        initial_processors=1,
+        inputs=[{"topic": unique("words")}],
+        outputs=[{"topic": unique("counts")}],
+    )
+    wrong = splitstate("tail", APP, "--config", str(config), "--topic", "typo")
+    assert wrong.returncode == 2 and "writes no topic 'typo'" in wrong.stderr, wrong.stderr

@@ -1,0 +1,46 @@
+"""Every code block of README.md and docs/ is checked, so no snippet rots: a page's Python
+blocks run in order in one namespace (``__file__`` from the page's ``<!-- snippet: file PATH
+-->``, the checkout as working directory); a block marked ``<!-- snippet: compile-only, WHY
+-->`` (a broker, a library not installed here) is compiled only; JSON blocks parse. Shell
+blocks are not run here (most need a broker)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.docs_pages import ROOT, code_blocks, markers, page_file, pages
+
+_PYTHON_PAGES = [page for page in pages() if any(b.language == "python" for b in code_blocks(page))]
+
+
+@pytest.mark.parametrize("page", _PYTHON_PAGES, ids=lambda page: str(page.relative_to(ROOT)))
+def test_the_pages_python_blocks_run(page: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    namespace: dict[str, object] = {"__file__": str(page_file(page)), "__name__": "docs_snippet"}
+    for block in code_blocks(page):
+        if block.language != "python":
+            continue
+        code = compile(block.code, f"{page.relative_to(ROOT)}:{block.line}", "exec")
+        if not block.compile_only:
+            exec(code, namespace)  # noqa: S102 - the documentation's own code
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda page: str(page.relative_to(ROOT)))
+def test_the_pages_json_blocks_parse_and_markers_say_why(page: Path) -> None:
+    for marker in markers(page):  # a misspelt marker would let its block run, or not
+        assert marker.startswith(("compile-only, ", "file ")), (page, marker)
+    for block in code_blocks(page):
+        where = f"{page.relative_to(ROOT)}:{block.line}"
+        if block.compile_only:
+            assert block.language == "python", f"{where}: only Python blocks are compiled"
+        if block.language == "json":
+            json.loads(block.code)
+
+
+def test_python_blocks_are_run_not_only_compiled() -> None:
+    blocks = [b for page in _PYTHON_PAGES for b in code_blocks(page) if b.language == "python"]
+    compiled_only = [b for b in blocks if b.compile_only]
+    assert len(blocks) >= 10 and len(compiled_only) <= 2, (len(blocks), len(compiled_only))

@@ -3,7 +3,8 @@ config reference's table has a row per config field and the defaults it names ar
 code's (a dead_letter_topic documented as ``<app_id>-dead-letters`` once read ``None``), the
 tutorial shows a typed store and the Quix side by side, every relative link of README.md and
 docs/ resolves (to a page, and to a heading there when it names one), and every page is in
-the site's navigation."""
+the site's navigation; the references generated from the code (config, CLI, control-log
+records, handoff phases) hold what the code has."""
 
 from __future__ import annotations
 
@@ -15,9 +16,17 @@ import pytest
 import yaml
 
 from framework import AppConfig
-from framework.ops.reference import config_fields
+from framework.ops.reference import (
+    cli_markdown,
+    config_fields,
+    control_records_markdown,
+    handoff_phases_markdown,
+)
 from framework.records import DeadLetterStage
+from rebalance.control_schema import KINDS
+from rebalance.states import HANDOFF_MACHINE
 from tests.docs_pages import DOCS, ROOT, anchors, code_blocks, pages, relative_links
+from tools.docs_hooks import GENERATED, on_page_markdown
 
 DEAD_LETTERS = (DOCS / "reference" / "dead-letters.md").read_text()
 CONFIG = (DOCS / "reference" / "config.md").read_text()
@@ -81,3 +90,30 @@ def test_every_docs_page_is_in_the_navigation() -> None:
 
     on_disk = {str(page.relative_to(DOCS)) for page in DOCS.rglob("*.md")}
     assert listed(config["nav"]) == on_disk
+
+
+def test_every_generated_marker_names_a_generator_and_is_filled_in() -> None:
+    names = {
+        name
+        for page in DOCS.rglob("*.md")
+        for name in re.findall(r"^<!-- generated: ([\w-]+) -->$", page.read_text(), re.MULTILINE)
+    }
+    assert names == set(GENERATED), (names, set(GENERATED))
+    page = "a\n<!-- generated: handoff-phases -->\n<!-- snippet: compile-only, why -->\nb"
+    filled = on_page_markdown(page)
+    assert "<!--" not in filled and "stateDiagram-v2" in filled
+
+
+def test_the_cli_reference_holds_every_command() -> None:
+    reference = cli_markdown()
+    for command in ("broker start", "run", "topics create", "scale", "status", "state dump"):
+        assert f"## `splitstate {command}`" in reference, command
+    assert "--processor-id" in reference and "--abort" in reference
+
+
+def test_the_control_log_reference_holds_every_kind_and_transition() -> None:
+    records = control_records_markdown()
+    assert all(f"| `{kind}` |" in records for kind in KINDS), KINDS
+    phases = handoff_phases_markdown()
+    for (state, event), after in HANDOFF_MACHINE.table.items():
+        assert f"| `{state}` | `{event}` | `{after}` |" in phases

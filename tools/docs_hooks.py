@@ -8,7 +8,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from framework.ops.reference import cli_markdown, config_fields_markdown
+from framework.ops.reference import (
+    cli_markdown,
+    config_fields_markdown,
+    control_records_markdown,
+    handoff_phases_markdown,
+)
 
 __all__ = ["GENERATED", "on_page_markdown"]
 
@@ -16,6 +21,8 @@ __all__ = ["GENERATED", "on_page_markdown"]
 GENERATED: dict[str, Callable[[], str]] = {
     "config-fields": config_fields_markdown,
     "cli": cli_markdown,
+    "control-records": control_records_markdown,
+    "handoff-phases": handoff_phases_markdown,
 }
 _MARKER = re.compile(r"^<!-- generated: ([\w-]+) -->$", re.MULTILINE)
 _SNIPPET = re.compile(r"^<!-- snippet: .*-->\n", re.MULTILINE)

@@ -1,11 +1,13 @@
-"""Reference pages generated from the code: the config's fields from the pydantic models, and
-the command line from its argparse parsers (the docs site's hook, ``tools/docs_hooks.py``,
-puts them into ``docs/reference``), so that neither can drift from what the code accepts."""
+"""Reference pages generated from the code: the config's fields from the pydantic models, the
+command line from its argparse parsers, the control log's record kinds from their schemas and
+the handoff phases from their state machine (the docs site's hook, ``tools/docs_hooks.py``,
+puts them into ``docs/reference``), so that none can drift from what the code accepts."""
 
 from __future__ import annotations
 
 import argparse
 import re
+import types
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,8 +18,17 @@ from pydantic_core import PydanticUndefined
 
 from framework.config import AppConfig
 from framework.ops.cli import build_parser
+from rebalance.control_schema import SCHEMAS
+from rebalance.states import HANDOFF_MACHINE, HandoffPhase
 
-__all__ = ["ConfigField", "cli_markdown", "config_fields", "config_fields_markdown"]
+__all__ = [
+    "ConfigField",
+    "cli_markdown",
+    "config_fields",
+    "config_fields_markdown",
+    "control_records_markdown",
+    "handoff_phases_markdown",
+]
 
 #: constraint names of ``annotated_types`` and how the table writes them
 _BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "min_length": "min length"}
@@ -77,6 +88,29 @@ def cli_markdown(heading_level: int = 2) -> str:
     return "\n\n".join(sections)
 
 
+def control_records_markdown() -> str:
+    """Each control-log record kind (its ``type``) with the fields its schema reads."""
+    rows = ["| `type` | fields (optional ones with `?`) |", "| --- | --- |"]
+    for kind, schema in sorted(SCHEMAS.items()):
+        fields = [
+            f"`{name}{'' if info.is_required() else '?'}`: `{_type_name(info.annotation)}`"
+            for name, info in schema.model_fields.items()
+        ]
+        rows.append(f"| `{kind}` | {_cell(', '.join(fields))} |")
+    return "\n".join(rows)
+
+
+def handoff_phases_markdown() -> str:
+    """The handoff state machine: a Mermaid diagram and its table (phase, event, next)."""
+    order = list(HandoffPhase)
+    table = sorted(HANDOFF_MACHINE.table.items(), key=lambda item: order.index(item[0][0]))
+    lines = ["```mermaid", "stateDiagram-v2"]
+    lines += [f"    {state} --> {after}: {event}" for (state, event), after in table]
+    lines += ["```", "", "| phase | event | next phase |", "| --- | --- | --- |"]
+    lines += [f"| `{state}` | `{event}` | `{after}` |" for (state, event), after in table]
+    return "\n".join(lines)
+
+
 def _parsers(
     parser: argparse.ArgumentParser, name: str
 ) -> Iterator[tuple[str, argparse.ArgumentParser]]:
@@ -109,10 +143,20 @@ def _nested_model(annotation: object) -> tuple[type[BaseModel] | None, bool]:
 
 
 def _type_name(annotation: object) -> str:
-    if isinstance(annotation, type) and typing.get_origin(annotation) is None:
-        return annotation.__name__
-    text = str(annotation)
-    return re.sub(r"\b(?:typing|pathlib|datetime|framework\.[\w.]+)\.", "", text)
+    """A type as written in code, without ``Annotated`` constraints or module prefixes."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(arg) for arg in args)
+    if origin is typing.Literal:
+        return f"Literal[{', '.join(repr(arg) for arg in args)}]"
+    if origin is not None:
+        name = getattr(origin, "__name__", str(origin))
+        return f"{name}[{', '.join(_type_name(arg) for arg in args)}]"
+    if isinstance(annotation, type):  # a private schema's name as its class's, NoneType as None
+        return "None" if annotation is type(None) else annotation.__name__.lstrip("_")
+    return re.sub(r"\b(?:typing|pathlib|datetime)\.", "", str(annotation))
 
 
 def _default(info: FieldInfo) -> str:

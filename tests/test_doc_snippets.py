@@ -43,4 +43,5 @@ def test_the_pages_json_blocks_parse_and_markers_say_why(page: Path) -> None:
 def test_python_blocks_are_run_not_only_compiled() -> None:
     blocks = [b for page in _PYTHON_PAGES for b in code_blocks(page) if b.language == "python"]
     compiled_only = [b for b in blocks if b.compile_only]
-    assert len(blocks) >= 10 and len(compiled_only) <= 2, (len(blocks), len(compiled_only))
+    # a producer and a consumer (a broker), the Quix side by side (not installed)
+    assert len(blocks) >= 10 and len(compiled_only) <= 3, (len(blocks), len(compiled_only))

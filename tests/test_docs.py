@@ -117,3 +117,21 @@ def test_the_control_log_reference_holds_every_kind_and_transition() -> None:
     phases = handoff_phases_markdown()
     for (state, event), after in HANDOFF_MACHINE.table.items():
         assert f"| `{state}` | `{event}` | `{after}` |" in phases
+
+
+def test_the_config_tables_defaults_are_the_models() -> None:
+    """Each default the hand-written table spells as a value is the model's default (those it
+    explains, such as ``<app_id>-dead-letters`` or ``8 MiB``, are checked elsewhere or read)."""
+    written = dict(re.findall(r"^\| `([a-z_.]+)` \| ([^|]*) \|", CONFIG, re.MULTILINE))
+    checked = 0
+    for field in config_fields():
+        cell = written.get(field.path, "").strip("`").removesuffix(" (off)")
+        if not cell or re.search(r"<|MiB|second|initial_processors", cell):
+            continue
+        default = field.default
+        if re.fullmatch(r"\d+(\.\d+)?", cell):
+            assert float(cell) == float(default), field.path
+        else:
+            assert cell == default.replace("True", "true"), field.path
+        checked += 1
+    assert checked >= 25

@@ -94,7 +94,7 @@ def check_environment(model: type[BaseModel], environ: Mapping[str, str]) -> lis
         if all(parts) and _names_a_field(model, parts):
             continue
         close = difflib.get_close_matches(upper, known, n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]}?" if close else "see the README's config reference"
+        hint = f"did you mean {close[0]}?" if close else "see docs/reference/config.md"
         problems.append(
             f"environment variable {variable} names no config field ({hint} Fix: rename or "
             "unset it; nested fields are joined with __, e.g. SPLITSTATE_BATCH__MAX_RECORDS)"

@@ -96,7 +96,7 @@ def _fix(kind: str, model: type[BaseModel], loc: tuple[int | str, ...]) -> str:
             model,
             loc,
             "did you mean {}? Else remove it",
-            "remove it, or check its spelling against the README's config reference",
+            "remove it, or check its spelling against docs/reference/config.md",
         )
     return ""
 

@@ -267,7 +267,7 @@ class EncodedOutput:
     partition: int = -1
 
 
-#: where a record failed (its dead letter's ``splitstate.stage``; the README has a table)
+#: where a record failed (its dead letter's ``splitstate.stage``; docs/reference/dead-letters.md)
 DeadLetterStage = Literal[
     "decode", "route", "placement", "processor", "output", "crash", "late", "timer", "window"
 ]

@@ -29,6 +29,7 @@ the same way for everyone.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
@@ -55,7 +56,7 @@ from rebalance.record_checks import (
 from rebalance.states import HandoffEvent
 from rebalance.step_records import StepRecord
 
-__all__ = ["KINDS", "check_record"]
+__all__ = ["KINDS", "SCHEMAS", "check_record"]
 
 
 def _event(value: str) -> str:
@@ -185,6 +186,8 @@ _SCHEMAS: dict[str, type[_Record]] = {
 
 #: the record kinds this splitstate reads
 KINDS = frozenset(_SCHEMAS)
+#: each kind's schema (read only; the docs' reference lists their fields)
+SCHEMAS: Mapping[str, type[BaseModel]] = MappingProxyType(_SCHEMAS)
 
 
 def check_record(record: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -69,7 +69,8 @@ UNPLACED_CAUSE = (
 #: the fix for them
 UNPLACED_FIX = (
     "write with framework.SplitstateProducer, or a partitioner using the same hash "
-    "(bucket(key_hash(key), N, M) over the topic registry's counts; README, 'Writing input')"
+    "(bucket(key_hash(key), N, M) over the topic registry's counts; "
+    "docs/concepts/linear-hashing.md, 'Writing input')"
 )
 
 #: ``(low, split)`` of each partition count in a topic's history, as ``bucket`` computes them

@@ -1,0 +1,137 @@
+"""The docs say what the code does: every dead-letter stage the code writes is documented, the
+config reference's table has a row per config field and the defaults it names are the
+code's (a dead_letter_topic documented as ``<app_id>-dead-letters`` once read ``None``), the
+tutorial shows a typed store and the Quix side by side, every relative link of README.md and
+docs/ resolves (to a page, and to a heading there when it names one), and every page is in
+the site's navigation; the references generated from the code (config, CLI, control-log
+records, handoff phases) hold what the code has."""
+
+from __future__ import annotations
+
+import re
+import typing
+from pathlib import Path
+
+import pytest
+import yaml
+
+from framework import AppConfig
+from framework.ops.reference import (
+    cli_markdown,
+    config_fields,
+    control_records_markdown,
+    handoff_phases_markdown,
+)
+from framework.records import DeadLetterStage
+from rebalance.control_schema import KINDS
+from rebalance.states import HANDOFF_MACHINE
+from tests.docs_pages import DOCS, ROOT, anchors, code_blocks, pages, relative_links
+from tools.docs_hooks import GENERATED, on_page_markdown
+
+DEAD_LETTERS = (DOCS / "reference" / "dead-letters.md").read_text()
+CONFIG = (DOCS / "reference" / "config.md").read_text()
+
+
+@pytest.mark.parametrize("stage", typing.get_args(DeadLetterStage))
+def test_every_dead_letter_stage_is_documented(stage: str) -> None:
+    assert re.search(rf"^\| `{stage}` \|", DEAD_LETTERS, re.MULTILINE), stage
+
+
+def test_the_dead_letter_topic_default_is_what_the_config_holds() -> None:
+    row = re.search(r"^\| `dead_letter_topic` \| `([^`]*)` \|", CONFIG, re.MULTILINE)
+    assert row is not None
+    config = AppConfig.load(None, app_id="shop", inputs=[{"topic": "orders"}], initial_processors=1)
+    assert row[1].replace("<app_id>", "shop") == config.dead_letter_topic == config.dead_letters
+
+
+def test_the_config_table_has_a_row_per_field_and_no_other() -> None:
+    """The hand-written table explains; the generated one below it lists (from the models)."""
+    documented = set(re.findall(r"^\| `([a-z_.]+)` \|", CONFIG, re.MULTILINE))
+    fields = {f.path for f in config_fields() if "[]." not in f.path}
+    assert documented == fields, (fields - documented, documented - fields)
+    assert "<!-- generated: config-fields -->" in CONFIG
+
+
+def test_the_tutorial_shows_a_typed_store_and_the_quix_side_by_side() -> None:
+    first = [b.code for b in code_blocks(DOCS / "tutorial" / "first-app.md")]
+    assert any(".store(" in code and "BaseModel" in code for code in first), (
+        "the tutorial shows a typed store: app.store(name, Model)"
+    )
+    windows = [b for b in code_blocks(DOCS / "tutorial" / "windows.md") if b.language == "python"]
+    assert len([b for b in windows if not b.compile_only]) >= 3, "window, its test, the timer"
+    assert any("tumbling_window" in b.code for b in windows), "the Quix side by side"
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda page: str(page.relative_to(ROOT)))
+def test_every_relative_link_resolves(page: Path) -> None:
+    for link in relative_links(page):
+        target, _, anchor = link.partition("#")
+        path = (page.parent / target).resolve() if target else page
+        assert path.exists(), f"{page.relative_to(ROOT)}: {link}"
+        if anchor and path.suffix == ".md":
+            assert anchor in anchors(path), f"{page.relative_to(ROOT)}: {link}"
+
+
+def test_every_docs_page_is_in_the_navigation() -> None:
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda *_: None)
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)  # noqa: S506 - SafeLoader
+
+    def listed(nav: object) -> set[str]:
+        if isinstance(nav, str):
+            return {nav}
+        if isinstance(nav, list):
+            return set().union(*(listed(item) for item in nav))
+        if isinstance(nav, dict):
+            return set().union(*(listed(item) for item in nav.values()))
+        return set()
+
+    on_disk = {str(page.relative_to(DOCS)) for page in DOCS.rglob("*.md")}
+    assert listed(config["nav"]) == on_disk
+
+
+def test_every_generated_marker_names_a_generator_and_is_filled_in() -> None:
+    names = {
+        name
+        for page in DOCS.rglob("*.md")
+        for name in re.findall(r"^<!-- generated: ([\w-]+) -->$", page.read_text(), re.MULTILINE)
+    }
+    assert names == set(GENERATED), (names, set(GENERATED))
+    page = "a\n<!-- generated: handoff-phases -->\n<!-- snippet: compile-only, why -->\nb"
+    filled = on_page_markdown(page)
+    assert "<!--" not in filled and "stateDiagram-v2" in filled
+
+
+def test_the_cli_reference_holds_every_command() -> None:
+    reference = cli_markdown()
+    for command in ("broker start", "run", "topics create", "scale", "status", "state dump"):
+        assert f"## `splitstate {command}`" in reference, command
+    assert "--processor-id" in reference and "--abort" in reference
+
+
+def test_the_control_log_reference_holds_every_kind_and_transition() -> None:
+    records = control_records_markdown()
+    assert all(f"| `{kind}` |" in records for kind in KINDS), KINDS
+    phases = handoff_phases_markdown()
+    for (state, event), after in HANDOFF_MACHINE.table.items():
+        assert f"| `{state}` | `{event}` | `{after}` |" in phases
+
+
+def test_the_config_tables_defaults_are_the_models() -> None:
+    """Each default the hand-written table spells as a value is the model's default (those it
+    explains, such as ``<app_id>-dead-letters`` or ``8 MiB``, are checked elsewhere or read)."""
+    written = dict(re.findall(r"^\| `([a-z_.]+)` \| ([^|]*) \|", CONFIG, re.MULTILINE))
+    checked = 0
+    for field in config_fields():
+        cell = written.get(field.path, "").strip("`").removesuffix(" (off)")
+        if not cell or re.search(r"<|MiB|second|initial_processors", cell):
+            continue
+        default = field.default
+        if re.fullmatch(r"\d+(\.\d+)?", cell):
+            assert float(cell) == float(default), field.path
+        else:
+            assert cell == default.replace("True", "true"), field.path
+        checked += 1
+    assert checked >= 25

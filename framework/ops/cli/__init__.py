@@ -15,6 +15,7 @@ from framework.ops.cli import backfill as backfill_commands
 from framework.ops.cli import broker as broker_commands
 from framework.ops.cli import control as control_commands
 from framework.ops.cli import expand as expand_commands
+from framework.ops.cli import new as new_commands
 from framework.ops.cli import run as run_commands
 from framework.ops.cli import snapshot as snapshot_commands
 from framework.ops.cli import state as state_commands
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     snapshot_commands.register(commands)
     control_commands.register(commands)
     tail_commands.register(commands)
+    new_commands.register(commands)
     return parser
 
 

@@ -1,0 +1,29 @@
+"""``splitstate new NAME``: a new app's directory, whose test passes and which runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from framework.ops.scaffold import new_app
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``new`` subcommand."""
+    new = commands.add_parser(
+        "new", help="write a new app (app.py, config.yaml, test_app.py) into a new directory"
+    )
+    new.add_argument("name", metavar="NAME", help="the app's name: its directory and app_id")
+    new.add_argument(
+        "--directory", type=Path, default=Path(), help="where to make it (default: here)"
+    )
+    new.set_defaults(handler=_new)
+
+
+def _new(args: argparse.Namespace) -> int:
+    directory = new_app(args.name, args.directory)
+    print(f"wrote {directory}/: app.py, config.yaml, test_app.py, README.md")
+    print(f"next: cd {directory} && pytest test_app.py; its README says how to run it")
+    return 0

@@ -1,0 +1,54 @@
+"""``splitstate new NAME``: the app it writes loads, and its own test passes (issue 37 §2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from framework.errors import SplitstateError
+from framework.loader import load_app
+from framework.ops.cli import main
+from framework.ops.scaffold import new_app
+
+
+def test_the_new_apps_test_passes_and_its_config_loads(tmp_path: Path) -> None:
+    assert main(["new", "shop", "--directory", str(tmp_path)]) == 0
+    directory = tmp_path / "shop"
+    assert sorted(p.name for p in directory.iterdir()) == [
+        "README.md",
+        "app.py",
+        "config.yaml",
+        "test_app.py",
+    ]
+    tested = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_app.py"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert "1 passed" in tested.stdout
+    app = load_app(f"{directory / 'app.py'}:app")
+    config = app.config
+    assert config.app_id == "shop"
+    assert [t.topic for t in config.inputs] == ["shop-input"]
+    assert [t.topic for t in config.outputs] == ["shop-counts"]
+
+
+@pytest.mark.parametrize("name", ["Shop", "1shop", "shop!", "", "a" * 65, "../up"])
+def test_a_name_that_cannot_name_an_app_is_refused(tmp_path: Path, name: str) -> None:
+    with pytest.raises(SplitstateError, match="is not an app name"):
+        new_app(name, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_directory_with_files_is_left_alone(tmp_path: Path) -> None:
+    (tmp_path / "shop").mkdir()
+    (tmp_path / "shop" / "app.py").write_text("mine\n")
+    with pytest.raises(SplitstateError, match="exists and is not empty: nothing was written"):
+        new_app("shop", tmp_path)
+    assert (tmp_path / "shop" / "app.py").read_text() == "mine\n"

@@ -82,7 +82,13 @@ class TopicConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     topic: str
-    partitions: int = Field(default=1, ge=1, le=MAX_PARTITIONS)
+    partitions: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_PARTITIONS,
+        description="when splitstate creates the topic (an input's default: "
+        "initial_processors, as an input needs initial_processors x 2^k)",
+    )
     replication_factor: int = Field(default=1, ge=1)
     producer_lease_ms: int = Field(
         default=10_000,
@@ -216,6 +222,12 @@ class AppConfig(RedactedRepr, BaseSettings):
         "config is validated, so a loaded config's dead_letter_topic is the topic in force",
     )
     on_error: Literal["dead-letter", "stop"] = "dead-letter"
+    auto_create_topics: bool = Field(
+        default=True,
+        description="a processor's start creates the app's input and output topics that are "
+        "missing, as `splitstate topics create` does (configured partitions; inputs keep "
+        "every record unless retention_ms says otherwise)",
+    )
     crash_limit: int = Field(
         default=3,
         ge=1,
@@ -253,6 +265,9 @@ class AppConfig(RedactedRepr, BaseSettings):
     def _consistent(self) -> AppConfig:
         if self.dead_letter_topic is None:
             self.dead_letter_topic = f"{self.app_id}-dead-letters"
+        for topic in self.inputs:  # (an input needs initial_processors x 2^k partitions)
+            if "partitions" not in topic.model_fields_set:
+                topic.partitions = self.initial_processors
         names = [t.topic for t in self.inputs] + [t.topic for t in self.outputs]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:

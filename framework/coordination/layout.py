@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 from framework.app import App
 from framework.config import AppConfig, ConfigError
+from framework.coordination.app_topics import check_input_retention, input_and_output_specs
 from framework.coordination.control_guard import ControlLogLostError, check_history
 from framework.coordination.control_log import ControlLog
 from framework.coordination.progress_reports import progress_topic_spec
@@ -86,10 +87,18 @@ def prepare_app(
     names = [t.topic for t in config.inputs] + [t.topic for t in config.outputs]
     counts = kafka.partition_counts(names)
     missing = [name for name in names if name not in counts]
+    if missing and config.auto_create_topics:
+        check_input_retention(config)
+        specs = [spec for spec in input_and_output_specs(config) if spec.name in missing]
+        for name in kafka.create_topics(specs):
+            log.info("created topic %s (auto_create_topics)", name)
+        counts = kafka.partition_counts(names)
+        missing = [name for name in names if name not in counts]
     if missing:
         raise ConfigError(
             f"topics {missing} do not exist. Fix: `splitstate topics create "
-            f"MODULE:APP` creates the app's topics with the configured partition counts."
+            f"MODULE:APP` creates the app's topics with the configured partition counts "
+            "(or leave auto_create_topics on: a start creates them)."
         )
     registry = TopicRegistry(kafka)
     control_log = ControlLog(kafka, config.control_topic)

@@ -13,9 +13,11 @@ from tests.conftest import TopicFactory
 from tests.integration.harness import (
     Supervised,
     TopicReader,
+    counts_by_word,
     produce,
     splitstate,
     unique,
+    wait_for,
     write_config,
 )
 
@@ -96,6 +98,7 @@ def test_config_errors_fail_fast(
         inputs=[{"topic": unique("nope")}],
         outputs=[{"topic": unique("nope-out")}],
         initial_processors=1,
+        auto_create_topics=False,
     )
     status, error = run_once(missing)
     assert status == 2
@@ -138,3 +141,41 @@ def test_config_errors_fail_fast(
     assert "initial_processors is 1 in the config but app" in error
     assert "was started with 2 (its control log). It can never change." in error
     assert "Traceback" not in error
+
+
+def test_a_start_creates_the_missing_topics_with_valid_partition_counts(
+    tmp_path: Path, kafka_bootstrap: str, kafka_admin: AdminClient
+) -> None:
+    """auto_create_topics (default on): the first start makes the inputs (initial_processors
+    partitions when not given, every record kept) and outputs, then processes as usual."""
+    words, counts = unique("auto-words"), unique("auto-counts")
+    config = write_config(
+        tmp_path,
+        kafka_bootstrap,
+        app_id=unique("auto"),
+        inputs=[{"topic": words}],
+        outputs=[{"topic": counts, "partitions": 3}],
+        initial_processors=2,
+    )
+    runner = Supervised(WORDCOUNT, config, tmp_path / "state", tmp_path / "run.log")
+    try:
+        wait_for(
+            lambda: (
+                words in kafka_admin.list_topics(timeout=10).topics
+                and "partitions [" in runner.output()
+            ),
+            60,
+            "the input topic created and the processors running",
+        )
+        produce(kafka_bootstrap, words, [(b"pear", b""), (b"pear", b"")])
+        reader = TopicReader(kafka_bootstrap, counts, 3)
+        try:
+            reader.wait_for(lambda r: len(r.records) >= 2, timeout=60, what="2 counts")
+        finally:
+            reader.close()
+    finally:
+        assert runner.stop() == 0, runner.output()[-3000:]
+    topics = kafka_admin.list_topics(timeout=10).topics
+    assert len(topics[words].partitions) == 2 and len(topics[counts].partitions) == 3
+    assert "created topic" in runner.output()
+    assert counts_by_word(reader.records) == {"pear": [1, 2]}

@@ -8,7 +8,12 @@ import os
 import sys
 import time
 
-from framework.config import AppConfig, ConfigError, TopicConfig
+from framework.coordination.app_topics import (
+    INPUT_RETENTION_MS,
+    check_input_retention,
+    input_and_output_specs,
+    minimum_input_retention_ms,
+)
 from framework.coordination.progress_reports import progress_topic_spec
 from framework.coordination.registry import TopicEntry, TopicRegistry
 from framework.coordination.scaling import abort_scale, request_scale, resume_scale
@@ -29,9 +34,6 @@ from framework.runtime.loop import ProcessorRuntime
 __all__ = ["INPUT_RETENTION_MS", "check_input_retention", "minimum_input_retention_ms", "register"]
 
 log = logging.getLogger("splitstate")
-
-#: ``retention.ms`` of input topics that ``topics create`` makes (``-1``: keep every record).
-INPUT_RETENTION_MS = -1
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -155,16 +157,7 @@ def _create_topics(args: argparse.Namespace) -> int:
     config = app.config
     check_input_retention(config)
     kafka = Clients.of(config)
-    # inputs keep their whole history unless told otherwise (a replay reads all of it; with
-    # snapshots a finite retention_ms suffices); outputs keep the broker's default
-    specs = [
-        TopicSpec(t.topic, t.partitions, t.replication_factor, _retention(t, INPUT_RETENTION_MS))
-        for t in config.inputs
-    ]
-    specs += [
-        TopicSpec(t.topic, t.partitions, t.replication_factor, _retention(t, None))
-        for t in config.outputs
-    ]
+    specs = input_and_output_specs(config)
     specs.append(TopicSpec(config.dead_letters, 1))
     specs.append(TopicSpec(config.control_topic, 1, config=COMPACTED))
     specs.append(progress_topic_spec(config.progress_topic))
@@ -199,47 +192,6 @@ def _partitions(entry: TopicEntry) -> str:
         "running, or run it again to resume)"
     )
     return f"  partitions {history_line(entry.history)}{going}"
-
-
-def minimum_input_retention_ms(config: AppConfig) -> int:
-    """The least ``retention.ms`` an input needs with snapshots: a restore or a transfer
-    reads from a snapshot at most ``snapshots.interval_seconds`` old (twice, for an upload
-    that failed once), plus an hour to notice and act."""
-    return int((2 * config.snapshots.interval_seconds + 3600) * 1000)
-
-
-def check_input_retention(config: AppConfig) -> None:
-    """Refuse an input ``retention_ms`` too short for the app to rebuild state; warn when
-    it is finite with a bootstrap that needs the whole history."""
-    for topic in config.inputs:
-        retention = topic.retention_ms
-        if retention is None or retention == -1:
-            continue
-        if config.bootstrap == "snapshot":
-            least = minimum_input_retention_ms(config)
-            every = config.snapshots.interval_seconds
-            if retention < least:
-                raise ConfigError(
-                    f"input {topic.topic!r} has retention_ms {retention}, but a processor "
-                    f"restoring from a snapshot (taken every {every:.0f}s) may need records "
-                    f"up to {least} ms old. Fix: set retention_ms to at "
-                    f"least {least} (2 x snapshots.interval_seconds + 1 hour), or -1."
-                )
-        elif not (config.bootstrap == "spark" and config.spark.archive is not None):
-            log.warning(
-                "input %r keeps records for %d ms only: with bootstrap: %s a scale replays the "
-                "whole history, so scales are refused once retention deleted records. Use "
-                "bootstrap: snapshot (the default), or spark with an archive.",
-                topic.topic,
-                retention,
-                config.bootstrap,
-            )
-
-
-def _retention(topic: TopicConfig, default: int | None) -> dict[str, str] | None:
-    """The topic config ``topics create`` sets: ``retention.ms`` when given or defaulted."""
-    retention = default if topic.retention_ms is None else topic.retention_ms
-    return None if retention is None else {"retention.ms": str(retention)}
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -63,8 +63,19 @@ class Handler:
 class App:
     """A stateful processing app: stores, processor functions, and its config."""
 
-    def __init__(self, config: AppConfig | None = None, config_file: Path | None = None) -> None:
+    def __init__(
+        self, config: AppConfig | None = None, config_file: Path | None = None, **settings: Any
+    ) -> None:
+        """``config``, or ``config_file`` (YAML or TOML) with the environment, loaded on first
+        use; ``settings``: config fields given in code (they take precedence over the file's),
+        e.g. ``App(app_id="shop", inputs=["orders"], outputs=["totals"])``."""
+        if config is not None and settings:
+            raise ConfigError(
+                f"App() got a config and settings {sorted(settings)}: give one of them. Fix: "
+                "put the settings into the AppConfig, or pass no config"
+            )
         self._config = config
+        self._settings = settings
         self.config_file = config_file
         #: ``MODULE:ATTRIBUTE`` this app was loaded from (``load_app`` sets it), so child
         #: processes (processors, Spark bootstrap jobs) can import it again.
@@ -80,7 +91,7 @@ class App:
     def config(self) -> AppConfig:
         """The config: as given, or loaded from ``config_file`` and the environment on first use."""
         if self._config is None:
-            self._config = AppConfig.load(self.config_file)
+            self._config = AppConfig.load(self.config_file, **self._settings)
         return self._config
 
     def configure(self, config: AppConfig) -> None:

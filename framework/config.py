@@ -68,8 +68,22 @@ class KafkaConfig(RedactedRepr, BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    bootstrap_servers: str = "127.0.0.1:9092"
+    bootstrap_servers: str = Field(
+        default="127.0.0.1:9092",
+        description="host:port,... of the brokers ($KAFKA_BOOTSTRAP_SERVERS, when set, "
+        "stands in for this default)",
+    )
     settings: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kafkas_usual_variable(cls, data: Any) -> Any:
+        """Without ``bootstrap_servers`` (from the config or ``SPLITSTATE_KAFKA__...``),
+        Kafka's usual ``KAFKA_BOOTSTRAP_SERVERS`` names the brokers."""
+        usual = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+        if usual and isinstance(data, dict) and "bootstrap_servers" not in data:
+            return {**data, "bootstrap_servers": usual}
+        return data
 
     def client_settings(self) -> dict[str, Any]:
         """Settings for a confluent-kafka client: bootstrap servers plus the pass-through."""
@@ -210,7 +224,12 @@ class AppConfig(RedactedRepr, BaseSettings):
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     inputs: list[TopicConfig] = Field(min_length=1)
     outputs: list[TopicConfig] = Field(default_factory=list)
-    initial_processors: int = Field(ge=1)
+    initial_processors: int = Field(
+        default=1,
+        ge=1,
+        description="the processors of the app's first start (B): every input has B x 2^k "
+        "partitions; it never changes (any processor count can run later)",
+    )
     processors: int | None = Field(default=None, ge=1)
     state_dir: Path | None = None
     key_hash: Literal["murmur3"] = "murmur3"
@@ -250,6 +269,14 @@ class AppConfig(RedactedRepr, BaseSettings):
         "writing (compacted topics whose partition count changed; 0: a tombstone with every "
         "record of a key that moved)",
     )
+
+    @field_validator("inputs", "outputs", mode="before")
+    @classmethod
+    def _topic_names(cls, value: Any) -> Any:
+        """A topic may be given by its name alone (``inputs=["orders"]``)."""
+        if isinstance(value, list):
+            return [{"topic": item} if isinstance(item, str) else item for item in value]
+        return value
 
     @field_validator("app_id")
     @classmethod

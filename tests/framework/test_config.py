@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from framework import AppConfig, ConfigError
+from framework import App, AppConfig, ConfigError
 from framework.kafka import Clients, settings_check
 
 BASE = """
@@ -87,8 +87,10 @@ def test_errors_name_field_and_fix(tmp_path: Path) -> None:
     message = str(caught.value)
     assert "app_id: app_id 'has space' may only use letters" in message
     assert "inputs: List should have at least 1 item" in message
-    assert "initial_processors: Field required (fix: add it to the config file or set " in message
-    assert "SPLITSTATE_INITIAL_PROCESSORS" in message
+    with pytest.raises(ConfigError) as missing:
+        AppConfig.load(write(tmp_path, "inputs: [words]\n", "missing.yaml"))
+    assert "app_id: Field required (fix: add it to the config file or set " in str(missing.value)
+    assert "SPLITSTATE_APP_ID" in str(missing.value)
     assert "procesors: Extra inputs are not permitted (fix: did you mean processors?" in message
     assert "batch.max_records: Input should be greater than or equal to 1" in message
 
@@ -214,3 +216,27 @@ def test_a_field_missing_in_a_list_entry_suggests_no_variable_that_does_not_exis
     assert "SPLITSTATE_INPUTS_TOPIC" not in message, message
     assert "inputs.0.topic: Field required (fix: add it to inputs[0] in the config file" in message
     assert "inputs.0.topc: Extra inputs are not permitted (fix: did you mean topic?" in message
+
+
+def test_an_app_configured_in_code_needs_no_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 37 §2: config in code with defaults; topics by name; the YAML file optional."""
+    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    app = App(app_id="shop", inputs=["orders"], outputs=["totals"], initial_processors=2)
+    config = app.config
+    assert [(t.topic, t.partitions) for t in config.inputs] == [("orders", 2)]
+    assert [(t.topic, t.partitions) for t in config.outputs] == [("totals", 1)]
+    assert config.kafka.bootstrap_servers == "127.0.0.1:9092"
+    assert App(app_id="shop", inputs=["orders"]).config.initial_processors == 1
+    with pytest.raises(ConfigError, match="got a config and settings"):
+        App(config, app_id="other")
+
+
+def test_kafkas_usual_variable_names_the_broker_unless_splitstates_or_the_config_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "kafka-a:9092")
+    assert AppConfig.load(None, app_id="s", inputs=["i"]).kafka.bootstrap_servers == "kafka-a:9092"
+    given = AppConfig.load(None, app_id="s", inputs=["i"], kafka={"bootstrap_servers": "b:1"})
+    assert given.kafka.bootstrap_servers == "b:1"
+    monkeypatch.setenv("SPLITSTATE_KAFKA__BOOTSTRAP_SERVERS", "kafka-c:9092")
+    assert AppConfig.load(None, app_id="s", inputs=["i"]).kafka.bootstrap_servers == "kafka-c:9092"

@@ -255,15 +255,21 @@ class App:
         ``python app.py --processor-id J`` (or ``SPLITSTATE_PROCESSOR_ID``) run processor
         ``J``, ``python app.py --all`` every processor under a local supervisor, with
         ``run``'s options (``--config FILE``, ``--log-format``; ``argv``, default the
-        script's arguments). Exits with the command's status (``SystemExit``)."""
+        script's arguments); ``python -m package.app`` works too. Exits with the command's
+        status (``SystemExit``).
+
+        Every process of the app (this one, the supervisor's processors, Spark's workers)
+        imports the file by its name (``app``; ``package.app`` with ``-m``), so the app must be
+        whole at module level: what the ``__main__`` block does besides ``run()`` happens in
+        this first process only."""
         from framework.ops.cli import main  # noqa: PLC0415 - the command line sits above the app
 
-        raise SystemExit(
-            main(["run", self._script_spec(), *(sys.argv[1:] if argv is None else argv)])
-        )
+        arguments = sys.argv[1:] if argv is None else argv
+        raise SystemExit(main(["run", self._script_spec(), *arguments]))
 
     def _script_spec(self) -> str:
-        """``PATH.py:NAME`` of this app in the script Python runs (``SplitstateError``: none)."""
+        """``PATH.py:NAME`` (``MODULE:NAME`` under ``python -m``) of this app in the script
+        Python runs (``SplitstateError``: it is none of the script's names)."""
         script = sys.modules.get("__main__")
         path = getattr(script, "__file__", None)
         names = [name for name, value in vars(script).items() if value is self] if script else []
@@ -273,6 +279,9 @@ class App:
                 "with `if __name__ == '__main__': app.run()` at its end); this App is none of "
                 "its names. Fix: run it with `splitstate run MODULE:APP` (or FILE.py:APP)"
             )
+        module = getattr(getattr(script, "__spec__", None), "name", None)
+        if module:  # python -m package.app: imported by its module name, relative imports work
+            return f"{module}:{names[0]}"
         return f"{Path(path).resolve()}:{names[0]}"
 
     def check(self) -> None:

@@ -26,10 +26,10 @@ from pydantic_settings import (
 from framework.config_checks import ENV_PREFIX, check_environment, environment_parse_problems
 from framework.config_errors import ConfigError, explain
 from framework.config_files import read_config_file
+from framework.config_kafka import KafkaConfig, TopicConfig, check_name
 from framework.config_time import TimeConfig
 from framework.redaction import RedactedRepr, mask_secrets, redacted_data, remember_secrets
 from framework.redaction import secret_values as _secret_values
-from rebalance.record_checks import MAX_PARTITIONS
 
 __all__ = [
     "DEFAULT_TOMBSTONES_CACHED",
@@ -46,82 +46,12 @@ __all__ = [
     "mask_secrets",
 ]
 
-_NAME = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 #: the field in pydantic-settings' "error parsing value for field "kafka" from source ..."
 _SETTINGS_FIELD = re.compile(r'field "([^"]+)"')
 
 #: how many ``(topic, key, step)`` a producer remembers writing compaction tombstones for
 #: (``framework.growth.compaction_writes``), unless configured
 DEFAULT_TOMBSTONES_CACHED = 100_000
-
-
-def _check_name(value: str, what: str) -> str:
-    if not _NAME.match(value):
-        raise ValueError(
-            f"{what} {value!r} may only use letters, digits, '.', '_' and '-' (1-200 chars)"
-        )
-    return value
-
-
-class KafkaConfig(RedactedRepr, BaseModel):
-    """How to reach Kafka; ``settings`` pass through to librdkafka (e.g. security)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    bootstrap_servers: str = Field(
-        default="127.0.0.1:9092",
-        description="host:port,... of the brokers ($KAFKA_BOOTSTRAP_SERVERS, when set, "
-        "stands in for this default)",
-    )
-    settings: dict[str, str | int | float | bool] = Field(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _kafkas_usual_variable(cls, data: Any) -> Any:
-        """Without ``bootstrap_servers`` (from the config or ``SPLITSTATE_KAFKA__...``),
-        Kafka's usual ``KAFKA_BOOTSTRAP_SERVERS`` names the brokers."""
-        usual = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-        if usual and isinstance(data, dict) and "bootstrap_servers" not in data:
-            return {**data, "bootstrap_servers": usual}
-        return data
-
-    def client_settings(self) -> dict[str, Any]:
-        """Settings for a confluent-kafka client: bootstrap servers plus the pass-through."""
-        return {"bootstrap.servers": self.bootstrap_servers, **self.settings}
-
-
-class TopicConfig(BaseModel):
-    """An input or output topic; ``partitions`` is used when splitstate creates it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    topic: str
-    partitions: int = Field(
-        default=1,
-        ge=1,
-        le=MAX_PARTITIONS,
-        description="when splitstate creates the topic (an input's default: "
-        "initial_processors, as an input needs initial_processors x 2^k)",
-    )
-    replication_factor: int = Field(default=1, ge=1)
-    producer_lease_ms: int = Field(
-        default=10_000,
-        ge=100,
-        description="how long producers may place keys with the count they last read",
-    )
-    producer_delivery_timeout_ms: int = Field(
-        default=30_000, ge=1000, description="producers' delivery.timeout.ms (expand waits it)"
-    )
-    retention_ms: int | None = Field(
-        default=None,
-        ge=-1,
-        description="retention.ms `topics create` sets (inputs: -1, keep all, unless given)",
-    )
-
-    @field_validator("topic")
-    @classmethod
-    def _valid_topic(cls, value: str) -> str:
-        return _check_name(value, "topic name")
 
 
 class BatchConfig(BaseModel):
@@ -281,12 +211,12 @@ class AppConfig(RedactedRepr, BaseSettings):
     @field_validator("app_id")
     @classmethod
     def _valid_app_id(cls, value: str) -> str:
-        return _check_name(value, "app_id")
+        return check_name(value, "app_id")
 
     @field_validator("dead_letter_topic")
     @classmethod
     def _valid_dead_letter_topic(cls, value: str | None) -> str | None:
-        return None if value is None else _check_name(value, "dead_letter_topic")
+        return None if value is None else check_name(value, "dead_letter_topic")
 
     @model_validator(mode="after")
     def _consistent(self) -> AppConfig:

@@ -57,12 +57,11 @@ def load_app(spec: str, config_file: Path | None = None) -> App:
 
 
 def _import_file(path: Path) -> ModuleType:
-    """The module of the Python file ``path``: the running script's own when it is the one
-    Python runs, else imported under its file name's stem (once)."""
-    main = sys.modules.get("__main__")
-    main_file = getattr(main, "__file__", None)
-    if main is not None and main_file is not None and Path(main_file).resolve() == path:
-        return main
+    """The module of the Python file ``path``, imported (once) under its file name's stem, as
+    every process of the app imports it (the supervisor's processors, Spark's workers, which
+    find it by that name): also when it is the script Python runs, whose ``__main__`` is
+    another module. A stem that already names another module is refused: importing the file
+    under it would change what that name means to every later import."""
     if not path.is_file():
         raise SplitstateError(
             f"cannot find the file {str(path)!r}. Fix: give the path of the Python file that "
@@ -70,8 +69,16 @@ def _import_file(path: Path) -> ModuleType:
         )
     name = path.stem
     loaded = sys.modules.get(name)
-    if loaded is not None and getattr(loaded, "__file__", None) == str(path):
-        return loaded
+    if loaded is not None:
+        if _origin(getattr(loaded, "__file__", None)) == path:
+            return loaded
+        raise _clash(path, name, getattr(loaded, "__file__", None) or "built in")
+    try:
+        elsewhere = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        elsewhere = None
+    if elsewhere is not None and _origin(elsewhere.origin) != path:
+        raise _clash(path, name, elsewhere.origin or "built in")
     found = importlib.util.spec_from_file_location(name, path)
     if found is None or found.loader is None:
         raise SplitstateError(f"{str(path)!r} is not a Python file Python can import")
@@ -88,6 +95,18 @@ def _import_file(path: Path) -> ModuleType:
         del sys.modules[name]
         raise
     return module
+
+
+def _origin(file: str | None) -> Path | None:
+    return None if file is None else Path(file).resolve()
+
+
+def _clash(path: Path, name: str, other: str) -> SplitstateError:
+    return SplitstateError(
+        f"cannot load {str(path)!r} as module {name!r}: that name is already another module "
+        f"here ({other}), and each of the app's processes imports the file by that name. "
+        "Fix: rename the file (e.g. shop_app.py), or run from its directory as MODULE:APP"
+    )
 
 
 def _not_found(module_name: str, error: ModuleNotFoundError) -> SplitstateError:

@@ -64,10 +64,11 @@ class TestDriver:
         windows and timers otherwise (``framework.time.rederive``).
 
         ``on_error``: ``"raise"`` (default) raises the exception of the app's code that
-        failed on a record (its state stays at the batch before it, nothing is output; an app
-        configured with ``on_error: stop`` raises ``ProcessorStoppedError``, as its processor
-        stops); ``"dead-letter"`` follows the app's config (``on_error``), as the runtime
-        does."""
+        failed on a record (its state stays at the batch before it, nothing is output); what
+        splitstate refuses of what the code did (a timer set due again at once, say), and any
+        failure of an app configured with ``on_error: stop``, raise ``ProcessorStoppedError``,
+        as its processor stops. ``"dead-letter"`` follows the app's config (``on_error``), as
+        the runtime does."""
         if on_error not in ("raise", "dead-letter"):
             raise ValueError(
                 f"TestDriver(on_error={on_error!r}): it takes 'raise' (a failure of the app's "
@@ -168,21 +169,24 @@ class TestDriver:
         offset = self._next_offset[(topic, partition)]
         message = StoredMessage(topic, partition, offset, key, raw, timestamp, headers)
         batch = self.database.begin()
+        failed: Exception | None = None
         try:
             outputs, dead = self._processor.process(batch, message, keys=keys)
         except ProcessorStoppedError as stopped:
             batch.abort()
             cause = stopped.__cause__
-            if self._raise and isinstance(cause, Exception):
-                cause.add_note(
-                    f"splitstate TestDriver: {stopped} (In a test: "
-                    "TestDriver(app, on_error='dead-letter') makes it a dead letter instead.)"
-                )
-                raise cause from None
-            raise
+            if not (self._raise and isinstance(cause, Exception) and _users(cause)):
+                raise
+            cause.add_note(
+                f"splitstate TestDriver: {stopped} (In a test: "
+                "TestDriver(app, on_error='dead-letter') makes it a dead letter instead.)"
+            )
+            failed = cause
         except BaseException:
             batch.abort()
             raise
+        if failed is not None:  # raised here, out of the handler: its own cause stays its own
+            raise failed
         batch.set_offset(topic, partition, offset + 1)
         batch.commit()
         self._next_offset[(topic, partition)] = offset + 1
@@ -222,3 +226,9 @@ class TestDriver:
     def offsets(self) -> dict[tuple[str, int], int]:
         """Next offset per input partition."""
         return self.database.offsets()
+
+
+def _users(error: Exception) -> bool:
+    """Whether ``error`` is the app's code's own (not splitstate's refusal of what it did,
+    e.g. a timer set due again at once: that stays a ``ProcessorStoppedError``)."""
+    return not type(error).__module__.startswith(("framework.", "statestore.", "rebalance."))

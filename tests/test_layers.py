@@ -27,6 +27,7 @@ FRAMEWORK_LAYERS: tuple[tuple[str, ...], ...] = (
         "framework.config_checks",
         "framework.config_errors",
         "framework.config_files",
+        "framework.config_kafka",
         "framework.config_time",
         "framework.redaction",
         "framework.records",

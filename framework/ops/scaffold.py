@@ -46,7 +46,7 @@ if __name__ == "__main__":
 _CONFIG = """\
 # {name}'s config. Every field can be overridden with SPLITSTATE_<FIELD>, nested with __
 # (e.g. SPLITSTATE_KAFKA__BOOTSTRAP_SERVERS=127.0.0.1:9092).
-app_id: {name}
+app_id: "{name}"
 kafka:
   bootstrap_servers: 127.0.0.1:9092
 inputs:
@@ -115,12 +115,18 @@ def new_app(name: str, parent: Path) -> Path:
             "letters, digits, '-' or '_' (it names the app's directory, app_id and topics)"
         )
     directory = parent / name
-    if directory.exists() and any(directory.iterdir()):
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise SplitstateError(
-            f"{str(directory)!r} exists and is not empty: nothing was written. Fix: pick "
-            "another name or --directory, or remove it"
+            f"{str(directory)!r} exists and is not an empty directory: nothing was written. "
+            "Fix: pick another name or --directory, or remove it"
         )
-    directory.mkdir(parents=True, exist_ok=True)
-    for file, text in _FILES.items():
-        (directory / file).write_text(text.format(name=name))
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for file, text in _FILES.items():
+            (directory / file).write_text(text.format(name=name))
+    except OSError as error:
+        raise SplitstateError(
+            f"cannot write the app into {str(directory)!r}: {error}. Fix: pick a --directory "
+            "you can write to"
+        ) from None
     return directory

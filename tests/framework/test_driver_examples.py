@@ -80,6 +80,35 @@ def test_a_failing_function_raises_in_a_test_by_default(balances: TestDriver) ->
     assert [d.stage for d in balances.dead_letters] == ["decode"]
 
 
+def test_a_function_returning_a_dict_fails_the_test() -> None:
+    """The bug a new user met: a function returning a dict dead-lettered every record while the
+    driver's tests passed. Now the test fails, with the function's own exception and cause."""
+    app = App(config())
+    app.store("s")
+
+    @app.processor()
+    def bare(record: Record[bytes], state: KeyState[int]) -> Any:
+        return {"word": "apple"}
+
+    with pytest.raises(TypeError, match="returned a dict, not an Output"):
+        TestDriver(app).send("in", b"k")
+
+    chained = App(config())
+    chained.store("s")
+
+    @chained.processor()
+    def looks_up(record: Record[bytes], state: KeyState[int]) -> Any:
+        table: dict[str, int] = {}
+        try:
+            return table["missing"]
+        except KeyError as missing:
+            raise ValueError("lookup failed") from missing
+
+    with pytest.raises(ValueError, match="lookup failed") as failed:
+        TestDriver(chained).send("in", b"k")
+    assert isinstance(failed.value.__cause__, KeyError)  # the user's own chain, whole
+
+
 def test_outputs_of_a_topic_the_app_does_not_write_is_an_error(balances: TestDriver) -> None:
     with pytest.raises(ValueError, match="writes no topic 'balance-update'"):
         balances.outputs("balance-update")

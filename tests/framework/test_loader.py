@@ -4,7 +4,10 @@ module importing a missing package was told to run from the directory that holds
 
 from __future__ import annotations
 
+import importlib.machinery
+import subprocess
 import sys
+import types
 import uuid
 from pathlib import Path
 
@@ -99,6 +102,12 @@ def test_a_file_path_loads_from_any_directory_with_the_files_own_imports(
         SplitstateError, match=r"'my_app\.py' has no attribute 'ap'.*my_app\.py:app"
     ):
         load_app("../project/my_app.py:ap")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "my_app.py").write_text(APP_MODULE)
+    with pytest.raises(SplitstateError, match=r"as module 'my_app': that name is already another"):
+        load_app(f"{other / 'my_app.py'}:app")  # (a second my_app would replace the first)
+    assert load_app(app.spec) is app
 
 
 def test_a_missing_file_is_named_with_the_fix(
@@ -113,3 +122,57 @@ def test_app_run_outside_its_script_says_how_to_run_it() -> None:
     """``app.run()`` runs the App of the script Python runs; pytest's is no such script."""
     with pytest.raises(SplitstateError, match=r"splitstate run MODULE:APP"):
         App().run([])
+
+
+def test_a_file_named_like_another_module_is_refused_and_that_module_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file ``json.py`` (or ``rebalance.py``) imported under its stem would be what every
+    later ``import json`` gets, in each of the app's processes."""
+    (tmp_path / "json.py").write_text(APP_MODULE)
+    (tmp_path / "secrets.py").write_text(APP_MODULE)  # (not imported yet: found all the same)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for stem in ("json", "secrets"):
+        with pytest.raises(SplitstateError, match=rf"as module '{stem}': that name is already"):
+            load_app(f"{tmp_path / stem}.py:app")
+    import json  # noqa: PLC0415 - imported after the refusal, on purpose
+
+    assert json.dumps([1]) == "[1]"
+
+
+def test_the_script_python_runs_is_imported_by_its_name_as_the_apps_processes_do(
+    tmp_path: Path,
+) -> None:
+    """``python app.py``: the app is the one every other process imports (by the file's name),
+    so a function that another module registers on ``from app import app`` is there too."""
+    (tmp_path / "handlers.py").write_text(
+        "from app import app\n\n\n@app.processor()\ndef count(record, state):\n    return None\n"
+    )
+    (tmp_path / "app.py").write_text(
+        "from framework import App\n\napp = App(app_id='shop', inputs=['orders'])\n"
+        "import handlers  # noqa: E402, F401\n\n"
+        "if __name__ == '__main__':\n"
+        "    from framework.loader import load_app\n\n"
+        "    loaded = load_app(__file__ + ':app')\n"
+        "    print(sorted(loaded.handlers), loaded is app)\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "app.py"], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["['*']", "False"], ran.stdout
+
+
+def test_app_run_under_python_m_names_the_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python -m package.app``: the processes import ``package.app`` (its relative imports
+    work), not the file as a top-level module."""
+    script = types.ModuleType("__main__")
+    script.__file__ = "/somewhere/package/app.py"
+    script.__spec__ = importlib.machinery.ModuleSpec("package.app", None)
+    app = App()
+    script.app = app  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "__main__", script)
+    assert app._script_spec() == "package.app:app"
+    del script.__spec__
+    script.__spec__ = None
+    assert app._script_spec() == "/somewhere/package/app.py:app"

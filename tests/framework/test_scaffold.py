@@ -14,6 +14,13 @@ from framework.ops.cli import main
 from framework.ops.scaffold import new_app
 
 
+@pytest.fixture(autouse=True)
+def _no_app_module_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test loads its own ``app.py`` as module ``app``: none outlives the test."""
+    monkeypatch.delitem(sys.modules, "app", raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+
+
 def test_the_new_apps_test_passes_and_its_config_loads(tmp_path: Path) -> None:
     assert main(["new", "shop", "--directory", str(tmp_path)]) == 0
     directory = tmp_path / "shop"
@@ -49,6 +56,23 @@ def test_a_name_that_cannot_name_an_app_is_refused(tmp_path: Path, name: str) ->
 def test_a_directory_with_files_is_left_alone(tmp_path: Path) -> None:
     (tmp_path / "shop").mkdir()
     (tmp_path / "shop" / "app.py").write_text("mine\n")
-    with pytest.raises(SplitstateError, match="exists and is not empty: nothing was written"):
+    with pytest.raises(
+        SplitstateError, match="exists and is not an empty directory: nothing was written"
+    ):
         new_app("shop", tmp_path)
     assert (tmp_path / "shop" / "app.py").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("name", ["on", "no", "null", "true"])
+def test_a_name_yaml_reads_as_no_text_is_still_the_app_id(tmp_path: Path, name: str) -> None:
+    directory = new_app(name, tmp_path)
+    assert load_app(f"{directory / 'app.py'}:app").config.app_id == name
+
+
+def test_a_directory_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "shop").write_text("a file\n")
+    with pytest.raises(SplitstateError, match="exists and is not an empty directory"):
+        new_app("shop", tmp_path)
+    (tmp_path / "file").write_text("a file\n")
+    with pytest.raises(SplitstateError, match="cannot write the app into"):
+        new_app("shop", tmp_path / "file")

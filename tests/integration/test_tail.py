@@ -3,6 +3,8 @@ dead letters by the app's name (issue 37: a new user had no way to see what an a
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,9 @@ import yaml
 from confluent_kafka import Producer
 
 from framework.records import DeadLetter
+from tests.conftest import TopicFactory
 from tests.integration.harness import create_app, produce, splitstate, unique
+from tests.integration.raw_records import produce_raw
 
 pytestmark = pytest.mark.integration
 
@@ -81,3 +85,51 @@ def test_a_missing_topic_and_a_wrong_app_topic_are_named(
     )
     wrong = splitstate("tail", APP, "--config", str(config), "--topic", "typo")
     assert wrong.returncode == 2 and "writes no topic 'typo'" in wrong.stderr, wrong.stderr
+
+
+def test_a_header_name_that_is_not_text_is_shown_not_fatal(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    """Anyone who can write to a topic could kill `tail` (SIGSEGV in confluent-kafka's
+    headers()) with a header name that is not UTF-8; it is shown as unreadable, and tail goes
+    on to the next record."""
+    topic = topic_factory(partitions=1)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(topic, b"1", b"before", partition=0)
+    assert producer.flush(30) == 0
+    produce_raw(kafka_bootstrap, topic, 0, key=b"k", value=b"2", headers=[(b"\xff\xfe", b"x")])
+    producer.produce(topic, b"3", b"after", partition=0)
+    assert producer.flush(30) == 0
+    tailed = splitstate(
+        "tail",
+        topic,
+        "--from-beginning",
+        "--max-records",
+        "3",
+        "--idle-seconds",
+        "30",
+        "--bootstrap-servers",
+        kafka_bootstrap,
+    )
+    assert tailed.returncode == 0, (tailed.returncode, tailed.stderr)
+    lines = tailed.stdout.splitlines()
+    assert len(lines) == 3, tailed.stdout
+    assert "key 'k'" in lines[1] and "headers unreadable" in lines[1], lines[1]
+    assert "key 'after'" in lines[2], lines[2]
+    # `splitstate tail ... | head -c 1`: the reader goes away while tail writes (more than a
+    # pipe holds); tail ends quietly
+    many = topic_factory(partitions=1)
+    for index in range(2000):
+        producer.produce(many, b"v" * 100, f"key-{index}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    command = [sys.executable, "-m", "framework.ops.cli", "tail", many, "--from-beginning"]
+    options = ["--max-records", "2000", "--bootstrap-servers", kafka_bootstrap]
+    with subprocess.Popen(
+        [*command, *options], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as piped:
+        assert piped.stdout is not None and piped.stderr is not None
+        assert piped.stdout.read(1) == many[:1].encode()
+        piped.stdout.close()  # as `head -c 1` does
+        error = piped.stderr.read().decode()
+        assert piped.wait(timeout=60) == 0, error
+    assert "Traceback" not in error and "BrokenPipe" not in error, error

@@ -27,6 +27,7 @@ from framework.errors import SplitstateError
 from framework.kafka import Clients, Message
 from framework.loader import load_app
 from framework.ops.escape import printable
+from framework.records import readable_headers
 
 __all__ = ["format_record", "register"]
 
@@ -84,7 +85,9 @@ def _tail(args: argparse.Namespace) -> int:
             consumer.assign({position: ends[position].end for position in positions})
         _follow(consumer.consume, args.max_records, args.idle_seconds, sys.stdout)
     except KeyboardInterrupt:
-        pass
+        return 130
+    except BrokenPipeError:  # (`splitstate tail ... | head`: the reader has gone)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python's own advice)
     finally:
         consumer.close()
     return 0
@@ -143,12 +146,14 @@ def format_record(record: Message) -> str:
     """One line for ``record``: where it is, its key and value decoded; for a dead letter,
     its stage, error and origin too. Nothing of it reaches the terminal unescaped."""
     where = f"{record.topic()}[{record.partition()}]@{record.offset()}"
-    headers = {name: value for name, value in record.headers() or () if value is not None}
+    readable = readable_headers(record)  # (a name that is not text: never headers() itself)
+    headers = {name: value for name, value in readable or () if value is not None}
     key = record.key()
     shown_key = "" if key is None else f" key {_text(key)}"
     stage = headers.get("splitstate.stage")
     if stage is None:
-        return printable(f"{where}{shown_key}: {_value(record.value())}")
+        unreadable = " (headers unreadable: a name that is not UTF-8)" if readable is None else ""
+        return printable(f"{where}{shown_key}{unreadable}: {_value(record.value())}")
     origin = "{}[{}]@{}".format(*(_decoded(headers.get(name, b"?")) for name in _ORIGIN))
     error = _decoded(headers.get("splitstate.error", b""))
     return printable(

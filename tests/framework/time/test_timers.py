@@ -302,3 +302,18 @@ def test_timers_of_a_store_the_app_no_longer_declares_are_kept_and_never_due() -
         "alarms": {"event": (50, "event"), "wall": (60, "wall")}
     }
     assert driver.state("splitstate.due", b"k") is None  # no tick needs to read the key
+
+
+def test_in_a_test_a_failing_timer_raises_and_a_refused_one_stops() -> None:
+    """TestDriver's default (issue 37): the timer's own exception raises, as a test expects;
+    a timer splitstate refuses (set due again at once) raises ProcessorStoppedError, a public
+    type a test can name."""
+    driver = TestDriver(timer_app())
+    send(driver, 0, do="set", at=20, name="bad")
+    with pytest.raises(RuntimeError, match="the alarm is broken"):
+        send(driver, 25)
+    assert rang(driver) == []
+    again = TestDriver(timer_app())
+    send(again, 0, do="set", at=20, name="again")
+    with pytest.raises(ProcessorStoppedError, match="set itself due again at 20 ms"):
+        send(again, 25)

@@ -17,8 +17,7 @@ class KeyTime:
     record being applied (``record``: ``None`` for a tick) and its ``event_time``;
     ``outputs`` of ``current`` windows and late callbacks, emitted after the record's own;
     ``fired``: timers fired for the key in this record or tick (``keeper.MAX_FIRINGS``);
-    ``ticked``: applied at a tick; ``stored_due``: the due times' stored value as loaded
-    (``None``: none), when loaded by ``TimeKeeper``."""
+    ``ticked``: applied at a tick."""
 
     __slots__ = (
         "clock",
@@ -28,7 +27,6 @@ class KeyTime:
         "loaded_due",
         "outputs",
         "record",
-        "stored_due",
         "ticked",
     )
 
@@ -39,8 +37,6 @@ class KeyTime:
         loaded_due: tuple[int, int] | None,
         record: Record[Any] | None = None,
         event_time: int | None = None,
-        *,
-        stored_due: bytes | None = None,
     ) -> None:
         self.key = key
         self.clock = clock
@@ -52,4 +48,3 @@ class KeyTime:
         #: applied at a tick: the key's ``wall`` is the processing time now (at a record, it
         #: is the last tick's applied to the key, which may be long ago)
         self.ticked = False
-        self.stored_due = stored_due

@@ -25,7 +25,6 @@ import framework.time.window_state as windows_of
 from framework.records import Output
 from framework.time.context import KeyTime
 from framework.time.due_items import CLOSE, EXPIRY, TIMER, DueItem, due_times
-from framework.time.held_clocks import HeldClocks
 from framework.time.key_clock import TIME_STORE, DamagedTimeError, KeyClock
 from framework.time.specs import Timer, TimerSpec, WindowSpec
 from statestore import BatchStateError, StateBatch
@@ -102,8 +101,6 @@ class TimeKeeper:
         self._refuse_close = refuse_close or _no_output
         self._expiring = None if expiring is None else frozenset(expiring)
         self._damaged = damaged
-        #: the decoded time of the keys ``keep`` saved last
-        self.held = HeldClocks()
 
     # -- loading and saving -----------------------------------------------------------------
 
@@ -113,21 +110,12 @@ class TimeKeeper:
         splitstate writes; its windows' data is checked by ``load``)."""
         raw = batch.store(TIME_STORE).get(key)
         due = batch.store(DUE_STORE).get(key)
-        loaded_due = None if due is None else decode_due(due)
-        return KeyTime(key, KeyClock.decode(raw), loaded_due, stored_due=due)
+        return KeyTime(key, KeyClock.decode(raw), None if due is None else decode_due(due))
 
     def load(self, batch: StateBatch, key: bytes) -> KeyTime:
         """``key``'s time as ``batch`` holds it, its windows checked by their kind
-        (``DamagedTimeError`` names what is wrong); the clock ``keep`` held for it when the
-        batch holds what it wrote (``HeldClocks``: nothing to decode or check)."""
-        raw = batch.store(TIME_STORE).get(key)
-        due = batch.store(DUE_STORE).get(key)
-        held = self.held.take(key, raw, due)
-        if held is not None:
-            return KeyTime(key, held[0], held[1], stored_due=due)
-        time = KeyTime(
-            key, KeyClock.decode(raw), None if due is None else decode_due(due), stored_due=due
-        )
+        (``DamagedTimeError`` names what is wrong)."""
+        time = self.open(batch, key)
         for store, data in time.clock.windows.items():
             spec = self.windows.get(store)
             wrong = None if spec is None else windows_of.check(spec.kind, data)
@@ -146,21 +134,14 @@ class TimeKeeper:
         """Write ``time`` back into ``batch`` (and its due times, when they changed); only
         the timers of ``timers`` (when given: the declared timer stores) count as due, as
         only they fire. ``due``: the clock's ``due_times``, when the caller has them."""
-        _write(batch, time, windows, timers, due)
-
-    def keep(
-        self,
-        batch: StateBatch,
-        time: KeyTime,
-        timers: Collection[str] | None = None,
-        due: tuple[int, int] | None = None,
-    ) -> None:
-        """``save`` (with this keeper's windows) ``time`` of a key loaded by ``load``, and
-        hold its clock for the key's next ``load`` (``HeldClocks``): only where no function
-        was given a view of ``time`` (one kept could change the clock later), and the clock is
-        not changed after this."""
-        record, due_value, due = _write(batch, time, self.windows, timers, due)
-        self.held.hold(time.key, record, due_value, time.clock, due)
+        batch.store(TIME_STORE).set(time.key, time.clock.encode())
+        if due is None:
+            due = due_times(time.clock, windows, timers)
+        if due == (NEVER, NEVER):
+            if time.loaded_due is not None:
+                batch.store(DUE_STORE).delete(time.key)
+        elif due != time.loaded_due:
+            batch.store(DUE_STORE).set(time.key, encode_due(*due))
 
     # -- a record ---------------------------------------------------------------------------
 
@@ -282,7 +263,7 @@ class TimeKeeper:
             if following is not None:
                 heapq.heappush(heap, (following.domain, following.due, time.key, following, index))
         for time in loaded:
-            self.keep(batch, time, self.timers)  # (no function was given ``time``)
+            self.save(batch, time, self.windows, self.timers)
         return outputs
 
     def _pass_over(self, batch: StateBatch, key: bytes, error: DamagedTimeError) -> None:
@@ -395,32 +376,7 @@ class TimeKeeper:
             outputs = self._refuse(timer_spec, timer, batch, why)
         reloaded = self.open(batch, time.key)
         time.clock, time.loaded_due = reloaded.clock, reloaded.loaded_due
-        time.stored_due = reloaded.stored_due
         return outputs
-
-
-def _write(
-    batch: StateBatch,
-    time: KeyTime,
-    windows: Mapping[str, WindowSpec],
-    timers: Collection[str] | None,
-    due: tuple[int, int] | None,
-) -> tuple[bytes, bytes | None, tuple[int, int] | None]:
-    """``TimeKeeper.save``; what the batch holds for the key then: its time record, its due
-    times' value (``None``: none) and those due times."""
-    record = time.clock.encode()
-    batch.store(TIME_STORE).set(time.key, record)
-    if due is None:
-        due = due_times(time.clock, windows, timers)
-    if due == (NEVER, NEVER):
-        if time.loaded_due is not None:
-            batch.store(DUE_STORE).delete(time.key)
-        return record, None, None
-    if due != time.loaded_due:
-        value = encode_due(*due)
-        batch.store(DUE_STORE).set(time.key, value)
-        return record, value, due
-    return record, time.stored_due, due
 
 
 def _final_output(spec: WindowSpec, key: bytes, start: int, end: int, acc: Any) -> list[Output]:

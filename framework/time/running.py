@@ -175,7 +175,7 @@ class TimedFunctions:
                 outputs += keeper.fire(batch, time)
                 due = due_times(clock, windows, timers)
             encoded = self._encode(outputs, key, origin, adder) if outputs else []
-            keeper.keep(batch, time, timers, due)  # (no function was given ``time``)
+            keeper.save(batch, time, windows, timers, due)
             return encoded
         except LateError as late:
             del self.letters[letters_before:]

@@ -210,6 +210,8 @@ class TimeApplier:
             batch.set_progress(FLOOR_SCOPE, position[0], position[1], time)
 
     def _take(self, restore: bool) -> None:
-        if not restore:
-            self._letters += self.functions.letters
-        self.functions.letters = []
+        letters = self.functions.letters
+        if letters:  # (per record: most leave none)
+            if not restore:
+                self._letters += letters
+            self.functions.letters = []

@@ -115,7 +115,9 @@ class TimeKeeper:
     def load(self, batch: StateBatch, key: bytes) -> KeyTime:
         """``key``'s time as ``batch`` holds it, its windows checked by their kind
         (``DamagedTimeError`` names what is wrong)."""
-        time = self.open(batch, key)
+        raw = batch.store(TIME_STORE).get(key)  # (``open``, inlined: per record)
+        due = batch.store(DUE_STORE).get(key)
+        time = KeyTime(key, KeyClock.decode(raw), None if due is None else decode_due(due))
         for store, data in time.clock.windows.items():
             spec = self.windows.get(store)
             wrong = None if spec is None else windows_of.check(spec.kind, data)

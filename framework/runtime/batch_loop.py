@@ -286,12 +286,15 @@ class BatchLoop:
                 "the loss by starting the app over; and keep the whole input history "
                 "(retention.ms=-1 on input topics, what `splitstate topics create` sets)."
             ) from None
+        self._first_reads.read(messages)
+        if runner.ordering is not None:  # several inputs: what the merge releases, in order
+            runner.ordering.follow(self._reading.owned)
+            messages = runner.ordering.take(runner.admit(messages))
         if not messages:
             self.drain()  # the input is idle: nothing waits behind the batches in flight
             self._pass_over()
             self._settled(pipeline.idle())  # (ticks: time passes for keys without records)
             return
-        self._first_reads.read(messages)
         if pipeline.accepts(messages):
             try:
                 pipeline.start(messages)
@@ -378,7 +381,8 @@ class BatchLoop:
 
     def _rewind(self, messages: list[Message]) -> None:
         """Read an aborted batch's records again: each partition from its first record."""
-        starts = first_offsets(messages)
+        ordering = self._runner.ordering if self._runner is not None else None
+        starts = first_offsets(messages) if ordering is None else ordering.rewind()
         for position in starts.keys() & self._reading.owned:
             self._clients.consumer.seek(position, starts[position])
         self._reading.rewound(starts)
@@ -388,7 +392,10 @@ class BatchLoop:
         at most unless ``now``, with every batch in flight committed first."""
         if self._passing.due(now):
             self.drain()  # every record delivered is applied: what lies between was passed
-            self._passing.follow(self._reading.flowing, self._reading.restore_below)
+            flowing = self._reading.flowing
+            if self._runner is not None and self._runner.ordering is not None:
+                flowing -= self._runner.ordering.waiting()  # (held: not applied)
+            self._passing.follow(flowing, self._reading.restore_below)
 
     def _release_ready(self) -> None:
         """At a batch boundary: stop reading the partitions of READY handoffs the coordinator

@@ -43,6 +43,8 @@ from framework.processing import (
 from framework.runtime.assignment import Assignment
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.delivery import BatchWriter
+from framework.runtime.forced_ticks import write_forced
+from framework.runtime.ordering import InputOrder, ordered
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
 from framework.runtime.tick_guard import guarded_tick, lone_ticks
@@ -96,6 +98,8 @@ class BatchResult:
     #: the ticks it writes (``framework.runtime.ticking``), and how many it read
     ticks: list[Tick] = field(default_factory=list)
     ticks_read: int = 0
+    #: the forced ticks it writes (``framework.runtime.ordering``)
+    forced: list[Tick] = field(default_factory=list)
 
 
 class BatchRunner:
@@ -160,6 +164,18 @@ class BatchRunner:
         self.fault = fault
         self._learn = learn
         self.ticks = TickWriter.of(config.time, records, reading, database, clock)
+        #: the canonical order of several inputs (``None``: records are applied as read)
+        self.ordering = (
+            InputOrder(
+                records.app,
+                database,
+                clock,
+                steps=records.placement,
+                inputs=lambda: reading.layout.inputs,
+            )
+            if ordered(records.app)
+            else None
+        )
         rederive_due(database, records.app)  # (before anything is applied: time.rederive)
 
     def max_records(self) -> int:
@@ -175,6 +191,7 @@ class BatchRunner:
         if self.transactions is None:
             if self.ticks is not None:
                 self.ticks.write(self.writer.producer, result.ticks, transactional=False)
+            self._write_forced(self.writer.producer, result.forced, transactional=False)
             replaced = self._produce(outputs, dead, messages)
         else:
             replaced = self._transact(self.transactions, outputs, dead, messages, result)
@@ -190,13 +207,9 @@ class BatchRunner:
         returns it (holding the next offsets' writes not yet), what it did, its outputs and
         its dead letters."""
         started = self._clock.monotonic()
-        records = self._take(messages)
-        # before the crash guard's attempt: a registry that cannot be read is no record's crash
-        confirmed = self.records.confirm_markers(message for message, *_ in records)
-        if confirmed:
-            self.reading.adopt(confirmed)  # the gates judge by the view the placement check does
-            self._learn(confirmed)
-        records = self.reading.cut(records)  # a record a gate holds stops its partition there
+        ordering = self.ordering
+        # (in order: released by the merge, admitted before it)
+        records = self.admit(messages) if ordering is None else self._take(messages)
         ranges = self._ranges(records)
         guard = self.guard
         if ranges:  # a crash from here on counts against these records
@@ -214,11 +227,25 @@ class BatchRunner:
             raise
         if ranges:
             guard.survived()
+        if ordering is not None:  # what the merge released so far, nothing it holds
+            result.next_offsets = ordering.applied(batch)
+            result.forced = ordering.forced_ticks(self.reading.flowing)
         if self.ticks is not None:
             result.ticks = self.ticks.decide(batch, result.next_offsets)
         for (topic, partition), next_offset in result.next_offsets.items():
             batch.set_offset(topic, partition, next_offset)
         return batch, result, outputs, dead
+
+    def admit(self, messages: list[Message]) -> list[tuple[Message, str, int, int]]:
+        """``messages``' records that may be applied now: of owned partitions, markers
+        confirmed, none a gate holds (a record a gate holds stops its partition there)."""
+        records = self._take(messages)
+        # before the crash guard's attempt: a registry that cannot be read is no record's crash
+        confirmed = self.records.confirm_markers(message for message, *_ in records)
+        if confirmed:
+            self.reading.adopt(confirmed)  # the gates judge by the view the placement check does
+            self._learn(confirmed)
+        return self.reading.cut(records)
 
     def commit(self, batch: StateBatch, result: BatchResult) -> None:
         """Commit ``batch`` (open or sealed), which ``prepare`` made with ``result``."""
@@ -238,13 +265,14 @@ class BatchRunner:
         dead letters for size."""
         assert self.consumer is not None
         offsets = committable(self.reading.restore_below, result.next_offsets)
-        if not outputs and not dead and not offsets and not result.ticks:
+        if not outputs and not dead and not offsets and not result.ticks and not result.forced:
             return 0  # a batch rebuilt below the group's offsets: nothing to write
         try:
             transactions.begin()
             try:
                 if self.ticks is not None:
                     self.ticks.write(transactions, result.ticks, transactional=True)
+                self._write_forced(transactions, result.forced, transactional=True)
                 replaced = self._produce(outputs, dead, messages)
                 if offsets:
                     transactions.send_offsets(offsets, self.consumer)
@@ -255,6 +283,8 @@ class BatchRunner:
                 abort_quietly(transactions, self.processor)
                 if self.ticks is not None:
                     self.ticks.dropped()  # (never to be read)
+                if self.ordering is not None:
+                    self.ordering.dropped()
                 raise
         except ProducerFencedError as error:
             raise fenced(self.processor, error) from None
@@ -264,6 +294,13 @@ class BatchRunner:
         if result.ticks_read:
             self.fault("tick:read")
         return replaced
+
+    def _write_forced(
+        self, producer: KafkaProducer, ticks: list[Tick], *, transactional: bool
+    ) -> None:
+        """Write the forced ticks of a batch (none when it has none)."""
+        if ticks:
+            write_forced(producer, ticks, self._config.app_id, transactional=transactional)
 
     def _take(self, messages: list[Message]) -> list[tuple[Message, str, int, int]]:
         """The records of owned partitions (one fetched before its partition was released

@@ -16,12 +16,15 @@ canonical order (event time as read, then the input's place in the config, then 
   stops reading (a release, a shrink) is ``forget``-ten with what it held: not committed, so
   its next reader reads it. Records a gate holds never enter the buffer (they are cut before).
 - **The bounded wait**: when the least head stays blocked, each partition that blocks it is
-  timed on its own since it began to block (not per record); one that blocked for
-  ``time.max_input_wait`` gets a **forced tick** with floor ``Blocker.needs``, written in the
-  batch's transaction like any tick, so every reader of the partition sees the same decision;
-  read back, it raises the partition's mark and releases the head. A forced tick is written
-  once per floor and partition (again after a rewind); it is kept apart from the time
-  ticks' writer (``framework.runtime.ticking``), whose "unread tick" it is not.
+  timed on its own, from when it began to block after its last record was read (not per
+  record: a new record read *from it* restarts its timer, one read elsewhere does not); one
+  that blocked for ``time.max_input_wait`` gets a **forced tick** with floor
+  ``Blocker.needs``, written in the batch's transaction like any tick, so every reader of the
+  partition sees the same decision; read back, it raises the partition's mark and releases
+  the head. So a quiet input costs one wait, then a forced tick per batch while it stays
+  quiet, not a wait per record. A forced tick is written once per floor and partition (again
+  after a rewind); it is kept apart from the time ticks' writer
+  (``framework.runtime.ticking``), whose "unread tick" it is not.
 
 Not covered yet: a catch-up, a snapshot, a growth child (base and rank) and the Spark build
 apply their records as before (``README``: "Several inputs").
@@ -139,6 +142,8 @@ class InputOrder:
             self._first.setdefault(position, offset)
             event_time = times.of(topic, partition, offset, message)
             key = message.key()
+            if key is not None:  # a record of it: its wait, if it blocks, starts again
+                self._blocked_since.pop(position, None)
             buffer.add(position, offset, key, event_time, message)
             nexts[position] = offset + 1
         return [item.payload for item in buffer.release()]
@@ -214,15 +219,16 @@ class InputOrder:
     # -- internals --------------------------------------------------------------------------
 
     def _due(self, flowing: set[Position], now: float) -> list[tuple[Position, int]]:
-        """The partitions of ``flowing`` due a forced tick now, with its floor; each blocking
-        partition's timer runs from when it began to block (this only starts and stops
-        timers: nothing is decided)."""
+        """The partitions of ``flowing`` due a forced tick now, with its floor; a blocking
+        partition's timer runs from when it began to block after its last record (this only
+        starts timers: nothing is decided)."""
         blocking = self._buffer.blocking()
         if blocking is None:
-            self._blocked_since.clear()
             return []
         blockers = {b.position: b.needs for b in blocking.blockers}
-        since = self._blocked_since = {p: self._blocked_since.get(p, now) for p in blockers}
+        since = self._blocked_since
+        for position in blockers:
+            since.setdefault(position, now)
         return [
             (position, needs)
             for position, needs in sorted(blockers.items())

@@ -203,9 +203,7 @@ class Pipeline:
             result = runner.run([])
         except TransactionAbortableError as error:
             log.warning("processor %d: %s (ticks decided again)", runner.processor, error)
-            if ordering is not None:
-                ordering.dropped()
-            return []
+            return []  # (its forced ticks and offsets were dropped: BatchRunner._transact)
         return [result] if result.ticks or result.forced else []
 
     def discard(self, also: list[Message] | None = None) -> None:

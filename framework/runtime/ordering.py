@@ -146,7 +146,9 @@ class InputOrder:
                 self._blocked_since.pop(position, None)
             buffer.add(position, offset, key, event_time, message)
             nexts[position] = offset + 1
-        return [item.payload for item in buffer.release()]
+        released = [item.payload for item in buffer.release()]
+        self._blockers(self._clock.monotonic())  # (a partition's wait starts as it blocks)
+        return released
 
     def applied(self, batch: StateBatch) -> dict[Position, int]:
         """The next offsets a batch that applied every record released so far commits (those
@@ -222,13 +224,8 @@ class InputOrder:
         """The partitions of ``flowing`` due a forced tick now, with its floor; a blocking
         partition's timer runs from when it began to block after its last record (this only
         starts timers: nothing is decided)."""
-        blocking = self._buffer.blocking()
-        if blocking is None:
-            return []
-        blockers = {b.position: b.needs for b in blocking.blockers}
+        blockers = self._blockers(now)
         since = self._blocked_since
-        for position in blockers:
-            since.setdefault(position, now)
         return [
             (position, needs)
             for position, needs in sorted(blockers.items())
@@ -236,6 +233,17 @@ class InputOrder:
             and self._forced.get(position, NO_FLOOR - 1) < needs
             and now - since[position] >= self._wait
         ]
+
+    def _blockers(self, now: float) -> dict[Position, int]:
+        """The partitions that block the least head, each with the floor that releases it;
+        the wait of each that begins to block starts ``now``."""
+        blocking = self._buffer.blocking()
+        if blocking is None:
+            return {}
+        blockers = {b.position: b.needs for b in blocking.blockers}
+        for position in blockers:
+            self._blocked_since.setdefault(position, now)
+        return blockers
 
     def _assign(self, position: Position, offset: int | None, mark: int | None) -> None:
         start = 0 if offset is None else offset

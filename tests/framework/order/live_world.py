@@ -25,8 +25,7 @@ from framework.time.ticks import TickRead, is_tick, read_tick, tick_headers
 from statestore import ProcessorDatabase, processor_path
 from tests.clocks import ManualClock
 from tests.sim.broker import Broker
-from framework.kafka import TransactionAbortableError
-from tests.sim.kafka import Faults, MemoryKafka, NoFaults
+from tests.sim.kafka import Faults, MemoryKafka
 
 #: the inputs, in config order
 CLICKS, VIEWS = "clicks", "views"
@@ -141,14 +140,14 @@ def canonical(kafka: MemoryKafka, key: bytes) -> list[str]:
             time: int | None = None
             if record.key is None and is_tick(headers):
                 read = read_tick(headers)
-                time = read.floor if isinstance(read, TickRead) and read.applies_to(APP_ID) else None
+                ours = isinstance(read, TickRead) and read.applies_to(APP_ID)
+                time = read.floor if ours and isinstance(read, TickRead) else None
             elif record.key is not None:
                 time = record.timestamp_ms
             if time is not None:
                 mark = max(mark, time)
-            items.append(
-                Item((topic, 0), record.offset, record.key, time, mark, index, 0, f"{topic}@{record.offset}")
-            )
+            where = f"{topic}@{record.offset}"
+            items.append(Item((topic, 0), record.offset, record.key, time, mark, index, 0, where))
     by_key: dict[bytes | None, list[Item[str]]] = defaultdict(list)
     for item in canonical_order(items):
         by_key[item.key].append(item)

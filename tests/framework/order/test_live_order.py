@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from framework.kafka import TransactionAbortableError
 from tests.framework.order import live_world as world
 from tests.framework.order.live_world import CLICKS, VIEWS
+from tests.sim.kafka import MemoryKafka, NoFaults
 
 
-def _interleaved(kafka: world.MemoryKafka, key: bytes) -> None:
+def _interleaved(kafka: MemoryKafka, key: bytes) -> None:
     """Clicks at 10, 30, 50, 70 ms; views at 20, 40, 60, 80 ms: every click is fetched before
     any view (the clicks partition is read first), the canonical order alternates."""
     for at in (10, 30, 50, 70):
@@ -56,7 +58,7 @@ def test_canonical_applies_a_keys_records_in_the_canonical_order(
     assert world.forced_ticks(kafka, VIEWS) == []
 
 
-class _FailingCommit(world.NoFaults):
+class _FailingCommit(NoFaults):
     """The ``nth`` transaction commit fails (aborted: its batches are read again)."""
 
     def __init__(self, nth: int) -> None:
@@ -67,7 +69,7 @@ class _FailingCommit(world.NoFaults):
         if operation == "producer.commit":
             self.commits += 1
             if self.commits == self.nth:
-                raise world.TransactionAbortableError("committing a transaction failed: test")
+                raise TransactionAbortableError("committing a transaction failed: test")
         return None
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from framework.app import App
+from framework.config_errors import ConfigError
 from framework.growth.compaction import has_compaction_header
 from framework.growth.markers import is_marker_record
 from framework.records import InputMessage, Record, readable_headers
@@ -23,7 +24,18 @@ from framework.routes import decoder
 from framework.time.specs import event_time_of
 from framework.time.ticks import TickRead, is_tick, is_tick_key, read_tick
 
-__all__ = ["InputTimes"]
+__all__ = ["ORDER_SCOPE", "InputTimes", "ordered"]
+
+#: the progress scope of each input partition's mark at the state's offset (written with the
+#: offsets by a processor that orders its inputs: ``framework.runtime.ordering``)
+ORDER_SCOPE = "order-mark"
+
+
+def ordered(app: App) -> bool:
+    """Whether ``app`` applies its inputs in the canonical order (``time.input_order:
+    canonical`` and more than one input topic)."""
+    config = app.config
+    return config.time.input_order == "canonical" and len(config.inputs) > 1
 
 
 class InputTimes:
@@ -33,7 +45,10 @@ class InputTimes:
         self._app_id = app.config.app_id
         self._rules: dict[str, tuple[Callable[[bytes | None], Any], Callable[..., int]]] = {}
         for topic in app.config.inputs:
-            handler = app.handler(topic.topic)
+            try:
+                handler = app.handler(topic.topic)
+            except ConfigError:  # (no function: its records become dead letters)
+                continue
             self._rules[topic.topic] = (
                 decoder(handler.value_type),
                 event_time_of(handler.event_time),

@@ -40,7 +40,7 @@ from typing import Protocol
 from framework.app import App
 from framework.clock import Clock
 from framework.coordination.registry import TopicEntry
-from framework.input_times import InputTimes
+from framework.input_times import ORDER_SCOPE, InputTimes, ordered
 from framework.kafka import Message
 from framework.order import NO_FLOOR, MergeBuffer
 from framework.runtime.ticking import Tick
@@ -52,9 +52,6 @@ __all__ = ["ORDER_SCOPE", "InputOrder", "ordered"]
 
 log = logging.getLogger("framework.runtime.loop")
 
-#: the progress scope of each input partition's mark at the state's offset
-ORDER_SCOPE = "order-mark"
-
 #: a record to process: the message, its topic, partition and offset
 Taken = tuple[Message, str, int, int]
 
@@ -62,13 +59,6 @@ Taken = tuple[Message, str, int, int]
 class _Steps(Protocol):
     def known_steps(self, topic: str, /) -> int:
         """How many steps of ``topic``'s partition history the view has."""
-
-
-def ordered(app: App) -> bool:
-    """Whether ``app``'s live loop orders its inputs (``input_order: canonical`` and more than
-    one input topic)."""
-    config = app.config
-    return config.time.input_order == "canonical" and len(config.inputs) > 1
 
 
 class InputOrder:

@@ -44,6 +44,7 @@ from framework.runtime.assignment import Assignment
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.delivery import BatchWriter
 from framework.runtime.forced_ticks import write_forced
+from framework.runtime.keys_of_mine import keys_of_mine
 from framework.runtime.ordering import InputOrder, ordered
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
@@ -52,7 +53,6 @@ from framework.runtime.ticking import Tick, TickWriter
 from framework.runtime.transactions import TRANSACTION_SECONDS, abort_quietly, fenced
 from framework.time.rederive import rederive_due
 from framework.time.ticks import is_tick_message
-from rebalance import ancestors, bucket, key_hash
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
 
@@ -341,7 +341,7 @@ class BatchRunner:
         guard, process = self.guard, self.records.process
         careful = bool(guard.suspects)
         restore_below, next_offsets = self.reading.restore_below, result.next_offsets
-        mine = self._keys_of_mine() if restore_below else None
+        mine = keys_of_mine(self.reading, self._owned_now()) if restore_below else None
         timing = self.records.timing
         letters = None if timing is None else self.records.take_letters
         ticks_before = 0 if timing is None else timing.ticks
@@ -375,32 +375,6 @@ class BatchRunner:
                 result.processed += 1
         if timing is not None:
             result.ticks_read = timing.ticks - ticks_before
-
-    def _keys_of_mine(self) -> Callable[[str, int, bytes | None], bool]:
-        """Whether a record's key is this processor's: its current partition (placed with
-        today's count) is one this processor owns. Rebuilding lost state from a parent
-        partition's start meets records of keys split off to a child since; those belong to
-        the child's owner."""
-        reading = self.reading
-        owned = self._owned_now() | reading.owned
-        layouts = {
-            name: (entry.initial_partitions, entry.partitions)
-            for name, entry in reading.layout.inputs.items()
-        }
-
-        def mine(topic: str, partition: int, key: bytes | None) -> bool:
-            if key is None or topic not in layouts:
-                return True
-            initial, count = layouts[topic]
-            current = bucket(key_hash(key), initial, count)
-            if current == partition or (topic, current) in owned:
-                return True
-            # only keys a growth moved to a partition split from this one belong elsewhere;
-            # a record misplaced by its producer is judged by the placement check, as when
-            # it was first processed (a dead letter then, skipped now)
-            return partition not in ancestors(current, initial)
-
-        return mine
 
     def _skip(self, batch: StateBatch, message: Message, restore: bool) -> DeadLetter | None:
         """Skip a record that crashed the processor ``crash_limit`` times (or stop, with

@@ -138,6 +138,7 @@ class BatchRunner:
         learn: Callable[[Mapping[str, TopicEntry]], None] = lambda _entries: None,
     ) -> None:
         self.processor = processor
+        self.app_id = config.app_id
         self._config = config
         self._clock = clock
         self._count_taken = count_taken
@@ -191,7 +192,7 @@ class BatchRunner:
         if self.transactions is None:
             if self.ticks is not None:
                 self.ticks.write(self.writer.producer, result.ticks, transactional=False)
-            self._write_forced(self.writer.producer, result.forced, transactional=False)
+            write_forced(self.writer.producer, result.forced, self.app_id, transactional=False)
             replaced = self._produce(outputs, dead, messages)
         else:
             replaced = self._transact(self.transactions, outputs, dead, messages, result)
@@ -272,7 +273,7 @@ class BatchRunner:
             try:
                 if self.ticks is not None:
                     self.ticks.write(transactions, result.ticks, transactional=True)
-                self._write_forced(transactions, result.forced, transactional=True)
+                write_forced(transactions, result.forced, self.app_id, transactional=True)
                 replaced = self._produce(outputs, dead, messages)
                 if offsets:
                     transactions.send_offsets(offsets, self.consumer)
@@ -294,13 +295,6 @@ class BatchRunner:
         if result.ticks_read:
             self.fault("tick:read")
         return replaced
-
-    def _write_forced(
-        self, producer: KafkaProducer, ticks: list[Tick], *, transactional: bool
-    ) -> None:
-        """Write the forced ticks of a batch (none when it has none)."""
-        if ticks:
-            write_forced(producer, ticks, self._config.app_id, transactional=transactional)
 
     def _take(self, messages: list[Message]) -> list[tuple[Message, str, int, int]]:
         """The records of owned partitions (one fetched before its partition was released

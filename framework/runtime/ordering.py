@@ -120,9 +120,14 @@ class InputOrder:
 
     # -- records ----------------------------------------------------------------------------
 
-    def take(self, records: Iterable[Taken]) -> list[Message]:
-        """Add ``records`` (admitted, in each partition's offset order) and return what may be
-        applied now, in the order to apply it."""
+    def take(
+        self, records: Iterable[Taken], owned: Iterable[Position] | None = None
+    ) -> list[Message]:
+        """Add ``records`` (admitted, in each partition's offset order; given ``owned``, the
+        partitions read now: ``follow`` first) and return what may be applied now, in the
+        order to apply it."""
+        if owned is not None:
+            self.follow(owned)
         buffer, times, nexts = self._buffer, self._times, self._next
         for message, topic, partition, offset in records:
             position = (topic, partition)

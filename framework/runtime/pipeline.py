@@ -132,8 +132,7 @@ class Pipeline:
                 sent = runner.ticks.send(producer, result.ticks, sending)
                 sending.pending += sent
             if result.forced:  # (the canonical order's: ``framework.runtime.ordering``)
-                app_id = runner.records.app.config.app_id
-                forced = send_forced(runner.writer.producer, result.forced, app_id, sending)
+                forced = send_forced(runner.writer.producer, result.forced, runner.app_id, sending)
                 sending.pending += forced
         except BaseException:
             self._abandon(messages)

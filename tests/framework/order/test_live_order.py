@@ -119,3 +119,46 @@ def test_a_restart_resumes_with_the_stored_marks_and_reads_held_records_again(
     [applied] = run.applied([b"k"])
     assert applied[: len(first)] == first
     assert applied == world.canonical(kafka, b"k")
+
+
+class _Died(BaseException):
+    """The process died here (as a SIGKILL would end it)."""
+
+
+class _DiesOnce(NoFaults):
+    """The process dies at the ``nth`` time it reaches ``point``."""
+
+    def __init__(self, point: str, nth: int) -> None:
+        self.point, self.nth, self.seen = point, nth, 0
+
+    def before(self, operation: str) -> str | None:
+        if operation == self.point:
+            self.seen += 1
+            if self.seen == self.nth:
+                raise _Died(operation)
+        return None
+
+
+@pytest.mark.parametrize("point", ["producer.commit", "producer.committed"])
+def test_a_death_at_any_commit_resumes_in_the_canonical_order(tmp_path: Path, point: str) -> None:
+    """The process dies before a transaction commits, or after it and before the state's
+    write (the group's offsets then run ahead of the state: the restart rebuilds that gap
+    without output, through the merge too), at each commit in turn; a restart over the same
+    state goes on. Every record is applied once, in the canonical order."""
+    nth = 1
+    while True:
+        faults = _DiesOnce(point, nth)
+        kafka = world.memory_kafka(faults)
+        _interleaved(kafka, b"k")
+        settings = world.config(tmp_path / str(nth), "canonical", in_flight=2)
+        run = world.Run(world.make_app(settings), kafka)
+        try:
+            run.until({b"k": 8})
+        except _Died:
+            run.until({b"k": 8})
+        [applied] = run.applied([b"k"])
+        assert applied == world.canonical(kafka, b"k"), nth
+        if faults.seen <= nth:
+            break
+        nth += 1
+    assert nth >= 3

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from framework.growth.gates import Gates, Wait
 from framework.kafka import TransactionAbortableError
 from tests.framework.order import live_world as world
 from tests.framework.order.live_world import CLICKS, VIEWS
@@ -162,3 +163,31 @@ def test_a_death_at_any_commit_resumes_in_the_canonical_order(tmp_path: Path, po
             break
         nth += 1
     assert nth >= 3
+
+
+def test_a_record_a_gate_holds_is_read_again_into_the_merge_not_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gate (``framework.runtime.holds``) holds views@1 for the first checks: its partition
+    is paused there and read again from it once the gate opens. The merge only ever sees
+    records past the gates (``BatchRunner.admit`` cuts before ``InputOrder.take``), so
+    nothing it released is cut afterwards and lost; every record is applied once, in the
+    canonical order."""
+    checks = {"left": 6}
+
+    def pending(_self: Gates, topic: str, _partition: int, offset: int) -> bool:
+        return topic == VIEWS and offset == 1 and checks["left"] > 0
+
+    def waits(_self: Gates, topic: str, partition: int, *_args: object) -> Wait | None:
+        checks["left"] -= 1
+        return Wait(topic, partition, partition + 1, 1) if checks["left"] >= 0 else None
+
+    monkeypatch.setattr(Gates, "pending", pending)
+    monkeypatch.setattr(Gates, "waits", waits)
+    kafka = world.memory_kafka()
+    _interleaved(kafka, b"k")
+    run = world.Run(world.make_app(world.config(tmp_path, "canonical")), kafka)
+    run.until({b"k": 8})
+    [applied] = run.applied([b"k"])
+    assert checks["left"] < 0  # (the gate held, then opened)
+    assert applied == world.canonical(kafka, b"k")

@@ -195,11 +195,12 @@ class TestDriver:
         ``keys`` it accepts, when given)."""
         offset = self._next_offset[(topic, partition)]
         message = StoredMessage(topic, partition, offset, key, raw, timestamp, headers)
-        self._next_offset[(topic, partition)] = offset + 1
         order, times = self._order, self._times
         if order is None or times is None:
             self._apply(message, keys)
+            self._next_offset[(topic, partition)] = offset + 1
             return
+        self._next_offset[(topic, partition)] = offset + 1  # (read: waiting, or applied)
         time = times.of(topic, partition, offset, message)
         order.add((topic, partition), offset, key, time, message)
         for item in order.release():

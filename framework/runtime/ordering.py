@@ -44,7 +44,7 @@ from framework.input_times import ORDER_SCOPE, InputTimes, ordered
 from framework.kafka import Message
 from framework.order import NO_FLOOR, MergeBuffer
 from framework.runtime.ticking import Tick
-from framework.time.ticks import tick_key
+from framework.time.ticks import is_tick_key, tick_key
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
 
@@ -137,7 +137,9 @@ class InputOrder:
             self._first.setdefault(position, offset)
             event_time = times.of(topic, partition, offset, message)
             key = message.key()
-            if key is not None:  # a record of it: its wait, if it blocks, starts again
+            if key is not None and is_tick_key(topic, key):
+                key = None  # (a compacted topic's tick)
+            elif key is not None:  # a record of it: its wait, if it blocks, starts again
                 self._blocked_since.pop(position, None)
             buffer.add(position, offset, key, event_time, message)
             nexts[position] = offset + 1

@@ -186,8 +186,8 @@ class InputOrder:
 
     def forced_ticks(self, flowing: set[Position]) -> list[Tick]:
         """The forced ticks to write now, with the batch being prepared: one to each partition
-        of ``flowing`` (read, no gate holding it) that blocked the least head for
-        ``max_input_wait``, floor the mark that releases it."""
+        of ``flowing`` (read, no gate holding it; none a shrink deleted) that blocked the
+        least head for ``max_input_wait``, floor the mark that releases it."""
         now = self._clock.monotonic()
         wall = int(self._clock.time() * 1000)
         ticks: list[Tick] = []
@@ -222,11 +222,12 @@ class InputOrder:
         partition's timer runs from when it began to block after its last record (this only
         starts timers: nothing is decided)."""
         blockers = self._blockers(now)
-        since = self._blocked_since
+        since, inputs = self._blocked_since, self._inputs()
         return [
             (position, needs)
             for position, needs in sorted(blockers.items())
             if position in flowing
+            and (position[0] not in inputs or position[1] < inputs[position[0]].partitions)
             and self._forced.get(position, NO_FLOOR - 1) < needs
             and now - since[position] >= self._wait
         ]

@@ -3,7 +3,9 @@ commits, what a revoked partition and a rewind leave, and the bounded wait on a 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from framework import App, AppConfig, Record
 from framework.config import TopicConfig
@@ -24,7 +26,15 @@ class _Steps:
         return 1
 
 
-def _world() -> tuple[InputOrder, ProcessorDatabase, ManualClock]:
+@dataclass(frozen=True)
+class _Entry:
+    """A registry entry's partition count and whether the topic is compacted."""
+
+    partitions: int
+    compacted: bool = False
+
+
+def _world(views_partitions: int = 1) -> tuple[InputOrder, ProcessorDatabase, ManualClock]:
     config = AppConfig(
         app_id="two",
         inputs=[TopicConfig(topic="clicks"), TopicConfig(topic="views")],
@@ -40,7 +50,8 @@ def _world() -> tuple[InputOrder, ProcessorDatabase, ManualClock]:
 
     database = ProcessorDatabase.in_memory(DatabaseIdentity("two", 0), app.store_specs())
     clock = ManualClock()
-    order = InputOrder(app, database, clock, steps=_Steps(), inputs=dict)
+    entries: dict[str, Any] = {"views": _Entry(views_partitions)}  # (the fields read of one)
+    order = InputOrder(app, database, clock, steps=_Steps(), inputs=lambda: entries)
     order.follow({C, V})
     return order, database, clock
 
@@ -167,6 +178,15 @@ def test_no_forced_tick_into_a_partition_a_gate_holds() -> None:
     clock.sleep(2)
     assert order.forced_ticks({C}) == []  # views is not flowing
     assert [t.floor for t in order.forced_ticks({C, V})] == [10]
+
+
+def test_no_forced_tick_into_a_partition_a_shrink_deleted() -> None:
+    """(A deleted partition is only drained: nothing is written to it any more.)"""
+    order, _database, clock = _world(views_partitions=0)
+    order.take([_record(C, 0, 10)])
+    order.forced_ticks({C, V})
+    clock.sleep(2)
+    assert order.forced_ticks({C, V}) == []
 
 
 def test_a_drop_decides_the_forced_ticks_again() -> None:

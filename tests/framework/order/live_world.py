@@ -100,11 +100,14 @@ class Run:
     runs: int = 0
     stats: list[RuntimeStats] = field(default_factory=list)
 
-    def until(self, keys: dict[bytes, int], *, max_batches: int = 400) -> None:
-        """Run until each key of ``keys`` saw that many records (or ``max_batches``)."""
+    def until(self, keys: dict[bytes, int], *, seconds: float = 120.0) -> None:
+        """Run until each key of ``keys`` saw that many records (or ``seconds`` of the fake
+        clock passed: a run that stalls ends, and the test's assertions say what is missing)."""
+        clock = self.kafka.clock
+        deadline = clock.monotonic() + seconds
 
-        def done(stats: RuntimeStats) -> bool:
-            return stats.batches >= max_batches or all(
+        def done(_stats: RuntimeStats) -> bool:
+            return clock.monotonic() > deadline or all(
                 len(v) >= n for v, n in zip(self.applied(list(keys)), keys.values(), strict=True)
             )
 

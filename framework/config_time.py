@@ -1,17 +1,19 @@
 """The ``time:`` section of an app's config: how its processors record the progress of time.
 
-Only apps that keep time (a window or timer store, or a store whose values expire) use it.
-Each processor considers, every ``tick_interval`` of wall clock, each input partition it owns
-and reads live, and appends a tick (``framework.time.ticks``) to it when a key living there
-has something due by then; ``idle_after`` lets the event time of a partition that received
-no record for that long move on with the wall clock.
+``tick_interval`` and ``idle_after`` matter to apps that keep time (a window or timer store,
+or a store whose values expire): each processor considers, every ``tick_interval`` of wall
+clock, each input partition it owns and reads live, and appends a tick
+(``framework.time.ticks``) to it when a key living there has something due by then;
+``idle_after`` lets the event time of a partition that received no record for that long move
+on with the wall clock. ``input_order`` (with ``max_input_wait``) says in which order an app
+with several input topics applies their records (``framework.runtime.ordering``).
 """
 
 from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
@@ -30,6 +32,13 @@ class TimeConfig(BaseModel):
     earlier tick it wrote there is unread). ``idle_after``: a partition that received no
     record for this long has its event-time floor at the wall clock minus ``idle_after``
     (``None``, the default: event time moves only with the records' own times).
+
+    ``input_order``: how the live loop of an app with several input topics orders their
+    records: ``"arrival"`` (the default) as fetched; ``"canonical"`` in each key's canonical
+    order (``framework.order``: event time as read, then the input's place in the config, then
+    offset), waiting at most ``max_input_wait`` for a slower input before a recorded tick
+    (``framework.runtime.ordering``) lets the faster one go on. With one input topic both are
+    the same.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -44,7 +53,18 @@ class TimeConfig(BaseModel):
         f"wall clock, this far behind (None: off); {_FORMS}",
     )
 
-    @field_validator("tick_interval", "idle_after", mode="before")
+    input_order: Literal["arrival", "canonical"] = Field(
+        default="arrival",
+        description="several input topics: applied as fetched (arrival) or in each key's "
+        "canonical order (canonical)",
+    )
+    max_input_wait: timedelta = Field(
+        default=timedelta(seconds=1),
+        description="input_order canonical: how long a record waits for a slower input before "
+        f"a recorded tick lets it go; {_FORMS}",
+    )
+
+    @field_validator("tick_interval", "idle_after", "max_input_wait", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         if value is None or isinstance(value, timedelta):
@@ -68,6 +88,16 @@ class TimeConfig(BaseModel):
             )
         return value
 
+    @field_validator("max_input_wait")
+    @classmethod
+    def _positive_wait(cls, value: timedelta) -> timedelta:
+        if value < timedelta(milliseconds=1):
+            raise ValueError(
+                f"max_input_wait must be at least 1 ms, got {value.total_seconds()} s. "
+                "Fix: e.g. 1 (a second)"
+            )
+        return value
+
     @field_validator("idle_after")
     @classmethod
     def _positive_idle(cls, value: timedelta | None) -> timedelta | None:
@@ -82,6 +112,11 @@ class TimeConfig(BaseModel):
     def tick_seconds(self) -> float:
         """``tick_interval`` in seconds."""
         return self.tick_interval.total_seconds()
+
+    @property
+    def wait_seconds(self) -> float:
+        """``max_input_wait`` in seconds."""
+        return self.max_input_wait.total_seconds()
 
     @property
     def idle_ms(self) -> int | None:

@@ -9,7 +9,10 @@
 
 Records go through exactly the code the runtime uses (decoding, validation, the processor
 function, dead letters, rollback of failed records), with state in memory. Each ``send`` is
-one committed batch. Keys are placed on partitions as producers would place them.
+one committed batch. Keys are placed on partitions as producers would place them. An app with
+several inputs and ``time.input_order: canonical`` applies them as the live loop does
+(``framework.order``): each record (or tick) waits in a merge buffer until no input can still
+precede it, then is applied as one batch; ``pending`` says how many wait.
 
 A failure of the app's own code (its function raises or returns what cannot be written, a
 timer or a window's result fails) raises, so that a test fails on a bug:
@@ -30,6 +33,8 @@ from framework.app import App
 from framework.config import AppConfig
 from framework.errors import ProcessorStoppedError
 from framework.growth.placement import UNFENCED_SCOPE
+from framework.input_times import ORDER_SCOPE, InputTimes, ordered
+from framework.order import NO_FLOOR, MergeBuffer
 from framework.processing import (
     DeadLetter,
     EncodedOutput,
@@ -94,6 +99,28 @@ class TestDriver:
         self._outputs: dict[str, list[EncodedOutput]] = defaultdict(list)
         self.dead_letters: list[DeadLetter] = []
         self._clock = 0
+        #: the canonical order of several inputs (``None``: each record applied as sent)
+        self._order: MergeBuffer[StoredMessage] | None = None
+        self._times: InputTimes | None = None
+        if ordered(app):
+            self._times = InputTimes(app)
+            self._order = MergeBuffer([t.topic for t in self.config.inputs])
+            marks = self.database.progress(ORDER_SCOPE)
+            for topic in self.config.inputs:
+                for partition in range(topic.partitions):
+                    where = (topic.topic, partition)
+                    start = self._next_offset[where]
+                    self._order.assign(where, start, marks.get(where, NO_FLOOR))
+
+    @property
+    def pending(self) -> int:
+        """How many records and ticks sent wait in the merge buffer (``time.input_order:
+        canonical``) for an input that may still precede them."""
+        order = self._order
+        if order is None:
+            return 0
+        inputs = self.config.inputs
+        return sum(order.pending((t.topic, p)) for t in inputs for p in range(t.partitions))
 
     def send(
         self,
@@ -168,6 +195,25 @@ class TestDriver:
         ``keys`` it accepts, when given)."""
         offset = self._next_offset[(topic, partition)]
         message = StoredMessage(topic, partition, offset, key, raw, timestamp, headers)
+        order, times = self._order, self._times
+        if order is None or times is None:
+            self._apply(message, keys)
+            self._next_offset[(topic, partition)] = offset + 1
+            return
+        self._next_offset[(topic, partition)] = offset + 1  # (read: waiting, or applied)
+        time = times.of(topic, partition, offset, message)
+        order.add((topic, partition), offset, key, time, message)
+        for item in order.release():
+            self._apply(item.payload, keys if item.payload is message else None, item.mark)
+
+    def _apply(
+        self,
+        message: StoredMessage,
+        keys: Callable[[bytes], bool] | None,
+        mark: int | None = None,
+    ) -> None:
+        """Apply one record as one batch (with ``mark``, its partition's mark there)."""
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
         batch = self.database.begin()
         failed: Exception | None = None
         try:
@@ -188,8 +234,9 @@ class TestDriver:
         if failed is not None:  # raised here, out of the handler: its own cause stays its own
             raise failed
         batch.set_offset(topic, partition, offset + 1)
+        if mark is not None:
+            batch.set_progress(ORDER_SCOPE, topic, partition, mark)
         batch.commit()
-        self._next_offset[(topic, partition)] = offset + 1
         for output in outputs:
             self._outputs[output.topic].append(output)
         if dead is not None:

@@ -127,8 +127,7 @@ class BatchLoop:
         #: the state's and the group's offsets over what the consumer passed without a record
         fault = lambda point: maybe_crash(point, processor, config.app_state_dir)  # noqa: E731
         self._passing = PassOver(processor, database, clients, clock, fault=fault)
-        #: partitions taken over whose first records were not read yet (batches wait only
-        #: briefly for records meanwhile)
+        #: partitions taken over, first records not read yet (batches wait briefly meanwhile)
         self._first_reads = FirstReads(processor, clock)
 
     def adopt_topics(self) -> None:
@@ -222,7 +221,9 @@ class BatchLoop:
             handoffs.forget_step()
         if self._snapshots is not None:
             owned = handoffs.owned(self._reading.layout)
-            self._snapshots.step(owned, self._watcher.state, self._commit_for_snapshot)
+            # (first the state's offsets to the group: a snapshot then covers nothing past T1)
+            commit = lambda: self._commit_state("snapshot put off")  # noqa: E731
+            self._snapshots.step(owned, self._watcher.state, commit)
         return True
 
     def drain(self) -> None:
@@ -235,11 +236,6 @@ class BatchLoop:
             self._settled(pipeline.drain())
         except TransactionAbortableError as error:
             self._aborted_batch(error)
-
-    def _commit_for_snapshot(self) -> bool:
-        """Commit the state's offsets to the group now (synchronously): a snapshot about to
-        be taken then covers nothing past T1. ``False`` when Kafka refused."""
-        return self._commit_state("snapshot put off")
 
     def _commit_state(self, what: str) -> bool:
         """Under at-least-once, commit the state's offsets of what it reads to the group
@@ -286,12 +282,14 @@ class BatchLoop:
                 "the loss by starting the app over; and keep the whole input history "
                 "(retention.ms=-1 on input topics, what `splitstate topics create` sets)."
             ) from None
+        self._first_reads.read(messages)
+        if runner.ordering is not None:  # several inputs: what the merge releases, in order
+            messages = runner.ordering.take(runner.admit(messages), self._reading.owned)
         if not messages:
             self.drain()  # the input is idle: nothing waits behind the batches in flight
             self._pass_over()
             self._settled(pipeline.idle())  # (ticks: time passes for keys without records)
             return
-        self._first_reads.read(messages)
         if pipeline.accepts(messages):
             try:
                 pipeline.start(messages)
@@ -377,8 +375,9 @@ class BatchLoop:
             self._observe(result)
 
     def _rewind(self, messages: list[Message]) -> None:
-        """Read an aborted batch's records again: each partition from its first record."""
-        starts = first_offsets(messages)
+        """Read an aborted batch's records again (merged inputs: from the state's offsets)."""
+        ordering = self._runner.ordering if self._runner else None
+        starts = first_offsets(messages) if ordering is None else ordering.rewind()
         for position in starts.keys() & self._reading.owned:
             self._clients.consumer.seek(position, starts[position])
         self._reading.rewound(starts)
@@ -388,7 +387,9 @@ class BatchLoop:
         at most unless ``now``, with every batch in flight committed first."""
         if self._passing.due(now):
             self.drain()  # every record delivered is applied: what lies between was passed
-            self._passing.follow(self._reading.flowing, self._reading.restore_below)
+            ordering = self._runner.ordering if self._runner else None
+            held = set() if ordering is None else ordering.waiting()  # (read, not applied)
+            self._passing.follow(self._reading.flowing - held, self._reading.restore_below)
 
     def _release_ready(self) -> None:
         """At a batch boundary: stop reading the partitions of READY handoffs the coordinator

@@ -43,6 +43,9 @@ from framework.processing import (
 from framework.runtime.assignment import Assignment
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.delivery import BatchWriter
+from framework.runtime.forced_ticks import write_forced
+from framework.runtime.keys_of_mine import keys_of_mine
+from framework.runtime.ordering import InputOrder, ordered
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
 from framework.runtime.tick_guard import guarded_tick, lone_ticks
@@ -50,7 +53,6 @@ from framework.runtime.ticking import Tick, TickWriter
 from framework.runtime.transactions import TRANSACTION_SECONDS, abort_quietly, fenced
 from framework.time.rederive import rederive_due
 from framework.time.ticks import is_tick_message
-from rebalance import ancestors, bucket, key_hash
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
 
@@ -96,6 +98,8 @@ class BatchResult:
     #: the ticks it writes (``framework.runtime.ticking``), and how many it read
     ticks: list[Tick] = field(default_factory=list)
     ticks_read: int = 0
+    #: the forced ticks it writes (``framework.runtime.ordering``)
+    forced: list[Tick] = field(default_factory=list)
 
 
 class BatchRunner:
@@ -134,6 +138,7 @@ class BatchRunner:
         learn: Callable[[Mapping[str, TopicEntry]], None] = lambda _entries: None,
     ) -> None:
         self.processor = processor
+        self.app_id = config.app_id
         self._config = config
         self._clock = clock
         self._count_taken = count_taken
@@ -160,6 +165,18 @@ class BatchRunner:
         self.fault = fault
         self._learn = learn
         self.ticks = TickWriter.of(config.time, records, reading, database, clock)
+        #: the canonical order of several inputs (``None``: records are applied as read)
+        self.ordering = (
+            InputOrder(
+                records.app,
+                database,
+                clock,
+                steps=records.placement,
+                inputs=lambda: reading.layout.inputs,
+            )
+            if ordered(records.app)
+            else None
+        )
         rederive_due(database, records.app)  # (before anything is applied: time.rederive)
 
     def max_records(self) -> int:
@@ -175,6 +192,7 @@ class BatchRunner:
         if self.transactions is None:
             if self.ticks is not None:
                 self.ticks.write(self.writer.producer, result.ticks, transactional=False)
+            write_forced(self.writer.producer, result.forced, self.app_id, transactional=False)
             replaced = self._produce(outputs, dead, messages)
         else:
             replaced = self._transact(self.transactions, outputs, dead, messages, result)
@@ -190,13 +208,9 @@ class BatchRunner:
         returns it (holding the next offsets' writes not yet), what it did, its outputs and
         its dead letters."""
         started = self._clock.monotonic()
-        records = self._take(messages)
-        # before the crash guard's attempt: a registry that cannot be read is no record's crash
-        confirmed = self.records.confirm_markers(message for message, *_ in records)
-        if confirmed:
-            self.reading.adopt(confirmed)  # the gates judge by the view the placement check does
-            self._learn(confirmed)
-        records = self.reading.cut(records)  # a record a gate holds stops its partition there
+        ordering = self.ordering
+        # (in order: released by the merge, admitted before it)
+        records = self.admit(messages) if ordering is None else self._take(messages)
         ranges = self._ranges(records)
         guard = self.guard
         if ranges:  # a crash from here on counts against these records
@@ -214,11 +228,25 @@ class BatchRunner:
             raise
         if ranges:
             guard.survived()
+        if ordering is not None:  # what the merge released so far, nothing it holds
+            result.next_offsets = ordering.applied(batch)
+            result.forced = ordering.forced_ticks(self.reading.flowing)
         if self.ticks is not None:
             result.ticks = self.ticks.decide(batch, result.next_offsets)
         for (topic, partition), next_offset in result.next_offsets.items():
             batch.set_offset(topic, partition, next_offset)
         return batch, result, outputs, dead
+
+    def admit(self, messages: list[Message]) -> list[tuple[Message, str, int, int]]:
+        """``messages``' records that may be applied now: of owned partitions, markers
+        confirmed, none a gate holds (a record a gate holds stops its partition there)."""
+        records = self._take(messages)
+        # before the crash guard's attempt: a registry that cannot be read is no record's crash
+        confirmed = self.records.confirm_markers(message for message, *_ in records)
+        if confirmed:
+            self.reading.adopt(confirmed)  # the gates judge by the view the placement check does
+            self._learn(confirmed)
+        return self.reading.cut(records)
 
     def commit(self, batch: StateBatch, result: BatchResult) -> None:
         """Commit ``batch`` (open or sealed), which ``prepare`` made with ``result``."""
@@ -238,13 +266,14 @@ class BatchRunner:
         dead letters for size."""
         assert self.consumer is not None
         offsets = committable(self.reading.restore_below, result.next_offsets)
-        if not outputs and not dead and not offsets and not result.ticks:
+        if not outputs and not dead and not offsets and not result.ticks and not result.forced:
             return 0  # a batch rebuilt below the group's offsets: nothing to write
         try:
             transactions.begin()
             try:
                 if self.ticks is not None:
                     self.ticks.write(transactions, result.ticks, transactional=True)
+                write_forced(transactions, result.forced, self.app_id, transactional=True)
                 replaced = self._produce(outputs, dead, messages)
                 if offsets:
                     transactions.send_offsets(offsets, self.consumer)
@@ -255,6 +284,8 @@ class BatchRunner:
                 abort_quietly(transactions, self.processor)
                 if self.ticks is not None:
                     self.ticks.dropped()  # (never to be read)
+                if self.ordering is not None:
+                    self.ordering.dropped()
                 raise
         except ProducerFencedError as error:
             raise fenced(self.processor, error) from None
@@ -304,7 +335,7 @@ class BatchRunner:
         guard, process = self.guard, self.records.process
         careful = bool(guard.suspects)
         restore_below, next_offsets = self.reading.restore_below, result.next_offsets
-        mine = self._keys_of_mine() if restore_below else None
+        mine = keys_of_mine(self.reading, self._owned_now()) if restore_below else None
         timing = self.records.timing
         letters = None if timing is None else self.records.take_letters
         ticks_before = 0 if timing is None else timing.ticks
@@ -338,32 +369,6 @@ class BatchRunner:
                 result.processed += 1
         if timing is not None:
             result.ticks_read = timing.ticks - ticks_before
-
-    def _keys_of_mine(self) -> Callable[[str, int, bytes | None], bool]:
-        """Whether a record's key is this processor's: its current partition (placed with
-        today's count) is one this processor owns. Rebuilding lost state from a parent
-        partition's start meets records of keys split off to a child since; those belong to
-        the child's owner."""
-        reading = self.reading
-        owned = self._owned_now() | reading.owned
-        layouts = {
-            name: (entry.initial_partitions, entry.partitions)
-            for name, entry in reading.layout.inputs.items()
-        }
-
-        def mine(topic: str, partition: int, key: bytes | None) -> bool:
-            if key is None or topic not in layouts:
-                return True
-            initial, count = layouts[topic]
-            current = bucket(key_hash(key), initial, count)
-            if current == partition or (topic, current) in owned:
-                return True
-            # only keys a growth moved to a partition split from this one belong elsewhere;
-            # a record misplaced by its producer is judged by the placement check, as when
-            # it was first processed (a dead letter then, skipped now)
-            return partition not in ancestors(current, initial)
-
-        return mine
 
     def _skip(self, batch: StateBatch, message: Message, restore: bool) -> DeadLetter | None:
         """Skip a record that crashed the processor ``crash_limit`` times (or stop, with

@@ -39,6 +39,7 @@ from framework.growth.placement import UNFENCED_SCOPE, UNPLACED_SCOPE
 from framework.kafka import Message, ProducerFencedError, TransactionAbortableError
 from framework.runtime.batches import BatchResult, BatchRunner, coordinates, first_offsets
 from framework.runtime.delivery import refuse_in_transaction
+from framework.runtime.forced_ticks import send_forced
 from framework.runtime.recovery import committable
 from framework.runtime.sending import Sending, send
 from framework.runtime.transactions import TRANSACTION_SECONDS, abort_quietly, fenced
@@ -120,7 +121,7 @@ class Pipeline:
             return None
 
         try:
-            writes = outputs or dead or result.ticks
+            writes = outputs or dead or result.ticks or result.forced
             if runner.transactions is not None and writes and not self._open:
                 self._begin()
             sending = send(runner.writer, outputs, dead, source)
@@ -130,6 +131,9 @@ class Pipeline:
                 # itself down (``pending += send(...)`` would read pending before the sends)
                 sent = runner.ticks.send(producer, result.ticks, sending)
                 sending.pending += sent
+            if result.forced:  # (the canonical order's: ``framework.runtime.ordering``)
+                forced = send_forced(runner.writer.producer, result.forced, runner.app_id, sending)
+                sending.pending += forced
         except BaseException:
             self._abandon(messages)
             raise
@@ -182,18 +186,24 @@ class Pipeline:
         return results
 
     def idle(self) -> list[BatchResult]:
-        """The input is idle and nothing is in flight: write the ticks due
-        (``framework.runtime.ticking``) in a transaction of their own; returns the batch that
-        wrote them, if any. One that cannot commit is decided again at the next interval."""
+        """Nothing to apply was read and nothing is in flight: write the ticks due
+        (``framework.runtime.ticking``, and the canonical order's forced ticks:
+        ``framework.runtime.ordering``) in a transaction of their own; returns the batch that
+        wrote them, if any. One that cannot commit is decided again at the next interval (the
+        records the merge holds stay there: such a batch applies none)."""
         runner = self._runner
-        if runner.ticks is None or self._flights or not runner.ticks.due():
+        if self._flights:
+            return []
+        ordering, ticks = runner.ordering, runner.ticks
+        forcing = ordering is not None and ordering.forcing_due(runner.reading.flowing)
+        if not forcing and (ticks is None or not ticks.due()):
             return []
         try:
             result = runner.run([])
         except TransactionAbortableError as error:
             log.warning("processor %d: %s (ticks decided again)", runner.processor, error)
-            return []
-        return [result] if result.ticks else []
+            return []  # (its forced ticks and offsets were dropped: BatchRunner._transact)
+        return [result] if result.ticks or result.forced else []
 
     def discard(self, also: list[Message] | None = None) -> None:
         """Drop every batch in flight: forget their state changes and read their records
@@ -207,6 +217,8 @@ class Pipeline:
         runner.records.recount(progress(UNFENCED_SCOPE), progress(UNPLACED_SCOPE))
         dropped = [m for f in self._flights for m in f.messages]
         starts = first_offsets([*dropped, *(also or [])])
+        if runner.ordering is not None:  # and the records the merge holds: from the state's
+            starts = runner.ordering.rewind()
         self._flights.clear()
         consumer = runner.consumer
         assert consumer is not None

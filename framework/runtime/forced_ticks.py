@@ -1,0 +1,96 @@
+"""Writing the forced ticks of the canonical order (``framework.runtime.ordering``).
+
+A forced tick is an ordinary tick (``framework.time.ticks``: keyless, or a compacted topic's
+tick key; headers ``{"floor", "wall", "app", "steps"}``) written into the batch's transaction
+(or, under at-least-once, beside its outputs). It is written apart from the time ticks'
+``TickWriter``: that writer's "a tick of mine is still unread" is about its own ticks, and a
+forced tick waiting in the merge buffer must not stop it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+
+from framework.errors import SplitstateError
+from framework.kafka import (
+    DeliveryError,
+    KafkaProducer,
+    Message,
+    TransactionAbortableError,
+    UnknownPartitionError,
+)
+from framework.runtime.ticking import Tick
+from framework.time.ticks import tick_headers
+
+__all__ = ["send_forced", "write_forced"]
+
+log = logging.getLogger(__name__)
+
+_FLUSH_SECONDS = 60.0
+
+Report = Callable[[DeliveryError | None, Message], None]
+
+
+def send_forced(
+    producer: KafkaProducer, ticks: Iterable[Tick], app_id: str, on_delivery: Report | None = None
+) -> int:
+    """Hand ``ticks`` of app ``app_id`` to ``producer`` without waiting (``on_delivery`` is
+    told of each); returns how many. A partition the producer does not know yet is looked up
+    once; still unknown, its tick is left out (decided again when due)."""
+    count = 0
+    for tick in ticks:
+        headers = tick_headers(tick.floor, tick.wall, app_id, steps=tick.steps)
+        try:
+            _produce(producer, tick, headers, on_delivery)
+        except UnknownPartitionError:
+            if producer.partition_count(tick.topic) <= tick.partition:
+                log.info("no forced tick to %s[%d] yet: unknown", tick.topic, tick.partition)
+                continue
+            _produce(producer, tick, headers, on_delivery)
+        count += 1
+    return count
+
+
+def write_forced(
+    producer: KafkaProducer, ticks: list[Tick], app_id: str, *, transactional: bool
+) -> None:
+    """Produce ``ticks`` and wait for Kafka (raising, inside a transaction
+    ``TransactionAbortableError``, when one was not written)."""
+    if not ticks:
+        return
+    failed: list[DeliveryError] = []
+
+    def delivered(error: DeliveryError | None, _message: Message) -> None:
+        if error is not None:
+            failed.append(error)
+
+    send_forced(producer, ticks, app_id, delivered)
+    remaining = producer.flush(_FLUSH_SECONDS)
+    if remaining or failed:
+        text = f"forced ticks could not be written ({remaining} unsent; errors: {failed[:3]})"
+        if transactional:
+            raise TransactionAbortableError(f"{text}; the transaction is aborted")
+        raise SplitstateError(f"{text}; the batch is processed again after a restart")
+
+
+def _produce(
+    producer: KafkaProducer,
+    tick: Tick,
+    headers: list[tuple[str, bytes]],
+    report: Report | None,
+) -> None:
+    """Produce ``tick`` (waiting for room in the producer's queue)."""
+    while True:
+        try:
+            producer.produce(
+                tick.topic,
+                b"",  # (not None: with a key, that would be a tombstone)
+                tick.key,
+                tick.partition,
+                headers=headers,
+                on_delivery=report,
+            )
+            return
+        except BufferError:
+            producer.poll(0.1)

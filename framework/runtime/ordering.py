@@ -1,0 +1,255 @@
+"""The live loop's canonical order of several inputs (``time.input_order: canonical``).
+
+An app with several input topics and ``input_order: canonical`` does not apply records as
+fetched: each record the loop reads (admitted: owned, past the ordering gates) goes into a
+``framework.order.MergeBuffer``, and the batch processes only what it releases, in each key's
+canonical order (event time as read, then the input's place in the config, then offset).
+
+- **Offsets**: a batch commits ``MergeBuffer.applied_positions`` (a record read and not
+  released is not committed: a restart reads it again), with each partition's mark there in
+  the progress scope ``ORDER_SCOPE``, in the same state write; a restart assigns each
+  partition from the state's offset with that mark as base. ``waiting`` names the partitions
+  whose read records are not applied yet: the loop's pass-over must not move their offsets.
+- **Nothing read is lost**: whatever drops or rewinds batches (an aborted transaction, a size
+  refusal, a failed send) calls ``rewind``: every partition is read again from the state's
+  offset (records held in the buffer included), with the stored marks. A partition the loop
+  stops reading (a release, a shrink) is ``forget``-ten with what it held: not committed, so
+  its next reader reads it. Records a gate holds never enter the buffer (they are cut before).
+- **The bounded wait**: when the least head stays blocked, each partition that blocks it is
+  timed on its own, from when it began to block after its last record was read (not per
+  record: a new record read *from it* restarts its timer, one read elsewhere does not); one
+  that blocked for ``time.max_input_wait`` gets a **forced tick** with floor
+  ``Blocker.needs``, written in the batch's transaction like any tick, so every reader of the
+  partition sees the same decision; read back, it raises the partition's mark and releases
+  the head. So a quiet input costs one wait, then a forced tick per batch while it stays
+  quiet, not a wait per record. A forced tick is written once per floor and partition (again
+  after a rewind); it is kept apart from the time ticks' writer
+  (``framework.runtime.ticking``), whose "unread tick" it is not.
+
+Not covered yet: a catch-up, a snapshot, a growth child (base and rank) and the Spark build
+apply their records as before (``README``: "Several inputs").
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
+
+from framework.app import App
+from framework.clock import Clock
+from framework.coordination.registry import TopicEntry
+from framework.input_times import ORDER_SCOPE, InputTimes, ordered
+from framework.kafka import Message
+from framework.order import NO_FLOOR, MergeBuffer
+from framework.runtime.ticking import Tick
+from framework.time.ticks import is_tick_key, tick_key
+from rebalance.positions import Position
+from statestore import ProcessorDatabase, StateBatch
+
+__all__ = ["ORDER_SCOPE", "InputOrder", "ordered"]
+
+log = logging.getLogger("framework.runtime.loop")
+
+#: a record to process: the message, its topic, partition and offset
+Taken = tuple[Message, str, int, int]
+
+
+class _Steps(Protocol):
+    def known_steps(self, topic: str, /) -> int:
+        """How many steps of ``topic``'s partition history the view has."""
+
+
+class InputOrder:
+    """The merge of a processor's input partitions (see the module). ``database``: its state;
+    ``steps``: its ``PlacementCheck`` (the history steps ticks name); ``inputs``: the input
+    topics' registry entries now; ``clock`` the run's."""
+
+    def __init__(
+        self,
+        app: App,
+        database: ProcessorDatabase,
+        clock: Clock,
+        *,
+        steps: _Steps,
+        inputs: Callable[[], Mapping[str, TopicEntry]],
+    ) -> None:
+        config = app.config
+        self._app_id = config.app_id
+        self._topics = [topic.topic for topic in config.inputs]
+        self._times = InputTimes(app)
+        self._database = database
+        self._clock = clock
+        self._steps = steps
+        self._inputs = inputs
+        self._wait = config.time.wait_seconds
+        self._buffer: MergeBuffer[Message] = MergeBuffer(self._topics)
+        #: the partitions assigned, each with the next offset to add (read again below: skipped)
+        self._next: dict[Position, int] = {}
+        #: the first offset added to each partition since it was assigned (where to read a
+        #: partition without a state offset again from)
+        self._first: dict[Position, int] = {}
+        #: per partition, the next offset handed to a batch to commit
+        self._given: dict[Position, int] = {}
+        #: per partition blocking the least head, since when (monotonic)
+        self._blocked_since: dict[Position, float] = {}
+        #: per partition, the floor of the forced tick decided for it and not read back yet
+        self._forced: dict[Position, int] = {}
+        #: forced ticks decided (for tests and metrics)
+        self.forced = 0
+
+    # -- which partitions -------------------------------------------------------------------
+
+    def follow(self, owned: Iterable[Position]) -> None:
+        """Read exactly ``owned``: a partition no longer read is forgotten with the records it
+        held (not committed: its next reader reads them); a new one is read from the state's
+        offset, its stored mark the base."""
+        owned = set(owned)
+        for position in [p for p in self._next if p not in owned]:
+            self._forget(position)
+        added = [p for p in owned if p not in self._next and p[0] in self._topics]
+        if added:
+            offsets, marks = self._database.offsets(), self._database.progress(ORDER_SCOPE)
+            for position in sorted(added):
+                self._assign(position, offsets.get(position), marks.get(position))
+
+    def waiting(self) -> set[Position]:
+        """The partitions with records read and not released."""
+        return {p for p in self._next if self._buffer.pending(p)}
+
+    # -- records ----------------------------------------------------------------------------
+
+    def take(
+        self, records: Iterable[Taken], owned: Iterable[Position] | None = None
+    ) -> list[Message]:
+        """Add ``records`` (admitted, in each partition's offset order; given ``owned``, the
+        partitions read now: ``follow`` first) and return what may be applied now, in the
+        order to apply it."""
+        if owned is not None:
+            self.follow(owned)
+        buffer, times, nexts = self._buffer, self._times, self._next
+        for message, topic, partition, offset in records:
+            position = (topic, partition)
+            expected = nexts.get(position)
+            if expected is None or offset < expected:
+                continue  # not read here, or added already (fetched again)
+            self._first.setdefault(position, offset)
+            event_time = times.of(topic, partition, offset, message)
+            key = message.key()
+            if key is not None and is_tick_key(topic, key):
+                key = None  # (a compacted topic's tick)
+            elif key is not None:  # a record of it: its wait, if it blocks, starts again
+                self._blocked_since.pop(position, None)
+            buffer.add(position, offset, key, event_time, message)
+            nexts[position] = offset + 1
+        released = [item.payload for item in buffer.release()]
+        self._blockers(self._clock.monotonic())  # (a partition's wait starts as it blocks)
+        return released
+
+    def applied(self, batch: StateBatch) -> dict[Position, int]:
+        """The next offsets a batch that applied every record released so far commits (those
+        that moved since the last batch's), each partition's mark there written with
+        ``batch``."""
+        stored = self._database.offsets()
+        marks = self._buffer.applied_marks()
+        moved: dict[Position, int] = {}
+        for position, offset in self._buffer.applied_positions().items():
+            if offset > max(self._given.get(position, -1), stored.get(position, -1)):
+                moved[position] = self._given[position] = offset
+                batch.set_progress(ORDER_SCOPE, position[0], position[1], marks[position])
+        return moved
+
+    def rewind(self) -> dict[Position, int]:
+        """The batches not committed were dropped: read every partition again from the state's
+        offset with its stored mark (the records the buffer held too); returns where each
+        partition is to be read from (a partition without a state offset and nothing read:
+        left as it is)."""
+        offsets, marks = self._database.offsets(), self._database.progress(ORDER_SCOPE)
+        starts: dict[Position, int] = {}
+        for position in list(self._next):
+            start = offsets.get(position, self._first.get(position))
+            self._buffer.forget(position)
+            del self._next[position]
+            self._first.pop(position, None)
+            self._assign(position, offsets.get(position), marks.get(position))
+            if start is not None:
+                starts[position] = start
+        self.dropped()
+        return starts
+
+    # -- the bounded wait -------------------------------------------------------------------
+
+    def forcing_due(self, flowing: set[Position]) -> bool:
+        """Whether a forced tick is due now (nothing is decided or changed)."""
+        return bool(self._due(flowing, self._clock.monotonic()))
+
+    def forced_ticks(self, flowing: set[Position]) -> list[Tick]:
+        """The forced ticks to write now, with the batch being prepared: one to each partition
+        of ``flowing`` (read, no gate holding it; none a shrink deleted) that blocked the
+        least head for ``max_input_wait``, floor the mark that releases it."""
+        now = self._clock.monotonic()
+        wall = int(self._clock.time() * 1000)
+        ticks: list[Tick] = []
+        for position, floor in self._due(flowing, now):
+            topic, partition = position
+            entry = self._inputs().get(topic)
+            compacted = entry is not None and entry.compacted
+            key = tick_key(topic, uuid.uuid4().hex) if compacted else None
+            steps = self._steps.known_steps(topic)
+            ticks.append(Tick(topic, partition, floor, wall, key, steps))
+            self._forced[position] = floor
+            self.forced += 1
+            log.info(
+                "%s[%d] blocked the next record for %.1f s: a tick with floor %d lets it go",
+                topic,
+                partition,
+                now - self._blocked_since[position],
+                floor,
+            )
+        return ticks
+
+    def dropped(self) -> None:
+        """A batch that applied nothing held here was dropped: its forced ticks may not have
+        been written (decided again when due) and its offsets not committed (given again)."""
+        self._forced.clear()
+        self._given.clear()
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _due(self, flowing: set[Position], now: float) -> list[tuple[Position, int]]:
+        """The partitions of ``flowing`` due a forced tick now, with its floor; a blocking
+        partition's timer runs from when it began to block after its last record (this only
+        starts timers: nothing is decided)."""
+        blockers = self._blockers(now)
+        since, inputs = self._blocked_since, self._inputs()
+        return [
+            (position, needs)
+            for position, needs in sorted(blockers.items())
+            if position in flowing
+            and (position[0] not in inputs or position[1] < inputs[position[0]].partitions)
+            and self._forced.get(position, NO_FLOOR - 1) < needs
+            and now - since[position] >= self._wait
+        ]
+
+    def _blockers(self, now: float) -> dict[Position, int]:
+        """The partitions that block the least head, each with the floor that releases it;
+        the wait of each that begins to block starts ``now``."""
+        blocking = self._buffer.blocking()
+        if blocking is None:
+            return {}
+        blockers = {b.position: b.needs for b in blocking.blockers}
+        for position in blockers:
+            self._blocked_since.setdefault(position, now)
+        return blockers
+
+    def _assign(self, position: Position, offset: int | None, mark: int | None) -> None:
+        start = 0 if offset is None else offset
+        base = NO_FLOOR if offset is None or mark is None else mark
+        self._buffer.assign(position, start, base)
+        self._next[position] = start
+
+    def _forget(self, position: Position) -> None:
+        self._buffer.forget(position)
+        for kept in (self._next, self._first, self._given, self._blocked_since, self._forced):
+            kept.pop(position, None)

@@ -1,0 +1,204 @@
+"""``InputOrder`` (``framework.runtime.ordering``) on its own: which offsets and marks a batch
+commits, what a revoked partition and a rewind leave, and the bounded wait on a fake clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from framework import App, AppConfig, Record
+from framework.config import TopicConfig
+from framework.config_time import TimeConfig
+from framework.kafka import Message
+from framework.order import NO_FLOOR
+from framework.processing import StoredMessage
+from framework.runtime.ordering import ORDER_SCOPE, InputOrder
+from framework.time.ticks import tick_headers
+from statestore import DatabaseIdentity, ProcessorDatabase
+from tests.clocks import ManualClock
+
+C, V = ("clicks", 0), ("views", 0)
+
+
+class _Steps:
+    def known_steps(self, topic: str, /) -> int:
+        return 1
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A registry entry's partition count and whether the topic is compacted."""
+
+    partitions: int
+    compacted: bool = False
+
+
+def _world(views_partitions: int = 1) -> tuple[InputOrder, ProcessorDatabase, ManualClock]:
+    config = AppConfig(
+        app_id="two",
+        inputs=[TopicConfig(topic="clicks"), TopicConfig(topic="views")],
+        initial_processors=1,
+        time=TimeConfig(input_order="canonical", max_input_wait=timedelta(seconds=1)),
+    )
+    app = App(config)
+    app.store("s")
+
+    @app.processor(stores=["s"])
+    def f(record: Record[bytes], state: object) -> None:
+        """Nothing."""
+
+    database = ProcessorDatabase.in_memory(DatabaseIdentity("two", 0), app.store_specs())
+    clock = ManualClock()
+    entries: dict[str, Any] = {"views": _Entry(views_partitions)}  # (the fields read of one)
+    order = InputOrder(app, database, clock, steps=_Steps(), inputs=lambda: entries)
+    order.follow({C, V})
+    return order, database, clock
+
+
+def _record(
+    position: tuple[str, int], offset: int, at: int, key: bytes = b"k"
+) -> tuple[Message, str, int, int]:
+    message = StoredMessage(position[0], position[1], offset, key, b"", at, [])
+    return message, position[0], position[1], offset
+
+
+def _tick(position: tuple[str, int], offset: int, floor: int) -> tuple[Message, str, int, int]:
+    headers: list[tuple[str, bytes | None]] = list(tick_headers(floor, floor, "two"))
+    message = StoredMessage(position[0], position[1], offset, None, b"", floor, headers)
+    return message, position[0], position[1], offset
+
+
+def _where(messages: list[Message]) -> list[tuple[str | None, int | None]]:
+    return [(m.topic(), m.offset()) for m in messages]
+
+
+def _commit(order: InputOrder, database: ProcessorDatabase) -> dict[tuple[str, int], int]:
+    batch = database.begin()
+    offsets = order.applied(batch)
+    for (topic, partition), offset in offsets.items():
+        batch.set_offset(topic, partition, offset)
+    batch.commit()
+    return offsets
+
+
+def test_a_batch_commits_the_applied_positions_and_marks_not_what_the_merge_holds() -> None:
+    order, database, _clock = _world()
+    released = order.take([_record(C, 0, 10), _record(C, 1, 30), _record(V, 0, 20)])
+    assert _where(released) == [("clicks", 0), ("views", 0)]  # clicks@1 (30) waits for views
+    assert order.waiting() == {C}
+    assert _commit(order, database) == {C: 1, V: 1}
+    assert database.progress(ORDER_SCOPE) == {C: 10, V: 20}
+
+
+def test_a_partition_whose_only_waiting_item_is_a_tick_still_gets_its_offset() -> None:
+    """(Else its state offset stays behind: a handoff's F waits for ever.)"""
+    order, database, _clock = _world()
+    order.take([_record(C, 0, 10), _tick(V, 0, 5), _record(V, 1, 20)])
+    assert _commit(order, database) == {C: 1, V: 1}  # views@1 (20) waits for clicks
+    assert _where(order.take([_tick(C, 1, 50)])) == [("views", 1)]  # the tick waits for views
+    assert order.waiting() == {C}
+    assert _commit(order, database) == {V: 2}  # clicks stays at 1: not past its waiting tick
+    assert database.offsets() == {C: 1, V: 2}
+
+
+def test_a_revoked_partition_leaves_its_held_records_uncommitted_for_its_next_reader() -> None:
+    order, database, _clock = _world()
+    order.take([_record(C, 0, 10), _record(C, 1, 30), _record(V, 0, 20)])
+    _commit(order, database)
+    order.follow({V})  # clicks released (a handoff, a shrink)
+    assert order.waiting() == set()
+    assert _commit(order, database) == {}
+    assert database.offsets()[C] == 1  # clicks@1 was read, never applied: read again there
+    order.follow({C, V})  # back: from the state's offset, with its mark
+    released = order.take([_record(C, 1, 30), _record(V, 1, 40)])
+    assert _where(released) == [("clicks", 1)]
+
+
+def test_a_rewind_reads_every_partition_again_from_the_states_offsets() -> None:
+    order, database, _clock = _world()
+    order.take([_record(C, 0, 10), _record(V, 0, 20)])
+    assert _commit(order, database) == {C: 1, V: 0}  # views@0 (20) waits for clicks
+    fetched = [_record(C, 1, 30), _record(C, 2, 50), _record(V, 1, 40)]
+    released = order.take(fetched)  # (a batch that is dropped)
+    assert _where(released) == [("views", 0), ("clicks", 1), ("views", 1)]  # clicks@2 waits
+    assert order.rewind() == {C: 1, V: 0}
+    assert order.waiting() == set()
+    assert _where(order.take([_record(V, 0, 20), *fetched])) == _where(released)
+
+
+def test_records_fetched_again_are_not_added_twice() -> None:
+    order, _database, _clock = _world()
+    order.take([_record(C, 0, 10), _record(C, 1, 30)])
+    assert _where(order.take([_record(C, 1, 30), _record(V, 0, 40)])) == [
+        ("clicks", 0),
+        ("clicks", 1),
+    ]
+
+
+def test_the_wait_is_per_blocking_partition_and_a_quiet_input_costs_one_wait() -> None:
+    """Clicks keep coming, views is quiet: the first forced tick comes after the wait; once
+    it is read back, the next click blocked by the same quiet partition gets its tick at
+    once (its timer runs from its last record), not after another wait."""
+    order, _database, clock = _world()
+    order.take([_record(V, 0, 5), _record(C, 0, 10)])
+    assert order.forced_ticks({C, V}) == []  # views blocks clicks@0 from now
+    clock.sleep(0.5)
+    order.take([_record(C, 1, 20)])  # another click: the timer goes on
+    assert not order.forcing_due({C, V})
+    clock.sleep(0.5)
+    assert order.forcing_due({C, V})
+    assert order.forcing_due({C, V})  # asking decides nothing
+    [tick] = order.forced_ticks({C, V})
+    assert (tick.topic, tick.partition, tick.floor) == ("views", 0, 10)
+    assert order.forced_ticks({C, V}) == []  # once per floor
+    released = order.take([_tick(V, 1, 10)])  # read back
+    assert _where(released) == [("clicks", 0), ("views", 1)]
+    [again] = order.forced_ticks({C, V})  # clicks@1 (20) blocked by the same quiet views
+    assert again.floor == 20
+    assert order.forced == 2
+
+
+def test_a_record_of_the_blocking_partition_restarts_its_wait() -> None:
+    order, _database, clock = _world()
+    order.take([_record(V, 0, 5), _record(C, 0, 10), _record(C, 1, 30)])
+    order.forced_ticks({C, V})
+    clock.sleep(0.75)
+    order.take([_record(V, 1, 12)])  # views moves (to 12): clicks@1 still waits
+    clock.sleep(0.5)
+    assert not order.forcing_due({C, V})
+    clock.sleep(0.5)
+    assert [t.floor for t in order.forced_ticks({C, V})] == [30]
+
+
+def test_no_forced_tick_into_a_partition_a_gate_holds() -> None:
+    order, _database, clock = _world()
+    order.take([_record(C, 0, 10)])
+    order.forced_ticks({C})
+    clock.sleep(2)
+    assert order.forced_ticks({C}) == []  # views is not flowing
+    assert [t.floor for t in order.forced_ticks({C, V})] == [10]
+
+
+def test_no_forced_tick_into_a_partition_a_shrink_deleted() -> None:
+    """(A deleted partition is only drained: nothing is written to it any more.)"""
+    order, _database, clock = _world(views_partitions=0)
+    order.take([_record(C, 0, 10)])
+    order.forced_ticks({C, V})
+    clock.sleep(2)
+    assert order.forced_ticks({C, V}) == []
+
+
+def test_a_drop_decides_the_forced_ticks_again() -> None:
+    order, _database, clock = _world()
+    order.take([_record(C, 0, 10)])
+    order.forced_ticks({C, V})
+    clock.sleep(1)
+    assert len(order.forced_ticks({C, V})) == 1
+    order.dropped()
+    assert len(order.forced_ticks({C, V})) == 1
+
+
+def test_a_partition_without_a_stored_mark_starts_below_every_time() -> None:
+    _order, database, _clock = _world()
+    assert database.progress(ORDER_SCOPE).get(C, NO_FLOOR) == NO_FLOOR

@@ -1,0 +1,170 @@
+"""Review of branch order2 (issue 36 §1): reproductions of defects found in the live
+canonical order (each ``xfail(strict=True)`` until fixed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+from framework import App, Record
+from framework.runtime.loop import ProcessorRuntime, RuntimeStats
+from framework.testing import TestDriver
+from tests.framework.order import live_world as world
+from tests.framework.order.live_world import CLICKS, VIEWS
+from tests.framework.order.test_input_order import _record, _tick
+from tests.framework.order.test_input_order import _world as _order_world
+from tests.framework.time.apps import emitted
+from tests.framework.time.test_review_topic_interleaving import make_app
+from tests.sim.kafka import MemoryKafka
+
+C0, V0 = (CLICKS, 0), (VIEWS, 0)
+_tick_record = _tick
+
+
+@pytest.mark.xfail(strict=True, reason="forced ticks ping-pong between idle inputs")
+def test_idle_inputs_do_not_get_forced_ticks_for_ever(tmp_path: Path) -> None:
+    """One click (10 ms) and one view (20 ms), then nothing. Both records are applied after
+    one forced tick; then both inputs are idle, and nothing waits but forced ticks
+    themselves. A tick waiting in the merge is a head like a record: the clicks tick (21)
+    waits for views to reach 21, views gets a forced tick 21, which waits for clicks to pass
+    21, clicks gets 22, ... one per batch, for as long as the inputs stay idle."""
+    kafka = world.memory_kafka()
+    world.append(kafka, CLICKS, b"k", 10)
+    world.append(kafka, VIEWS, b"k", 20)
+    app = world.make_app(world.config(tmp_path, "canonical"))
+
+    def done(stats: RuntimeStats) -> bool:
+        return stats.batches >= 60
+
+    ProcessorRuntime(app, 0, kafka=kafka).run(until=done)
+    run = world.Run(app, kafka)
+    assert run.applied([b"k"]) == [world.canonical(kafka, b"k")]
+    forced = world.forced_ticks(kafka, CLICKS) + world.forced_ticks(kafka, VIEWS)
+    assert len(forced) <= 2, (world.forced_ticks(kafka, CLICKS), world.forced_ticks(kafka, VIEWS))
+
+
+class _Died(BaseException):
+    """The process died in the function (as a segfault or an OOM kill would end it)."""
+
+
+def _poisoned_app(tmp_path: Path, order: str, crash_limit: int = 3) -> App:
+    settings = world.config(tmp_path, order, in_flight=1)  # type: ignore[arg-type]
+    settings = settings.model_copy(update={"crash_limit": crash_limit})
+    app = App(settings)
+    app.store("seen")
+
+    @app.processor(stores=["seen"])
+    def see(record: Record[bytes], state: Any) -> None:
+        if record.value == b"boom":
+            raise _Died(f"{record.topic}@{record.offset}")
+        state.set([*(state.get() or []), f"{record.topic}@{record.offset}"])
+
+    return app
+
+
+def _append(kafka: MemoryKafka, topic: str, at: int, value: bytes = b"") -> None:
+    record = {"key": b"k", "value": value, "headers": (), "timestamp_ms": at, "origin": "test"}
+    kafka.broker.append((topic, 0), record)
+
+
+@pytest.mark.parametrize(
+    ("order", "limit"),
+    [
+        ("arrival", 3),
+        ("canonical", 3),
+        ("arrival", 1),
+        ("canonical", 1),
+    ],
+)
+def test_a_record_that_kills_the_processor_is_skipped_alone_after_crash_limit(
+    tmp_path: Path, order: str, limit: int
+) -> None:
+    """clicks@1 kills the process each time its function runs (crash_limit 3). While suspects
+    remain the runtime polls one record per batch so that a death names its record; with
+    ``canonical`` the merge still releases several records at once (clicks@0 and clicks@1
+    wait for views@0, then go together), a death amid several records names none, and the
+    processor dies on restart after restart (with arrival, the poison is skipped after
+    1 + 3 deaths)."""
+    kafka = world.memory_kafka()
+    _append(kafka, CLICKS, 10)
+    _append(kafka, CLICKS, 30, b"boom")
+    _append(kafka, VIEWS, 40)
+    _append(kafka, CLICKS, 50)
+    _append(kafka, VIEWS, 60)
+    app = _poisoned_app(tmp_path, order, limit)
+    run = world.Run(app, kafka)
+    deaths = 0
+    for _ in range(8):
+        try:
+            run.until({b"k": 4})
+            break
+        except _Died:
+            deaths += 1
+    [applied] = run.applied([b"k"])
+    assert sorted(applied) == ["clicks@0", "clicks@2", "views@0", "views@1"], (deaths, applied)
+    assert deaths == 1 + limit  # (the first death, amid a batch of several, names none)
+
+
+@pytest.mark.xfail(strict=True, reason="a drained deleted partition blocks the other input")
+def test_a_drained_deleted_partition_does_not_hold_the_other_input_for_ever() -> None:
+    """views shrank from 2 partitions to 1: views[1] is deleted, drained (its last record at
+    5 ms), and stays in the processor's universe (``state.owned``: deleted partitions too),
+    so the merge keeps it, with ``R`` = 5 for ever. A click at 10 ms needs every views
+    partition at 10 or more; views[0] gets there, views[1] never does, and no forced tick is
+    written into a deleted partition (0370e67): the click waits for ever."""
+    order, _database, clock = _order_world(views_partitions=1)
+    d = (VIEWS, 1)
+    order.follow({C0, V0, d})
+    released = order.take([_record(d, 0, 5), _record(C0, 0, 10), _record(V0, 0, 20)])
+    assert [(m.topic(), m.partition(), m.offset()) for m in released] == [(VIEWS, 1, 0)]
+    for _ in range(5):
+        clock.sleep(2)
+        ticks = order.forced_ticks({C0, V0, d})
+        released = order.take([_tick_record((t.topic, t.partition), 1 + _, t.floor) for t in ticks])
+        if any(m.topic() == CLICKS for m in released):
+            return
+    raise AssertionError(f"clicks@0 still waits; blocking: {order._buffer.blocking()}")
+
+
+@pytest.mark.xfail(strict=True, reason="only the least head's blockers get forced ticks")
+def test_a_gate_held_child_does_not_stop_the_forced_ticks_its_parent_needs() -> None:
+    """clicks grew: clicks[1] is a child of clicks[0], assigned at NO_FLOOR (no base from
+    its parent yet) and held by its gate (not flowing) until clicks[0]'s state offset passes
+    the growth marker. views is quiet with a view at 20 ms; clicks[0] has a click at 30 ms
+    before its marker. The least head is the view (20), blocked only by the held child: no
+    tick is forced anywhere. The click (30) waits for views to reach 30 -- a forced tick into
+    views would let it go, but it is not the least head, so none is decided. The click is
+    never applied, clicks[0]'s offset never passes the marker, the child's gate never opens:
+    the processor stalls for as long as views stays quiet."""
+    order, _database, clock = _order_world(views_partitions=1)
+    child = (CLICKS, 1)
+    order.follow({C0, child, V0})
+    flowing = {C0, V0}  # (the child is held by its gate)
+    assert order.take([_record(V0, 0, 20), _record(C0, 0, 30)]) == []
+    for _ in range(5):
+        clock.sleep(2)
+        ticks = order.forced_ticks(flowing)
+        released = order.take([_tick_record((t.topic, t.partition), 1 + _, t.floor) for t in ticks])
+        if any(m.topic() == CLICKS for m in released):
+            return
+    raise AssertionError(f"clicks@0 still waits; blocking: {order._buffer.blocking()}")
+
+
+@pytest.mark.xfail(strict=True, reason="advance_time's tick on the last input stays pending")
+def test_test_driver_advance_time_closes_the_windows_of_every_input() -> None:
+    """``TestDriver.advance_time`` ticks every input partition, clicks then views. With
+    ``canonical`` the views tick (input 1, mark 1000) waits for clicks to pass 1000 (an
+    earlier input must be strictly above), which nothing in a TestDriver ever does: the
+    tick stays in the merge (``pending`` 1) and so does every later views record. (Here the
+    clicks tick closes the key's window anyway: both inputs have one partition, so the key
+    lives in clicks[0] too.)"""
+    results = {}
+    orders: tuple[Literal["arrival", "canonical"], ...] = ("arrival", "canonical")
+    for order in orders:
+        driver = TestDriver(make_app(order))
+        driver.send("views", b"k", b"", timestamp=5)
+        driver.advance_time(1_000)
+        results[order] = (emitted(driver), driver.pending)
+    assert results["canonical"] == results["arrival"], results

@@ -20,7 +20,7 @@ from framework.kafka import (
     TransactionAbortableError,
     UnknownPartitionError,
 )
-from framework.runtime.ticking import Tick
+from framework.runtime.ticking import Tick, produce_tick
 from framework.time.ticks import tick_headers
 
 __all__ = ["send_forced", "write_forced"]
@@ -42,12 +42,12 @@ def send_forced(
     for tick in ticks:
         headers = tick_headers(tick.floor, tick.wall, app_id, steps=tick.steps)
         try:
-            _produce(producer, tick, headers, on_delivery)
+            produce_tick(producer, tick, headers, on_delivery)
         except UnknownPartitionError:
             if producer.partition_count(tick.topic) <= tick.partition:
                 log.info("no forced tick to %s[%d] yet: unknown", tick.topic, tick.partition)
                 continue
-            _produce(producer, tick, headers, on_delivery)
+            produce_tick(producer, tick, headers, on_delivery)
         count += 1
     return count
 
@@ -72,25 +72,3 @@ def write_forced(
         if transactional:
             raise TransactionAbortableError(f"{text}; the transaction is aborted")
         raise SplitstateError(f"{text}; the batch is processed again after a restart")
-
-
-def _produce(
-    producer: KafkaProducer,
-    tick: Tick,
-    headers: list[tuple[str, bytes]],
-    report: Report | None,
-) -> None:
-    """Produce ``tick`` (waiting for room in the producer's queue)."""
-    while True:
-        try:
-            producer.produce(
-                tick.topic,
-                b"",  # (not None: with a key, that would be a tombstone)
-                tick.key,
-                tick.partition,
-                headers=headers,
-                on_delivery=report,
-            )
-            return
-        except BufferError:
-            producer.poll(0.1)

@@ -53,7 +53,7 @@ from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
 from statestore.due_index import DUE_STORE, decode_due
 
-__all__ = ["NO_FLOOR", "Reading", "Tick", "TickWriter", "tick_floor", "tickable"]
+__all__ = ["NO_FLOOR", "Reading", "Tick", "TickWriter", "produce_tick", "tick_floor", "tickable"]
 
 log = logging.getLogger(__name__)
 
@@ -244,13 +244,13 @@ class TickWriter:
             report = self._reporter(on_delivery)
             headers = self.headers(tick)
             try:
-                self._produce(producer, tick, headers, report)
+                produce_tick(producer, tick, headers, report)
             except UnknownPartitionError:
                 if producer.partition_count(tick.topic) <= tick.partition:
                     where = f"{tick.topic}[{tick.partition}]"
                     log.info("no tick to %s yet: its producer does not know it", where)
                     continue
-                self._produce(producer, tick, headers, report)
+                produce_tick(producer, tick, headers, report)
             self._unread[(tick.topic, tick.partition)] = _UNREPORTED
             count += 1
         self.written += count
@@ -260,28 +260,6 @@ class TickWriter:
         """The headers ``tick`` is written with: its times, this processor's app, and the
         history steps its view knew."""
         return tick_headers(tick.floor, tick.wall, self._timing.app_id, steps=tick.steps)
-
-    @staticmethod
-    def _produce(
-        producer: KafkaProducer,
-        tick: Tick,
-        headers: list[tuple[str, bytes]],
-        report: Callable[[DeliveryError | None, Message], None],
-    ) -> None:
-        """Produce ``tick`` with ``headers`` (waiting for room in the producer's queue)."""
-        while True:
-            try:
-                producer.produce(
-                    tick.topic,
-                    b"",  # (not None: with a key, that would be a tombstone)
-                    tick.key,
-                    tick.partition,
-                    headers=headers,
-                    on_delivery=report,
-                )
-                return
-            except BufferError:
-                producer.poll(0.1)
 
     def write(self, producer: KafkaProducer, ticks: list[Tick], *, transactional: bool) -> None:
         """Produce ``ticks`` and wait for Kafka (raising, inside a transaction
@@ -362,3 +340,25 @@ class TickWriter:
                 also(error, message)
 
         return report
+
+
+def produce_tick(
+    producer: KafkaProducer,
+    tick: Tick,
+    headers: list[tuple[str, bytes]],
+    report: Callable[[DeliveryError | None, Message], None] | None,
+) -> None:
+    """Produce ``tick`` with ``headers`` (waiting for room in the producer's queue)."""
+    while True:
+        try:
+            producer.produce(
+                tick.topic,
+                b"",  # (not None: with a key, that would be a tombstone)
+                tick.key,
+                tick.partition,
+                headers=headers,
+                on_delivery=report,
+            )
+            return
+        except BufferError:
+            producer.poll(0.1)

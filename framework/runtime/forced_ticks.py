@@ -12,22 +12,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from framework.errors import SplitstateError
 from framework.kafka import (
     DeliveryError,
     KafkaProducer,
     Message,
-    TransactionAbortableError,
     UnknownPartitionError,
 )
-from framework.runtime.ticking import Tick, produce_tick
+from framework.runtime.ticking import Tick, produce_tick, write_ticks
 from framework.time.ticks import tick_headers
 
 __all__ = ["send_forced", "write_forced"]
 
 log = logging.getLogger(__name__)
-
-_FLUSH_SECONDS = 60.0
 
 Report = Callable[[DeliveryError | None, Message], None]
 
@@ -57,18 +53,6 @@ def write_forced(
 ) -> None:
     """Produce ``ticks`` and wait for Kafka (raising, inside a transaction
     ``TransactionAbortableError``, when one was not written)."""
-    if not ticks:
-        return
-    failed: list[DeliveryError] = []
-
-    def delivered(error: DeliveryError | None, _message: Message) -> None:
-        if error is not None:
-            failed.append(error)
-
-    send_forced(producer, ticks, app_id, delivered)
-    remaining = producer.flush(_FLUSH_SECONDS)
-    if remaining or failed:
-        text = f"forced ticks could not be written ({remaining} unsent; errors: {failed[:3]})"
-        if transactional:
-            raise TransactionAbortableError(f"{text}; the transaction is aborted")
-        raise SplitstateError(f"{text}; the batch is processed again after a restart")
+    if ticks:
+        send = lambda report: send_forced(producer, ticks, app_id, report)  # noqa: E731
+        write_ticks(producer, send, "forced ticks", transactional)

@@ -53,7 +53,16 @@ from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
 from statestore.due_index import DUE_STORE, decode_due
 
-__all__ = ["NO_FLOOR", "Reading", "Tick", "TickWriter", "produce_tick", "tick_floor", "tickable"]
+__all__ = [
+    "NO_FLOOR",
+    "Reading",
+    "Tick",
+    "TickWriter",
+    "produce_tick",
+    "tick_floor",
+    "tickable",
+    "write_ticks",
+]
 
 log = logging.getLogger(__name__)
 
@@ -264,22 +273,9 @@ class TickWriter:
     def write(self, producer: KafkaProducer, ticks: list[Tick], *, transactional: bool) -> None:
         """Produce ``ticks`` and wait for Kafka (raising, inside a transaction
         ``TransactionAbortableError``, when one was not written)."""
-        if not ticks:
-            return
-        failed: list[DeliveryError] = []
-
-        def delivered(error: DeliveryError | None, _message: Message) -> None:
-            if error is not None:
-                failed.append(error)
-
-        self.send(producer, ticks, delivered)
-        remaining = producer.flush(_FLUSH_SECONDS)
-        if remaining or failed:
-            self.dropped()
-            text = f"ticks could not be written ({remaining} unsent; errors: {failed[:3]})"
-            if transactional:
-                raise TransactionAbortableError(f"{text}; the transaction is aborted")
-            raise SplitstateError(f"{text}; the batch is processed again after a restart")
+        if ticks:
+            send = lambda report: self.send(producer, ticks, report)  # noqa: E731
+            write_ticks(producer, send, "ticks", transactional, failed=self.dropped)
 
     def dropped(self) -> None:
         """The ticks written may not be there (their transaction aborted, their batch
@@ -362,3 +358,30 @@ def produce_tick(
             return
         except BufferError:
             producer.poll(0.1)
+
+
+def write_ticks(
+    producer: KafkaProducer,
+    send: Callable[[Callable[[DeliveryError | None, Message], None]], object],
+    what: str,
+    transactional: bool,
+    *,
+    failed: Callable[[], None] = lambda: None,
+) -> None:
+    """``send`` ticks (called with the delivery report to give each) and wait for Kafka;
+    when one was not written, call ``failed`` and raise (inside a transaction
+    ``TransactionAbortableError``); ``what``: how the error names them."""
+    errors: list[DeliveryError] = []
+
+    def delivered(error: DeliveryError | None, _message: Message) -> None:
+        if error is not None:
+            errors.append(error)
+
+    send(delivered)
+    remaining = producer.flush(_FLUSH_SECONDS)
+    if remaining or errors:
+        failed()
+        text = f"{what} could not be written ({remaining} unsent; errors: {errors[:3]})"
+        if transactional:
+            raise TransactionAbortableError(f"{text}; the transaction is aborted")
+        raise SplitstateError(f"{text}; the batch is processed again after a restart")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -15,10 +16,11 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from framework.config import AppConfig
 from framework.coordination.registry import TopicEntry
-from framework.kafka import Clients
+from framework.errors import SplitstateError
+from framework.kafka import Clients, DeliveryError, KafkaProducer, TransactionAbortableError
 from framework.processing import RecordProcessor, StoredMessage
 from framework.records import EncodedOutput
-from framework.runtime.ticking import NO_FLOOR, Tick, TickWriter, tick_floor
+from framework.runtime.ticking import NO_FLOOR, Tick, TickWriter, tick_floor, write_ticks
 from framework.time.applying import FLOOR_SCOPE
 from framework.time.ticks import TICK_HEADER, is_tick_key, tick_headers, tick_key
 from rebalance import TopicHistory, bucket, key_hash
@@ -350,3 +352,37 @@ def test_a_tick_to_a_partition_a_growth_just_added(
     finally:
         consumer.close()
     assert (low, high) == (0, 1)
+
+
+class _Unflushed:
+    """A producer whose flush leaves ``remaining`` records unsent."""
+
+    def __init__(self, remaining: int) -> None:
+        self.remaining = remaining
+
+    def flush(self, timeout: float) -> int:
+        return self.remaining
+
+
+@pytest.mark.parametrize("transactional", [True, False])
+def test_ticks_not_written_raise_and_are_dropped(transactional: bool) -> None:
+    """The tick writer's and the forced ticks' one write path (``write_ticks``): a tick left
+    unsent or refused raises (aborting the transaction inside one) after ``failed`` ran."""
+    dropped: list[bool] = []
+    expected = TransactionAbortableError if transactional else SplitstateError
+
+    def refuse(report: Callable[[DeliveryError | None, Any], None]) -> None:
+        report(DeliveryError("refused", "refused"), None)
+
+    with pytest.raises(expected, match="forced ticks could not be written"):
+        write_ticks(
+            cast(KafkaProducer, _Unflushed(0)),
+            refuse,
+            "forced ticks",
+            transactional,
+            failed=lambda: dropped.append(True),
+        )
+    assert dropped == [True]
+    with pytest.raises(expected, match=r"ticks could not be written \(2 unsent"):
+        write_ticks(cast(KafkaProducer, _Unflushed(2)), lambda report: None, "ticks", transactional)
+    write_ticks(cast(KafkaProducer, _Unflushed(0)), lambda report: None, "ticks", transactional)

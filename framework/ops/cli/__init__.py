@@ -8,6 +8,7 @@ import os
 import sys
 from argparse import SUPPRESS
 from collections.abc import Sequence
+from importlib import metadata
 from typing import Any
 
 from framework.errors import SplitstateError
@@ -25,7 +26,7 @@ from framework.ops.logs import LOG_FORMAT_VARIABLE, LOG_FORMATS
 from framework.redaction import RedactingFormatter
 from statestore.errors import StateStoreError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "installed_version", "main"]
 
 EXIT_USER_ERROR = 2
 EXIT_UNEXPECTED = 1
@@ -34,6 +35,15 @@ _LOG_FORMAT: dict[str, Any] = {
     "help": f"how `run` logs: text, or json (one object per line); default: "
     f"${LOG_FORMAT_VARIABLE}, else text",
 }
+
+
+def installed_version() -> str:
+    """The installed distribution's version (``pyproject.toml``'s), or ``unknown`` when the
+    packages run from a directory no installer recorded."""
+    try:
+        return metadata.version("splitstate")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show full tracebacks instead of short messages"
     )
     parser.add_argument("--log-format", **_LOG_FORMAT)
+    parser.add_argument("--version", action="version", version=f"splitstate {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     broker_commands.register(commands)
     run_commands.register(commands)

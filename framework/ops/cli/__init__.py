@@ -72,10 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one ``splitstate`` command; returns the process exit status."""
+def main(argv: Sequence[str] | None = None, *, script: str | None = None) -> int:
+    """Run one ``splitstate`` command; returns the process exit status. ``script`` (e.g.
+    ``python app.py``): ``argv`` is ``run APP ...`` for an app that runs itself
+    (``App.run``), whose usage and errors name the script and not the ``APP`` it fills in."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    if script is None:
+        args = parser.parse_args(argv)
+    else:
+        run = _run_as_script(parser, script)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # (the top parser would report them under `splitstate`'s usage)
+            run.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command != "run":  # `run` sets up its logging itself (--log-format)
         _warnings_to_stderr()
     debug = bool(args.debug or os.environ.get("SPLITSTATE_DEBUG"))
@@ -90,6 +98,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         report_error(args, error, with_traceback=True)
         return EXIT_UNEXPECTED
     return status
+
+
+def _run_as_script(parser: argparse.ArgumentParser, script: str) -> argparse.ArgumentParser:
+    """Make ``run``'s usage, help and errors say ``script`` and leave out its ``APP``; the
+    ``run`` parser."""
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    run: argparse.ArgumentParser = commands.choices["run"]
+    run.prog = script
+    for action in run._actions:
+        if action.dest == "app":
+            action.help = SUPPRESS
+    return run
 
 
 def _warnings_to_stderr() -> None:

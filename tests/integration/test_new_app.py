@@ -1,12 +1,15 @@
 """A new user's path: `splitstate new`, `topics create`, `python app.py --all`, records in,
-`splitstate tail` shows the counts (issue 37: the first hour, against the real broker)."""
+`splitstate tail` shows the counts, `splitstate scale` to a second processor while it runs, and
+the counts go on exactly (issue 37: the first hour, against the real broker)."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,8 +19,10 @@ from tests.integration.harness import produce, splitstate, unique
 pytestmark = pytest.mark.integration
 
 
-def test_a_new_app_runs_and_its_outputs_can_be_tailed(tmp_path: Path, kafka_bootstrap: str) -> None:
-    name = unique("shop")
+def test_a_new_app_runs_scales_and_its_outputs_can_be_tailed(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    name = unique("shop").replace("-", "_")  # (an app name is a Python name)
     assert splitstate("new", name, "--directory", str(tmp_path)).returncode == 0
     directory = tmp_path / name
     environment = {
@@ -37,6 +42,7 @@ def test_a_new_app_runs_and_its_outputs_can_be_tailed(tmp_path: Path, kafka_boot
             check=False,
         )
 
+    tail = ("tail", "app.py:app", "--from-beginning", "--idle-seconds", "90", "--max-records")
     created = cli("topics", "create", "app.py:app")
     assert created.returncode == 0, created.stderr
     produce(kafka_bootstrap, f"{name}-input", [(b"apple", b""), (b"pear", b""), (b"apple", b"")])
@@ -49,20 +55,22 @@ def test_a_new_app_runs_and_its_outputs_can_be_tailed(tmp_path: Path, kafka_boot
             stderr=subprocess.STDOUT,
         )
         try:
-            tailed = cli(
-                "tail",
-                "app.py:app",
-                "--from-beginning",
-                "--max-records",
-                "3",
-                "--idle-seconds",
-                "90",
-            )
+            tailed = cli(*tail, "3")
+            scaled = cli("scale", "app.py:app", "--processors", "2")
+            assert scaled.returncode == 0, scaled.stderr
+            more = [b"apple", b"pear", b"fig", b"kiwi", b"apple"]
+            produce(kafka_bootstrap, f"{name}-input", [(key, b"") for key in more])
+            after = cli(*tail, "8")
+            handed = False
+            deadline = time.monotonic() + 120
+            while not handed and time.monotonic() < deadline:
+                status = cli("status", "app.py:app").stdout
+                handed = re.search(rf"{name}-input\[1\] +1 ", status) is not None
         finally:
             process.send_signal(signal.SIGTERM)
-            status = process.wait(timeout=90)
+            stopped = process.wait(timeout=90)
     output = (tmp_path / "run.log").read_text(errors="replace")
-    assert status == 0, output[-3000:]
+    assert stopped == 0, output[-3000:]
     assert tailed.returncode == 0, tailed.stderr
     lines = tailed.stdout.splitlines()
     assert len(lines) == 3, tailed.stdout
@@ -71,3 +79,13 @@ def test_a_new_app_runs_and_its_outputs_can_be_tailed(tmp_path: Path, kafka_boot
         '{"key":"apple","count":2}',
         '{"key":"pear","count":1}',
     ], tailed.stdout
+    # the second processor took over part of the keys, and each key's count went on: 1, 2, ...
+    assert after.returncode == 0, after.stderr
+    counted = sorted(line.split(": ", 1)[1] for line in after.stdout.splitlines())
+    expected = [("apple", 4), ("fig", 1), ("kiwi", 1), ("pear", 2)]
+    assert counted == sorted(
+        f'{{"key":"{key}","count":{count}}}'
+        for key, last in expected
+        for count in range(1, last + 1)
+    ), after.stdout
+    assert handed, f"processor 1 never took over input partition 1 (one of 0's):\n{status}"

@@ -8,13 +8,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from framework.errors import describe_error
 from framework.records import Record
 from framework.time.aggregations import Aggregation, Reduce
 from framework.time.ticks import TIME_LIMIT
 from framework.time.window_state import WindowResult, accumulator
 from framework.time.windows import Session, Sliding, WindowKind
 
-__all__ = ["EventTime", "Timer", "TimerSpec", "WindowSpec", "event_time_of"]
+__all__ = [
+    "EventTime",
+    "EventTimeFunctionError",
+    "Timer",
+    "TimerSpec",
+    "WindowSpec",
+    "event_time_of",
+]
 
 #: where an input's event time comes from: ``None`` (the Kafka timestamp), a field name of the
 #: decoded value, or a function of the record; giving int milliseconds or a ``datetime``
@@ -109,9 +117,15 @@ class Timer:
         return self.key.decode("utf-8", errors="replace")
 
 
+class EventTimeFunctionError(Exception):
+    """The app's event time function raised (the exception is this one's ``__cause__``): a
+    failure of the app's code, handled as the processor function's would be."""
+
+
 def event_time_of(source: EventTime) -> Callable[[Record[Any]], int]:
     """A function giving a record's event time in ms from ``source``; it raises
-    ``ValueError`` when the record has none (or one beyond ``TIME_LIMIT`` either way)."""
+    ``ValueError`` when the record has none (or one beyond ``TIME_LIMIT`` either way), and
+    ``EventTimeFunctionError`` when ``source`` is a function that raised."""
 
     def milliseconds(found: Any, what: str) -> int:
         if isinstance(found, datetime):
@@ -158,4 +172,12 @@ def event_time_of(source: EventTime) -> Callable[[Record[Any]], int]:
         return field
 
     function = source
-    return lambda record: milliseconds(function(record), "the event time function's result")
+
+    def from_function(record: Record[Any]) -> int:
+        try:
+            found = function(record)
+        except Exception as error:  # the app's code failed, not the record: on_error's
+            raise EventTimeFunctionError(describe_error(error)) from error
+        return milliseconds(found, "the event time function's result")
+
+    return from_function

@@ -25,6 +25,7 @@ FRAMEWORK_LAYERS: tuple[tuple[str, ...], ...] = (
         "framework.gc_tuning",
         "framework.config",
         "framework.config_checks",
+        "framework.config_client",
         "framework.config_errors",
         "framework.config_files",
         "framework.config_kafka",

@@ -1,13 +1,15 @@
 """The docs say what the code does: every dead-letter stage the code writes is documented, the
 config reference's table has a row per config field and the defaults it names are the
 code's (a dead_letter_topic documented as ``<app_id>-dead-letters`` once read ``None``), the
-tutorial shows a typed store and the Quix side by side, every relative link of README.md and
-docs/ resolves (to a page, and to a heading there when it names one), and every page is in
-the site's navigation; the references generated from the code (config, CLI, control-log
-records, handoff phases) hold what the code has."""
+tutorial shows a typed store and the Quix side by side, the comparison shows
+examples/sensors/app.py as it is and the same app in each other tool, every relative link of
+README.md and docs/ resolves (to a page, and to a heading there when it names one), and every
+page is in the site's navigation; the references generated from the code (config, CLI,
+control-log records, handoff phases) hold what the code has."""
 
 from __future__ import annotations
 
+import ast
 import re
 import typing
 from pathlib import Path
@@ -60,6 +62,43 @@ def test_the_tutorial_shows_a_typed_store_and_the_quix_side_by_side() -> None:
     windows = [b for b in code_blocks(DOCS / "tutorial" / "windows.md") if b.language == "python"]
     assert len([b for b in windows if not b.compile_only]) >= 3, "window, its test, the timer"
     assert any("tumbling_window" in b.code for b in windows), "the Quix side by side"
+
+
+def _code_only(source: str) -> str:
+    """The source's syntax tree without its docstrings and ``__future__`` imports."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list):
+            node.body = [  # type: ignore[attr-defined]
+                statement
+                for i, statement in enumerate(body)
+                if not (isinstance(statement, ast.ImportFrom) and statement.module == "__future__")
+                and not (
+                    i == 0
+                    and isinstance(statement, ast.Expr)
+                    and isinstance(statement.value, ast.Constant)
+                    and isinstance(statement.value.value, str)
+                )
+            ]
+    return ast.dump(tree)
+
+
+def test_the_comparison_shows_the_sensors_example_as_it_is_and_each_tools_app() -> None:
+    blocks = code_blocks(DOCS / "comparison.md")
+    (ours,) = [b for b in blocks if b.language == "python" and not b.compile_only]
+    example = (ROOT / "examples" / "sensors" / "app.py").read_text()
+    assert _code_only(ours.code) == _code_only(example)
+    shown = "\n".join(b.code for b in blocks)
+    # Quix Streams, Faust, Kafka Streams, Flink, Bytewax
+    for window in (
+        "tumbling_window(",
+        ".tumbling(",
+        "ofSizeAndGrace(",
+        "EventTimeWindows",
+        "Windower(",
+    ):
+        assert window in shown, window
 
 
 @pytest.mark.parametrize("page", pages(), ids=lambda page: str(page.relative_to(ROOT)))

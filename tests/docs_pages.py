@@ -25,7 +25,8 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-_FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.MULTILINE | re.DOTALL)
+#: a fenced block, at a line's start or indented (in a list item): its indent, language, code
+_FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```\n", re.MULTILINE | re.DOTALL)
 _MARKER = re.compile(r"<!-- snippet: (compile-only.*?) -->\n\Z")
 _ANY_MARKER = re.compile(r"<!-- snippet: (.*?) -->")
 _FILE = re.compile(r"^<!-- snippet: file (\S+) -->$", re.MULTILINE)
@@ -59,10 +60,13 @@ def code_blocks(page: Path) -> list[CodeBlock]:
     blocks = []
     for match in _FENCE.finditer(text):
         before = _MARKER.search(text, 0, match.start())
+        indent = match[1]
         blocks.append(
             CodeBlock(
-                language=match[1],
-                code=match[2],
+                language=match[2],
+                code="".join(
+                    line.removeprefix(indent) for line in match[3].splitlines(keepends=True)
+                ),
                 line=text.count("\n", 0, match.start()) + 1,
                 marker=before[1] if before else "",
             )

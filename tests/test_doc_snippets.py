@@ -91,3 +91,19 @@ def test_the_pages_splitstate_commands_parse(page: Path) -> None:
             parser.parse_args(words)
         except SystemExit as exit_:
             pytest.fail(f"{page.relative_to(ROOT)}: `splitstate {line.strip()}` exits {exit_}")
+
+
+def test_a_block_indented_in_a_list_item_is_collected_too(tmp_path: Path) -> None:
+    """The collector read only fences at a line's start: a block in a list item went unrun."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "- a step:\n\n    ```python\n    if True:\n        x = 1\n    ```\n\n"
+        "```sh\nsplitstate --version\n```\n"
+    )
+    indented, shell = code_blocks(page)
+    assert (indented.language, indented.code, indented.line) == (
+        "python",
+        "if True:\n    x = 1\n",
+        3,
+    )
+    assert (shell.language, shell.code) == ("sh", "splitstate --version\n")

@@ -27,7 +27,15 @@ from framework.ops.reference import (
 from framework.records import DeadLetterStage
 from rebalance.control_schema import KINDS
 from rebalance.states import HANDOFF_MACHINE
-from tests.docs_pages import DOCS, ROOT, anchors, code_blocks, pages, relative_links
+from tests.docs_pages import (
+    DOCS,
+    ROOT,
+    anchors,
+    code_blocks,
+    page_file,
+    pages,
+    relative_links,
+)
 from tools.docs_hooks import GENERATED, on_page_markdown
 
 DEAD_LETTERS = (DOCS / "reference" / "dead-letters.md").read_text()
@@ -64,8 +72,37 @@ def test_the_tutorial_shows_a_typed_store_and_the_quix_side_by_side() -> None:
     assert any("tumbling_window" in b.code for b in windows), "the Quix side by side"
 
 
-def _code_only(source: str) -> str:
-    """The source's syntax tree without its docstrings and ``__future__`` imports."""
+def _statements(source: str) -> list[str]:
+    """The source's top-level statements (as ``_code_only`` keeps them), each dumped, without
+    an ``if __name__ == "__main__":`` block."""
+    kept = ast.parse(_code_only(source, dump=False))
+    return [
+        ast.dump(statement)
+        for statement in kept.body
+        if not (isinstance(statement, ast.If) and "__main__" in ast.unparse(statement.test))
+    ]
+
+
+@pytest.mark.parametrize(
+    "page",
+    [page for page in pages() if page_file(page) != page],
+    ids=lambda page: str(page.relative_to(ROOT)),
+)
+def test_a_block_that_shows_an_example_file_is_that_file(page: Path) -> None:
+    """A page that says a block is ``examples/.../app.py`` shows the file's code as it is
+    (its docstrings and comments aside), then may go on (a test of it, say): the wordcount
+    block was a paraphrase nothing compared with the file (issue 37)."""
+    example = page_file(page)
+    first = next(b for b in code_blocks(page) if b.language == "python" and not b.compile_only)
+    wanted = _statements(example.read_text())
+    assert _statements(first.code)[: len(wanted)] == wanted, (
+        f"{page.relative_to(ROOT)}:{first.line} is not {example.relative_to(ROOT)} as it is"
+    )
+
+
+def _code_only(source: str, dump: bool = True) -> str:
+    """The source's syntax tree without its docstrings and ``__future__`` imports (``dump``:
+    as ``ast.dump``, else as source)."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
@@ -81,7 +118,7 @@ def _code_only(source: str) -> str:
                     and isinstance(statement.value.value, str)
                 )
             ]
-    return ast.dump(tree)
+    return ast.dump(tree) if dump else ast.unparse(tree)
 
 
 def test_the_comparison_shows_the_sensors_example_as_it_is_and_each_tools_app() -> None:

@@ -1,9 +1,11 @@
 """A new user's path: `splitstate new`, `topics create`, `python app.py --all`, records in,
 `splitstate tail` shows the counts, `splitstate scale` to a second processor while it runs, and
-the counts go on exactly (issue 37: the first hour, against the real broker)."""
+the counts go on exactly; then the windows tutorial's sensors example, run as the tutorial says
+(issue 37: the first hour, against the real broker)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -89,3 +91,57 @@ def test_a_new_app_runs_scales_and_its_outputs_can_be_tailed(
         for count in range(1, last + 1)
     ), after.stdout
     assert handed, f"processor 1 never took over input partition 1 (one of 0's):\n{status}"
+
+
+def test_the_windows_tutorials_sensors_close_their_minutes_and_judge_late_readings(
+    tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    """docs/tutorial/windows.md's commands on examples/sensors, its readings as in its test."""
+    app = "examples.sensors.app:app"
+    readings = "readings"  # (the app's function is registered for it; no other test uses it)
+    environment = {
+        **os.environ,
+        "SPLITSTATE_KAFKA__BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "SPLITSTATE_APP_ID": unique("sensors"),
+        "SPLITSTATE_STATE_DIR": str(tmp_path / "state"),
+    }
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "framework.ops.cli", *args],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+
+    created = cli("topics", "create", app)
+    assert created.returncode == 0, created.stderr
+    sent = [(20.0, 1_000), (22.0, 59_000), (30.0, 75_000), (99.0, 30_000)]  # the last: late
+    produce(
+        kafka_bootstrap,
+        readings,
+        [(b"s1", json.dumps({"celsius": c, "at": at}).encode()) for c, at in sent],
+    )
+    tail = ("--from-beginning", "--idle-seconds", "120", "--max-records", "1")
+    with (tmp_path / "run.log").open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "framework.ops.cli", "run", app, "--all"],
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            closed = cli("tail", app, *tail)
+            late = cli("tail", app, "--dead-letters", *tail)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            stopped = process.wait(timeout=90)
+    assert stopped == 0, (tmp_path / "run.log").read_text(errors="replace")[-3000:]
+    assert closed.returncode == 0, closed.stderr
+    assert closed.stdout.endswith("""key 's1': {"start":0,"end":60000,"value":21.0}\n"""), (
+        closed.stdout
+    )
+    assert late.returncode == 0, late.stderr
+    assert f"dead letter, stage late, of {readings}[" in late.stdout, late.stdout

@@ -79,8 +79,8 @@ class AppConfig(RedactedRepr, BaseSettings):
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     inputs: list[TopicConfig] = Field(
         min_length=1,
-        description="the topics the app reads: a topic's name alone, or a table of the topic "
-        "fields below",
+        description="the topics the app reads, each by its name alone or by its fields (under "
+        "`inputs[]`, `outputs[]` below)",
     )
     outputs: list[TopicConfig] = Field(
         default_factory=list,

@@ -1,6 +1,7 @@
 """The documentation's pages as the tests read them: README.md and every page under docs/,
 their code blocks (with the ``<!-- snippet: ... -->`` marker each may carry), their relative
-links and their headings' anchors (as MkDocs' ``toc`` extension makes them)."""
+links and their headings' anchors (as MkDocs' ``toc`` extension makes them), both read from the
+page as the site shows it: with the parts ``tools/docs_hooks.py`` generates filled in."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from markdown.extensions.toc import slugify
+
+from tools.docs_hooks import on_page_markdown
 
 __all__ = [
     "DOCS",
@@ -83,7 +86,8 @@ def page_file(page: Path) -> Path:
 
 
 def _prose(page: Path) -> str:
-    return _FENCE.sub("", page.read_text())
+    """The page as the site shows it (generated parts filled in) without its code blocks."""
+    return _FENCE.sub("", on_page_markdown(page.read_text()))
 
 
 def relative_links(page: Path) -> list[str]:

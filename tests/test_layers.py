@@ -29,6 +29,7 @@ FRAMEWORK_LAYERS: tuple[tuple[str, ...], ...] = (
         "framework.config_errors",
         "framework.config_files",
         "framework.config_kafka",
+        "framework.config_sections",
         "framework.config_time",
         "framework.redaction",
         "framework.records",

@@ -21,15 +21,13 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
     SettingsConfigDict,
     SettingsError,
 )
 
 from framework.config_checks import ENV_PREFIX, check_environment, environment_parse_problems
 from framework.config_errors import ConfigError, explain
-from framework.config_files import read_config_file
+from framework.config_files import FileUnderEnvironment, read_config_file
 from framework.config_kafka import KafkaConfig, TopicConfig, check_name
 from framework.config_sections import (
     BatchConfig,
@@ -65,7 +63,7 @@ _SETTINGS_FIELD = re.compile(r'field "([^"]+)"')
 DEFAULT_TOMBSTONES_CACHED = 100_000
 
 
-class AppConfig(RedactedRepr, BaseSettings):
+class AppConfig(RedactedRepr, FileUnderEnvironment):
     """Everything an app needs: identity, Kafka, topics, processors, state, batching, errors."""
 
     model_config = SettingsConfigDict(
@@ -278,18 +276,6 @@ class AppConfig(RedactedRepr, BaseSettings):
     def redacted(self) -> dict[str, Any]:
         """The config as plain data with secrets masked (safe to print or log)."""
         return redacted_data(self)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Environment variables win over the file's values (passed as init values)."""
-        return env_settings, init_settings
 
     @classmethod
     def load(cls, path: Path | None = None, **overrides: Any) -> AppConfig:

@@ -9,18 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import Field, ValidationError
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from framework.config_checks import ENV_PREFIX
 from framework.config_errors import ConfigError, explain
-from framework.config_files import read_config_file
+from framework.config_files import FileUnderEnvironment, read_config_file
 from framework.config_kafka import KafkaConfig
 from framework.redaction import RedactedRepr
 
 __all__ = ["KafkaClientConfig"]
 
 
-class KafkaClientConfig(RedactedRepr, BaseSettings):
+class KafkaClientConfig(RedactedRepr, FileUnderEnvironment):
     """Only ``kafka`` of an app config (the rest of a file is not read)."""
 
     model_config = SettingsConfigDict(
@@ -28,18 +28,6 @@ class KafkaClientConfig(RedactedRepr, BaseSettings):
     )
 
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Environment variables win over the file's values (passed as init values)."""
-        return env_settings, init_settings
 
     @classmethod
     def load(cls, path: Path | None = None) -> KafkaConfig:

@@ -1,5 +1,5 @@
-"""Reading an app's config file: YAML or TOML, by its suffix. A syntax error says the line
-and column, never the line's text (it may hold a secret)."""
+"""Reading an app's config file: YAML or TOML, by its suffix (a syntax error says the line
+and column, never the line's text: it may hold a secret); the environment wins over it."""
 
 from __future__ import annotations
 
@@ -8,10 +8,28 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from framework.config_errors import ConfigError
 
-__all__ = ["read_config_file"]
+__all__ = ["FileUnderEnvironment", "read_config_file"]
+
+
+class FileUnderEnvironment(BaseSettings):
+    """Settings read from a file's values (passed as init values), over which the
+    environment variables win."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Environment variables win over the file's values (passed as init values)."""
+        return env_settings, init_settings
 
 
 def read_config_file(path: Path) -> dict[str, Any]:

@@ -5,6 +5,7 @@ the counts go on exactly; then the windows tutorial's sensors example, run as th
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -21,6 +22,21 @@ from tests.integration.harness import produce, splitstate, unique
 pytestmark = pytest.mark.integration
 
 
+def splitstate_in(
+    directory: Path, environment: dict[str, str], *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``splitstate ARGS`` run in ``directory`` with ``environment``, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "framework.ops.cli", *args],
+        cwd=directory,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
 def test_a_new_app_runs_scales_and_its_outputs_can_be_tailed(
     tmp_path: Path, kafka_bootstrap: str
 ) -> None:
@@ -33,16 +49,7 @@ def test_a_new_app_runs_scales_and_its_outputs_can_be_tailed(
         "SPLITSTATE_STATE_DIR": str(tmp_path / "state"),
     }
 
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "framework.ops.cli", *args],
-            cwd=directory,
-            env=environment,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+    cli = functools.partial(splitstate_in, directory, environment)
 
     tail = ("tail", "app.py:app", "--from-beginning", "--idle-seconds", "90", "--max-records")
     created = cli("topics", "create", "app.py:app")
@@ -106,15 +113,7 @@ def test_the_windows_tutorials_sensors_close_their_minutes_and_judge_late_readin
         "SPLITSTATE_STATE_DIR": str(tmp_path / "state"),
     }
 
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "framework.ops.cli", *args],
-            env=environment,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+    cli = functools.partial(splitstate_in, Path.cwd(), environment)
 
     created = cli("topics", "create", app)
     assert created.returncode == 0, created.stderr

@@ -46,15 +46,17 @@ def test_the_pages_json_blocks_parse_and_markers_say_why(page: Path) -> None:
 
 def test_python_blocks_are_run_not_only_compiled() -> None:
     """splitstate's own blocks run, but for a producer and a consumer (they need a broker);
-    another tool's code (Quix, Faust, Bytewax: not installed here) is compiled only."""
+    another tool's code (Quix, Faust, Bytewax: not installed here) and an API a design page
+    proposes (``development/design-*.md``: not built yet) are compiled only."""
     blocks = [b for page in _PYTHON_PAGES for b in code_blocks(page) if b.language == "python"]
     compiled_only = [b for b in blocks if b.compile_only]
-    another_tools = [
+    not_ours = [
         b
         for b in compiled_only
-        if b.marker.endswith(" is not installed here") and "framework" not in b.code
+        if (b.marker.endswith(" is not installed here") and "framework" not in b.code)
+        or b.marker.endswith(", proposed, not built")
     ]
-    ours = len(compiled_only) - len(another_tools)
+    ours = len(compiled_only) - len(not_ours)
     assert len(blocks) >= 10 and ours <= 2, (len(blocks), ours)
 
 

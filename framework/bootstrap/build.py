@@ -3,6 +3,9 @@
 Shared by ``splitstate backfill`` (every processor, from the topic's beginning) and by joining
 processors with ``bootstrap: spark`` (the keys they gain in a scale). For an app that keeps
 time the history's ticks are read first (``tick_table.collect_ticks``) and given to the fold.
+For an app that orders its inputs canonically, each record's mark is computed first
+(``order_marks``), the fold applies each key's records in their canonical order, and the
+manifest holds each partition's mark at its built offset (stored with the state).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from framework.bootstrap.history import (
 )
 from framework.bootstrap.job import BootstrapPlan, run_bootstrap, spark_errors
 from framework.bootstrap.manifest import Manifest
+from framework.bootstrap.order_marks import marks_at_ends, with_marks
 from framework.bootstrap.progress import BootstrapProgress
 from framework.bootstrap.sources import (
     check_archive_ticks,
@@ -32,11 +36,12 @@ from framework.bootstrap.sources import (
 from framework.bootstrap.spark_session import spark_session
 from framework.bootstrap.tick_table import collect_ticks
 from framework.coordination.registry import TopicEntry
+from framework.input_times import ordered
 from framework.jvm import find_java, spark_kafka_jars
 from rebalance.positions import OffsetRange, Position
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["BuildRequest", "bootstrap_session", "build_state"]
 
@@ -94,10 +99,13 @@ def build_state(
     ``spark``: a session to run in (``bootstrap_session``), left running; by default the
     build starts its own and stops it at the end.
     """
+    from pyspark import StorageLevel  # noqa: PLC0415
+
     config = app.config
     if request.archive is None:
         check_kafka_ranges(request.ranges, request.retained, "Kafka")
     session = spark or bootstrap_session(app, kafka=request.archive is None)
+    marked: DataFrame | None = None
     try:
         with spark_errors():
             topics = [t.topic for t in config.inputs]
@@ -111,6 +119,10 @@ def build_state(
                 served = archive_ranges(request.ranges, archived, exact=request.exact)
                 _check_continuation(served, request.retained)
                 history = parquet_history(session, request.archive, topics, served)
+            canonical = ordered(app)
+            if canonical:  # (read twice: the marks at the ends, then the job)
+                history = with_marks(history, app).persist(StorageLevel.MEMORY_AND_DISK)
+                marked = history
             plan = BootstrapPlan(
                 initial_processors=config.initial_processors,
                 processors=request.processors,
@@ -121,6 +133,8 @@ def build_state(
                 gained_from=request.gained_from,
                 crash_limit=config.crash_limit,
                 stop_on_crash=config.on_error == "stop",
+                inputs=tuple(topics) if canonical else None,
+                marks=marks_at_ends(history) if canonical else None,
             )
             initial = {name: entry.initial_partitions for name, entry in request.entries.items()}
             histories = {name: entry.history for name, entry in request.entries.items()}
@@ -128,6 +142,8 @@ def build_state(
             fold = AppFold(app, initial, histories, config.initial_processors, ticks)
             return run_bootstrap(session, history, plan, fold, destination, on_progress=on_progress)
     finally:
+        if marked is not None:
+            marked.unpersist()
         if spark is None:
             session.stop()
 

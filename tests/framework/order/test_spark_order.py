@@ -1,0 +1,172 @@
+"""The Spark build of an app that orders its inputs canonically (``time.input_order:
+canonical``) applies each key's records in the order the live loop does, and stores each
+partition's mark at the built offsets, so a processor resuming from the built state goes on in
+the same order.
+
+The live reference is ``TestDriver`` (it applies records as the live loop's merge buffer
+releases them). The app appends each record it applies to its key's state, so any difference
+in order shows; the records' times are drawn so that the canonical order and the order of
+arrival (and that of the topics one after the other) differ.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+
+from framework.bootstrap import BuildRequest, Manifest
+from framework.bootstrap.build import bootstrap_session, build_state
+from framework.coordination.registry import TopicEntry
+from framework.input_times import ORDER_SCOPE
+from framework.order import NO_FLOOR
+from framework.testing import TestDriver
+from rebalance import TopicHistory
+from rebalance.positions import OffsetRange, Position
+from statestore import DatabaseIdentity, ProcessorDatabase, TypedCodec
+from statestore.key_layout import KeyLayout
+from tests.framework.order.appending_app import INPUTS, appending_app
+from tests.framework.test_spark_fold import records_table
+
+#: one record as sent: (topic, key, event time)
+Sent = tuple[str, bytes, int]
+KEYS = [f"k{n}".encode() for n in range(5)]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    session = bootstrap_session(appending_app(), kafka=False)
+    yield session
+    session.stop()
+
+
+def drawn(seed: int, count: int) -> list[Sent]:
+    """``count`` records of both inputs, arriving in bursts of one input, times rising with
+    jitter (some late), so arrival, topic by topic and canonical orders all differ."""
+    rng = random.Random(seed)
+    sent: list[Sent] = []
+    clock = {"a": 1000, "b": 1000}
+    while len(sent) < count:
+        topic = rng.choice(INPUTS)
+        for _ in range(rng.randint(1, 4)):
+            clock[topic] += rng.randint(0, 30)
+            sent.append((topic, rng.choice(KEYS), clock[topic] - rng.choice([0, 0, 0, 45])))
+    return sent[:count]
+
+
+def driven(sent: list[Sent], order: str = "canonical", **kwargs: object) -> TestDriver:
+    """A driver of the app (inputs applied in ``order``) that was sent ``sent``."""
+    driver = TestDriver(appending_app(order), **kwargs)  # type: ignore[arg-type]
+    for topic, key, at in sent:
+        driver.send(topic, key, {"at": at}, timestamp=at)
+    return driver
+
+
+def applied(driver: TestDriver) -> dict[bytes, str]:
+    """Each key's state: the records it applied, in order."""
+    return {key: driver.state("applied", key) for key in KEYS if driver.state("applied", key)}
+
+
+def archive(sent: list[Sent], path: Path) -> Path:
+    """The records of ``sent`` as a Parquet archive (offsets as the driver gave them)."""
+    offsets = dict.fromkeys(INPUTS, 0)
+    rows = []
+    for topic, key, at in sent:
+        value = json.dumps({"at": at}).encode()
+        rows.append((topic, 0, offsets[topic], key, value, at, None))
+        offsets[topic] += 1
+    path.mkdir(parents=True)
+    pq.write_table(records_table(rows), path / "part-0.parquet")
+    return path
+
+
+def build(spark: SparkSession, sent: list[Sent], ends: dict[Position, int], out: Path) -> Manifest:
+    """The one processor's state built by Spark from ``sent``, up to ``ends``."""
+    ranges = {(topic, 0): OffsetRange(0, ends.get((topic, 0), 0)) for topic in INPUTS}
+    request = BuildRequest(
+        processors=1,
+        covers={0: list(ranges)},
+        ranges=ranges,
+        retained={(t, 0): OffsetRange(0, sum(1 for s in sent if s[0] == t)) for t in INPUTS},
+        entries={topic: TopicEntry(TopicHistory(topic, (1,))) for topic in INPUTS},
+        archive=archive(sent, out / "archive"),
+    )
+    return build_state(appending_app(), request, out / "built", spark=spark)
+
+
+def ingested(manifest: Manifest, path: Path, *, marks: bool = True) -> ProcessorDatabase:
+    """The built state ingested as ``backfill`` ingests it (``marks``: with the marks)."""
+    app = appending_app()
+    database = ProcessorDatabase.open(
+        path, DatabaseIdentity(app.config.app_id, 0), app.store_specs()
+    )
+    target = manifest.targets[0]
+    progress = target.progress() if marks else None
+    database.bulk_load(manifest.files(0), target.offsets, progress=progress)
+    return database
+
+
+def built_state(database: ProcessorDatabase) -> dict[bytes, str]:
+    layout, codec = KeyLayout(1), TypedCodec(str)
+    return {layout.user(key): codec.decode(raw) for key, raw in database.backend.scan("applied")}
+
+
+@pytest.mark.spark
+def test_the_build_applies_each_keys_records_in_the_live_canonical_order(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    sent = drawn(seed=3, count=120)
+    live = driven(sent)
+    assert live.pending  # (the last records wait for the other input, as live)
+    expected = applied(live)
+    assert expected != applied(driven(sent, "arrival"))  # the order matters here
+    manifest = build(spark, sent, live.offsets(), tmp_path)
+    database = ingested(manifest, tmp_path / "db")
+    try:
+        assert built_state(database) == expected
+        assert database.offsets() == live.offsets()
+        live_marks = live.database.progress(ORDER_SCOPE)
+        assert database.progress(ORDER_SCOPE) == live_marks
+        assert all(mark > NO_FLOOR for mark in live_marks.values())
+    finally:
+        database.close()
+
+
+@pytest.mark.spark
+def test_a_driver_resuming_from_the_built_state_goes_on_in_the_live_order(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The built offsets and marks are where the live loop would have stopped; resumed there
+    (records past the offsets read again), the result is the live run's; without the marks
+    it is not (they start over)."""
+    sent = drawn(seed=5, count=120)
+    whole = driven(sent)
+    half = driven(sent[:60])
+    ends = half.offsets()
+    manifest = build(spark, sent, ends, tmp_path)
+    seen = dict.fromkeys(INPUTS, 0)
+    rest = []  # what a reader resuming at ``ends`` reads: every record past them, in order
+    for topic, key, at in sent:
+        if seen[topic] >= ends.get((topic, 0), 0):
+            rest.append((topic, key, at))
+        seen[topic] += 1
+    outcomes = {}
+    for marks in (True, False):
+        database = ingested(manifest, tmp_path / f"db-{marks}", marks=marks)
+        try:
+            assert built_state(database) == applied(half)
+            resumed = TestDriver(appending_app(), database=database)
+            for topic, key, at in rest:
+                resumed.send(topic, key, {"at": at}, timestamp=at)
+            if marks:
+                assert resumed.offsets() == whole.offsets()
+            outcomes[marks] = applied(resumed)
+        finally:
+            database.close()
+    assert outcomes[True] == applied(whole)
+    assert outcomes[False] != applied(whole)  # (the marks are what carries the order over)

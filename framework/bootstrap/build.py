@@ -4,8 +4,9 @@ Shared by ``splitstate backfill`` (every processor, from the topic's beginning) 
 processors with ``bootstrap: spark`` (the keys they gain in a scale). For an app that keeps
 time the history's ticks are read first (``tick_table.collect_ticks``) and given to the fold.
 For an app that orders its inputs canonically, each record's mark is computed first
-(``order_marks``), the fold applies each key's records in their canonical order, and the
-manifest holds each partition's mark at its built offset (stored with the state).
+(``order_marks``), the build stops where the live loop would have (``order_cut``), the fold
+applies each key's records in their canonical order, and the manifest holds each partition's
+mark at its built offset (stored with the state).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from framework.bootstrap.history import (
 )
 from framework.bootstrap.job import BootstrapPlan, run_bootstrap, spark_errors
 from framework.bootstrap.manifest import Manifest
-from framework.bootstrap.order_marks import marks_at_ends, with_marks
+from framework.bootstrap.order_cut import cut_build
+from framework.bootstrap.order_marks import with_marks
 from framework.bootstrap.progress import BootstrapProgress
 from framework.bootstrap.sources import (
     check_archive_ticks,
@@ -119,22 +121,26 @@ def build_state(
                 served = archive_ranges(request.ranges, archived, exact=request.exact)
                 _check_continuation(served, request.retained)
                 history = parquet_history(session, request.archive, topics, served)
+            covered = {j: {p: served[p].end for p in ps} for j, ps in request.covers.items()}
+            marks: dict[int, dict[Position, int]] | None = None
             canonical = ordered(app)
-            if canonical:  # (read twice: the marks at the ends, then the job)
-                history = with_marks(history, app).persist(StorageLevel.MEMORY_AND_DISK)
-                marked = history
+            if canonical:  # (read several times: where to stop, then the job)
+                marked = with_marks(history, app).persist(StorageLevel.MEMORY_AND_DISK)
+                counts = {name: entry.history.partitions for name, entry in request.entries.items()}
+                cut = cut_build(marked, covered, topics, counts)
+                covered, marks, history = cut.covered, cut.marks, cut.history
             plan = BootstrapPlan(
                 initial_processors=config.initial_processors,
                 processors=request.processors,
                 targets=frozenset(request.covers),
                 lineage=lineage_ranks(config, request.entries),
-                covered={j: {p: served[p].end for p in ps} for j, ps in request.covers.items()},
+                covered=covered,
                 shards=config.spark.shards,
                 gained_from=request.gained_from,
                 crash_limit=config.crash_limit,
                 stop_on_crash=config.on_error == "stop",
                 inputs=tuple(topics) if canonical else None,
-                marks=marks_at_ends(history) if canonical else None,
+                marks=marks,
             )
             initial = {name: entry.initial_partitions for name, entry in request.entries.items()}
             histories = {name: entry.history for name, entry in request.entries.items()}

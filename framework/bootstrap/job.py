@@ -102,8 +102,8 @@ class BootstrapPlan:
     naming it), as the processors skip it (``crash_watch``). ``inputs``: the input topics in
     config order for an app that orders them canonically (the history then has a ``mark``
     column: ``order_marks.with_marks``; each key's records are folded in their canonical
-    order), with ``marks``, each partition's mark at its covered offset (stored with the
-    offsets: ``TargetState.marks``).
+    order), with ``marks``, per target, each partition's mark at its covered offset (stored
+    with the offsets: ``TargetState.marks``).
     """
 
     initial_processors: int
@@ -118,7 +118,7 @@ class BootstrapPlan:
     crash_limit: int = 3
     stop_on_crash: bool = False
     inputs: tuple[str, ...] | None = None
-    marks: Mapping[Position, int] | None = None
+    marks: Mapping[int, Mapping[Position, int]] | None = None
 
 
 def run_bootstrap(
@@ -250,7 +250,7 @@ def _manifest(
             offsets=dict(plan.covered.get(j, {})),
             marks={}
             if marks is None
-            else {p: marks.get(p, NO_FLOOR) for p in plan.covered.get(j, {})},
+            else {p: marks.get(j, {}).get(p, NO_FLOOR) for p in plan.covered.get(j, {})},
         )
         for j in sorted(plan.targets)
     }

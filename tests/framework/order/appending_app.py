@@ -1,8 +1,10 @@
 """A two-input app whose state shows the order it applied each key's records in: per key, it
 appends ``"<topic><at>,"`` of every record it applies (``at``: the value's event time, ms).
-Inputs ``a`` then ``b`` (one partition each), ``time.input_order: canonical``."""
+Inputs ``a`` then ``b`` (``PARTITIONS`` each), ``time.input_order: canonical``."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -13,6 +15,9 @@ from statestore import KeyState
 
 #: the input topics, in config order
 INPUTS = ("a", "b")
+#: each input's partitions
+PARTITIONS = 2
+Order = Literal["arrival", "canonical"]
 
 
 class Event(BaseModel):
@@ -21,17 +26,17 @@ class Event(BaseModel):
     at: int
 
 
-def config(order: str = "canonical") -> AppConfig:
+def config(order: Order = "canonical") -> AppConfig:
     """The app's config, its inputs applied in ``order``."""
     return AppConfig(
         app_id="appending",
-        inputs=[TopicConfig(topic=topic) for topic in INPUTS],
+        inputs=[TopicConfig(topic=topic, partitions=PARTITIONS) for topic in INPUTS],
         initial_processors=1,
         time=TimeConfig(input_order=order),
     )
 
 
-def appending_app(order: str = "canonical") -> App:
+def appending_app(order: Order = "canonical") -> App:
     """The app (a new one each call: ``App.configure`` changes it)."""
     app = App(config(order))
     app.store("applied")

@@ -26,12 +26,12 @@ from framework.coordination.registry import TopicEntry
 from framework.input_times import ORDER_SCOPE
 from framework.order import NO_FLOOR
 from framework.testing import TestDriver
-from rebalance import TopicHistory
+from rebalance import TopicHistory, bucket, key_hash
 from rebalance.positions import OffsetRange, Position
 from statestore import DatabaseIdentity, ProcessorDatabase, TypedCodec
 from statestore.key_layout import KeyLayout
-from tests.framework.order.appending_app import INPUTS, appending_app
-from tests.framework.test_spark_fold import records_table
+from tests.framework.order.appending_app import INPUTS, PARTITIONS, Order, appending_app
+from tests.framework.test_spark_fold import Row, records_table
 
 #: one record as sent: (topic, key, event time)
 Sent = tuple[str, bytes, int]
@@ -59,7 +59,7 @@ def drawn(seed: int, count: int) -> list[Sent]:
     return sent[:count]
 
 
-def driven(sent: list[Sent], order: str = "canonical", **kwargs: object) -> TestDriver:
+def driven(sent: list[Sent], order: Order = "canonical", **kwargs: object) -> TestDriver:
     """A driver of the app (inputs applied in ``order``) that was sent ``sent``."""
     driver = TestDriver(appending_app(order), **kwargs)  # type: ignore[arg-type]
     for topic, key, at in sent:
@@ -72,14 +72,28 @@ def applied(driver: TestDriver) -> dict[bytes, str]:
     return {key: driver.state("applied", key) for key in KEYS if driver.state("applied", key)}
 
 
+def home(topic: str, key: bytes) -> Position:
+    """Where producers place ``key`` in ``topic``."""
+    return topic, bucket(key_hash(key), PARTITIONS, PARTITIONS)
+
+
+def ends_of(sent: list[Sent]) -> dict[Position, int]:
+    """Each partition's end after ``sent``."""
+    ends = {(topic, p): 0 for topic in INPUTS for p in range(PARTITIONS)}
+    for topic, key, _at in sent:
+        ends[home(topic, key)] += 1
+    return ends
+
+
 def archive(sent: list[Sent], path: Path) -> Path:
     """The records of ``sent`` as a Parquet archive (offsets as the driver gave them)."""
-    offsets = dict.fromkeys(INPUTS, 0)
-    rows = []
+    offsets = dict.fromkeys(ends_of([]), 0)
+    rows: list[Row] = []
     for topic, key, at in sent:
+        position = home(topic, key)
         value = json.dumps({"at": at}).encode()
-        rows.append((topic, 0, offsets[topic], key, value, at, None))
-        offsets[topic] += 1
+        rows.append((topic, position[1], offsets[position], key, value, at, None))
+        offsets[position] += 1
     path.mkdir(parents=True)
     pq.write_table(records_table(rows), path / "part-0.parquet")
     return path
@@ -87,13 +101,13 @@ def archive(sent: list[Sent], path: Path) -> Path:
 
 def build(spark: SparkSession, sent: list[Sent], ends: dict[Position, int], out: Path) -> Manifest:
     """The one processor's state built by Spark from ``sent``, up to ``ends``."""
-    ranges = {(topic, 0): OffsetRange(0, ends.get((topic, 0), 0)) for topic in INPUTS}
+    ranges = {position: OffsetRange(0, end) for position, end in ends.items()}
     request = BuildRequest(
         processors=1,
         covers={0: list(ranges)},
         ranges=ranges,
-        retained={(t, 0): OffsetRange(0, sum(1 for s in sent if s[0] == t)) for t in INPUTS},
-        entries={topic: TopicEntry(TopicHistory(topic, (1,))) for topic in INPUTS},
+        retained={p: OffsetRange(0, end) for p, end in ends_of(sent).items()},
+        entries={topic: TopicEntry(TopicHistory(topic, (PARTITIONS,))) for topic in INPUTS},
         archive=archive(sent, out / "archive"),
     )
     return build_state(appending_app(), request, out / "built", spark=spark)
@@ -120,16 +134,19 @@ def built_state(database: ProcessorDatabase) -> dict[bytes, str]:
 def test_the_build_applies_each_keys_records_in_the_live_canonical_order(
     spark: SparkSession, tmp_path: Path
 ) -> None:
+    """Built from the whole log (as ``backfill --until now``), the state stops where the live
+    loop's does: the last records wait for a record of the other input that may precede them,
+    and are applied after it once the processor goes on."""
     sent = drawn(seed=3, count=120)
     live = driven(sent)
     assert live.pending  # (the last records wait for the other input, as live)
     expected = applied(live)
     assert expected != applied(driven(sent, "arrival"))  # the order matters here
-    manifest = build(spark, sent, live.offsets(), tmp_path)
+    manifest = build(spark, sent, ends_of(sent), tmp_path)
     database = ingested(manifest, tmp_path / "db")
     try:
         assert built_state(database) == expected
-        assert database.offsets() == live.offsets()
+        assert database.offsets() == live.offsets()  # (held records not applied)
         live_marks = live.database.progress(ORDER_SCOPE)
         assert database.progress(ORDER_SCOPE) == live_marks
         assert all(mark > NO_FLOOR for mark in live_marks.values())
@@ -138,35 +155,45 @@ def test_the_build_applies_each_keys_records_in_the_live_canonical_order(
 
 
 @pytest.mark.spark
-def test_a_driver_resuming_from_the_built_state_goes_on_in_the_live_order(
+def test_a_driver_resuming_from_the_built_state_goes_on_as_the_live_one(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """The built offsets and marks are where the live loop would have stopped; resumed there
-    (records past the offsets read again), the result is the live run's; without the marks
-    it is not (they start over)."""
-    sent = drawn(seed=5, count=120)
-    whole = driven(sent)
-    half = driven(sent[:60])
-    ends = half.offsets()
-    manifest = build(spark, sent, ends, tmp_path)
-    seen = dict.fromkeys(INPUTS, 0)
-    rest = []  # what a reader resuming at ``ends`` reads: every record past them, in order
-    for topic, key, at in sent:
-        if seen[topic] >= ends.get((topic, 0), 0):
-            rest.append((topic, key, at))
-        seen[topic] += 1
-    outcomes = {}
+    """The built offsets and marks are where the live loop stopped; resumed there (the
+    records held past the offsets read again), the driver commits what the live one commits,
+    record after record: state, offsets and marks. Without the built marks the partitions'
+    marks start over, and the marks it stores are not the live ones."""
+    sent, cut = drawn(seed=5, count=120), 60
+    live = driven(sent[:cut])
+    ends = live.offsets()
+
+    def committed(driver: TestDriver) -> tuple[object, ...]:
+        return applied(driver), driver.offsets(), driver.database.progress(ORDER_SCOPE)
+
+    steps = [committed(live)]  # after each record sent past the cut
+    for topic, key, at in sent[cut:]:
+        live.send(topic, key, {"at": at}, timestamp=at)
+        steps.append(committed(live))
+    manifest = build(spark, sent, ends_of(sent[:cut]), tmp_path)
+    assert manifest.targets[0].offsets == ends
+    seen = dict.fromkeys(ends_of([]), 0)
+    held = []  # what a processor resuming at ``ends`` reads again
+    for topic, key, at in sent[:cut]:
+        if seen[home(topic, key)] >= ends.get(home(topic, key), 0):
+            held.append((topic, key, at))
+        seen[home(topic, key)] += 1
+    assert held
+    followed = {}
     for marks in (True, False):
         database = ingested(manifest, tmp_path / f"db-{marks}", marks=marks)
         try:
-            assert built_state(database) == applied(half)
             resumed = TestDriver(appending_app(), database=database)
-            for topic, key, at in rest:
+            for topic, key, at in held:
                 resumed.send(topic, key, {"at": at}, timestamp=at)
-            if marks:
-                assert resumed.offsets() == whole.offsets()
-            outcomes[marks] = applied(resumed)
+            resumed_steps = [committed(resumed)]
+            for topic, key, at in sent[cut:]:
+                resumed.send(topic, key, {"at": at}, timestamp=at)
+                resumed_steps.append(committed(resumed))
+            followed[marks] = resumed_steps == steps
         finally:
             database.close()
-    assert outcomes[True] == applied(whole)
-    assert outcomes[False] != applied(whole)  # (the marks are what carries the order over)
+    assert followed == {True: True, False: False}

@@ -7,9 +7,12 @@ import random
 
 import pytest
 
+from framework.bootstrap.build import check_orderable
+from framework.bootstrap.errors import BootstrapError
 from framework.bootstrap.order_cut import Applied, applied_prefix
 from framework.order import NO_FLOOR, MergeBuffer, running_marks
 from rebalance.positions import Position
+from tests.framework.order.appending_app import appending_app
 
 INPUTS = ("a", "b", "c")
 
@@ -64,3 +67,15 @@ def test_a_deleted_partition_bounds_nothing() -> None:
         ("b", 0): Applied(0, NO_FLOOR),  # 20 waits for a mark of a above 20
         ("b", 1): Applied(1, 1),
     }
+
+
+def test_a_canonical_app_that_keeps_time_is_not_built_by_spark() -> None:
+    """(Its ticks would be applied in lineage order, not canonically: refused, not wrong.)"""
+    app = appending_app()
+    app.store("expiring", ttl=True)
+    with pytest.raises(BootstrapError, match="does not yet apply its ticks in the canonical"):
+        check_orderable(app)
+    check_orderable(appending_app())  # no time: built
+    timed = appending_app("arrival")
+    timed.store("expiring", ttl=True)
+    check_orderable(timed)  # arrival: built as before

@@ -12,7 +12,6 @@ arrival (and that of the topics one after the other) differ.
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,16 +25,23 @@ from framework.coordination.registry import TopicEntry
 from framework.input_times import ORDER_SCOPE
 from framework.order import NO_FLOOR
 from framework.testing import TestDriver
-from rebalance import TopicHistory, bucket, key_hash
+from rebalance import TopicHistory
 from rebalance.positions import OffsetRange, Position
 from statestore import DatabaseIdentity, ProcessorDatabase, TypedCodec
 from statestore.key_layout import KeyLayout
-from tests.framework.order.appending_app import INPUTS, PARTITIONS, Order, appending_app
+from tests.framework.order.appending_app import INPUTS, PARTITIONS, appending_app
+from tests.framework.order.appending_world import (
+    Sent,
+    applied,
+    drawn,
+    driven,
+    ends_of,
+    go_on,
+    held_after,
+    home,
+    send,
+)
 from tests.framework.test_spark_fold import Row, records_table
-
-#: one record as sent: (topic, key, event time)
-Sent = tuple[str, bytes, int]
-KEYS = [f"k{n}".encode() for n in range(5)]
 
 
 @pytest.fixture(scope="module")
@@ -43,46 +49,6 @@ def spark() -> Iterator[SparkSession]:
     session = bootstrap_session(appending_app(), kafka=False)
     yield session
     session.stop()
-
-
-def drawn(seed: int, count: int) -> list[Sent]:
-    """``count`` records of both inputs, arriving in bursts of one input, times rising with
-    jitter (some late), so arrival, topic by topic and canonical orders all differ."""
-    rng = random.Random(seed)
-    sent: list[Sent] = []
-    clock = {"a": 1000, "b": 1000}
-    while len(sent) < count:
-        topic = rng.choice(INPUTS)
-        for _ in range(rng.randint(1, 4)):
-            clock[topic] += rng.randint(0, 30)
-            sent.append((topic, rng.choice(KEYS), clock[topic] - rng.choice([0, 0, 0, 45])))
-    return sent[:count]
-
-
-def driven(sent: list[Sent], order: Order = "canonical", **kwargs: object) -> TestDriver:
-    """A driver of the app (inputs applied in ``order``) that was sent ``sent``."""
-    driver = TestDriver(appending_app(order), **kwargs)  # type: ignore[arg-type]
-    for topic, key, at in sent:
-        driver.send(topic, key, {"at": at}, timestamp=at)
-    return driver
-
-
-def applied(driver: TestDriver) -> dict[bytes, str]:
-    """Each key's state: the records it applied, in order."""
-    return {key: driver.state("applied", key) for key in KEYS if driver.state("applied", key)}
-
-
-def home(topic: str, key: bytes) -> Position:
-    """Where producers place ``key`` in ``topic``."""
-    return topic, bucket(key_hash(key), PARTITIONS, PARTITIONS)
-
-
-def ends_of(sent: list[Sent]) -> dict[Position, int]:
-    """Each partition's end after ``sent``."""
-    ends = {(topic, p): 0 for topic in INPUTS for p in range(PARTITIONS)}
-    for topic, key, _at in sent:
-        ends[home(topic, key)] += 1
-    return ends
 
 
 def archive(sent: list[Sent], path: Path) -> Path:
@@ -166,34 +132,17 @@ def test_a_driver_resuming_from_the_built_state_goes_on_as_the_live_one(
     live = driven(sent[:cut])
     ends = live.offsets()
 
-    def committed(driver: TestDriver) -> tuple[object, ...]:
-        return applied(driver), driver.offsets(), driver.database.progress(ORDER_SCOPE)
-
-    steps = [committed(live)]  # after each record sent past the cut
-    for topic, key, at in sent[cut:]:
-        live.send(topic, key, {"at": at}, timestamp=at)
-        steps.append(committed(live))
+    steps = go_on(live, sent[cut:])
     manifest = build(spark, sent, ends_of(sent[:cut]), tmp_path)
     assert manifest.targets[0].offsets == ends
-    seen = dict.fromkeys(ends_of([]), 0)
-    held = []  # what a processor resuming at ``ends`` reads again
-    for topic, key, at in sent[:cut]:
-        if seen[home(topic, key)] >= ends.get(home(topic, key), 0):
-            held.append((topic, key, at))
-        seen[home(topic, key)] += 1
+    held = held_after(sent[:cut], ends)  # what a processor resuming at ``ends`` reads again
     assert held
     followed = {}
     for marks in (True, False):
         database = ingested(manifest, tmp_path / f"db-{marks}", marks=marks)
         try:
-            resumed = TestDriver(appending_app(), database=database)
-            for topic, key, at in held:
-                resumed.send(topic, key, {"at": at}, timestamp=at)
-            resumed_steps = [committed(resumed)]
-            for topic, key, at in sent[cut:]:
-                resumed.send(topic, key, {"at": at}, timestamp=at)
-                resumed_steps.append(committed(resumed))
-            followed[marks] = resumed_steps == steps
+            resumed = send(TestDriver(appending_app(), database=database), held)
+            followed[marks] = go_on(resumed, sent[cut:]) == steps
         finally:
             database.close()
     assert followed == {True: True, False: False}

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from framework.bootstrap.errors import BootstrapError
 from framework.bootstrap.order_marks import MARK_COLUMN, marks_at_ends
-from framework.order import NO_FLOOR
+from framework.order import ENDED, NO_FLOOR
 from rebalance.positions import Position
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def bounds(reaches: Mapping[Position, int], inputs: Sequence[str]) -> list[int |
     another input has no partition)."""
     found: list[int | None] = []
     for index in range(len(inputs)):
-        bound: int | None = None
+        bound: int | None = ENDED  # (no other input: every record is safe)
         for other, topic in enumerate(inputs):
             if other == index:
                 continue
@@ -76,8 +76,8 @@ def bounds(reaches: Mapping[Position, int], inputs: Sequence[str]) -> list[int |
                 break
             low = min(lows)
             limit = low if other > index else low - 1
-            bound = limit if bound is None else min(bound, limit)
-        found.append(bound if len(inputs) > 1 else None)
+            bound = min(ENDED if bound is None else bound, limit)
+        found.append(bound)
     return found
 
 
@@ -108,7 +108,7 @@ def applied_prefix(
     bounding = set(bounding)
     reaches = {p: (m[-1] if m else NO_FLOOR) for p, m in marks.items() if p in bounding}
     limits = bounds(reaches, inputs)
-    if any(limit is None for limit in limits) and len(inputs) > 1:
+    if any(limit is None for limit in limits):
         return {p: Applied(0, NO_FLOOR) for p in marks}  # another input has no partition
     firsts = {}
     for position, found in marks.items():

@@ -79,3 +79,11 @@ def test_a_canonical_app_that_keeps_time_is_not_built_by_spark() -> None:
     timed = appending_app("arrival")
     timed.store("expiring", ttl=True)
     check_orderable(timed)  # arrival: built as before
+
+
+def test_with_one_input_everything_is_applied() -> None:
+    marks = {("a", 0): [5, 9], ("a", 1): [3]}
+    assert applied_prefix(marks, ("a",), marks) == {
+        ("a", 0): Applied(2, 9),
+        ("a", 1): Applied(1, 3),
+    }

@@ -265,7 +265,10 @@ class App:
         from framework.ops.cli import main  # noqa: PLC0415 - the command line sits above the app
 
         arguments = sys.argv[1:] if argv is None else argv
-        raise SystemExit(main(["run", self._script_spec(), *arguments]))
+        spec = self._script_spec()
+        module, _, _ = spec.rpartition(":")
+        script = f"python {Path(module).name}" if module.endswith(".py") else f"python -m {module}"
+        raise SystemExit(main(["run", spec, *arguments], script=script))
 
     def _script_spec(self) -> str:
         """``PATH.py:NAME`` (``MODULE:NAME`` under ``python -m``) of this app in the script

@@ -33,10 +33,18 @@ class KafkaConfig(RedactedRepr, BaseModel):
 
     bootstrap_servers: str = Field(
         default="127.0.0.1:9092",
-        description="host:port,... of the brokers ($KAFKA_BOOTSTRAP_SERVERS, when set, "
-        "stands in for this default)",
+        description="where Kafka is, `host:port,...` (when neither the config nor "
+        "`SPLITSTATE_KAFKA__BOOTSTRAP_SERVERS` sets it, Kafka's usual `KAFKA_BOOTSTRAP_SERVERS` "
+        "does). Before its first request every command and processor checks that a broker "
+        "answers there: after 10 s in which every server refused the connection or did not "
+        "resolve (30 s when one accepted but did not answer) it stops, naming what each server "
+        "said and the fix",
     )
-    settings: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    settings: dict[str, str | int | float | bool] = Field(
+        default_factory=dict,
+        description="any librdkafka settings (security, tuning), passed to every client; "
+        "checked by librdkafka before the app's first client starts",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -58,27 +66,37 @@ class TopicConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    topic: str
+    topic: str = Field(description="the topic's name")
     partitions: int = Field(
         default=1,
         ge=1,
         le=MAX_PARTITIONS,
-        description="when splitstate creates the topic (an input's default: "
-        "initial_processors, as an input needs initial_processors x 2^k)",
+        description="used by `topics create`, `expand` and a start that creates missing topics "
+        "(an input's default: `initial_processors`, as an input needs `initial_processors` x "
+        "2^k partitions; an output's: 1)",
     )
-    replication_factor: int = Field(default=1, ge=1)
+    replication_factor: int = Field(
+        default=1, ge=1, description="when splitstate creates the topic"
+    )
     producer_lease_ms: int = Field(
         default=10_000,
         ge=100,
-        description="how long producers may place keys with the count they last read",
+        description="how long producers may place keys with the partition count they last "
+        "read; recorded in the topic registry when the topic is first registered",
     )
     producer_delivery_timeout_ms: int = Field(
-        default=30_000, ge=1000, description="producers' delivery.timeout.ms (expand waits it)"
+        default=30_000,
+        ge=1000,
+        description="producers' `delivery.timeout.ms` (`expand` waits it); recorded in the "
+        "topic registry when the topic is first registered",
     )
     retention_ms: int | None = Field(
         default=None,
         ge=-1,
-        description="retention.ms `topics create` sets (inputs: -1, keep all, unless given)",
+        description="the `retention.ms` that `topics create` gives a topic it creates (inputs: "
+        "`-1`, keep every record, unless given; see "
+        "[Input retention](concepts/catch-up.md#input-retention)); outputs get it only when "
+        "given (else the broker's default)",
     )
 
     @field_validator("topic")

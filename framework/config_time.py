@@ -45,23 +45,38 @@ class TimeConfig(BaseModel):
 
     tick_interval: timedelta = Field(
         default=timedelta(seconds=1),
-        description=f"how often a processor considers ticking a partition; {_FORMS}",
+        description="apps with windows, timers or expiring values only: how often a processor "
+        "considers recording the progress of time in each input partition it owns and reads "
+        "live. It appends a *tick* there (a record with header `splitstate.tick` = "
+        '`{"floor": ms, "wall": ms, "app": app_id, "steps": n}`: the largest event time read '
+        "from the partition, its wall clock, its app, and how many steps of the topic's "
+        "partition history its view of the registry holds) in its batch's transaction, and "
+        "only when a key living in the partition has something due by then and no earlier "
+        "tick it wrote there is still unread. Every reader (the processor itself, a rebuild, a "
+        "catch-up) applies a tick where it lies in the partition. "
+        f"Given as {_FORMS}; at least 1 ms",
     )
     idle_after: timedelta | None = Field(
         default=None,
-        description="event time of a partition without records for this long follows the "
-        f"wall clock, this far behind (None: off); {_FORMS}",
+        description="a partition that received no record for this long has its ticks' floor "
+        "at the wall clock less `idle_after`, so the windows and event-time timers of keys "
+        "there move on while no record comes; unset (off): event time moves only with the "
+        f"records' own times. Given as {_FORMS}; at least 1 ms",
     )
 
     input_order: Literal["arrival", "canonical"] = Field(
         default="arrival",
-        description="several input topics: applied as fetched (arrival) or in each key's "
-        "canonical order (canonical)",
+        description="apps with several input topics only (one topic: no difference): "
+        "`arrival` applies records as they are fetched; `canonical` makes the live loop apply "
+        "each key's records in one canonical order (see "
+        "[Several inputs](concepts/time.md#several-inputs); it does not cover catch-up, "
+        "growth or the Spark build of an app that keeps time yet)",
     )
     max_input_wait: timedelta = Field(
         default=timedelta(seconds=1),
-        description="input_order canonical: how long a record waits for a slower input before "
-        f"a recorded tick lets it go; {_FORMS}",
+        description="`input_order: canonical` only: how long a record waits for a quiet input "
+        "that may still precede it before the processor records a *forced tick* in that "
+        f"input's partition (Kafka Streams' `max.task.idle.ms`). Given as {_FORMS}; at least 1 ms",
     )
 
     @field_validator("tick_interval", "idle_after", "max_input_wait", mode="before")

@@ -1,6 +1,7 @@
 """The documentation's pages as the tests read them: README.md and every page under docs/,
 their code blocks (with the ``<!-- snippet: ... -->`` marker each may carry), their relative
-links and their headings' anchors (as MkDocs' ``toc`` extension makes them)."""
+links and their headings' anchors (as MkDocs' ``toc`` extension makes them), both read from the
+page as the site shows it: with the parts ``tools/docs_hooks.py`` generates filled in."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from markdown.extensions.toc import slugify
+
+from tools.docs_hooks import on_page_markdown
 
 __all__ = [
     "DOCS",
@@ -25,7 +28,8 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-_FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.MULTILINE | re.DOTALL)
+#: a fenced block, at a line's start or indented (in a list item): its indent, language, code
+_FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```\n", re.MULTILINE | re.DOTALL)
 _MARKER = re.compile(r"<!-- snippet: (compile-only.*?) -->\n\Z")
 _ANY_MARKER = re.compile(r"<!-- snippet: (.*?) -->")
 _FILE = re.compile(r"^<!-- snippet: file (\S+) -->$", re.MULTILINE)
@@ -59,10 +63,13 @@ def code_blocks(page: Path) -> list[CodeBlock]:
     blocks = []
     for match in _FENCE.finditer(text):
         before = _MARKER.search(text, 0, match.start())
+        indent = match[1]
         blocks.append(
             CodeBlock(
-                language=match[1],
-                code=match[2],
+                language=match[2],
+                code="".join(
+                    line.removeprefix(indent) for line in match[3].splitlines(keepends=True)
+                ),
                 line=text.count("\n", 0, match.start()) + 1,
                 marker=before[1] if before else "",
             )
@@ -79,7 +86,8 @@ def page_file(page: Path) -> Path:
 
 
 def _prose(page: Path) -> str:
-    return _FENCE.sub("", page.read_text())
+    """The page as the site shows it (generated parts filled in) without its code blocks."""
+    return _FENCE.sub("", on_page_markdown(page.read_text()))
 
 
 def relative_links(page: Path) -> list[str]:

@@ -45,10 +45,17 @@ def test_the_pages_json_blocks_parse_and_markers_say_why(page: Path) -> None:
 
 
 def test_python_blocks_are_run_not_only_compiled() -> None:
+    """splitstate's own blocks run, but for a producer and a consumer (they need a broker);
+    another tool's code (Quix, Faust, Bytewax: not installed here) is compiled only."""
     blocks = [b for page in _PYTHON_PAGES for b in code_blocks(page) if b.language == "python"]
     compiled_only = [b for b in blocks if b.compile_only]
-    # a producer and a consumer (a broker), the Quix side by side (not installed)
-    assert len(blocks) >= 10 and len(compiled_only) <= 3, (len(blocks), len(compiled_only))
+    another_tools = [
+        b
+        for b in compiled_only
+        if b.marker.endswith(" is not installed here") and "framework" not in b.code
+    ]
+    ours = len(compiled_only) - len(another_tools)
+    assert len(blocks) >= 10 and ours <= 2, (len(blocks), ours)
 
 
 #: placeholders the docs write for a number, and a number the parser takes for them
@@ -84,3 +91,19 @@ def test_the_pages_splitstate_commands_parse(page: Path) -> None:
             parser.parse_args(words)
         except SystemExit as exit_:
             pytest.fail(f"{page.relative_to(ROOT)}: `splitstate {line.strip()}` exits {exit_}")
+
+
+def test_a_block_indented_in_a_list_item_is_collected_too(tmp_path: Path) -> None:
+    """The collector read only fences at a line's start: a block in a list item went unrun."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "- a step:\n\n    ```python\n    if True:\n        x = 1\n    ```\n\n"
+        "```sh\nsplitstate --version\n```\n"
+    )
+    indented, shell = code_blocks(page)
+    assert (indented.language, indented.code, indented.line) == (
+        "python",
+        "if True:\n    x = 1\n",
+        3,
+    )
+    assert (shell.language, shell.code) == ("sh", "splitstate --version\n")

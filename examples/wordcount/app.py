@@ -20,7 +20,7 @@ app.store("counts")
 @app.processor()
 def count(record: Record[bytes | None], state: KeyState[int]) -> Output:
     """Add one to the word's count and emit the new count (to the output topic)."""
-    total: int = (state.get() or 0) + 1
+    total = (state.get() or 0) + 1
     state.set(total)
     return Output({"word": record.key_text, "count": total})
 

@@ -11,6 +11,7 @@ import types
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
@@ -26,9 +27,13 @@ __all__ = [
     "cli_markdown",
     "config_fields",
     "config_fields_markdown",
+    "config_sections",
     "control_records_markdown",
     "handoff_phases_markdown",
 ]
+
+#: a relative link's target in Markdown (not a web address nor an anchor on the same page)
+_LINK = re.compile(r"\]\((?![a-z]+:|#)([^)\s]+)\)")
 
 #: constraint names of ``annotated_types`` and how the table writes them
 _BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "min_length": "min length"}
@@ -51,33 +56,61 @@ def config_fields(model: type[BaseModel] = AppConfig, prefix: str = "") -> Itera
         path = f"{prefix}{name}"
         nested, is_list = _nested_model(info.annotation)
         if nested is None or is_list:  # a nested model is its fields; a list, itself first
-            yield ConfigField(
-                path=path,
-                type=_type_name(info.annotation),
-                default=_default(info),
-                constraints=", ".join(_constraints(info)),
-                description=info.description or "",
-            )
+            yield _config_field(path, info)
         if nested is not None:
             yield from config_fields(nested, f"{path}[]." if is_list else f"{path}.")
 
 
-def config_fields_markdown() -> str:
-    """The config's fields as a Markdown table: field, type, default, limits, description."""
-    rows = [
-        "| field | type | default | limits | description |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for field in config_fields():
-        cells = [
-            f"`{field.path}`",
-            f"`{field.type}`",
-            f"`{field.default}`" if field.default != "required" else "required",
-            field.constraints,
-            field.description,
+def config_sections() -> list[tuple[list[str], type[BaseModel]]]:
+    """Each model the config is made of with the paths it sits at (``["inputs[]",
+    "outputs[]"]`` for the topics), ``AppConfig`` (at ``""``) first, then in declared order."""
+    found: dict[type[BaseModel], list[str]] = {}
+
+    def walk(model: type[BaseModel], path: str) -> None:
+        seen = model in found
+        found.setdefault(model, []).append(path)
+        if seen:
+            return
+        for name, info in model.model_fields.items():
+            nested, is_list = _nested_model(info.annotation)
+            if nested is not None:
+                walk(nested, f"{path}.{name}".lstrip(".") + ("[]" if is_list else ""))
+
+    walk(AppConfig, "")
+    return [(paths, model) for model, paths in found.items()]
+
+
+def config_fields_markdown(heading_level: int = 2, docs_root: str = "../") -> str:
+    """The config's reference in Markdown: a table of the top-level fields, then a section per
+    nested part (``kafka``, ``inputs[]``/``outputs[]``, ``batch``, ...) with a table of its
+    fields, each row: field, type, default, limits, description.
+
+    A link in a description is relative to docs/ (so it reads the same wherever the
+    description is shown); ``docs_root`` is how the page holding the tables reaches docs/
+    (the config reference is docs/reference/config.md)."""
+    parts: list[str] = []
+    for paths, model in config_sections():
+        title = ", ".join(f"`{path}`" for path in paths) if paths != [""] else "Top level"
+        parts.append(f"{'#' * heading_level} {title}")
+        rows = [
+            "| field | type | default | limits | description |",
+            "| --- | --- | --- | --- | --- |",
         ]
-        rows.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
-    return "\n".join(rows)
+        for name, info in model.model_fields.items():
+            nested, is_list = _nested_model(info.annotation)
+            if nested is not None and not is_list:  # its own section
+                continue
+            field = _config_field(name, info)
+            cells = [
+                f"`{field.path}`",
+                f"`{field.type}`",
+                f"`{field.default}`" if field.default != "required" else "required",
+                field.constraints,
+                _LINK.sub(lambda link: f"]({docs_root}{link[1]})", field.description),
+            ]
+            rows.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+        parts.append("\n".join(rows))
+    return "\n\n".join(parts)
 
 
 def cli_markdown(heading_level: int = 2) -> str:
@@ -131,6 +164,16 @@ def _help(parser: argparse.ArgumentParser) -> str:
         parser.formatter_class = formatter
 
 
+def _config_field(path: str, info: FieldInfo) -> ConfigField:
+    return ConfigField(
+        path=path,
+        type=_type_name(info.annotation),
+        default=_default(info),
+        constraints=", ".join(_constraints(info)),
+        description=info.description or "",
+    )
+
+
 def _nested_model(annotation: object) -> tuple[type[BaseModel] | None, bool]:
     """The model a field holds (itself, or as list items), and whether it is a list."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -165,7 +208,11 @@ def _default(info: FieldInfo) -> str:
         return "{}" if value == {} else "[]" if value == [] else repr(value)
     if info.default is PydanticUndefined:
         return "required"
-    return str(info.default) if info.default is not None else "none"
+    if isinstance(info.default, timedelta):  # as a config file writes it: seconds
+        return f"{info.default.total_seconds():g}"
+    if isinstance(info.default, bool):
+        return str(info.default).lower()
+    return str(info.default) if info.default is not None else "null"
 
 
 def _constraints(info: FieldInfo) -> Iterator[str]:

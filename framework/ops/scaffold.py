@@ -10,8 +10,8 @@ from framework.errors import SplitstateError
 
 __all__ = ["new_app"]
 
-#: an app name: a topic-name-safe word that is also a directory name (``[a-z][a-z0-9_-]*``)
-_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}")
+#: an app name: a topic-name-safe word that also names a Python package (``[a-z][a-z0-9_]*``)
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 _APP = '''"""{name}: counts the records of each key.
 
@@ -67,7 +67,7 @@ from __future__ import annotations
 
 from framework import TestDriver
 
-from app import app
+from .app import app  # (the directory is a package: two apps' tests run in one pytest)
 
 
 def test_each_key_is_counted() -> None:
@@ -99,7 +99,11 @@ splitstate scale app.py:app --processors 2          # a second processor, no sta
 ```
 """
 
+_PACKAGE = '''"""{name}: a splitstate app (a package, so that pytest tells it from other apps)."""
+'''
+
 _FILES = {
+    "__init__.py": _PACKAGE,
     "app.py": _APP,
     "config.yaml": _CONFIG,
     "test_app.py": _TEST,
@@ -112,7 +116,8 @@ def new_app(name: str, parent: Path) -> Path:
     if not _NAME.fullmatch(name):
         raise SplitstateError(
             f"{name!r} is not an app name. Fix: a lowercase letter, then up to 63 lowercase "
-            "letters, digits, '-' or '_' (it names the app's directory, app_id and topics)"
+            "letters, digits or '_' (it names the app's directory, a Python package, and its "
+            "app_id and topics)"
         )
     directory = parent / name
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):

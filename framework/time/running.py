@@ -28,7 +28,7 @@ from framework.time.context import KeyTime
 from framework.time.due_items import DueItem
 from framework.time.keeper import TimeKeeper, due_times
 from framework.time.key_clock import TIME_STORE, DamagedTimeError
-from framework.time.specs import Timer, TimerSpec, WindowSpec, event_time_of
+from framework.time.specs import NoEventTimeError, Timer, TimerSpec, WindowSpec, event_time_of
 from framework.time.views import ExpiringState, KeyTimers, KeyWindows, WindowAdder, add_value
 from framework.time.window_letters import window_letter
 from framework.time.window_state import LateError, accumulator
@@ -193,7 +193,7 @@ class TimedFunctions:
         source = self._event_times.get(record.topic) or self._event_times["*"]
         try:
             return source(record)
-        except (ValueError, TypeError, AttributeError) as error:
+        except NoEventTimeError as error:  # (what an event time function raises: on_error's)
             raise RecordFailedError("decode", f"no event time: {error}", error) from None
 
     # -- a tick -----------------------------------------------------------------------------

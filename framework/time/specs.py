@@ -14,7 +14,14 @@ from framework.time.ticks import TIME_LIMIT
 from framework.time.window_state import WindowResult, accumulator
 from framework.time.windows import Session, Sliding, WindowKind
 
-__all__ = ["EventTime", "Timer", "TimerSpec", "WindowSpec", "event_time_of"]
+__all__ = [
+    "EventTime",
+    "NoEventTimeError",
+    "Timer",
+    "TimerSpec",
+    "WindowSpec",
+    "event_time_of",
+]
 
 #: where an input's event time comes from: ``None`` (the Kafka timestamp), a field name of the
 #: decoded value, or a function of the record; giving int milliseconds or a ``datetime``
@@ -109,27 +116,33 @@ class Timer:
         return self.key.decode("utf-8", errors="replace")
 
 
+class NoEventTimeError(ValueError):
+    """The record has no event time (no timestamp, no such field, a value that is no time):
+    a problem of the record, not of the app's code."""
+
+
 def event_time_of(source: EventTime) -> Callable[[Record[Any]], int]:
     """A function giving a record's event time in ms from ``source``; it raises
-    ``ValueError`` when the record has none (or one beyond ``TIME_LIMIT`` either way)."""
+    ``NoEventTimeError`` when the record has none (or one beyond ``TIME_LIMIT`` either way);
+    what an event time function raises passes through (a failure of the app's code)."""
 
     def milliseconds(found: Any, what: str) -> int:
         if isinstance(found, datetime):
             if found.tzinfo is None:
-                raise ValueError(
+                raise NoEventTimeError(
                     f"{what} is a datetime without a time zone ({found}); event times must "
                     "be absolute. Fix: give it a tzinfo (e.g. timezone.utc), or ms"
                 )
             return (found - _EPOCH) // _MS  # exact (float seconds are off by 1 ms at times)
         if isinstance(found, int) and not isinstance(found, bool):
             return in_range(found, what)
-        raise ValueError(f"{what} must be int milliseconds or a datetime, got {found!r}")
+        raise NoEventTimeError(f"{what} must be int milliseconds or a datetime, got {found!r}")
 
     def in_range(found: int, what: str) -> int:
         # a time no tick could hold would become its partition's floor, and its ticks be
         # refused by every reader (``ticks.read_tick``)
         if abs(found) > TIME_LIMIT:
-            raise ValueError(
+            raise NoEventTimeError(
                 f"{what} is {found} ms, beyond the {TIME_LIMIT} ms (either way) event times "
                 "may be. Fix: give epoch milliseconds"
             )
@@ -140,7 +153,7 @@ def event_time_of(source: EventTime) -> Callable[[Record[Any]], int]:
         def kafka_timestamp(record: Record[Any]) -> int:
             found = record.timestamp
             if found is None:
-                raise ValueError("the record has no Kafka timestamp, so no event time")
+                raise NoEventTimeError("the record has no Kafka timestamp, so no event time")
             return in_range(found, "the Kafka timestamp")
 
         return kafka_timestamp
@@ -152,10 +165,11 @@ def event_time_of(source: EventTime) -> Callable[[Record[Any]], int]:
             value = record.value
             found = value.get(name) if isinstance(value, dict) else getattr(value, name, None)
             if found is None:
-                raise ValueError(f"the record's value has no event-time field {name!r}")
+                raise NoEventTimeError(f"the record's value has no event-time field {name!r}")
             return milliseconds(found, f"event-time field {name!r}")
 
         return field
 
     function = source
+
     return lambda record: milliseconds(function(record), "the event time function's result")

@@ -176,3 +176,32 @@ def test_app_run_under_python_m_names_the_module(monkeypatch: pytest.MonkeyPatch
     del script.__spec__
     script.__spec__ = None
     assert app._script_spec() == "/somewhere/package/app.py:app"
+
+
+def test_an_app_that_runs_itself_names_its_script_in_its_usage_and_errors(
+    tmp_path: Path,
+) -> None:
+    """``python app.py --help`` said ``usage: splitstate run MODULE:APP`` (issue 37): the
+    script's usage is its own, without the ``APP`` that ``app.run()`` fills in."""
+    (tmp_path / "app.py").write_text(
+        "from framework import App\n\napp = App(app_id='shop', inputs=['orders'])\n\n"
+        "if __name__ == '__main__':\n    app.run()\n"
+    )
+
+    def script(*arguments: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "app.py", *arguments],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    helped = script("--help")
+    assert helped.returncode == 0, helped.stderr
+    assert helped.stdout.startswith("usage: python app.py [-h]"), helped.stdout
+    assert "--processor-id J" in helped.stdout and "--all" in helped.stdout
+    assert "MODULE:APP" not in helped.stdout and "splitstate" not in helped.stdout
+    refused = script("--processors", "3")
+    assert refused.returncode == 2
+    assert "python app.py: error: unrecognized arguments: --processors 3" in refused.stderr

@@ -26,6 +26,7 @@ def test_the_new_apps_test_passes_and_its_config_loads(tmp_path: Path) -> None:
     directory = tmp_path / "shop"
     assert sorted(p.name for p in directory.iterdir()) == [
         "README.md",
+        "__init__.py",
         "app.py",
         "config.yaml",
         "test_app.py",
@@ -46,7 +47,23 @@ def test_the_new_apps_test_passes_and_its_config_loads(tmp_path: Path) -> None:
     assert [t.topic for t in config.outputs] == ["shop-counts"]
 
 
-@pytest.mark.parametrize("name", ["Shop", "1shop", "shop!", "", "a" * 65, "../up"])
+def test_two_new_apps_test_in_one_pytest_run(tmp_path: Path) -> None:
+    """Both apps' ``test_app.py`` and ``app.py`` used to be top-level modules ``test_app`` and
+    ``app``: pytest refused to collect the second (issue 37)."""
+    for name in ("shop", "stock"):
+        assert main(["new", name, "--directory", str(tmp_path)]) == 0
+    tested = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert "2 passed" in tested.stdout
+
+
+@pytest.mark.parametrize("name", ["Shop", "1shop", "shop!", "my-shop", "", "a" * 65, "../up"])
 def test_a_name_that_cannot_name_an_app_is_refused(tmp_path: Path, name: str) -> None:
     with pytest.raises(SplitstateError, match="is not an app name"):
         new_app(name, tmp_path)

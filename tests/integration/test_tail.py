@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from framework.records import DeadLetter
 from tests.conftest import TopicFactory
@@ -133,3 +134,44 @@ def test_a_header_name_that_is_not_text_is_shown_not_fatal(
         error = piped.stderr.read().decode()
         assert piped.wait(timeout=60) == 0, error
     assert "Traceback" not in error and "BrokenPipe" not in error, error
+
+
+def test_tail_follows_from_the_end_and_reads_partitions_the_topic_gains(
+    kafka_bootstrap: str, topic_factory: TopicFactory
+) -> None:
+    """By default tail shows only what is written after it starts, and it reads the
+    partitions the topic gains while it runs (issue 37: neither was tested; new partitions
+    were never read)."""
+    topic = topic_factory(partitions=2)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(topic, b"before", b"old", partition=0)
+    assert producer.flush(30) == 0
+    command = [sys.executable, "-m", "framework.ops.cli", "tail", topic]
+    options = ["--max-records", "3", "--idle-seconds", "120", "--bootstrap-servers"]
+    with subprocess.Popen(
+        [*command, *options, kafka_bootstrap],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as tail:
+        assert tail.stdout is not None and tail.stderr is not None
+        assert tail.stderr.readline().startswith(f"reading {topic} (2 partitions)")
+        producer.produce(topic, b"after-0", b"new", partition=0)
+        producer.produce(topic, b"after-1", b"new", partition=1)
+        assert producer.flush(30) == 0
+        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+        admin.create_partitions([NewPartitions(topic, 3)])[topic].result(30)
+        grown = Producer(  # (a new producer: one that knows the topic may not see it grow)
+            {"bootstrap.servers": kafka_bootstrap, "topic.metadata.refresh.interval.ms": 500}
+        )
+        grown.produce(topic, b"grown", b"new", partition=2)
+        assert grown.flush(60) == 0
+        out, error = tail.communicate(timeout=120)
+    assert tail.returncode == 0, error
+    lines = out.splitlines()
+    assert sorted(line.split(":")[0] for line in lines) == [
+        f"{topic}[0]@1 key 'new'",
+        f"{topic}[1]@0 key 'new'",
+        f"{topic}[2]@0 key 'new'",
+    ], out
+    assert all(line.endswith(("'after-0'", "'after-1'", "'grown'")) for line in lines), out

@@ -8,6 +8,7 @@ import os
 import sys
 from argparse import SUPPRESS
 from collections.abc import Sequence
+from importlib import metadata
 from typing import Any
 
 from framework.errors import SplitstateError
@@ -25,7 +26,7 @@ from framework.ops.logs import LOG_FORMAT_VARIABLE, LOG_FORMATS
 from framework.redaction import RedactingFormatter
 from statestore.errors import StateStoreError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "installed_version", "main"]
 
 EXIT_USER_ERROR = 2
 EXIT_UNEXPECTED = 1
@@ -34,6 +35,15 @@ _LOG_FORMAT: dict[str, Any] = {
     "help": f"how `run` logs: text, or json (one object per line); default: "
     f"${LOG_FORMAT_VARIABLE}, else text",
 }
+
+
+def installed_version() -> str:
+    """The installed distribution's version (``pyproject.toml``'s), or ``unknown`` when the
+    packages run from a directory no installer recorded."""
+    try:
+        return metadata.version("splitstate")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show full tracebacks instead of short messages"
     )
     parser.add_argument("--log-format", **_LOG_FORMAT)
+    parser.add_argument("--version", action="version", version=f"splitstate {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     broker_commands.register(commands)
     run_commands.register(commands)
@@ -61,10 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one ``splitstate`` command; returns the process exit status."""
+def main(argv: Sequence[str] | None = None, *, script: str | None = None) -> int:
+    """Run one ``splitstate`` command; returns the process exit status. ``script`` (e.g.
+    ``python app.py``): ``argv`` is ``run APP ...`` for an app that runs itself
+    (``App.run``), whose usage and errors name the script and not the ``APP`` it fills in."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    if script is None:
+        args = parser.parse_args(argv)
+    else:
+        run = _run_as_script(parser, script)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # (the top parser would report them under `splitstate`'s usage)
+            run.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command != "run":  # `run` sets up its logging itself (--log-format)
         _warnings_to_stderr()
     debug = bool(args.debug or os.environ.get("SPLITSTATE_DEBUG"))
@@ -79,6 +98,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         report_error(args, error, with_traceback=True)
         return EXIT_UNEXPECTED
     return status
+
+
+def _run_as_script(parser: argparse.ArgumentParser, script: str) -> argparse.ArgumentParser:
+    """Make ``run``'s usage, help and errors say ``script`` and leave out its ``APP``; the
+    ``run`` parser."""
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    run: argparse.ArgumentParser = commands.choices["run"]
+    run.prog = script
+    for action in run._actions:
+        if action.dest == "app":
+            action.help = SUPPRESS
+    return run
 
 
 def _warnings_to_stderr() -> None:

@@ -24,6 +24,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def _new(args: argparse.Namespace) -> int:
     directory = new_app(args.name, args.directory)
-    print(f"wrote {directory}/: app.py, config.yaml, test_app.py, README.md")
+    print(f"wrote {directory}/: app.py, config.yaml, test_app.py, README.md, __init__.py")
     print(f"next: cd {directory} && pytest test_app.py; its README says how to run it")
     return 0

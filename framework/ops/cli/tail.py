@@ -2,7 +2,8 @@
 
 It reads ``read_committed`` (what a downstream consumer sees: never a record of an open or
 aborted transaction), from the end of each partition (``--from-beginning``: from the first
-record), following until Ctrl-C (or ``--max-records``, ``--idle-seconds``). It joins no
+record), following until Ctrl-C (or ``--max-records``, ``--idle-seconds``), and reads partitions the
+topic gains while it runs from their first record. It joins no
 consumer group and commits nothing. A value is shown as JSON when it is JSON, else as text,
 else as bytes; a dead letter (a record with a ``splitstate.stage`` header) shows its stage,
 its error and the input record it came from. Everything read is untrusted: what is not
@@ -16,23 +17,23 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, TextIO
 
 import orjson
 
 from framework.config import AppConfig
+from framework.config_client import KafkaClientConfig
 from framework.errors import SplitstateError
 from framework.kafka import Clients, Message
+from framework.kafka.settings_check import check_kafka_settings
 from framework.loader import load_app
 from framework.ops.escape import printable
 from framework.records import readable_headers
 
 __all__ = ["format_record", "register"]
 
-#: where ``tail`` finds the broker without ``--app``: this variable, then Kafka's usual one
-_BOOTSTRAP_VARIABLES = ("SPLITSTATE_KAFKA__BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS")
 _ORIGIN = ("splitstate.topic", "splitstate.partition", "splitstate.offset")
 
 
@@ -48,7 +49,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="a topic, or an app (MODULE:APP or FILE.py:APP): its output topic (the only "
         "one, or --topic), or with --dead-letters its dead-letter topic",
     )
-    tail.add_argument("--config", help="the app's config file (YAML or TOML)")
+    tail.add_argument(
+        "--config",
+        help="the app's config file (YAML or TOML); for a TOPIC, its kafka section says how to "
+        "reach the broker (security settings too), as SPLITSTATE_KAFKA__* variables do",
+    )
     tail.add_argument("--topic", help="which of the app's output topics")
     tail.add_argument("--dead-letters", action="store_true", help="the app's dead-letter topic")
     tail.add_argument(
@@ -60,9 +65,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     tail.add_argument(
         "--bootstrap-servers",
-        help="the broker, for a topic without --app (default: "
-        + ", else ".join(f"${name}" for name in _BOOTSTRAP_VARIABLES)
-        + ", else 127.0.0.1:9092)",
+        help="the broker, for a TOPIC (default: --config's kafka.bootstrap_servers, overridden "
+        "by $SPLITSTATE_KAFKA__BOOTSTRAP_SERVERS, else $KAFKA_BOOTSTRAP_SERVERS, else "
+        "127.0.0.1:9092)",
     )
     tail.set_defaults(handler=_tail)
 
@@ -77,13 +82,24 @@ def _tail(args: argparse.Namespace) -> int:
         )
     positions = [(topic, partition) for partition in range(counts[topic])]
     consumer = clients.consumer(f"splitstate-tail-{uuid.uuid4().hex}", name="tail")
+    read = counts[topic]
+
+    def new_partitions() -> None:
+        """Read the partitions the topic gained since, each from its first record."""
+        nonlocal read
+        now = clients.partition_counts([topic]).get(topic, read)
+        if now > read:
+            consumer.add({(topic, partition): None for partition in range(read, now)})
+            read = now
+
     try:
         if args.from_beginning:
             consumer.assign(dict.fromkeys(positions))
         else:
             ends = consumer.watermarks(positions)
             consumer.assign({position: ends[position].end for position in positions})
-        _follow(consumer.consume, args.max_records, args.idle_seconds, sys.stdout)
+        print(f"reading {topic} ({read} partitions)", file=sys.stderr, flush=True)
+        _follow(consumer.consume, args.max_records, args.idle_seconds, sys.stdout, new_partitions)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # (`splitstate tail ... | head`: the reader has gone)
@@ -97,14 +113,16 @@ def _source(args: argparse.Namespace) -> tuple[str, Clients]:
     """The topic to read, and clients of its cluster."""
     target: str = args.target
     if ":" not in target:  # a topic (Kafka topic names have no ':')
-        if args.topic or args.dead_letters or args.config:
+        if args.topic or args.dead_letters:
             raise SplitstateError(
-                f"--topic, --dead-letters and --config need an app, but {target!r} is a topic. "
-                "Fix: name the app (MODULE:APP) instead, or leave them out"
+                f"--topic and --dead-letters need an app, but {target!r} is a topic. Fix: name "
+                "the app (MODULE:APP) instead, or leave them out"
             )
-        found = (os.environ.get(name) for name in _BOOTSTRAP_VARIABLES)
-        bootstrap = args.bootstrap_servers or next((v for v in found if v), "127.0.0.1:9092")
-        return target, Clients({"bootstrap.servers": bootstrap})
+        kafka = KafkaClientConfig.load(None if args.config is None else Path(args.config))
+        if args.bootstrap_servers:
+            kafka = kafka.model_copy(update={"bootstrap_servers": args.bootstrap_servers})
+        check_kafka_settings(kafka.settings)
+        return target, Clients(kafka.client_settings())
     app = load_app(target, None if args.config is None else Path(args.config))
     config: AppConfig = app.config
     if args.dead_letters:
@@ -122,11 +140,25 @@ def _source(args: argparse.Namespace) -> tuple[str, Clients]:
     return args.topic or written[0], Clients.of(config)
 
 
-def _follow(consume: _Consume, most: int | None, idle_seconds: float | None, out: TextIO) -> None:
-    """Print what ``consume`` gives until ``most`` records or ``idle_seconds`` without any."""
+#: how often ``tail`` looks for partitions its topic gained
+GROWTH_CHECK_SECONDS = 5.0
+
+
+def _follow(
+    consume: _Consume,
+    most: int | None,
+    idle_seconds: float | None,
+    out: TextIO,
+    new_partitions: Callable[[], None] = lambda: None,
+) -> None:
+    """Print what ``consume`` gives until ``most`` records or ``idle_seconds`` without any,
+    calling ``new_partitions`` every ``GROWTH_CHECK_SECONDS``."""
     shown = 0
-    last = time.monotonic()
+    last = checked = time.monotonic()
     while most is None or shown < most:
+        if time.monotonic() - checked >= GROWTH_CHECK_SECONDS:
+            new_partitions()
+            checked = time.monotonic()
         records = consume(min(500, most - shown) if most is not None else 500, 0.5)
         for record in records:
             print(format_record(record), file=out, flush=True)

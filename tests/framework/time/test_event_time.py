@@ -3,8 +3,9 @@ function; ints or aware datetimes; a record without one is a dead letter."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
@@ -22,14 +23,18 @@ class Reading(BaseModel):
     v: int = 0
 
 
-def counted(event_time: EventTime, value_type: Any = dict) -> TestDriver:
+def counted(
+    event_time: EventTime,
+    value_type: Any = dict,
+    on_error: Literal["raise", "dead-letter"] = "dead-letter",
+) -> TestDriver:
     app: App = new_app()
 
     @app.window("in", Tumbling(10), Count(), value_type=value_type, event_time=event_time)
     def count(record: Record[Any]) -> int:
         return 1
 
-    return TestDriver(app, on_error="dead-letter")
+    return TestDriver(app, on_error=on_error)
 
 
 def test_the_kafka_timestamp_by_default_including_zero() -> None:
@@ -74,7 +79,6 @@ def test_a_naive_datetime_is_refused() -> None:
         ("ts", {"ts": 1.5}, "must be int milliseconds or a datetime, got 1.5"),
         ("ts", {"ts": True}, "got True"),
         (lambda record: None, {}, "the event time function's result must be int"),
-        (lambda record: record.value.missing, {}, "'dict' object has no attribute"),
     ],
 )
 def test_a_record_without_an_event_time_is_a_dead_letter(
@@ -88,11 +92,31 @@ def test_a_record_without_an_event_time_is_a_dead_letter(
     assert driver.state("splitstate.time", b"k") is None
 
 
-def test_a_failing_event_time_function_fails_as_the_processor_would() -> None:
-    driver = counted(lambda record: record.value["missing"])
+@pytest.mark.parametrize(
+    ("event_time", "words"),
+    [
+        (lambda record: record.value["missing"], "KeyError: 'missing'"),
+        (lambda record: record.value.missing, "'dict' object has no attribute 'missing'"),
+        (lambda record: int("soon"), "invalid literal for int()"),
+    ],
+)
+def test_a_failing_event_time_function_fails_as_the_processor_would(
+    event_time: EventTime, words: str
+) -> None:
+    """The app's own code failed, not the record: its exception goes to ``on_error`` as the
+    processor function's would (it was a ``decode`` dead letter when it was a ValueError,
+    TypeError or AttributeError, so ``TestDriver`` did not raise it: issue 37)."""
+    driver = counted(event_time)
     driver.send("in", b"k", {})
     assert stages(driver) == ["processor"]
-    assert "KeyError: 'missing'" in driver.dead_letters[0].reason
+    assert words in driver.dead_letters[0].reason
+    raising = counted(event_time, on_error="raise")
+    with pytest.raises(Exception, match=re.escape(words)):
+        raising.send("in", b"k", {})
+    assert raising.state("splitstate.time", b"k") is None
+
+
+def test_a_field_the_record_lacks_is_still_a_decode_dead_letter() -> None:
     driver = counted("ts")
     driver.send("in", b"k", {})
     driver.send("in", b"k", {"ts": 3})  # the key goes on

@@ -70,7 +70,7 @@ class TimeConfig(BaseModel):
         "`arrival` applies records as they are fetched; `canonical` makes the live loop apply "
         "each key's records in one canonical order (see "
         "[Several inputs](concepts/time.md#several-inputs); it does not cover catch-up, "
-        "snapshot + tail, growth or Spark yet)",
+        "growth or the Spark build of an app that keeps time yet)",
     )
     max_input_wait: timedelta = Field(
         default=timedelta(seconds=1),

@@ -329,6 +329,8 @@ class ProcessorDatabase:
         offsets: Mapping[tuple[str, int], int],
         scope: str | None = None,
         recorded: Callable[[], None] | None = None,
+        *,
+        progress: Mapping[str, Mapping[tuple[str, int], int]] | None = None,
     ) -> None:
         """Ingest sorted SST files per store, then record ``offsets``: the state they cover.
 
@@ -340,10 +342,12 @@ class ProcessorDatabase:
         other keys are untouched; later batches override ingested values. A crash mid-way is
         finished on the next open (the files must still exist). ``recorded`` is called once
         the load is recorded, before any file is ingested (crash tests kill the process there).
+        ``progress``: per scope, values recorded with the offsets, in the same write (e.g. the
+        marks of a canonical order at them: ``progress(scope)`` reads them).
         """
         for store in files:
             self._codec(store)
-        record_bulk_load(self.backend, files, offsets, scope)
+        record_bulk_load(self.backend, files, offsets, scope, progress)
         if recorded is not None:
             recorded()
         self.resume_bulk_load()

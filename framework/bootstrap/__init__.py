@@ -7,7 +7,9 @@ a manifest (``manifest``) that ``ProcessorDatabase.bulk_load`` ingests; a record
 the fold's process is skipped as the processors' crash guards skip it (``crash_watch``).
 For an app that keeps time the history's ticks are read first (``tick_table``) and the fold
 goes key by key, each key's records with the ticks of where it lives (``time_fold``,
-``key_ticks``).
+``key_ticks``). For an app that orders its inputs canonically each record's mark is computed
+first (``order_marks``), the build stops where the live loop would (``order_cut``) and each
+key's records are folded in their canonical order.
 ``build`` runs it for an app after checking the history (``history``); ``backfill`` builds
 every processor (the ``splitstate backfill`` command); a joining processor with ``bootstrap:
 spark`` runs it in a child process (``child_process`` starts and watches ``child_main``).

@@ -115,7 +115,7 @@ def backfill(
         path = processor_path(state_dir, j)
         with ProcessorDatabase.open(path, identity, app.store_specs()) as database:
             target = manifest.targets[j]
-            database.bulk_load(manifest.files(j), target.offsets)
+            database.bulk_load(manifest.files(j), target.offsets, progress=target.progress())
             database.checked_fresh()  # built from every key's whole history
     shutil.rmtree(destination, ignore_errors=True)
     return BackfillResult(count, manifest, time.monotonic() - started, replaced)

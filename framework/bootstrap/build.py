@@ -3,6 +3,11 @@
 Shared by ``splitstate backfill`` (every processor, from the topic's beginning) and by joining
 processors with ``bootstrap: spark`` (the keys they gain in a scale). For an app that keeps
 time the history's ticks are read first (``tick_table.collect_ticks``) and given to the fold.
+For an app that orders its inputs canonically, each record's mark is computed first
+(``order_marks``), the build stops where the live loop would have (``order_cut``), the fold
+applies each key's records in their canonical order, and the manifest holds each partition's
+mark at its built offset (stored with the state); such an app that keeps time is refused
+(``check_orderable``: its ticks are not applied in the canonical order yet).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from framework.app import App
+from framework.bootstrap.errors import BootstrapError
 from framework.bootstrap.fold import AppFold
 from framework.bootstrap.history import (
     HistoryError,
@@ -22,6 +28,8 @@ from framework.bootstrap.history import (
 )
 from framework.bootstrap.job import BootstrapPlan, run_bootstrap, spark_errors
 from framework.bootstrap.manifest import Manifest
+from framework.bootstrap.order_cut import cut_build
+from framework.bootstrap.order_marks import with_marks
 from framework.bootstrap.progress import BootstrapProgress
 from framework.bootstrap.sources import (
     check_archive_ticks,
@@ -32,13 +40,14 @@ from framework.bootstrap.sources import (
 from framework.bootstrap.spark_session import spark_session
 from framework.bootstrap.tick_table import collect_ticks
 from framework.coordination.registry import TopicEntry
+from framework.input_times import ordered
 from framework.jvm import find_java, spark_kafka_jars
 from rebalance.positions import OffsetRange, Position
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["BuildRequest", "bootstrap_session", "build_state"]
+__all__ = ["BuildRequest", "bootstrap_session", "build_state", "check_orderable"]
 
 
 @dataclass(frozen=True)
@@ -94,10 +103,14 @@ def build_state(
     ``spark``: a session to run in (``bootstrap_session``), left running; by default the
     build starts its own and stops it at the end.
     """
+    from pyspark import StorageLevel  # noqa: PLC0415
+
     config = app.config
+    check_orderable(app)
     if request.archive is None:
         check_kafka_ranges(request.ranges, request.retained, "Kafka")
     session = spark or bootstrap_session(app, kafka=request.archive is None)
+    marked: DataFrame | None = None
     try:
         with spark_errors():
             topics = [t.topic for t in config.inputs]
@@ -111,16 +124,26 @@ def build_state(
                 served = archive_ranges(request.ranges, archived, exact=request.exact)
                 _check_continuation(served, request.retained)
                 history = parquet_history(session, request.archive, topics, served)
+            covered = {j: {p: served[p].end for p in ps} for j, ps in request.covers.items()}
+            marks: dict[int, dict[Position, int]] | None = None
+            canonical = ordered(app)
+            if canonical:  # (read several times: where to stop, then the job)
+                marked = with_marks(history, app).persist(StorageLevel.MEMORY_AND_DISK)
+                counts = {name: entry.history.partitions for name, entry in request.entries.items()}
+                cut = cut_build(marked, covered, topics, counts)
+                covered, marks, history = cut.covered, cut.marks, cut.history
             plan = BootstrapPlan(
                 initial_processors=config.initial_processors,
                 processors=request.processors,
                 targets=frozenset(request.covers),
                 lineage=lineage_ranks(config, request.entries),
-                covered={j: {p: served[p].end for p in ps} for j, ps in request.covers.items()},
+                covered=covered,
                 shards=config.spark.shards,
                 gained_from=request.gained_from,
                 crash_limit=config.crash_limit,
                 stop_on_crash=config.on_error == "stop",
+                inputs=tuple(topics) if canonical else None,
+                marks=marks,
             )
             initial = {name: entry.initial_partitions for name, entry in request.entries.items()}
             histories = {name: entry.history for name, entry in request.entries.items()}
@@ -128,8 +151,24 @@ def build_state(
             fold = AppFold(app, initial, histories, config.initial_processors, ticks)
             return run_bootstrap(session, history, plan, fold, destination, on_progress=on_progress)
     finally:
+        if marked is not None:
+            marked.unpersist()
         if spark is None:
             session.stop()
+
+
+def check_orderable(app: App) -> None:
+    """Refuse to build an app that orders its inputs canonically and keeps time: the fold
+    applies a key's ticks in lineage order among its records, not in their canonical order,
+    so its windows and timers could differ from the live loop's (not covered yet)."""
+    if ordered(app) and app.uses_time:
+        raise BootstrapError(
+            f"app {app.config.app_id!r} orders its inputs canonically (time.input_order: "
+            "canonical) and keeps time (windows, timers or a ttl): a Spark build does not yet "
+            "apply its ticks in the canonical order, so it would build state the live loop "
+            "does not. Nothing was built. Fix: bootstrap: replay or snapshot for a scale; "
+            "for a backfill, let the processors replay the history instead."
+        )
 
 
 def _check_continuation(

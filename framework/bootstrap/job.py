@@ -40,8 +40,10 @@ from framework.bootstrap.careful_child import Watch
 from framework.bootstrap.crash_watch import CrashWatch
 from framework.bootstrap.errors import BootstrapError
 from framework.bootstrap.manifest import Manifest, TargetState
+from framework.bootstrap.order_marks import MARK_COLUMN
 from framework.bootstrap.progress import BootstrapProgress, SparkProgress
 from framework.bootstrap.tasks import Placement, file_writer, group_folder
+from framework.order import NO_FLOOR
 from rebalance.positions import Position
 from statestore.owner_only import private_directory
 
@@ -97,7 +99,11 @@ class BootstrapPlan:
     files hold at most ``max_file_items`` keys; up to ``one_writer_items`` items one task
     writes them all, more are range-partitioned over the cores first. A record that kills the
     fold's process ``crash_limit`` times alone is skipped (``stop_on_crash``: the build fails
-    naming it), as the processors skip it (``crash_watch``).
+    naming it), as the processors skip it (``crash_watch``). ``inputs``: the input topics in
+    config order for an app that orders them canonically (the history then has a ``mark``
+    column: ``order_marks.with_marks``; each key's records are folded in their canonical
+    order), with ``marks``, per target, each partition's mark at its covered offset (stored
+    with the offsets: ``TargetState.marks``).
     """
 
     initial_processors: int
@@ -111,6 +117,8 @@ class BootstrapPlan:
     gained_from: tuple[int, frozenset[int]] | None = None
     crash_limit: int = 3
     stop_on_crash: bool = False
+    inputs: tuple[str, ...] | None = None
+    marks: Mapping[int, Mapping[Position, int]] | None = None
 
 
 def run_bootstrap(
@@ -234,8 +242,16 @@ def _manifest(
     """The manifest of the files ``written`` to ``partial``; ``counts``: records read,
     applied and dead-lettered."""
     read, applied, dead = counts
+    marks = plan.marks
     targets: dict[int, TargetState] = {
-        j: TargetState(files={}, keys=0, offsets=dict(plan.covered.get(j, {})))
+        j: TargetState(
+            files={},
+            keys=0,
+            offsets=dict(plan.covered.get(j, {})),
+            marks={}
+            if marks is None
+            else {p: marks.get(j, {}).get(p, NO_FLOOR) for p in plan.covered.get(j, {})},
+        )
         for j in sorted(plan.targets)
     }
     for row in sorted(written, key=lambda r: (r["processor"], r["store"], r["path"])):
@@ -257,12 +273,14 @@ def _placement(plan: BootstrapPlan) -> Placement:
         topics=tuple(sorted({topic for topic, _ in plan.lineage})),
         lineage=dict(plan.lineage),
         gained_from=None if gained is None else (gained[0], tuple(sorted(gained[1]))),
+        inputs=plan.inputs,
     )
 
 
 def _record_columns(placement: Placement, labels: list[int]) -> list[Column]:
     """The history's columns as the fold takes them, the topic as its index in
-    ``placement.topics`` (-1: another topic), plus each record's ``group``: the label of
+    ``placement.topics`` (-1: another topic), its ``mark`` for an app that orders its inputs
+    canonically, plus each record's ``group``: the label of
     group ``pmod(hash(key), len(labels))`` (Spark's own hash of the key)."""
     from pyspark.sql import functions as F  # noqa: PLC0415, N812
 
@@ -270,6 +288,7 @@ def _record_columns(placement: Placement, labels: list[int]) -> list[Column]:
     for index, name in reversed(list(enumerate(placement.topics))):
         topic = F.when(F.col("topic") == name, F.lit(index)).otherwise(topic)
     group = F.pmod(F.hash("key"), F.lit(len(labels))) + 1
+    marks = [] if placement.inputs is None else [F.col(MARK_COLUMN)]
     return [
         topic.alias("topic"),
         F.col("partition"),
@@ -278,6 +297,7 @@ def _record_columns(placement: Placement, labels: list[int]) -> list[Column]:
         F.col("value"),
         F.col("timestamp"),
         F.col("headers"),
+        *marks,
         F.element_at(F.array(*(F.lit(label) for label in labels)), group)
         .cast("int")
         .alias("group"),

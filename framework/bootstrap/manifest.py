@@ -14,6 +14,7 @@ from typing import Any
 
 from framework.bootstrap.crash_watch import SkippedInFold
 from framework.bootstrap.errors import BootstrapError
+from framework.input_times import ORDER_SCOPE
 from rebalance.positions import Position
 
 __all__ = ["MANIFEST_FILE", "Manifest", "ManifestError", "TargetState"]
@@ -28,11 +29,19 @@ class ManifestError(BootstrapError):
 
 @dataclass
 class TargetState:
-    """One processor's built state: SST files per store, key count, offsets covered."""
+    """One processor's built state: SST files per store, key count, offsets covered, and
+    (an app that orders its inputs canonically) each partition's mark at its offset, to be
+    stored with it in the progress scope ``input_times.ORDER_SCOPE`` (``progress``)."""
 
     files: dict[str, list[str]]
     keys: int
     offsets: dict[Position, int]
+    marks: dict[Position, int] = field(default_factory=dict)
+
+    def progress(self) -> dict[str, dict[Position, int]] | None:
+        """What ``ProcessorDatabase.bulk_load`` records with the offsets (``progress``):
+        the marks in ``ORDER_SCOPE``, if any."""
+        return {ORDER_SCOPE: dict(self.marks)} if self.marks else None
 
 
 @dataclass
@@ -72,6 +81,7 @@ class Manifest:
                     "files": target.files,
                     "keys": target.keys,
                     "offsets": [[t, p, o] for (t, p), o in sorted(target.offsets.items())],
+                    "marks": [[t, p, m] for (t, p), m in sorted(target.marks.items())],
                 }
                 for j, target in sorted(self.targets.items())
             },
@@ -103,6 +113,7 @@ class Manifest:
                     files={str(s): [str(n) for n in names] for s, names in t["files"].items()},
                     keys=int(t["keys"]),
                     offsets={(str(topic), int(p)): int(o) for topic, p, o in t["offsets"]},
+                    marks={(str(topic), int(p)): int(m) for topic, p, m in t.get("marks", [])},
                 )
                 for j, t in raw["targets"].items()
             }

@@ -3,7 +3,8 @@
 - ``group_folder``: the fold of one group of records (``applyInArrow``): keep the records whose
   key a target processor builds (the runtime's murmur3 ``key_hash`` and ``bucket``), order
   them by processor, lineage rank (per record: the step of the topic's history in force at
-  its offset) and offset, and fold each processor's records with the
+  its offset) and offset (an app that orders its inputs canonically: by processor, then its
+  canonical order, mark first), and fold each processor's records with the
   ``Fold`` into ``(processor, store, key, value)`` items (under a ``CrashWatch``: a record
   that kills the worker is skipped as the processors' crash guards skip it);
 - ``file_writer``: the writer (``mapInArrow``) that streams a task's sorted items into SST
@@ -30,6 +31,8 @@ import pyarrow as pa
 from framework.bootstrap.careful_child import Watch
 from framework.bootstrap.crash_watch import CrashWatch
 from framework.bootstrap.errors import BootstrapError
+from framework.bootstrap.order_marks import MARK_COLUMN
+from framework.order import ORDER_FIELDS
 from framework.time.due_items import DueItem
 from rebalance import bucket_array, key_hashes
 from rebalance.positions import Position
@@ -70,7 +73,11 @@ class Placement:
     ``topics``: the input topics, whose index the job sends in the ``topic`` column;
     ``lineage``: each input partition's ranks by offset (``history.lineage_ranks``: plain
     tuples, shipped to the workers as they are); ``gained_from`` = (old processor count,
-    sources) keeps only keys one of the sources owned at the old count.
+    sources) keeps only keys one of the sources owned at the old count. ``inputs``: the input
+    topics in config order for an app that orders them canonically (``input_times.ordered``):
+    the records then have a ``mark`` column (``order_marks.with_marks``) and each key's are
+    sorted by ``ORDER_FIELDS`` (mark, input, rank, offset), as the live loop applies them;
+    ``None``: by lineage alone, ``(rank, offset)``.
     """
 
     initial_processors: int
@@ -79,6 +86,7 @@ class Placement:
     topics: tuple[str, ...]
     lineage: Mapping[Position, RankSteps]
     gained_from: tuple[int, tuple[int, ...]] | None = None
+    inputs: tuple[str, ...] | None = None
 
     def order(self, records: pa.Table) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """The rows of ``records`` to fold, in processing order, and each one's processor."""
@@ -95,7 +103,18 @@ class Placement:
         topic = _numbers(records.column("topic"))[rows]
         partition = _numbers(records.column("partition"))[rows]
         offset = _numbers(records.column("offset"))[rows]
-        order = np.lexsort((offset, self.ranks(topic, partition, offset), owners))
+        ranks = self.ranks(topic, partition, offset)
+        if self.inputs is None:
+            order = np.lexsort((offset, ranks, owners))
+        else:  # each key's records in their canonical order (framework.order)
+            inputs = np.asarray([self.inputs.index(name) for name in self.topics], np.int64)
+            fields = {
+                "mark": _numbers(records.column(MARK_COLUMN))[rows],
+                "input": inputs[topic],
+                "rank": ranks,
+                "offset": offset,
+            }
+            order = np.lexsort((*(fields[name] for name in reversed(ORDER_FIELDS)), owners))
         return rows[order], owners[order]
 
     def ranks(

@@ -6,18 +6,20 @@ Pure: no I/O, no clock. ``marks`` (a partition's mark as its items are read), ``
 live ``MergeBuffer`` that releases items only when no unread item can precede them).
 """
 
-from framework.order.canonical import Item, canonical_order
+from framework.order.canonical import ORDER_FIELDS, Item, canonical_order, order_key
 from framework.order.marks import ENDED, NO_FLOOR, PartitionMark, running_marks
 from framework.order.merge import Blocker, Blocking, MergeBuffer
 
 __all__ = [
     "ENDED",
     "NO_FLOOR",
+    "ORDER_FIELDS",
     "Blocker",
     "Blocking",
     "Item",
     "MergeBuffer",
     "PartitionMark",
     "canonical_order",
+    "order_key",
     "running_marks",
 ]

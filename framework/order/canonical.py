@@ -15,9 +15,13 @@ from typing import Generic, NamedTuple, TypeVar
 
 from rebalance.positions import Position
 
-__all__ = ["Item", "canonical_order"]
+__all__ = ["ORDER_FIELDS", "Item", "canonical_order", "order_key"]
 
 T = TypeVar("T")
+
+#: the fields of an ``Item`` that place it in its key's canonical order, most significant first
+#: (``order_key``; a bulk build sorts its columns of these names by them)
+ORDER_FIELDS = ("mark", "input", "rank", "offset")
 
 
 class Item(NamedTuple, Generic[T]):
@@ -36,7 +40,8 @@ class Item(NamedTuple, Generic[T]):
 
 
 def order_key(item: Item[T]) -> tuple[int, int, int, int]:
-    """Where ``item`` sits in its keys' canonical order: ``(mark, input, rank, offset)``."""
+    """Where ``item`` sits in its keys' canonical order: its ``ORDER_FIELDS``, ``(mark, input,
+    rank, offset)``."""
     return item.mark, item.input, item.rank, item.offset
 
 

@@ -28,8 +28,10 @@ canonical order (event time as read, then the input's place in the config, then 
   after a rewind); it is kept apart from the time ticks' writer
   (``framework.runtime.ticking``), whose "unread tick" it is not.
 
-Not covered yet: a catch-up, a snapshot, a growth child (base and rank) and the Spark build
-apply their records as before (``README``: "Several inputs").
+A restored snapshot carries the marks (they are in the database it copies), and a Spark build
+stores them with the offsets it builds to (``framework.bootstrap.order_cut``). Not covered
+yet: a catch-up and a growth child (base and rank) apply their records as before, and a Spark
+build of an app that keeps time is refused (``docs/concepts/time.md``: "Several inputs").
 """
 
 from __future__ import annotations

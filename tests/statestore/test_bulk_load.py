@@ -104,6 +104,36 @@ def test_interrupted_bulk_load_finishes_on_open(tmp_path: Path) -> None:
         reopened.close()
 
 
+class _DiedError(Exception):
+    pass
+
+
+def test_progress_values_are_recorded_with_the_offsets_even_after_a_crash(
+    tmp_path: Path,
+) -> None:
+    """(A canonical app's marks at the built offsets: never the offsets without them.)"""
+    files = SstRunWriter(tmp_path / "run", layout=LAYOUT).write(LAYOUT.sorted_items([(b"k", 1)]))
+    database = open_database("rocksdb", tmp_path)
+
+    def die() -> None:
+        raise _DiedError
+
+    marks = {("words", 0): -5, ("words", 1): 1_700_000_000_000}
+    with pytest.raises(_DiedError):
+        database.bulk_load(
+            {"counts": files}, {("words", 0): 7}, recorded=die, progress={"m": marks}
+        )
+    assert database.offsets() == {} and database.progress("m") == {}
+    database.close()  # as if the process died here
+    reopened = open_database("rocksdb", tmp_path)
+    try:
+        assert reopened.offsets() == {("words", 0): 7}
+        assert reopened.progress("m") == marks
+        assert dict(reopened.items("counts")) == {b"k": 1}
+    finally:
+        reopened.close()
+
+
 def test_interrupted_bulk_load_without_files_is_a_clear_error(tmp_path: Path) -> None:
     database = open_database("rocksdb", tmp_path)
     plan = {"files": {"counts": [str(tmp_path / "gone.sst")]}, "offsets": []}

@@ -63,19 +63,25 @@ def test_the_release_builds_installs_into_a_fresh_virtualenv_and_runs(tmp_path: 
 
     # a fresh virtualenv with the wheel installed; its dependencies are this environment's
     # (a .pth line adds their directory without its .pth files, so not this checkout)
+    # (nothing of this process's Python: a PYTHONPATH holding this checkout, which a Spark
+    # session of an earlier test sets, made pip find splitstate installed and skip the wheel)
     fresh = tmp_path / "fresh"
-    run([sys.executable, "-m", "venv", str(fresh)], tmp_path)
     bin_dir = fresh / "bin"
-    run([str(bin_dir / "pip"), "install", "-q", "--no-deps", "--no-index", str(wheel)], tmp_path)
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PYTHON", "PIP_")) and key != "VIRTUAL_ENV"
+    }
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    run([sys.executable, "-m", "venv", str(fresh)], tmp_path, env)
+    pip = [str(bin_dir / "pip"), "install", "-q", "--no-deps", "--no-index", str(wheel)]
+    run(pip, tmp_path, env)
     fresh_site = run(
         [str(bin_dir / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
         tmp_path,
+        env,
     ).strip()
     (Path(fresh_site) / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    env = {
-        key: value for key, value in os.environ.items() if key not in {"PYTHONPATH", "VIRTUAL_ENV"}
-    }
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
 
     where = run(
         [str(bin_dir / "python"), "-c", "import framework; print(framework.__file__)"],

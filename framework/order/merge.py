@@ -75,6 +75,7 @@ class _Partition(Generic[T]):
     __slots__ = (
         "applied_mark",
         "end",
+        "errands",
         "fifo",
         "ident",
         "input",
@@ -96,6 +97,8 @@ class _Partition(Generic[T]):
         self.end: int | None = None
         self.fifo: deque[Item[T]] = deque()
         self.applied_mark = base
+        #: the offsets of its items in the FIFO that nothing waits for (``add``'s ``wanted``)
+        self.errands: set[int] = set()
 
     def reach(self) -> int:
         end = self.end
@@ -124,6 +127,8 @@ class MergeBuffer(Generic[T]):
         #: per input, (R, ident, partition) for each partition's R, stale entries included
         self._reaches: list[list[tuple[int, int, _Partition[T]]]] = [[] for _ in inputs]
         self._idents = itertools.count()
+        #: the items read and not released that a reader waits for (``add``'s ``wanted``)
+        self._wanted = 0
 
     def assign(self, position: Position, start: int, base: int = NO_FLOOR, rank: int = 0) -> None:
         """Read ``position`` from offset ``start``, whose mark there is ``base`` (``NO_FLOOR``
@@ -164,6 +169,7 @@ class MergeBuffer(Generic[T]):
         reaches = self._reaches[part.input]
         reaches[:] = [entry for entry in reaches if entry[2] is not part]
         heapq.heapify(reaches)
+        self._wanted -= len(part.fifo) - len(part.errands)
         return list(part.fifo)
 
     def add(
@@ -173,10 +179,14 @@ class MergeBuffer(Generic[T]):
         key: bytes | None,
         event_time: int | None,
         payload: T,
+        *,
+        wanted: bool = True,
     ) -> None:
         """The item at ``offset`` of ``position``, read after every earlier item there: a record
         of ``key`` with ``event_time`` (``None``: it has none), or a tick of the app (``key``
-        ``None``, ``event_time`` its floor)."""
+        ``None``, ``event_time`` its floor). ``wanted=False``: nothing waits for the item
+        itself (a tick written only to release others, another app's tick): ``wanted``
+        does not count it."""
         part = self._parts.get(position)
         if part is None:
             part = self._part(position)
@@ -209,6 +219,10 @@ class MergeBuffer(Generic[T]):
         item = Item(position, offset, key, event_time, part.mark, part.input, part.rank, payload)
         fifo = part.fifo
         fifo.append(item)
+        if wanted:
+            self._wanted += 1
+        else:
+            part.errands.add(offset)
         if len(fifo) == 1:
             heapq.heappush(self._heads[part.input], (item.mark, part.rank, part.ident, part))
         if raised or (end is not None and offset + 1 >= end):  # R moved
@@ -261,6 +275,10 @@ class MergeBuffer(Generic[T]):
             part = heap[0][3]
             item = part.fifo.popleft()
             part.applied_mark = item.mark
+            if part.errands and item.offset in part.errands:
+                part.errands.discard(item.offset)
+            else:
+                self._wanted -= 1
             released.append(item)
             if part.fifo:
                 heapq.heapreplace(heap, part.head())
@@ -278,6 +296,12 @@ class MergeBuffer(Generic[T]):
     def applied_marks(self) -> dict[Position, int]:
         """Per partition, its mark at ``applied_positions``: the base to resume from there."""
         return {position: part.applied_mark for position, part in self._parts.items()}
+
+    def wanted(self) -> int:
+        """How many items read and not released something waits for: all but those added
+        with ``wanted=False``. A reader that forces ticks to release the least head forces
+        none while this is 0 (the ticks it forces would only wait for one another)."""
+        return self._wanted
 
     def pending(self, position: Position) -> int:
         """How many items of ``position`` were read and not released (its read-ahead)."""

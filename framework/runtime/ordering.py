@@ -46,7 +46,7 @@ from framework.input_times import ORDER_SCOPE, InputTimes, ordered
 from framework.kafka import Message
 from framework.order import NO_FLOOR, MergeBuffer
 from framework.runtime.ticking import Tick
-from framework.time.ticks import is_tick_key, tick_key
+from framework.time.ticks import is_tick_key, is_tick_message, tick_key
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
 
@@ -98,6 +98,9 @@ class InputOrder:
         self._blocked_since: dict[Position, float] = {}
         #: per partition, the floor of the forced tick decided for it and not read back yet
         self._forced: dict[Position, int] = {}
+        #: per partition, the floors of the forced ticks written there and not read yet (read,
+        #: such a tick is an errand of the merge: nothing waits for it)
+        self._errands: dict[Position, list[int]] = {}
         #: forced ticks decided (for tests and metrics)
         self.forced = 0
 
@@ -139,11 +142,15 @@ class InputOrder:
             self._first.setdefault(position, offset)
             event_time = times.of(topic, partition, offset, message)
             key = message.key()
+            wanted = True
             if key is not None and is_tick_key(topic, key):
                 key = None  # (a compacted topic's tick)
+                wanted = self._wanted_tick(position, event_time)
             elif key is not None:  # a record of it: its wait, if it blocks, starts again
                 self._blocked_since.pop(position, None)
-            buffer.add(position, offset, key, event_time, message)
+            elif is_tick_message(topic, message):
+                wanted = self._wanted_tick(position, event_time)
+            buffer.add(position, offset, key, event_time, message, wanted=wanted)
             nexts[position] = offset + 1
         released = [item.payload for item in buffer.release()]
         self._blockers(self._clock.monotonic())  # (a partition's wait starts as it blocks)
@@ -201,6 +208,7 @@ class InputOrder:
             steps = self._steps.known_steps(topic)
             ticks.append(Tick(topic, partition, floor, wall, key, steps))
             self._forced[position] = floor
+            self._errands.setdefault(position, []).append(floor)
             self.forced += 1
             log.info(
                 "%s[%d] blocked the next record for %.1f s: a tick with floor %d lets it go",
@@ -215,6 +223,7 @@ class InputOrder:
         """A batch that applied nothing held here was dropped: its forced ticks may not have
         been written (decided again when due) and its offsets not committed (given again)."""
         self._forced.clear()
+        self._errands.clear()
         self._given.clear()
 
     # -- internals --------------------------------------------------------------------------
@@ -235,15 +244,31 @@ class InputOrder:
         ]
 
     def _blockers(self, now: float) -> dict[Position, int]:
-        """The partitions that block the least head, each with the floor that releases it;
-        the wait of each that begins to block starts ``now``."""
-        blocking = self._buffer.blocking()
+        """The partitions that block the least head while something waits for it (a record,
+        a tick not forced here: ``MergeBuffer.wanted``), each with the floor that releases
+        it; the wait of each that begins to block starts ``now``."""
+        blocking = self._buffer.blocking() if self._buffer.wanted() else None
         if blocking is None:
+            self._blocked_since.clear()  # (a record read later waits its whole wait)
             return {}
         blockers = {b.position: b.needs for b in blocking.blockers}
         for position in blockers:
             self._blocked_since.setdefault(position, now)
         return blockers
+
+    def _wanted_tick(self, position: Position, floor: int | None) -> bool:
+        """Whether something waits for a tick read from ``position`` with ``floor`` (``None``:
+        another app's): not for another app's, nor for one forced here (each such floor
+        counted once: a tick of the time writer with the same floor is wanted)."""
+        if floor is None:
+            return False
+        errands = self._errands.get(position)
+        if errands is None or floor not in errands:
+            return True
+        errands.remove(floor)
+        if not errands:
+            del self._errands[position]
+        return False
 
     def _assign(self, position: Position, offset: int | None, mark: int | None) -> None:
         start = 0 if offset is None else offset
@@ -255,3 +280,4 @@ class InputOrder:
         self._buffer.forget(position)
         for kept in (self._next, self._first, self._given, self._blocked_since, self._forced):
             kept.pop(position, None)
+        self._errands.pop(position, None)

@@ -202,3 +202,22 @@ def test_a_drop_decides_the_forced_ticks_again() -> None:
 def test_a_partition_without_a_stored_mark_starts_below_every_time() -> None:
     _order, database, _clock = _world()
     assert database.progress(ORDER_SCOPE).get(C, NO_FLOOR) == NO_FLOOR
+
+
+def test_a_waiting_tick_of_the_time_writer_gets_a_forced_tick_and_a_forced_one_none() -> None:
+    """A tick the time writer wrote is waited for (it moves its keys' time) like a record: a
+    tick is forced for it; the forced tick, read back and waiting in turn, forces none (else
+    two idle inputs would get forced ticks for ever, one per wait)."""
+    order, _database, clock = _world()
+    assert _where(order.take([_record(C, 0, 10), _tick(V, 0, 20)])) == [("clicks", 0)]
+    clock.sleep(1)
+    [tick] = order.forced_ticks({C, V})
+    assert (tick.topic, tick.partition, tick.floor) == ("clicks", 0, 21)
+    assert _where(order.take([_tick(C, 1, 21)])) == [("views", 0)]  # the forced one waits
+    assert order.waiting() == {C}
+    clock.sleep(5)
+    assert not order.forcing_due({C, V})
+    assert order.forced_ticks({C, V}) == []
+    order.take([_record(V, 1, 30)])  # a record: the forced tick goes, the record waits ...
+    clock.sleep(1)
+    assert [(t.topic, t.floor) for t in order.forced_ticks({C, V})] == [("clicks", 31)]

@@ -274,3 +274,18 @@ def test_hypothesis_finds_a_counterexample_to_the_least_safe_head_rule() -> None
         settings=_FIND,
     )
     assert live_run_is_canonical(log, schedule)
+
+
+def test_wanted_counts_the_waiting_items_but_those_added_as_errands() -> None:
+    buffer = _buffer(A0, B0)
+    buffer.add(B0, 0, b"k", 20, "b@0")
+    buffer.add(A0, 0, None, 21, "a@0 forced", wanted=False)
+    buffer.add(A0, 1, b"k", 30, "a@1")
+    assert buffer.wanted() == 2
+    assert _refs(buffer.release()) == [(B0, 0)]
+    assert buffer.wanted() == 1  # a@1 (behind the errand)
+    buffer.add(B0, 1, None, 40, "b@1 forced", wanted=False)
+    assert _refs(buffer.release()) == [(A0, 0), (A0, 1)]
+    assert buffer.wanted() == 0 and buffer.pending(B0) == 1
+    buffer.add(A0, 2, b"k", 50, "a@2")
+    assert buffer.forget(A0) and buffer.wanted() == 0

@@ -154,7 +154,6 @@ def test_a_gate_held_child_does_not_stop_the_forced_ticks_its_parent_needs() -> 
     raise AssertionError(f"clicks@0 still waits; blocking: {order._buffer.blocking()}")
 
 
-@pytest.mark.xfail(strict=True, reason="advance_time's tick on the last input stays pending")
 def test_test_driver_advance_time_closes_the_windows_of_every_input() -> None:
     """``TestDriver.advance_time`` ticks every input partition, clicks then views. With
     ``canonical`` the views tick (input 1, mark 1000) waits for clicks to pass 1000 (an

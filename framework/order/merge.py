@@ -74,6 +74,7 @@ class Blocking(Generic[T]):
 class _Partition(Generic[T]):
     __slots__ = (
         "applied_mark",
+        "closed",
         "end",
         "errands",
         "fifo",
@@ -95,6 +96,7 @@ class _Partition(Generic[T]):
         self.mark = base
         self.read_to = start  # every item before it was added
         self.end: int | None = None
+        self.closed = False
         self.fifo: deque[Item[T]] = deque()
         self.applied_mark = base
         #: the offsets of its items in the FIFO that nothing waits for (``add``'s ``wanted``)
@@ -102,7 +104,8 @@ class _Partition(Generic[T]):
 
     def reach(self) -> int:
         end = self.end
-        return ENDED if end is not None and self.read_to >= end else self.mark
+        ended = self.closed or (end is not None and self.read_to >= end)
+        return ENDED if ended else self.mark
 
     def head(self) -> tuple[int, int, int, _Partition[T]]:
         return self.fifo[0].mark, self.rank, self.ident, self
@@ -257,6 +260,16 @@ class MergeBuffer(Generic[T]):
         was = part.reach()
         part.end = offset
         if part.reach() != was:
+            self._push_reach(part)
+
+    def close(self, position: Position) -> None:
+        """No item of a key comes from ``position`` after what was read (a shrink's deleted
+        partition read past its drain marker): its ``R`` is ``ENDED``, it blocks no other
+        partition. Its items read stay in its FIFO, and what is read from it later (another
+        app's tick) is still added (with its last mark)."""
+        part = self._part(position)
+        if not part.closed:
+            part.closed = True
             self._push_reach(part)
 
     def release(self) -> list[Item[T]]:

@@ -101,6 +101,8 @@ class InputOrder:
         #: per partition, the floors of the forced ticks written there and not read yet (read,
         #: such a tick is an errand of the merge: nothing waits for it)
         self._errands: dict[Position, list[int]] = {}
+        #: the deleted partitions closed in the merge (read past their drain markers)
+        self._closed: set[Position] = set()
         #: forced ticks decided (for tests and metrics)
         self.forced = 0
 
@@ -118,6 +120,7 @@ class InputOrder:
             offsets, marks = self._database.offsets(), self._database.progress(ORDER_SCOPE)
             for position in sorted(added):
                 self._assign(position, offsets.get(position), marks.get(position))
+            self._close_drained()
 
     def waiting(self) -> set[Position]:
         """The partitions with records read and not released."""
@@ -152,6 +155,7 @@ class InputOrder:
                 wanted = self._wanted_tick(position, event_time)
             buffer.add(position, offset, key, event_time, message, wanted=wanted)
             nexts[position] = offset + 1
+        self._close_drained()
         released = [item.payload for item in buffer.release()]
         self._blockers(self._clock.monotonic())  # (a partition's wait starts as it blocks)
         return released
@@ -184,6 +188,7 @@ class InputOrder:
             self._assign(position, offsets.get(position), marks.get(position))
             if start is not None:
                 starts[position] = start
+        self._close_drained()
         self.dropped()
         return starts
 
@@ -270,14 +275,32 @@ class InputOrder:
             del self._errands[position]
         return False
 
+    def _close_drained(self) -> None:
+        """Close in the merge each deleted partition read past its drain marker (as the
+        registry has it now): no record of a key comes from it any more, and its last mark
+        must not hold the other inputs back for ever (its keys' later records come from its
+        survivor)."""
+        inputs = self._inputs()
+        for position in self._next:
+            topic, partition = position
+            entry = inputs.get(topic)
+            if entry is None or partition < entry.partitions or position in self._closed:
+                continue
+            end = entry.history.key_history(partition)[-1].end_offset
+            if end is not None and self._next[position] >= end:
+                self._buffer.close(position)
+                self._closed.add(position)
+
     def _assign(self, position: Position, offset: int | None, mark: int | None) -> None:
         start = 0 if offset is None else offset
         base = NO_FLOOR if offset is None or mark is None else mark
         self._buffer.assign(position, start, base)
         self._next[position] = start
+        self._closed.discard(position)
 
     def _forget(self, position: Position) -> None:
         self._buffer.forget(position)
         for kept in (self._next, self._first, self._given, self._blocked_since, self._forced):
             kept.pop(position, None)
         self._errands.pop(position, None)
+        self._closed.discard(position)

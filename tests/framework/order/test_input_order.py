@@ -3,22 +3,26 @@ commits, what a revoked partition and a rewind leave, and the bounded wait on a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from framework import App, AppConfig, Record
 from framework.config import TopicConfig
 from framework.config_time import TimeConfig
+from framework.coordination.registry import TopicEntry
+from framework.growth.markers import MARKER_HEADER, MarkerName
 from framework.kafka import Message
 from framework.order import NO_FLOOR
 from framework.processing import StoredMessage
 from framework.runtime.ordering import ORDER_SCOPE, InputOrder
 from framework.time.ticks import tick_headers
+from rebalance import TopicHistory
 from statestore import DatabaseIdentity, ProcessorDatabase
 from tests.clocks import ManualClock
 
-C, V = ("clicks", 0), ("views", 0)
+C, V, V1 = ("clicks", 0), ("views", 0), ("views", 1)
+#: views grew to 2 partitions and shrank back to 1: views[1] deleted, its drain marker at
+#: offset 1
+SHRUNK = TopicHistory.of("views", [1, 2], {1: 0}).shrunk(1, {0: 1}).with_drains({1: 1})
 
 
 class _Steps:
@@ -26,15 +30,9 @@ class _Steps:
         return 1
 
 
-@dataclass(frozen=True)
-class _Entry:
-    """A registry entry's partition count and whether the topic is compacted."""
-
-    partitions: int
-    compacted: bool = False
-
-
-def _world(views_partitions: int = 1) -> tuple[InputOrder, ProcessorDatabase, ManualClock]:
+def _world(views: TopicHistory | None = None) -> tuple[InputOrder, ProcessorDatabase, ManualClock]:
+    """An ``InputOrder`` of clicks[0] and views[0] (``views``: the views topic's history, one
+    partition by default), its state in memory, its clock."""
     config = AppConfig(
         app_id="two",
         inputs=[TopicConfig(topic="clicks"), TopicConfig(topic="views")],
@@ -50,7 +48,7 @@ def _world(views_partitions: int = 1) -> tuple[InputOrder, ProcessorDatabase, Ma
 
     database = ProcessorDatabase.in_memory(DatabaseIdentity("two", 0), app.store_specs())
     clock = ManualClock()
-    entries: dict[str, Any] = {"views": _Entry(views_partitions)}  # (the fields read of one)
+    entries = {"views": TopicEntry(views or TopicHistory.of("views", [1]))}
     order = InputOrder(app, database, clock, steps=_Steps(), inputs=lambda: entries)
     order.follow({C, V})
     return order, database, clock
@@ -66,6 +64,13 @@ def _record(
 def _tick(position: tuple[str, int], offset: int, floor: int) -> tuple[Message, str, int, int]:
     headers: list[tuple[str, bytes | None]] = list(tick_headers(floor, floor, "two"))
     message = StoredMessage(position[0], position[1], offset, None, b"", floor, headers)
+    return message, position[0], position[1], offset
+
+
+def _drain_marker(position: tuple[str, int], offset: int) -> tuple[Message, str, int, int]:
+    name = MarkerName(1, position[1], 2, drain=True).marker_id(position[0])
+    headers: list[tuple[str, bytes | None]] = [(MARKER_HEADER, name.encode())]
+    message = StoredMessage(position[0], position[1], offset, None, b"", 0, headers)
     return message, position[0], position[1], offset
 
 
@@ -182,11 +187,12 @@ def test_no_forced_tick_into_a_partition_a_gate_holds() -> None:
 
 def test_no_forced_tick_into_a_partition_a_shrink_deleted() -> None:
     """(A deleted partition is only drained: nothing is written to it any more.)"""
-    order, _database, clock = _world(views_partitions=0)
+    order, _database, clock = _world(SHRUNK)
+    order.follow({C, V, V1})
     order.take([_record(C, 0, 10)])
-    order.forced_ticks({C, V})
+    order.forced_ticks({C, V, V1})
     clock.sleep(2)
-    assert order.forced_ticks({C, V}) == []
+    assert [(t.topic, t.partition) for t in order.forced_ticks({C, V, V1})] == [V]
 
 
 def test_a_drop_decides_the_forced_ticks_again() -> None:

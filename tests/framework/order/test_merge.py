@@ -289,3 +289,15 @@ def test_wanted_counts_the_waiting_items_but_those_added_as_errands() -> None:
     assert buffer.wanted() == 0 and buffer.pending(B0) == 1
     buffer.add(A0, 2, b"k", 50, "a@2")
     assert buffer.forget(A0) and buffer.wanted() == 0
+
+
+def test_a_closed_partition_blocks_no_other_and_still_takes_what_is_read_later() -> None:
+    buffer = _buffer(A0, A1, B0)
+    buffer.add(A1, 0, b"k", 5, "a1@0")
+    buffer.add(B0, 0, b"k", 10, "b@0")
+    buffer.add(A0, 0, b"j", 20, "a0@0")
+    assert _refs(buffer.release()) == [(A1, 0)]  # b@0 (10) needs every a partition at 10
+    buffer.close(A1)  # (a shrink's deleted partition read past its drain marker)
+    assert _refs(buffer.release()) == [(B0, 0)]
+    buffer.add(A1, 1, None, None, "a1@1 another app's tick", wanted=False)
+    assert _refs(buffer.release()) == [(A1, 1)]  # (a0@0, 20, waits for b to reach 20)

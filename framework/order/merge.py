@@ -74,13 +74,16 @@ class Blocking(Generic[T]):
 class _Partition(Generic[T]):
     __slots__ = (
         "applied_mark",
+        "children",
         "closed",
         "end",
         "errands",
         "fifo",
         "ident",
         "input",
+        "lineage",
         "mark",
+        "marker",
         "position",
         "rank",
         "read_to",
@@ -97,6 +100,11 @@ class _Partition(Generic[T]):
         self.read_to = start  # every item before it was added
         self.end: int | None = None
         self.closed = False
+        #: a growth child's parent while its base is not known (the parent is not read past
+        #: ``marker`` yet), else ``None``; a parent's children waiting for their base
+        self.lineage: _Partition[T] | None = None
+        self.marker = 0
+        self.children: list[_Partition[T]] = []
         self.fifo: deque[Item[T]] = deque()
         self.applied_mark = base
         #: the offsets of its items in the FIFO that nothing waits for (``add``'s ``wanted``)
@@ -104,8 +112,10 @@ class _Partition(Generic[T]):
 
     def reach(self) -> int:
         end = self.end
-        ended = self.closed or (end is not None and self.read_to >= end)
-        return ENDED if ended else self.mark
+        if self.closed or (end is not None and self.read_to >= end):
+            return ENDED
+        lineage = self.lineage  # (its base, and so each of its marks, is at least this)
+        return self.mark if lineage is None else max(self.mark, lineage.mark)
 
     def head(self) -> tuple[int, int, int, _Partition[T]]:
         return self.fifo[0].mark, self.rank, self.ident, self
@@ -133,11 +143,24 @@ class MergeBuffer(Generic[T]):
         #: the items read and not released that a reader waits for (``add``'s ``wanted``)
         self._wanted = 0
 
-    def assign(self, position: Position, start: int, base: int = NO_FLOOR, rank: int = 0) -> None:
+    def assign(
+        self,
+        position: Position,
+        start: int,
+        base: int = NO_FLOOR,
+        rank: int = 0,
+        *,
+        parent: tuple[Position, int] | None = None,
+    ) -> None:
         """Read ``position`` from offset ``start``, whose mark there is ``base`` (``NO_FLOOR``
         at the partition's first offset, the stored mark on resuming, a growth child's parent's
         mark at the marker); ``rank``: its place in its keys' lineage (a growth child's is
-        higher than its parent's)."""
+        higher than its parent's). ``parent``: ``(its parent, the marker's offset there)`` of
+        a growth child read from its life's start while the parent, assigned here, is not
+        read past the marker yet: its base is then the larger of ``base`` and the parent's
+        mark at the marker, and until the parent is read past it the parent's mark bounds the
+        child's ``R`` from below (a gate-held child does not hold the other inputs back
+        below its parent)."""
         input = self._index.get(position[0])
         if input is None:
             raise ValueError(
@@ -156,6 +179,17 @@ class MergeBuffer(Generic[T]):
         part: _Partition[T] = _Partition(
             position, input, next(self._idents), start=start, base=base, rank=rank
         )
+        if parent is not None:
+            source = self._part(parent[0])
+            if source.input != input:
+                raise ValueError(f"{position}: parent {parent[0]} is of another input.")
+            if source.read_to > parent[1]:
+                raise ValueError(
+                    f"{position}: its parent {parent[0]} is read past the marker at "
+                    f"{parent[1]} already. Fix: assign the child before, or give its base."
+                )
+            part.lineage, part.marker = source, parent[1]
+            source.children.append(part)
         self._parts[position] = part
         self._counts[input] += 1
         self._push_reach(part)
@@ -166,6 +200,13 @@ class MergeBuffer(Generic[T]):
         part = self._part(position)
         del self._parts[position]
         self._counts[part.input] -= 1
+        if part.lineage is not None:
+            part.lineage.children.remove(part)
+            part.lineage = None
+        for child in part.children:  # (their base unknown here: from their own marks on)
+            child.lineage = None
+            self._push_reach(child)
+        part.children = []
         heads = self._heads[part.input]
         heads[:] = [entry for entry in heads if entry[3] is not part]
         heapq.heapify(heads)
@@ -205,19 +246,11 @@ class MergeBuffer(Generic[T]):
                 f"{position}: offset {offset} is past its end {end}. "
                 "Fix: read up to the end only, or lift it (end(position, None))."
             )
+        if part.children:
+            self._found_bases(part, offset)
         raised = False
-        if event_time is not None:
-            if event_time > part.mark:
-                if event_time > LARGEST:
-                    raise ValueError(
-                        f"{position}@{offset}: event time {event_time} is above {LARGEST}."
-                    )
-                part.mark = event_time
-                raised = True
-            elif event_time < NO_FLOOR:
-                raise ValueError(
-                    f"{position}@{offset}: event time {event_time} is below {NO_FLOOR}."
-                )
+        if event_time is not None and _raises(position, offset, event_time, part.mark):
+            part.mark, raised = event_time, True
         part.read_to = offset + 1
         item = Item(position, offset, key, event_time, part.mark, part.input, part.rank, payload)
         fifo = part.fifo
@@ -230,6 +263,11 @@ class MergeBuffer(Generic[T]):
             heapq.heappush(self._heads[part.input], (item.mark, part.rank, part.ident, part))
         if raised or (end is not None and offset + 1 >= end):  # R moved
             self._push_reach(part)
+            if raised:
+                for child in part.children:  # (their R is at least this mark)
+                    self._push_reach(child)
+        if part.children:
+            self._found_bases(part, offset + 1)
 
     def passed(self, position: Position, offset: int) -> None:
         """The reader's position in ``position`` is ``offset``: every item before it was added
@@ -243,6 +281,8 @@ class MergeBuffer(Generic[T]):
                 "Fix: read up to the end only."
             )
         was = part.reach()
+        if part.children:
+            self._found_bases(part, offset)
         part.read_to = offset
         if part.reach() != was:
             self._push_reach(part)
@@ -352,6 +392,17 @@ class MergeBuffer(Generic[T]):
                 best, best_mark = input, heap[0][0]
         return best
 
+    def _found_bases(self, part: _Partition[T], read_to: int) -> None:
+        """``part`` is read up to ``read_to`` (every item before it added) with its mark
+        now: each child whose marker lies before ``read_to`` takes that mark as its base."""
+        for child in [c for c in part.children if c.marker < read_to]:
+            part.children.remove(child)
+            child.lineage = None
+            child.mark = max(child.mark, part.mark)
+            if not child.fifo and child.applied_mark < part.mark:
+                child.applied_mark = part.mark  # (committed with its offset: a restart's base)
+            self._push_reach(child)
+
     def _part(self, position: Position) -> _Partition[T]:
         part = self._parts.get(position)
         if part is None:
@@ -394,6 +445,16 @@ class MergeBuffer(Generic[T]):
                 continue
             bounds.append(None)
         return bounds
+
+
+def _raises(position: Position, offset: int, event_time: int, mark: int) -> bool:
+    """Whether an item's ``event_time`` raises its partition's ``mark`` (``ValueError``: it is
+    not a time a mark holds)."""
+    if event_time > LARGEST:
+        raise ValueError(f"{position}@{offset}: event time {event_time} is above {LARGEST}.")
+    if event_time < NO_FLOOR:
+        raise ValueError(f"{position}@{offset}: event time {event_time} is below {NO_FLOOR}.")
+    return event_time > mark
 
 
 def _limit(low: int, later: bool) -> int:

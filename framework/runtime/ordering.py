@@ -47,6 +47,7 @@ from framework.kafka import Message
 from framework.order import NO_FLOOR, MergeBuffer
 from framework.runtime.ticking import Tick
 from framework.time.ticks import is_tick_key, is_tick_message, tick_key
+from rebalance import Grow, parent
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
 
@@ -101,6 +102,10 @@ class InputOrder:
         #: per partition, the floors of the forced ticks written there and not read yet (read,
         #: such a tick is an errand of the merge: nothing waits for it)
         self._errands: dict[Position, list[int]] = {}
+        #: the growth children assigned with their parent (their base found later)
+        self._children: set[Position] = set()
+        #: per such child, the mark given to a batch to commit
+        self._given_marks: dict[Position, int] = {}
         #: the deleted partitions closed in the merge (read past their drain markers)
         self._closed: set[Position] = set()
         #: forced ticks decided (for tests and metrics)
@@ -167,10 +172,16 @@ class InputOrder:
         stored = self._database.offsets()
         marks = self._buffer.applied_marks()
         moved: dict[Position, int] = {}
+        children, given_marks = self._children, self._given_marks
         for position, offset in self._buffer.applied_positions().items():
+            mark = marks[position]
             if offset > max(self._given.get(position, -1), stored.get(position, -1)):
                 moved[position] = self._given[position] = offset
-                batch.set_progress(ORDER_SCOPE, position[0], position[1], marks[position])
+            elif position not in children or given_marks.get(position) == mark:
+                continue  # (a child's base found: its mark at its offset is written again)
+            batch.set_progress(ORDER_SCOPE, position[0], position[1], mark)
+            if position in children:
+                given_marks[position] = mark
         return moved
 
     def rewind(self) -> dict[Position, int]:
@@ -180,14 +191,17 @@ class InputOrder:
         left as it is)."""
         offsets, marks = self._database.offsets(), self._database.progress(ORDER_SCOPE)
         starts: dict[Position, int] = {}
-        for position in list(self._next):
+        positions = sorted(self._next)  # (a growth child after its parent: its lineage)
+        for position in positions:
             start = offsets.get(position, self._first.get(position))
             self._buffer.forget(position)
             del self._next[position]
             self._first.pop(position, None)
-            self._assign(position, offsets.get(position), marks.get(position))
+            self._children.discard(position)
             if start is not None:
                 starts[position] = start
+        for position in positions:
+            self._assign(position, offsets.get(position), marks.get(position))
         self._close_drained()
         self.dropped()
         return starts
@@ -230,6 +244,7 @@ class InputOrder:
         self._forced.clear()
         self._errands.clear()
         self._given.clear()
+        self._given_marks.clear()
 
     # -- internals --------------------------------------------------------------------------
 
@@ -275,6 +290,30 @@ class InputOrder:
             del self._errands[position]
         return False
 
+    def _lineage(self, position: Position, start: int) -> tuple[int, tuple[Position, int] | None]:
+        """``position``'s lineage rank at ``start`` (0 for a topic the registry does not
+        list) and, for a growth child read from its life's start whose parent is read here
+        and not past the child's (recorded) marker yet, ``(parent, marker offset)``: its base
+        is the parent's mark there (``MergeBuffer.assign``)."""
+        topic, partition = position
+        entry = self._inputs().get(topic)
+        if entry is None:
+            return 0, None
+        history = entry.history
+        rank = history.rank(partition, start)
+        grown = [step for step in history.steps if isinstance(step, Grow)]
+        life = next((step for step in reversed(grown) if partition in step.starts), None)
+        if life is None or start > life.starts[partition]:
+            return rank, None  # (an initial partition, or resumed past its life's start)
+        marker = life.markers.get(partition)
+        source = parent(partition, history.initial_partitions)
+        if marker is None or source is None:
+            return rank, None
+        read_to = self._next.get((topic, source))
+        if read_to is None or read_to > marker:
+            return rank, None  # (its parent's mark at the marker is not known here)
+        return rank, ((topic, source), marker)
+
     def _close_drained(self) -> None:
         """Close in the merge each deleted partition read past its drain marker (as the
         registry has it now): no record of a key comes from it any more, and its last mark
@@ -294,8 +333,11 @@ class InputOrder:
     def _assign(self, position: Position, offset: int | None, mark: int | None) -> None:
         start = 0 if offset is None else offset
         base = NO_FLOOR if offset is None or mark is None else mark
-        self._buffer.assign(position, start, base)
+        rank, lineage = self._lineage(position, start)
+        self._buffer.assign(position, start, base, rank, parent=lineage)
         self._next[position] = start
+        if lineage is not None:
+            self._children.add(position)
         self._closed.discard(position)
 
     def _forget(self, position: Position) -> None:
@@ -304,3 +346,5 @@ class InputOrder:
             kept.pop(position, None)
         self._errands.pop(position, None)
         self._closed.discard(position)
+        self._children.discard(position)
+        self._given_marks.pop(position, None)

@@ -20,9 +20,9 @@ from statestore import DatabaseIdentity, ProcessorDatabase
 from tests.clocks import ManualClock
 
 C, V, V1 = ("clicks", 0), ("views", 0), ("views", 1)
-#: views grew to 2 partitions and shrank back to 1: views[1] deleted, its drain marker at
-#: offset 1
-SHRUNK = TopicHistory.of("views", [1, 2], {1: 0}).shrunk(1, {0: 1}).with_drains({1: 1})
+#: views grew to 2 partitions (views[1]'s growth marker at offset 0 of views[0]) and shrank
+#: back to 1: views[1] deleted, its drain marker at offset 1
+SHRUNK = TopicHistory.of("views", [1, 2], {1: 0}).shrunk(1, {0: 2}).with_drains({1: 1})
 
 
 class _Steps:
@@ -30,9 +30,12 @@ class _Steps:
         return 1
 
 
-def _world(views: TopicHistory | None = None) -> tuple[InputOrder, ProcessorDatabase, ManualClock]:
-    """An ``InputOrder`` of clicks[0] and views[0] (``views``: the views topic's history, one
-    partition by default), its state in memory, its clock."""
+def _world(
+    views: TopicHistory | None = None, clicks: TopicHistory | None = None
+) -> tuple[InputOrder, ProcessorDatabase, ManualClock]:
+    """An ``InputOrder`` of clicks[0] and views[0] (``views``, ``clicks``: the topics'
+    histories in the registry; views of one partition by default, clicks not listed),
+    its state in memory, its clock."""
     config = AppConfig(
         app_id="two",
         inputs=[TopicConfig(topic="clicks"), TopicConfig(topic="views")],
@@ -49,6 +52,8 @@ def _world(views: TopicHistory | None = None) -> tuple[InputOrder, ProcessorData
     database = ProcessorDatabase.in_memory(DatabaseIdentity("two", 0), app.store_specs())
     clock = ManualClock()
     entries = {"views": TopicEntry(views or TopicHistory.of("views", [1]))}
+    if clicks is not None:
+        entries["clicks"] = TopicEntry(clicks)
     order = InputOrder(app, database, clock, steps=_Steps(), inputs=lambda: entries)
     order.follow({C, V})
     return order, database, clock
@@ -67,11 +72,26 @@ def _tick(position: tuple[str, int], offset: int, floor: int) -> tuple[Message, 
     return message, position[0], position[1], offset
 
 
-def _drain_marker(position: tuple[str, int], offset: int) -> tuple[Message, str, int, int]:
-    name = MarkerName(1, position[1], 2, drain=True).marker_id(position[0])
-    headers: list[tuple[str, bytes | None]] = [(MARKER_HEADER, name.encode())]
+def _marker(
+    position: tuple[str, int], offset: int, name: MarkerName
+) -> tuple[Message, str, int, int]:
+    headers: list[tuple[str, bytes | None]] = [
+        (MARKER_HEADER, name.marker_id(position[0]).encode())
+    ]
     message = StoredMessage(position[0], position[1], offset, None, b"", 0, headers)
     return message, position[0], position[1], offset
+
+
+def _drain_marker(position: tuple[str, int], offset: int) -> tuple[Message, str, int, int]:
+    """``SHRUNK``'s drain marker of ``position``."""
+    return _marker(position, offset, MarkerName(1, position[1], 2, drain=True))
+
+
+def _growth_marker(
+    position: tuple[str, int], offset: int, child: int
+) -> tuple[Message, str, int, int]:
+    """The marker of ``child``'s growth (``SHRUNK``'s or ``GROWN``'s) in its parent."""
+    return _marker(position, offset, MarkerName(2, child, 1))
 
 
 def _where(messages: list[Message]) -> list[tuple[str | None, int | None]]:
@@ -227,3 +247,18 @@ def test_a_waiting_tick_of_the_time_writer_gets_a_forced_tick_and_a_forced_one_n
     order.take([_record(V, 1, 30)])  # a record: the forced tick goes, the record waits ...
     clock.sleep(1)
     assert [(t.topic, t.floor) for t in order.forced_ticks({C, V})] == [("clicks", 31)]
+
+
+def test_a_growth_childs_base_is_committed_once_its_parent_passes_the_marker() -> None:
+    """(A restart that resumes the child from its state offset takes that mark as base.)"""
+    grown = TopicHistory.of("clicks", [1, 2], {1: 1})
+    order, database, _clock = _world(clicks=grown)
+    child = ("clicks", 1)
+    order.follow({C, child, V})
+    order.take([_record(C, 0, 30), _record(V, 0, 40)])
+    _commit(order, database)
+    assert database.progress(ORDER_SCOPE)[child] == NO_FLOOR  # (its base not known yet)
+    order.take([_growth_marker(C, 1, 1)])
+    _commit(order, database)
+    assert database.offsets()[child] == 0
+    assert database.progress(ORDER_SCOPE)[child] == 30

@@ -11,15 +11,24 @@ import pytest
 from framework import App, Record
 from framework.runtime.loop import ProcessorRuntime, RuntimeStats
 from framework.testing import TestDriver
+from rebalance import TopicHistory
 from tests.framework.order import live_world as world
 from tests.framework.order.live_world import CLICKS, VIEWS
-from tests.framework.order.test_input_order import SHRUNK, _drain_marker, _record, _tick
+from tests.framework.order.test_input_order import (
+    SHRUNK,
+    _drain_marker,
+    _growth_marker,
+    _record,
+    _tick,
+)
 from tests.framework.order.test_input_order import _world as _order_world
 from tests.framework.time.apps import emitted
 from tests.framework.time.test_review_topic_interleaving import make_app
 from tests.sim.kafka import MemoryKafka
 
 C0, V0 = (CLICKS, 0), (VIEWS, 0)
+#: clicks grew from 1 partition to 2: clicks[1]'s marker at offset 1 of clicks[0]
+GROWN = TopicHistory.of(CLICKS, [1, 2], {1: 1})
 _tick_record = _tick
 
 
@@ -119,29 +128,31 @@ def test_a_drained_deleted_partition_does_not_hold_the_other_input_for_ever() ->
     order, _database, _clock = _order_world(SHRUNK)
     d = (VIEWS, 1)
     order.follow({C0, V0, d})
-    released = order.take([_record(d, 0, 5), _record(C0, 0, 10), _record(V0, 0, 20)])
+    fetched = [_growth_marker(V0, 0, 1), _record(d, 0, 5), _record(C0, 0, 10), _record(V0, 1, 20)]
+    released = order.take(fetched)
     where = [(m.topic(), m.partition(), m.offset()) for m in released]
-    assert where == [(VIEWS, 1, 0), (CLICKS, 0, 0)], order._buffer.blocking()
+    assert where == [(VIEWS, 0, 0), (VIEWS, 1, 0), (CLICKS, 0, 0)], order._buffer.blocking()
     # (its keys' records end before its drain marker; the marker itself still goes through)
     released = order.take([_drain_marker(d, 1)])
     assert [(m.topic(), m.partition(), m.offset()) for m in released] == [(VIEWS, 1, 1)]
 
 
-@pytest.mark.xfail(strict=True, reason="only the least head's blockers get forced ticks")
 def test_a_gate_held_child_does_not_stop_the_forced_ticks_its_parent_needs() -> None:
-    """clicks grew: clicks[1] is a child of clicks[0], assigned at NO_FLOOR (no base from
-    its parent yet) and held by its gate (not flowing) until clicks[0]'s state offset passes
-    the growth marker. views is quiet with a view at 20 ms; clicks[0] has a click at 30 ms
-    before its marker. The least head is the view (20), blocked only by the held child: no
-    tick is forced anywhere. The click (30) waits for views to reach 30 -- a forced tick into
-    views would let it go, but it is not the least head, so none is decided. The click is
-    never applied, clicks[0]'s offset never passes the marker, the child's gate never opens:
-    the processor stalls for as long as views stays quiet."""
-    order, _database, clock = _order_world()
+    """clicks grew: clicks[1] is a child of clicks[0] (its marker at offset 1 there), held by
+    its gate (not flowing) until clicks[0]'s state offset passes the marker. views is quiet
+    with a view at 20 ms; clicks[0] has a click at 30 ms before its marker. The least head
+    is the view (20). Assigned at NO_FLOOR (no base from its parent), the held child alone
+    blocked it, no tick was forced anywhere (not into a held partition), the click was
+    never applied, clicks[0]'s offset never passed the marker, and the child's gate never
+    opened. Assigned with its parent (``MergeBuffer.assign(parent=...)``), the child's
+    ``R`` is at least its parent's mark (30): the view goes, then the click after one
+    forced tick into views."""
+    order, _database, clock = _order_world(clicks=GROWN)
     child = (CLICKS, 1)
     order.follow({C0, child, V0})
     flowing = {C0, V0}  # (the child is held by its gate)
-    assert order.take([_record(V0, 0, 20), _record(C0, 0, 30)]) == []
+    released = order.take([_record(V0, 0, 20), _record(C0, 0, 30)])
+    assert [(m.topic(), m.offset()) for m in released] == [(VIEWS, 0)]
     for _ in range(5):
         clock.sleep(2)
         ticks = order.forced_ticks(flowing)

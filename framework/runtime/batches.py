@@ -179,6 +179,12 @@ class BatchRunner:
         )
         rederive_due(database, records.app)  # (before anything is applied: time.rederive)
 
+    def forced_left_out(self, tick: Tick) -> None:
+        """A forced tick the producer could not write (its partition unknown yet): the
+        canonical order decides it again when due."""
+        if self.ordering is not None:
+            self.ordering.not_written(tick)
+
     def max_records(self) -> int:
         """How many records to poll: one at a time while crash suspects remain."""
         if self.guard.careful(self.reading.owned):
@@ -192,7 +198,13 @@ class BatchRunner:
         if self.transactions is None:
             if self.ticks is not None:
                 self.ticks.write(self.writer.producer, result.ticks, transactional=False)
-            write_forced(self.writer.producer, result.forced, self.app_id, transactional=False)
+            write_forced(
+                self.writer.producer,
+                result.forced,
+                self.app_id,
+                transactional=False,
+                left_out=self.forced_left_out,
+            )
             replaced = self._produce(outputs, dead, messages)
         else:
             replaced = self._transact(self.transactions, outputs, dead, messages, result)
@@ -273,7 +285,13 @@ class BatchRunner:
             try:
                 if self.ticks is not None:
                     self.ticks.write(transactions, result.ticks, transactional=True)
-                write_forced(transactions, result.forced, self.app_id, transactional=True)
+                write_forced(
+                    transactions,
+                    result.forced,
+                    self.app_id,
+                    transactional=True,
+                    left_out=self.forced_left_out,
+                )
                 replaced = self._produce(outputs, dead, messages)
                 if offsets:
                     transactions.send_offsets(offsets, self.consumer)

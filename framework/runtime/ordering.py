@@ -238,6 +238,16 @@ class InputOrder:
             )
         return ticks
 
+    def not_written(self, tick: Tick) -> None:
+        """``tick``, decided here, was left out (its partition unknown to the producer yet):
+        decided again when due."""
+        position = (tick.topic, tick.partition)
+        if self._forced.get(position) == tick.floor:
+            del self._forced[position]
+        errands = self._errands.get(position)
+        if errands is not None and tick.floor in errands:
+            errands.remove(tick.floor)
+
     def dropped(self) -> None:
         """A batch that applied nothing held here was dropped: its forced ticks may not have
         been written (decided again when due) and its offsets not committed (given again)."""

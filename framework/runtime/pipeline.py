@@ -132,7 +132,13 @@ class Pipeline:
                 sent = runner.ticks.send(producer, result.ticks, sending)
                 sending.pending += sent
             if result.forced:  # (the canonical order's: ``framework.runtime.ordering``)
-                forced = send_forced(runner.writer.producer, result.forced, runner.app_id, sending)
+                forced = send_forced(
+                    runner.writer.producer,
+                    result.forced,
+                    runner.app_id,
+                    sending,
+                    left_out=runner.forced_left_out,
+                )
                 sending.pending += forced
         except BaseException:
             self._abandon(messages)

@@ -9,7 +9,9 @@ from typing import Any, Literal
 import pytest
 
 from framework import App, Record
+from framework.runtime.forced_ticks import send_forced
 from framework.runtime.loop import ProcessorRuntime, RuntimeStats
+from framework.runtime.ticking import Tick
 from framework.testing import TestDriver
 from rebalance import TopicHistory
 from tests.framework.order import live_world as world
@@ -177,3 +179,30 @@ def test_test_driver_advance_time_closes_the_windows_of_every_input() -> None:
         driver.advance_time(1_000)
         results[order] = (emitted(driver), driver.pending)
     assert results["canonical"] == results["arrival"], results
+
+
+def test_a_forced_tick_the_producer_leaves_out_is_decided_again() -> None:
+    """(Fault D.) views grew to 2 partitions; the producer does not know views[1] yet (here:
+    the broker has one partition), so ``send_forced`` leaves its forced tick out. The order
+    had counted it as decided (one per floor): unless told, it never decides it again, and
+    the click it should release waits until views[1] gets a record."""
+    grown = TopicHistory.of(VIEWS, [1, 2], {1: 5})
+    v1 = (VIEWS, 1)
+    for told in (False, True):
+        kafka = world.memory_kafka()
+        producer = kafka.producer()
+        producer.partition_count(VIEWS)  # (its metadata: one views partition)
+        order, _database, clock = _order_world(grown)
+        order.follow({C0, V0, v1})
+        order.take([_record(C0, 0, 10)])
+        clock.sleep(1)
+        ticks = order.forced_ticks({C0, V0, v1})
+        assert [(t.topic, t.partition, t.floor) for t in ticks] == [(VIEWS, 0, 10), (VIEWS, 1, 10)]
+        left: list[Tick] = []
+        assert send_forced(producer, ticks, world.APP_ID, left_out=left.append) == 1
+        assert [(t.topic, t.partition) for t in left] == [v1]
+        if told:  # (as the batch runner tells it: BatchRunner.forced_left_out)
+            order.not_written(left[0])
+        clock.sleep(1)
+        again = [(t.topic, t.partition, t.floor) for t in order.forced_ticks({C0, V0, v1})]
+        assert again == ([(VIEWS, 1, 10)] if told else [])  # (not told: the fault)

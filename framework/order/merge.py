@@ -24,7 +24,13 @@ tick) releases it.
 
 The partitions of an input hold disjoint keys, except a growth child, which holds keys of its
 parent: ``assign`` it (with its parent's mark at the marker as base, a higher ``rank``) before
-``forget``ting the parent, only once the parent was read up to the marker. An input with no
+``forget``ting the parent, only once the parent was read up to the marker; or, before the
+parent is read past the marker, with ``parent``: the buffer then takes the parent's mark there
+as the child's base, and until then the parent's mark bounds the child's ``R`` from below (all
+the child's marks are at least its base). A partition that holds no more items of any key (a
+shrink's deleted partition read up to its drain marker) is ``close``-d: its ``R`` is
+``ENDED``. An item added with ``wanted=False`` (a forced tick) is not counted by ``wanted``:
+a reader forces ticks only while something else waits. An input with no
 partition assigned blocks every other input (its keys' items are unknown). With one input every
 item is safe as soon as it is read: ``release`` gives every item read (each partition's in
 offset order), so a single-input app needs no buffer.

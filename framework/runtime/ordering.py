@@ -3,7 +3,8 @@
 An app with several input topics and ``input_order: canonical`` does not apply records as
 fetched: each record the loop reads (admitted: owned, past the ordering gates) goes into a
 ``framework.order.MergeBuffer``, and the batch processes only what it releases, in each key's
-canonical order (event time as read, then the input's place in the config, then offset).
+canonical order (event time as read, then the input's place in the config, then lineage rank,
+then offset).
 
 - **Offsets**: a batch commits ``MergeBuffer.applied_positions`` (a record read and not
   released is not committed: a restart reads it again), with each partition's mark there in
@@ -14,22 +15,37 @@ canonical order (event time as read, then the input's place in the config, then 
   refusal, a failed send) calls ``rewind``: every partition is read again from the state's
   offset (records held in the buffer included), with the stored marks. A partition the loop
   stops reading (a release) is ``forget``-ten with what it held: not committed, so its next
-  reader reads it. (A shrink's deleted partition, drained, is not: it stays owned, and so in
-  the merge with its last mark; a known fault, ``tests/framework/order/test_review_order2.py``.)
-  Records a gate holds never enter the buffer (they are cut before).
-- **The bounded wait**: when the least head stays blocked, each partition that blocks it is
-  timed on its own, from when it began to block after its last record was read (not per
-  record: a new record read *from it* restarts its timer, one read elsewhere does not); one
-  that blocked for ``time.max_input_wait`` gets a **forced tick** with floor
-  ``Blocker.needs``, written in the batch's transaction like any tick, so every reader of the
-  partition sees the same decision; read back, it raises the partition's mark and releases
-  the head. So a quiet input costs one wait, then a forced tick per batch while it stays
-  quiet, not a wait per record. A forced tick is written once per floor and partition (again
-  after a rewind); it is kept apart from the time ticks' writer
-  (``framework.runtime.ticking``), whose "unread tick" it is not.
+  reader reads it. Records a gate holds never enter the buffer (they are cut before).
+- **Lineage**: each partition's rank is its lineage rank where it starts
+  (``TopicHistory.rank``). A growth child read from its life's start while its parent is read
+  here, not past the child's recorded marker yet, is assigned with its parent
+  (``MergeBuffer.assign``): the parent's mark stands for the child's ``R`` until the parent
+  is read past the marker, then the parent's mark there is the child's base, written with
+  the child's offset (``applied`` writes a child's mark again when it moves), so a restart
+  resumes from it. A shrink's deleted partition read up to its drain marker (as the registry
+  has it, checked at each ``take``, ``follow`` and ``rewind``) is ``close``-d: its last mark
+  no longer holds the other inputs back.
+- **The bounded wait**: while something waits that is not a forced tick (a record, a marker,
+  a tick of the time writer: ``MergeBuffer.wanted``) and the least head stays blocked, each
+  partition that blocks it is timed on its own, from when it began to block after its last
+  record was read (not per record: a new record read *from it* restarts its timer, one read
+  elsewhere does not); one that blocked for ``time.max_input_wait`` gets a **forced tick**
+  with floor ``Blocker.needs``, written in the batch's transaction like any tick, so every
+  reader of the partition sees the same decision; read back, it raises the partition's mark
+  and releases the head. So a quiet input costs one wait, then a forced tick per batch while
+  it stays quiet and a record waits, not a wait per record; once only forced ticks wait,
+  none is forced (they would answer each other for ever) and the timers stop. A forced tick
+  is written once per floor and partition (again after a rewind, or when the producer left
+  it out: ``not_written``); it is kept apart from the time ticks' writer
+  (``framework.runtime.ticking``), whose "unread tick" it is not. Which ticks read are forced
+  ones is known from what this processor wrote (after a restart, one read again counts as
+  waited for: at most one more forced tick).
 
-Not covered yet: a catch-up, a snapshot, a growth child (base and rank) and the Spark build
-apply their records as before (``README``: "Several inputs").
+Not covered yet: a catch-up, a snapshot and the Spark build apply their records as before; a
+growth child whose parent is not read here up to its marker starts from its own marks; a
+shrink survivor does not take its deleted partition's final mark; a partition that comes back
+resumes from its stored mark, which may be stale (``docs/concepts/time.md``: "Several
+inputs").
 """
 
 from __future__ import annotations
@@ -313,8 +329,8 @@ class InputOrder:
         rank = history.rank(partition, start)
         grown = [step for step in history.steps if isinstance(step, Grow)]
         life = next((step for step in reversed(grown) if partition in step.starts), None)
-        if life is None or start > life.starts[partition]:
-            return rank, None  # (an initial partition, or resumed past its life's start)
+        if life is None or start != life.starts[partition]:
+            return rank, None  # (an initial partition, or not at its last life's start)
         marker = life.markers.get(partition)
         source = parent(partition, history.initial_partitions)
         if marker is None or source is None:

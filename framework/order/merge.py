@@ -40,91 +40,17 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from framework.order.canonical import Item
 from framework.order.marks import ENDED, LARGEST, NO_FLOOR
+from framework.order.merge_parts import Blocker, Blocking, PartitionRead
 from rebalance.positions import Position
 
 __all__ = ["Blocker", "Blocking", "MergeBuffer"]
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Blocker:
-    """A partition that blocks the least head: its mark ``R`` (``mark``), the least ``R`` that
-    unblocks the head (``needs``: the floor a forced tick takes), its items read and not
-    released (``pending``) and whether it is read up to the log end the caller gave."""
-
-    position: Position
-    mark: int
-    needs: int
-    pending: int
-    caught_up: bool
-
-
-@dataclass(frozen=True)
-class Blocking(Generic[T]):
-    """The least head that is not safe, the partitions that block it and the inputs with no
-    partition assigned (``missing``; they block it too)."""
-
-    head: Item[T]
-    blockers: tuple[Blocker, ...]
-    missing: tuple[str, ...]
-
-
-class _Partition(Generic[T]):
-    __slots__ = (
-        "applied_mark",
-        "children",
-        "closed",
-        "end",
-        "errands",
-        "fifo",
-        "ident",
-        "input",
-        "lineage",
-        "mark",
-        "marker",
-        "position",
-        "rank",
-        "read_to",
-    )
-
-    def __init__(
-        self, position: Position, input: int, ident: int, *, start: int, base: int, rank: int
-    ) -> None:
-        self.position = position
-        self.input = input
-        self.rank = rank
-        self.ident = ident
-        self.mark = base
-        self.read_to = start  # every item before it was added
-        self.end: int | None = None
-        self.closed = False
-        #: a growth child's parent while its base is not known (the parent is not read past
-        #: ``marker`` yet), else ``None``; a parent's children waiting for their base
-        self.lineage: _Partition[T] | None = None
-        self.marker = 0
-        self.children: list[_Partition[T]] = []
-        self.fifo: deque[Item[T]] = deque()
-        self.applied_mark = base
-        #: the offsets of its items in the FIFO that nothing waits for (``add``'s ``wanted``)
-        self.errands: set[int] = set()
-
-    def reach(self) -> int:
-        end = self.end
-        if self.closed or (end is not None and self.read_to >= end):
-            return ENDED
-        lineage = self.lineage  # (its base, and so each of its marks, is at least this)
-        return self.mark if lineage is None else max(self.mark, lineage.mark)
-
-    def head(self) -> tuple[int, int, int, _Partition[T]]:
-        return self.fifo[0].mark, self.rank, self.ident, self
 
 
 class MergeBuffer(Generic[T]):
@@ -139,12 +65,12 @@ class MergeBuffer(Generic[T]):
             )
         self._inputs = tuple(inputs)
         self._index = {topic: index for index, topic in enumerate(inputs)}
-        self._parts: dict[Position, _Partition[T]] = {}
+        self._parts: dict[Position, PartitionRead[T]] = {}
         self._counts = [0] * len(inputs)
         #: per input, the heads of its non-empty FIFOs: (mark, rank, ident, partition)
-        self._heads: list[list[tuple[int, int, int, _Partition[T]]]] = [[] for _ in inputs]
+        self._heads: list[list[tuple[int, int, int, PartitionRead[T]]]] = [[] for _ in inputs]
         #: per input, (R, ident, partition) for each partition's R, stale entries included
-        self._reaches: list[list[tuple[int, int, _Partition[T]]]] = [[] for _ in inputs]
+        self._reaches: list[list[tuple[int, int, PartitionRead[T]]]] = [[] for _ in inputs]
         self._idents = itertools.count()
         #: the items read and not released that a reader waits for (``add``'s ``wanted``)
         self._wanted = 0
@@ -182,7 +108,7 @@ class MergeBuffer(Generic[T]):
                 f"{position}: base mark {base} is outside {NO_FLOOR}..{LARGEST}. "
                 "Fix: give the stored mark, or NO_FLOOR at the partition's first offset."
             )
-        part: _Partition[T] = _Partition(
+        part: PartitionRead[T] = PartitionRead(
             position, input, next(self._idents), start=start, base=base, rank=rank
         )
         if parent is not None:
@@ -398,7 +324,7 @@ class MergeBuffer(Generic[T]):
                 best, best_mark = input, heap[0][0]
         return best
 
-    def _found_bases(self, part: _Partition[T], read_to: int) -> None:
+    def _found_bases(self, part: PartitionRead[T], read_to: int) -> None:
         """``part`` is read up to ``read_to`` (every item before it added) with its mark
         now: each child whose marker lies before ``read_to`` takes that mark as its base."""
         for child in [c for c in part.children if c.marker < read_to]:
@@ -409,13 +335,13 @@ class MergeBuffer(Generic[T]):
                 child.applied_mark = part.mark  # (committed with its offset: a restart's base)
             self._push_reach(child)
 
-    def _part(self, position: Position) -> _Partition[T]:
+    def _part(self, position: Position) -> PartitionRead[T]:
         part = self._parts.get(position)
         if part is None:
             raise ValueError(f"{position} is not assigned to this merge buffer. Fix: assign it.")
         return part
 
-    def _push_reach(self, part: _Partition[T]) -> None:
+    def _push_reach(self, part: PartitionRead[T]) -> None:
         heap = self._reaches[part.input]
         heapq.heappush(heap, (part.reach(), part.ident, part))
         if len(heap) > 4 * self._counts[part.input] + 32:  # stale entries: rebuild

@@ -59,15 +59,16 @@ from framework.app import App
 from framework.clock import Clock
 from framework.coordination.registry import TopicEntry
 from framework.input_times import ORDER_SCOPE, InputTimes, ordered
-from framework.kafka import Message
+from framework.kafka import KafkaProducer, Message
 from framework.order import NO_FLOOR, MergeBuffer
+from framework.runtime.forced_ticks import write_forced
 from framework.runtime.ticking import Tick
 from framework.time.ticks import is_tick_key, is_tick_message, tick_key
 from rebalance import Grow, parent
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
 
-__all__ = ["ORDER_SCOPE", "InputOrder", "ordered"]
+__all__ = ["ORDER_SCOPE", "InputOrder", "ordered", "write_forced_ticks"]
 
 log = logging.getLogger("framework.runtime.loop")
 
@@ -95,7 +96,8 @@ class InputOrder:
         inputs: Callable[[], Mapping[str, TopicEntry]],
     ) -> None:
         config = app.config
-        self._app_id = config.app_id
+        #: the app's id (its ticks name it)
+        self.app_id = config.app_id
         self._topics = [topic.topic for topic in config.inputs]
         self._times = InputTimes(app)
         self._database = database
@@ -374,3 +376,14 @@ class InputOrder:
         self._closed.discard(position)
         self._children.discard(position)
         self._given_marks.pop(position, None)
+
+
+def write_forced_ticks(
+    order: InputOrder | None, producer: KafkaProducer, ticks: list[Tick], *, transactional: bool
+) -> None:
+    """Write the forced ``ticks`` ``order`` decided for a batch (none without an order) and
+    wait for Kafka (``framework.runtime.forced_ticks.write_forced``); one left out is decided
+    again (``InputOrder.not_written``)."""
+    if order is not None and ticks:
+        app_id, left_out = order.app_id, order.not_written
+        write_forced(producer, ticks, app_id, transactional=transactional, left_out=left_out)

@@ -131,13 +131,11 @@ class Pipeline:
                 # itself down (``pending += send(...)`` would read pending before the sends)
                 sent = runner.ticks.send(producer, result.ticks, sending)
                 sending.pending += sent
-            if result.forced:  # (the canonical order's: ``framework.runtime.ordering``)
+            ordering = runner.ordering  # (the canonical order's forced ticks, if any)
+            if result.forced and ordering is not None:
+                producer = runner.writer.producer
                 forced = send_forced(
-                    runner.writer.producer,
-                    result.forced,
-                    runner.app_id,
-                    sending,
-                    left_out=runner.forced_left_out,
+                    producer, result.forced, runner.app_id, sending, left_out=ordering.not_written
                 )
                 sending.pending += forced
         except BaseException:

@@ -201,7 +201,7 @@ def test_a_forced_tick_the_producer_leaves_out_is_decided_again() -> None:
         left: list[Tick] = []
         assert send_forced(producer, ticks, world.APP_ID, left_out=left.append) == 1
         assert [(t.topic, t.partition) for t in left] == [v1]
-        if told:  # (as the batch runner tells it: BatchRunner.forced_left_out)
+        if told:  # (as the runtime tells it: write_forced_ticks, Pipeline.start)
             order.not_written(left[0])
         clock.sleep(1)
         again = [(t.topic, t.partition, t.floor) for t in order.forced_ticks({C0, V0, v1})]

@@ -42,7 +42,9 @@ then offset).
   waited for: at most one more forced tick).
 
 Not covered yet: a catch-up, a snapshot and the Spark build apply their records as before; a
-growth child whose parent is not read here up to its marker starts from its own marks; a
+growth child whose parent is not read here up to its marker, or whose marker was not
+recorded when it was assigned (the usual order of a growth), starts from its own marks, and
+held by its gate can stall the other inputs (a known fault: ``test_review_order2``); a
 shrink survivor does not take its deleted partition's final mark; a partition that comes back
 resumes from its stored mark, which may be stale (``docs/concepts/time.md``: "Several
 inputs").

@@ -12,7 +12,10 @@ function, dead letters, rollback of failed records), with state in memory. Each 
 one committed batch. Keys are placed on partitions as producers would place them. An app with
 several inputs and ``time.input_order: canonical`` applies them as the live loop does
 (``framework.order``): each record (or tick) waits in a merge buffer until no input can still
-precede it, then is applied as one batch; ``pending`` says how many wait.
+precede it, then is applied as one batch; ``pending`` says how many wait. ``advance_time`` lets
+``time.max_input_wait`` pass as well: what still waits then is released by forced ticks, as
+the runtime writes them (a tick with the floor that releases the least waiting item, on each
+partition that holds it back).
 
 A failure of the app's own code (its function raises or returns what cannot be written, a
 timer or a window's result fails) raises, so that a test fails on a bug:
@@ -43,7 +46,7 @@ from framework.processing import (
     encode_input,
 )
 from framework.time.rederive import rederive_due
-from framework.time.ticks import tick_headers
+from framework.time.ticks import is_tick_record, tick_headers
 from rebalance import bucket, key_hash
 from statestore import DatabaseIdentity, ProcessorDatabase
 
@@ -115,12 +118,10 @@ class TestDriver:
     @property
     def pending(self) -> int:
         """How many records and ticks sent wait in the merge buffer (``time.input_order:
-        canonical``) for an input that may still precede them."""
+        canonical``) for an input that may still precede them (not the forced ticks of
+        ``advance_time``, which nothing waits for)."""
         order = self._order
-        if order is None:
-            return 0
-        inputs = self.config.inputs
-        return sum(order.pending((t.topic, p)) for t in inputs for p in range(t.partitions))
+        return 0 if order is None else order.wanted()
 
     def send(
         self,
@@ -156,10 +157,13 @@ class TestDriver:
         """Let time pass for keys that get no records: a tick (``framework.time.ticks``)
         with event-time floor ``to`` and processing time ``wall`` (default ``to``) on every
         input partition, as the runtime records one when a partition's time moves on.
-        Windows close, values expire and timers fire for the keys due by then."""
+        Windows close, values expire and timers fire for the keys due by then. With
+        ``time.input_order: canonical``, ``time.max_input_wait`` passes too: what still waits
+        for another input is released by forced ticks (see the module)."""
         for topic in self.config.inputs:
             for partition in range(topic.partitions):
                 self.tick(topic.topic, partition, to, wall)
+        self._force_waiting(to if wall is None else wall)
 
     def tick(
         self,
@@ -180,6 +184,29 @@ class TestDriver:
         )
         self._process(topic, partition, None, b"", timestamp=floor, headers=headers, keys=keys)
 
+    def _force_waiting(self, wall: int) -> None:
+        """Release what waits in the merge buffer as the runtime does once
+        ``time.max_input_wait`` passed: a forced tick (processing time ``wall``) with floor
+        ``Blocker.needs`` on each partition that holds the least waiting item back, while
+        anything but such ticks waits."""
+        order = self._order
+        while order is not None and order.wanted():
+            blocking = order.blocking()
+            if blocking is None or blocking.missing or not blocking.blockers:
+                return  # (an input with no partition: nothing to tick)
+            for blocker in blocking.blockers:
+                topic, partition = blocker.position
+                headers = tick_headers(blocker.needs, wall, self.config.app_id)
+                self._process(
+                    topic,
+                    partition,
+                    None,
+                    b"",
+                    timestamp=blocker.needs,
+                    headers=list(headers),
+                    wanted=False,
+                )
+
     def _process(
         self,
         topic: str,
@@ -190,9 +217,11 @@ class TestDriver:
         timestamp: int,
         headers: list[tuple[str, bytes | None]],
         keys: Callable[[bytes], bool] | None = None,
+        wanted: bool = True,
     ) -> None:
         """Process one record as one batch, at the partition's next offset (a tick: to the
-        ``keys`` it accepts, when given)."""
+        ``keys`` it accepts, when given; ``wanted=False``: a forced tick, which nothing waits
+        for)."""
         offset = self._next_offset[(topic, partition)]
         message = StoredMessage(topic, partition, offset, key, raw, timestamp, headers)
         order, times = self._order, self._times
@@ -202,7 +231,9 @@ class TestDriver:
             return
         self._next_offset[(topic, partition)] = offset + 1  # (read: waiting, or applied)
         time = times.of(topic, partition, offset, message)
-        order.add((topic, partition), offset, key, time, message)
+        if key is None and time is None and is_tick_record(topic, key, headers):
+            wanted = False  # (another app's tick: nothing here waits for it)
+        order.add((topic, partition), offset, key, time, message, wanted=wanted)
         for item in order.release():
             self._apply(item.payload, keys if item.payload is message else None, item.mark)
 

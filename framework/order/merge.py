@@ -24,7 +24,13 @@ tick) releases it.
 
 The partitions of an input hold disjoint keys, except a growth child, which holds keys of its
 parent: ``assign`` it (with its parent's mark at the marker as base, a higher ``rank``) before
-``forget``ting the parent, only once the parent was read up to the marker. An input with no
+``forget``ting the parent, only once the parent was read up to the marker; or, before the
+parent is read past the marker, with ``parent``: the buffer then takes the parent's mark there
+as the child's base, and until then the parent's mark bounds the child's ``R`` from below (all
+the child's marks are at least its base). A partition that holds no more items of any key (a
+shrink's deleted partition read up to its drain marker) is ``close``-d: its ``R`` is
+``ENDED``. An item added with ``wanted=False`` (a forced tick) is not counted by ``wanted``:
+a reader forces ticks only while something else waits. An input with no
 partition assigned blocks every other input (its keys' items are unknown). With one input every
 item is safe as soon as it is read: ``release`` gives every item read (each partition's in
 offset order), so a single-input app needs no buffer.
@@ -34,75 +40,17 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from framework.order.canonical import Item
 from framework.order.marks import ENDED, LARGEST, NO_FLOOR
+from framework.order.merge_parts import Blocker, Blocking, PartitionRead
 from rebalance.positions import Position
 
 __all__ = ["Blocker", "Blocking", "MergeBuffer"]
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Blocker:
-    """A partition that blocks the least head: its mark ``R`` (``mark``), the least ``R`` that
-    unblocks the head (``needs``: the floor a forced tick takes), its items read and not
-    released (``pending``) and whether it is read up to the log end the caller gave."""
-
-    position: Position
-    mark: int
-    needs: int
-    pending: int
-    caught_up: bool
-
-
-@dataclass(frozen=True)
-class Blocking(Generic[T]):
-    """The least head that is not safe, the partitions that block it and the inputs with no
-    partition assigned (``missing``; they block it too)."""
-
-    head: Item[T]
-    blockers: tuple[Blocker, ...]
-    missing: tuple[str, ...]
-
-
-class _Partition(Generic[T]):
-    __slots__ = (
-        "applied_mark",
-        "end",
-        "fifo",
-        "ident",
-        "input",
-        "mark",
-        "position",
-        "rank",
-        "read_to",
-    )
-
-    def __init__(
-        self, position: Position, input: int, ident: int, *, start: int, base: int, rank: int
-    ) -> None:
-        self.position = position
-        self.input = input
-        self.rank = rank
-        self.ident = ident
-        self.mark = base
-        self.read_to = start  # every item before it was added
-        self.end: int | None = None
-        self.fifo: deque[Item[T]] = deque()
-        self.applied_mark = base
-
-    def reach(self) -> int:
-        end = self.end
-        return ENDED if end is not None and self.read_to >= end else self.mark
-
-    def head(self) -> tuple[int, int, int, _Partition[T]]:
-        return self.fifo[0].mark, self.rank, self.ident, self
 
 
 class MergeBuffer(Generic[T]):
@@ -117,19 +65,34 @@ class MergeBuffer(Generic[T]):
             )
         self._inputs = tuple(inputs)
         self._index = {topic: index for index, topic in enumerate(inputs)}
-        self._parts: dict[Position, _Partition[T]] = {}
+        self._parts: dict[Position, PartitionRead[T]] = {}
         self._counts = [0] * len(inputs)
         #: per input, the heads of its non-empty FIFOs: (mark, rank, ident, partition)
-        self._heads: list[list[tuple[int, int, int, _Partition[T]]]] = [[] for _ in inputs]
+        self._heads: list[list[tuple[int, int, int, PartitionRead[T]]]] = [[] for _ in inputs]
         #: per input, (R, ident, partition) for each partition's R, stale entries included
-        self._reaches: list[list[tuple[int, int, _Partition[T]]]] = [[] for _ in inputs]
+        self._reaches: list[list[tuple[int, int, PartitionRead[T]]]] = [[] for _ in inputs]
         self._idents = itertools.count()
+        #: the items read and not released that a reader waits for (``add``'s ``wanted``)
+        self._wanted = 0
 
-    def assign(self, position: Position, start: int, base: int = NO_FLOOR, rank: int = 0) -> None:
+    def assign(
+        self,
+        position: Position,
+        start: int,
+        base: int = NO_FLOOR,
+        rank: int = 0,
+        *,
+        parent: tuple[Position, int] | None = None,
+    ) -> None:
         """Read ``position`` from offset ``start``, whose mark there is ``base`` (``NO_FLOOR``
         at the partition's first offset, the stored mark on resuming, a growth child's parent's
         mark at the marker); ``rank``: its place in its keys' lineage (a growth child's is
-        higher than its parent's)."""
+        higher than its parent's). ``parent``: ``(its parent, the marker's offset there)`` of
+        a growth child read from its life's start while the parent, assigned here, is not
+        read past the marker yet: its base is then the larger of ``base`` and the parent's
+        mark at the marker, and until the parent is read past it the parent's mark bounds the
+        child's ``R`` from below (a gate-held child does not hold the other inputs back
+        below its parent)."""
         input = self._index.get(position[0])
         if input is None:
             raise ValueError(
@@ -145,9 +108,20 @@ class MergeBuffer(Generic[T]):
                 f"{position}: base mark {base} is outside {NO_FLOOR}..{LARGEST}. "
                 "Fix: give the stored mark, or NO_FLOOR at the partition's first offset."
             )
-        part: _Partition[T] = _Partition(
+        part: PartitionRead[T] = PartitionRead(
             position, input, next(self._idents), start=start, base=base, rank=rank
         )
+        if parent is not None:
+            source = self._part(parent[0])
+            if source.input != input:
+                raise ValueError(f"{position}: parent {parent[0]} is of another input.")
+            if source.read_to > parent[1]:
+                raise ValueError(
+                    f"{position}: its parent {parent[0]} is read past the marker at "
+                    f"{parent[1]} already. Fix: assign the child before, or give its base."
+                )
+            part.lineage, part.marker = source, parent[1]
+            source.children.append(part)
         self._parts[position] = part
         self._counts[input] += 1
         self._push_reach(part)
@@ -158,12 +132,20 @@ class MergeBuffer(Generic[T]):
         part = self._part(position)
         del self._parts[position]
         self._counts[part.input] -= 1
+        if part.lineage is not None:
+            part.lineage.children.remove(part)
+            part.lineage = None
+        for child in part.children:  # (their base unknown here: from their own marks on)
+            child.lineage = None
+            self._push_reach(child)
+        part.children = []
         heads = self._heads[part.input]
         heads[:] = [entry for entry in heads if entry[3] is not part]
         heapq.heapify(heads)
         reaches = self._reaches[part.input]
         reaches[:] = [entry for entry in reaches if entry[2] is not part]
         heapq.heapify(reaches)
+        self._wanted -= len(part.fifo) - len(part.errands)
         return list(part.fifo)
 
     def add(
@@ -173,10 +155,14 @@ class MergeBuffer(Generic[T]):
         key: bytes | None,
         event_time: int | None,
         payload: T,
+        *,
+        wanted: bool = True,
     ) -> None:
         """The item at ``offset`` of ``position``, read after every earlier item there: a record
         of ``key`` with ``event_time`` (``None``: it has none), or a tick of the app (``key``
-        ``None``, ``event_time`` its floor)."""
+        ``None``, ``event_time`` its floor). ``wanted=False``: nothing waits for the item
+        itself (a tick written only to release others, another app's tick): ``wanted``
+        does not count it."""
         part = self._parts.get(position)
         if part is None:
             part = self._part(position)
@@ -192,27 +178,28 @@ class MergeBuffer(Generic[T]):
                 f"{position}: offset {offset} is past its end {end}. "
                 "Fix: read up to the end only, or lift it (end(position, None))."
             )
+        if part.children:
+            self._found_bases(part, offset)
         raised = False
-        if event_time is not None:
-            if event_time > part.mark:
-                if event_time > LARGEST:
-                    raise ValueError(
-                        f"{position}@{offset}: event time {event_time} is above {LARGEST}."
-                    )
-                part.mark = event_time
-                raised = True
-            elif event_time < NO_FLOOR:
-                raise ValueError(
-                    f"{position}@{offset}: event time {event_time} is below {NO_FLOOR}."
-                )
+        if event_time is not None and _raises(position, offset, event_time, part.mark):
+            part.mark, raised = event_time, True
         part.read_to = offset + 1
         item = Item(position, offset, key, event_time, part.mark, part.input, part.rank, payload)
         fifo = part.fifo
         fifo.append(item)
+        if wanted:
+            self._wanted += 1
+        else:
+            part.errands.add(offset)
         if len(fifo) == 1:
             heapq.heappush(self._heads[part.input], (item.mark, part.rank, part.ident, part))
         if raised or (end is not None and offset + 1 >= end):  # R moved
             self._push_reach(part)
+            if raised:
+                for child in part.children:  # (their R is at least this mark)
+                    self._push_reach(child)
+        if part.children:
+            self._found_bases(part, offset + 1)
 
     def passed(self, position: Position, offset: int) -> None:
         """The reader's position in ``position`` is ``offset``: every item before it was added
@@ -226,6 +213,8 @@ class MergeBuffer(Generic[T]):
                 "Fix: read up to the end only."
             )
         was = part.reach()
+        if part.children:
+            self._found_bases(part, offset)
         part.read_to = offset
         if part.reach() != was:
             self._push_reach(part)
@@ -245,6 +234,16 @@ class MergeBuffer(Generic[T]):
         if part.reach() != was:
             self._push_reach(part)
 
+    def close(self, position: Position) -> None:
+        """No item of a key comes from ``position`` after what was read (a shrink's deleted
+        partition read past its drain marker): its ``R`` is ``ENDED``, it blocks no other
+        partition. Its items read stay in its FIFO, and what is read from it later (another
+        app's tick) is still added (with its last mark)."""
+        part = self._part(position)
+        if not part.closed:
+            part.closed = True
+            self._push_reach(part)
+
     def release(self) -> list[Item[T]]:
         """The items the rule lets go, in its order: the least head while it is safe."""
         bounds = self._bounds()
@@ -261,6 +260,10 @@ class MergeBuffer(Generic[T]):
             part = heap[0][3]
             item = part.fifo.popleft()
             part.applied_mark = item.mark
+            if part.errands and item.offset in part.errands:
+                part.errands.discard(item.offset)
+            else:
+                self._wanted -= 1
             released.append(item)
             if part.fifo:
                 heapq.heapreplace(heap, part.head())
@@ -278,6 +281,12 @@ class MergeBuffer(Generic[T]):
     def applied_marks(self) -> dict[Position, int]:
         """Per partition, its mark at ``applied_positions``: the base to resume from there."""
         return {position: part.applied_mark for position, part in self._parts.items()}
+
+    def wanted(self) -> int:
+        """How many items read and not released something waits for: all but those added
+        with ``wanted=False``. A reader that forces ticks to release the least head forces
+        none while this is 0 (the ticks it forces would only wait for one another)."""
+        return self._wanted
 
     def pending(self, position: Position) -> int:
         """How many items of ``position`` were read and not released (its read-ahead)."""
@@ -315,13 +324,24 @@ class MergeBuffer(Generic[T]):
                 best, best_mark = input, heap[0][0]
         return best
 
-    def _part(self, position: Position) -> _Partition[T]:
+    def _found_bases(self, part: PartitionRead[T], read_to: int) -> None:
+        """``part`` is read up to ``read_to`` (every item before it added) with its mark
+        now: each child whose marker lies before ``read_to`` takes that mark as its base."""
+        for child in [c for c in part.children if c.marker < read_to]:
+            part.children.remove(child)
+            child.lineage = None
+            child.mark = max(child.mark, part.mark)
+            if not child.fifo and child.applied_mark < part.mark:
+                child.applied_mark = part.mark  # (committed with its offset: a restart's base)
+            self._push_reach(child)
+
+    def _part(self, position: Position) -> PartitionRead[T]:
         part = self._parts.get(position)
         if part is None:
             raise ValueError(f"{position} is not assigned to this merge buffer. Fix: assign it.")
         return part
 
-    def _push_reach(self, part: _Partition[T]) -> None:
+    def _push_reach(self, part: PartitionRead[T]) -> None:
         heap = self._reaches[part.input]
         heapq.heappush(heap, (part.reach(), part.ident, part))
         if len(heap) > 4 * self._counts[part.input] + 32:  # stale entries: rebuild
@@ -357,6 +377,16 @@ class MergeBuffer(Generic[T]):
                 continue
             bounds.append(None)
         return bounds
+
+
+def _raises(position: Position, offset: int, event_time: int, mark: int) -> bool:
+    """Whether an item's ``event_time`` raises its partition's ``mark`` (``ValueError``: it is
+    not a time a mark holds)."""
+    if event_time > LARGEST:
+        raise ValueError(f"{position}@{offset}: event time {event_time} is above {LARGEST}.")
+    if event_time < NO_FLOOR:
+        raise ValueError(f"{position}@{offset}: event time {event_time} is below {NO_FLOOR}.")
+    return event_time > mark
 
 
 def _limit(low: int, later: bool) -> int:

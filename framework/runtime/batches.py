@@ -43,9 +43,8 @@ from framework.processing import (
 from framework.runtime.assignment import Assignment
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.delivery import BatchWriter
-from framework.runtime.forced_ticks import write_forced
 from framework.runtime.keys_of_mine import keys_of_mine
-from framework.runtime.ordering import InputOrder, ordered
+from framework.runtime.ordering import InputOrder, ordered, write_forced_ticks
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
 from framework.runtime.tick_guard import guarded_tick, lone_ticks
@@ -190,9 +189,10 @@ class BatchRunner:
         letters, and commit."""
         batch, result, outputs, dead = self.prepare(messages)
         if self.transactions is None:
+            producer = self.writer.producer
             if self.ticks is not None:
-                self.ticks.write(self.writer.producer, result.ticks, transactional=False)
-            write_forced(self.writer.producer, result.forced, self.app_id, transactional=False)
+                self.ticks.write(producer, result.ticks, transactional=False)
+            write_forced_ticks(self.ordering, producer, result.forced, transactional=False)
             replaced = self._produce(outputs, dead, messages)
         else:
             replaced = self._transact(self.transactions, outputs, dead, messages, result)
@@ -273,7 +273,7 @@ class BatchRunner:
             try:
                 if self.ticks is not None:
                     self.ticks.write(transactions, result.ticks, transactional=True)
-                write_forced(transactions, result.forced, self.app_id, transactional=True)
+                write_forced_ticks(self.ordering, transactions, result.forced, transactional=True)
                 replaced = self._produce(outputs, dead, messages)
                 if offsets:
                     transactions.send_offsets(offsets, self.consumer)

@@ -29,11 +29,17 @@ Report = Callable[[DeliveryError | None, Message], None]
 
 
 def send_forced(
-    producer: KafkaProducer, ticks: Iterable[Tick], app_id: str, on_delivery: Report | None = None
+    producer: KafkaProducer,
+    ticks: Iterable[Tick],
+    app_id: str,
+    on_delivery: Report | None = None,
+    *,
+    left_out: Callable[[Tick], None] | None = None,
 ) -> int:
     """Hand ``ticks`` of app ``app_id`` to ``producer`` without waiting (``on_delivery`` is
     told of each); returns how many. A partition the producer does not know yet is looked up
-    once; still unknown, its tick is left out (decided again when due)."""
+    once; still unknown, its tick is left out and ``left_out`` told (``InputOrder.not_written``:
+    decided again when due)."""
     count = 0
     for tick in ticks:
         headers = tick_headers(tick.floor, tick.wall, app_id, steps=tick.steps)
@@ -42,6 +48,8 @@ def send_forced(
         except UnknownPartitionError:
             if producer.partition_count(tick.topic) <= tick.partition:
                 log.info("no forced tick to %s[%d] yet: unknown", tick.topic, tick.partition)
+                if left_out is not None:
+                    left_out(tick)
                 continue
             produce_tick(producer, tick, headers, on_delivery)
         count += 1
@@ -49,10 +57,18 @@ def send_forced(
 
 
 def write_forced(
-    producer: KafkaProducer, ticks: list[Tick], app_id: str, *, transactional: bool
+    producer: KafkaProducer,
+    ticks: list[Tick],
+    app_id: str,
+    *,
+    transactional: bool,
+    left_out: Callable[[Tick], None] | None = None,
 ) -> None:
     """Produce ``ticks`` and wait for Kafka (raising, inside a transaction
-    ``TransactionAbortableError``, when one was not written)."""
+    ``TransactionAbortableError``, when one was not written; ``left_out`` as for
+    ``send_forced``)."""
     if ticks:
-        send = lambda report: send_forced(producer, ticks, app_id, report)  # noqa: E731
+        send = lambda report: send_forced(  # noqa: E731
+            producer, ticks, app_id, report, left_out=left_out
+        )
         write_ticks(producer, send, "forced ticks", transactional)

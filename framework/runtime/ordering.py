@@ -3,7 +3,8 @@
 An app with several input topics and ``input_order: canonical`` does not apply records as
 fetched: each record the loop reads (admitted: owned, past the ordering gates) goes into a
 ``framework.order.MergeBuffer``, and the batch processes only what it releases, in each key's
-canonical order (event time as read, then the input's place in the config, then offset).
+canonical order (event time as read, then the input's place in the config, then lineage rank,
+then offset).
 
 - **Offsets**: a batch commits ``MergeBuffer.applied_positions`` (a record read and not
   released is not committed: a restart reads it again), with each partition's mark there in
@@ -14,24 +15,41 @@ canonical order (event time as read, then the input's place in the config, then 
   refusal, a failed send) calls ``rewind``: every partition is read again from the state's
   offset (records held in the buffer included), with the stored marks. A partition the loop
   stops reading (a release) is ``forget``-ten with what it held: not committed, so its next
-  reader reads it. (A shrink's deleted partition, drained, is not: it stays owned, and so in
-  the merge with its last mark; a known fault, ``tests/framework/order/test_review_order2.py``.)
-  Records a gate holds never enter the buffer (they are cut before).
-- **The bounded wait**: when the least head stays blocked, each partition that blocks it is
-  timed on its own, from when it began to block after its last record was read (not per
-  record: a new record read *from it* restarts its timer, one read elsewhere does not); one
-  that blocked for ``time.max_input_wait`` gets a **forced tick** with floor
-  ``Blocker.needs``, written in the batch's transaction like any tick, so every reader of the
-  partition sees the same decision; read back, it raises the partition's mark and releases
-  the head. So a quiet input costs one wait, then a forced tick per batch while it stays
-  quiet, not a wait per record. A forced tick is written once per floor and partition (again
-  after a rewind); it is kept apart from the time ticks' writer
-  (``framework.runtime.ticking``), whose "unread tick" it is not.
+  reader reads it. Records a gate holds never enter the buffer (they are cut before).
+- **Lineage**: each partition's rank is its lineage rank where it starts
+  (``TopicHistory.rank``). A growth child read from its life's start while its parent is read
+  here, not past the child's recorded marker yet, is assigned with its parent
+  (``MergeBuffer.assign``): the parent's mark stands for the child's ``R`` until the parent
+  is read past the marker, then the parent's mark there is the child's base, written with
+  the child's offset (``applied`` writes a child's mark again when it moves), so a restart
+  resumes from it. A shrink's deleted partition read up to its drain marker (as the registry
+  has it, checked at each ``take``, ``follow`` and ``rewind``) is ``close``-d: its last mark
+  no longer holds the other inputs back.
+- **The bounded wait**: while something waits that is not a forced tick (a record, a marker,
+  a tick of the time writer: ``MergeBuffer.wanted``) and the least head stays blocked, each
+  partition that blocks it is timed on its own, from when it began to block after its last
+  record was read (not per record: a new record read *from it* restarts its timer, one read
+  elsewhere does not); one that blocked for ``time.max_input_wait`` gets a **forced tick**
+  with floor ``Blocker.needs``, written in the batch's transaction like any tick, so every
+  reader of the partition sees the same decision; read back, it raises the partition's mark
+  and releases the head. So a quiet input costs one wait, then a forced tick per batch while
+  it stays quiet and a record waits, not a wait per record; once only forced ticks wait,
+  none is forced (they would answer each other for ever) and the timers stop. A forced tick
+  is written once per floor and partition (again after a rewind, or when the producer left
+  it out: ``not_written``); it is kept apart from the time ticks' writer
+  (``framework.runtime.ticking``), whose "unread tick" it is not. Which ticks read are forced
+  ones is known from what this processor wrote (after a restart, one read again counts as
+  waited for: at most one more forced tick).
 
 A restored snapshot carries the marks (they are in the database it copies), and a Spark build
 stores them with the offsets it builds to (``framework.bootstrap.order_cut``). Not covered
-yet: a catch-up and a growth child (base and rank) apply their records as before, and a Spark
-build of an app that keeps time is refused (``docs/concepts/time.md``: "Several inputs").
+yet: a catch-up applies its records as before, and a Spark build of an app that keeps time is
+refused; a growth child whose parent is not read here up to its marker, or whose marker was
+not recorded when it was assigned (the usual order of a growth), starts from its own marks,
+and held by its gate can stall the other inputs (a known fault: ``test_review_order2``); a
+shrink survivor does not take its deleted partition's final mark; a partition that comes back
+resumes from its stored mark, which may be stale (``docs/concepts/time.md``: "Several
+inputs"; the known faults are held by strict xfails in ``tests/framework/order``).
 """
 
 from __future__ import annotations
@@ -45,14 +63,16 @@ from framework.app import App
 from framework.clock import Clock
 from framework.coordination.registry import TopicEntry
 from framework.input_times import ORDER_SCOPE, InputTimes, ordered
-from framework.kafka import Message
+from framework.kafka import KafkaProducer, Message
 from framework.order import NO_FLOOR, MergeBuffer
+from framework.runtime.forced_ticks import write_forced
 from framework.runtime.ticking import Tick
-from framework.time.ticks import is_tick_key, tick_key
+from framework.time.ticks import is_tick_key, is_tick_message, tick_key
+from rebalance import Grow, parent
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
 
-__all__ = ["ORDER_SCOPE", "InputOrder", "ordered"]
+__all__ = ["ORDER_SCOPE", "InputOrder", "ordered", "write_forced_ticks"]
 
 log = logging.getLogger("framework.runtime.loop")
 
@@ -80,7 +100,8 @@ class InputOrder:
         inputs: Callable[[], Mapping[str, TopicEntry]],
     ) -> None:
         config = app.config
-        self._app_id = config.app_id
+        #: the app's id (its ticks name it)
+        self.app_id = config.app_id
         self._topics = [topic.topic for topic in config.inputs]
         self._times = InputTimes(app)
         self._database = database
@@ -100,6 +121,15 @@ class InputOrder:
         self._blocked_since: dict[Position, float] = {}
         #: per partition, the floor of the forced tick decided for it and not read back yet
         self._forced: dict[Position, int] = {}
+        #: per partition, the floors of the forced ticks written there and not read yet (read,
+        #: such a tick is an errand of the merge: nothing waits for it)
+        self._errands: dict[Position, list[int]] = {}
+        #: the growth children assigned with their parent (their base found later)
+        self._children: set[Position] = set()
+        #: per such child, the mark given to a batch to commit
+        self._given_marks: dict[Position, int] = {}
+        #: the deleted partitions closed in the merge (read past their drain markers)
+        self._closed: set[Position] = set()
         #: forced ticks decided (for tests and metrics)
         self.forced = 0
 
@@ -117,6 +147,7 @@ class InputOrder:
             offsets, marks = self._database.offsets(), self._database.progress(ORDER_SCOPE)
             for position in sorted(added):
                 self._assign(position, offsets.get(position), marks.get(position))
+            self._close_drained()
 
     def waiting(self) -> set[Position]:
         """The partitions with records read and not released."""
@@ -141,12 +172,17 @@ class InputOrder:
             self._first.setdefault(position, offset)
             event_time = times.of(topic, partition, offset, message)
             key = message.key()
+            wanted = True
             if key is not None and is_tick_key(topic, key):
                 key = None  # (a compacted topic's tick)
+                wanted = self._wanted_tick(position, event_time)
             elif key is not None:  # a record of it: its wait, if it blocks, starts again
                 self._blocked_since.pop(position, None)
-            buffer.add(position, offset, key, event_time, message)
+            elif is_tick_message(topic, message):
+                wanted = self._wanted_tick(position, event_time)
+            buffer.add(position, offset, key, event_time, message, wanted=wanted)
             nexts[position] = offset + 1
+        self._close_drained()
         released = [item.payload for item in buffer.release()]
         self._blockers(self._clock.monotonic())  # (a partition's wait starts as it blocks)
         return released
@@ -158,10 +194,16 @@ class InputOrder:
         stored = self._database.offsets()
         marks = self._buffer.applied_marks()
         moved: dict[Position, int] = {}
+        children, given_marks = self._children, self._given_marks
         for position, offset in self._buffer.applied_positions().items():
+            mark = marks[position]
             if offset > max(self._given.get(position, -1), stored.get(position, -1)):
                 moved[position] = self._given[position] = offset
-                batch.set_progress(ORDER_SCOPE, position[0], position[1], marks[position])
+            elif position not in children or given_marks.get(position) == mark:
+                continue  # (a child's base found: its mark at its offset is written again)
+            batch.set_progress(ORDER_SCOPE, position[0], position[1], mark)
+            if position in children:
+                given_marks[position] = mark
         return moved
 
     def rewind(self) -> dict[Position, int]:
@@ -171,14 +213,18 @@ class InputOrder:
         left as it is)."""
         offsets, marks = self._database.offsets(), self._database.progress(ORDER_SCOPE)
         starts: dict[Position, int] = {}
-        for position in list(self._next):
+        positions = sorted(self._next)  # (a growth child after its parent: its lineage)
+        for position in positions:
             start = offsets.get(position, self._first.get(position))
             self._buffer.forget(position)
             del self._next[position]
             self._first.pop(position, None)
-            self._assign(position, offsets.get(position), marks.get(position))
+            self._children.discard(position)
             if start is not None:
                 starts[position] = start
+        for position in positions:
+            self._assign(position, offsets.get(position), marks.get(position))
+        self._close_drained()
         self.dropped()
         return starts
 
@@ -203,6 +249,7 @@ class InputOrder:
             steps = self._steps.known_steps(topic)
             ticks.append(Tick(topic, partition, floor, wall, key, steps))
             self._forced[position] = floor
+            self._errands.setdefault(position, []).append(floor)
             self.forced += 1
             log.info(
                 "%s[%d] blocked the next record for %.1f s: a tick with floor %d lets it go",
@@ -213,11 +260,23 @@ class InputOrder:
             )
         return ticks
 
+    def not_written(self, tick: Tick) -> None:
+        """``tick``, decided here, was left out (its partition unknown to the producer yet):
+        decided again when due."""
+        position = (tick.topic, tick.partition)
+        if self._forced.get(position) == tick.floor:
+            del self._forced[position]
+        errands = self._errands.get(position)
+        if errands is not None and tick.floor in errands:
+            errands.remove(tick.floor)
+
     def dropped(self) -> None:
         """A batch that applied nothing held here was dropped: its forced ticks may not have
         been written (decided again when due) and its offsets not committed (given again)."""
         self._forced.clear()
+        self._errands.clear()
         self._given.clear()
+        self._given_marks.clear()
 
     # -- internals --------------------------------------------------------------------------
 
@@ -237,23 +296,98 @@ class InputOrder:
         ]
 
     def _blockers(self, now: float) -> dict[Position, int]:
-        """The partitions that block the least head, each with the floor that releases it;
-        the wait of each that begins to block starts ``now``."""
-        blocking = self._buffer.blocking()
+        """The partitions that block the least head while something waits for it (a record,
+        a tick not forced here: ``MergeBuffer.wanted``), each with the floor that releases
+        it; the wait of each that begins to block starts ``now``."""
+        blocking = self._buffer.blocking() if self._buffer.wanted() else None
         if blocking is None:
+            self._blocked_since.clear()  # (a record read later waits its whole wait)
             return {}
         blockers = {b.position: b.needs for b in blocking.blockers}
         for position in blockers:
             self._blocked_since.setdefault(position, now)
         return blockers
 
+    def _wanted_tick(self, position: Position, floor: int | None) -> bool:
+        """Whether something waits for a tick read from ``position`` with ``floor`` (``None``:
+        another app's): not for another app's, nor for one forced here (each such floor
+        counted once: a tick of the time writer with the same floor is wanted)."""
+        if floor is None:
+            return False
+        errands = self._errands.get(position)
+        if errands is None or floor not in errands:
+            return True
+        errands.remove(floor)
+        if not errands:
+            del self._errands[position]
+        return False
+
+    def _lineage(self, position: Position, start: int) -> tuple[int, tuple[Position, int] | None]:
+        """``position``'s lineage rank at ``start`` (0 for a topic the registry does not
+        list) and, for a growth child read from its life's start whose parent is read here
+        and not past the child's (recorded) marker yet, ``(parent, marker offset)``: its base
+        is the parent's mark there (``MergeBuffer.assign``)."""
+        topic, partition = position
+        entry = self._inputs().get(topic)
+        if entry is None:
+            return 0, None
+        history = entry.history
+        rank = history.rank(partition, start)
+        grown = [step for step in history.steps if isinstance(step, Grow)]
+        life = next((step for step in reversed(grown) if partition in step.starts), None)
+        if life is None or start != life.starts[partition]:
+            return rank, None  # (an initial partition, or not at its last life's start)
+        marker = life.markers.get(partition)
+        source = parent(partition, history.initial_partitions)
+        if marker is None or source is None:
+            return rank, None
+        read_to = self._next.get((topic, source))
+        if read_to is None or read_to > marker:
+            return rank, None  # (its parent's mark at the marker is not known here)
+        return rank, ((topic, source), marker)
+
+    def _close_drained(self) -> None:
+        """Close in the merge each deleted partition read past its drain marker (as the
+        registry has it now): no record of a key comes from it any more, and its last mark
+        must not hold the other inputs back for ever (its keys' later records come from its
+        survivor)."""
+        inputs = self._inputs()
+        for position in self._next:
+            topic, partition = position
+            entry = inputs.get(topic)
+            if entry is None or partition < entry.partitions or position in self._closed:
+                continue
+            end = entry.history.key_history(partition)[-1].end_offset
+            if end is not None and self._next[position] >= end:
+                self._buffer.close(position)
+                self._closed.add(position)
+
     def _assign(self, position: Position, offset: int | None, mark: int | None) -> None:
         start = 0 if offset is None else offset
         base = NO_FLOOR if offset is None or mark is None else mark
-        self._buffer.assign(position, start, base)
+        rank, lineage = self._lineage(position, start)
+        self._buffer.assign(position, start, base, rank, parent=lineage)
         self._next[position] = start
+        if lineage is not None:
+            self._children.add(position)
+        self._closed.discard(position)
 
     def _forget(self, position: Position) -> None:
         self._buffer.forget(position)
         for kept in (self._next, self._first, self._given, self._blocked_since, self._forced):
             kept.pop(position, None)
+        self._errands.pop(position, None)
+        self._closed.discard(position)
+        self._children.discard(position)
+        self._given_marks.pop(position, None)
+
+
+def write_forced_ticks(
+    order: InputOrder | None, producer: KafkaProducer, ticks: list[Tick], *, transactional: bool
+) -> None:
+    """Write the forced ``ticks`` ``order`` decided for a batch (none without an order) and
+    wait for Kafka (``framework.runtime.forced_ticks.write_forced``); one left out is decided
+    again (``InputOrder.not_written``)."""
+    if order is not None and ticks:
+        app_id, left_out = order.app_id, order.not_written
+        write_forced(producer, ticks, app_id, transactional=transactional, left_out=left_out)

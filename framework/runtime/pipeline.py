@@ -131,8 +131,12 @@ class Pipeline:
                 # itself down (``pending += send(...)`` would read pending before the sends)
                 sent = runner.ticks.send(producer, result.ticks, sending)
                 sending.pending += sent
-            if result.forced:  # (the canonical order's: ``framework.runtime.ordering``)
-                forced = send_forced(runner.writer.producer, result.forced, runner.app_id, sending)
+            ordering = runner.ordering  # (the canonical order's forced ticks, if any)
+            if result.forced and ordering is not None:
+                producer = runner.writer.producer
+                forced = send_forced(
+                    producer, result.forced, runner.app_id, sending, left_out=ordering.not_written
+                )
                 sending.pending += forced
         except BaseException:
             self._abandon(messages)

@@ -3,22 +3,26 @@ commits, what a revoked partition and a rewind leave, and the bounded wait on a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from framework import App, AppConfig, Record
 from framework.config import TopicConfig
 from framework.config_time import TimeConfig
+from framework.coordination.registry import TopicEntry
+from framework.growth.markers import MARKER_HEADER, MarkerName
 from framework.kafka import Message
 from framework.order import NO_FLOOR
 from framework.processing import StoredMessage
 from framework.runtime.ordering import ORDER_SCOPE, InputOrder
 from framework.time.ticks import tick_headers
+from rebalance import TopicHistory
 from statestore import DatabaseIdentity, ProcessorDatabase
 from tests.clocks import ManualClock
 
-C, V = ("clicks", 0), ("views", 0)
+C, V, V1 = ("clicks", 0), ("views", 0), ("views", 1)
+#: views grew to 2 partitions (views[1]'s growth marker at offset 0 of views[0]) and shrank
+#: back to 1: views[1] deleted, its drain marker at offset 1
+SHRUNK = TopicHistory.of("views", [1, 2], {1: 0}).shrunk(1, {0: 2}).with_drains({1: 1})
 
 
 class _Steps:
@@ -26,15 +30,12 @@ class _Steps:
         return 1
 
 
-@dataclass(frozen=True)
-class _Entry:
-    """A registry entry's partition count and whether the topic is compacted."""
-
-    partitions: int
-    compacted: bool = False
-
-
-def _world(views_partitions: int = 1) -> tuple[InputOrder, ProcessorDatabase, ManualClock]:
+def _world(
+    views: TopicHistory | None = None, clicks: TopicHistory | None = None
+) -> tuple[InputOrder, ProcessorDatabase, ManualClock]:
+    """An ``InputOrder`` of clicks[0] and views[0] (``views``, ``clicks``: the topics'
+    histories in the registry; views of one partition by default, clicks not listed),
+    its state in memory, its clock."""
     config = AppConfig(
         app_id="two",
         inputs=[TopicConfig(topic="clicks"), TopicConfig(topic="views")],
@@ -50,7 +51,9 @@ def _world(views_partitions: int = 1) -> tuple[InputOrder, ProcessorDatabase, Ma
 
     database = ProcessorDatabase.in_memory(DatabaseIdentity("two", 0), app.store_specs())
     clock = ManualClock()
-    entries: dict[str, Any] = {"views": _Entry(views_partitions)}  # (the fields read of one)
+    entries = {"views": TopicEntry(views or TopicHistory.of("views", [1]))}
+    if clicks is not None:
+        entries["clicks"] = TopicEntry(clicks)
     order = InputOrder(app, database, clock, steps=_Steps(), inputs=lambda: entries)
     order.follow({C, V})
     return order, database, clock
@@ -67,6 +70,28 @@ def _tick(position: tuple[str, int], offset: int, floor: int) -> tuple[Message, 
     headers: list[tuple[str, bytes | None]] = list(tick_headers(floor, floor, "two"))
     message = StoredMessage(position[0], position[1], offset, None, b"", floor, headers)
     return message, position[0], position[1], offset
+
+
+def _marker(
+    position: tuple[str, int], offset: int, name: MarkerName
+) -> tuple[Message, str, int, int]:
+    headers: list[tuple[str, bytes | None]] = [
+        (MARKER_HEADER, name.marker_id(position[0]).encode())
+    ]
+    message = StoredMessage(position[0], position[1], offset, None, b"", 0, headers)
+    return message, position[0], position[1], offset
+
+
+def _drain_marker(position: tuple[str, int], offset: int) -> tuple[Message, str, int, int]:
+    """``SHRUNK``'s drain marker of ``position``."""
+    return _marker(position, offset, MarkerName(1, position[1], 2, drain=True))
+
+
+def _growth_marker(
+    position: tuple[str, int], offset: int, child: int
+) -> tuple[Message, str, int, int]:
+    """The marker of ``child``'s growth (``SHRUNK``'s or ``GROWN``'s) in its parent."""
+    return _marker(position, offset, MarkerName(2, child, 1))
 
 
 def _where(messages: list[Message]) -> list[tuple[str | None, int | None]]:
@@ -182,11 +207,12 @@ def test_no_forced_tick_into_a_partition_a_gate_holds() -> None:
 
 def test_no_forced_tick_into_a_partition_a_shrink_deleted() -> None:
     """(A deleted partition is only drained: nothing is written to it any more.)"""
-    order, _database, clock = _world(views_partitions=0)
+    order, _database, clock = _world(SHRUNK)
+    order.follow({C, V, V1})
     order.take([_record(C, 0, 10)])
-    order.forced_ticks({C, V})
+    order.forced_ticks({C, V, V1})
     clock.sleep(2)
-    assert order.forced_ticks({C, V}) == []
+    assert [(t.topic, t.partition) for t in order.forced_ticks({C, V, V1})] == [V]
 
 
 def test_a_drop_decides_the_forced_ticks_again() -> None:
@@ -202,3 +228,37 @@ def test_a_drop_decides_the_forced_ticks_again() -> None:
 def test_a_partition_without_a_stored_mark_starts_below_every_time() -> None:
     _order, database, _clock = _world()
     assert database.progress(ORDER_SCOPE).get(C, NO_FLOOR) == NO_FLOOR
+
+
+def test_a_waiting_tick_of_the_time_writer_gets_a_forced_tick_and_a_forced_one_none() -> None:
+    """A tick the time writer wrote is waited for (it moves its keys' time) like a record: a
+    tick is forced for it; the forced tick, read back and waiting in turn, forces none (else
+    two idle inputs would get forced ticks for ever, one per wait)."""
+    order, _database, clock = _world()
+    assert _where(order.take([_record(C, 0, 10), _tick(V, 0, 20)])) == [("clicks", 0)]
+    clock.sleep(1)
+    [tick] = order.forced_ticks({C, V})
+    assert (tick.topic, tick.partition, tick.floor) == ("clicks", 0, 21)
+    assert _where(order.take([_tick(C, 1, 21)])) == [("views", 0)]  # the forced one waits
+    assert order.waiting() == {C}
+    clock.sleep(5)
+    assert not order.forcing_due({C, V})
+    assert order.forced_ticks({C, V}) == []
+    order.take([_record(V, 1, 30)])  # a record: the forced tick goes, the record waits ...
+    clock.sleep(1)
+    assert [(t.topic, t.floor) for t in order.forced_ticks({C, V})] == [("clicks", 31)]
+
+
+def test_a_growth_childs_base_is_committed_once_its_parent_passes_the_marker() -> None:
+    """(A restart that resumes the child from its state offset takes that mark as base.)"""
+    grown = TopicHistory.of("clicks", [1, 2], {1: 1})
+    order, database, _clock = _world(clicks=grown)
+    child = ("clicks", 1)
+    order.follow({C, child, V})
+    order.take([_record(C, 0, 30), _record(V, 0, 40)])
+    _commit(order, database)
+    assert database.progress(ORDER_SCOPE)[child] == NO_FLOOR  # (its base not known yet)
+    order.take([_growth_marker(C, 1, 1)])
+    _commit(order, database)
+    assert database.offsets()[child] == 0
+    assert database.progress(ORDER_SCOPE)[child] == 30

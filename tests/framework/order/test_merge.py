@@ -274,3 +274,63 @@ def test_hypothesis_finds_a_counterexample_to_the_least_safe_head_rule() -> None
         settings=_FIND,
     )
     assert live_run_is_canonical(log, schedule)
+
+
+def test_wanted_counts_the_waiting_items_but_those_added_as_errands() -> None:
+    buffer = _buffer(A0, B0)
+    buffer.add(B0, 0, b"k", 20, "b@0")
+    buffer.add(A0, 0, None, 21, "a@0 forced", wanted=False)
+    buffer.add(A0, 1, b"k", 30, "a@1")
+    assert buffer.wanted() == 2
+    assert _refs(buffer.release()) == [(B0, 0)]
+    assert buffer.wanted() == 1  # a@1 (behind the errand)
+    buffer.add(B0, 1, None, 40, "b@1 forced", wanted=False)
+    assert _refs(buffer.release()) == [(A0, 0), (A0, 1)]
+    assert buffer.wanted() == 0 and buffer.pending(B0) == 1
+    buffer.add(A0, 2, b"k", 50, "a@2")
+    assert buffer.forget(A0) and buffer.wanted() == 0
+
+
+def test_a_closed_partition_blocks_no_other_and_still_takes_what_is_read_later() -> None:
+    buffer = _buffer(A0, A1, B0)
+    buffer.add(A1, 0, b"k", 5, "a1@0")
+    buffer.add(B0, 0, b"k", 10, "b@0")
+    buffer.add(A0, 0, b"j", 20, "a0@0")
+    assert _refs(buffer.release()) == [(A1, 0)]  # b@0 (10) needs every a partition at 10
+    buffer.close(A1)  # (a shrink's deleted partition read past its drain marker)
+    assert _refs(buffer.release()) == [(B0, 0)]
+    buffer.add(A1, 1, None, None, "a1@1 another app's tick", wanted=False)
+    assert _refs(buffer.release()) == [(A1, 1)]  # (a0@0, 20, waits for b to reach 20)
+
+
+def test_a_growth_child_takes_its_parents_mark_at_the_marker_as_base_and_a_higher_rank() -> None:
+    """a[1] grew from a[0] (marker at offset 2 of a[0]). Held (nothing of it read), its R is
+    at least its parent's mark: b@0 (15) goes once a[0] is past 15 although a[1] read
+    nothing. Its items then start from a[0]'s mark at the marker (30), whatever their own
+    times, and come after the parent's items of that mark (rank)."""
+    buffer = _buffer(A0, B0)
+    buffer.assign(A1, 0, rank=1, parent=(A0, 2))
+    buffer.add(B0, 0, b"k", 15, "b@0")
+    buffer.add(A0, 0, b"k", 20, "a0@0")
+    assert _refs(buffer.release()) == [(B0, 0)]  # (a[1] held: its R is a[0]'s, 20)
+    buffer.add(A0, 1, b"k", 30, "a0@1")
+    buffer.add(A0, 2, None, None, "a0@2 marker")
+    buffer.add(A0, 3, b"j", 50, "a0@3 past the marker")
+    buffer.add(A1, 0, b"k", 25, "a1@0")
+    buffer.add(B0, 1, b"j", 60, "b@1")
+    [item] = [i for i in buffer.release() if i.position == A1]
+    assert (item.mark, item.rank) == (30, 1)
+    assert buffer.applied_marks()[A1] == 30
+
+
+def test_a_child_whose_parent_is_forgotten_first_goes_on_from_its_own_marks() -> None:
+    buffer = _buffer(A0, B0)
+    buffer.assign(A1, 0, rank=1, parent=(A0, 2))
+    buffer.add(A0, 0, b"k", 20, "a0@0")
+    buffer.forget(A0)
+    buffer.add(B0, 0, b"k", 15, "b@0")
+    blocking = buffer.blocking()
+    assert blocking is not None and [b.position for b in blocking.blockers] == [A1]
+    with pytest.raises(ValueError, match="past the marker"):
+        buffer.assign(A0, 5)
+        buffer.assign(("a", 2), 0, parent=(A0, 2))

@@ -6,9 +6,16 @@ from __future__ import annotations
 import pytest
 
 from framework.runtime.ordering import InputOrder, Taken
-from rebalance import TopicHistory
+from rebalance import TopicHistory, key_hash
 from tests.clocks import ManualClock
-from tests.framework.order.test_input_order import _growth_marker, _record, _tick
+from tests.framework.order.test_input_order import (
+    SHRUNK,
+    _commit,
+    _drain_marker,
+    _growth_marker,
+    _record,
+    _tick,
+)
 from tests.framework.order.test_input_order import _world as _order_world
 
 C, V0, V1 = ("clicks", 0), ("views", 0), ("views", 1)
@@ -108,3 +115,45 @@ def test_a_growth_childs_order_does_not_depend_on_where_its_parent_is_read() -> 
 
     assert with_parent == ["views[0]", "clicks[1]"]  # (canonical)
     assert without_parent == with_parent
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a shrink's survivor held by its gate blocks the least head and gets no forced "
+    "tick, while the deleted partition's last record, which the gate waits for, waits "
+    "behind that head in the merge: the processor stalls",
+)
+def test_a_survivor_held_for_its_deleted_partition_does_not_stall_the_merge() -> None:
+    """views shrank 2 -> 1 (``SHRUNK``): views[1] deleted (drain marker at offset 1), views[0]
+    its survivor from offset 2 on. views[0] has its own key's view at 50 ms, then (offset 2) a
+    view of k, which lived in views[1]: its gate holds views[0] until views[1] is reached
+    past its drain marker, by this processor's *state* offset (``Assignment._position``).
+    views[1] has k's view at 100 ms; clicks a click at 70 ms. The least head is the click
+    (70, input 0): views[0] (50, held: not flowing) must pass 70 first and gets no forced
+    tick; views[1]@0 (100) waits behind the click in the merge, so its state offset never
+    passes the drain marker and the gate never opens. (Fault B's fix bounds a held growth
+    child's R by its parent's mark; a held survivor has nothing of the kind.)"""
+    assert SHRUNK.entry_gate(key_hash(b"k"), 0, 2) == (1, 2)  # (views[0]@2 waits on views[1])
+    assert SHRUNK.entry_gate(key_hash(b"a"), 0, 1) is None
+    order, database, clock = _order_world(SHRUNK)
+    order.follow({C, V0, V1})
+    flowing = {C, V1}  # (views[0] held at offset 2 by its gate: its record there is cut)
+    fetched = [
+        _growth_marker(V0, 0, 1),
+        _record(V0, 1, 50, b"a"),
+        _record(V1, 0, 100),
+        _drain_marker(V1, 1),
+        _record(C, 0, 70, b"c"),
+    ]
+    released = order.take(fetched)
+    offsets = {C: 1, V0: 2, V1: 2}
+    for _ in range(6):
+        clock.sleep(1)
+        fetch = []
+        for t in order.forced_ticks(flowing):
+            position = (t.topic, t.partition)
+            fetch.append(_tick(position, offsets[position], t.floor))
+            offsets[position] += 1
+        released += order.take(fetch)
+    batch_offsets = _commit(order, database)
+    assert database.offsets().get(V1, 0) >= 2, (batch_offsets, order._buffer.blocking())

@@ -3,9 +3,13 @@ the live canonical order (each ``xfail(strict=True)`` until fixed)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from framework import App, AppConfig, Record
 from framework.runtime.ordering import InputOrder, Taken
+from framework.testing import TestDriver
 from rebalance import TopicHistory, key_hash
 from tests.clocks import ManualClock
 from tests.framework.order.test_input_order import (
@@ -157,3 +161,51 @@ def test_a_survivor_held_for_its_deleted_partition_does_not_stall_the_merge() ->
         released += order.take(fetch)
     batch_offsets = _commit(order, database)
     assert database.offsets().get(V1, 0) >= 2, (batch_offsets, order._buffer.blocking())
+
+
+def _views_of_two_app() -> App:
+    config = AppConfig.load(
+        None,
+        app_id="two",
+        time={"input_order": "canonical"},
+        inputs=[{"topic": "clicks", "partitions": 1}, {"topic": "views", "partitions": 2}],
+        outputs=[{"topic": "out", "partitions": 1}],
+        initial_processors=1,
+    )
+    app = App(config)
+    app.store("s")
+
+    @app.processor(stores=["s"])
+    def count(record: Record[bytes], state: Any) -> None:
+        state.set((state.get() or 0) + 1)
+
+    return app
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="TestDriver.advance_time forces ticks for the least head, an errand: they step "
+    "one ms at a time up to the waiting record's mark (with epoch-ms times: a hang)",
+)
+def test_test_driver_advance_time_forces_a_few_ticks_not_one_per_millisecond(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A view at 1000 ms in views[0], then ``advance_time(5)``: the ticks at 5 leave the view
+    and views[0]'s tick waiting for clicks; ``_force_waiting`` then forces clicks 6 for
+    views[1]'s tick (5), whose errand is the least head, views[1] 6 for it, clicks 7, ...:
+    about 2000 forced ticks, each applied as a batch, before the view goes (an app's times
+    in epoch ms: billions, the driver never returns)."""
+    driver = TestDriver(_views_of_two_app())
+    forced: list[tuple[str, int, int]] = []
+    process = driver._process
+
+    def spy(topic: str, partition: int, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("wanted") is False:
+            forced.append((topic, partition, kwargs["timestamp"]))
+        process(topic, partition, *args, **kwargs)
+
+    monkeypatch.setattr(driver, "_process", spy)
+    driver.send("views", b"k", b"", timestamp=1_000, partition=0)
+    driver.advance_time(5)
+    assert driver.pending == 0
+    assert len(forced) <= 4, (len(forced), forced[:4])

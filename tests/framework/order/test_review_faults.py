@@ -4,6 +4,7 @@ the live canonical order (each ``xfail(strict=True)`` until fixed)."""
 from __future__ import annotations
 
 import random
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +12,15 @@ import pytest
 
 from framework import App, AppConfig, Record
 from framework.config import TopicConfig
-from framework.coordination.registry import TopicRegistry
-from framework.kafka import TopicSpec
+from framework.config_time import TimeConfig
+from framework.coordination.registry import TopicEntry, TopicRegistry
+from framework.growth.markers import MarkerName
+from framework.kafka import Message, TopicSpec
 from framework.runtime.ordering import InputOrder, Taken
 from framework.testing import TestDriver
 from framework.time.ticks import TickRead, is_tick, read_tick
 from rebalance import TopicHistory, key_hash
+from statestore import DatabaseIdentity, ProcessorDatabase
 from tests.clocks import ManualClock
 from tests.framework.order import live_world as world
 from tests.framework.order.test_input_order import (
@@ -24,6 +28,7 @@ from tests.framework.order.test_input_order import (
     _commit,
     _drain_marker,
     _growth_marker,
+    _marker,
     _record,
     _tick,
 )
@@ -280,3 +285,87 @@ def test_live_a_record_behind_a_forced_tick_waits_for_a_few_forced_ticks(tmp_pat
     forced = _ticks(kafka, C) + _ticks(kafka, V0) + _ticks(kafka, V1)
     assert run.applied([b"k"]) == [["views@0"]], len(forced)
     assert len(forced) <= 4, (len(forced), forced[:6])
+
+
+#: clicks grew 1 -> 2 -> 4: clicks[1]'s marker at offset 1 of clicks[0], clicks[3]'s at
+#: offset 0 of clicks[1] (the second growth came before this processor read clicks[0] far)
+GROWN_TWICE = TopicHistory.of("clicks", [1, 2, 4], {1: 1, 2: 2, 3: 0})
+
+
+def _input_order(database: ProcessorDatabase | None = None) -> tuple[InputOrder, ManualClock]:
+    """An ``InputOrder`` of clicks (``GROWN_TWICE``) and views (one partition) over
+    ``database`` (a restart: the same one) or a new one."""
+    config = AppConfig(
+        app_id="two",
+        inputs=[TopicConfig(topic="clicks"), TopicConfig(topic="views")],
+        initial_processors=1,
+        time=TimeConfig(input_order="canonical", max_input_wait=timedelta(seconds=1)),
+    )
+    app = App(config)
+    app.store("s")
+
+    @app.processor(stores=["s"])
+    def f(record: Record[bytes], state: object) -> None:
+        """Nothing."""
+
+    if database is None:
+        database = ProcessorDatabase.in_memory(DatabaseIdentity("two", 0), app.store_specs())
+    entries = {
+        "views": TopicEntry(TopicHistory.of("views", [1])),
+        "clicks": TopicEntry(GROWN_TWICE),
+    }
+
+    class _Steps:
+        def known_steps(self, topic: str, /) -> int:
+            return 1
+
+    clock = ManualClock()
+    order = InputOrder(app, database, clock, steps=_Steps(), inputs=lambda: entries)
+    order.follow({C, C1, V0})
+    return order, clock
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a growth child committed past its first item before its base was found resumes "
+    "(resumed past its life's start: no lineage) from the stored NO_FLOOR mark for good",
+)
+def test_a_growth_childs_base_survives_a_restart_before_its_parent_reaches_the_marker() -> None:
+    """clicks[1] (child of clicks[0], marker at offset 1 there) starts with clicks[3]'s growth
+    marker (offset 0; a marker never waits for a gate). It is released at once and the batch
+    commits clicks[1] at 1 with its mark NO_FLOOR, clicks[0] not read past the marker yet.
+    Run on: the parent's click at 500 and its marker give clicks[1] the base 500, so k's
+    click (100, clicks[1]@1) has mark 500 and k's view (300) goes first. Restarted from that
+    commit: clicks[1] resumes at offset 1, "past its life's start" (``InputOrder._lineage``),
+    so it is assigned without its parent, at the stored NO_FLOOR: k's click goes first."""
+    parent_records = [_record(C, 0, 500, b"other"), _growth_marker(C, 1, 1)]
+    child_records = [_record(C1, 1, 100), _record(V0, 0, 300)]
+    first = [_marker(C1, 0, MarkerName(4, 3, 1))]
+
+    def order_of_k(order: InputOrder, clock: ManualClock) -> list[str]:
+        offsets = {C: 2, C1: 2, V0: 1}
+        released = order.take(parent_records + child_records)
+        for _ in range(6):
+            clock.sleep(1)
+            fetch = []
+            for t in order.forced_ticks(set(order._next)):
+                position = (t.topic, t.partition)
+                fetch.append(_tick(position, offsets[position], t.floor))
+                offsets[position] += 1
+            released += order.take(fetch)
+        return [f"{m.topic()}[{m.partition()}]" for m in released if m.key() == b"k"]
+
+    running, clock = _input_order()
+    assert _where_of(running.take(first)) == [("clicks", 1, 0)]
+    database = running._database
+    assert _commit(running, database)[C1] == 1
+    ran_on = order_of_k(running, clock)
+
+    restarted, clock = _input_order(database)
+    after_restart = order_of_k(restarted, clock)
+    assert ran_on == ["views[0]", "clicks[1]"]  # (canonical: the click's mark is 500)
+    assert after_restart == ran_on
+
+
+def _where_of(messages: list[Message]) -> list[tuple[str | None, int | None, int | None]]:
+    return [(m.topic(), m.partition(), m.offset()) for m in messages]

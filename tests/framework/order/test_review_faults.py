@@ -369,3 +369,31 @@ def test_a_growth_childs_base_survives_a_restart_before_its_parent_reaches_the_m
 
 def _where_of(messages: list[Message]) -> list[tuple[str | None, int | None, int | None]]:
     return [(m.topic(), m.partition(), m.offset()) for m in messages]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="dropped() forgets which forced ticks were written here: one read again after a "
+    "rewind (or a restart) is wanted, and gets a forced tick of its own",
+)
+def test_a_rewind_does_not_turn_a_forced_tick_into_one_that_is_waited_for() -> None:
+    """A click at 10 ms waits for views (idle): a forced tick 10 into views releases it, and
+    stays in the merge as an errand (nothing waits for it: no more ticks are forced). The
+    batch commits. Then a batch is dropped (an aborted transaction): ``rewind`` reads views
+    again from its state offset, before the errand, and ``dropped`` cleared the errands:
+    read again, the forced tick is taken for a tick something waits for, and after a wait
+    clicks gets a forced tick 11 for it (one more transaction and tick per rewind, per
+    restart too: the errands are in memory only)."""
+    order, database, clock = _order_world()
+    order.take([_record(C, 0, 10)])
+    clock.sleep(1)
+    [tick] = order.forced_ticks({C, V0})
+    assert (tick.topic, tick.floor) == ("views", 10)
+    assert [m.topic() for m in order.take([_tick(V0, 0, 10)])] == ["clicks"]
+    assert _commit(order, database) == {C: 1, V0: 0}  # (views stays before its errand)
+    clock.sleep(1)
+    assert order.forced_ticks({C, V0}) == []
+    order.rewind()
+    assert order.take([_tick(V0, 0, 10)]) == []
+    clock.sleep(1)
+    assert order.forced_ticks({C, V0}) == []

@@ -312,6 +312,19 @@ class App:
                         f"{who} uses store {name!r}, which is not declared. Fix: "
                         f"app.store({name!r}) (or windows_store / timer)."
                     )
+        config = self.config
+        if (
+            config.bootstrap == "spark"
+            and config.time.input_order == "canonical"
+            and len(config.inputs) > 1
+            and self.uses_time
+        ):
+            raise ConfigError(
+                "bootstrap: spark cannot build an app that orders its inputs canonically "
+                "(time.input_order: canonical) and keeps time (windows, timers or a ttl) yet: "
+                "every joining processor's build would be refused. Fix: bootstrap: snapshot or "
+                "replay"
+            )
         outputs = {t.topic for t in self.config.outputs}
         for spec in self.windows.values():
             if spec.to is None and len(outputs) != 1:

@@ -111,6 +111,7 @@ def build_state(
         check_kafka_ranges(request.ranges, request.retained, "Kafka")
     session = spark or bootstrap_session(app, kafka=request.archive is None)
     marked: DataFrame | None = None
+    canonical = ordered(app)
     try:
         with spark_errors():
             topics = [t.topic for t in config.inputs]
@@ -119,19 +120,20 @@ def build_state(
                 history = kafka_history(session, config.spark_kafka_options(), served)
             else:
                 archived = parquet_offsets(parquet_history(session, request.archive, topics))
-                if app.uses_time:
+                if app.uses_time or canonical:  # (a canonical app's forced ticks are ticks)
                     check_archive_ticks(session, request.archive)
                 served = archive_ranges(request.ranges, archived, exact=request.exact)
                 _check_continuation(served, request.retained)
                 history = parquet_history(session, request.archive, topics, served)
             covered = {j: {p: served[p].end for p in ps} for j, ps in request.covers.items()}
             marks: dict[int, dict[Position, int]] | None = None
-            canonical = ordered(app)
             if canonical:  # (read several times: where to stop, then the job)
                 marked = with_marks(history, app).persist(StorageLevel.MEMORY_AND_DISK)
                 counts = {name: entry.history.partitions for name, entry in request.entries.items()}
                 cut = cut_build(marked, covered, topics, counts)
                 covered, marks, history = cut.covered, cut.marks, cut.history
+                if request.archive is not None:
+                    _check_cut_retained(covered, request.retained)
             plan = BootstrapPlan(
                 initial_processors=config.initial_processors,
                 processors=request.processors,
@@ -168,6 +170,26 @@ def check_orderable(app: App) -> None:
             "apply its ticks in the canonical order, so it would build state the live loop "
             "does not. Nothing was built. Fix: bootstrap: replay or snapshot for a scale; "
             "for a backfill, let the processors replay the history instead."
+        )
+
+
+def _check_cut_retained(
+    covered: Mapping[int, Mapping[Position, int]], retained: Mapping[Position, OffsetRange]
+) -> None:
+    """A canonical build from an archive stops where the live loop would: the records it
+    holds back are read again by the processors, from Kafka, which must still have them."""
+    problems = [
+        f"{position[0]}[{position[1]}] at {offset} (Kafka starts at {retained[position].start})"
+        for offsets in covered.values()
+        for position, offset in sorted(offsets.items())
+        if offset < retained[position].start
+    ]
+    if problems:
+        raise HistoryError(
+            "the canonical order stops this build before records that only the archive holds: "
+            f"{'; '.join(problems)}. The processors would have to read them again from Kafka, "
+            "whose retention deleted them. Nothing was built. Fix: archive less (up to records "
+            "Kafka still holds, past those the order holds back), or keep Kafka's records longer"
         )
 
 

@@ -150,7 +150,8 @@ def check_archive_columns(types: Mapping[str, str], path: Path, topics: list[str
 
 
 def check_archive_ticks(spark: SparkSession, path: Path) -> None:
-    """For an app that keeps time: raise ``ArchiveError`` when the archive at ``path`` holds
+    """For an app that keeps time or orders its inputs canonically (whose forced ticks are
+    ticks): raise ``ArchiveError`` when the archive at ``path`` holds
     keyless records but no ``headers`` column. Ticks are keyless records known by their
     header (``framework.time.ticks``); without headers the build could not apply them, and
     would leave windows open and timers unfired that the processors closed and fired."""
@@ -167,11 +168,11 @@ def check_archive_ticks(spark: SparkSession, path: Path) -> None:
         raise ArchiveError(
             f"the Parquet archive {path} has records without a key (or with a compacted "
             "input's tick key) but no 'headers' column. "
-            "The app keeps time, and its ticks (recorded progress of time) are keyless "
-            "records known by their splitstate.tick header: without headers the build "
-            "cannot apply them, and would not close the windows or fire the timers the "
-            "processors did. Fix: write the archive with the headers column "
-            "(array<struct<key:string,value:binary>>), or use --source kafka."
+            "The app keeps time or orders its inputs canonically, and its ticks (recorded "
+            "progress of time, or the order's forced decisions) are keyless records known by "
+            "their splitstate.tick header: without headers the build cannot apply them, and "
+            "would not build what the processors did. Fix: write the archive with the headers "
+            "column (array<struct<key:string,value:binary>>), or use --source kafka."
         )
 
 

@@ -41,15 +41,15 @@ then offset).
   ones is known from what this processor wrote (after a restart, one read again counts as
   waited for: at most one more forced tick).
 
-A restored snapshot carries the marks (they are in the database it copies), and a Spark build
-stores them with the offsets it builds to (``framework.bootstrap.order_cut``). Not covered
-yet: a catch-up applies its records as before, and a Spark build of an app that keeps time is
-refused; a growth child whose parent is not read here up to its marker, or whose marker was
-not recorded when it was assigned (the usual order of a growth), starts from its own marks,
+A restored snapshot carries the marks (they are in the database it copies), and a backfill's
+Spark build stores them with the offsets it builds to (``framework.bootstrap.order_cut``). Not
+covered yet: a catch-up applies its records as before, and a Spark build of an app that keeps
+time is refused; a growth child whose parent is not read here up to its marker, or whose marker
+was not recorded when it was assigned (the usual order of a growth), starts from its own marks,
 and held by its gate can stall the other inputs (a known fault: ``test_review_order2``); a
 shrink survivor does not take its deleted partition's final mark; a partition that comes back
-resumes from its stored mark, which may be stale (``docs/concepts/time.md``: "Several
-inputs"; the known faults are held by strict xfails in ``tests/framework/order``).
+resumes from its stored mark, which may be stale (``docs/concepts/time.md``: "Several inputs";
+the known faults are held by strict xfails in ``tests/framework/order``).
 """
 
 from __future__ import annotations

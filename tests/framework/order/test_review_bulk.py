@@ -1,7 +1,8 @@
 """Review of the canonical Spark build (branch ``order-bulk``): reproductions of its faults.
 
-Each ``xfail(strict=True)`` test asserts what should hold and fails today; the reason names
-the fault. The Spark tests build with the harness of ``test_spark_order`` (a local session).
+Each test asserts what should hold; those of the faults fixed since pass (each failed before
+its fix), an ``xfail(strict=True)`` one fails today and its reason names the fault. The Spark
+tests build with the harness of ``test_spark_order`` (a local session).
 """
 
 from __future__ import annotations
@@ -79,16 +80,7 @@ def _archive(log: list[Logged], path: Path, *, headers: bool) -> dict[Position, 
     "headers",
     [
         True,
-        pytest.param(
-            False,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="an archive without headers hides the live loop's forced ticks from "
-                "the marks (InputTimes sees no tick header): the build orders, cuts and "
-                "stores marks as if they were not there, and is not refused "
-                "(build.py checks headerless archives only for apps that keep time)",
-            ),
-        ),
+        False,  # (refused: check_archive_ticks, since the review)
     ],
 )
 def test_a_forced_tick_in_an_archive_moves_the_built_marks_as_it_moved_the_live_ones(
@@ -130,12 +122,6 @@ def test_a_forced_tick_in_an_archive_moves_the_built_marks_as_it_moved_the_live_
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(
-    strict=True,
-    reason="_check_continuation checks where the archive ends, not where the cut stops: "
-    "the built offsets can lie below what Kafka retains, so the processors cannot read the "
-    "records the build held (they stop: retention deleted records they need)",
-)
 def test_a_build_from_an_archive_does_not_stop_below_what_kafka_retains(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -164,12 +150,6 @@ def test_a_build_from_an_archive_does_not_stop_below_what_kafka_retains(
     assert {p: o for p, o in offsets.items() if o < retained[p].start} == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a canonical app that keeps time is refused only when a Spark build runs "
-    "(build.check_orderable): with bootstrap: spark every scale's joiner fails its job "
-    "and stops; the config is accepted at start",
-)
 def test_a_canonical_app_that_keeps_time_with_bootstrap_spark_is_refused_at_check() -> None:
     app = appending_app()
     app.store("expiring", ttl=True)
@@ -194,9 +174,9 @@ class _FinishedRun:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="docs/concepts/time.md and runtime/ordering.py say a Spark build (bootstrap: "
-    "spark included) stores its marks with the state; catchup_apply.SparkBuild.poll "
-    "ingests target.offsets without target.progress(): the marks are dropped",
+    reason="a scale's Spark build (bootstrap: spark) is a catch-up's, which does not carry "
+    "marks yet (docs/concepts/time.md): catchup_apply.SparkBuild.poll ingests "
+    "target.offsets without target.progress(), dropping the marks it built",
 )
 def test_a_scales_spark_build_stores_the_marks_it_built(tmp_path: Path) -> None:
     marks = {("a", 0): 1500, ("a", 1): 1400, ("b", 0): 1300, ("b", 1): 1600}

@@ -315,6 +315,48 @@ class MergeBuffer(Generic[T]):
         missing = tuple(t for j, t in enumerate(self._inputs) if j != input and not self._counts[j])
         return Blocking(self._heads[input][0][3].fifo[0], tuple(blockers), missing)
 
+    def waited_for(self, log_ends: Mapping[Position, int] | None = None) -> Blocking[T] | None:
+        """The least item read and not released that something waits for (``wanted``: not an
+        errand) and the partitions whose ``R`` is below the least that lets it go, with every
+        item before it (errands: they go first), each with that least ``R`` as
+        ``Blocker.needs``: a tick with that floor into each releases it. A partition of the
+        item's own input blocks it only through an errand of another input before it.
+        ``None``: nothing waits, or nothing but ``missing`` inputs could block it (``release``
+        first); ``log_ends`` as for ``blocking``."""
+        least: tuple[tuple[int, int, int, int], Item[T]] | None = None
+        for part in self._parts.values():
+            item = part.first_wanted()
+            if item is not None:
+                order = (item.mark, part.input, part.rank, part.ident)
+                if least is None or order < least[0]:
+                    least = (order, item)
+        if least is None:
+            return None
+        (mark, input, _, _), item = least
+        own = NO_FLOOR - 1  # (what its own input's partitions need: for the errands before it)
+        for part in self._parts.values():
+            if part.input == input:
+                continue
+            for errand in part.fifo:  # (all before it are errands: it is the least waited for)
+                if (errand.mark, part.input) >= (mark, input):
+                    break
+                own = max(own, errand.mark if part.input < input else errand.mark + 1)
+        blockers = []
+        for part in self._parts.values():
+            if part.input == input:
+                needs = own
+            else:
+                needs = mark if part.input > input else mark + 1
+            reach = part.reach()
+            if reach < needs:
+                end = (log_ends or {}).get(part.position)
+                caught_up = end is not None and part.read_to >= end
+                blockers.append(Blocker(part.position, reach, needs, len(part.fifo), caught_up))
+        missing = tuple(t for j, t in enumerate(self._inputs) if j != input and not self._counts[j])
+        if not blockers and not missing:
+            return None
+        return Blocking(item, tuple(blockers), missing)
+
     def _least(self) -> int:
         """The input of the least head by ``(mark, input)`` (-1: no item waits)."""
         best = -1

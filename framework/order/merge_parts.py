@@ -91,6 +91,14 @@ class PartitionRead(Generic[T]):
         lineage = self.lineage  # (its base, and so each of its marks, is at least this)
         return self.mark if lineage is None else max(self.mark, lineage.mark)
 
+    def first_wanted(self) -> Item[T] | None:
+        """The first item of its FIFO that something waits for (not an errand; ``None``: it
+        holds none)."""
+        errands = self.errands
+        if len(errands) >= len(self.fifo):
+            return None  # (every item it holds is an errand)
+        return next(item for item in self.fifo if item.offset not in errands)
+
     def head(self) -> tuple[int, int, int, PartitionRead[T]]:
         """Its FIFO's head as a heap entry: ``(mark, rank, ident, partition)``."""
         return self.fifo[0].mark, self.rank, self.ident, self

@@ -296,10 +296,10 @@ class InputOrder:
         ]
 
     def _blockers(self, now: float) -> dict[Position, int]:
-        """The partitions that block the least head while something waits for it (a record,
-        a tick not forced here: ``MergeBuffer.wanted``), each with the floor that releases
-        it; the wait of each that begins to block starts ``now``."""
-        blocking = self._buffer.blocking() if self._buffer.wanted() else None
+        """The partitions that block the least item something waits for (a record, a tick
+        not forced here: ``MergeBuffer.waited_for``; not an errand before it), each with the
+        floor that releases it; the wait of each that begins to block starts ``now``."""
+        blocking = self._buffer.waited_for()
         if blocking is None:
             self._blocked_since.clear()  # (a record read later waits its whole wait)
             return {}

@@ -41,11 +41,6 @@ C, V0, V1 = ("clicks", 0), ("views", 0), ("views", 1)
 TWO_VIEWS = TopicHistory.of("views", [2])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="forced ticks are decided for the least head only, which may be an errand: "
-    "they step up one ms at a time, one per batch, until the waiting record's mark",
-)
 def test_a_record_behind_a_forced_tick_is_not_released_one_millisecond_per_batch() -> None:
     """A view at 10 ms waits for clicks (idle): a forced tick 11 into clicks releases it and
     then stays in the merge (an errand: nothing waits for it, no tick is forced for it:
@@ -196,11 +191,6 @@ def _views_of_two_app() -> App:
     return app
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="TestDriver.advance_time forces ticks for the least head, an errand: they step "
-    "one ms at a time up to the waiting record's mark (with epoch-ms times: a hang)",
-)
 def test_test_driver_advance_time_forces_a_few_ticks_not_one_per_millisecond(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -257,11 +247,6 @@ def _ticks(kafka: MemoryKafka, position: tuple[str, int]) -> list[int]:
     return floors
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="live: forced ticks for an errand least head step one ms per batch while a "
-    "record waits behind it",
-)
 def test_live_a_record_behind_a_forced_tick_waits_for_a_few_forced_ticks(tmp_path: Path) -> None:
     """The first test, run by ``ProcessorRuntime`` on the in-memory Kafka (views of two
     partitions): a view of a (views[0]) at 10 ms is applied after one forced tick into

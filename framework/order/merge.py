@@ -29,8 +29,10 @@ parent is read past the marker, with ``parent``: the buffer then takes the paren
 as the child's base, and until then the parent's mark bounds the child's ``R`` from below (all
 the child's marks are at least its base). A partition that holds no more items of any key (a
 shrink's deleted partition read up to its drain marker) is ``close``-d: its ``R`` is
-``ENDED``. An item added with ``wanted=False`` (a forced tick) is not counted by ``wanted``:
-a reader forces ticks only while something else waits. An input with no
+``ENDED``. An item added with ``wanted=False`` (a forced tick: an errand) is not counted by
+``wanted``: a reader forces ticks only while something else waits, and for the least item
+waited for (``waited_for``: its blockers' ``needs`` release it with the errands before it),
+not for an errand at the head (one tick per step of time). An input with no
 partition assigned blocks every other input (its keys' items are unknown). With one input every
 item is safe as soon as it is read: ``release`` gives every item read (each partition's in
 offset order), so a single-input app needs no buffer.

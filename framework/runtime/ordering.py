@@ -26,20 +26,24 @@ then offset).
   has it, checked at each ``take``, ``follow`` and ``rewind``) is ``close``-d: its last mark
   no longer holds the other inputs back.
 - **The bounded wait**: while something waits that is not a forced tick (a record, a marker,
-  a tick of the time writer: ``MergeBuffer.wanted``) and the least head stays blocked, each
-  partition that blocks it is timed on its own, from when it began to block after its last
-  record was read (not per record: a new record read *from it* restarts its timer, one read
-  elsewhere does not); one that blocked for ``time.max_input_wait`` gets a **forced tick**
-  with floor ``Blocker.needs``, written in the batch's transaction like any tick, so every
-  reader of the partition sees the same decision; read back, it raises the partition's mark
-  and releases the head. So a quiet input costs one wait, then a forced tick per batch while
-  it stays quiet and a record waits, not a wait per record; once only forced ticks wait,
-  none is forced (they would answer each other for ever) and the timers stop. A forced tick
-  is written once per floor and partition (again after a rewind, or when the producer left
-  it out: ``not_written``); it is kept apart from the time ticks' writer
+  a tick of the time writer: ``MergeBuffer.wanted``) and the least such item stays blocked
+  (``MergeBuffer.waited_for``: by the partitions whose mark is below what releases it and
+  the forced ticks read before it), each partition that blocks it is timed on its own, from
+  when it began to block after its last record was read (not per record: a new record read
+  *from it* restarts its timer, one read elsewhere does not); one that blocked for
+  ``time.max_input_wait`` gets a **forced tick** with floor ``Blocker.needs``, written in the
+  batch's transaction like any tick, so every reader of the partition sees the same
+  decision; read back, it raises the partition's mark. The forced ticks of one decision
+  release that item (one per partition that blocks it, not one per step of time). So a
+  quiet input costs one wait, then forced ticks each batch while it stays quiet and a record
+  waits, not a wait per record; once only forced ticks wait, none is forced (they would
+  answer each other for ever) and the timers stop. A forced tick is written once per floor
+  and partition (again after a dropped batch, or when the producer left it out:
+  ``not_written``); it is kept apart from the time ticks' writer
   (``framework.runtime.ticking``), whose "unread tick" it is not. Which ticks read are forced
-  ones is known from what this processor wrote (after a restart, one read again counts as
-  waited for: at most one more forced tick).
+  ones is known from what this processor wrote, and by offset once read (read again after a
+  rewind, one is still a forced tick); after a restart, one read again counts as waited
+  for: at most one more forced tick.
 
 A restored snapshot carries the marks (they are in the database it copies), and a Spark build
 stores them with the offsets it builds to (``framework.bootstrap.order_cut``). Not covered
@@ -124,6 +128,9 @@ class InputOrder:
         #: per partition, the floors of the forced ticks written there and not read yet (read,
         #: such a tick is an errand of the merge: nothing waits for it)
         self._errands: dict[Position, list[int]] = {}
+        #: per partition, the offsets of the forced ticks read there as errands, at or after
+        #: the state's offset (read again after a rewind, they are errands still)
+        self._read_errands: dict[Position, set[int]] = {}
         #: the growth children assigned with their parent (their base found later)
         self._children: set[Position] = set()
         #: per such child, the mark given to a batch to commit
@@ -175,11 +182,11 @@ class InputOrder:
             wanted = True
             if key is not None and is_tick_key(topic, key):
                 key = None  # (a compacted topic's tick)
-                wanted = self._wanted_tick(position, event_time)
+                wanted = self._wanted_tick(position, offset, event_time)
             elif key is not None:  # a record of it: its wait, if it blocks, starts again
                 self._blocked_since.pop(position, None)
             elif is_tick_message(topic, message):
-                wanted = self._wanted_tick(position, event_time)
+                wanted = self._wanted_tick(position, offset, event_time)
             buffer.add(position, offset, key, event_time, message, wanted=wanted)
             nexts[position] = offset + 1
         self._close_drained()
@@ -195,6 +202,7 @@ class InputOrder:
         marks = self._buffer.applied_marks()
         moved: dict[Position, int] = {}
         children, given_marks = self._children, self._given_marks
+        self._forget_read_errands(stored)
         for position, offset in self._buffer.applied_positions().items():
             mark = marks[position]
             if offset > max(self._given.get(position, -1), stored.get(position, -1)):
@@ -226,6 +234,7 @@ class InputOrder:
             self._assign(position, offsets.get(position), marks.get(position))
         self._close_drained()
         self.dropped()
+        self._forget_read_errands(starts)
         return starts
 
     # -- the bounded wait -------------------------------------------------------------------
@@ -308,11 +317,15 @@ class InputOrder:
             self._blocked_since.setdefault(position, now)
         return blockers
 
-    def _wanted_tick(self, position: Position, floor: int | None) -> bool:
-        """Whether something waits for a tick read from ``position`` with ``floor`` (``None``:
-        another app's): not for another app's, nor for one forced here (each such floor
-        counted once: a tick of the time writer with the same floor is wanted)."""
+    def _wanted_tick(self, position: Position, offset: int, floor: int | None) -> bool:
+        """Whether something waits for a tick read at ``offset`` of ``position`` with
+        ``floor`` (``None``: another app's): not for another app's, nor for one forced here
+        (each such floor counted once: a tick of the time writer with the same floor is
+        wanted), nor for one read there as such before a rewind."""
         if floor is None:
+            return False
+        read = self._read_errands.get(position)
+        if read is not None and offset in read:
             return False
         errands = self._errands.get(position)
         if errands is None or floor not in errands:
@@ -320,7 +333,18 @@ class InputOrder:
         errands.remove(floor)
         if not errands:
             del self._errands[position]
+        self._read_errands.setdefault(position, set()).add(offset)
         return False
+
+    def _forget_read_errands(self, starts: Mapping[Position, int]) -> None:
+        """Forget the forced ticks read before ``starts`` (the state's offsets): never read
+        again here."""
+        for position, read in list(self._read_errands.items()):
+            start = starts.get(position)
+            if start is not None:
+                read.difference_update([offset for offset in read if offset < start])
+                if not read:
+                    del self._read_errands[position]
 
     def _lineage(self, position: Position, start: int) -> tuple[int, tuple[Position, int] | None]:
         """``position``'s lineage rank at ``start`` (0 for a topic the registry does not
@@ -377,6 +401,7 @@ class InputOrder:
         for kept in (self._next, self._first, self._given, self._blocked_since, self._forced):
             kept.pop(position, None)
         self._errands.pop(position, None)
+        self._read_errands.pop(position, None)
         self._closed.discard(position)
         self._children.discard(position)
         self._given_marks.pop(position, None)

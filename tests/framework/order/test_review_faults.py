@@ -356,11 +356,6 @@ def _where_of(messages: list[Message]) -> list[tuple[str | None, int | None, int
     return [(m.topic(), m.partition(), m.offset()) for m in messages]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dropped() forgets which forced ticks were written here: one read again after a "
-    "rewind (or a restart) is wanted, and gets a forced tick of its own",
-)
 def test_a_rewind_does_not_turn_a_forced_tick_into_one_that_is_waited_for() -> None:
     """A click at 10 ms waits for views (idle): a forced tick 10 into views releases it, and
     stays in the merge as an errand (nothing waits for it: no more ticks are forced). The

@@ -46,8 +46,17 @@ from collections.abc import Mapping, Sequence
 from typing import Generic, TypeVar
 
 from framework.order.canonical import Item
-from framework.order.marks import ENDED, LARGEST, NO_FLOOR
-from framework.order.merge_parts import Blocker, Blocking, PartitionRead
+from framework.order.marks import LARGEST, NO_FLOOR
+from framework.order.merge_parts import (
+    Blocker,
+    Blocking,
+    PartitionRead,
+    blockers_of,
+    errands_need,
+    least_waited_for,
+    raises_mark,
+    safe_bounds,
+)
 from rebalance.positions import Position
 
 __all__ = ["Blocker", "Blocking", "MergeBuffer"]
@@ -183,7 +192,7 @@ class MergeBuffer(Generic[T]):
         if part.children:
             self._found_bases(part, offset)
         raised = False
-        if event_time is not None and _raises(position, offset, event_time, part.mark):
+        if event_time is not None and raises_mark(position, offset, event_time, part.mark):
             part.mark, raised = event_time, True
         part.read_to = offset + 1
         item = Item(position, offset, key, event_time, part.mark, part.input, part.rank, payload)
@@ -304,18 +313,7 @@ class MergeBuffer(Generic[T]):
         mark, bound = self._heads[input][0][0], self._bounds()[input]
         if bound is not None and mark <= bound:
             return None
-        blockers = []
-        for part in self._parts.values():
-            if part.input == input:
-                continue
-            needs = mark if part.input > input else mark + 1
-            reach = part.reach()
-            if reach < needs:
-                end = (log_ends or {}).get(part.position)
-                caught_up = end is not None and part.read_to >= end
-                blockers.append(Blocker(part.position, reach, needs, len(part.fifo), caught_up))
-        missing = tuple(t for j, t in enumerate(self._inputs) if j != input and not self._counts[j])
-        return Blocking(self._heads[input][0][3].fifo[0], tuple(blockers), missing)
+        return self._blocked(self._heads[input][0][3].fifo[0], input, NO_FLOOR - 1, log_ends)
 
     def waited_for(self, log_ends: Mapping[Position, int] | None = None) -> Blocking[T] | None:
         """The least item read and not released that something waits for (``wanted``: not an
@@ -325,39 +323,21 @@ class MergeBuffer(Generic[T]):
         item's own input blocks it only through an errand of another input before it.
         ``None``: nothing waits, or nothing but ``missing`` inputs could block it (``release``
         first); ``log_ends`` as for ``blocking``."""
-        least: tuple[tuple[int, int, int, int], Item[T]] | None = None
-        for part in self._parts.values():
-            item = part.first_wanted()
-            if item is not None:
-                order = (item.mark, part.input, part.rank, part.ident)
-                if least is None or order < least[0]:
-                    least = (order, item)
+        parts = self._parts.values()
+        least = least_waited_for(parts)
         if least is None:
             return None
-        (mark, input, _, _), item = least
-        own = NO_FLOOR - 1  # (what its own input's partitions need: for the errands before it)
-        for part in self._parts.values():
-            if part.input == input:
-                continue
-            for errand in part.fifo:  # (all before it are errands: it is the least waited for)
-                if (errand.mark, part.input) >= (mark, input):
-                    break
-                own = max(own, errand.mark if part.input < input else errand.mark + 1)
-        blockers = []
-        for part in self._parts.values():
-            if part.input == input:
-                needs = own
-            else:
-                needs = mark if part.input > input else mark + 1
-            reach = part.reach()
-            if reach < needs:
-                end = (log_ends or {}).get(part.position)
-                caught_up = end is not None and part.read_to >= end
-                blockers.append(Blocker(part.position, reach, needs, len(part.fifo), caught_up))
+        item, input = least
+        blocking = self._blocked(item, input, errands_need(parts, item.mark, input), log_ends)
+        return blocking if blocking.blockers or blocking.missing else None
+
+    def _blocked(
+        self, item: Item[T], input: int, own: int, log_ends: Mapping[Position, int] | None
+    ) -> Blocking[T]:
+        """What blocks ``item`` of ``input`` (``own``: what its own input's partitions need)."""
+        blockers = blockers_of(self._parts.values(), item.mark, input, own, log_ends)
         missing = tuple(t for j, t in enumerate(self._inputs) if j != input and not self._counts[j])
-        if not blockers and not missing:
-            return None
-        return Blocking(item, tuple(blockers), missing)
+        return Blocking(item, blockers, missing)
 
     def _least(self) -> int:
         """The input of the least head by ``(mark, input)`` (-1: no item waits)."""
@@ -406,34 +386,4 @@ class MergeBuffer(Generic[T]):
 
     def _bounds(self) -> list[int | None]:
         """Per input, the largest mark of its heads that is safe (``None``: none is)."""
-        lows = [self._low(input) for input in range(len(self._inputs))]
-        bounds: list[int | None] = []
-        for input in range(len(lows)):
-            bound = ENDED
-            for other, low in enumerate(lows):
-                if other == input:
-                    continue
-                if low is None:
-                    break
-                bound = min(bound, _limit(low, other > input))
-            else:
-                bounds.append(bound)
-                continue
-            bounds.append(None)
-        return bounds
-
-
-def _raises(position: Position, offset: int, event_time: int, mark: int) -> bool:
-    """Whether an item's ``event_time`` raises its partition's ``mark`` (``ValueError``: it is
-    not a time a mark holds)."""
-    if event_time > LARGEST:
-        raise ValueError(f"{position}@{offset}: event time {event_time} is above {LARGEST}.")
-    if event_time < NO_FLOOR:
-        raise ValueError(f"{position}@{offset}: event time {event_time} is below {NO_FLOOR}.")
-    return event_time > mark
-
-
-def _limit(low: int, later: bool) -> int:
-    """The largest head mark an input whose least ``R`` is ``low`` lets pass: ``R >= m`` for a
-    later input, ``R > m`` for an earlier one."""
-    return low if later else low - 1
+        return safe_bounds([self._low(input) for input in range(len(self._inputs))])

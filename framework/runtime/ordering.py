@@ -69,6 +69,7 @@ from framework.coordination.registry import TopicEntry
 from framework.input_times import ORDER_SCOPE, InputTimes, ordered
 from framework.kafka import KafkaProducer, Message
 from framework.order import NO_FLOOR, MergeBuffer
+from framework.runtime.errands import Errands
 from framework.runtime.forced_ticks import write_forced
 from framework.runtime.ticking import Tick
 from framework.time.ticks import is_tick_key, is_tick_message, tick_key
@@ -125,12 +126,8 @@ class InputOrder:
         self._blocked_since: dict[Position, float] = {}
         #: per partition, the floor of the forced tick decided for it and not read back yet
         self._forced: dict[Position, int] = {}
-        #: per partition, the floors of the forced ticks written there and not read yet (read,
-        #: such a tick is an errand of the merge: nothing waits for it)
-        self._errands: dict[Position, list[int]] = {}
-        #: per partition, the offsets of the forced ticks read there as errands, at or after
-        #: the state's offset (read again after a rewind, they are errands still)
-        self._read_errands: dict[Position, set[int]] = {}
+        #: the forced ticks written here (read, an errand of the merge: nothing waits for it)
+        self._errands = Errands()
         #: the growth children assigned with their parent (their base found later)
         self._children: set[Position] = set()
         #: per such child, the mark given to a batch to commit
@@ -182,11 +179,11 @@ class InputOrder:
             wanted = True
             if key is not None and is_tick_key(topic, key):
                 key = None  # (a compacted topic's tick)
-                wanted = self._wanted_tick(position, offset, event_time)
+                wanted = self._errands.wanted(position, offset, event_time)
             elif key is not None:  # a record of it: its wait, if it blocks, starts again
                 self._blocked_since.pop(position, None)
             elif is_tick_message(topic, message):
-                wanted = self._wanted_tick(position, offset, event_time)
+                wanted = self._errands.wanted(position, offset, event_time)
             buffer.add(position, offset, key, event_time, message, wanted=wanted)
             nexts[position] = offset + 1
         self._close_drained()
@@ -202,7 +199,7 @@ class InputOrder:
         marks = self._buffer.applied_marks()
         moved: dict[Position, int] = {}
         children, given_marks = self._children, self._given_marks
-        self._forget_read_errands(stored)
+        self._errands.read_from(stored)
         for position, offset in self._buffer.applied_positions().items():
             mark = marks[position]
             if offset > max(self._given.get(position, -1), stored.get(position, -1)):
@@ -234,7 +231,7 @@ class InputOrder:
             self._assign(position, offsets.get(position), marks.get(position))
         self._close_drained()
         self.dropped()
-        self._forget_read_errands(starts)
+        self._errands.read_from(starts)
         return starts
 
     # -- the bounded wait -------------------------------------------------------------------
@@ -258,7 +255,7 @@ class InputOrder:
             steps = self._steps.known_steps(topic)
             ticks.append(Tick(topic, partition, floor, wall, key, steps))
             self._forced[position] = floor
-            self._errands.setdefault(position, []).append(floor)
+            self._errands.decided(position, floor)
             self.forced += 1
             log.info(
                 "%s[%d] blocked the next record for %.1f s: a tick with floor %d lets it go",
@@ -275,15 +272,13 @@ class InputOrder:
         position = (tick.topic, tick.partition)
         if self._forced.get(position) == tick.floor:
             del self._forced[position]
-        errands = self._errands.get(position)
-        if errands is not None and tick.floor in errands:
-            errands.remove(tick.floor)
+        self._errands.left_out(position, tick.floor)
 
     def dropped(self) -> None:
         """A batch that applied nothing held here was dropped: its forced ticks may not have
         been written (decided again when due) and its offsets not committed (given again)."""
         self._forced.clear()
-        self._errands.clear()
+        self._errands.dropped()
         self._given.clear()
         self._given_marks.clear()
 
@@ -316,35 +311,6 @@ class InputOrder:
         for position in blockers:
             self._blocked_since.setdefault(position, now)
         return blockers
-
-    def _wanted_tick(self, position: Position, offset: int, floor: int | None) -> bool:
-        """Whether something waits for a tick read at ``offset`` of ``position`` with
-        ``floor`` (``None``: another app's): not for another app's, nor for one forced here
-        (each such floor counted once: a tick of the time writer with the same floor is
-        wanted), nor for one read there as such before a rewind."""
-        if floor is None:
-            return False
-        read = self._read_errands.get(position)
-        if read is not None and offset in read:
-            return False
-        errands = self._errands.get(position)
-        if errands is None or floor not in errands:
-            return True
-        errands.remove(floor)
-        if not errands:
-            del self._errands[position]
-        self._read_errands.setdefault(position, set()).add(offset)
-        return False
-
-    def _forget_read_errands(self, starts: Mapping[Position, int]) -> None:
-        """Forget the forced ticks read before ``starts`` (the state's offsets): never read
-        again here."""
-        for position, read in list(self._read_errands.items()):
-            start = starts.get(position)
-            if start is not None:
-                read.difference_update([offset for offset in read if offset < start])
-                if not read:
-                    del self._read_errands[position]
 
     def _lineage(self, position: Position, start: int) -> tuple[int, tuple[Position, int] | None]:
         """``position``'s lineage rank at ``start`` (0 for a topic the registry does not
@@ -400,8 +366,7 @@ class InputOrder:
         self._buffer.forget(position)
         for kept in (self._next, self._first, self._given, self._blocked_since, self._forced):
             kept.pop(position, None)
-        self._errands.pop(position, None)
-        self._read_errands.pop(position, None)
+        self._errands.forget(position)
         self._closed.discard(position)
         self._children.discard(position)
         self._given_marks.pop(position, None)

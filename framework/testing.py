@@ -191,7 +191,7 @@ class TestDriver:
         anything but such ticks waits."""
         order = self._order
         while order is not None and order.wanted():
-            blocking = order.blocking()
+            blocking = order.waited_for()
             if blocking is None or blocking.missing or not blocking.blockers:
                 return  # (an input with no partition: nothing to tick)
             for blocker in blocking.blockers:

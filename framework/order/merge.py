@@ -29,8 +29,10 @@ parent is read past the marker, with ``parent``: the buffer then takes the paren
 as the child's base, and until then the parent's mark bounds the child's ``R`` from below (all
 the child's marks are at least its base). A partition that holds no more items of any key (a
 shrink's deleted partition read up to its drain marker) is ``close``-d: its ``R`` is
-``ENDED``. An item added with ``wanted=False`` (a forced tick) is not counted by ``wanted``:
-a reader forces ticks only while something else waits. An input with no
+``ENDED``. An item added with ``wanted=False`` (a forced tick: an errand) is not counted by
+``wanted``: a reader forces ticks only while something else waits, and for the least item
+waited for (``waited_for``: its blockers' ``needs`` release it with the errands before it),
+not for an errand at the head (one tick per step of time). An input with no
 partition assigned blocks every other input (its keys' items are unknown). With one input every
 item is safe as soon as it is read: ``release`` gives every item read (each partition's in
 offset order), so a single-input app needs no buffer.
@@ -44,8 +46,17 @@ from collections.abc import Mapping, Sequence
 from typing import Generic, TypeVar
 
 from framework.order.canonical import Item
-from framework.order.marks import ENDED, LARGEST, NO_FLOOR
-from framework.order.merge_parts import Blocker, Blocking, PartitionRead
+from framework.order.marks import LARGEST, NO_FLOOR
+from framework.order.merge_parts import (
+    Blocker,
+    Blocking,
+    PartitionRead,
+    blockers_of,
+    errands_need,
+    least_waited_for,
+    raises_mark,
+    safe_bounds,
+)
 from rebalance.positions import Position
 
 __all__ = ["Blocker", "Blocking", "MergeBuffer"]
@@ -181,7 +192,7 @@ class MergeBuffer(Generic[T]):
         if part.children:
             self._found_bases(part, offset)
         raised = False
-        if event_time is not None and _raises(position, offset, event_time, part.mark):
+        if event_time is not None and raises_mark(position, offset, event_time, part.mark):
             part.mark, raised = event_time, True
         part.read_to = offset + 1
         item = Item(position, offset, key, event_time, part.mark, part.input, part.rank, payload)
@@ -302,18 +313,31 @@ class MergeBuffer(Generic[T]):
         mark, bound = self._heads[input][0][0], self._bounds()[input]
         if bound is not None and mark <= bound:
             return None
-        blockers = []
-        for part in self._parts.values():
-            if part.input == input:
-                continue
-            needs = mark if part.input > input else mark + 1
-            reach = part.reach()
-            if reach < needs:
-                end = (log_ends or {}).get(part.position)
-                caught_up = end is not None and part.read_to >= end
-                blockers.append(Blocker(part.position, reach, needs, len(part.fifo), caught_up))
+        return self._blocked(self._heads[input][0][3].fifo[0], input, NO_FLOOR - 1, log_ends)
+
+    def waited_for(self, log_ends: Mapping[Position, int] | None = None) -> Blocking[T] | None:
+        """The least item read and not released that something waits for (``wanted``: not an
+        errand) and the partitions whose ``R`` is below the least that lets it go, with every
+        item before it (errands: they go first), each with that least ``R`` as
+        ``Blocker.needs``: a tick with that floor into each releases it. A partition of the
+        item's own input blocks it only through an errand of another input before it.
+        ``None``: nothing waits, or nothing but ``missing`` inputs could block it (``release``
+        first); ``log_ends`` as for ``blocking``."""
+        parts = self._parts.values()
+        least = least_waited_for(parts)
+        if least is None:
+            return None
+        item, input = least
+        blocking = self._blocked(item, input, errands_need(parts, item.mark, input), log_ends)
+        return blocking if blocking.blockers or blocking.missing else None
+
+    def _blocked(
+        self, item: Item[T], input: int, own: int, log_ends: Mapping[Position, int] | None
+    ) -> Blocking[T]:
+        """What blocks ``item`` of ``input`` (``own``: what its own input's partitions need)."""
+        blockers = blockers_of(self._parts.values(), item.mark, input, own, log_ends)
         missing = tuple(t for j, t in enumerate(self._inputs) if j != input and not self._counts[j])
-        return Blocking(self._heads[input][0][3].fifo[0], tuple(blockers), missing)
+        return Blocking(item, blockers, missing)
 
     def _least(self) -> int:
         """The input of the least head by ``(mark, input)`` (-1: no item waits)."""
@@ -362,34 +386,4 @@ class MergeBuffer(Generic[T]):
 
     def _bounds(self) -> list[int | None]:
         """Per input, the largest mark of its heads that is safe (``None``: none is)."""
-        lows = [self._low(input) for input in range(len(self._inputs))]
-        bounds: list[int | None] = []
-        for input in range(len(lows)):
-            bound = ENDED
-            for other, low in enumerate(lows):
-                if other == input:
-                    continue
-                if low is None:
-                    break
-                bound = min(bound, _limit(low, other > input))
-            else:
-                bounds.append(bound)
-                continue
-            bounds.append(None)
-        return bounds
-
-
-def _raises(position: Position, offset: int, event_time: int, mark: int) -> bool:
-    """Whether an item's ``event_time`` raises its partition's ``mark`` (``ValueError``: it is
-    not a time a mark holds)."""
-    if event_time > LARGEST:
-        raise ValueError(f"{position}@{offset}: event time {event_time} is above {LARGEST}.")
-    if event_time < NO_FLOOR:
-        raise ValueError(f"{position}@{offset}: event time {event_time} is below {NO_FLOOR}.")
-    return event_time > mark
-
-
-def _limit(low: int, later: bool) -> int:
-    """The largest head mark an input whose least ``R`` is ``low`` lets pass: ``R >= m`` for a
-    later input, ``R > m`` for an earlier one."""
-    return low if later else low - 1
+        return safe_bounds([self._low(input) for input in range(len(self._inputs))])

@@ -1,17 +1,27 @@
 """The merge buffer's pieces (``framework.order.merge``): one partition as the merge reads it,
-and what blocks the least head."""
+and what blocks the least head or the least item waited for."""
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from framework.order.canonical import Item
-from framework.order.marks import ENDED
+from framework.order.marks import ENDED, LARGEST, NO_FLOOR
 from rebalance.positions import Position
 
-__all__ = ["Blocker", "Blocking", "PartitionRead"]
+__all__ = [
+    "Blocker",
+    "Blocking",
+    "PartitionRead",
+    "blockers_of",
+    "errands_need",
+    "least_waited_for",
+    "raises_mark",
+    "safe_bounds",
+]
 
 T = TypeVar("T")
 
@@ -91,6 +101,99 @@ class PartitionRead(Generic[T]):
         lineage = self.lineage  # (its base, and so each of its marks, is at least this)
         return self.mark if lineage is None else max(self.mark, lineage.mark)
 
+    def first_wanted(self) -> Item[T] | None:
+        """The first item of its FIFO that something waits for (not an errand; ``None``: it
+        holds none)."""
+        errands = self.errands
+        if len(errands) >= len(self.fifo):
+            return None  # (every item it holds is an errand)
+        return next(item for item in self.fifo if item.offset not in errands)
+
     def head(self) -> tuple[int, int, int, PartitionRead[T]]:
         """Its FIFO's head as a heap entry: ``(mark, rank, ident, partition)``."""
         return self.fifo[0].mark, self.rank, self.ident, self
+
+
+def least_waited_for(parts: Iterable[PartitionRead[T]]) -> tuple[Item[T], int] | None:
+    """The least item of ``parts`` that something waits for (not an errand), in the order of
+    release (mark, input, rank), with its input (``None``: only errands wait)."""
+    least: tuple[tuple[int, int, int, int], Item[T]] | None = None
+    for part in parts:
+        item = part.first_wanted()
+        if item is not None:
+            order = (item.mark, part.input, part.rank, part.ident)
+            if least is None or order < least[0]:
+                least = (order, item)
+    return None if least is None else (least[1], least[0][1])
+
+
+def errands_need(parts: Iterable[PartitionRead[T]], mark: int, input: int) -> int:
+    """The least ``R`` a partition of ``input`` needs to let go the items of ``parts`` of other
+    inputs before ``(mark, input)`` (errands, before the least item waited for; below
+    ``NO_FLOOR``: none)."""
+    need = NO_FLOOR - 1
+    for part in parts:
+        if part.input == input:
+            continue
+        for item in part.fifo:
+            if (item.mark, part.input) >= (mark, input):
+                break
+            need = max(need, item.mark if part.input < input else item.mark + 1)
+    return need
+
+
+def blockers_of(
+    parts: Iterable[PartitionRead[T]],
+    mark: int,
+    input: int,
+    own: int,
+    log_ends: Mapping[Position, int] | None,
+) -> tuple[Blocker, ...]:
+    """The partitions of ``parts`` that block an item of ``mark`` of ``input``: of another
+    input, ``R`` below what its rule needs (``R >= mark`` for a later input, ``R > mark`` for
+    an earlier one); of its own input, ``R`` below ``own``. ``log_ends`` as
+    ``MergeBuffer.blocking``'s."""
+    blockers = []
+    for part in parts:
+        needs = own if part.input == input else (mark if part.input > input else mark + 1)
+        reach = part.reach()
+        if reach < needs:
+            end = (log_ends or {}).get(part.position)
+            caught_up = end is not None and part.read_to >= end
+            blockers.append(Blocker(part.position, reach, needs, len(part.fifo), caught_up))
+    return tuple(blockers)
+
+
+def safe_bounds(lows: list[int | None]) -> list[int | None]:
+    """Per input, the largest mark of its heads that is safe given each input's least ``R``
+    (``lows``; ``None``: an input with no partition, which lets nothing of another pass)."""
+    bounds: list[int | None] = []
+    for input in range(len(lows)):
+        bound = ENDED
+        for other, low in enumerate(lows):
+            if other == input:
+                continue
+            if low is None:
+                break
+            bound = min(bound, _limit(low, other > input))
+        else:
+            bounds.append(bound)
+            continue
+        bounds.append(None)
+    return bounds
+
+
+def raises_mark(position: Position, offset: int, event_time: int, mark: int) -> bool:
+    """Whether an item's ``event_time`` raises its partition's ``mark`` (``ValueError``: it is
+    not a time a mark holds)."""
+    if event_time > LARGEST:
+        raise ValueError(f"{position}@{offset}: event time {event_time} is above {LARGEST}.")
+    if event_time < NO_FLOOR:
+        raise ValueError(f"{position}@{offset}: event time {event_time} is below {NO_FLOOR}.")
+    return event_time > mark
+
+
+def _limit(low: int, later: bool) -> int:
+    """The largest head mark an input whose least ``R`` is ``low`` lets pass: ``R >= m`` for a
+    later input, ``R > m`` for an earlier one."""
+    return low if later else low - 1

@@ -26,20 +26,24 @@ then offset).
   has it, checked at each ``take``, ``follow`` and ``rewind``) is ``close``-d: its last mark
   no longer holds the other inputs back.
 - **The bounded wait**: while something waits that is not a forced tick (a record, a marker,
-  a tick of the time writer: ``MergeBuffer.wanted``) and the least head stays blocked, each
-  partition that blocks it is timed on its own, from when it began to block after its last
-  record was read (not per record: a new record read *from it* restarts its timer, one read
-  elsewhere does not); one that blocked for ``time.max_input_wait`` gets a **forced tick**
-  with floor ``Blocker.needs``, written in the batch's transaction like any tick, so every
-  reader of the partition sees the same decision; read back, it raises the partition's mark
-  and releases the head. So a quiet input costs one wait, then a forced tick per batch while
-  it stays quiet and a record waits, not a wait per record; once only forced ticks wait,
-  none is forced (they would answer each other for ever) and the timers stop. A forced tick
-  is written once per floor and partition (again after a rewind, or when the producer left
-  it out: ``not_written``); it is kept apart from the time ticks' writer
+  a tick of the time writer: ``MergeBuffer.wanted``) and the least such item stays blocked
+  (``MergeBuffer.waited_for``: by the partitions whose mark is below what releases it and
+  the forced ticks read before it), each partition that blocks it is timed on its own, from
+  when it began to block after its last record was read (not per record: a new record read
+  *from it* restarts its timer, one read elsewhere does not); one that blocked for
+  ``time.max_input_wait`` gets a **forced tick** with floor ``Blocker.needs``, written in the
+  batch's transaction like any tick, so every reader of the partition sees the same
+  decision; read back, it raises the partition's mark. The forced ticks of one decision
+  release that item (one per partition that blocks it, not one per step of time). So a
+  quiet input costs one wait, then forced ticks each batch while it stays quiet and a record
+  waits, not a wait per record; once only forced ticks wait, none is forced (they would
+  answer each other for ever) and the timers stop. A forced tick is written once per floor
+  and partition (again after a dropped batch, or when the producer left it out:
+  ``not_written``); it is kept apart from the time ticks' writer
   (``framework.runtime.ticking``), whose "unread tick" it is not. Which ticks read are forced
-  ones is known from what this processor wrote (after a restart, one read again counts as
-  waited for: at most one more forced tick).
+  ones is known from what this processor wrote, and by offset once read (read again after a
+  rewind, one is still a forced tick); after a restart, one read again counts as waited
+  for: at most one more forced tick.
 
 A restored snapshot carries the marks (they are in the database it copies), and a backfill's
 Spark build stores them with the offsets it builds to (``framework.bootstrap.order_cut``). Not
@@ -65,6 +69,7 @@ from framework.coordination.registry import TopicEntry
 from framework.input_times import ORDER_SCOPE, InputTimes, ordered
 from framework.kafka import KafkaProducer, Message
 from framework.order import NO_FLOOR, MergeBuffer
+from framework.runtime.errands import Errands
 from framework.runtime.forced_ticks import write_forced
 from framework.runtime.ticking import Tick
 from framework.time.ticks import is_tick_key, is_tick_message, tick_key
@@ -121,9 +126,8 @@ class InputOrder:
         self._blocked_since: dict[Position, float] = {}
         #: per partition, the floor of the forced tick decided for it and not read back yet
         self._forced: dict[Position, int] = {}
-        #: per partition, the floors of the forced ticks written there and not read yet (read,
-        #: such a tick is an errand of the merge: nothing waits for it)
-        self._errands: dict[Position, list[int]] = {}
+        #: the forced ticks written here (read, an errand of the merge: nothing waits for it)
+        self._errands = Errands()
         #: the growth children assigned with their parent (their base found later)
         self._children: set[Position] = set()
         #: per such child, the mark given to a batch to commit
@@ -175,11 +179,11 @@ class InputOrder:
             wanted = True
             if key is not None and is_tick_key(topic, key):
                 key = None  # (a compacted topic's tick)
-                wanted = self._wanted_tick(position, event_time)
+                wanted = self._errands.wanted(position, offset, event_time)
             elif key is not None:  # a record of it: its wait, if it blocks, starts again
                 self._blocked_since.pop(position, None)
             elif is_tick_message(topic, message):
-                wanted = self._wanted_tick(position, event_time)
+                wanted = self._errands.wanted(position, offset, event_time)
             buffer.add(position, offset, key, event_time, message, wanted=wanted)
             nexts[position] = offset + 1
         self._close_drained()
@@ -195,6 +199,7 @@ class InputOrder:
         marks = self._buffer.applied_marks()
         moved: dict[Position, int] = {}
         children, given_marks = self._children, self._given_marks
+        self._errands.read_from(stored)
         for position, offset in self._buffer.applied_positions().items():
             mark = marks[position]
             if offset > max(self._given.get(position, -1), stored.get(position, -1)):
@@ -226,6 +231,7 @@ class InputOrder:
             self._assign(position, offsets.get(position), marks.get(position))
         self._close_drained()
         self.dropped()
+        self._errands.read_from(starts)
         return starts
 
     # -- the bounded wait -------------------------------------------------------------------
@@ -249,7 +255,7 @@ class InputOrder:
             steps = self._steps.known_steps(topic)
             ticks.append(Tick(topic, partition, floor, wall, key, steps))
             self._forced[position] = floor
-            self._errands.setdefault(position, []).append(floor)
+            self._errands.decided(position, floor)
             self.forced += 1
             log.info(
                 "%s[%d] blocked the next record for %.1f s: a tick with floor %d lets it go",
@@ -266,15 +272,13 @@ class InputOrder:
         position = (tick.topic, tick.partition)
         if self._forced.get(position) == tick.floor:
             del self._forced[position]
-        errands = self._errands.get(position)
-        if errands is not None and tick.floor in errands:
-            errands.remove(tick.floor)
+        self._errands.left_out(position, tick.floor)
 
     def dropped(self) -> None:
         """A batch that applied nothing held here was dropped: its forced ticks may not have
         been written (decided again when due) and its offsets not committed (given again)."""
         self._forced.clear()
-        self._errands.clear()
+        self._errands.dropped()
         self._given.clear()
         self._given_marks.clear()
 
@@ -296,10 +300,10 @@ class InputOrder:
         ]
 
     def _blockers(self, now: float) -> dict[Position, int]:
-        """The partitions that block the least head while something waits for it (a record,
-        a tick not forced here: ``MergeBuffer.wanted``), each with the floor that releases
-        it; the wait of each that begins to block starts ``now``."""
-        blocking = self._buffer.blocking() if self._buffer.wanted() else None
+        """The partitions that block the least item something waits for (a record, a tick
+        not forced here: ``MergeBuffer.waited_for``; not an errand before it), each with the
+        floor that releases it; the wait of each that begins to block starts ``now``."""
+        blocking = self._buffer.waited_for()
         if blocking is None:
             self._blocked_since.clear()  # (a record read later waits its whole wait)
             return {}
@@ -307,20 +311,6 @@ class InputOrder:
         for position in blockers:
             self._blocked_since.setdefault(position, now)
         return blockers
-
-    def _wanted_tick(self, position: Position, floor: int | None) -> bool:
-        """Whether something waits for a tick read from ``position`` with ``floor`` (``None``:
-        another app's): not for another app's, nor for one forced here (each such floor
-        counted once: a tick of the time writer with the same floor is wanted)."""
-        if floor is None:
-            return False
-        errands = self._errands.get(position)
-        if errands is None or floor not in errands:
-            return True
-        errands.remove(floor)
-        if not errands:
-            del self._errands[position]
-        return False
 
     def _lineage(self, position: Position, start: int) -> tuple[int, tuple[Position, int] | None]:
         """``position``'s lineage rank at ``start`` (0 for a topic the registry does not
@@ -376,7 +366,7 @@ class InputOrder:
         self._buffer.forget(position)
         for kept in (self._next, self._first, self._given, self._blocked_since, self._forced):
             kept.pop(position, None)
-        self._errands.pop(position, None)
+        self._errands.forget(position)
         self._closed.discard(position)
         self._children.discard(position)
         self._given_marks.pop(position, None)

@@ -262,3 +262,26 @@ def test_a_growth_childs_base_is_committed_once_its_parent_passes_the_marker() -
     _commit(order, database)
     assert database.offsets()[child] == 0
     assert database.progress(ORDER_SCOPE)[child] == 30
+
+
+def test_a_forced_tick_overtaken_by_a_record_stays_an_errand_and_forces_no_more() -> None:
+    """A click at 10 waits for views (quiet): a forced tick 10 is decided for views. Before it
+    is read back, a view at 50 arrives and releases the click (the tick was not needed).
+    Read back after the view, the forced tick raises nothing and nothing waits for it: no
+    tick is forced for it, however long it waits; the commit stops before it."""
+    order, database, clock = _world()
+    assert order.take([_record(C, 0, 10)]) == []
+    clock.sleep(1)
+    [tick] = order.forced_ticks({C, V})
+    assert (tick.topic, tick.floor) == ("views", 10)
+    assert _where(order.take([_record(V, 0, 50)])) == [("clicks", 0)]
+    assert order.take([_tick(V, 1, 10)]) == []  # (views@0 50 waits for clicks, an errand too)
+    assert order._buffer.wanted() == 1  # (the view of 50 only)
+    clock.sleep(1)
+    [tick] = order.forced_ticks({C, V})
+    assert (tick.topic, tick.floor) == ("clicks", 51)  # (for the view, not for the errand)
+    released = order.take([_tick(C, 1, 51)])
+    assert _where(released) == [("views", 0), ("views", 1)]
+    clock.sleep(5)
+    assert order.forced_ticks({C, V}) == []
+    assert _commit(order, database) == {C: 1, V: 2}

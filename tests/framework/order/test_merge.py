@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 
-from framework.order import NO_FLOOR, Item, MergeBuffer, merge
+from framework.order import NO_FLOOR, Item, MergeBuffer, merge_parts
 from framework.order.marks import LARGEST
 from rebalance.positions import Position
 from tests.framework.order.world import (
@@ -225,7 +225,7 @@ def test_an_earlier_input_needs_a_strictly_larger_mark() -> None:
     schedule: list[Step] = [(1, 1, True), (0, 1, True), (0, 1, True)]  # b@0, a@0, a@1
     assert live_run_is_canonical(log, schedule)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(merge, "_limit", lambda low, later: low)
+        patch.setattr(merge_parts, "_limit", lambda low, later: low)
         assert not live_run_is_canonical(log, schedule)
 
 
@@ -250,13 +250,13 @@ def test_a_later_input_needs_a_mark_at_least_the_heads() -> None:
     schedule: list[Step] = [(1, 1, False), (0, 1, True), (0, 1, True)]  # b@0, a@0, b@1
     assert live_run_is_canonical(log, schedule)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(merge, "_limit", lambda low, later: low + 1 if later else low - 1)
+        patch.setattr(merge_parts, "_limit", lambda low, later: low + 1 if later else low - 1)
         assert not live_run_is_canonical(log, schedule)
 
 
 def test_hypothesis_finds_a_counterexample_to_r_at_least_m_for_an_earlier_input() -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(merge, "_limit", lambda low, later: low)
+        patch.setattr(merge_parts, "_limit", lambda low, later: low)
         log, schedule = find(
             st.tuples(logs(), schedules),
             lambda case: not live_run_is_canonical(case[0], case[1]),
@@ -334,3 +334,26 @@ def test_a_child_whose_parent_is_forgotten_first_goes_on_from_its_own_marks() ->
     with pytest.raises(ValueError, match="past the marker"):
         buffer.assign(A0, 5)
         buffer.assign(("a", 2), 0, parent=(A0, 2))
+
+
+def test_waited_for_gives_the_least_wanted_item_and_floors_that_release_the_errands_first() -> None:
+    """An errand (a forced tick: ``wanted=False``) of a at 11 is the least head, blocked by
+    b[0] (10); the least item waited for is b[1]'s record at 1000. ``blocking`` asks for the
+    errand (b[0] needs 11, then a needs 12, ...: a step per tick); ``waited_for`` asks for
+    the record: a[0] needs 1001, b[0] (its own input) 11 for the errand before it. Ticks with
+    those floors release everything."""
+    buffer = _buffer(A0, B0, ("b", 1))
+    buffer.add(B0, 0, b"x", 10, "b0")
+    buffer.add(A0, 0, None, 11, "errand", wanted=False)
+    assert _refs(buffer.release()) == [(B0, 0)]
+    buffer.add(("b", 1), 0, b"k", 1000, "k")
+    head = buffer.blocking()
+    assert head is not None and head.head.payload == "errand"
+    assert [(b.position, b.needs) for b in head.blockers] == [(B0, 11)]
+    waited = buffer.waited_for()
+    assert waited is not None and waited.head.payload == "k"
+    assert sorted((b.position, b.needs) for b in waited.blockers) == [(A0, 1001), (B0, 11)]
+    buffer.add(A0, 1, None, 1001, "tick a", wanted=False)
+    buffer.add(B0, 1, None, 11, "tick b", wanted=False)
+    assert "k" in [item.payload for item in buffer.release()]
+    assert buffer.wanted() == 0 and buffer.waited_for() is None

@@ -41,11 +41,6 @@ C, V0, V1 = ("clicks", 0), ("views", 0), ("views", 1)
 TWO_VIEWS = TopicHistory.of("views", [2])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="forced ticks are decided for the least head only, which may be an errand: "
-    "they step up one ms at a time, one per batch, until the waiting record's mark",
-)
 def test_a_record_behind_a_forced_tick_is_not_released_one_millisecond_per_batch() -> None:
     """A view at 10 ms waits for clicks (idle): a forced tick 11 into clicks releases it and
     then stays in the merge (an errand: nothing waits for it, no tick is forced for it:
@@ -53,9 +48,10 @@ def test_a_record_behind_a_forced_tick_is_not_released_one_millisecond_per_batch
     errand (11), blocked by views[0] (10): the tick forced is views[0] at 11, read back it
     releases the errand and is the least head itself (11, views), blocked by clicks (needs
     12): clicks gets 12, views[0] 12, ... each floor one above the last, one forced tick a
-    batch, until 1001: the view at 1000 waits ~2000 batches (event times in ms: a gap of an
-    hour is millions) and as many ticks are written into the input topics. Forcing for the
-    least *wanted* item (floors 1001 into clicks, 1000 into views[0]) releases it at once."""
+    batch, until 1001: the view at 1000 waited ~2000 batches (the fault; event times in ms: a
+    gap of an hour is millions) and as many ticks were written into the input topics. Forcing
+    for the least *wanted* item (floors 1001 into clicks, 11 into views[0] for the clicks
+    errand before it) releases it at once."""
     order, _database, clock = _order_world(TWO_VIEWS)
     order.follow({C, V0, V1})
     flowing = {C, V0, V1}
@@ -196,19 +192,14 @@ def _views_of_two_app() -> App:
     return app
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="TestDriver.advance_time forces ticks for the least head, an errand: they step "
-    "one ms at a time up to the waiting record's mark (with epoch-ms times: a hang)",
-)
 def test_test_driver_advance_time_forces_a_few_ticks_not_one_per_millisecond(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A view at 1000 ms in views[0], then ``advance_time(5)``: the ticks at 5 leave the view
-    and views[0]'s tick waiting for clicks; ``_force_waiting`` then forces clicks 6 for
+    and views[0]'s tick waiting for clicks; ``_force_waiting`` forced (the fault) clicks 6 for
     views[1]'s tick (5), whose errand is the least head, views[1] 6 for it, clicks 7, ...:
     about 2000 forced ticks, each applied as a batch, before the view goes (an app's times
-    in epoch ms: billions, the driver never returns)."""
+    in epoch ms: billions, the driver never returns). Now: a few forced ticks."""
     driver = TestDriver(_views_of_two_app())
     forced: list[tuple[str, int, int]] = []
     process = driver._process
@@ -257,16 +248,12 @@ def _ticks(kafka: MemoryKafka, position: tuple[str, int]) -> list[int]:
     return floors
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="live: forced ticks for an errand least head step one ms per batch while a "
-    "record waits behind it",
-)
 def test_live_a_record_behind_a_forced_tick_waits_for_a_few_forced_ticks(tmp_path: Path) -> None:
     """The first test, run by ``ProcessorRuntime`` on the in-memory Kafka (views of two
     partitions): a view of a (views[0]) at 10 ms is applied after one forced tick into
-    clicks; then a view of k (views[1]) at 1000 ms. It is applied only after about 2000
-    forced ticks (clicks 12, 13, ... and views[0] 11, 12, ...), one per batch."""
+    clicks; then a view of k (views[1]) at 1000 ms. Forced for the least head (the fault),
+    it was applied only after about 2000 forced ticks (clicks 12, 13, ... and views[0] 11,
+    12, ...), one per batch; forced for the least item waited for, after a few."""
     kafka = _views_of_two_kafka()
     settings = world.config(tmp_path, "canonical").model_copy(
         update={
@@ -371,19 +358,14 @@ def _where_of(messages: list[Message]) -> list[tuple[str | None, int | None, int
     return [(m.topic(), m.partition(), m.offset()) for m in messages]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dropped() forgets which forced ticks were written here: one read again after a "
-    "rewind (or a restart) is wanted, and gets a forced tick of its own",
-)
 def test_a_rewind_does_not_turn_a_forced_tick_into_one_that_is_waited_for() -> None:
     """A click at 10 ms waits for views (idle): a forced tick 10 into views releases it, and
     stays in the merge as an errand (nothing waits for it: no more ticks are forced). The
     batch commits. Then a batch is dropped (an aborted transaction): ``rewind`` reads views
-    again from its state offset, before the errand, and ``dropped`` cleared the errands:
-    read again, the forced tick is taken for a tick something waits for, and after a wait
-    clicks gets a forced tick 11 for it (one more transaction and tick per rewind, per
-    restart too: the errands are in memory only)."""
+    again from its state offset, before the errand. ``dropped`` cleared the errands, so read
+    again the forced tick was taken for a tick something waits for and clicks got a forced
+    tick 11 for it (the fault); the offsets of forced ticks read are kept now. (After a
+    restart it still costs one more forced tick: in memory only.)"""
     order, database, clock = _order_world()
     order.take([_record(C, 0, 10)])
     clock.sleep(1)

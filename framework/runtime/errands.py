@@ -1,0 +1,74 @@
+"""Which ticks read are the canonical order's own forced ticks (``framework.runtime.ordering``).
+
+A forced tick is an *errand* of the merge: written only to release what waits, nothing waits
+for it (``MergeBuffer.add``'s ``wanted=False``), so no tick is forced for it. A processor knows
+its forced ticks by what it wrote: per partition, the floors decided and not read back yet
+(each counted once: a tick of the time writer with the same floor is waited for), and, once
+one is read, its offset, so that read again after a rewind it is an errand still. What a
+restart reads again is not known (in memory only): it counts as waited for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rebalance.positions import Position
+
+__all__ = ["Errands"]
+
+
+class Errands:
+    """The forced ticks a processor wrote, by partition (see the module)."""
+
+    def __init__(self) -> None:
+        #: per partition, the floors of the forced ticks written there and not read yet
+        self._unread: dict[Position, list[int]] = {}
+        #: per partition, the offsets of the forced ticks read there, from the state's on
+        self._read: dict[Position, set[int]] = {}
+
+    def decided(self, position: Position, floor: int) -> None:
+        """A forced tick with ``floor`` is written to ``position`` with the batch."""
+        self._unread.setdefault(position, []).append(floor)
+
+    def left_out(self, position: Position, floor: int) -> None:
+        """The forced tick with ``floor`` to ``position`` was not written after all."""
+        unread = self._unread.get(position)
+        if unread is not None and floor in unread:
+            unread.remove(floor)
+
+    def wanted(self, position: Position, offset: int, floor: int | None) -> bool:
+        """Whether something waits for a tick read at ``offset`` of ``position`` with
+        ``floor`` (``None``: another app's): not for another app's, nor for a forced tick
+        written here (each floor counted once), nor for one read there before."""
+        if floor is None:
+            return False
+        read = self._read.get(position)
+        if read is not None and offset in read:
+            return False
+        unread = self._unread.get(position)
+        if unread is None or floor not in unread:
+            return True
+        unread.remove(floor)
+        if not unread:
+            del self._unread[position]
+        self._read.setdefault(position, set()).add(offset)
+        return False
+
+    def dropped(self) -> None:
+        """A batch was dropped: the forced ticks not read yet may not have been written."""
+        self._unread.clear()
+
+    def read_from(self, starts: Mapping[Position, int]) -> None:
+        """The partitions are read again (at most) from ``starts`` on, the state's offsets:
+        forget the forced ticks read before."""
+        for position, read in list(self._read.items()):
+            start = starts.get(position)
+            if start is not None:
+                read.difference_update([offset for offset in read if offset < start])
+                if not read:
+                    del self._read[position]
+
+    def forget(self, position: Position) -> None:
+        """``position`` is no longer read here."""
+        self._unread.pop(position, None)
+        self._read.pop(position, None)

@@ -14,10 +14,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import settings
-from xdist.remote import Producer as XdistLog
 
 from framework.ops.broker import LocalBroker
-from tests.xdist_order import LongestFilesFirst
 
 # Property tests check behaviour, not speed: on a loaded 2-core CI machine (tests running in
 # parallel, brokers and Spark beside them) one example may take longer than hypothesis's
@@ -35,14 +33,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--seed", type=int, default=None, help="replay this simulation seed (tests/sim)"
     )
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: XdistLog) -> LongestFilesFirst | None:
-    """``--dist loadfile`` (`make test`) hands out the longest test files first."""
-    if config.getoption("dist") != "loadfile":
-        return None
-    return LongestFilesFirst(config, log)
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,5 @@
-"""Reading compacted topics in integration tests: every record committed or decided in the
-log now, and keys a growth moves."""
+"""Reading topics in integration tests (compacted ones too): every record committed or decided
+in the log now, and keys a growth moves."""
 
 from __future__ import annotations
 
@@ -29,8 +29,10 @@ class Read:
         self.offset: int = message.offset()
         self.key: bytes | None = message.key()
         self.value: bytes | None = message.value()
+        #: every header as written, a header without a value too
+        self.header_list: list[tuple[str, bytes | None]] = list(message.headers() or [])
         self.headers: dict[str, bytes] = {
-            name: value for name, value in message.headers() or [] if isinstance(value, bytes)
+            name: value for name, value in self.header_list if isinstance(value, bytes)
         }
         self.timestamp: int = message.timestamp()[1]
 

@@ -21,13 +21,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from framework.coordination.registry import TopicEntry, TopicRegistry
 from framework.kafka import Clients
 from rebalance import TopicHistory
 from statestore import ProcessorDatabase
+from tests.integration.compacted_reads import read_topic
 from tests.integration.harness import Supervised, produce, splitstate, unique, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -181,8 +182,6 @@ def state_of(state_dir: Path) -> tuple[dict[tuple[str, bytes], Any], dict[Any, i
 
 def write_archive(history: History, path: Path) -> int:
     """A Parquet archive of the whole input topic, as a lake export would write it."""
-    consumer = Consumer({"bootstrap.servers": history.bootstrap, "group.id": unique("archiver")})
-    consumer.assign([TopicPartition(history.topic, p, OFFSET_BEGINNING) for p in range(8)])
     rows: dict[str, list[Any]] = {
         "key": [],
         "value": [],
@@ -191,21 +190,13 @@ def write_archive(history: History, path: Path) -> int:
         "timestamp": [],
         "headers": [],
     }
-    idle = 0
-    while idle < 3:
-        batch = consumer.consume(num_messages=10_000, timeout=1.0)
-        idle = 0 if batch else idle + 1
-        for message in batch:
-            if message.error() is not None:
-                continue
-            rows["key"].append(message.key())
-            rows["value"].append(message.value())
-            rows["partition"].append(message.partition())
-            rows["offset"].append(message.offset())
-            rows["timestamp"].append(message.timestamp()[1])
-            headers = message.headers() or []
-            rows["headers"].append([{"key": h[0], "value": h[1]} for h in headers])
-    consumer.close()
+    for record in read_topic(history.bootstrap, history.topic, 8):
+        rows["key"].append(record.key)
+        rows["value"].append(record.value)
+        rows["partition"].append(record.partition)
+        rows["offset"].append(record.offset)
+        rows["timestamp"].append(record.timestamp)
+        rows["headers"].append([{"key": k, "value": v} for k, v in record.header_list])
     schema = pa.schema(
         [
             ("key", pa.binary()),

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from framework.coordination.registry import TopicRegistry
 from framework.growth.placement import COUNT_HEADER
@@ -26,6 +25,7 @@ from framework.kafka import Clients
 from framework.producer import SplitstateProducer
 from rebalance import bucket, key_hash
 from statestore import ProcessorDatabase
+from tests.integration.compacted_reads import read_topic
 from tests.integration.harness import (
     Supervised,
     TopicReader,
@@ -93,23 +93,20 @@ def stop_producing(producers: list[SequenceProducer], *readers: TopicReader) -> 
 def read_all(
     bootstrap: str, topic: str, partitions: int
 ) -> list[tuple[int, bytes, dict[str, bytes]]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("all")})
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    found = []
-    idle = 0
-    while idle < 3:
-        batch = consumer.consume(num_messages=5000, timeout=1.0)
-        idle = 0 if batch else idle + 1
-        for message in batch:
-            key, partition = message.key(), message.partition()
-            if message.error() is None and key is not None and partition is not None:
-                headers: dict[str, bytes] = {}
-                for header in message.headers() or []:
-                    value = header[1]
-                    headers[str(header[0])] = value if isinstance(value, bytes) else b""
-                found.append((partition, key, headers))
-    consumer.close()
-    return found
+    """Every keyed record of ``topic`` up to each partition's log end now (read once its writers
+    are done): its partition, key and headers (a header without a value as ``b""``)."""
+    return [
+        (
+            record.partition,
+            record.key,
+            {
+                name: value if isinstance(value, bytes) else b""
+                for name, value in record.header_list
+            },
+        )
+        for record in read_topic(bootstrap, topic, partitions)
+        if record.key is not None
+    ]
 
 
 @dataclass(frozen=True)

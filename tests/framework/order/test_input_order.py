@@ -3,11 +3,6 @@ commits, what a revoked partition and a rewind leave, and the bounded wait on a 
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from framework import App, AppConfig, Record
-from framework.config import TopicConfig
-from framework.config_time import TimeConfig
 from framework.coordination.registry import TopicEntry
 from framework.growth.markers import MARKER_HEADER, MarkerName
 from framework.kafka import Message
@@ -16,18 +11,14 @@ from framework.processing import StoredMessage
 from framework.runtime.ordering import ORDER_SCOPE, InputOrder
 from framework.time.ticks import tick_headers
 from rebalance import TopicHistory
-from statestore import DatabaseIdentity, ProcessorDatabase
+from statestore import ProcessorDatabase
 from tests.clocks import ManualClock
+from tests.framework.order.input_order_world import input_order
 
 C, V, V1 = ("clicks", 0), ("views", 0), ("views", 1)
 #: views grew to 2 partitions (views[1]'s growth marker at offset 0 of views[0]) and shrank
 #: back to 1: views[1] deleted, its drain marker at offset 1
 SHRUNK = TopicHistory.of("views", [1, 2], {1: 0}).shrunk(1, {0: 2}).with_drains({1: 1})
-
-
-class _Steps:
-    def known_steps(self, topic: str, /) -> int:
-        return 1
 
 
 def _world(
@@ -36,25 +27,10 @@ def _world(
     """An ``InputOrder`` of clicks[0] and views[0] (``views``, ``clicks``: the topics'
     histories in the registry; views of one partition by default, clicks not listed),
     its state in memory, its clock."""
-    config = AppConfig(
-        app_id="two",
-        inputs=[TopicConfig(topic="clicks"), TopicConfig(topic="views")],
-        initial_processors=1,
-        time=TimeConfig(input_order="canonical", max_input_wait=timedelta(seconds=1)),
-    )
-    app = App(config)
-    app.store("s")
-
-    @app.processor(stores=["s"])
-    def f(record: Record[bytes], state: object) -> None:
-        """Nothing."""
-
-    database = ProcessorDatabase.in_memory(DatabaseIdentity("two", 0), app.store_specs())
-    clock = ManualClock()
     entries = {"views": TopicEntry(views or TopicHistory.of("views", [1]))}
     if clicks is not None:
         entries["clicks"] = TopicEntry(clicks)
-    order = InputOrder(app, database, clock, steps=_Steps(), inputs=lambda: entries)
+    order, database, clock = input_order(entries)
     order.follow({C, V})
     return order, database, clock
 

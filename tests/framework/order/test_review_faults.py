@@ -4,7 +4,6 @@ the live canonical order (each ``xfail(strict=True)`` until fixed)."""
 from __future__ import annotations
 
 import random
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,6 @@ import pytest
 
 from framework import App, AppConfig, Record
 from framework.config import TopicConfig
-from framework.config_time import TimeConfig
 from framework.coordination.registry import TopicEntry, TopicRegistry
 from framework.growth.markers import MarkerName
 from framework.kafka import Message, TopicSpec
@@ -20,9 +18,10 @@ from framework.runtime.ordering import InputOrder, Taken
 from framework.testing import TestDriver
 from framework.time.ticks import TickRead, is_tick, read_tick
 from rebalance import TopicHistory, key_hash
-from statestore import DatabaseIdentity, ProcessorDatabase
+from statestore import ProcessorDatabase
 from tests.clocks import ManualClock
 from tests.framework.order import live_world as world
+from tests.framework.order.input_order_world import input_order
 from tests.framework.order.test_input_order import (
     SHRUNK,
     _commit,
@@ -282,32 +281,11 @@ GROWN_TWICE = TopicHistory.of("clicks", [1, 2, 4], {1: 1, 2: 2, 3: 0})
 def _input_order(database: ProcessorDatabase | None = None) -> tuple[InputOrder, ManualClock]:
     """An ``InputOrder`` of clicks (``GROWN_TWICE``) and views (one partition) over
     ``database`` (a restart: the same one) or a new one."""
-    config = AppConfig(
-        app_id="two",
-        inputs=[TopicConfig(topic="clicks"), TopicConfig(topic="views")],
-        initial_processors=1,
-        time=TimeConfig(input_order="canonical", max_input_wait=timedelta(seconds=1)),
-    )
-    app = App(config)
-    app.store("s")
-
-    @app.processor(stores=["s"])
-    def f(record: Record[bytes], state: object) -> None:
-        """Nothing."""
-
-    if database is None:
-        database = ProcessorDatabase.in_memory(DatabaseIdentity("two", 0), app.store_specs())
     entries = {
         "views": TopicEntry(TopicHistory.of("views", [1])),
         "clicks": TopicEntry(GROWN_TWICE),
     }
-
-    class _Steps:
-        def known_steps(self, topic: str, /) -> int:
-            return 1
-
-    clock = ManualClock()
-    order = InputOrder(app, database, clock, steps=_Steps(), inputs=lambda: entries)
+    order, _, clock = input_order(entries, database)
     order.follow({C, C1, V0})
     return order, clock
 

@@ -15,7 +15,6 @@ in one is Markdown, relative to docs/.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,7 +24,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
-from framework.config_checks import ENV_PREFIX, check_environment, environment_parse_problems
+from framework.config_checks import ENV_PREFIX, check_environment, settings_error_problems
 from framework.config_errors import ConfigError, explain
 from framework.config_files import FileUnderEnvironment, read_config_file
 from framework.config_kafka import KafkaConfig, TopicConfig, check_name
@@ -56,7 +55,6 @@ __all__ = [
 ]
 
 #: the field in pydantic-settings' "error parsing value for field "kafka" from source ..."
-_SETTINGS_FIELD = re.compile(r'field "([^"]+)"')
 
 #: how many ``(topic, key, step)`` a producer remembers writing compaction tombstones for
 #: (``framework.growth.compaction_writes``), unless configured
@@ -292,8 +290,7 @@ class AppConfig(RedactedRepr, FileUnderEnvironment):
         except ValidationError as error:
             raise ConfigError(explain(error, cls, path, os.environ)) from None
         except SettingsError as error:  # a variable's value pydantic-settings cannot parse
-            found = _SETTINGS_FIELD.search(str(error))
-            problems = environment_parse_problems(found.group(1) if found else "", os.environ)
+            problems = settings_error_problems(error, os.environ)
             raise ConfigError(
                 "invalid app config:\n" + "\n".join(f"  - {p}" for p in problems)
             ) from None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import types
 import typing
 from collections.abc import Iterator, Mapping
@@ -26,6 +27,7 @@ __all__ = [
     "check_environment",
     "environment_parse_problems",
     "nested_model",
+    "settings_error_problems",
 ]
 
 ENV_PREFIX = "SPLITSTATE_"
@@ -130,3 +132,13 @@ def environment_parse_problems(field: str, environ: Mapping[str, str]) -> list[s
         "mapping, list or section set in one variable must be JSON (an object or a list). "
         "Fix: give JSON, or set the field in the config file"
     ]
+
+
+_SETTINGS_FIELD = re.compile(r'field "([^"]+)"')
+
+
+def settings_error_problems(error: Exception, environ: Mapping[str, str]) -> list[str]:
+    """The problems of a ``pydantic_settings.SettingsError`` (a variable's value it could not
+    parse), by the field it names (``environment_parse_problems``: never the value)."""
+    found = _SETTINGS_FIELD.search(str(error))
+    return environment_parse_problems(found.group(1) if found else "", environ)

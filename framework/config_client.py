@@ -9,15 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import Field, ValidationError
-from pydantic_settings import SettingsConfigDict
+from pydantic_settings import SettingsConfigDict, SettingsError
 
-from framework.config_checks import ENV_PREFIX
+from framework.config import AppConfig
+from framework.config_checks import ENV_PREFIX, check_environment, settings_error_problems
 from framework.config_errors import ConfigError, explain
 from framework.config_files import FileUnderEnvironment, read_config_file
 from framework.config_kafka import KafkaConfig
 from framework.redaction import RedactedRepr
 
 __all__ = ["KafkaClientConfig"]
+
+#: the variables that set ``kafka`` (and misspellings of them, refused with the closest)
+_VARIABLES = f"{ENV_PREFIX}KAFKA"
 
 
 class KafkaClientConfig(RedactedRepr, FileUnderEnvironment):
@@ -33,6 +37,10 @@ class KafkaClientConfig(RedactedRepr, FileUnderEnvironment):
     def load(cls, path: Path | None = None) -> KafkaConfig:
         """The ``kafka`` section of ``path`` (YAML or TOML) if given, with the environment
         applied; ``ConfigError`` names what does not validate."""
+        kafkas = {k: v for k, v in os.environ.items() if k.upper().startswith(_VARIABLES)}
+        unknown = check_environment(AppConfig, kafkas)  # (a misspelt one is no silent default)
+        if unknown:
+            raise ConfigError("invalid kafka config:\n" + "\n".join(f"  - {p}" for p in unknown))
         data: dict[str, Any] = {}
         if path is not None:
             kafka = read_config_file(path).get("kafka")
@@ -42,3 +50,8 @@ class KafkaClientConfig(RedactedRepr, FileUnderEnvironment):
             return cls(**data).kafka
         except ValidationError as error:
             raise ConfigError(explain(error, cls, path, os.environ)) from None
+        except SettingsError as error:  # a variable's value pydantic-settings cannot parse
+            problems = settings_error_problems(error, os.environ)
+            raise ConfigError(
+                "invalid kafka config:\n" + "\n".join(f"  - {p}" for p in problems)
+            ) from None

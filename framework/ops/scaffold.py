@@ -3,7 +3,9 @@ config, a test that passes with ``TestDriver`` and a README saying how to run it
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 from pathlib import Path
 
 from framework.errors import SplitstateError
@@ -118,6 +120,12 @@ def new_app(name: str, parent: Path) -> Path:
             f"{name!r} is not an app name. Fix: a lowercase letter, then up to 63 lowercase "
             "letters, digits or '_' (it names the app's directory, a Python package, and its "
             "app_id and topics)"
+        )
+    found = importlib.util.find_spec(name)  # (a directory in the path is no module of note)
+    if name in sys.stdlib_module_names or (found is not None and found.origin is not None):
+        raise SplitstateError(
+            f"{name!r} names a module Python already has: the app's directory is a package "
+            "of that name, and its test would import the other one. Fix: pick another name"
         )
     directory = parent / name
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):

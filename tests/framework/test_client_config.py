@@ -65,3 +65,19 @@ def test_tail_of_a_topic_applies_the_files_settings(
     config.write_text("kafka:\n  settings: {security.protocol: carrier-pigeon}\n")
     assert main(["tail", "orders", "--config", str(config), "--idle-seconds", "1"]) == 2
     assert "security.protocol" in capsys.readouterr().err
+
+
+def test_a_misspelt_or_unparsable_kafka_variable_is_named_not_ignored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review: a misspelt variable was silently ignored (the default broker was tried), and a
+    value that is no JSON crashed with a traceback; an app's config refuses both."""
+    monkeypatch.setenv("SPLITSTATE_KAFKA_BOOTSTRAP_SERVERS", "typo:1")
+    with pytest.raises(ConfigError, match="SPLITSTATE_KAFKA__BOOTSTRAP_SERVERS"):
+        KafkaClientConfig.load(None)
+    monkeypatch.delenv("SPLITSTATE_KAFKA_BOOTSTRAP_SERVERS")
+    monkeypatch.setenv("SPLITSTATE_APP_ID", "shop")  # (not kafka's: left alone)
+    monkeypatch.setenv("SPLITSTATE_KAFKA__SETTINGS", '{"sasl.password": "hunter2", "x": 1')
+    with pytest.raises(ConfigError, match="SPLITSTATE_KAFKA__SETTINGS") as refused:
+        KafkaClientConfig.load(None)
+    assert "hunter2" not in str(refused.value)

@@ -93,3 +93,12 @@ def test_a_directory_that_is_a_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("a file\n")
     with pytest.raises(SplitstateError, match="cannot write the app into"):
         new_app("shop", tmp_path / "file")
+
+
+@pytest.mark.parametrize("name", ["json", "framework", "statestore", "pytest"])
+def test_a_name_python_already_has_is_refused(tmp_path: Path, name: str) -> None:
+    """Review: the app's package would hide (or be hidden by) that module: its test failed to
+    import (``new json``: no module ``json.test_app``)."""
+    with pytest.raises(SplitstateError, match="names a module Python already has"):
+        new_app(name, tmp_path)
+    assert list(tmp_path.iterdir()) == []

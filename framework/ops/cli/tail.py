@@ -13,6 +13,7 @@ printable is shown escaped (``framework.ops.escape``).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -26,13 +27,15 @@ import orjson
 from framework.config import AppConfig
 from framework.config_client import KafkaClientConfig
 from framework.errors import SplitstateError
-from framework.kafka import Clients, Message
+from framework.kafka import Clients, KafkaIOError, Message
 from framework.kafka.settings_check import check_kafka_settings
 from framework.loader import load_app
 from framework.ops.escape import printable
 from framework.records import readable_headers
 
 __all__ = ["format_record", "register"]
+
+log = logging.getLogger("splitstate")
 
 _ORIGIN = ("splitstate.topic", "splitstate.partition", "splitstate.offset")
 
@@ -85,9 +88,14 @@ def _tail(args: argparse.Namespace) -> int:
     read = counts[topic]
 
     def new_partitions() -> None:
-        """Read the partitions the topic gained since, each from its first record."""
+        """Read the partitions the topic gained since, each from its first record (the
+        broker not answering now: at the next check)."""
         nonlocal read
-        now = clients.partition_counts([topic]).get(topic, read)
+        try:
+            now = clients.partition_counts([topic]).get(topic, read)
+        except KafkaIOError as error:
+            log.warning("tail: could not look for new partitions of %s: %s", topic, error)
+            return
         if now > read:
             consumer.add({(topic, partition): None for partition in range(read, now)})
             read = now

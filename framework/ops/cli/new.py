@@ -13,9 +13,15 @@ __all__ = ["register"]
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``new`` subcommand."""
     new = commands.add_parser(
-        "new", help="write a new app (app.py, config.yaml, test_app.py) into a new directory"
+        "new",
+        help="write a new app (app.py, config.yaml, test_app.py, README.md) into a new "
+        "directory, a Python package",
     )
-    new.add_argument("name", metavar="NAME", help="the app's name: its directory and app_id")
+    new.add_argument(
+        "name",
+        metavar="NAME",
+        help="the app's name (a lowercase Python name): its directory, package and app_id",
+    )
     new.add_argument(
         "--directory", type=Path, default=Path(), help="where to make it (default: here)"
     )

@@ -18,15 +18,14 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import (
     SettingsConfigDict,
-    SettingsError,
 )
 
-from framework.config_checks import ENV_PREFIX, check_environment, settings_error_problems
-from framework.config_errors import ConfigError, explain
-from framework.config_files import FileUnderEnvironment, read_config_file
+from framework.config_checks import ENV_PREFIX, check_environment
+from framework.config_errors import ConfigError
+from framework.config_files import FileUnderEnvironment, problems_error, read_config_file
 from framework.config_kafka import KafkaConfig, TopicConfig, check_name
 from framework.config_sections import (
     BatchConfig,
@@ -280,17 +279,9 @@ class AppConfig(RedactedRepr, FileUnderEnvironment):
         """Read ``path`` (YAML or TOML) if given, apply the environment, and validate."""
         unknown = check_environment(cls, os.environ)
         if unknown:
-            raise ConfigError("invalid app config:\n" + "\n".join(f"  - {p}" for p in unknown))
+            raise problems_error(unknown)
         data: dict[str, Any] = {}
         if path is not None:
             data = read_config_file(path)
         data.update(overrides)
-        try:
-            return cls(**data)
-        except ValidationError as error:
-            raise ConfigError(explain(error, cls, path, os.environ)) from None
-        except SettingsError as error:  # a variable's value pydantic-settings cannot parse
-            problems = settings_error_problems(error, os.environ)
-            raise ConfigError(
-                "invalid app config:\n" + "\n".join(f"  - {p}" for p in problems)
-            ) from None
+        return cls.validated(data, path, "app config")

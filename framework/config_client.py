@@ -8,13 +8,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
-from pydantic_settings import SettingsConfigDict, SettingsError
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
 
 from framework.config import AppConfig
-from framework.config_checks import ENV_PREFIX, check_environment, settings_error_problems
-from framework.config_errors import ConfigError, explain
-from framework.config_files import FileUnderEnvironment, read_config_file
+from framework.config_checks import ENV_PREFIX, check_environment
+from framework.config_files import FileUnderEnvironment, problems_error, read_config_file
 from framework.config_kafka import KafkaConfig
 from framework.redaction import RedactedRepr
 
@@ -40,18 +39,10 @@ class KafkaClientConfig(RedactedRepr, FileUnderEnvironment):
         kafkas = {k: v for k, v in os.environ.items() if k.upper().startswith(_VARIABLES)}
         unknown = check_environment(AppConfig, kafkas)  # (a misspelt one is no silent default)
         if unknown:
-            raise ConfigError("invalid kafka config:\n" + "\n".join(f"  - {p}" for p in unknown))
+            raise problems_error(unknown, "kafka config")
         data: dict[str, Any] = {}
         if path is not None:
             kafka = read_config_file(path).get("kafka")
             if kafka is not None:
                 data["kafka"] = kafka
-        try:
-            return cls(**data).kafka
-        except ValidationError as error:
-            raise ConfigError(explain(error, cls, path, os.environ)) from None
-        except SettingsError as error:  # a variable's value pydantic-settings cannot parse
-            problems = settings_error_problems(error, os.environ)
-            raise ConfigError(
-                "invalid kafka config:\n" + "\n".join(f"  - {p}" for p in problems)
-            ) from None
+        return cls.validated(data, path, "kafka config").kafka

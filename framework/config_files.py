@@ -3,16 +3,24 @@ and column, never the line's text: it may hold a secret); the environment wins o
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import yaml
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsError
 
-from framework.config_errors import ConfigError
+from framework.config_checks import settings_error_problems
+from framework.config_errors import ConfigError, explain
 
-__all__ = ["FileUnderEnvironment", "read_config_file"]
+__all__ = ["FileUnderEnvironment", "problems_error", "read_config_file"]
+
+
+def problems_error(problems: list[str], what: str = "app config") -> ConfigError:
+    """One ``ConfigError`` listing ``problems`` of the ``what``."""
+    return ConfigError(f"invalid {what}:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
 class FileUnderEnvironment(BaseSettings):
@@ -30,6 +38,17 @@ class FileUnderEnvironment(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Environment variables win over the file's values (passed as init values)."""
         return env_settings, init_settings
+
+    @classmethod
+    def validated(cls, data: dict[str, Any], path: Path | None, what: str) -> Self:
+        """The settings of the file's ``data`` (read from ``path``) under the environment;
+        a ``ConfigError`` naming each problem (never a variable's value) otherwise."""
+        try:
+            return cls(**data)
+        except ValidationError as error:
+            raise ConfigError(explain(error, cls, path, os.environ)) from None
+        except SettingsError as error:  # a variable's value pydantic-settings cannot parse
+            raise problems_error(settings_error_problems(error, os.environ), what) from None
 
 
 def read_config_file(path: Path) -> dict[str, Any]:

@@ -175,7 +175,7 @@ class TimedFunctions:
                 outputs += keeper.fire(batch, time)
                 due = due_times(clock, windows, timers)
             encoded = self._encode(outputs, key, origin, adder) if outputs else []
-            keeper.save(batch, time, windows, timers, due)
+            keeper.save_last(batch, time, due)
             return encoded
         except LateError as late:
             del self.letters[letters_before:]

@@ -13,6 +13,9 @@
 - Closing the windows due of a key that holds one window store alone (``TimeKeeper.fire``)
   against closing them item by item (``_next``, ``_fire``), for every window kind.
 - The quick check of a time record of times and windows only against the full one.
+- A clock ``TimeKeeper.save_last`` kept is handed out again only while the key's stored
+  bytes are the ones saved from it: not after a failed record changed it, nor after the
+  batch that saved it was dropped.
 """
 
 from __future__ import annotations
@@ -368,3 +371,30 @@ def test_a_record_the_quick_check_passes_passes_every_check(data: dict[str, Any]
     """``_times_and_windows`` (most records) never passes one ``_check`` refuses."""
     if key_clock._times_and_windows(data):
         key_clock._check(data)
+
+
+def test_a_saved_clock_is_handed_out_again_only_while_its_bytes_are_stored() -> None:
+    """A clock changed and not saved (a record that failed), or saved by a batch that was
+    then dropped, is never what the next ``load`` gives: it gives the stored record."""
+    keeper = TimeKeeper({}, {}, lambda *_: [])
+    app = window_app("tumbling", True, "final", False, False, adder=True)
+    database = ProcessorDatabase.in_memory(DatabaseIdentity("short", 0), app.store_specs())
+    first = database.begin()
+    time = keeper.load(first, b"k")
+    time.clock.observe("in", 10)
+    keeper.save_last(first, time, (2**63 - 1, 2**63 - 1))
+    first.seal()
+    first.commit()
+
+    second = database.begin()
+    handed = keeper.load(second, b"k")
+    assert handed.clock == KeyClock({"in": 10})
+    handed.clock.observe("in", 20)  # (and the record failed: nothing saved)
+    assert keeper.load(second, b"k").clock == KeyClock({"in": 10})
+
+    time = keeper.load(second, b"k")
+    time.clock.observe("in", 30)
+    keeper.save_last(second, time, (2**63 - 1, 2**63 - 1))
+    second.abort()  # (dropped: its record is read again)
+    third = database.begin()
+    assert keeper.load(third, b"k").clock == KeyClock({"in": 10})

@@ -22,6 +22,9 @@ Records are JSON objects with a ``type``:
   starts (with its ``request`` id) and finishes. A growth is refused while a scale or another
   growth is in progress (the same growth again is the expand resumed, and changes nothing);
   a ``growth_done`` naming another request than the growth in progress is ignored.
+- ``growth_base``: a growth child's base mark (``topic``, ``partition``, its life's
+  ``start``, ``base``), written by the processor that read its parent past the marker; the
+  first record of a life applies (every writer computes the same value).
 - ``handoff``: an ``event`` of the catch-up protocol for one (``source``, ``target``) pair of
   generation ``g``, applied through ``HANDOFF_MACHINE``; ``RELEASE`` carries the final
   ``offsets`` F of the moved partitions. When every handoff of a scale is COMPLETE, the scale's
@@ -117,6 +120,9 @@ class ControlState:
     format: int = 1
     #: a format newer than ``CONTROL_FORMAT`` the log switched to (nothing after it applied)
     unreadable: int | None = None
+    #: each growth child's base mark, by ``(topic, partition, its life's start)``: the
+    #: first ``growth_base`` record of a life (``framework.runtime.growth_bases``)
+    growth_bases: Mapping[tuple[str, int, int], int] = field(default_factory=dict)
 
     @property
     def processors(self) -> int | None:
@@ -160,6 +166,7 @@ class ControlState:
             "stopped": self._apply_stopped,
             "growth": self._apply_growth,
             "growth_done": self._apply_growth_done,
+            "growth_base": self._apply_growth_base,
             "metadata_hash": lambda r: replace(self, metadata_hash=int(r["hash"])),
             "snapshot": lambda r: replace(self, snapshot_request=SnapshotRequest.from_record(r)),
             "instance": lambda r: replace(
@@ -292,6 +299,12 @@ class ControlState:
         if None not in (request, current.request) and request != current.request:
             return self._ignore(f"growth_done of request {request}, not the one in progress")
         return replace(self, growth=None)
+
+    def _apply_growth_base(self, record: Mapping[str, Any]) -> ControlState:
+        life = (str(record["topic"]), int(record["partition"]), int(record["start"]))
+        if life in self.growth_bases:
+            return self  # (the first record of a life applies: every reader finds the same)
+        return replace(self, growth_bases={**self.growth_bases, life: int(record["base"])})
 
     def _apply_handoff(self, record: Mapping[str, Any]) -> ControlState:
         scale = self.scaling

@@ -56,6 +56,7 @@ class PartitionRead(Generic[T]):
 
     __slots__ = (
         "applied_mark",
+        "based",
         "children",
         "closed",
         "end",
@@ -69,6 +70,7 @@ class PartitionRead(Generic[T]):
         "position",
         "rank",
         "read_to",
+        "start",
     )
 
     def __init__(
@@ -79,13 +81,17 @@ class PartitionRead(Generic[T]):
         self.rank = rank
         self.ident = ident
         self.mark = base
+        self.start = start
         self.read_to = start  # every item before it was added
+        #: whether its base is known (else nothing of it is released: ``MergeBuffer.base``)
+        self.based = True
         self.end: int | None = None
         self.closed = False
         #: a growth child's parent while its base is not known (the parent is not read past
-        #: ``marker`` yet), else ``None``; a parent's children waiting for their base
+        #: ``marker`` yet; ``None``: the marker's offset is not known here), else ``None``; a
+        #: parent's children waiting for their base
         self.lineage: PartitionRead[T] | None = None
-        self.marker = 0
+        self.marker: int | None = 0
         self.children: list[PartitionRead[T]] = []
         self.fifo: deque[Item[T]] = deque()
         self.applied_mark = base
@@ -115,10 +121,13 @@ class PartitionRead(Generic[T]):
 
 
 def least_waited_for(parts: Iterable[PartitionRead[T]]) -> tuple[Item[T], int] | None:
-    """The least item of ``parts`` that something waits for (not an errand), in the order of
-    release (mark, input, rank), with its input (``None``: only errands wait)."""
+    """The least item of ``parts`` that something waits for (not an errand; none of a
+    partition whose base is not known), in the order of release (mark, input, rank), with its
+    input (``None``: only errands wait)."""
     least: tuple[tuple[int, int, int, int], Item[T]] | None = None
     for part in parts:
+        if not part.based:
+            continue  # (it waits for its base, not for ticks)
         item = part.first_wanted()
         if item is not None:
             order = (item.mark, part.input, part.rank, part.ident)
@@ -133,7 +142,7 @@ def errands_need(parts: Iterable[PartitionRead[T]], mark: int, input: int) -> in
     ``NO_FLOOR``: none)."""
     need = NO_FLOOR - 1
     for part in parts:
-        if part.input == input:
+        if part.input == input or not part.based:
             continue
         for item in part.fifo:
             if (item.mark, part.input) >= (mark, input):

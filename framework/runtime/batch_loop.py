@@ -50,6 +50,7 @@ from framework.runtime.batches import BatchResult, BatchRunner, first_offsets
 from framework.runtime.clients import RunClients
 from framework.runtime.faults import maybe_crash
 from framework.runtime.first_reads import FirstReads
+from framework.runtime.growth_bases import ControlBases
 from framework.runtime.handoffs import HandoffCoordinator
 from framework.runtime.observe import RunObserver, progress_line
 from framework.runtime.passed_over import PassOver
@@ -338,6 +339,7 @@ class BatchLoop:
                 fault=lambda point: maybe_crash(point, self.processor, self.config.app_state_dir),
                 count_taken=self._observe is not _nothing,
                 learn=self._topics.learn,  # (a step Kafka's metadata does not show)
+                bases=ControlBases(lambda: self._watcher.state, self._control.append),
             )
             batch = self.config.batch
             self._pipeline = Pipeline(

@@ -71,9 +71,9 @@ from framework.kafka import KafkaProducer, Message
 from framework.order import NO_FLOOR, MergeBuffer
 from framework.runtime.errands import Errands
 from framework.runtime.forced_ticks import write_forced
+from framework.runtime.growth_bases import ChildBases, GrowthBases, MemoryBases, life_of
 from framework.runtime.ticking import Tick
 from framework.time.ticks import is_tick_key, is_tick_message, tick_key
-from rebalance import Grow, parent
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
 
@@ -93,7 +93,8 @@ class _Steps(Protocol):
 class InputOrder:
     """The merge of a processor's input partitions (see the module). ``database``: its state;
     ``steps``: its ``PlacementCheck`` (the history steps ticks name); ``inputs``: the input
-    topics' registry entries now; ``clock`` the run's."""
+    topics' registry entries now; ``clock`` the run's; ``bases``: where growth children's bases
+    are recorded (the app's control log; in memory by default: one process)."""
 
     def __init__(
         self,
@@ -103,6 +104,7 @@ class InputOrder:
         *,
         steps: _Steps,
         inputs: Callable[[], Mapping[str, TopicEntry]],
+        bases: GrowthBases | None = None,
     ) -> None:
         config = app.config
         #: the app's id (its ticks name it)
@@ -128,10 +130,11 @@ class InputOrder:
         self._forced: dict[Position, int] = {}
         #: the forced ticks written here (read, an errand of the merge: nothing waits for it)
         self._errands = Errands()
-        #: the growth children assigned with their parent (their base found later)
-        self._children: set[Position] = set()
-        #: per such child, the mark given to a batch to commit
+        #: per partition, the mark given to a batch with its offset (below ``NO_FLOOR``: a
+        #: child's offset given before its base was known)
         self._given_marks: dict[Position, int] = {}
+        #: the growth children's bases: found, kept, published, waited for
+        self._bases = ChildBases(bases or MemoryBases(), database, self._buffer, inputs)
         #: the deleted partitions closed in the merge (read past their drain markers)
         self._closed: set[Position] = set()
         #: forced ticks decided (for tests and metrics)
@@ -152,6 +155,7 @@ class InputOrder:
             for position in sorted(added):
                 self._assign(position, offsets.get(position), marks.get(position))
             self._close_drained()
+        self._bases.resolve()
 
     def waiting(self) -> set[Position]:
         """The partitions with records read and not released."""
@@ -186,6 +190,9 @@ class InputOrder:
                 wanted = self._errands.wanted(position, offset, event_time)
             buffer.add(position, offset, key, event_time, message, wanted=wanted)
             nexts[position] = offset + 1
+            self._bases.marker_read(position, offset, message)  # (a growth marker: a base)
+        self._bases.resolve()
+        self._bases.publish_stored()
         self._close_drained()
         released = [item.payload for item in buffer.release()]
         self._blockers(self._clock.monotonic())  # (a partition's wait starts as it blocks)
@@ -198,17 +205,20 @@ class InputOrder:
         stored = self._database.offsets()
         marks = self._buffer.applied_marks()
         moved: dict[Position, int] = {}
-        children, given_marks = self._children, self._given_marks
+        given_marks = self._given_marks
         self._errands.read_from(stored)
         for position, offset in self._buffer.applied_positions().items():
-            mark = marks[position]
+            mark = marks.get(position)  # (``None``: a child waiting for its base)
             if offset > max(self._given.get(position, -1), stored.get(position, -1)):
                 moved[position] = self._given[position] = offset
-            elif position not in children or given_marks.get(position) == mark:
-                continue  # (a child's base found: its mark at its offset is written again)
+            elif mark is None or given_marks.get(position, mark) == mark:
+                continue  # (a child's base found: its mark at its offset is written then)
+            if mark is None:
+                given_marks[position] = NO_FLOOR - 1
+                continue
             batch.set_progress(ORDER_SCOPE, position[0], position[1], mark)
-            if position in children:
-                given_marks[position] = mark
+            given_marks[position] = mark
+        self._bases.write(batch)
         return moved
 
     def rewind(self) -> dict[Position, int]:
@@ -224,12 +234,14 @@ class InputOrder:
             self._buffer.forget(position)
             del self._next[position]
             self._first.pop(position, None)
-            self._children.discard(position)
+            self._bases.forget(position)
             if start is not None:
                 starts[position] = start
+        self._bases.rewound()
         for position in positions:
             self._assign(position, offsets.get(position), marks.get(position))
         self._close_drained()
+        self._bases.resolve()
         self.dropped()
         self._errands.read_from(starts)
         return starts
@@ -281,6 +293,7 @@ class InputOrder:
         self._errands.dropped()
         self._given.clear()
         self._given_marks.clear()
+        self._bases.dropped()
 
     # -- internals --------------------------------------------------------------------------
 
@@ -312,30 +325,6 @@ class InputOrder:
             self._blocked_since.setdefault(position, now)
         return blockers
 
-    def _lineage(self, position: Position, start: int) -> tuple[int, tuple[Position, int] | None]:
-        """``position``'s lineage rank at ``start`` (0 for a topic the registry does not
-        list) and, for a growth child read from its life's start whose parent is read here
-        and not past the child's (recorded) marker yet, ``(parent, marker offset)``: its base
-        is the parent's mark there (``MergeBuffer.assign``)."""
-        topic, partition = position
-        entry = self._inputs().get(topic)
-        if entry is None:
-            return 0, None
-        history = entry.history
-        rank = history.rank(partition, start)
-        grown = [step for step in history.steps if isinstance(step, Grow)]
-        life = next((step for step in reversed(grown) if partition in step.starts), None)
-        if life is None or start != life.starts[partition]:
-            return rank, None  # (an initial partition, or not at its last life's start)
-        marker = life.markers.get(partition)
-        source = parent(partition, history.initial_partitions)
-        if marker is None or source is None:
-            return rank, None
-        read_to = self._next.get((topic, source))
-        if read_to is None or read_to > marker:
-            return rank, None  # (its parent's mark at the marker is not known here)
-        return rank, ((topic, source), marker)
-
     def _close_drained(self) -> None:
         """Close in the merge each deleted partition read past its drain marker (as the
         registry has it now): no record of a key comes from it any more, and its last mark
@@ -353,13 +342,30 @@ class InputOrder:
                 self._closed.add(position)
 
     def _assign(self, position: Position, offset: int | None, mark: int | None) -> None:
+        """Read ``position`` from the state's ``offset`` with its stored ``mark`` there; a
+        growth child read from its life's start takes its recorded base (or the stored mark
+        there), else waits for it (``framework.runtime.growth_bases``), its ``R`` bounded by
+        its parent's mark while the parent is read here and not past the child's marker."""
         start = 0 if offset is None else offset
         base = NO_FLOOR if offset is None or mark is None else mark
-        rank, lineage = self._lineage(position, start)
-        self._buffer.assign(position, start, base, rank, parent=lineage)
+        entry = self._inputs().get(position[0])
+        rank = 0 if entry is None else entry.history.rank(position[1], start)
+        life = life_of(entry, position, start)
+        known = None if life is None else self._bases.known(life.key)
+        if life is None or known is not None or (offset is not None and mark is not None):
+            base = base if known is None else known
+            self._buffer.assign(position, start, base, rank)
+        else:
+            read_to = self._next.get(life.parent)
+            linked = (
+                read_to is not None
+                and (life.marker is None or read_to <= life.marker)
+                and not self._bases.met(life.key)
+            )
+            parent = (life.parent, None) if linked else None
+            self._buffer.assign(position, start, NO_FLOOR, rank, parent=parent, based=False)
+            self._bases.waits(position, life.key)
         self._next[position] = start
-        if lineage is not None:
-            self._children.add(position)
         self._closed.discard(position)
 
     def _forget(self, position: Position) -> None:
@@ -368,7 +374,7 @@ class InputOrder:
             kept.pop(position, None)
         self._errands.forget(position)
         self._closed.discard(position)
-        self._children.discard(position)
+        self._bases.forget(position)
         self._given_marks.pop(position, None)
 
 

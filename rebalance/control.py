@@ -23,8 +23,8 @@ Records are JSON objects with a ``type``:
   growth is in progress (the same growth again is the expand resumed, and changes nothing);
   a ``growth_done`` naming another request than the growth in progress is ignored.
 - ``growth_base``: a growth child's base mark (``topic``, ``partition``, its life's
-  ``start``, ``base``), written by the processor that read its parent past the marker; the
-  first record of a life applies (every writer computes the same value).
+  ``start``, ``base``), written by whoever read its parent past the marker; the first
+  record of a life applies (every writer computes the same value: ``growth_bases``).
 - ``handoff``: an ``event`` of the catch-up protocol for one (``source``, ``target``) pair of
   generation ``g``, applied through ``HANDOFF_MACHINE``; ``RELEASE`` carries the final
   ``offsets`` F of the moved partitions. When every handoff of a scale is COMPLETE, the scale's
@@ -83,7 +83,7 @@ from rebalance.linear_hash import bucket
 from rebalance.positions import Position
 from rebalance.receiver_stops import apply_resumed, apply_stopped
 from rebalance.record_checks import shown
-from rebalance.scale_records import scale_of
+from rebalance.scale_records import apply_abort, scale_of
 from rebalance.states import HANDOFF_MACHINE, HandoffEvent, HandoffPhase
 
 __all__ = [
@@ -303,7 +303,7 @@ class ControlState:
     def _apply_growth_base(self, record: Mapping[str, Any]) -> ControlState:
         life = (str(record["topic"]), int(record["partition"]), int(record["start"]))
         if life in self.growth_bases:
-            return self  # (the first record of a life applies: every reader finds the same)
+            return self  # (the first record of a life applies)
         return replace(self, growth_bases={**self.growth_bases, life: int(record["base"])})
 
     def _apply_handoff(self, record: Mapping[str, Any]) -> ControlState:
@@ -365,26 +365,7 @@ class ControlState:
         return replace(ignored, scale=replace(scale, refused=refused))
 
     def _apply_abort(self, record: Mapping[str, Any]) -> ControlState:
-        scale = self.scaling
-        number = int(record["generation"])
-        if scale is None or scale.generation != number:
-            return self._ignore(f"an abort of generation {number}, which is not in progress")
-        moved = sorted(
-            f"{h.source}->{h.target}"
-            for h in scale.handoffs.values()
-            if not HANDOFF_MACHINE.can_apply(h.phase, HandoffEvent.ABORT)
-        )
-        if moved:
-            return self._ignore(
-                f"an abort of generation {number}: handoffs {moved} already released their "
-                "partitions, so the scale can only finish"
-            )
-        handoffs = {
-            pair: replace(h, phase=HANDOFF_MACHINE.apply(h.phase, HandoffEvent.ABORT))
-            for pair, h in scale.handoffs.items()
-        }
-        reason = str(record.get("reason") or "aborted")
-        return replace(self, scale=replace(scale, handoffs=handoffs, aborted=reason))
+        return self._with_scale(apply_abort(self.scaling, record))
 
     def _apply_stopped(self, record: Mapping[str, Any]) -> ControlState:
         return self._with_scale(apply_stopped(self.scaling, record))

@@ -27,15 +27,14 @@ parent: ``assign`` it (with its parent's mark at the marker as base, a higher ``
 ``forget``ting the parent, only once the parent was read up to the marker; or, before the
 parent is read past the marker, with ``parent``: the buffer then takes the parent's mark there
 as the child's base, and until then the parent's mark bounds the child's ``R`` from below (all
-the child's marks are at least its base). A child whose base is not known yet is assigned
-``based=False`` (with ``parent`` or not): its items are read and held, none is released
-(nor waited for: no tick is forced for them) until ``base`` gives it, and what a batch
-commits of it stays at its start. A partition that holds no more items of any key (a
-shrink's deleted partition read up to its drain marker) is ``close``-d: its ``R`` is
-``ENDED``. An item added with ``wanted=False`` (a forced tick: an errand) is not counted by
-``wanted``: a reader forces ticks only while something else waits, and for the least item
-waited for (``waited_for``: its blockers' ``needs`` release it with the errands before it),
-not for an errand at the head (one tick per step of time). An input with no
+the child's marks are at least its base). A child whose base is not known is held until
+``base`` gives it (``based=False``, or ``parent``): none of its items is released or waited for
+(no tick is forced for them), and what a batch commits of it stays at its start. A partition
+that holds no more items of any key (a shrink's deleted partition read up to its drain marker)
+is ``close``-d: its ``R`` is ``ENDED``. An item added with ``wanted=False`` (a forced tick: an
+errand) is not counted by ``wanted``: a reader forces ticks only while something else waits,
+and for the least item waited for (``waited_for``: its blockers' ``needs`` release it with the
+errands before it), not for an errand at the head (one tick per step of time). An input with no
 partition assigned blocks every other input (its keys' items are unknown). With one input every
 item is safe as soon as it is read: ``release`` gives every item read (each partition's in
 offset order), so a single-input app needs no buffer.
@@ -55,6 +54,7 @@ from framework.order.merge_parts import (
     Blocking,
     PartitionRead,
     blockers_of,
+    check_assign,
     errands_need,
     least_waited_for,
     raises_mark,
@@ -107,40 +107,15 @@ class MergeBuffer(Generic[T]):
         read past the marker yet: its base is then the larger of ``base`` and the parent's
         mark at the marker, and until the parent is read past it the parent's mark bounds the
         child's ``R`` from below (a gate-held child does not hold the other inputs back
-        below its parent). A marker's offset ``None``: not known here, the base comes from
-        ``base`` (the child is not based). ``based=False``: ``base`` gives its base later
-        (nothing of it is released until then)."""
-        input = self._index.get(position[0])
-        if input is None:
-            raise ValueError(
-                f"{position[0]!r} is not an input of this merge buffer ({list(self._inputs)}). "
-                "Fix: assign only partitions of the app's input topics."
-            )
-        if position in self._parts:
-            raise ValueError(f"{position} is assigned already. Fix: forget it first.")
-        if start < 0:
-            raise ValueError(f"{position}: start offset {start} is negative. Fix: give >= 0.")
-        if not NO_FLOOR <= base <= LARGEST:
-            raise ValueError(
-                f"{position}: base mark {base} is outside {NO_FLOOR}..{LARGEST}. "
-                "Fix: give the stored mark, or NO_FLOOR at the partition's first offset."
-            )
+        below its parent); the marker's offset ``None``: not known here. ``based=False`` (or
+        ``parent``): ``base`` gives its base later (nothing of it is released until then)."""
+        input = check_assign(position, start, base, self._index, assigned=position in self._parts)
         part: PartitionRead[T] = PartitionRead(
             position, input, next(self._idents), start=start, base=base, rank=rank
         )
-        part.based = based and (parent is None or parent[1] is not None)
+        part.based = based and parent is None
         if parent is not None:
-            source = self._part(parent[0])
-            if source.input != input:
-                raise ValueError(f"{position}: parent {parent[0]} is of another input.")
-            if parent[1] is not None and source.read_to > parent[1]:
-                raise ValueError(
-                    f"{position}: its parent {parent[0]} is read past the marker at "
-                    f"{parent[1]} already. Fix: assign the child before, or give its base."
-                )
-            part.lineage, part.marker = source, parent[1]
-            part.based = False
-            source.children.append(part)
+            part.link(self._part(parent[0]), parent[1])
         self._parts[position] = part
         self._counts[input] += 1
         self._push_reach(part)
@@ -151,9 +126,7 @@ class MergeBuffer(Generic[T]):
         part = self._part(position)
         del self._parts[position]
         self._counts[part.input] -= 1
-        if part.lineage is not None:
-            part.lineage.children.remove(part)
-            part.lineage = None
+        part.unlink()
         for child in part.children:  # (their base unknown here: they wait for ``base``)
             child.lineage = None
             self._push_reach(child)
@@ -305,9 +278,8 @@ class MergeBuffer(Generic[T]):
         return {position: part.applied_mark for position, part in self._parts.items() if part.based}
 
     def base(self, position: Position, base: int) -> None:
-        """``position``'s base is ``base`` (a growth child's parent's mark at the marker, as
-        recorded): its items held so far take it into their marks and may be released. A
-        partition based already keeps its base (every reader finds the same one)."""
+        """``position``'s base is ``base`` (a growth child's parent's mark at the marker): its
+        items held so far take it into their marks and may be released (once based: kept)."""
         part = self._part(position)
         if not NO_FLOOR <= base <= LARGEST:
             raise ValueError(f"{position}: base mark {base} is outside {NO_FLOOR}..{LARGEST}.")
@@ -315,21 +287,18 @@ class MergeBuffer(Generic[T]):
             self._set_base(part, base)
 
     def unlink(self, position: Position) -> None:
-        """``position``'s parent no longer bounds its ``R`` (the parent was read past the
-        child's marker, whose mark there is not known yet: ``base`` gives it later)."""
+        """``position``'s parent no longer bounds its ``R`` (read past the child's marker
+        while its own base is not known: ``base`` gives the child's later)."""
         part = self._part(position)
-        if part.lineage is not None:
-            part.lineage.children.remove(part)
-            part.lineage = None
-            self._push_reach(part)
+        part.unlink()
+        self._push_reach(part)
 
     def based(self, position: Position) -> bool:
         """Whether ``position``'s base is known (``assign``'s ``based``, then ``base``)."""
         return self._part(position).based
 
     def mark(self, position: Position) -> int:
-        """``position``'s mark after the last item read (its own marks only while its base is
-        not known)."""
+        """``position``'s mark after the last item read (of its own items, while not based)."""
         return self._part(position).mark
 
     def wanted(self) -> int:
@@ -397,16 +366,7 @@ class MergeBuffer(Generic[T]):
 
     def _set_base(self, part: PartitionRead[T], base: int) -> None:
         """``part`` (not based) takes ``base``: its held items' marks, its head released."""
-        if part.lineage is not None:
-            part.lineage.children.remove(part)
-            part.lineage = None
-        part.based = True
-        part.mark = max(part.mark, base)
-        part.applied_mark = max(part.applied_mark, base)  # (at its start: a restart's base)
-        held = [item._replace(mark=max(item.mark, base)) for item in part.fifo]
-        part.fifo.clear()
-        part.fifo.extend(held)
-        if held:
+        if part.take_base(base):
             heapq.heappush(self._heads[part.input], part.head())
         self._push_reach(part)
 

@@ -17,6 +17,7 @@ __all__ = [
     "Blocking",
     "PartitionRead",
     "blockers_of",
+    "check_assign",
     "errands_need",
     "least_waited_for",
     "raises_mark",
@@ -115,9 +116,64 @@ class PartitionRead(Generic[T]):
             return None  # (every item it holds is an errand)
         return next(item for item in self.fifo if item.offset not in errands)
 
+    def link(self, source: PartitionRead[T], marker: int | None) -> None:
+        """Its parent is ``source`` (of its input), not read past ``marker`` (``None``: not
+        known here): its base waits, and ``source``'s mark bounds its ``R`` till then."""
+        if source.input != self.input:
+            raise ValueError(f"{self.position}: parent {source.position} is of another input.")
+        if marker is not None and source.read_to > marker:
+            raise ValueError(
+                f"{self.position}: its parent {source.position} is read past the marker at "
+                f"{marker} already. Fix: assign the child before, or give its base."
+            )
+        self.lineage, self.marker, self.based = source, marker, False
+        source.children.append(self)
+
+    def unlink(self) -> None:
+        """Its parent no longer bounds its ``R``."""
+        if self.lineage is not None:
+            self.lineage.children.remove(self)
+            self.lineage = None
+
+    def take_base(self, base: int) -> bool:
+        """Take ``base`` (it was not based): its marks and its held items' are at least
+        ``base`` from now on; whether it holds items (its head may be released)."""
+        self.unlink()
+        self.based = True
+        self.mark = max(self.mark, base)
+        self.applied_mark = max(self.applied_mark, base)  # (at its start: a restart's base)
+        held = [item._replace(mark=max(item.mark, base)) for item in self.fifo]
+        self.fifo.clear()
+        self.fifo.extend(held)
+        return bool(held)
+
     def head(self) -> tuple[int, int, int, PartitionRead[T]]:
         """Its FIFO's head as a heap entry: ``(mark, rank, ident, partition)``."""
         return self.fifo[0].mark, self.rank, self.ident, self
+
+
+def check_assign(
+    position: Position, start: int, base: int, inputs: Mapping[str, int], *, assigned: bool
+) -> int:
+    """The input index of ``position`` (``inputs``: each input's, in config order), or
+    ``ValueError``: not of an input, ``assigned`` already, a negative ``start`` or a
+    ``base`` that is not a mark."""
+    input = inputs.get(position[0])
+    if input is None:
+        raise ValueError(
+            f"{position[0]!r} is not an input of this merge buffer ({list(inputs)}). "
+            "Fix: assign only partitions of the app's input topics."
+        )
+    if assigned:
+        raise ValueError(f"{position} is assigned already. Fix: forget it first.")
+    if start < 0:
+        raise ValueError(f"{position}: start offset {start} is negative. Fix: give >= 0.")
+    if not NO_FLOOR <= base <= LARGEST:
+        raise ValueError(
+            f"{position}: base mark {base} is outside {NO_FLOOR}..{LARGEST}. "
+            "Fix: give the stored mark, or NO_FLOOR at the partition's first offset."
+        )
+    return input
 
 
 def least_waited_for(parts: Iterable[PartitionRead[T]]) -> tuple[Item[T], int] | None:

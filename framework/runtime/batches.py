@@ -45,7 +45,7 @@ from framework.runtime.crashes import CrashGuard
 from framework.runtime.delivery import BatchWriter
 from framework.runtime.growth_bases import GrowthBases
 from framework.runtime.keys_of_mine import keys_of_mine
-from framework.runtime.ordering import InputOrder, ordered, write_forced_ticks
+from framework.runtime.ordering import input_order_of, write_forced_ticks
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
 from framework.runtime.tick_guard import guarded_tick, lone_ticks
@@ -168,18 +168,7 @@ class BatchRunner:
         self._learn = learn
         self.ticks = TickWriter.of(config.time, records, reading, database, clock)
         #: the canonical order of several inputs (``None``: records are applied as read)
-        self.ordering = (
-            InputOrder(
-                records.app,
-                database,
-                clock,
-                steps=records.placement,
-                inputs=lambda: reading.layout.inputs,
-                bases=bases,
-            )
-            if ordered(records.app)
-            else None
-        )
+        self.ordering = input_order_of(records, database, clock, reading, bases)
         rederive_due(database, records.app)  # (before anything is applied: time.rederive)
 
     def max_records(self) -> int:

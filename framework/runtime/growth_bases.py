@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from framework.coordination.registry import TopicEntry
 from framework.growth.markers import marker_growth, marker_step
 from framework.kafka import KafkaIOError, Message
-from framework.order import MergeBuffer
+from framework.order import NO_FLOOR, MergeBuffer
 from rebalance import Grow, parent
 from rebalance.control import ControlState
 from rebalance.positions import Position
@@ -188,9 +188,39 @@ class ChildBases:
             k == key for lives in self._deferred.values() for k, _ in lives
         )
 
-    def waits(self, child: Position, key: LifeKey) -> None:
-        """``child`` (assigned not based) waits for the base of ``key``."""
-        self._waiting[child] = key
+    def assign(
+        self,
+        entry: TopicEntry | None,
+        position: Position,
+        start: int,
+        stored: int | None,
+        *,
+        rank: int,
+        reading: Mapping[Position, int],
+    ) -> bool:
+        """Assign ``position`` to the buffer from ``start`` if it is a growth child read from
+        its life's start (``entry``: its topic's; whether it was): with its base recorded (or
+        ``stored`` with the state's offset there), else waiting for it, linked to its parent
+        while the parent is read here (``reading``: each partition's next offset) and not
+        past the marker."""
+        life = life_of(entry, position, start)
+        if life is None:
+            return False
+        known = self.known(life.key)
+        base = known if known is not None else stored
+        if base is not None:
+            self._buffer.assign(position, start, base, rank)
+            return True
+        read_to = reading.get(life.parent)
+        linked = (
+            read_to is not None
+            and (life.marker is None or read_to <= life.marker)
+            and not self.met(life.key)
+        )
+        parent = (life.parent, None) if linked else None
+        self._buffer.assign(position, start, base=NO_FLOOR, rank=rank, parent=parent, based=False)
+        self._waiting[position] = life.key
+        return True
 
     def pending(self) -> dict[Position, LifeKey]:
         """The children assigned here that wait for their base."""

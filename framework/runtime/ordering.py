@@ -17,14 +17,14 @@ then offset).
   stops reading (a release) is ``forget``-ten with what it held: not committed, so its next
   reader reads it. Records a gate holds never enter the buffer (they are cut before).
 - **Lineage**: each partition's rank is its lineage rank where it starts
-  (``TopicHistory.rank``). A growth child read from its life's start while its parent is read
-  here, not past the child's recorded marker yet, is assigned with its parent
-  (``MergeBuffer.assign``): the parent's mark stands for the child's ``R`` until the parent
-  is read past the marker, then the parent's mark there is the child's base, written with
-  the child's offset (``applied`` writes a child's mark again when it moves), so a restart
-  resumes from it. A shrink's deleted partition read up to its drain marker (as the registry
-  has it, checked at each ``take``, ``follow`` and ``rewind``) is ``close``-d: its last mark
-  no longer holds the other inputs back.
+  (``TopicHistory.rank``). A growth child read from its life's start takes its base, its
+  parent's mark at its marker, as recorded (``framework.runtime.growth_bases``: found by
+  whoever reads the parent past the marker, kept with that batch, published to the control
+  log), or waits for it: nothing of it is released or committed past its start until then,
+  and while its parent is read here and not past the marker, the parent's mark bounds its
+  ``R`` (a held child does not hold the other inputs back). A shrink's deleted partition
+  read up to its drain marker (as the registry has it, checked at each ``take``, ``follow``
+  and ``rewind``) is ``close``-d: its last mark no longer holds the other inputs back.
 - **The bounded wait**: while something waits that is not a forced tick (a record, a marker,
   a tick of the time writer: ``MergeBuffer.wanted``) and the least such item stays blocked
   (``MergeBuffer.waited_for``: by the partitions whose mark is below what releases it and
@@ -48,12 +48,10 @@ then offset).
 A restored snapshot carries the marks (they are in the database it copies), and a backfill's
 Spark build stores them with the offsets it builds to (``framework.bootstrap.order_cut``). Not
 covered yet: a catch-up applies its records as before, and a Spark build of an app that keeps
-time is refused; a growth child whose parent is not read here up to its marker, or whose marker
-was not recorded when it was assigned (the usual order of a growth), starts from its own marks,
-and held by its gate can stall the other inputs (a known fault: ``test_review_order2``); a
-shrink survivor does not take its deleted partition's final mark; a partition that comes back
-resumes from its stored mark, which may be stale (``docs/concepts/time.md``: "Several inputs";
-the known faults are held by strict xfails in ``tests/framework/order``).
+time is refused; a shrink survivor does not take its deleted partition's final mark (held by
+its gate it can stall the other inputs); a partition that comes back resumes from its stored
+mark, which may be stale (``docs/concepts/time.md``: "Several inputs"; the known faults are
+held by strict xfails in ``tests/framework/order``).
 """
 
 from __future__ import annotations
@@ -61,7 +59,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from framework.app import App
 from framework.clock import Clock
@@ -71,13 +69,17 @@ from framework.kafka import KafkaProducer, Message
 from framework.order import NO_FLOOR, MergeBuffer
 from framework.runtime.errands import Errands
 from framework.runtime.forced_ticks import write_forced
-from framework.runtime.growth_bases import ChildBases, GrowthBases, MemoryBases, life_of
+from framework.runtime.growth_bases import ChildBases, GrowthBases, MemoryBases
 from framework.runtime.ticking import Tick
 from framework.time.ticks import is_tick_key, is_tick_message, tick_key
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
 
-__all__ = ["ORDER_SCOPE", "InputOrder", "ordered", "write_forced_ticks"]
+__all__ = ["ORDER_SCOPE", "InputOrder", "input_order_of", "ordered", "write_forced_ticks"]
+
+if TYPE_CHECKING:
+    from framework.processing import RecordProcessor
+    from framework.runtime.assignment import Assignment
 
 log = logging.getLogger("framework.runtime.loop")
 
@@ -342,29 +344,14 @@ class InputOrder:
                 self._closed.add(position)
 
     def _assign(self, position: Position, offset: int | None, mark: int | None) -> None:
-        """Read ``position`` from the state's ``offset`` with its stored ``mark`` there; a
-        growth child read from its life's start takes its recorded base (or the stored mark
-        there), else waits for it (``framework.runtime.growth_bases``), its ``R`` bounded by
-        its parent's mark while the parent is read here and not past the child's marker."""
+        """Read ``position`` from the state's ``offset`` with its stored ``mark`` there (a
+        growth child from its life's start: ``ChildBases.assign``)."""
         start = 0 if offset is None else offset
-        base = NO_FLOOR if offset is None or mark is None else mark
+        stored = None if offset is None else mark
         entry = self._inputs().get(position[0])
         rank = 0 if entry is None else entry.history.rank(position[1], start)
-        life = life_of(entry, position, start)
-        known = None if life is None else self._bases.known(life.key)
-        if life is None or known is not None or (offset is not None and mark is not None):
-            base = base if known is None else known
-            self._buffer.assign(position, start, base, rank)
-        else:
-            read_to = self._next.get(life.parent)
-            linked = (
-                read_to is not None
-                and (life.marker is None or read_to <= life.marker)
-                and not self._bases.met(life.key)
-            )
-            parent = (life.parent, None) if linked else None
-            self._buffer.assign(position, start, NO_FLOOR, rank, parent=parent, based=False)
-            self._bases.waits(position, life.key)
+        if not self._bases.assign(entry, position, start, stored, rank=rank, reading=self._next):
+            self._buffer.assign(position, start, NO_FLOOR if stored is None else stored, rank)
         self._next[position] = start
         self._closed.discard(position)
 
@@ -376,6 +363,23 @@ class InputOrder:
         self._closed.discard(position)
         self._bases.forget(position)
         self._given_marks.pop(position, None)
+
+
+def input_order_of(
+    records: RecordProcessor,
+    database: ProcessorDatabase,
+    clock: Clock,
+    reading: Assignment,
+    bases: GrowthBases | None,
+) -> InputOrder | None:
+    """The canonical order of the inputs ``reading`` reads for ``records``' app (``None``:
+    the app applies records as read), growth bases recorded in ``bases``."""
+    if not ordered(records.app):
+        return None
+    inputs = lambda: reading.layout.inputs  # noqa: E731
+    return InputOrder(
+        records.app, database, clock, steps=records.placement, inputs=inputs, bases=bases
+    )
 
 
 def write_forced_ticks(

@@ -160,8 +160,10 @@ class InputOrder:
         self._bases.resolve()
 
     def waiting(self) -> set[Position]:
-        """The partitions with records read and not released."""
-        return {p for p in self._next if self._buffer.pending(p)}
+        """The partitions with records read and not released, and the growth children
+        waiting for their base (their offsets stay at their life's start until then)."""
+        buffer = self._buffer
+        return {p for p in self._next if buffer.pending(p) or not buffer.based(p)}
 
     # -- records ----------------------------------------------------------------------------
 

@@ -146,3 +146,16 @@ def test_the_control_log_keeps_the_first_base_of_a_life() -> None:
     assert later_life.growth_bases == {LIFE: 500, ("clicks", 1, 40): 7}
     with pytest.raises(MalformedRecordError, match="base"):
         check_record({**growth_base_record("clicks", 1, 0, 0), "base": "500"})
+
+
+def test_a_child_waiting_for_its_base_is_waiting_for_the_pass_over() -> None:
+    """(The pass-over moves the offsets of partitions not waiting past what holds no record,
+    without a mark: a waiting child's offset must stay at its life's start, where a restart
+    looks for its base.)"""
+    bases = MemoryBases()
+    order, _database, _clock = _world(clicks=GROWN, bases=bases)
+    order.follow({C1, V0})
+    assert order.waiting() == {C1}  # (nothing read of it yet)
+    bases.publish("clicks", 1, 0, 500)
+    order.take([])
+    assert order.waiting() == set()

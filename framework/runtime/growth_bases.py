@@ -10,16 +10,25 @@ key's marks stay monotone across its lineage. Which processor reads ``c``, wheth
   read in ``p`` (the rule of placement, ``framework.growth.placement_check``); the base is
   ``p``'s mark once the marker is read, or, while ``p``'s own base is not known yet, the
   larger of that and ``p``'s base once found.
-- **Kept** with the batch that reads past it (``write``: the progress scopes
-  ``GROWTH_BASE_SCOPE`` and ``GROWTH_LIFE_SCOPE``, in the same state write as the offsets), so
-  a processor killed before publishing finds it at its next start.
+- **Kept** with the next batch given to ``InputOrder.applied`` once it is found (``write``:
+  the progress scopes ``GROWTH_BASE_SCOPE`` and ``GROWTH_LIFE_SCOPE``, in the same state
+  write as the offsets; the batch that commits the parent past the marker, or one before
+  it), so a processor killed before publishing finds it at its next start; one killed
+  before that commit reads the parent again from before the marker and finds it again.
 - **Published** once committed (``publish_stored``, at each ``take``: it reads the state,
   which holds only committed batches) to the app's control log as a ``growth_base`` record
   (``GrowthBases.publish``; idempotent: the first record of a life applies, every reader
   computes the same value), again at a start if the publish was lost.
-- **Used** by whoever reads ``c`` from its life's start: the recorded base if there is one,
-  else ``c`` waits (nothing of it released) until the base is found here or recorded
-  (``pending`` names what it waits for).
+- **Used** by whoever reads ``c`` from its life's start (``assign``): the recorded base, or
+  the mark stored with ``c``'s offset there, else ``c`` waits (nothing of it released, its
+  offset kept at its life's start) until the base is found here or recorded; while ``p``
+  is read here and not past the marker, ``p``'s mark bounds ``c``'s ``R`` meanwhile
+  (``MergeBuffer.assign``'s ``parent``).
+
+The value depends only on ``p``'s log, its own base and the app's event-time rule, so every
+writer computes the same; the control log keeps the first record of a life. A splitstate
+before these records, or a run under ``input_order: arrival``, publishes none: a child whose
+parent such a run read past the marker waits until a ``growth_base`` record names its base.
 
 The life of ``c`` is named by ``(topic, c, its life's start offset)``.
 """
@@ -222,10 +231,6 @@ class ChildBases:
         self._waiting[position] = life.key
         return True
 
-    def pending(self) -> dict[Position, LifeKey]:
-        """The children assigned here that wait for their base."""
-        return dict(self._waiting)
-
     def forget(self, position: Position) -> None:
         """``position`` is no longer read here (what it found and did not give stays)."""
         self._waiting.pop(position, None)
@@ -314,13 +319,14 @@ class ChildBases:
             return
         bases = self._database.progress(GROWTH_BASE_SCOPE)
         lives = self._database.progress(GROWTH_LIFE_SCOPE)
+        failed = False
         for (topic, partition), base in sorted(bases.items()):
             start = lives.get((topic, partition))
-            if start is None:
-                continue
-            key = (topic, partition, start)
-            if key in self._published:
+            key = (topic, partition, 0 if start is None else start)
+            if start is None or key in self._published:
                 continue
             if self._bases.recorded(*key) is not None or self._bases.publish(*key, base):
                 self._published.add(key)
-        self._unpublished = not self._found.keys() <= self._published
+            else:
+                failed = True
+        self._unpublished = failed or not self._found.keys() <= self._published

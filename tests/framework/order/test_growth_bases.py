@@ -159,3 +159,30 @@ def test_a_child_waiting_for_its_base_is_waiting_for_the_pass_over() -> None:
     bases.publish("clicks", 1, 0, 500)
     order.take([])
     assert order.waiting() == set()
+
+
+def test_a_publish_lost_at_a_start_is_tried_again() -> None:
+    """Killed after the commit; the first ``take`` after the start cannot publish (Kafka
+    timed out): the next one does."""
+    bases = MemoryBases()
+    parent_reader, database, _clock = _world(clicks=GROWN, bases=bases)
+    parent_reader.follow({C, V0})
+    parent_reader.take([*PARENT, *VIEWS])
+    _commit(parent_reader, database)
+    published: list[dict[str, object]] = []
+    fail = [True]
+
+    def append(record: object) -> int:
+        if fail.pop() if fail else False:
+            raise KafkaIOError("timed out")
+        published.append(dict(record))  # type: ignore[call-overload]
+        return 1
+
+    entries = {"clicks": TopicEntry(GROWN), "views": TopicEntry(TopicHistory.of("views", [1]))}
+    control = ControlBases(ControlState, append)
+    restarted, _database, _clock = input_order(entries, database, control)
+    restarted.follow({C, V0})
+    restarted.take([])
+    assert published == []
+    restarted.take([])
+    assert published == [growth_base_record("clicks", 1, 0, 500)]

@@ -186,3 +186,18 @@ def test_a_publish_lost_at_a_start_is_tried_again() -> None:
     assert published == []
     restarted.take([])
     assert published == [growth_base_record("clicks", 1, 0, 500)]
+
+
+def test_a_marker_the_registry_does_not_record_yet_is_taken_from_the_parents_stream() -> None:
+    """The usual order: the processor reads the new count before `splitstate expand` records
+    clicks[1]'s marker. The first growth marker of clicks[1] read in clicks[0] is the one
+    (placement's rule): k's click in clicks[1] (100) takes the base 500 there."""
+    bases = MemoryBases()
+    unrecorded = TopicHistory.of("clicks", [1, 2])
+    order, database, clock = _world(clicks=unrecorded, bases=bases)
+    order.follow({C, C1, V0})
+    applied = _applied_of_k(order, clock, [*PARENT, *CHILD])
+    assert applied == ["views[0]", "clicks[1]"]
+    _commit(order, database)
+    order.take([])
+    assert bases.bases == {LIFE: 500}

@@ -48,10 +48,15 @@ def _time_of(read: Read, app_id: str) -> int | None:
 
 
 def _canonical(
-    records: dict[str, list[Read]], histories: dict[str, TopicHistory], app_id: str
+    records: dict[str, list[Read]],
+    histories: dict[str, TopicHistory],
+    app_id: str,
+    *,
+    based: bool = True,
 ) -> tuple[dict[bytes, list[str]], dict[int, int]]:
     """Each key's ``topic@partition@offset`` in the canonical order of ``records`` (a growth
-    child's marks from its base: its parent's mark at its recorded marker), and the bases."""
+    child's marks from its base: its parent's mark at its recorded marker; from ``NO_FLOOR``
+    unless ``based``), and the bases."""
     items: list[Item[str]] = []
     bases: dict[int, int] = {}
     for index, topic in enumerate(records):
@@ -71,7 +76,8 @@ def _canonical(
             mark = NO_FLOOR
             if partition in starts:
                 _start, source, marker = starts[partition]
-                mark = bases[partition] = marks_at[(source, marker)]
+                bases[partition] = marks_at[(source, marker)]
+                mark = bases[partition] if based else NO_FLOOR
             for read in sorted(by_partition[partition], key=lambda r: r.offset):
                 at = _time_of(read, app_id)
                 mark = mark if at is None else max(mark, at)
@@ -142,6 +148,7 @@ def test_a_growth_childs_records_are_applied_from_its_recorded_base(
     }
     expected, bases = _canonical(inputs, histories, app_id)
     assert bases[1] >= 1000
+    assert _canonical(inputs, histories, app_id, based=False)[0] != expected  # (it matters)
     assert any(f"{clicks}@1@" in where for wheres in expected.values() for where in wheres)
     for key in KEYS:
         assert emitted[key] == expected[key], key

@@ -9,7 +9,8 @@ key's marks stay monotone across its lineage. Which processor reads ``c``, wheth
   the registry records for ``c`` or, before it records one, the first growth marker of ``c``
   read in ``p`` (the rule of placement, ``framework.growth.placement_check``); the base is
   ``p``'s mark once the marker is read, or, while ``p``'s own base is not known yet, the
-  larger of that and ``p``'s base once found.
+  larger of that and ``p``'s base once found. A marker of a step the registry view does not
+  show yet is kept with its mark, its base found once the view shows the step.
 - **Kept** with the next batch given to ``InputOrder.applied`` once it is found (``write``:
   the progress scopes ``GROWTH_BASE_SCOPE`` and ``GROWTH_LIFE_SCOPE``, in the same state
   write as the offsets; the batch that commits the parent past the marker, or one before
@@ -40,7 +41,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from framework.coordination.registry import TopicEntry
-from framework.growth.markers import marker_growth, marker_step
+from framework.growth.markers import MarkerName, marker_growth, marker_step
 from framework.kafka import KafkaIOError, Message
 from framework.order import NO_FLOOR, MergeBuffer
 from rebalance import Grow, parent
@@ -69,6 +70,8 @@ GROWTH_LIFE_SCOPE = "growth-life"
 
 #: a growth child's life: ``(topic, partition, its life's start offset)``
 LifeKey = tuple[str, int, int]
+#: a marker's step the registry view does not show yet
+_UNKNOWN = object()
 
 
 class GrowthBases(Protocol):
@@ -178,6 +181,12 @@ class ChildBases:
         self._deferred: dict[Position, list[tuple[LifeKey, int]]] = {}
         #: the children assigned here whose base is not known, with their life
         self._waiting: dict[Position, LifeKey] = {}
+        #: the bases given here to children that waited (a marker read in one since: its
+        #: child's base is at least that)
+        self._bases_given: dict[Position, int] = {}
+        #: per partition, the growth markers read in it of a step the registry view did not
+        #: show yet: ``(offset, name, its mark there, whether it was based)``
+        self._early: dict[Position, list[tuple[int, MarkerName, int, bool]]] = {}
         #: the lives whose base a batch was given to keep (since the last drop)
         self._given: set[LifeKey] = set()
         #: the lives whose base this run published (or found recorded)
@@ -233,36 +242,52 @@ class ChildBases:
 
     def forget(self, position: Position) -> None:
         """``position`` is no longer read here (what it found and did not give stays)."""
-        self._waiting.pop(position, None)
-        self._deferred.pop(position, None)
+        for kept in (self._waiting, self._deferred, self._bases_given, self._early):
+            kept.pop(position, None)
 
     def marker_read(self, position: Position, offset: int, message: Message) -> None:
         """``message`` at ``offset`` of ``position`` was added to the buffer: a growth marker
-        of a child's life in it gives that life's base."""
+        of a child's life in it gives that life's base (one of a step the registry view
+        does not show yet: once it does, ``resolve``)."""
         headers = message.headers()
-        key = None if not headers else self._marked_life(position, offset, headers)
-        if key is None or self.met(key):
-            return  # (not a growth marker here, or not the first one met: the first is it)
-        own = self._buffer.mark(position)
-        if self._buffer.based(position):
-            self._set(key, own)
-        else:
-            self._deferred.setdefault(position, []).append((key, own))
-            unlinked = (key[0], key[1])
-            if self._waiting.get(unlinked) == key:
-                self._buffer.unlink(unlinked)  # (its parent's mark no longer bounds it)
+        name = None if not headers else marker_growth(position[0], headers)
+        if name is None or name.drain:
+            return
+        own, based = self._buffer.mark(position), self._buffer.based(position)
+        key = self._marked_life(position, offset, name)
+        if key is _UNKNOWN:
+            self._early.setdefault(position, []).append((offset, name, own, based))
+        elif isinstance(key, tuple):
+            self._met_at(position, key, own, based)
 
-    def _marked_life(self, position: Position, offset: int, headers: Any) -> LifeKey | None:
-        """The life of a child of ``position`` whose growth marker ``headers`` are, at
-        ``offset`` (``None``: no such marker, or not the one the registry records)."""
+    def _met_at(self, position: Position, key: LifeKey, own: int, based: bool) -> None:
+        """The marker of ``key`` was read in ``position`` at its mark ``own`` (``based``:
+        ``position``'s base was known then)."""
+        if self.met(key):
+            return  # (not the first one met: the first is it)
+        if based or position in self._bases_given:
+            self._set(key, max(own, self._bases_given.get(position, own)))
+            return
+        self._deferred.setdefault(position, []).append((key, own))
+        unlinked = (key[0], key[1])
+        if self._waiting.get(unlinked) == key:
+            self._buffer.unlink(unlinked)  # (its parent's mark no longer bounds it)
+
+    def _marked_life(
+        self, position: Position, offset: int, name: MarkerName
+    ) -> LifeKey | object | None:
+        """The life of a child of ``position`` whose growth marker ``name`` is at ``offset``
+        (``None``: not a child of it, or not the marker the registry records; ``_UNKNOWN``:
+        the registry view does not show its step yet)."""
         topic = position[0]
-        name = marker_growth(topic, headers)
-        entry = self._inputs().get(topic) if name is not None else None
-        if name is None or name.drain or entry is None:
+        entry = self._inputs().get(topic)
+        if entry is None:
             return None
         history = entry.history
         index = marker_step(history, name)
-        step = None if index is None else history.steps[index - 1]
+        if index is None:
+            return _UNKNOWN if name.count > history.partitions else None
+        step = history.steps[index - 1]
         child = name.partition
         if not isinstance(step, Grow) or child not in step.starts:
             return None
@@ -273,7 +298,19 @@ class ChildBases:
         return (topic, child, step.starts[child])
 
     def resolve(self) -> None:
-        """Give each waiting child its base recorded since."""
+        """Give each waiting child its base recorded since; find the bases of markers read
+        before the registry view showed their step, if it does now."""
+        for position, early in list(self._early.items()):
+            left = []
+            for offset, name, own, based in early:
+                key = self._marked_life(position, offset, name)
+                if key is _UNKNOWN:
+                    left.append((offset, name, own, based))
+                elif isinstance(key, tuple):
+                    self._met_at(position, key, own, based)
+            self._early[position] = left
+            if not left:
+                del self._early[position]
         for child, key in list(self._waiting.items()):
             base = self.known(key)
             if base is not None and self._waiting.get(child) == key:
@@ -292,6 +329,7 @@ class ChildBases:
         found now (the larger of its base and its own mark at each marker)."""
         del self._waiting[child]
         self._buffer.base(child, base)
+        self._bases_given[child] = base
         for key, own in self._deferred.pop(child, []):
             self._set(key, max(base, own))
 
@@ -310,8 +348,8 @@ class ChildBases:
     def rewound(self) -> None:
         """Every partition is read again from the state's offset: what waited for a parent's
         base is found again as the parent is read again."""
-        self._deferred.clear()
-        self._waiting.clear()
+        for kept in (self._deferred, self._waiting, self._bases_given, self._early):
+            kept.clear()
 
     def publish_stored(self) -> None:
         """Publish each base the state keeps that the control log does not record yet."""

@@ -201,3 +201,22 @@ def test_a_marker_the_registry_does_not_record_yet_is_taken_from_the_parents_str
     _commit(order, database)
     order.take([])
     assert bases.bases == {LIFE: 500}
+
+
+def test_a_marker_read_before_the_registry_view_shows_its_step_gives_its_base_later() -> None:
+    """The parent's reader reads clicks[1]'s marker while its view of the registry still
+    has clicks of one partition: once the view shows the growth, the marker's base (500,
+    clicks[0]'s mark at it, not 900, its mark by then) is found, kept and published."""
+    bases = MemoryBases()
+    views = TopicEntry(TopicHistory.of("views", [1]))
+    entries = {"clicks": TopicEntry(TopicHistory.of("clicks", [1])), "views": views}
+    order, database, _clock = input_order(entries, bases=bases)
+    order.follow({C, V0})
+    order.take([*PARENT, *VIEWS])
+    _commit(order, database)
+    assert database.progress(GROWTH_BASE_SCOPE) == {}
+    entries["clicks"] = TopicEntry(GROWN)
+    order.take([])
+    _commit(order, database)
+    order.take([])
+    assert bases.bases == {LIFE: 500}

@@ -85,7 +85,7 @@ class GrowthBases(Protocol):
 
 
 class MemoryBases:
-    """Bases recorded in memory (one process: ``TestDriver``, tests)."""
+    """Bases recorded in memory (one process: ``InputOrder``'s default, tests)."""
 
     def __init__(self) -> None:
         #: the bases recorded, by life

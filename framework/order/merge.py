@@ -29,7 +29,11 @@ parent is read past the marker, with ``parent``: the buffer then takes the paren
 as the child's base, and until then the parent's mark bounds the child's ``R`` from below (all
 the child's marks are at least its base). A partition that holds no more items of any key (a
 shrink's deleted partition read up to its drain marker) is ``close``-d: its ``R`` is
-``ENDED``. An item added with ``wanted=False`` (a forced tick: an errand) is not counted by
+``ENDED``. A shrink's survivor takes its deleted partitions' keys from its hold offset on, and
+its marks from there on are at least their final marks (``framework.order.marks``): linked by
+``merging`` to those assigned here, it adds its items from the hold on only once each is
+closed (their marks are known then), and until then its ``R`` there is at least their marks
+now (a survivor its gate holds does not hold the other inputs back below them). An item added with ``wanted=False`` (a forced tick: an errand) is not counted by
 ``wanted``: a reader forces ticks only while something else waits, and for the least item
 waited for (``waited_for``: its blockers' ``needs`` release it with the errands before it),
 not for an errand at the head (one tick per step of time). An input with no
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Generic, TypeVar
 
@@ -150,6 +155,12 @@ class MergeBuffer(Generic[T]):
             child.lineage = None
             self._push_reach(child)
         part.children = []
+        for survivor in part.survivors:  # (its final mark unknown here: the others' only)
+            self._unlink(survivor, part, part.floor)
+        part.survivors = []
+        for source in part.sources:
+            source.survivors.remove(part)
+        part.sources = []
         heads = self._heads[part.input]
         heads[:] = [entry for entry in heads if entry[3] is not part]
         heapq.heapify(heads)
@@ -157,7 +168,11 @@ class MergeBuffer(Generic[T]):
         reaches[:] = [entry for entry in reaches if entry[2] is not part]
         heapq.heapify(reaches)
         self._wanted -= len(part.fifo) - len(part.errands)
-        return list(part.fifo)
+        stashed = [
+            Item(position, offset, key, time, part.mark, part.input, part.rank, payload)
+            for offset, key, time, payload, _ in part.stash
+        ]
+        return [*part.fifo, *stashed]
 
     def add(
         self,
@@ -189,6 +204,30 @@ class MergeBuffer(Generic[T]):
                 f"{position}: offset {offset} is past its end {end}. "
                 "Fix: read up to the end only, or lift it (end(position, None))."
             )
+        if part.hold is not None and offset >= part.hold:
+            if part.sources:  # (its marks from the hold on not known yet: added once they are)
+                was = part.reach()
+                part.stash.append((offset, key, event_time, payload, wanted))
+                part.read_to = offset + 1
+                if part.reach() != was:
+                    self._push_reach(part)
+                return
+            part.mark, part.hold = max(part.mark, part.floor), None
+            self._push_reach(part)
+        self._append(part, offset, key, event_time, payload, wanted=wanted)
+
+    def _append(
+        self,
+        part: PartitionRead[T],
+        offset: int,
+        key: bytes | None,
+        event_time: int | None,
+        payload: T,
+        *,
+        wanted: bool,
+    ) -> None:
+        """Add the item at ``offset`` of ``part`` (``add``'s checks passed)."""
+        position, end = part.position, part.end
         if part.children:
             self._found_bases(part, offset)
         raised = False
@@ -209,6 +248,8 @@ class MergeBuffer(Generic[T]):
             if raised:
                 for child in part.children:  # (their R is at least this mark)
                     self._push_reach(child)
+                for survivor in part.survivors:
+                    self._push_reach(survivor)
         if part.children:
             self._found_bases(part, offset + 1)
 
@@ -229,6 +270,8 @@ class MergeBuffer(Generic[T]):
         part.read_to = offset
         if part.reach() != was:
             self._push_reach(part)
+        if part.hold is not None and not part.sources:
+            self._resolve(part)
 
     def end(self, position: Position, offset: int | None) -> None:
         """A reader with an end reads ``position`` up to ``offset`` (a committed position): once
@@ -254,6 +297,37 @@ class MergeBuffer(Generic[T]):
         if not part.closed:
             part.closed = True
             self._push_reach(part)
+            for survivor in part.survivors:  # (its final mark: theirs from their holds on)
+                self._unlink(survivor, part, part.mark)
+            part.survivors = []
+
+    def merging(
+        self, survivor: Position, hold: int, deleted: Sequence[Position], floor: int = NO_FLOOR
+    ) -> None:
+        """``survivor`` takes the keys of the shrink's ``deleted`` partitions from offset
+        ``hold`` on (not read past it yet): its marks from there on are at least ``floor``
+        (the final marks of deleted partitions not read here, as recorded) and the final mark
+        of each of ``deleted`` (assigned here), its mark when it is ``close``-d. Until each
+        is closed the survivor's items from ``hold`` on wait unadded (their marks are not
+        known) and its ``R`` there is at least their marks now; one ``forget``-ten gives
+        nothing (its final mark is not known here)."""
+        part = self._part(survivor)
+        if part.read_to > hold:
+            raise ValueError(
+                f"{survivor}: read past its hold at {hold} already ({part.read_to}). "
+                "Fix: link a survivor before reading it past its hold."
+            )
+        sources = [self._part(position) for position in deleted]
+        part.hold, part.floor = hold, max(part.floor, floor)
+        for source in sources:
+            if source.closed:
+                part.floor = max(part.floor, source.mark)
+            elif part not in source.survivors:
+                source.survivors.append(part)
+                part.sources.append(source)
+        self._push_reach(part)
+        if not part.sources:
+            self._resolve(part)
 
     def release(self) -> list[Item[T]]:
         """The items the rule lets go, in its order: the least head while it is safe."""
@@ -284,10 +358,7 @@ class MergeBuffer(Generic[T]):
     def applied_positions(self) -> dict[Position, int]:
         """Per partition, the offset after its last released item (past what was read after
         it when nothing of it waits): what a batch that applied the released items commits."""
-        return {
-            position: part.fifo[0].offset if part.fifo else part.read_to
-            for position, part in self._parts.items()
-        }
+        return {position: part.applied_position() for position, part in self._parts.items()}
 
     def applied_marks(self) -> dict[Position, int]:
         """Per partition, its mark at ``applied_positions``: the base to resume from there."""
@@ -358,6 +429,30 @@ class MergeBuffer(Generic[T]):
             if not child.fifo and child.applied_mark < part.mark:
                 child.applied_mark = part.mark  # (committed with its offset: a restart's base)
             self._push_reach(child)
+
+    def _unlink(self, survivor: PartitionRead[T], source: PartitionRead[T], mark: int) -> None:
+        """``source`` no longer holds ``survivor``'s marks back: its final mark is ``mark``."""
+        survivor.sources.remove(source)
+        survivor.floor = max(survivor.floor, mark)
+        self._push_reach(survivor)
+        if not survivor.sources:
+            self._resolve(survivor)
+
+    def _resolve(self, part: PartitionRead[T]) -> None:
+        """``part``'s marks from its hold on are known: read past it, raise its mark and add
+        the items waiting unadded."""
+        hold = part.hold
+        if hold is None or part.read_to < hold:
+            return  # (raised when its item at the hold is added)
+        part.mark, part.hold = max(part.mark, part.floor), None
+        if not part.fifo and not part.stash:
+            part.applied_mark = max(part.applied_mark, part.mark)  # (committed past the hold)
+        stash, part.stash = part.stash, deque()
+        read_to, part.read_to = part.read_to, stash[0][0] if stash else part.read_to
+        for offset, key, event_time, payload, wanted in stash:
+            self._append(part, offset, key, event_time, payload, wanted=wanted)
+        part.read_to = read_to
+        self._push_reach(part)
 
     def _part(self, position: Position) -> PartitionRead[T]:
         part = self._parts.get(position)

@@ -24,7 +24,10 @@ then offset).
   the child's offset (``applied`` writes a child's mark again when it moves), so a restart
   resumes from it. A shrink's deleted partition read up to its drain marker (as the registry
   has it, checked at each ``take``, ``follow`` and ``rewind``) is ``close``-d: its last mark
-  no longer holds the other inputs back.
+  no longer holds the other inputs back. A survivor assigned at or before its hold is linked
+  to its deleted partitions (``MergeBuffer.merging``): from the hold on its marks are at least
+  the final mark of each, read here (its mark when closed) or, drained and committed here
+  before, stored with its offset (the survivor's items wait unadded until they are known).
 - **The bounded wait**: while something waits that is not a forced tick (a record, a marker,
   a tick of the time writer: ``MergeBuffer.wanted``) and the least such item stays blocked
   (``MergeBuffer.waited_for``: by the partitions whose mark is below what releases it and
@@ -51,7 +54,8 @@ covered yet: a catch-up applies its records as before, and a Spark build of an a
 time is refused; a growth child whose parent is not read here up to its marker, or whose marker
 was not recorded when it was assigned (the usual order of a growth), starts from its own marks,
 and held by its gate can stall the other inputs (a known fault: ``test_review_order2``); a
-shrink survivor does not take its deleted partition's final mark; a partition that comes back
+shrink survivor takes the final mark of a deleted partition only when this processor reads
+it or drained it before (another processor's is not published yet); a partition that comes back
 resumes from its stored mark, which may be stale (``docs/concepts/time.md``: "Several inputs";
 the known faults are held by strict xfails in ``tests/framework/order``).
 """
@@ -71,6 +75,7 @@ from framework.kafka import KafkaProducer, Message
 from framework.order import NO_FLOOR, MergeBuffer
 from framework.runtime.errands import Errands
 from framework.runtime.forced_ticks import write_forced
+from framework.runtime.survivors import merged_at
 from framework.runtime.ticking import Tick
 from framework.time.ticks import is_tick_key, is_tick_message, tick_key
 from rebalance import Grow, parent
@@ -151,6 +156,7 @@ class InputOrder:
             offsets, marks = self._database.offsets(), self._database.progress(ORDER_SCOPE)
             for position in sorted(added):
                 self._assign(position, offsets.get(position), marks.get(position))
+            self._link_survivors(sorted(self._next), offsets, marks)  # (a deleted one added)
             self._close_drained()
 
     def waiting(self) -> set[Position]:
@@ -229,6 +235,7 @@ class InputOrder:
                 starts[position] = start
         for position in positions:
             self._assign(position, offsets.get(position), marks.get(position))
+        self._link_survivors(positions, offsets, marks)
         self._close_drained()
         self.dropped()
         self._errands.read_from(starts)
@@ -335,6 +342,37 @@ class InputOrder:
         if read_to is None or read_to > marker:
             return rank, None  # (its parent's mark at the marker is not known here)
         return rank, ((topic, source), marker)
+
+    def _link_survivors(
+        self,
+        positions: Iterable[Position],
+        offsets: Mapping[Position, int],
+        marks: Mapping[Position, int],
+    ) -> None:
+        """Link each of ``positions`` that is a shrink's survivor not read past its hold to
+        the deleted partitions merging into it (``MergeBuffer.merging``): those read here
+        give their final marks when closed; one not read here whose state offset is past its
+        drain marker gives its stored mark there; another's is not known here."""
+        inputs = self._inputs()
+        for position in positions:
+            topic, partition = position
+            entry = inputs.get(topic)
+            found = (
+                None if entry is None else merged_at(entry.history, partition, self._next[position])
+            )
+            if found is None:
+                continue
+            hold, needs = found
+            here: list[Position] = []
+            floor = NO_FLOOR
+            for deleted, needed in needs:
+                source = (topic, deleted)
+                stored, mark = offsets.get(source), marks.get(source)
+                if source in self._next:
+                    here.append(source)
+                elif needed is not None and stored is not None and stored >= needed:
+                    floor = max(floor, NO_FLOOR if mark is None else mark)
+            self._buffer.merging(position, hold, here, floor)
 
     def _close_drained(self) -> None:
         """Close in the merge each deleted partition read past its drain marker (as the

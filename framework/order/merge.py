@@ -33,13 +33,14 @@ shrink's deleted partition read up to its drain marker) is ``close``-d: its ``R`
 its marks from there on are at least their final marks (``framework.order.marks``): linked by
 ``merging`` to those assigned here, it adds its items from the hold on only once each is
 closed (their marks are known then), and until then its ``R`` there is at least their marks
-now (a survivor its gate holds does not hold the other inputs back below them). An item added with ``wanted=False`` (a forced tick: an errand) is not counted by
-``wanted``: a reader forces ticks only while something else waits, and for the least item
-waited for (``waited_for``: its blockers' ``needs`` release it with the errands before it),
-not for an errand at the head (one tick per step of time). An input with no
-partition assigned blocks every other input (its keys' items are unknown). With one input every
-item is safe as soon as it is read: ``release`` gives every item read (each partition's in
-offset order), so a single-input app needs no buffer.
+now (a survivor its gate holds does not hold the other inputs back below them).
+An item added with ``wanted=False`` (a forced tick: an errand) is not counted by ``wanted``: a
+reader forces ticks only while something else waits, and for the least item waited for
+(``waited_for``: its blockers' ``needs`` release it with the errands before it), not for an
+errand at the head (one tick per step of time). An input with no partition assigned blocks
+every other input (its keys' items are unknown). With one input every item is safe as soon as
+it is read: ``release`` gives every item read (each partition's in offset order), so a
+single-input app needs no buffer.
 """
 
 from __future__ import annotations

@@ -43,10 +43,12 @@ then offset).
   answer each other for ever) and the timers stop. A forced tick is written once per floor
   and partition (again after a dropped batch, or when the producer left it out:
   ``not_written``); it is kept apart from the time ticks' writer
-  (``framework.runtime.ticking``), whose "unread tick" it is not. Which ticks read are forced
-  ones is known from what this processor wrote, and by offset once read (read again after a
-  rewind, one is still a forced tick); after a restart, one read again counts as waited
-  for: at most one more forced tick.
+  (``framework.runtime.ticking``), whose "unread tick" it is not. A forced tick says so
+  (``framework.time.ticks.FORCED_HEADER``), so one read again (after a rewind, a restart, by
+  another processor) is an errand still; one of before they said so is known as forced from
+  what this processor wrote, and by offset once read (read again after a rewind, one is
+  still a forced tick); after a restart, such an old one counts as waited for: at most one
+  more forced tick.
 
 A restored snapshot carries the marks (they are in the database it copies), and a backfill's
 Spark build stores them with the offsets it builds to (``framework.bootstrap.order_cut``). Not
@@ -73,11 +75,12 @@ from framework.coordination.registry import TopicEntry
 from framework.input_times import ORDER_SCOPE, InputTimes, ordered
 from framework.kafka import KafkaProducer, Message
 from framework.order import NO_FLOOR, MergeBuffer
+from framework.records import readable_headers
 from framework.runtime.errands import Errands
 from framework.runtime.forced_ticks import write_forced
 from framework.runtime.survivors import merged_at
 from framework.runtime.ticking import Tick
-from framework.time.ticks import is_tick_key, is_tick_message, tick_key
+from framework.time.ticks import is_forced_tick, is_tick_key, is_tick_message, tick_key
 from rebalance import Grow, parent
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
@@ -185,11 +188,11 @@ class InputOrder:
             wanted = True
             if key is not None and is_tick_key(topic, key):
                 key = None  # (a compacted topic's tick)
-                wanted = self._errands.wanted(position, offset, event_time)
+                wanted = self._tick_wanted(message, position, offset, event_time)
             elif key is not None:  # a record of it: its wait, if it blocks, starts again
                 self._blocked_since.pop(position, None)
             elif is_tick_message(topic, message):
-                wanted = self._errands.wanted(position, offset, event_time)
+                wanted = self._tick_wanted(message, position, offset, event_time)
             buffer.add(position, offset, key, event_time, message, wanted=wanted)
             nexts[position] = offset + 1
         self._close_drained()
@@ -318,6 +321,17 @@ class InputOrder:
         for position in blockers:
             self._blocked_since.setdefault(position, now)
         return blockers
+
+    def _tick_wanted(
+        self, message: Message, position: Position, offset: int, floor: int | None
+    ) -> bool:
+        """Whether something waits for the tick ``message`` at ``offset`` of ``position``
+        (``floor``: ``None`` for another app's): not for a forced one, which says so
+        (``is_forced_tick``: written by any processor, before a restart too) or which this
+        processor wrote (``Errands``: a forced tick of before they said so)."""
+        wanted = self._errands.wanted(position, offset, floor)
+        headers = readable_headers(message)
+        return wanted and not (headers is not None and is_forced_tick(headers))
 
     def _lineage(self, position: Position, start: int) -> tuple[int, tuple[Position, int] | None]:
         """``position``'s lineage rank at ``start`` (0 for a topic the registry does not

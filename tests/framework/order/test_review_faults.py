@@ -338,7 +338,7 @@ def test_a_rewind_does_not_turn_a_forced_tick_into_one_that_is_waited_for() -> N
     again from its state offset, before the errand. ``dropped`` cleared the errands, so read
     again the forced tick was taken for a tick something waits for and clicks got a forced
     tick 11 for it (the fault); the offsets of forced ticks read are kept now. (After a
-    restart it still costs one more forced tick: in memory only.)"""
+    restart a forced tick says so itself: ``test_forced_tick_format``.)"""
     order, database, clock = _order_world()
     order.take([_record(C, 0, 10)])
     clock.sleep(1)

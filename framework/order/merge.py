@@ -29,11 +29,8 @@ parent is read past the marker, with ``parent``: the buffer then takes the paren
 as the child's base, and until then the parent's mark bounds the child's ``R`` from below (all
 the child's marks are at least its base). A partition that holds no more items of any key (a
 shrink's deleted partition read up to its drain marker) is ``close``-d: its ``R`` is
-``ENDED``. A shrink's survivor takes its deleted partitions' keys from its hold offset on, and
-its marks from there on are at least their final marks (``framework.order.marks``): linked by
-``merging`` to those assigned here, it adds its items from the hold on only once each is
-closed (their marks are known then), and until then its ``R`` there is at least their marks
-now (a survivor its gate holds does not hold the other inputs back below them).
+``ENDED``. A shrink's survivor is linked (``merging``) to its deleted partitions read here: its
+marks from its hold on are at least their final marks (``framework.order.survivor_links``).
 An item added with ``wanted=False`` (a forced tick: an errand) is not counted by ``wanted``: a
 reader forces ticks only while something else waits, and for the least item waited for
 (``waited_for``: its blockers' ``needs`` release it with the errands before it), not for an
@@ -46,10 +43,8 @@ single-input app needs no buffer.
 from __future__ import annotations
 
 import heapq
-import itertools
-from collections import deque
-from collections.abc import Mapping, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar
 
 from framework.order.canonical import Item
 from framework.order.marks import LARGEST, NO_FLOOR
@@ -57,11 +52,16 @@ from framework.order.merge_parts import (
     Blocker,
     Blocking,
     PartitionRead,
-    blockers_of,
-    errands_need,
-    least_waited_for,
     raises_mark,
-    safe_bounds,
+)
+from framework.order.merge_release import MergeRelease
+from framework.order.survivor_links import (
+    detach,
+    link,
+    resolve,
+    stash_or_raise,
+    stashed_items,
+    unlink,
 )
 from rebalance.positions import Position
 
@@ -70,27 +70,9 @@ __all__ = ["Blocker", "Blocking", "MergeBuffer"]
 T = TypeVar("T")
 
 
-class MergeBuffer(Generic[T]):
+class MergeBuffer(MergeRelease[T]):
     """The items of the inputs ``inputs`` (topics in config order) read from the partitions
     assigned to it, released in each key's canonical order (module docstring)."""
-
-    def __init__(self, inputs: Sequence[str]) -> None:
-        if not inputs or len(set(inputs)) != len(inputs):
-            raise ValueError(
-                f"a merge buffer needs the app's input topics, each once, got {list(inputs)!r}. "
-                "Fix: pass the input topics in config order."
-            )
-        self._inputs = tuple(inputs)
-        self._index = {topic: index for index, topic in enumerate(inputs)}
-        self._parts: dict[Position, PartitionRead[T]] = {}
-        self._counts = [0] * len(inputs)
-        #: per input, the heads of its non-empty FIFOs: (mark, rank, ident, partition)
-        self._heads: list[list[tuple[int, int, int, PartitionRead[T]]]] = [[] for _ in inputs]
-        #: per input, (R, ident, partition) for each partition's R, stale entries included
-        self._reaches: list[list[tuple[int, int, PartitionRead[T]]]] = [[] for _ in inputs]
-        self._idents = itertools.count()
-        #: the items read and not released that a reader waits for (``add``'s ``wanted``)
-        self._wanted = 0
 
     def assign(
         self,
@@ -156,12 +138,8 @@ class MergeBuffer(Generic[T]):
             child.lineage = None
             self._push_reach(child)
         part.children = []
-        for survivor in part.survivors:  # (its final mark unknown here: the others' only)
-            self._unlink(survivor, part, part.floor)
-        part.survivors = []
-        for source in part.sources:
-            source.survivors.remove(part)
-        part.sources = []
+        for survivor in detach(part):  # (its final mark unknown here: the others' only)
+            self._unlink(survivor, part, NO_FLOOR)
         heads = self._heads[part.input]
         heads[:] = [entry for entry in heads if entry[3] is not part]
         heapq.heapify(heads)
@@ -169,11 +147,7 @@ class MergeBuffer(Generic[T]):
         reaches[:] = [entry for entry in reaches if entry[2] is not part]
         heapq.heapify(reaches)
         self._wanted -= len(part.fifo) - len(part.errands)
-        stashed = [
-            Item(position, offset, key, time, part.mark, part.input, part.rank, payload)
-            for offset, key, time, payload, _ in part.stash
-        ]
-        return [*part.fifo, *stashed]
+        return [*part.fifo, *stashed_items(part)]
 
     def add(
         self,
@@ -205,16 +179,11 @@ class MergeBuffer(Generic[T]):
                 f"{position}: offset {offset} is past its end {end}. "
                 "Fix: read up to the end only, or lift it (end(position, None))."
             )
-        if part.hold is not None and offset >= part.hold:
-            if part.sources:  # (its marks from the hold on not known yet: added once they are)
-                was = part.reach()
-                part.stash.append((offset, key, event_time, payload, wanted))
-                part.read_to = offset + 1
-                if part.reach() != was:
-                    self._push_reach(part)
-                return
-            part.mark, part.hold = max(part.mark, part.floor), None
+        if part.hold is not None:  # (a survivor: its marks from the hold on known yet?)
+            stashed = stash_or_raise(part, offset, (offset, key, event_time, payload, wanted))
             self._push_reach(part)
+            if stashed:
+                return
         self._append(part, offset, key, event_time, payload, wanted=wanted)
 
     def _append(
@@ -298,9 +267,8 @@ class MergeBuffer(Generic[T]):
         if not part.closed:
             part.closed = True
             self._push_reach(part)
-            for survivor in part.survivors:  # (its final mark: theirs from their holds on)
+            for survivor in list(part.survivors):  # (its final mark: theirs from the hold)
                 self._unlink(survivor, part, part.mark)
-            part.survivors = []
 
     def merging(
         self, survivor: Position, hold: int, deleted: Sequence[Position], floor: int = NO_FLOOR
@@ -313,112 +281,10 @@ class MergeBuffer(Generic[T]):
         known) and its ``R`` there is at least their marks now; one ``forget``-ten gives
         nothing (its final mark is not known here)."""
         part = self._part(survivor)
-        if part.read_to > hold:
-            raise ValueError(
-                f"{survivor}: read past its hold at {hold} already ({part.read_to}). "
-                "Fix: link a survivor before reading it past its hold."
-            )
-        sources = [self._part(position) for position in deleted]
-        part.hold, part.floor = hold, max(part.floor, floor)
-        for source in sources:
-            if source.closed:
-                part.floor = max(part.floor, source.mark)
-            elif part not in source.survivors:
-                source.survivors.append(part)
-                part.sources.append(source)
+        link(part, hold, [self._part(position) for position in deleted], floor)
         self._push_reach(part)
         if not part.sources:
             self._resolve(part)
-
-    def release(self) -> list[Item[T]]:
-        """The items the rule lets go, in its order: the least head while it is safe."""
-        bounds = self._bounds()
-        heads = self._heads
-        released: list[Item[T]] = []
-        while True:
-            best = self._least()
-            if best < 0:
-                return released
-            heap = heads[best]
-            bound = bounds[best]
-            if bound is None or heap[0][0] > bound:
-                return released
-            part = heap[0][3]
-            item = part.fifo.popleft()
-            part.applied_mark = item.mark
-            if part.errands and item.offset in part.errands:
-                part.errands.discard(item.offset)
-            else:
-                self._wanted -= 1
-            released.append(item)
-            if part.fifo:
-                heapq.heapreplace(heap, part.head())
-            else:
-                heapq.heappop(heap)
-
-    def applied_positions(self) -> dict[Position, int]:
-        """Per partition, the offset after its last released item (past what was read after
-        it when nothing of it waits): what a batch that applied the released items commits."""
-        return {position: part.applied_position() for position, part in self._parts.items()}
-
-    def applied_marks(self) -> dict[Position, int]:
-        """Per partition, its mark at ``applied_positions``: the base to resume from there."""
-        return {position: part.applied_mark for position, part in self._parts.items()}
-
-    def wanted(self) -> int:
-        """How many items read and not released something waits for: all but those added
-        with ``wanted=False``. A reader that forces ticks to release the least head forces
-        none while this is 0 (the ticks it forces would only wait for one another)."""
-        return self._wanted
-
-    def pending(self, position: Position) -> int:
-        """How many items of ``position`` were read and not released (its read-ahead)."""
-        return len(self._part(position).fifo)
-
-    def blocking(self, log_ends: Mapping[Position, int] | None = None) -> Blocking[T] | None:
-        """The least head that is not safe and what blocks it (``None``: no head waits, or one
-        is safe: ``release`` first); ``log_ends``: the partitions' log ends as last seen, for
-        ``Blocker.caught_up``. After ``release`` a blocker has no item waiting."""
-        input = self._least()
-        if input < 0:
-            return None
-        mark, bound = self._heads[input][0][0], self._bounds()[input]
-        if bound is not None and mark <= bound:
-            return None
-        return self._blocked(self._heads[input][0][3].fifo[0], input, NO_FLOOR - 1, log_ends)
-
-    def waited_for(self, log_ends: Mapping[Position, int] | None = None) -> Blocking[T] | None:
-        """The least item read and not released that something waits for (``wanted``: not an
-        errand) and the partitions whose ``R`` is below the least that lets it go, with every
-        item before it (errands: they go first), each with that least ``R`` as
-        ``Blocker.needs``: a tick with that floor into each releases it. A partition of the
-        item's own input blocks it only through an errand of another input before it.
-        ``None``: nothing waits, or nothing but ``missing`` inputs could block it (``release``
-        first); ``log_ends`` as for ``blocking``."""
-        parts = self._parts.values()
-        least = least_waited_for(parts)
-        if least is None:
-            return None
-        item, input = least
-        blocking = self._blocked(item, input, errands_need(parts, item.mark, input), log_ends)
-        return blocking if blocking.blockers or blocking.missing else None
-
-    def _blocked(
-        self, item: Item[T], input: int, own: int, log_ends: Mapping[Position, int] | None
-    ) -> Blocking[T]:
-        """What blocks ``item`` of ``input`` (``own``: what its own input's partitions need)."""
-        blockers = blockers_of(self._parts.values(), item.mark, input, own, log_ends)
-        missing = tuple(t for j, t in enumerate(self._inputs) if j != input and not self._counts[j])
-        return Blocking(item, blockers, missing)
-
-    def _least(self) -> int:
-        """The input of the least head by ``(mark, input)`` (-1: no item waits)."""
-        best = -1
-        best_mark = 0
-        for input, heap in enumerate(self._heads):
-            if heap and (best < 0 or heap[0][0] < best_mark):
-                best, best_mark = input, heap[0][0]
-        return best
 
     def _found_bases(self, part: PartitionRead[T], read_to: int) -> None:
         """``part`` is read up to ``read_to`` (every item before it added) with its mark
@@ -433,53 +299,16 @@ class MergeBuffer(Generic[T]):
 
     def _unlink(self, survivor: PartitionRead[T], source: PartitionRead[T], mark: int) -> None:
         """``source`` no longer holds ``survivor``'s marks back: its final mark is ``mark``."""
-        survivor.sources.remove(source)
-        survivor.floor = max(survivor.floor, mark)
-        self._push_reach(survivor)
-        if not survivor.sources:
+        if unlink(survivor, source, mark):
             self._resolve(survivor)
+        self._push_reach(survivor)
 
     def _resolve(self, part: PartitionRead[T]) -> None:
-        """``part``'s marks from its hold on are known: read past it, raise its mark and add
-        the items waiting unadded."""
-        hold = part.hold
-        if hold is None or part.read_to < hold:
-            return  # (raised when its item at the hold is added)
-        part.mark, part.hold = max(part.mark, part.floor), None
-        if not part.fifo and not part.stash:
-            part.applied_mark = max(part.applied_mark, part.mark)  # (committed past the hold)
-        stash, part.stash = part.stash, deque()
-        read_to, part.read_to = part.read_to, stash[0][0] if stash else part.read_to
-        for offset, key, event_time, payload, wanted in stash:
-            self._append(part, offset, key, event_time, payload, wanted=wanted)
-        part.read_to = read_to
+        """``part``'s marks from its hold on are known: add the items that waited for them."""
+        stash = resolve(part)
+        if stash:
+            read_to, part.read_to = part.read_to, stash[0][0]
+            for offset, key, event_time, payload, wanted in stash:
+                self._append(part, offset, key, event_time, payload, wanted=wanted)
+            part.read_to = read_to
         self._push_reach(part)
-
-    def _part(self, position: Position) -> PartitionRead[T]:
-        part = self._parts.get(position)
-        if part is None:
-            raise ValueError(f"{position} is not assigned to this merge buffer. Fix: assign it.")
-        return part
-
-    def _push_reach(self, part: PartitionRead[T]) -> None:
-        heap = self._reaches[part.input]
-        heapq.heappush(heap, (part.reach(), part.ident, part))
-        if len(heap) > 4 * self._counts[part.input] + 32:  # stale entries: rebuild
-            parts = [p for p in self._parts.values() if p.input == part.input]
-            heap[:] = [(p.reach(), p.ident, p) for p in parts]
-            heapq.heapify(heap)
-
-    def _low(self, input: int) -> int | None:
-        """The least ``R`` of ``input``'s partitions (``None``: it has none)."""
-        if not self._counts[input]:
-            return None
-        heap = self._reaches[input]
-        while True:
-            reach, _, part = heap[0]
-            if part.reach() == reach:
-                return reach
-            heapq.heappop(heap)
-
-    def _bounds(self) -> list[int | None]:
-        """Per input, the largest mark of its heads that is safe (``None``: none is)."""
-        return safe_bounds([self._low(input) for input in range(len(self._inputs))])

@@ -16,6 +16,7 @@ __all__ = [
     "Blocker",
     "Blocking",
     "PartitionRead",
+    "Stashed",
     "blockers_of",
     "errands_need",
     "least_waited_for",
@@ -24,6 +25,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+#: an item read and not added yet (``PartitionRead.stash``): offset, key, event time, payload,
+#: whether it is wanted
+Stashed = tuple[int, bytes | None, int | None, T, bool]
 
 
 @dataclass(frozen=True)
@@ -106,7 +110,7 @@ class PartitionRead(Generic[T]):
         self.survivors: list[PartitionRead[T]] = []
         #: a survivor's items read from ``hold`` on while ``sources`` remain, not added yet:
         #: ``(offset, key, event time, payload, wanted)``
-        self.stash: deque[tuple[int, bytes | None, int | None, T, bool]] = deque()
+        self.stash: deque[Stashed[T]] = deque()
 
     def reach(self) -> int:
         """``R``: every item of it not read yet has a mark at least this (``ENDED``: none

@@ -75,12 +75,11 @@ from framework.coordination.registry import TopicEntry
 from framework.input_times import ORDER_SCOPE, InputTimes, ordered
 from framework.kafka import KafkaProducer, Message
 from framework.order import NO_FLOOR, MergeBuffer
-from framework.records import readable_headers
 from framework.runtime.errands import Errands
 from framework.runtime.forced_ticks import write_forced
-from framework.runtime.survivors import merged_at
+from framework.runtime.survivors import link_survivors
 from framework.runtime.ticking import Tick
-from framework.time.ticks import is_forced_tick, is_tick_key, is_tick_message, tick_key
+from framework.time.ticks import is_tick_key, is_tick_message, tick_key
 from rebalance import Grow, parent
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
@@ -159,7 +158,7 @@ class InputOrder:
             offsets, marks = self._database.offsets(), self._database.progress(ORDER_SCOPE)
             for position in sorted(added):
                 self._assign(position, offsets.get(position), marks.get(position))
-            self._link_survivors(sorted(self._next), offsets, marks)  # (a deleted one added)
+            link_survivors(self._buffer, self._inputs(), self._next, offsets, marks)
             self._close_drained()
 
     def waiting(self) -> set[Position]:
@@ -188,11 +187,11 @@ class InputOrder:
             wanted = True
             if key is not None and is_tick_key(topic, key):
                 key = None  # (a compacted topic's tick)
-                wanted = self._tick_wanted(message, position, offset, event_time)
+                wanted = self._errands.tick_wanted(message, position, offset, event_time)
             elif key is not None:  # a record of it: its wait, if it blocks, starts again
                 self._blocked_since.pop(position, None)
             elif is_tick_message(topic, message):
-                wanted = self._tick_wanted(message, position, offset, event_time)
+                wanted = self._errands.tick_wanted(message, position, offset, event_time)
             buffer.add(position, offset, key, event_time, message, wanted=wanted)
             nexts[position] = offset + 1
         self._close_drained()
@@ -238,7 +237,7 @@ class InputOrder:
                 starts[position] = start
         for position in positions:
             self._assign(position, offsets.get(position), marks.get(position))
-        self._link_survivors(positions, offsets, marks)
+        link_survivors(self._buffer, self._inputs(), self._next, offsets, marks)
         self._close_drained()
         self.dropped()
         self._errands.read_from(starts)
@@ -322,17 +321,6 @@ class InputOrder:
             self._blocked_since.setdefault(position, now)
         return blockers
 
-    def _tick_wanted(
-        self, message: Message, position: Position, offset: int, floor: int | None
-    ) -> bool:
-        """Whether something waits for the tick ``message`` at ``offset`` of ``position``
-        (``floor``: ``None`` for another app's): not for a forced one, which says so
-        (``is_forced_tick``: written by any processor, before a restart too) or which this
-        processor wrote (``Errands``: a forced tick of before they said so)."""
-        wanted = self._errands.wanted(position, offset, floor)
-        headers = readable_headers(message)
-        return wanted and not (headers is not None and is_forced_tick(headers))
-
     def _lineage(self, position: Position, start: int) -> tuple[int, tuple[Position, int] | None]:
         """``position``'s lineage rank at ``start`` (0 for a topic the registry does not
         list) and, for a growth child read from its life's start whose parent is read here
@@ -356,37 +344,6 @@ class InputOrder:
         if read_to is None or read_to > marker:
             return rank, None  # (its parent's mark at the marker is not known here)
         return rank, ((topic, source), marker)
-
-    def _link_survivors(
-        self,
-        positions: Iterable[Position],
-        offsets: Mapping[Position, int],
-        marks: Mapping[Position, int],
-    ) -> None:
-        """Link each of ``positions`` that is a shrink's survivor not read past its hold to
-        the deleted partitions merging into it (``MergeBuffer.merging``): those read here
-        give their final marks when closed; one not read here whose state offset is past its
-        drain marker gives its stored mark there; another's is not known here."""
-        inputs = self._inputs()
-        for position in positions:
-            topic, partition = position
-            entry = inputs.get(topic)
-            found = (
-                None if entry is None else merged_at(entry.history, partition, self._next[position])
-            )
-            if found is None:
-                continue
-            hold, needs = found
-            here: list[Position] = []
-            floor = NO_FLOOR
-            for deleted, needed in needs:
-                source = (topic, deleted)
-                stored, mark = offsets.get(source), marks.get(source)
-                if source in self._next:
-                    here.append(source)
-                elif needed is not None and stored is not None and stored >= needed:
-                    floor = max(floor, NO_FLOOR if mark is None else mark)
-            self._buffer.merging(position, hold, here, floor)
 
     def _close_drained(self) -> None:
         """Close in the merge each deleted partition read past its drain marker (as the

@@ -1,11 +1,20 @@
 """Where a shrink's survivor takes the keys of its deleted partitions (``TopicHistory``'s
-partition gates), for the canonical order's marks (``framework.runtime.ordering``)."""
+partition gates), and its link to them in the canonical order's merge
+(``framework.runtime.ordering``, ``framework.order.survivor_links``)."""
 
 from __future__ import annotations
 
-from rebalance import TopicHistory
+from collections.abc import Mapping
+from typing import TypeVar
 
-__all__ = ["merged_at"]
+from framework.coordination.registry import TopicEntry
+from framework.order import NO_FLOOR, MergeBuffer
+from rebalance import TopicHistory
+from rebalance.positions import Position
+
+__all__ = ["link_survivors", "merged_at"]
+
+T = TypeVar("T")
 
 
 def merged_at(
@@ -22,3 +31,34 @@ def merged_at(
         if needs and gate.from_offset >= start:
             return gate.from_offset, needs
     return None
+
+
+def link_survivors(
+    buffer: MergeBuffer[T],
+    inputs: Mapping[str, TopicEntry],
+    read: Mapping[Position, int],
+    offsets: Mapping[Position, int],
+    marks: Mapping[Position, int],
+) -> None:
+    """Link each partition ``buffer`` reads (``read``: each with its next offset) that is a
+    shrink's survivor not read past its hold to the deleted partitions merging into it
+    (``MergeBuffer.merging``): those read here give their final marks when closed; one not
+    read here whose state offset (``offsets``) is past its drain marker gives its stored
+    mark there (``marks``); another's is not known here (not published)."""
+    for position in sorted(read):
+        topic, partition = position
+        entry = inputs.get(topic)
+        found = None if entry is None else merged_at(entry.history, partition, read[position])
+        if found is None:
+            continue
+        hold, needs = found
+        here: list[Position] = []
+        floor = NO_FLOOR
+        for deleted, needed in needs:
+            source = (topic, deleted)
+            stored, mark = offsets.get(source), marks.get(source)
+            if source in read:
+                here.append(source)
+            elif needed is not None and stored is not None and stored >= needed:
+                floor = max(floor, NO_FLOOR if mark is None else mark)
+        buffer.merging(position, hold, here, floor)

@@ -14,8 +14,10 @@ each built offset (``marks_at_ends``) is stored with the built state in the prog
 on in the same order.
 
 Every partition's marks start at ``NO_FLOOR`` at offset 0 (a build reads every partition from
-its first record); a growth child does not start from its parent's mark at the marker nor a
-shrink's survivor take the deleted partition's, as the live loop does not yet either.
+its first record); a growth child does not start from its parent's mark at the marker, as
+the live loop does not yet either, nor a shrink's survivor take its deleted partitions' final
+marks from its hold on, which the live loop does (so an app whose inputs shrank is refused:
+``build.check_orderable``).
 """
 
 from __future__ import annotations

@@ -53,14 +53,14 @@ then offset).
 A restored snapshot carries the marks (they are in the database it copies), and a backfill's
 Spark build stores them with the offsets it builds to (``framework.bootstrap.order_cut``). Not
 covered yet: a catch-up applies its records as before (a partition that comes back by one
-starts its marks over at F: ``completions.complete_offsets`` clears the mark it left with),
-and a Spark build of an app that keeps time or whose inputs shrank is refused; a growth child whose parent is not read here up to its marker, or whose marker
-was not recorded when it was assigned (the usual order of a growth), starts from its own marks,
-and held by its gate can stall the other inputs (a known fault: ``test_review_order2``); a
-shrink survivor takes the final mark of a deleted partition only when this processor reads
-it or drained it before (another processor's is not published yet) (``docs/concepts/time.md``:
-"Several inputs";
-the known faults are held by strict xfails in ``tests/framework/order``).
+starts its marks over at F: ``completions.complete_offsets`` clears the mark it left with), and
+a Spark build of an app that keeps time or whose inputs shrank is refused; a growth child whose
+parent is not read here up to its marker, or whose marker was not recorded when it was assigned
+(the usual order of a growth), starts from its own marks, and held by its gate can stall the
+other inputs (a known fault: ``test_review_order2``); a shrink survivor takes the final mark of
+a deleted partition only when this processor reads it or drained it before (another processor's
+is not published yet) (``docs/concepts/time.md``: "Several inputs"; the known faults are held
+by strict xfails in ``tests/framework/order``).
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ Records are JSON objects with a ``type``:
   starts (with its ``request`` id) and finishes. A growth is refused while a scale or another
   growth is in progress (the same growth again is the expand resumed, and changes nothing);
   a ``growth_done`` naming another request than the growth in progress is ignored.
+- ``growth_base``: a growth child's base mark (``topic``, ``partition``, its life's
+  ``start``, ``base``), written by whoever read its parent past the marker; the first
+  record of a life applies (every writer computes the same value: ``growth_bases``).
 - ``handoff``: an ``event`` of the catch-up protocol for one (``source``, ``target``) pair of
   generation ``g``, applied through ``HANDOFF_MACHINE``; ``RELEASE`` carries the final
   ``offsets`` F of the moved partitions. When every handoff of a scale is COMPLETE, the scale's
@@ -80,7 +83,7 @@ from rebalance.linear_hash import bucket
 from rebalance.positions import Position
 from rebalance.receiver_stops import apply_resumed, apply_stopped
 from rebalance.record_checks import shown
-from rebalance.scale_records import scale_of
+from rebalance.scale_records import apply_abort, scale_of
 from rebalance.states import HANDOFF_MACHINE, HandoffEvent, HandoffPhase
 
 __all__ = [
@@ -117,6 +120,9 @@ class ControlState:
     format: int = 1
     #: a format newer than ``CONTROL_FORMAT`` the log switched to (nothing after it applied)
     unreadable: int | None = None
+    #: each growth child's base mark, by ``(topic, partition, its life's start)``: the
+    #: first ``growth_base`` record of a life (``framework.runtime.growth_bases``)
+    growth_bases: Mapping[tuple[str, int, int], int] = field(default_factory=dict)
 
     @property
     def processors(self) -> int | None:
@@ -160,6 +166,7 @@ class ControlState:
             "stopped": self._apply_stopped,
             "growth": self._apply_growth,
             "growth_done": self._apply_growth_done,
+            "growth_base": self._apply_growth_base,
             "metadata_hash": lambda r: replace(self, metadata_hash=int(r["hash"])),
             "snapshot": lambda r: replace(self, snapshot_request=SnapshotRequest.from_record(r)),
             "instance": lambda r: replace(
@@ -293,6 +300,12 @@ class ControlState:
             return self._ignore(f"growth_done of request {request}, not the one in progress")
         return replace(self, growth=None)
 
+    def _apply_growth_base(self, record: Mapping[str, Any]) -> ControlState:
+        life = (str(record["topic"]), int(record["partition"]), int(record["start"]))
+        if life in self.growth_bases:
+            return self  # (the first record of a life applies)
+        return replace(self, growth_bases={**self.growth_bases, life: int(record["base"])})
+
     def _apply_handoff(self, record: Mapping[str, Any]) -> ControlState:
         scale = self.scaling
         number = int(record["generation"])
@@ -352,26 +365,7 @@ class ControlState:
         return replace(ignored, scale=replace(scale, refused=refused))
 
     def _apply_abort(self, record: Mapping[str, Any]) -> ControlState:
-        scale = self.scaling
-        number = int(record["generation"])
-        if scale is None or scale.generation != number:
-            return self._ignore(f"an abort of generation {number}, which is not in progress")
-        moved = sorted(
-            f"{h.source}->{h.target}"
-            for h in scale.handoffs.values()
-            if not HANDOFF_MACHINE.can_apply(h.phase, HandoffEvent.ABORT)
-        )
-        if moved:
-            return self._ignore(
-                f"an abort of generation {number}: handoffs {moved} already released their "
-                "partitions, so the scale can only finish"
-            )
-        handoffs = {
-            pair: replace(h, phase=HANDOFF_MACHINE.apply(h.phase, HandoffEvent.ABORT))
-            for pair, h in scale.handoffs.items()
-        }
-        reason = str(record.get("reason") or "aborted")
-        return replace(self, scale=replace(scale, handoffs=handoffs, aborted=reason))
+        return self._with_scale(apply_abort(self.scaling, record))
 
     def _apply_stopped(self, record: Mapping[str, Any]) -> ControlState:
         return self._with_scale(apply_stopped(self.scaling, record))

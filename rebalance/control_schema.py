@@ -150,6 +150,17 @@ class _Growth(_Record):
     request: Text | None = None
 
 
+#: the largest time a mark holds (``framework.order.marks.LARGEST``)
+_MARK_LIMIT = (1 << 62) - 1
+
+
+class _GrowthBase(_Record):
+    topic: Text
+    partition: Index
+    start: Offset
+    base: Annotated[Signed64, Field(ge=-_MARK_LIMIT, le=_MARK_LIMIT)]
+
+
 class _MetadataHash(_Record):
     hash: Signed64
 
@@ -178,6 +189,7 @@ _SCHEMAS: dict[str, type[_Record]] = {
     "resumed": _Resumed,
     "growth": _Growth,
     "growth_done": _Growth,
+    "growth_base": _GrowthBase,
     "metadata_hash": _MetadataHash,
     "snapshot": _Snapshot,
     "instance": _Instance,

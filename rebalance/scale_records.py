@@ -1,9 +1,11 @@
 """The ``scale`` record made a ``Scale``: each input's partition history as the record carries
-it, the plan's moves grouped into (source, target) handoffs, each PLANNED (pure)."""
+it, the plan's moves grouped into (source, target) handoffs, each PLANNED; and an ``abort``
+record applied to the scale in progress (pure)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from rebalance.control_records import (
@@ -15,8 +17,9 @@ from rebalance.control_records import (
 )
 from rebalance.lineage import TopicHistory
 from rebalance.plan import plan_scale
+from rebalance.states import HANDOFF_MACHINE, HandoffEvent
 
-__all__ = ["scale_of"]
+__all__ = ["apply_abort", "scale_of"]
 
 
 def scale_of(
@@ -68,3 +71,28 @@ def scale_of(
         {topic: h for topic, h in histories.items() if topic in recorded},
         request=request_of(record),
     )
+
+
+def apply_abort(scale: Scale | None, record: Mapping[str, Any]) -> Scale | str:
+    """The scale in progress (``scale``) aborted by ``record``, or why the record is ignored
+    (no such scale in progress, or a handoff of it released its partitions already: it can
+    only finish)."""
+    number = int(record["generation"])
+    if scale is None or scale.generation != number:
+        return f"an abort of generation {number}, which is not in progress"
+    moved = sorted(
+        f"{h.source}->{h.target}"
+        for h in scale.handoffs.values()
+        if not HANDOFF_MACHINE.can_apply(h.phase, HandoffEvent.ABORT)
+    )
+    if moved:
+        return (
+            f"an abort of generation {number}: handoffs {moved} already released their "
+            "partitions, so the scale can only finish"
+        )
+    handoffs = {
+        pair: replace(h, phase=HANDOFF_MACHINE.apply(h.phase, HandoffEvent.ABORT))
+        for pair, h in scale.handoffs.items()
+    }
+    reason = str(record.get("reason") or "aborted")
+    return replace(scale, handoffs=handoffs, aborted=reason)

@@ -130,7 +130,8 @@ def build_state(
             covered = {j: {p: served[p].end for p in ps} for j, ps in request.covers.items()}
             marks: dict[int, dict[Position, int]] | None = None
             if canonical:  # (read several times: where to stop, then the job)
-                marked = with_marks(history, app).persist(StorageLevel.MEMORY_AND_DISK)
+                marked = with_marks(history, app, request.entries)
+                marked = marked.persist(StorageLevel.MEMORY_AND_DISK)
                 counts = {name: entry.history.partitions for name, entry in request.entries.items()}
                 cut = cut_build(marked, covered, topics, counts)
                 covered, marks, history = cut.covered, cut.marks, cut.history

@@ -14,34 +14,42 @@ each built offset (``marks_at_ends``) is stored with the built state in the prog
 on in the same order.
 
 Every partition's marks start at ``NO_FLOOR`` at offset 0 (a build reads every partition from
-its first record); a growth child does not start from its parent's mark at the marker, as
-the live loop does not yet either, nor a shrink's survivor take its deleted partitions' final
-marks from its hold on, which the live loop does (so an app whose inputs shrank is refused:
-``build.check_orderable``).
+its first record), except a growth child's from its last life's start: they start from its
+*base*, its parent's mark at the child's marker as the registry records it (``child_bases``:
+the largest event time of the parent's life up to the marker, and the parent's own base),
+as the live loop's (``framework.runtime.growth_bases``). A child whose marker is not recorded
+keeps ``NO_FLOOR`` (its records wait at their gate, which the build's cut keeps out), and the
+parent's history must reach back to its life's start (a backfill's does); a shrink's
+survivor does not take its deleted partitions' final marks from its hold on, which the live
+loop does (so an app whose inputs shrank is refused: ``build.check_orderable``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from framework.app import App
 from framework.bootstrap.arrow_rows import ArrowMessage, row_chunks
+from framework.coordination.registry import TopicEntry
 from framework.input_times import InputTimes
 from framework.order import NO_FLOOR
+from rebalance import Grow, parent
 from rebalance.positions import Position
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["MARK_COLUMN", "event_times", "marks_at_ends", "with_marks"]
+__all__ = ["MARK_COLUMN", "child_bases", "event_times", "marks_at_ends", "with_marks"]
 
 #: the column of each record's mark in the history ``with_marks`` gives
 MARK_COLUMN = "mark"
 #: the column of each record's event time (``None``: it has none), computed on the way
 _TIME_COLUMN = "event_time"
+#: the column of a record's life in its partition (1: a growth child's last, 0: before it)
+_LIFE_COLUMN = "life"
 
 
 def event_times(app: App) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -62,22 +70,66 @@ def event_times(app: App) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.Re
     return add_times
 
 
-def with_marks(history: DataFrame, app: App) -> DataFrame:
+def with_marks(
+    history: DataFrame, app: App, entries: Mapping[str, TopicEntry] | None = None
+) -> DataFrame:
     """``history`` (the build's columns: ``sources``) with each record's ``mark``: the running
-    max of its partition's event times up to it, in offset order (``NO_FLOOR`` before any)."""
+    max of its partition's event times up to it, in offset order (``NO_FLOOR`` before any),
+    from a growth child's last life's start on at least its base (``child_bases`` of the
+    registry's ``entries``)."""
     from pyspark.sql import Window  # noqa: PLC0415
     from pyspark.sql import functions as F  # noqa: PLC0415, N812
     from pyspark.sql.types import LongType, StructField, StructType  # noqa: PLC0415
 
     schema = StructType([*history.schema.fields, StructField(_TIME_COLUMN, LongType(), True)])
     timed = history.mapInArrow(event_times(app), schema)
+    bases = child_bases(timed, entries or {})
+    life, base = F.lit(0), F.lit(NO_FLOOR)
+    for (topic, partition), (start, found) in bases.items():
+        child = (F.col("topic") == topic) & (F.col("partition") == partition)
+        in_life = child & (F.col("offset") >= start)
+        life = F.when(in_life, F.lit(1)).otherwise(life)
+        base = F.when(in_life, F.lit(found)).otherwise(base)
     running = (
-        Window.partitionBy("topic", "partition")
+        Window.partitionBy("topic", "partition", _LIFE_COLUMN)
         .orderBy("offset")
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
-    mark = F.coalesce(F.max(_TIME_COLUMN).over(running), F.lit(NO_FLOOR))
-    return timed.withColumn(MARK_COLUMN, mark.cast("long")).drop(_TIME_COLUMN)
+    lived = timed.withColumn(_LIFE_COLUMN, life)
+    own = F.coalesce(F.max(_TIME_COLUMN).over(running), F.lit(NO_FLOOR))
+    mark = F.greatest(own, base)
+    return lived.withColumn(MARK_COLUMN, mark.cast("long")).drop(_TIME_COLUMN, _LIFE_COLUMN)
+
+
+def child_bases(
+    timed: DataFrame, entries: Mapping[str, TopicEntry]
+) -> dict[Position, tuple[int, int]]:
+    """Per growth child whose marker the registry records (``entries``), ``(its last life's
+    start, its base)``: the larger of its parent's base (a child's too) and the largest event
+    time in ``timed`` (column ``event_time``) of the parent's life up to the marker."""
+    from pyspark.sql import functions as F  # noqa: PLC0415, N812
+
+    bases: dict[Position, tuple[int, int]] = {}
+    for topic, entry in sorted(entries.items()):
+        history = entry.history
+        lives: dict[int, tuple[int, int | None]] = {}
+        for step in history.steps:
+            if isinstance(step, Grow):
+                lives.update({c: (start, step.markers.get(c)) for c, start in step.starts.items()})
+        for child, (start, marker) in sorted(lives.items()):
+            source = parent(child, history.initial_partitions)
+            if marker is None or source is None:
+                continue
+            source_start, source_base = bases.get((topic, source), (0, NO_FLOOR))
+            read = timed.filter(
+                (F.col("topic") == topic)
+                & (F.col("partition") == source)
+                & F.col("offset").between(source_start, marker)
+            )
+            [row] = read.agg(F.max(_TIME_COLUMN).alias("own")).collect()
+            own = NO_FLOOR if row["own"] is None else int(row["own"])
+            bases[(topic, child)] = (start, max(source_base, own))
+    return bases
 
 
 def marks_at_ends(marked: DataFrame) -> dict[Position, int]:

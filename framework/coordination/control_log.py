@@ -78,6 +78,8 @@ def record_key(record: Mapping[str, Any]) -> bytes:
         )
     elif kind in ("growth", "growth_done"):
         fact = f"{kind}/{record['topic']}/{int(record['partitions'])}"
+    elif kind == "growth_base":
+        fact = f"{kind}/{record['topic']}/{int(record['partition'])}/{int(record['start'])}"
     else:
         fact = kind
     return f"{fact}/{uuid.uuid4().hex}".encode()

@@ -27,17 +27,19 @@ parent: ``assign`` it (with its parent's mark at the marker as base, a higher ``
 ``forget``ting the parent, only once the parent was read up to the marker; or, before the
 parent is read past the marker, with ``parent``: the buffer then takes the parent's mark there
 as the child's base, and until then the parent's mark bounds the child's ``R`` from below (all
-the child's marks are at least its base). A partition that holds no more items of any key (a
-shrink's deleted partition read up to its drain marker) is ``close``-d: its ``R`` is
-``ENDED``. A shrink's survivor is linked (``merging``) to its deleted partitions read here: its
-marks from its hold on are at least their final marks (``framework.order.survivor_links``).
-An item added with ``wanted=False`` (a forced tick: an errand) is not counted by ``wanted``: a
-reader forces ticks only while something else waits, and for the least item waited for
-(``waited_for``: its blockers' ``needs`` release it with the errands before it), not for an
-errand at the head (one tick per step of time). An input with no partition assigned blocks
-every other input (its keys' items are unknown). With one input every item is safe as soon as
-it is read: ``release`` gives every item read (each partition's in offset order), so a
-single-input app needs no buffer.
+the child's marks are at least its base). A child whose base is not known is held until
+``base`` gives it (``based=False``, or ``parent``): none of its items is released or waited for
+(no tick is forced for them), and what a batch commits of it stays at its start. A partition
+that holds no more items of any key (a shrink's deleted partition read up to its drain marker)
+is ``close``-d: its ``R`` is ``ENDED``. A shrink's survivor is linked (``merging``) to its
+deleted partitions read here: its marks from its hold on are at least their final marks
+(``framework.order.survivor_links``). An item added with ``wanted=False`` (a forced tick: an
+errand) is not counted by ``wanted``: a reader forces ticks only while something else waits,
+and for the least item waited for (``waited_for``: its blockers' ``needs`` release it with the
+errands before it), not for an errand at the head (one tick per step of time). An input with no
+partition assigned blocks every other input (its keys' items are unknown). With one input every
+item is safe as soon as it is read: ``release`` gives every item read (each partition's in
+offset order), so a single-input app needs no buffer.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from framework.order.merge_parts import (
     Blocker,
     Blocking,
     PartitionRead,
+    check_assign,
     raises_mark,
 )
 from framework.order.merge_release import MergeRelease
@@ -81,7 +84,8 @@ class MergeBuffer(MergeRelease[T]):
         base: int = NO_FLOOR,
         rank: int = 0,
         *,
-        parent: tuple[Position, int] | None = None,
+        parent: tuple[Position, int | None] | None = None,
+        based: bool = True,
     ) -> None:
         """Read ``position`` from offset ``start``, whose mark there is ``base`` (``NO_FLOOR``
         at the partition's first offset, the stored mark on resuming, a growth child's parent's
@@ -91,36 +95,15 @@ class MergeBuffer(MergeRelease[T]):
         read past the marker yet: its base is then the larger of ``base`` and the parent's
         mark at the marker, and until the parent is read past it the parent's mark bounds the
         child's ``R`` from below (a gate-held child does not hold the other inputs back
-        below its parent)."""
-        input = self._index.get(position[0])
-        if input is None:
-            raise ValueError(
-                f"{position[0]!r} is not an input of this merge buffer ({list(self._inputs)}). "
-                "Fix: assign only partitions of the app's input topics."
-            )
-        if position in self._parts:
-            raise ValueError(f"{position} is assigned already. Fix: forget it first.")
-        if start < 0:
-            raise ValueError(f"{position}: start offset {start} is negative. Fix: give >= 0.")
-        if not NO_FLOOR <= base <= LARGEST:
-            raise ValueError(
-                f"{position}: base mark {base} is outside {NO_FLOOR}..{LARGEST}. "
-                "Fix: give the stored mark, or NO_FLOOR at the partition's first offset."
-            )
+        below its parent); the marker's offset ``None``: not known here. ``based=False`` (or
+        ``parent``): ``base`` gives its base later (nothing of it is released until then)."""
+        input = check_assign(position, start, base, self._index, assigned=position in self._parts)
         part: PartitionRead[T] = PartitionRead(
             position, input, next(self._idents), start=start, base=base, rank=rank
         )
+        part.based = based and parent is None
         if parent is not None:
-            source = self._part(parent[0])
-            if source.input != input:
-                raise ValueError(f"{position}: parent {parent[0]} is of another input.")
-            if source.read_to > parent[1]:
-                raise ValueError(
-                    f"{position}: its parent {parent[0]} is read past the marker at "
-                    f"{parent[1]} already. Fix: assign the child before, or give its base."
-                )
-            part.lineage, part.marker = source, parent[1]
-            source.children.append(part)
+            part.link(self._part(parent[0]), parent[1])
         self._parts[position] = part
         self._counts[input] += 1
         self._push_reach(part)
@@ -131,10 +114,8 @@ class MergeBuffer(MergeRelease[T]):
         part = self._part(position)
         del self._parts[position]
         self._counts[part.input] -= 1
-        if part.lineage is not None:
-            part.lineage.children.remove(part)
-            part.lineage = None
-        for child in part.children:  # (their base unknown here: from their own marks on)
+        part.unlink()
+        for child in part.children:  # (their base unknown here: they wait for ``base``)
             child.lineage = None
             self._push_reach(child)
         part.children = []
@@ -211,7 +192,7 @@ class MergeBuffer(MergeRelease[T]):
             self._wanted += 1
         else:
             part.errands.add(offset)
-        if len(fifo) == 1:
+        if len(fifo) == 1 and part.based:
             heapq.heappush(self._heads[part.input], (item.mark, part.rank, part.ident, part))
         if raised or (end is not None and offset + 1 >= end):  # R moved
             self._push_reach(part)
@@ -286,16 +267,43 @@ class MergeBuffer(MergeRelease[T]):
         if not part.sources:
             self._resolve(part)
 
+    def base(self, position: Position, base: int) -> None:
+        """``position``'s base is ``base`` (a growth child's parent's mark at the marker): its
+        items held so far take it into their marks and may be released (once based: kept)."""
+        part = self._part(position)
+        if not NO_FLOOR <= base <= LARGEST:
+            raise ValueError(f"{position}: base mark {base} is outside {NO_FLOOR}..{LARGEST}.")
+        if not part.based:
+            self._set_base(part, base)
+
+    def unlink(self, position: Position) -> None:
+        """``position``'s parent no longer bounds its ``R`` (read past the child's marker
+        while its own base is not known: ``base`` gives the child's later)."""
+        part = self._part(position)
+        part.unlink()
+        self._push_reach(part)
+
+    def based(self, position: Position) -> bool:
+        """Whether ``position``'s base is known (``assign``'s ``based``, then ``base``)."""
+        return self._part(position).based
+
+    def mark(self, position: Position) -> int:
+        """``position``'s mark after the last item read (of its own items, while not based)."""
+        return self._part(position).mark
+
     def _found_bases(self, part: PartitionRead[T], read_to: int) -> None:
         """``part`` is read up to ``read_to`` (every item before it added) with its mark
         now: each child whose marker lies before ``read_to`` takes that mark as its base."""
-        for child in [c for c in part.children if c.marker < read_to]:
-            part.children.remove(child)
-            child.lineage = None
-            child.mark = max(child.mark, part.mark)
-            if not child.fifo and child.applied_mark < part.mark:
-                child.applied_mark = part.mark  # (committed with its offset: a restart's base)
-            self._push_reach(child)
+        if not part.based:
+            return  # (its mark is not final: its children's bases come from ``base``)
+        for child in [c for c in part.children if c.marker is not None and c.marker < read_to]:
+            self._set_base(child, part.mark)
+
+    def _set_base(self, part: PartitionRead[T], base: int) -> None:
+        """``part`` (not based) takes ``base``: its held items' marks, its head released."""
+        if part.take_base(base):
+            heapq.heappush(self._heads[part.input], part.head())
+        self._push_reach(part)
 
     def _unlink(self, survivor: PartitionRead[T], source: PartitionRead[T], mark: int) -> None:
         """``source`` no longer holds ``survivor``'s marks back: its final mark is ``mark``."""

@@ -18,6 +18,7 @@ __all__ = [
     "PartitionRead",
     "Stashed",
     "blockers_of",
+    "check_assign",
     "errands_need",
     "least_waited_for",
     "raises_mark",
@@ -60,6 +61,7 @@ class PartitionRead(Generic[T]):
 
     __slots__ = (
         "applied_mark",
+        "based",
         "children",
         "closed",
         "end",
@@ -76,6 +78,7 @@ class PartitionRead(Generic[T]):
         "rank",
         "read_to",
         "sources",
+        "start",
         "stash",
         "survivors",
     )
@@ -88,13 +91,17 @@ class PartitionRead(Generic[T]):
         self.rank = rank
         self.ident = ident
         self.mark = base
+        self.start = start
         self.read_to = start  # every item before it was added
+        #: whether its base is known (else nothing of it is released: ``MergeBuffer.base``)
+        self.based = True
         self.end: int | None = None
         self.closed = False
         #: a growth child's parent while its base is not known (the parent is not read past
-        #: ``marker`` yet), else ``None``; a parent's children waiting for their base
+        #: ``marker`` yet; ``None``: the marker's offset is not known here), else ``None``; a
+        #: parent's children waiting for their base
         self.lineage: PartitionRead[T] | None = None
-        self.marker = 0
+        self.marker: int | None = 0
         self.children: list[PartitionRead[T]] = []
         self.fifo: deque[Item[T]] = deque()
         self.applied_mark = base
@@ -127,7 +134,10 @@ class PartitionRead(Generic[T]):
 
     def applied_position(self) -> int:
         """The offset after its last released item (past what was read after it when nothing
-        of it waits; not past a survivor's hold while its marks from there are unknown)."""
+        of it waits; not past a survivor's hold while its marks from there are unknown; its
+        start while its base is not known)."""
+        if not self.based:
+            return self.start
         if self.fifo:
             return self.fifo[0].offset
         hold = self.hold
@@ -141,16 +151,74 @@ class PartitionRead(Generic[T]):
             return None  # (every item it holds is an errand)
         return next(item for item in self.fifo if item.offset not in errands)
 
+    def link(self, source: PartitionRead[T], marker: int | None) -> None:
+        """Its parent is ``source`` (of its input), not read past ``marker`` (``None``: not
+        known here): its base waits, and ``source``'s mark bounds its ``R`` till then."""
+        if source.input != self.input:
+            raise ValueError(f"{self.position}: parent {source.position} is of another input.")
+        if marker is not None and source.read_to > marker:
+            raise ValueError(
+                f"{self.position}: its parent {source.position} is read past the marker at "
+                f"{marker} already. Fix: assign the child before, or give its base."
+            )
+        self.lineage, self.marker, self.based = source, marker, False
+        source.children.append(self)
+
+    def unlink(self) -> None:
+        """Its parent no longer bounds its ``R``."""
+        if self.lineage is not None:
+            self.lineage.children.remove(self)
+            self.lineage = None
+
+    def take_base(self, base: int) -> bool:
+        """Take ``base`` (it was not based): its marks and its held items' are at least
+        ``base`` from now on; whether it holds items (its head may be released)."""
+        self.unlink()
+        self.based = True
+        self.mark = max(self.mark, base)
+        self.applied_mark = max(self.applied_mark, base)  # (at its start: a restart's base)
+        held = [item._replace(mark=max(item.mark, base)) for item in self.fifo]
+        self.fifo.clear()
+        self.fifo.extend(held)
+        return bool(held)
+
     def head(self) -> tuple[int, int, int, PartitionRead[T]]:
         """Its FIFO's head as a heap entry: ``(mark, rank, ident, partition)``."""
         return self.fifo[0].mark, self.rank, self.ident, self
 
 
+def check_assign(
+    position: Position, start: int, base: int, inputs: Mapping[str, int], *, assigned: bool
+) -> int:
+    """The input index of ``position`` (``inputs``: each input's, in config order), or
+    ``ValueError``: not of an input, ``assigned`` already, a negative ``start`` or a
+    ``base`` that is not a mark."""
+    input = inputs.get(position[0])
+    if input is None:
+        raise ValueError(
+            f"{position[0]!r} is not an input of this merge buffer ({list(inputs)}). "
+            "Fix: assign only partitions of the app's input topics."
+        )
+    if assigned:
+        raise ValueError(f"{position} is assigned already. Fix: forget it first.")
+    if start < 0:
+        raise ValueError(f"{position}: start offset {start} is negative. Fix: give >= 0.")
+    if not NO_FLOOR <= base <= LARGEST:
+        raise ValueError(
+            f"{position}: base mark {base} is outside {NO_FLOOR}..{LARGEST}. "
+            "Fix: give the stored mark, or NO_FLOOR at the partition's first offset."
+        )
+    return input
+
+
 def least_waited_for(parts: Iterable[PartitionRead[T]]) -> tuple[Item[T], int] | None:
-    """The least item of ``parts`` that something waits for (not an errand), in the order of
-    release (mark, input, rank), with its input (``None``: only errands wait)."""
+    """The least item of ``parts`` that something waits for (not an errand; none of a
+    partition whose base is not known), in the order of release (mark, input, rank), with its
+    input (``None``: only errands wait)."""
     least: tuple[tuple[int, int, int, int], Item[T]] | None = None
     for part in parts:
+        if not part.based:
+            continue  # (it waits for its base, not for ticks)
         item = part.first_wanted()
         if item is not None:
             order = (item.mark, part.input, part.rank, part.ident)
@@ -165,7 +233,7 @@ def errands_need(parts: Iterable[PartitionRead[T]], mark: int, input: int) -> in
     ``NO_FLOOR``: none)."""
     need = NO_FLOOR - 1
     for part in parts:
-        if part.input == input:
+        if part.input == input or not part.based:
             continue
         for item in part.fifo:
             if (item.mark, part.input) >= (mark, input):

@@ -83,8 +83,9 @@ class MergeRelease(Generic[T]):
         return {position: part.applied_position() for position, part in self._parts.items()}
 
     def applied_marks(self) -> dict[Position, int]:
-        """Per partition, its mark at ``applied_positions``: the base to resume from there."""
-        return {position: part.applied_mark for position, part in self._parts.items()}
+        """Per partition whose base is known, its mark at ``applied_positions``: the base to
+        resume from there."""
+        return {position: part.applied_mark for position, part in self._parts.items() if part.based}
 
     def wanted(self) -> int:
         """How many items read and not released something waits for: all but those added

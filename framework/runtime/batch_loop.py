@@ -19,18 +19,16 @@ before 4: a transaction that cannot commit is aborted and its batches read again
 must wait (crash suspects, ``in_flight: 1``) goes through ``BatchRunner.run``, which waits.
 
 Between batches the processor follows the control log (``ControlWatcher``) and asks its
-``HandoffCoordinator`` what to do in a scale (the catch-up protocol, KIP-287): which
-partitions to read (``Assignment`` makes the consumer read exactly those), which READY
-handoffs to release at this batch boundary (it stops reading them, the coordinator commits F
-and writes RELEASE), and it lets the coordinator step a receiver's catch-up and forget keys
-given away. Before any of that, the batches in flight are committed (``drain``). Exactly one
-processor emits output for each record.
+``HandoffCoordinator`` what to do in a scale (the catch-up protocol, KIP-287): which partitions to
+read (``Assignment`` makes the consumer read exactly those), which READY handoffs to release at this
+batch boundary (it stops reading them, the coordinator commits F and writes RELEASE), and it lets
+the coordinator step a receiver's catch-up and forget keys given away. Before any of that, the
+batches in flight are committed (``drain``). Exactly one processor emits output for each record.
 
 An input written by a transactional producer holds offsets without a record (markers, aborted
-records). When the input is idle (once a second at most), before a release and while a
-rebuild runs, the state's and the group's offsets move to where the consumer got past them
-(``passed_over``), so that F, T1 and the lag do not count them as records not read yet.
-"""
+records). When the input is idle (once a second at most), before a release and while a rebuild runs,
+the state's and the group's offsets move to where the consumer got past them (``passed_over``), so
+that F, T1 and the lag do not count them as records not read yet."""
 
 from __future__ import annotations
 
@@ -50,6 +48,7 @@ from framework.runtime.batches import BatchResult, BatchRunner, first_offsets
 from framework.runtime.clients import RunClients
 from framework.runtime.faults import maybe_crash
 from framework.runtime.first_reads import FirstReads
+from framework.runtime.growth_bases import ControlBases
 from framework.runtime.handoffs import HandoffCoordinator
 from framework.runtime.observe import RunObserver, progress_line
 from framework.runtime.passed_over import PassOver
@@ -338,6 +337,7 @@ class BatchLoop:
                 fault=lambda point: maybe_crash(point, self.processor, self.config.app_state_dir),
                 count_taken=self._observe is not _nothing,
                 learn=self._topics.learn,  # (a step Kafka's metadata does not show)
+                bases=ControlBases(lambda: self._watcher.state, self._control.append),
             )
             batch = self.config.batch
             self._pipeline = Pipeline(

@@ -43,8 +43,9 @@ from framework.processing import (
 from framework.runtime.assignment import Assignment
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.delivery import BatchWriter
+from framework.runtime.growth_bases import GrowthBases
 from framework.runtime.keys_of_mine import keys_of_mine
-from framework.runtime.ordering import InputOrder, ordered, write_forced_ticks
+from framework.runtime.ordering import input_order_of, write_forced_ticks
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
 from framework.runtime.tick_guard import guarded_tick, lone_ticks
@@ -114,6 +115,7 @@ class BatchRunner:
     an app with time) and ``tick:read`` when its batch read one. ``count_taken``: count each
     batch's records per partition (``BatchResult.taken``, for metrics). ``learn`` is told
     of registry entries read before a batch (``RecordProcessor.confirm_markers``).
+    ``bases``: where growth children's bases are recorded (``InputOrder``; the control log).
     """
 
     def __init__(
@@ -135,6 +137,7 @@ class BatchRunner:
         fault: Callable[[str], None] = lambda _point: None,
         count_taken: bool = False,
         learn: Callable[[Mapping[str, TopicEntry]], None] = lambda _entries: None,
+        bases: GrowthBases | None = None,
     ) -> None:
         self.processor = processor
         self.app_id = config.app_id
@@ -165,17 +168,7 @@ class BatchRunner:
         self._learn = learn
         self.ticks = TickWriter.of(config.time, records, reading, database, clock)
         #: the canonical order of several inputs (``None``: records are applied as read)
-        self.ordering = (
-            InputOrder(
-                records.app,
-                database,
-                clock,
-                steps=records.placement,
-                inputs=lambda: reading.layout.inputs,
-            )
-            if ordered(records.app)
-            else None
-        )
+        self.ordering = input_order_of(records, database, clock, reading, bases)
         rederive_due(database, records.app)  # (before anything is applied: time.rederive)
 
     def max_records(self) -> int:

@@ -17,17 +17,18 @@ then offset).
   stops reading (a release) is ``forget``-ten with what it held: not committed, so its next
   reader reads it. Records a gate holds never enter the buffer (they are cut before).
 - **Lineage**: each partition's rank is its lineage rank where it starts
-  (``TopicHistory.rank``). A growth child read from its life's start while its parent is read
-  here, not past the child's recorded marker yet, is assigned with its parent
-  (``MergeBuffer.assign``): the parent's mark stands for the child's ``R`` until the parent
-  is read past the marker, then the parent's mark there is the child's base, written with
-  the child's offset (``applied`` writes a child's mark again when it moves), so a restart
-  resumes from it. A shrink's deleted partition read up to its drain marker (as the registry
-  has it, checked at each ``take``, ``follow`` and ``rewind``) is ``close``-d: its last mark
-  no longer holds the other inputs back. A survivor assigned at or before its hold is linked
-  to its deleted partitions (``MergeBuffer.merging``): from the hold on its marks are at least
-  the final mark of each, read here (its mark when closed) or, drained and committed here
-  before, stored with its offset (the survivor's items wait unadded until they are known).
+  (``TopicHistory.rank``). A growth child read from its life's start takes its base, its
+  parent's mark at its marker, as recorded (``framework.runtime.growth_bases``: found by
+  whoever reads the parent past the marker, kept with that batch, published to the control
+  log), or waits for it: nothing of it is released or committed past its start until then,
+  and while its parent is read here and not past the marker, the parent's mark bounds its
+  ``R`` (a held child does not hold the other inputs back). A shrink's deleted partition
+  read up to its drain marker (as the registry has it, checked at each ``take``, ``follow``
+  and ``rewind``) is ``close``-d: its last mark no longer holds the other inputs back. A
+  survivor assigned at or before its hold is linked to its deleted partitions
+  (``MergeBuffer.merging``): from the hold on its marks are at least the final mark of each,
+  read here (its mark when closed) or, drained and committed here before, stored with its
+  offset (the survivor's items wait unadded until they are known).
 - **The bounded wait**: while something waits that is not a forced tick (a record, a marker,
   a tick of the time writer: ``MergeBuffer.wanted``) and the least such item stays blocked
   (``MergeBuffer.waited_for``: by the partitions whose mark is below what releases it and
@@ -54,13 +55,10 @@ A restored snapshot carries the marks (they are in the database it copies), and 
 Spark build stores them with the offsets it builds to (``framework.bootstrap.order_cut``). Not
 covered yet: a catch-up applies its records as before (a partition that comes back by one
 starts its marks over at F: ``completions.complete_offsets`` clears the mark it left with), and
-a Spark build of an app that keeps time or whose inputs shrank is refused; a growth child whose
-parent is not read here up to its marker, or whose marker was not recorded when it was assigned
-(the usual order of a growth), starts from its own marks, and held by its gate can stall the
-other inputs (a known fault: ``test_review_order2``); a shrink survivor takes the final mark of
-a deleted partition only when this processor reads it or drained it before (another processor's
-is not published yet) (``docs/concepts/time.md``: "Several inputs"; the known faults are held
-by strict xfails in ``tests/framework/order``).
+a Spark build of an app that keeps time or whose inputs shrank is refused; a shrink survivor
+takes the final mark of a deleted partition only when this processor reads it or drained it
+before (another processor's is not published yet) (``docs/concepts/time.md``: "Several
+inputs"; the known faults are held by strict xfails in ``tests/framework/order``).
 """
 
 from __future__ import annotations
@@ -68,7 +66,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from framework.app import App
 from framework.clock import Clock
@@ -78,14 +76,18 @@ from framework.kafka import KafkaProducer, Message
 from framework.order import NO_FLOOR, MergeBuffer
 from framework.runtime.errands import Errands
 from framework.runtime.forced_ticks import write_forced
-from framework.runtime.survivors import link_survivors
+from framework.runtime.growth_bases import ChildBases, GrowthBases, MemoryBases
+from framework.runtime.survivors import close_drained, link_survivors
 from framework.runtime.ticking import Tick
 from framework.time.ticks import is_tick_key, is_tick_message, tick_key
-from rebalance import Grow, parent
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
 
-__all__ = ["ORDER_SCOPE", "InputOrder", "ordered", "write_forced_ticks"]
+__all__ = ["ORDER_SCOPE", "InputOrder", "input_order_of", "ordered", "write_forced_ticks"]
+
+if TYPE_CHECKING:
+    from framework.processing import RecordProcessor
+    from framework.runtime.assignment import Assignment
 
 log = logging.getLogger("framework.runtime.loop")
 
@@ -101,7 +103,8 @@ class _Steps(Protocol):
 class InputOrder:
     """The merge of a processor's input partitions (see the module). ``database``: its state;
     ``steps``: its ``PlacementCheck`` (the history steps ticks name); ``inputs``: the input
-    topics' registry entries now; ``clock`` the run's."""
+    topics' registry entries now; ``clock`` the run's; ``bases``: where growth children's bases
+    are recorded (the app's control log; in memory by default: one process)."""
 
     def __init__(
         self,
@@ -111,6 +114,7 @@ class InputOrder:
         *,
         steps: _Steps,
         inputs: Callable[[], Mapping[str, TopicEntry]],
+        bases: GrowthBases | None = None,
     ) -> None:
         config = app.config
         #: the app's id (its ticks name it)
@@ -136,10 +140,11 @@ class InputOrder:
         self._forced: dict[Position, int] = {}
         #: the forced ticks written here (read, an errand of the merge: nothing waits for it)
         self._errands = Errands()
-        #: the growth children assigned with their parent (their base found later)
-        self._children: set[Position] = set()
-        #: per such child, the mark given to a batch to commit
+        #: per partition, the mark given to a batch with its offset (below ``NO_FLOOR``: a
+        #: child's offset given before its base was known)
         self._given_marks: dict[Position, int] = {}
+        #: the growth children's bases: found, kept, published, waited for
+        self._bases = ChildBases(bases or MemoryBases(), database, self._buffer, inputs)
         #: the deleted partitions closed in the merge (read past their drain markers)
         self._closed: set[Position] = set()
         #: forced ticks decided (for tests and metrics)
@@ -161,10 +166,13 @@ class InputOrder:
                 self._assign(position, offsets.get(position), marks.get(position))
             link_survivors(self._buffer, self._inputs(), self._next, offsets, marks)
             self._close_drained()
+        self._bases.resolve()
 
     def waiting(self) -> set[Position]:
-        """The partitions with records read and not released."""
-        return {p for p in self._next if self._buffer.pending(p)}
+        """The partitions with records read and not released, and the growth children
+        waiting for their base (their offsets stay at their life's start until then)."""
+        buffer = self._buffer
+        return {p for p in self._next if buffer.pending(p) or not buffer.based(p)}
 
     # -- records ----------------------------------------------------------------------------
 
@@ -195,6 +203,9 @@ class InputOrder:
                 wanted = self._errands.tick_wanted(message, position, offset, event_time)
             buffer.add(position, offset, key, event_time, message, wanted=wanted)
             nexts[position] = offset + 1
+            self._bases.marker_read(position, offset, message)  # (a growth marker: a base)
+        self._bases.resolve()
+        self._bases.publish_stored()
         self._close_drained()
         released = [item.payload for item in buffer.release()]
         self._blockers(self._clock.monotonic())  # (a partition's wait starts as it blocks)
@@ -207,17 +218,20 @@ class InputOrder:
         stored = self._database.offsets()
         marks = self._buffer.applied_marks()
         moved: dict[Position, int] = {}
-        children, given_marks = self._children, self._given_marks
+        given_marks = self._given_marks
         self._errands.read_from(stored)
         for position, offset in self._buffer.applied_positions().items():
-            mark = marks[position]
+            mark = marks.get(position)  # (``None``: a child waiting for its base)
             if offset > max(self._given.get(position, -1), stored.get(position, -1)):
                 moved[position] = self._given[position] = offset
-            elif position not in children or given_marks.get(position) == mark:
-                continue  # (a child's base found: its mark at its offset is written again)
+            elif mark is None or given_marks.get(position, mark) == mark:
+                continue  # (a child's base found: its mark at its offset is written then)
+            if mark is None:
+                given_marks[position] = NO_FLOOR - 1
+                continue
             batch.set_progress(ORDER_SCOPE, position[0], position[1], mark)
-            if position in children:
-                given_marks[position] = mark
+            given_marks[position] = mark
+        self._bases.write(batch)
         return moved
 
     def rewind(self) -> dict[Position, int]:
@@ -233,13 +247,15 @@ class InputOrder:
             self._buffer.forget(position)
             del self._next[position]
             self._first.pop(position, None)
-            self._children.discard(position)
+            self._bases.forget(position)
             if start is not None:
                 starts[position] = start
+        self._bases.rewound()
         for position in positions:
             self._assign(position, offsets.get(position), marks.get(position))
         link_survivors(self._buffer, self._inputs(), self._next, offsets, marks)
         self._close_drained()
+        self._bases.resolve()
         self.dropped()
         self._errands.read_from(starts)
         return starts
@@ -291,6 +307,7 @@ class InputOrder:
         self._errands.dropped()
         self._given.clear()
         self._given_marks.clear()
+        self._bases.dropped()
 
     # -- internals --------------------------------------------------------------------------
 
@@ -322,54 +339,20 @@ class InputOrder:
             self._blocked_since.setdefault(position, now)
         return blockers
 
-    def _lineage(self, position: Position, start: int) -> tuple[int, tuple[Position, int] | None]:
-        """``position``'s lineage rank at ``start`` (0 for a topic the registry does not
-        list) and, for a growth child read from its life's start whose parent is read here
-        and not past the child's (recorded) marker yet, ``(parent, marker offset)``: its base
-        is the parent's mark there (``MergeBuffer.assign``)."""
-        topic, partition = position
-        entry = self._inputs().get(topic)
-        if entry is None:
-            return 0, None
-        history = entry.history
-        rank = history.rank(partition, start)
-        grown = [step for step in history.steps if isinstance(step, Grow)]
-        life = next((step for step in reversed(grown) if partition in step.starts), None)
-        if life is None or start != life.starts[partition]:
-            return rank, None  # (an initial partition, or not at its last life's start)
-        marker = life.markers.get(partition)
-        source = parent(partition, history.initial_partitions)
-        if marker is None or source is None:
-            return rank, None
-        read_to = self._next.get((topic, source))
-        if read_to is None or read_to > marker:
-            return rank, None  # (its parent's mark at the marker is not known here)
-        return rank, ((topic, source), marker)
-
     def _close_drained(self) -> None:
-        """Close in the merge each deleted partition read past its drain marker (as the
-        registry has it now): no record of a key comes from it any more, and its last mark
-        must not hold the other inputs back for ever (its keys' later records come from its
-        survivor)."""
-        inputs = self._inputs()
-        for position in self._next:
-            topic, partition = position
-            entry = inputs.get(topic)
-            if entry is None or partition < entry.partitions or position in self._closed:
-                continue
-            end = entry.history.key_history(partition)[-1].end_offset
-            if end is not None and self._next[position] >= end:
-                self._buffer.close(position)
-                self._closed.add(position)
+        """Close the deleted partitions read past their drain markers (``close_drained``)."""
+        close_drained(self._buffer, self._inputs(), self._next, self._closed)
 
     def _assign(self, position: Position, offset: int | None, mark: int | None) -> None:
+        """Read ``position`` from the state's ``offset`` with its stored ``mark`` there (a
+        growth child from its life's start: ``ChildBases.assign``)."""
         start = 0 if offset is None else offset
-        base = NO_FLOOR if offset is None or mark is None else mark
-        rank, lineage = self._lineage(position, start)
-        self._buffer.assign(position, start, base, rank, parent=lineage)
+        stored = None if offset is None else mark
+        entry = self._inputs().get(position[0])
+        rank = 0 if entry is None else entry.history.rank(position[1], start)
+        if not self._bases.assign(entry, position, start, stored, rank=rank, reading=self._next):
+            self._buffer.assign(position, start, NO_FLOOR if stored is None else stored, rank)
         self._next[position] = start
-        if lineage is not None:
-            self._children.add(position)
         self._closed.discard(position)
 
     def _forget(self, position: Position) -> None:
@@ -378,8 +361,25 @@ class InputOrder:
             kept.pop(position, None)
         self._errands.forget(position)
         self._closed.discard(position)
-        self._children.discard(position)
+        self._bases.forget(position)
         self._given_marks.pop(position, None)
+
+
+def input_order_of(
+    records: RecordProcessor,
+    database: ProcessorDatabase,
+    clock: Clock,
+    reading: Assignment,
+    bases: GrowthBases | None,
+) -> InputOrder | None:
+    """The canonical order of the inputs ``reading`` reads for ``records``' app (``None``:
+    the app applies records as read), growth bases recorded in ``bases``."""
+    if not ordered(records.app):
+        return None
+    inputs = lambda: reading.layout.inputs  # noqa: E731
+    return InputOrder(
+        records.app, database, clock, steps=records.placement, inputs=inputs, bases=bases
+    )
 
 
 def write_forced_ticks(

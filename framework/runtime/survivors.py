@@ -4,7 +4,7 @@ partition gates), and its link to them in the canonical order's merge
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableSet
 from typing import TypeVar
 
 from framework.coordination.registry import TopicEntry
@@ -12,7 +12,7 @@ from framework.order import NO_FLOOR, MergeBuffer
 from rebalance import TopicHistory
 from rebalance.positions import Position
 
-__all__ = ["link_survivors", "merged_at"]
+__all__ = ["close_drained", "link_survivors", "merged_at"]
 
 T = TypeVar("T")
 
@@ -62,3 +62,25 @@ def link_survivors(
             elif needed is not None and stored is not None and stored >= needed:
                 floor = max(floor, NO_FLOOR if mark is None else mark)
         buffer.merging(position, hold, here, floor)
+
+
+def close_drained(
+    buffer: MergeBuffer[T],
+    inputs: Mapping[str, TopicEntry],
+    read: Mapping[Position, int],
+    closed: MutableSet[Position],
+) -> None:
+    """Close in ``buffer`` each deleted partition read (``read``: with its next offset) past
+    its drain marker (as the registry has it now) and not ``closed`` yet (added to it): no
+    record of a key comes from it any more, and its last mark must not hold the other inputs
+    back for ever (its keys' later records come from its survivor, which takes its final
+    mark)."""
+    for position, next_offset in read.items():
+        topic, partition = position
+        entry = inputs.get(topic)
+        if entry is None or partition < entry.partitions or position in closed:
+            continue
+        end = entry.history.key_history(partition)[-1].end_offset
+        if end is not None and next_offset >= end:
+            buffer.close(position)
+            closed.add(position)

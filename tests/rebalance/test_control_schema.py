@@ -60,6 +60,7 @@ VALID: list[tuple[ControlState, dict[str, Any]]] = [
     (started(2), InputGrowth("words", 16, "g").to_record()),
     (started(2).apply(GROWTH.to_record()), GROWTH.to_record(done=True)),
     (started(2), {"type": "metadata_hash", "hash": -5}),
+    (started(2), {"type": "growth_base", "topic": "words", "partition": 9, "start": 0, "base": -5}),
     (started(2), SnapshotRequest("id", 1).to_record()),
     (started(2), instance_record(1, "z")),
     (started(2), format_record(2)),
@@ -90,6 +91,10 @@ def test_a_valid_record_applies(state: ControlState, record: dict[str, Any]) -> 
         ({"type": "generation", "generation": -1, "processors": 2}, "generation"),
         ({"type": "generation", "generation": 2**31, "processors": 2}, "generation"),
         ({"type": "metadata_hash", "hash": 2**64 - 1}, "hash"),
+        (
+            {"type": "growth_base", "topic": "w", "partition": 1, "start": 0, "base": 2**62},
+            "base",
+        ),
         ({"type": "app", "app_id": "a", "initial_processors": 2, "inputs": {}}, "inputs"),
         ({"type": "app", "app_id": ["a"], "initial_processors": 2, "inputs": {"w": 8}}, "app_id"),
         ({"type": "handoff", "generation": 1, "source": 0, "target": 2}, "event"),

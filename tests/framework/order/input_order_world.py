@@ -11,6 +11,7 @@ from framework import App, AppConfig, Record
 from framework.config import TopicConfig
 from framework.config_time import TimeConfig
 from framework.coordination.registry import TopicEntry
+from framework.runtime.growth_bases import GrowthBases
 from framework.runtime.ordering import InputOrder
 from statestore import DatabaseIdentity, ProcessorDatabase
 from tests.clocks import ManualClock
@@ -24,10 +25,13 @@ class _Steps:
 
 
 def input_order(
-    entries: Mapping[str, TopicEntry], database: ProcessorDatabase | None = None
+    entries: Mapping[str, TopicEntry],
+    database: ProcessorDatabase | None = None,
+    bases: GrowthBases | None = None,
 ) -> tuple[InputOrder, ProcessorDatabase, ManualClock]:
     """The order over ``database`` (a restart: an earlier one's) or a new one in memory,
-    with the registry's ``entries``; its database and clock."""
+    with the registry's ``entries``, growth bases recorded in ``bases`` (the app's control
+    log; in memory, this order's alone, by default); its database and clock."""
     config = AppConfig(
         app_id="two",
         inputs=[TopicConfig(topic="clicks"), TopicConfig(topic="views")],
@@ -44,5 +48,5 @@ def input_order(
     if database is None:
         database = ProcessorDatabase.in_memory(DatabaseIdentity("two", 0), app.store_specs())
     clock = ManualClock()
-    order = InputOrder(app, database, clock, steps=_Steps(), inputs=lambda: entries)
+    order = InputOrder(app, database, clock, steps=_Steps(), inputs=lambda: entries, bases=bases)
     return order, database, clock

@@ -8,6 +8,7 @@ from framework.growth.markers import MARKER_HEADER, MarkerName
 from framework.kafka import Message
 from framework.order import NO_FLOOR
 from framework.processing import StoredMessage
+from framework.runtime.growth_bases import GROWTH_BASE_SCOPE, GROWTH_LIFE_SCOPE, GrowthBases
 from framework.runtime.ordering import ORDER_SCOPE, InputOrder
 from framework.time.ticks import tick_headers
 from rebalance import TopicHistory
@@ -22,15 +23,17 @@ SHRUNK = TopicHistory.of("views", [1, 2], {1: 0}).shrunk(1, {0: 2}).with_drains(
 
 
 def _world(
-    views: TopicHistory | None = None, clicks: TopicHistory | None = None
+    views: TopicHistory | None = None,
+    clicks: TopicHistory | None = None,
+    bases: GrowthBases | None = None,
 ) -> tuple[InputOrder, ProcessorDatabase, ManualClock]:
     """An ``InputOrder`` of clicks[0] and views[0] (``views``, ``clicks``: the topics'
-    histories in the registry; views of one partition by default, clicks not listed),
-    its state in memory, its clock."""
+    histories in the registry; views of one partition by default, clicks not listed;
+    ``bases``: where growth bases are recorded), its state in memory, its clock."""
     entries = {"views": TopicEntry(views or TopicHistory.of("views", [1]))}
     if clicks is not None:
         entries["clicks"] = TopicEntry(clicks)
-    order, database, clock = input_order(entries)
+    order, database, clock = input_order(entries, bases=bases)
     order.follow({C, V})
     return order, database, clock
 
@@ -233,11 +236,14 @@ def test_a_growth_childs_base_is_committed_once_its_parent_passes_the_marker() -
     order.follow({C, child, V})
     order.take([_record(C, 0, 30), _record(V, 0, 40)])
     _commit(order, database)
-    assert database.progress(ORDER_SCOPE)[child] == NO_FLOOR  # (its base not known yet)
+    assert database.offsets()[child] == 0
+    assert child not in database.progress(ORDER_SCOPE)  # (its base not known yet: no mark)
     order.take([_growth_marker(C, 1, 1)])
     _commit(order, database)
     assert database.offsets()[child] == 0
     assert database.progress(ORDER_SCOPE)[child] == 30
+    assert database.progress(GROWTH_BASE_SCOPE) == {child: 30}  # (kept: to publish)
+    assert database.progress(GROWTH_LIFE_SCOPE) == {child: 0}
 
 
 def test_a_forced_tick_overtaken_by_a_record_stays_an_errand_and_forces_no_more() -> None:

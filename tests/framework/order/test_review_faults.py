@@ -14,6 +14,7 @@ from framework.config import TopicConfig
 from framework.coordination.registry import TopicEntry, TopicRegistry
 from framework.growth.markers import MarkerName
 from framework.kafka import Message, TopicSpec
+from framework.runtime.growth_bases import MemoryBases
 from framework.runtime.ordering import InputOrder, Taken
 from framework.testing import TestDriver
 from framework.time.ticks import TickRead, is_tick, read_tick
@@ -101,11 +102,6 @@ def _applied_of_k(order: InputOrder, clock: ManualClock, fetched: list[Taken]) -
     return [f"{m.topic()}[{m.partition()}]" for m in released if m.key() == b"k"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a growth child gets its parent's mark as base only when its parent is read by "
-    "the same processor and not past the marker yet: the applied order depends on placement",
-)
 def test_a_growth_childs_order_does_not_depend_on_where_its_parent_is_read() -> None:
     """clicks grew: clicks[1]'s life starts at offset 0, its marker at offset 1 of clicks[0],
     where the clicks before it reach 500 ms. Key k's first click in clicks[1] is at 100 ms,
@@ -114,17 +110,26 @@ def test_a_growth_childs_order_does_not_depend_on_where_its_parent_is_read() -> 
     with its parent (base 500) and applies view, click; a processor that owns clicks[1] and
     views[0] but not clicks[0] (placement: linear hashing puts them apart), or that assigns
     the child after it read clicks[0] past the marker, assigns it at NO_FLOOR
-    (``InputOrder._lineage``: "not known here") and applies click, view: the key's state
-    depends on which processor computes it."""
-    together, _db, clock = _order_world(clicks=GROWN)
+    (``InputOrder._lineage``: "not known here") and applied click, view: the key's state
+    depended on which processor computes it. Now the base is recorded (the app's control
+    log, here ``bases``): the parent's reader keeps it with the batch that reads past the
+    marker and publishes it once committed; the child's reader elsewhere holds the child
+    (and what it blocks) until it is recorded."""
+    bases = MemoryBases()
+    together, database, clock = _order_world(clicks=GROWN, bases=bases)
     together.follow({C, C1, V0})
     parent_records = [_record(C, 0, 500, b"other"), _growth_marker(C, 1, 1)]
     child_records = [_record(C1, 0, 100), _record(V0, 0, 300)]
-    with_parent = _applied_of_k(together, clock, parent_records + child_records)
-
-    apart, _db, clock = _order_world(clicks=GROWN)
+    apart, _db, apart_clock = _order_world(clicks=GROWN, bases=bases)
     apart.follow({C1, V0})
-    without_parent = _applied_of_k(apart, clock, child_records)
+    assert apart.take(child_records) == []  # (clicks[1] waits for its base; the view for it)
+
+    with_parent = _applied_of_k(together, clock, parent_records + child_records)
+    assert bases.bases == {}  # (not committed yet: not published)
+    _commit(together, database)
+    together.take([])  # (the next batch's take publishes what the state keeps)
+    assert bases.bases == {("clicks", 1, 0): 500}
+    without_parent = _applied_of_k(apart, apart_clock, [])
 
     assert with_parent == ["views[0]", "clicks[1]"]  # (canonical)
     assert without_parent == with_parent
@@ -285,11 +290,6 @@ def _input_order(database: ProcessorDatabase | None = None) -> tuple[InputOrder,
     return order, clock
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a growth child committed past its first item before its base was found resumes "
-    "(resumed past its life's start: no lineage) from the stored NO_FLOOR mark for good",
-)
 def test_a_growth_childs_base_survives_a_restart_before_its_parent_reaches_the_marker() -> None:
     """clicks[1] (child of clicks[0], marker at offset 1 there) starts with clicks[3]'s growth
     marker (offset 0; a marker never waits for a gate). It is released at once and the batch
@@ -297,7 +297,9 @@ def test_a_growth_childs_base_survives_a_restart_before_its_parent_reaches_the_m
     Run on: the parent's click at 500 and its marker give clicks[1] the base 500, so k's
     click (100, clicks[1]@1) has mark 500 and k's view (300) goes first. Restarted from that
     commit: clicks[1] resumes at offset 1, "past its life's start" (``InputOrder._lineage``),
-    so it is assigned without its parent, at the stored NO_FLOOR: k's click goes first."""
+    so it was assigned without its parent, at the stored NO_FLOOR: k's click went first.
+    Now nothing of a child is released before its base is known, so it is not committed
+    past its life's start before: a restart reads it from there and finds its base again."""
     parent_records = [_record(C, 0, 500, b"other"), _growth_marker(C, 1, 1)]
     child_records = [_record(C1, 1, 100), _record(V0, 0, 300)]
     first = [_marker(C1, 0, MarkerName(4, 3, 1))]
@@ -316,9 +318,9 @@ def test_a_growth_childs_base_survives_a_restart_before_its_parent_reaches_the_m
         return [f"{m.topic()}[{m.partition()}]" for m in released if m.key() == b"k"]
 
     running, clock = _input_order()
-    assert _where_of(running.take(first)) == [("clicks", 1, 0)]
+    assert running.take(first) == []  # (held: its base is not known yet)
     database = running._database
-    assert _commit(running, database)[C1] == 1
+    assert _commit(running, database)[C1] == 0
     ran_on = order_of_k(running, clock)
 
     restarted, clock = _input_order(database)

@@ -208,16 +208,14 @@ def test_a_forced_tick_the_producer_leaves_out_is_decided_again() -> None:
         assert again == ([(VIEWS, 1, 10)] if told else [])  # (not told: the fault)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a child assigned before its marker is recorded is not linked"
-)
 def test_a_held_child_assigned_before_its_marker_is_recorded_does_not_stall() -> None:
     """As the gate-held child above, but the registry has not recorded the child's marker
     when the child is assigned -- the usual order: the processor follows the new count
     before ``splitstate expand`` writes and records the markers. ``InputOrder._lineage``
-    links a child only to a recorded marker, so this child starts at NO_FLOOR and, held,
-    still blocks the view (20) while views is quiet: the stall of fault B remains here.
-    (Root fix still to do: take the marker's offset from the parent's stream.)"""
+    linked a child only to a recorded marker, so this child started at NO_FLOOR and, held,
+    still blocked the view (20) while views is quiet: the stall of fault B. Now a child whose
+    marker is not recorded is linked too (its marker's offset is taken from the parent's
+    stream, ``framework.runtime.growth_bases``): the parent's mark bounds its ``R``."""
     order, _database, clock = _order_world(clicks=TopicHistory.of(CLICKS, [1, 2]))
     child = (CLICKS, 1)
     order.follow({C0, child, V0})

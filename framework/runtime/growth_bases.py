@@ -1,0 +1,332 @@
+"""A growth child's base mark as a recorded fact (``time.input_order: canonical``).
+
+A growth child (a new life of partition ``c``, its keys from its parent ``p``) starts its
+marks from its *base*: ``p``'s mark at ``c``'s growth marker (``framework.order.marks``), so a
+key's marks stay monotone across its lineage. Which processor reads ``c``, whether it reads
+``p`` too, and when it is assigned must not change it, so the base is recorded:
+
+- **Found** by whoever reads ``p`` past the marker (``ChildBases.marker_read``): the marker
+  the registry records for ``c`` or, before it records one, the first growth marker of ``c``
+  read in ``p`` (the rule of placement, ``framework.growth.placement_check``); the base is
+  ``p``'s mark once the marker is read, or, while ``p``'s own base is not known yet, the
+  larger of that and ``p``'s base once found.
+- **Kept** with the next batch given to ``InputOrder.applied`` once it is found (``write``:
+  the progress scopes ``GROWTH_BASE_SCOPE`` and ``GROWTH_LIFE_SCOPE``, in the same state
+  write as the offsets; the batch that commits the parent past the marker, or one before
+  it), so a processor killed before publishing finds it at its next start; one killed
+  before that commit reads the parent again from before the marker and finds it again.
+- **Published** once committed (``publish_stored``, at each ``take``: it reads the state,
+  which holds only committed batches) to the app's control log as a ``growth_base`` record
+  (``GrowthBases.publish``; idempotent: the first record of a life applies, every reader
+  computes the same value), again at a start if the publish was lost.
+- **Used** by whoever reads ``c`` from its life's start (``assign``): the recorded base, or
+  the mark stored with ``c``'s offset there, else ``c`` waits (nothing of it released, its
+  offset kept at its life's start) until the base is found here or recorded; while ``p``
+  is read here and not past the marker, ``p``'s mark bounds ``c``'s ``R`` meanwhile
+  (``MergeBuffer.assign``'s ``parent``).
+
+The value depends only on ``p``'s log, its own base and the app's event-time rule, so every
+writer computes the same; the control log keeps the first record of a life. A splitstate
+before these records, or a run under ``input_order: arrival``, publishes none: a child whose
+parent such a run read past the marker waits until a ``growth_base`` record names its base.
+
+The life of ``c`` is named by ``(topic, c, its life's start offset)``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from framework.coordination.registry import TopicEntry
+from framework.growth.markers import marker_growth, marker_step
+from framework.kafka import KafkaIOError, Message
+from framework.order import NO_FLOOR, MergeBuffer
+from rebalance import Grow, parent
+from rebalance.control import ControlState
+from rebalance.positions import Position
+from statestore import ProcessorDatabase, StateBatch
+
+__all__ = [
+    "GROWTH_BASE_SCOPE",
+    "GROWTH_LIFE_SCOPE",
+    "ChildBases",
+    "ControlBases",
+    "GrowthBases",
+    "Life",
+    "MemoryBases",
+    "growth_base_record",
+    "life_of",
+]
+
+log = logging.getLogger("framework.runtime.loop")
+
+#: the progress scope of a growth child's base found here (per child partition)
+GROWTH_BASE_SCOPE = "growth-base"
+#: the progress scope of the start of the life whose base ``GROWTH_BASE_SCOPE`` keeps
+GROWTH_LIFE_SCOPE = "growth-life"
+
+#: a growth child's life: ``(topic, partition, its life's start offset)``
+LifeKey = tuple[str, int, int]
+
+
+class GrowthBases(Protocol):
+    """Where the app records growth children's bases (its control log)."""
+
+    def recorded(self, topic: str, partition: int, start: int, /) -> int | None:
+        """The base recorded for the life of ``topic[partition]`` starting at ``start``."""
+
+    def publish(self, topic: str, partition: int, start: int, base: int, /) -> bool:
+        """Record ``base`` for that life (idempotent); whether it was written."""
+
+
+class MemoryBases:
+    """Bases recorded in memory (one process: ``TestDriver``, tests)."""
+
+    def __init__(self) -> None:
+        #: the bases recorded, by life
+        self.bases: dict[LifeKey, int] = {}
+
+    def recorded(self, topic: str, partition: int, start: int, /) -> int | None:
+        """The base recorded for that life."""
+        return self.bases.get((topic, partition, start))
+
+    def publish(self, topic: str, partition: int, start: int, base: int, /) -> bool:
+        """Record ``base`` (the first one of a life stays)."""
+        self.bases.setdefault((topic, partition, start), base)
+        return True
+
+
+def growth_base_record(topic: str, partition: int, start: int, base: int) -> dict[str, Any]:
+    """The control-log record of a growth child's base (``rebalance.control``)."""
+    return {
+        "type": "growth_base",
+        "topic": topic,
+        "partition": partition,
+        "start": start,
+        "base": base,
+    }
+
+
+class ControlBases:
+    """Bases recorded in the app's control log: ``state`` the watcher's state now,
+    ``append`` writes a record."""
+
+    def __init__(
+        self, state: Callable[[], ControlState], append: Callable[[Mapping[str, Any]], int]
+    ) -> None:
+        self._state, self._append = state, append
+
+    def recorded(self, topic: str, partition: int, start: int, /) -> int | None:
+        """The base the control log records for that life."""
+        return self._state().growth_bases.get((topic, partition, start))
+
+    def publish(self, topic: str, partition: int, start: int, base: int, /) -> bool:
+        """Append a ``growth_base`` record; ``False`` when Kafka did not take it (again
+        later)."""
+        try:
+            self._append(growth_base_record(topic, partition, start, base))
+        except KafkaIOError as error:
+            log.warning(
+                "%s[%d]: its growth base was not recorded (%s): again", topic, partition, error
+            )
+            return False
+        return True
+
+
+class Life:
+    """A growth child read from its life's start: its life, its parent, and the offset of
+    its marker there as the registry records it (``None``: not recorded yet)."""
+
+    __slots__ = ("key", "marker", "parent")
+
+    def __init__(self, key: LifeKey, parent: Position, marker: int | None) -> None:
+        self.key, self.parent, self.marker = key, parent, marker
+
+
+def life_of(entry: TopicEntry | None, position: Position, start: int) -> Life | None:
+    """``position``'s growth life when it is read from that life's start (``start``), else
+    ``None`` (an initial partition, or read past its life's start: its stored mark holds)."""
+    if entry is None:
+        return None
+    topic, partition = position
+    history = entry.history
+    grown = [step for step in history.steps if isinstance(step, Grow)]
+    life = next((step for step in reversed(grown) if partition in step.starts), None)
+    source = parent(partition, history.initial_partitions)
+    if life is None or source is None or start != life.starts[partition]:
+        return None
+    return Life((topic, partition, start), (topic, source), life.markers.get(partition))
+
+
+class ChildBases:
+    """The growth bases a processor finds, keeps, publishes and waits for (module)."""
+
+    def __init__(
+        self,
+        bases: GrowthBases,
+        database: ProcessorDatabase,
+        buffer: MergeBuffer[Any],
+        inputs: Callable[[], Mapping[str, TopicEntry]],
+    ) -> None:
+        self._bases, self._database, self._buffer, self._inputs = bases, database, buffer, inputs
+        #: the bases found here, by life
+        self._found: dict[LifeKey, int] = {}
+        #: per parent whose base is not known, the lives whose marker it was read past,
+        #: each with its own mark there
+        self._deferred: dict[Position, list[tuple[LifeKey, int]]] = {}
+        #: the children assigned here whose base is not known, with their life
+        self._waiting: dict[Position, LifeKey] = {}
+        #: the lives whose base a batch was given to keep (since the last drop)
+        self._given: set[LifeKey] = set()
+        #: the lives whose base this run published (or found recorded)
+        self._published: set[LifeKey] = set()
+        #: whether the state may hold a base not published yet
+        self._unpublished = True
+
+    def known(self, key: LifeKey) -> int | None:
+        """The base of a life as recorded, or found here."""
+        recorded = self._bases.recorded(*key)
+        return recorded if recorded is not None else self._found.get(key)
+
+    def met(self, key: LifeKey) -> bool:
+        """Whether the marker of ``key`` was read here (its base found, or waiting for its
+        parent's)."""
+        return key in self._found or any(
+            k == key for lives in self._deferred.values() for k, _ in lives
+        )
+
+    def assign(
+        self,
+        entry: TopicEntry | None,
+        position: Position,
+        start: int,
+        stored: int | None,
+        *,
+        rank: int,
+        reading: Mapping[Position, int],
+    ) -> bool:
+        """Assign ``position`` to the buffer from ``start`` if it is a growth child read from
+        its life's start (``entry``: its topic's; whether it was): with its base recorded (or
+        ``stored`` with the state's offset there), else waiting for it, linked to its parent
+        while the parent is read here (``reading``: each partition's next offset) and not
+        past the marker."""
+        life = life_of(entry, position, start)
+        if life is None:
+            return False
+        known = self.known(life.key)
+        base = known if known is not None else stored
+        if base is not None:
+            self._buffer.assign(position, start, base, rank)
+            return True
+        read_to = reading.get(life.parent)
+        linked = (
+            read_to is not None
+            and (life.marker is None or read_to <= life.marker)
+            and not self.met(life.key)
+        )
+        parent = (life.parent, None) if linked else None
+        self._buffer.assign(position, start, base=NO_FLOOR, rank=rank, parent=parent, based=False)
+        self._waiting[position] = life.key
+        return True
+
+    def forget(self, position: Position) -> None:
+        """``position`` is no longer read here (what it found and did not give stays)."""
+        self._waiting.pop(position, None)
+        self._deferred.pop(position, None)
+
+    def marker_read(self, position: Position, offset: int, message: Message) -> None:
+        """``message`` at ``offset`` of ``position`` was added to the buffer: a growth marker
+        of a child's life in it gives that life's base."""
+        headers = message.headers()
+        key = None if not headers else self._marked_life(position, offset, headers)
+        if key is None or self.met(key):
+            return  # (not a growth marker here, or not the first one met: the first is it)
+        own = self._buffer.mark(position)
+        if self._buffer.based(position):
+            self._set(key, own)
+        else:
+            self._deferred.setdefault(position, []).append((key, own))
+            unlinked = (key[0], key[1])
+            if self._waiting.get(unlinked) == key:
+                self._buffer.unlink(unlinked)  # (its parent's mark no longer bounds it)
+
+    def _marked_life(self, position: Position, offset: int, headers: Any) -> LifeKey | None:
+        """The life of a child of ``position`` whose growth marker ``headers`` are, at
+        ``offset`` (``None``: no such marker, or not the one the registry records)."""
+        topic = position[0]
+        name = marker_growth(topic, headers)
+        entry = self._inputs().get(topic) if name is not None else None
+        if name is None or name.drain or entry is None:
+            return None
+        history = entry.history
+        index = marker_step(history, name)
+        step = None if index is None else history.steps[index - 1]
+        child = name.partition
+        if not isinstance(step, Grow) or child not in step.starts:
+            return None
+        if parent(child, history.initial_partitions) != position[1]:
+            return None
+        if step.markers.get(child, offset) != offset:
+            return None  # (another copy: the registry's is the marker)
+        return (topic, child, step.starts[child])
+
+    def resolve(self) -> None:
+        """Give each waiting child its base recorded since."""
+        for child, key in list(self._waiting.items()):
+            base = self.known(key)
+            if base is not None and self._waiting.get(child) == key:
+                self._give(child, base)
+
+    def _set(self, key: LifeKey, base: int) -> None:
+        """The base of ``key`` is found here: kept, published, given to its child here."""
+        base = self._found.setdefault(key, base)
+        self._unpublished = True
+        child = (key[0], key[1])
+        if self._waiting.get(child) == key:
+            self._give(child, base)
+
+    def _give(self, child: Position, base: int) -> None:
+        """``child`` (waiting) takes ``base``; the bases found in it while it waited are
+        found now (the larger of its base and its own mark at each marker)."""
+        del self._waiting[child]
+        self._buffer.base(child, base)
+        for key, own in self._deferred.pop(child, []):
+            self._set(key, max(base, own))
+
+    def write(self, batch: StateBatch) -> None:
+        """Keep with ``batch`` the bases found here that no batch was given yet."""
+        for key in sorted(self._found.keys() - self._given):
+            topic, partition, start = key
+            batch.set_progress(GROWTH_BASE_SCOPE, topic, partition, self._found[key])
+            batch.set_progress(GROWTH_LIFE_SCOPE, topic, partition, start)
+            self._given.add(key)
+
+    def dropped(self) -> None:
+        """The batches not committed were dropped: give the bases found again."""
+        self._given.clear()
+
+    def rewound(self) -> None:
+        """Every partition is read again from the state's offset: what waited for a parent's
+        base is found again as the parent is read again."""
+        self._deferred.clear()
+        self._waiting.clear()
+
+    def publish_stored(self) -> None:
+        """Publish each base the state keeps that the control log does not record yet."""
+        if not self._unpublished:
+            return
+        bases = self._database.progress(GROWTH_BASE_SCOPE)
+        lives = self._database.progress(GROWTH_LIFE_SCOPE)
+        failed = False
+        for (topic, partition), base in sorted(bases.items()):
+            start = lives.get((topic, partition))
+            key = (topic, partition, 0 if start is None else start)
+            if start is None or key in self._published:
+                continue
+            if self._bases.recorded(*key) is not None or self._bases.publish(*key, base):
+                self._published.add(key)
+            else:
+                failed = True
+        self._unpublished = failed or not self._found.keys() <= self._published

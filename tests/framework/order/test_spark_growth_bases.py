@@ -1,0 +1,75 @@
+"""A Spark build's marks of a growth child start from its base, as the live loop's do
+(``framework.bootstrap.order_marks.child_bases``; live: ``framework.runtime.growth_bases``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+
+from framework.bootstrap.build import bootstrap_session
+from framework.bootstrap.order_marks import MARK_COLUMN, with_marks
+from framework.bootstrap.sources import parquet_history
+from framework.coordination.registry import TopicEntry
+from framework.growth.markers import MARKER_HEADER, MarkerName
+from rebalance import TopicHistory
+from tests.framework.order.appending_app import INPUTS, appending_app
+from tests.framework.test_spark_fold import Row, records_table
+
+#: a grew 1 -> 2: a[1]'s life starts at offset 0, its marker at offset 1 of a[0]
+GROWN = TopicHistory.of("a", [1, 2], {1: 1})
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    session = bootstrap_session(appending_app(), kafka=False)
+    yield session
+    session.stop()
+
+
+def _event(partition: int, offset: int, key: bytes, at: int) -> Row:
+    return ("a", partition, offset, key, json.dumps({"at": at}).encode(), at, None)
+
+
+def _marker(partition: int, offset: int, child: int) -> Row:
+    name = MarkerName(2, child, 1).marker_id("a").encode()
+    return ("a", partition, offset, None, b"", 0, [{"key": MARKER_HEADER, "value": name}])
+
+
+@pytest.mark.spark
+def test_a_growth_childs_built_marks_start_from_its_parents_mark_at_the_marker(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """a[0]: 500, a[1]'s marker, 900; a[1]: 100, 700. The live loop's marks of a[1] are
+    max(500, ...): 500, 700 (not 100: the base); a[0]'s are its own."""
+    rows = [
+        _event(0, 0, b"x", 500),
+        _marker(0, 1, 1),
+        _event(0, 2, b"x", 900),
+        _event(1, 0, b"k", 100),
+        _event(1, 1, b"k", 700),
+        ("b", 0, 0, b"k", json.dumps({"at": 300}).encode(), 300, None),
+    ]
+    (tmp_path / "archive").mkdir()
+    pq.write_table(records_table(rows), tmp_path / "archive" / "part-0.parquet")
+    history = parquet_history(spark, tmp_path / "archive", list(INPUTS))
+    entries = {"a": TopicEntry(GROWN), "b": TopicEntry(TopicHistory.of("b", [1]))}
+    marked = with_marks(history, appending_app(), entries).collect()
+    marks = {(r["topic"], r["partition"], r["offset"]): r[MARK_COLUMN] for r in marked}
+    assert marks == {
+        ("a", 0, 0): 500,
+        ("a", 0, 1): 500,
+        ("a", 0, 2): 900,
+        ("a", 1, 0): 500,
+        ("a", 1, 1): 700,
+        ("b", 0, 0): 300,
+    }
+    without = with_marks(history, appending_app()).collect()  # (no registry: no bases)
+    assert {r[MARK_COLUMN] for r in without if (r["topic"], r["partition"]) == ("a", 1)} == {
+        100,
+        700,
+    }

@@ -196,7 +196,7 @@ class TestDriver:
                 return  # (an input with no partition: nothing to tick)
             for blocker in blocking.blockers:
                 topic, partition = blocker.position
-                headers = tick_headers(blocker.needs, wall, self.config.app_id)
+                headers = tick_headers(blocker.needs, wall, self.config.app_id, forced=True)
                 self._process(
                     topic,
                     partition,

@@ -6,8 +6,9 @@ time the history's ticks are read first (``tick_table.collect_ticks``) and given
 For an app that orders its inputs canonically, each record's mark is computed first
 (``order_marks``), the build stops where the live loop would have (``order_cut``), the fold
 applies each key's records in their canonical order, and the manifest holds each partition's
-mark at its built offset (stored with the state); such an app that keeps time is refused
-(``check_orderable``: its ticks are not applied in the canonical order yet).
+mark at its built offset (stored with the state); such an app that keeps time, or whose
+inputs shrank, is refused (``check_orderable``: its ticks are not applied in the canonical
+order, nor a shrink survivor's marks raised, yet).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from framework.bootstrap.tick_table import collect_ticks
 from framework.coordination.registry import TopicEntry
 from framework.input_times import ordered
 from framework.jvm import find_java, spark_kafka_jars
+from rebalance import Shrink
 from rebalance.positions import OffsetRange, Position
 
 if TYPE_CHECKING:
@@ -106,7 +108,7 @@ def build_state(
     from pyspark import StorageLevel  # noqa: PLC0415
 
     config = app.config
-    check_orderable(app)
+    check_orderable(app, request.entries)
     if request.archive is None:
         check_kafka_ranges(request.ranges, request.retained, "Kafka")
     session = spark or bootstrap_session(app, kafka=request.archive is None)
@@ -160,11 +162,28 @@ def build_state(
             session.stop()
 
 
-def check_orderable(app: App) -> None:
+def check_orderable(app: App, entries: Mapping[str, TopicEntry] | None = None) -> None:
     """Refuse to build an app that orders its inputs canonically and keeps time: the fold
     applies a key's ticks in lineage order among its records, not in their canonical order,
-    so its windows and timers could differ from the live loop's (not covered yet)."""
-    if ordered(app) and app.uses_time:
+    so its windows and timers could differ from the live loop's (not covered yet); or whose
+    inputs (``entries``) shrank: its marks would not give a survivor its deleted partitions'
+    final marks from its hold on, as the live loop does (``framework.order.survivor_links``)."""
+    if not ordered(app):
+        return
+    shrunk = sorted(
+        name
+        for name, entry in (entries or {}).items()
+        if any(isinstance(step, Shrink) for step in entry.history.steps)
+    )
+    if shrunk:
+        raise BootstrapError(
+            f"app {app.config.app_id!r} orders its inputs canonically (time.input_order: "
+            f"canonical) and its input(s) {shrunk} shrank: a Spark build does not yet give a "
+            "shrink's survivor its deleted partitions' final marks, so it would build state "
+            "the live loop does not. Nothing was built. Fix: bootstrap: replay or snapshot "
+            "for a scale; for a backfill, let the processors replay the history instead."
+        )
+    if app.uses_time:
         raise BootstrapError(
             f"app {app.config.app_id!r} orders its inputs canonically (time.input_order: "
             "canonical) and keeps time (windows, timers or a ttl): a Spark build does not yet "

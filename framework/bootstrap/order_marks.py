@@ -20,8 +20,8 @@ the largest event time of the parent's life up to the marker, and the parent's o
 as the live loop's (``framework.runtime.growth_bases``). A child whose marker is not recorded
 keeps ``NO_FLOOR`` (its records wait at their gate, which the build's cut keeps out), and the
 parent's history must reach back to its life's start (a backfill's does); a shrink's
-survivor does not take the deleted partition's final mark, as the live loop does not yet
-either.
+survivor does not take its deleted partitions' final marks from its hold on, which the live
+loop does (so an app whose inputs shrank is refused: ``build.check_orderable``).
 """
 
 from __future__ import annotations

@@ -31,7 +31,9 @@ the child's marks are at least its base). A child whose base is not known is hel
 ``base`` gives it (``based=False``, or ``parent``): none of its items is released or waited for
 (no tick is forced for them), and what a batch commits of it stays at its start. A partition
 that holds no more items of any key (a shrink's deleted partition read up to its drain marker)
-is ``close``-d: its ``R`` is ``ENDED``. An item added with ``wanted=False`` (a forced tick: an
+is ``close``-d: its ``R`` is ``ENDED``. A shrink's survivor is linked (``merging``) to its
+deleted partitions read here: its marks from its hold on are at least their final marks
+(``framework.order.survivor_links``). An item added with ``wanted=False`` (a forced tick: an
 errand) is not counted by ``wanted``: a reader forces ticks only while something else waits,
 and for the least item waited for (``waited_for``: its blockers' ``needs`` release it with the
 errands before it), not for an errand at the head (one tick per step of time). An input with no
@@ -43,9 +45,8 @@ offset order), so a single-input app needs no buffer.
 from __future__ import annotations
 
 import heapq
-import itertools
-from collections.abc import Mapping, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar
 
 from framework.order.canonical import Item
 from framework.order.marks import LARGEST, NO_FLOOR
@@ -53,12 +54,17 @@ from framework.order.merge_parts import (
     Blocker,
     Blocking,
     PartitionRead,
-    blockers_of,
     check_assign,
-    errands_need,
-    least_waited_for,
     raises_mark,
-    safe_bounds,
+)
+from framework.order.merge_release import MergeRelease
+from framework.order.survivor_links import (
+    detach,
+    link,
+    resolve,
+    stash_or_raise,
+    stashed_items,
+    unlink,
 )
 from rebalance.positions import Position
 
@@ -67,27 +73,9 @@ __all__ = ["Blocker", "Blocking", "MergeBuffer"]
 T = TypeVar("T")
 
 
-class MergeBuffer(Generic[T]):
+class MergeBuffer(MergeRelease[T]):
     """The items of the inputs ``inputs`` (topics in config order) read from the partitions
     assigned to it, released in each key's canonical order (module docstring)."""
-
-    def __init__(self, inputs: Sequence[str]) -> None:
-        if not inputs or len(set(inputs)) != len(inputs):
-            raise ValueError(
-                f"a merge buffer needs the app's input topics, each once, got {list(inputs)!r}. "
-                "Fix: pass the input topics in config order."
-            )
-        self._inputs = tuple(inputs)
-        self._index = {topic: index for index, topic in enumerate(inputs)}
-        self._parts: dict[Position, PartitionRead[T]] = {}
-        self._counts = [0] * len(inputs)
-        #: per input, the heads of its non-empty FIFOs: (mark, rank, ident, partition)
-        self._heads: list[list[tuple[int, int, int, PartitionRead[T]]]] = [[] for _ in inputs]
-        #: per input, (R, ident, partition) for each partition's R, stale entries included
-        self._reaches: list[list[tuple[int, int, PartitionRead[T]]]] = [[] for _ in inputs]
-        self._idents = itertools.count()
-        #: the items read and not released that a reader waits for (``add``'s ``wanted``)
-        self._wanted = 0
 
     def assign(
         self,
@@ -131,6 +119,8 @@ class MergeBuffer(Generic[T]):
             child.lineage = None
             self._push_reach(child)
         part.children = []
+        for survivor in detach(part):  # (its final mark unknown here: the others' only)
+            self._unlink(survivor, part, NO_FLOOR)
         heads = self._heads[part.input]
         heads[:] = [entry for entry in heads if entry[3] is not part]
         heapq.heapify(heads)
@@ -138,7 +128,7 @@ class MergeBuffer(Generic[T]):
         reaches[:] = [entry for entry in reaches if entry[2] is not part]
         heapq.heapify(reaches)
         self._wanted -= len(part.fifo) - len(part.errands)
-        return list(part.fifo)
+        return [*part.fifo, *stashed_items(part)]
 
     def add(
         self,
@@ -170,6 +160,25 @@ class MergeBuffer(Generic[T]):
                 f"{position}: offset {offset} is past its end {end}. "
                 "Fix: read up to the end only, or lift it (end(position, None))."
             )
+        if part.hold is not None:  # (a survivor: its marks from the hold on known yet?)
+            stashed = stash_or_raise(part, offset, (offset, key, event_time, payload, wanted))
+            self._push_reach(part)
+            if stashed:
+                return
+        self._append(part, offset, key, event_time, payload, wanted=wanted)
+
+    def _append(
+        self,
+        part: PartitionRead[T],
+        offset: int,
+        key: bytes | None,
+        event_time: int | None,
+        payload: T,
+        *,
+        wanted: bool,
+    ) -> None:
+        """Add the item at ``offset`` of ``part`` (``add``'s checks passed)."""
+        position, end = part.position, part.end
         if part.children:
             self._found_bases(part, offset)
         raised = False
@@ -190,6 +199,8 @@ class MergeBuffer(Generic[T]):
             if raised:
                 for child in part.children:  # (their R is at least this mark)
                     self._push_reach(child)
+                for survivor in part.survivors:
+                    self._push_reach(survivor)
         if part.children:
             self._found_bases(part, offset + 1)
 
@@ -210,6 +221,8 @@ class MergeBuffer(Generic[T]):
         part.read_to = offset
         if part.reach() != was:
             self._push_reach(part)
+        if part.hold is not None and not part.sources:
+            self._resolve(part)
 
     def end(self, position: Position, offset: int | None) -> None:
         """A reader with an end reads ``position`` up to ``offset`` (a committed position): once
@@ -235,47 +248,24 @@ class MergeBuffer(Generic[T]):
         if not part.closed:
             part.closed = True
             self._push_reach(part)
+            for survivor in list(part.survivors):  # (its final mark: theirs from the hold)
+                self._unlink(survivor, part, part.mark)
 
-    def release(self) -> list[Item[T]]:
-        """The items the rule lets go, in its order: the least head while it is safe."""
-        bounds = self._bounds()
-        heads = self._heads
-        released: list[Item[T]] = []
-        while True:
-            best = self._least()
-            if best < 0:
-                return released
-            heap = heads[best]
-            bound = bounds[best]
-            if bound is None or heap[0][0] > bound:
-                return released
-            part = heap[0][3]
-            item = part.fifo.popleft()
-            part.applied_mark = item.mark
-            if part.errands and item.offset in part.errands:
-                part.errands.discard(item.offset)
-            else:
-                self._wanted -= 1
-            released.append(item)
-            if part.fifo:
-                heapq.heapreplace(heap, part.head())
-            else:
-                heapq.heappop(heap)
-
-    def applied_positions(self) -> dict[Position, int]:
-        """Per partition, the offset after its last released item (past what was read after
-        it when nothing of it waits): what a batch that applied the released items commits."""
-        return {
-            position: (part.fifo[0].offset if part.fifo else part.read_to)
-            if part.based
-            else part.start
-            for position, part in self._parts.items()
-        }
-
-    def applied_marks(self) -> dict[Position, int]:
-        """Per partition whose base is known, its mark at ``applied_positions``: the base to
-        resume from there."""
-        return {position: part.applied_mark for position, part in self._parts.items() if part.based}
+    def merging(
+        self, survivor: Position, hold: int, deleted: Sequence[Position], floor: int = NO_FLOOR
+    ) -> None:
+        """``survivor`` takes the keys of the shrink's ``deleted`` partitions from offset
+        ``hold`` on (not read past it yet): its marks from there on are at least ``floor``
+        (the final marks of deleted partitions not read here, as recorded) and the final mark
+        of each of ``deleted`` (assigned here), its mark when it is ``close``-d. Until each
+        is closed the survivor's items from ``hold`` on wait unadded (their marks are not
+        known) and its ``R`` there is at least their marks now; one ``forget``-ten gives
+        nothing (its final mark is not known here)."""
+        part = self._part(survivor)
+        link(part, hold, [self._part(position) for position in deleted], floor)
+        self._push_reach(part)
+        if not part.sources:
+            self._resolve(part)
 
     def base(self, position: Position, base: int) -> None:
         """``position``'s base is ``base`` (a growth child's parent's mark at the marker): its
@@ -301,61 +291,6 @@ class MergeBuffer(Generic[T]):
         """``position``'s mark after the last item read (of its own items, while not based)."""
         return self._part(position).mark
 
-    def wanted(self) -> int:
-        """How many items read and not released something waits for: all but those added
-        with ``wanted=False``. A reader that forces ticks to release the least head forces
-        none while this is 0 (the ticks it forces would only wait for one another)."""
-        return self._wanted
-
-    def pending(self, position: Position) -> int:
-        """How many items of ``position`` were read and not released (its read-ahead)."""
-        return len(self._part(position).fifo)
-
-    def blocking(self, log_ends: Mapping[Position, int] | None = None) -> Blocking[T] | None:
-        """The least head that is not safe and what blocks it (``None``: no head waits, or one
-        is safe: ``release`` first); ``log_ends``: the partitions' log ends as last seen, for
-        ``Blocker.caught_up``. After ``release`` a blocker has no item waiting."""
-        input = self._least()
-        if input < 0:
-            return None
-        mark, bound = self._heads[input][0][0], self._bounds()[input]
-        if bound is not None and mark <= bound:
-            return None
-        return self._blocked(self._heads[input][0][3].fifo[0], input, NO_FLOOR - 1, log_ends)
-
-    def waited_for(self, log_ends: Mapping[Position, int] | None = None) -> Blocking[T] | None:
-        """The least item read and not released that something waits for (``wanted``: not an
-        errand) and the partitions whose ``R`` is below the least that lets it go, with every
-        item before it (errands: they go first), each with that least ``R`` as
-        ``Blocker.needs``: a tick with that floor into each releases it. A partition of the
-        item's own input blocks it only through an errand of another input before it.
-        ``None``: nothing waits, or nothing but ``missing`` inputs could block it (``release``
-        first); ``log_ends`` as for ``blocking``."""
-        parts = self._parts.values()
-        least = least_waited_for(parts)
-        if least is None:
-            return None
-        item, input = least
-        blocking = self._blocked(item, input, errands_need(parts, item.mark, input), log_ends)
-        return blocking if blocking.blockers or blocking.missing else None
-
-    def _blocked(
-        self, item: Item[T], input: int, own: int, log_ends: Mapping[Position, int] | None
-    ) -> Blocking[T]:
-        """What blocks ``item`` of ``input`` (``own``: what its own input's partitions need)."""
-        blockers = blockers_of(self._parts.values(), item.mark, input, own, log_ends)
-        missing = tuple(t for j, t in enumerate(self._inputs) if j != input and not self._counts[j])
-        return Blocking(item, blockers, missing)
-
-    def _least(self) -> int:
-        """The input of the least head by ``(mark, input)`` (-1: no item waits)."""
-        best = -1
-        best_mark = 0
-        for input, heap in enumerate(self._heads):
-            if heap and (best < 0 or heap[0][0] < best_mark):
-                best, best_mark = input, heap[0][0]
-        return best
-
     def _found_bases(self, part: PartitionRead[T], read_to: int) -> None:
         """``part`` is read up to ``read_to`` (every item before it added) with its mark
         now: each child whose marker lies before ``read_to`` takes that mark as its base."""
@@ -370,31 +305,18 @@ class MergeBuffer(Generic[T]):
             heapq.heappush(self._heads[part.input], part.head())
         self._push_reach(part)
 
-    def _part(self, position: Position) -> PartitionRead[T]:
-        part = self._parts.get(position)
-        if part is None:
-            raise ValueError(f"{position} is not assigned to this merge buffer. Fix: assign it.")
-        return part
+    def _unlink(self, survivor: PartitionRead[T], source: PartitionRead[T], mark: int) -> None:
+        """``source`` no longer holds ``survivor``'s marks back: its final mark is ``mark``."""
+        if unlink(survivor, source, mark):
+            self._resolve(survivor)
+        self._push_reach(survivor)
 
-    def _push_reach(self, part: PartitionRead[T]) -> None:
-        heap = self._reaches[part.input]
-        heapq.heappush(heap, (part.reach(), part.ident, part))
-        if len(heap) > 4 * self._counts[part.input] + 32:  # stale entries: rebuild
-            parts = [p for p in self._parts.values() if p.input == part.input]
-            heap[:] = [(p.reach(), p.ident, p) for p in parts]
-            heapq.heapify(heap)
-
-    def _low(self, input: int) -> int | None:
-        """The least ``R`` of ``input``'s partitions (``None``: it has none)."""
-        if not self._counts[input]:
-            return None
-        heap = self._reaches[input]
-        while True:
-            reach, _, part = heap[0]
-            if part.reach() == reach:
-                return reach
-            heapq.heappop(heap)
-
-    def _bounds(self) -> list[int | None]:
-        """Per input, the largest mark of its heads that is safe (``None``: none is)."""
-        return safe_bounds([self._low(input) for input in range(len(self._inputs))])
+    def _resolve(self, part: PartitionRead[T]) -> None:
+        """``part``'s marks from its hold on are known: add the items that waited for them."""
+        stash = resolve(part)
+        if stash:
+            read_to, part.read_to = part.read_to, stash[0][0]
+            for offset, key, event_time, payload, wanted in stash:
+                self._append(part, offset, key, event_time, payload, wanted=wanted)
+            part.read_to = read_to
+        self._push_reach(part)

@@ -16,6 +16,7 @@ __all__ = [
     "Blocker",
     "Blocking",
     "PartitionRead",
+    "Stashed",
     "blockers_of",
     "check_assign",
     "errands_need",
@@ -25,6 +26,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+#: an item read and not added yet (``PartitionRead.stash``): offset, key, event time, payload,
+#: whether it is wanted
+Stashed = tuple[int, bytes | None, int | None, T, bool]
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,8 @@ class PartitionRead(Generic[T]):
         "end",
         "errands",
         "fifo",
+        "floor",
+        "hold",
         "ident",
         "input",
         "lineage",
@@ -71,7 +77,10 @@ class PartitionRead(Generic[T]):
         "position",
         "rank",
         "read_to",
+        "sources",
         "start",
+        "stash",
+        "survivors",
     )
 
     def __init__(
@@ -98,6 +107,17 @@ class PartitionRead(Generic[T]):
         self.applied_mark = base
         #: the offsets of its items in the FIFO that nothing waits for (``add``'s ``wanted``)
         self.errands: set[int] = set()
+        #: a shrink survivor's hold offset while its marks from there on are not known (its
+        #: deleted partitions' final marks, ``sources``, not all known), else ``None``; from
+        #: ``hold`` on its marks are at least ``floor`` and each source's final mark
+        self.hold: int | None = None
+        self.floor = NO_FLOOR
+        self.sources: list[PartitionRead[T]] = []
+        #: a deleted partition's survivors waiting for its final mark
+        self.survivors: list[PartitionRead[T]] = []
+        #: a survivor's items read from ``hold`` on while ``sources`` remain, not added yet:
+        #: ``(offset, key, event time, payload, wanted)``
+        self.stash: deque[Stashed[T]] = deque()
 
     def reach(self) -> int:
         """``R``: every item of it not read yet has a mark at least this (``ENDED``: none
@@ -106,7 +126,22 @@ class PartitionRead(Generic[T]):
         if self.closed or (end is not None and self.read_to >= end):
             return ENDED
         lineage = self.lineage  # (its base, and so each of its marks, is at least this)
-        return self.mark if lineage is None else max(self.mark, lineage.mark)
+        reach = self.mark if lineage is None else max(self.mark, lineage.mark)
+        hold = self.hold  # (its marks from the hold on are at least each source's mark now)
+        if hold is not None and self.read_to >= hold:
+            reach = max(reach, self.floor, *(source.mark for source in self.sources))
+        return reach
+
+    def applied_position(self) -> int:
+        """The offset after its last released item (past what was read after it when nothing
+        of it waits; not past a survivor's hold while its marks from there are unknown; its
+        start while its base is not known)."""
+        if not self.based:
+            return self.start
+        if self.fifo:
+            return self.fifo[0].offset
+        hold = self.hold
+        return self.read_to if hold is None else min(self.read_to, hold)
 
     def first_wanted(self) -> Item[T] | None:
         """The first item of its FIFO that something waits for (not an errand; ``None``: it

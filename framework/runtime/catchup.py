@@ -39,7 +39,7 @@ from framework.runtime.catchup_apply import (
     clear_stale,
     gained_from,
 )
-from framework.runtime.completions import holds_flag
+from framework.runtime.completions import complete_offsets, holds_flag
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.passed_over import passed_within
 from framework.runtime.read_ahead import PausedReads, ReadAhead
@@ -380,11 +380,10 @@ class CatchUp:
         """Make ``handoff``'s partitions input partitions of this processor, from F.
 
         The catch-up progress stays at F, so a crash before COMPLETE reaches the control log
-        finds the catch-up finished and completes again instead of replaying.
+        finds the catch-up finished and completes again instead of replaying (stale marks go).
         """
         batch = self._database.begin()
-        for topic, partition in handoff.partitions:
-            batch.set_offset(topic, partition, self.released[(topic, partition)])
+        complete_offsets(self._database, batch, {p: self.released[p] for p in handoff.partitions})
         batch.set_flag(holds_flag(self.generation, handoff.source))  # completed *here*
         batch.commit()
         for position in handoff.partitions:

@@ -25,16 +25,34 @@ is deleted here (``tidy``); the completion flags stay.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from framework.errors import SplitstateError
+from framework.input_times import ORDER_SCOPE
 from rebalance import HandoffPhase
 from rebalance.control import ControlState, Handoff
-from statestore import ProcessorDatabase
+from rebalance.positions import Position
+from statestore import ProcessorDatabase, StateBatch
 from statestore.layout import CRASH_CATCHUP_ATTEMPT_PREFIX, flag_key, offset_prefix
 from statestore.meta import delete_meta
 
-__all__ = ["Completions", "StaleDirectoryError", "holds_flag"]
+__all__ = ["Completions", "StaleDirectoryError", "complete_offsets", "holds_flag"]
 
 _TRACKED_FROM = "handoffs-tracked-from"
+
+
+def complete_offsets(
+    database: ProcessorDatabase, batch: StateBatch, finals: Mapping[Position, int]
+) -> None:
+    """Set the offsets F (``finals``) of a completed handoff's partitions with ``batch``. A
+    canonical order's mark stored for one at another offset (it was read here before and
+    left: others read it on since) is not its mark at F: it is cleared, so the partition's
+    marks start over at F as on any receiver (a catch-up carries no marks yet)."""
+    stored = database.offsets()
+    for (topic, partition), final in finals.items():
+        batch.set_offset(topic, partition, final)
+        if stored.get((topic, partition)) != final:
+            batch.clear_progress(ORDER_SCOPE, topic, partition)
 
 
 def holds_flag(generation: int, source: int) -> str:

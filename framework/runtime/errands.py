@@ -5,13 +5,17 @@ for it (``MergeBuffer.add``'s ``wanted=False``), so no tick is forced for it. A 
 its forced ticks by what it wrote: per partition, the floors decided and not read back yet
 (each counted once: a tick of the time writer with the same floor is waited for), and, once
 one is read, its offset, so that read again after a rewind it is an errand still. What a
-restart reads again is not known (in memory only): it counts as waited for.
+restart reads again is known only if it says it was forced (``framework.time.ticks``:
+``FORCED_HEADER``); one of before they said so counts as waited for.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from framework.kafka import Message
+from framework.records import readable_headers
+from framework.time.ticks import is_forced_tick
 from rebalance.positions import Position
 
 __all__ = ["Errands"]
@@ -53,6 +57,17 @@ class Errands:
             del self._unread[position]
         self._read.setdefault(position, set()).add(offset)
         return False
+
+    def tick_wanted(
+        self, message: Message, position: Position, offset: int, floor: int | None
+    ) -> bool:
+        """Whether something waits for the tick ``message`` at ``offset`` of ``position``
+        (``floor``: ``None`` for another app's): not for a forced one, which says so
+        (``is_forced_tick``: written by any processor, before a restart too) or which this
+        processor wrote (``wanted``: a forced tick of before they said so)."""
+        wanted = self.wanted(position, offset, floor)
+        headers = readable_headers(message)
+        return wanted and not (headers is not None and is_forced_tick(headers))
 
     def dropped(self) -> None:
         """A batch was dropped: the forced ticks not read yet may not have been written."""

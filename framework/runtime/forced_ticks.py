@@ -1,10 +1,11 @@
 """Writing the forced ticks of the canonical order (``framework.runtime.ordering``).
 
 A forced tick is an ordinary tick (``framework.time.ticks``: keyless, or a compacted topic's
-tick key; headers ``{"floor", "wall", "app", "steps"}``) written into the batch's transaction
-(or, under at-least-once, beside its outputs). It is written apart from the time ticks'
-``TickWriter``: that writer's "a tick of mine is still unread" is about its own ticks, and a
-forced tick waiting in the merge buffer must not stop it.
+tick key; headers ``{"floor", "wall", "app", "steps"}``) that says it was forced
+(``FORCED_HEADER``: every reader, this processor after a restart too, knows nothing waits for
+it), written into the batch's transaction (or, under at-least-once, beside its outputs). It is
+written apart from the time ticks' ``TickWriter``: that writer's "a tick of mine is still
+unread" is about its own ticks, and a forced tick waiting in the merge buffer must not stop it.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def send_forced(
     decided again when due)."""
     count = 0
     for tick in ticks:
-        headers = tick_headers(tick.floor, tick.wall, app_id, steps=tick.steps)
+        headers = tick_headers(tick.floor, tick.wall, app_id, steps=tick.steps, forced=True)
         try:
             produce_tick(producer, tick, headers, on_delivery)
         except UnknownPartitionError:

@@ -24,7 +24,11 @@ then offset).
   and while its parent is read here and not past the marker, the parent's mark bounds its
   ``R`` (a held child does not hold the other inputs back). A shrink's deleted partition
   read up to its drain marker (as the registry has it, checked at each ``take``, ``follow``
-  and ``rewind``) is ``close``-d: its last mark no longer holds the other inputs back.
+  and ``rewind``) is ``close``-d: its last mark no longer holds the other inputs back. A
+  survivor assigned at or before its hold is linked to its deleted partitions
+  (``MergeBuffer.merging``): from the hold on its marks are at least the final mark of each,
+  read here (its mark when closed) or, drained and committed here before, stored with its
+  offset (the survivor's items wait unadded until they are known).
 - **The bounded wait**: while something waits that is not a forced tick (a record, a marker,
   a tick of the time writer: ``MergeBuffer.wanted``) and the least such item stays blocked
   (``MergeBuffer.waited_for``: by the partitions whose mark is below what releases it and
@@ -40,18 +44,21 @@ then offset).
   answer each other for ever) and the timers stop. A forced tick is written once per floor
   and partition (again after a dropped batch, or when the producer left it out:
   ``not_written``); it is kept apart from the time ticks' writer
-  (``framework.runtime.ticking``), whose "unread tick" it is not. Which ticks read are forced
-  ones is known from what this processor wrote, and by offset once read (read again after a
-  rewind, one is still a forced tick); after a restart, one read again counts as waited
-  for: at most one more forced tick.
+  (``framework.runtime.ticking``), whose "unread tick" it is not. A forced tick says so
+  (``framework.time.ticks.FORCED_HEADER``), so one read again (after a rewind, a restart, by
+  another processor) is an errand still; one of before they said so is known as forced from
+  what this processor wrote, and by offset once read (read again after a rewind, one is
+  still a forced tick); after a restart, such an old one counts as waited for: at most one
+  more forced tick.
 
 A restored snapshot carries the marks (they are in the database it copies), and a backfill's
 Spark build stores them with the offsets it builds to (``framework.bootstrap.order_cut``). Not
-covered yet: a catch-up applies its records as before, and a Spark build of an app that keeps
-time is refused; a shrink survivor does not take its deleted partition's final mark (held by
-its gate it can stall the other inputs); a partition that comes back resumes from its stored
-mark, which may be stale (``docs/concepts/time.md``: "Several inputs"; the known faults are
-held by strict xfails in ``tests/framework/order``).
+covered yet: a catch-up applies its records as before (a partition that comes back by one
+starts its marks over at F: ``completions.complete_offsets`` clears the mark it left with), and
+a Spark build of an app that keeps time or whose inputs shrank is refused; a shrink survivor
+takes the final mark of a deleted partition only when this processor reads it or drained it
+before (another processor's is not published yet) (``docs/concepts/time.md``: "Several
+inputs"; the known faults are held by strict xfails in ``tests/framework/order``).
 """
 
 from __future__ import annotations
@@ -70,6 +77,7 @@ from framework.order import NO_FLOOR, MergeBuffer
 from framework.runtime.errands import Errands
 from framework.runtime.forced_ticks import write_forced
 from framework.runtime.growth_bases import ChildBases, GrowthBases, MemoryBases
+from framework.runtime.survivors import close_drained, link_survivors
 from framework.runtime.ticking import Tick
 from framework.time.ticks import is_tick_key, is_tick_message, tick_key
 from rebalance.positions import Position
@@ -156,6 +164,7 @@ class InputOrder:
             offsets, marks = self._database.offsets(), self._database.progress(ORDER_SCOPE)
             for position in sorted(added):
                 self._assign(position, offsets.get(position), marks.get(position))
+            link_survivors(self._buffer, self._inputs(), self._next, offsets, marks)
             self._close_drained()
         self._bases.resolve()
 
@@ -187,11 +196,11 @@ class InputOrder:
             wanted = True
             if key is not None and is_tick_key(topic, key):
                 key = None  # (a compacted topic's tick)
-                wanted = self._errands.wanted(position, offset, event_time)
+                wanted = self._errands.tick_wanted(message, position, offset, event_time)
             elif key is not None:  # a record of it: its wait, if it blocks, starts again
                 self._blocked_since.pop(position, None)
             elif is_tick_message(topic, message):
-                wanted = self._errands.wanted(position, offset, event_time)
+                wanted = self._errands.tick_wanted(message, position, offset, event_time)
             buffer.add(position, offset, key, event_time, message, wanted=wanted)
             nexts[position] = offset + 1
             self._bases.marker_read(position, offset, message)  # (a growth marker: a base)
@@ -244,6 +253,7 @@ class InputOrder:
         self._bases.rewound()
         for position in positions:
             self._assign(position, offsets.get(position), marks.get(position))
+        link_survivors(self._buffer, self._inputs(), self._next, offsets, marks)
         self._close_drained()
         self._bases.resolve()
         self.dropped()
@@ -330,20 +340,8 @@ class InputOrder:
         return blockers
 
     def _close_drained(self) -> None:
-        """Close in the merge each deleted partition read past its drain marker (as the
-        registry has it now): no record of a key comes from it any more, and its last mark
-        must not hold the other inputs back for ever (its keys' later records come from its
-        survivor)."""
-        inputs = self._inputs()
-        for position in self._next:
-            topic, partition = position
-            entry = inputs.get(topic)
-            if entry is None or partition < entry.partitions or position in self._closed:
-                continue
-            end = entry.history.key_history(partition)[-1].end_offset
-            if end is not None and self._next[position] >= end:
-                self._buffer.close(position)
-                self._closed.add(position)
+        """Close the deleted partitions read past their drain markers (``close_drained``)."""
+        close_drained(self._buffer, self._inputs(), self._next, self._closed)
 
     def _assign(self, position: Position, offset: int | None, mark: int | None) -> None:
         """Read ``position`` from the state's ``offset`` with its stored ``mark`` there (a

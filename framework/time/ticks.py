@@ -18,6 +18,14 @@ processor's: a test's, ``TestDriver``'s, or one written before ticks named them)
 every step the reader knows (a processor reads the registry again first), which a shrink
 recorded after the tick was read can still change.
 
+A tick the canonical order forces (``framework.runtime.ordering``: written only to let what
+waits go, nothing waits for it) carries a second header, ``FORCED_HEADER``, whose value is the
+version of that mark (``FORCED_VERSION``, ``b"1"``); ``is_forced_tick`` says whether a tick
+carries it. A tick written before forced ticks said so (no such header), or with a version
+this reader does not know, is not known to be forced: a reader takes it for a tick something
+may wait for. Readers that do not know the header pass it over (``read_tick`` reads only
+``TICK_HEADER``), so a forced tick reads as any tick there.
+
 Several apps may read one input; each applies only its own ticks (``TickRead.applies_to``):
 another app's floor comes from that app's clock and its ``idle_after``, and is passed over like
 a record of a key the app does not have. A tick without ``"app"`` (written before ticks named
@@ -41,9 +49,12 @@ import orjson
 from framework.records import InputMessage, readable_headers
 
 __all__ = [
+    "FORCED_HEADER",
+    "FORCED_VERSION",
     "TICK_HEADER",
     "TIME_LIMIT",
     "TickRead",
+    "is_forced_tick",
     "is_tick",
     "is_tick_key",
     "is_tick_message",
@@ -55,6 +66,10 @@ __all__ = [
 
 #: the header that makes a keyless record a tick
 TICK_HEADER = "splitstate.tick"
+#: the header that marks a tick the canonical order forced; its value: ``FORCED_VERSION``
+FORCED_HEADER = "splitstate.tick.forced"
+#: the version of the forced mark written now (the only one read as forced)
+FORCED_VERSION = b"1"
 #: the largest size of a time (ms) a tick holds, and of an event time (``specs.event_time_of``)
 TIME_LIMIT = (1 << 62) - 1
 #: the fields of a tick's header (``"app"`` and ``"steps"`` may be missing: ``TickRead``)
@@ -83,6 +98,12 @@ class TickRead(NamedTuple):
 def is_tick(headers: Sequence[tuple[str, bytes | None]]) -> bool:
     """Whether a keyless record with ``headers`` claims to be a tick."""
     return any(name == TICK_HEADER for name, _value in headers)
+
+
+def is_forced_tick(headers: Sequence[tuple[str, bytes | None]]) -> bool:
+    """Whether a tick with ``headers`` says the canonical order forced it (``FORCED_HEADER``
+    with a version this reader knows); a tick of before forced ticks said so: ``False``."""
+    return any(name == FORCED_HEADER and value == FORCED_VERSION for name, value in headers)
 
 
 def tick_key(topic: str, unique: str) -> bytes:
@@ -144,14 +165,23 @@ def _whole(value: object) -> TypeGuard[int]:
 
 
 def tick_headers(
-    floor: int, wall: int, app: str | None = None, *, steps: int | None = None
+    floor: int,
+    wall: int,
+    app: str | None = None,
+    *,
+    steps: int | None = None,
+    forced: bool = False,
 ) -> list[tuple[str, bytes]]:
     """The headers of a tick with event-time ``floor`` and processing time ``wall``, written
     by app ``app`` (``None``: one that names no app, as ticks were before they named it)
-    knowing ``steps`` steps of its topic's partition history (``None``: not said)."""
+    knowing ``steps`` steps of its topic's partition history (``None``: not said);
+    ``forced``: one the canonical order forces (``FORCED_HEADER``)."""
     data: dict[str, int | str] = {"floor": floor, "wall": wall}
     if app is not None:
         data["app"] = app
     if steps is not None:
         data["steps"] = steps
-    return [(TICK_HEADER, orjson.dumps(data))]
+    headers = [(TICK_HEADER, orjson.dumps(data))]
+    if forced:
+        headers.append((FORCED_HEADER, FORCED_VERSION))
+    return headers

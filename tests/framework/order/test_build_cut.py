@@ -10,7 +10,9 @@ import pytest
 from framework.bootstrap.build import check_orderable
 from framework.bootstrap.errors import BootstrapError
 from framework.bootstrap.order_cut import Applied, applied_prefix
+from framework.coordination.registry import TopicEntry
 from framework.order import NO_FLOOR, MergeBuffer, running_marks
+from rebalance import TopicHistory
 from rebalance.positions import Position
 from tests.framework.order.appending_app import appending_app
 
@@ -79,6 +81,16 @@ def test_a_canonical_app_that_keeps_time_is_not_built_by_spark() -> None:
     timed = appending_app("arrival")
     timed.store("expiring", ttl=True)
     check_orderable(timed)  # arrival: built as before
+
+
+def test_a_canonical_app_whose_input_shrank_is_not_built_by_spark() -> None:
+    """(Its survivors' marks would not take their deleted partitions' final marks, as the
+    live loop's do: refused, not wrong.)"""
+    shrunk = {"b": TopicEntry(TopicHistory.of("b", [1, 2], {1: 0}).shrunk(1, {0: 2}))}
+    with pytest.raises(BootstrapError, match=r"input\(s\) \['b'\] shrank"):
+        check_orderable(appending_app(), shrunk)
+    check_orderable(appending_app(), {"b": TopicEntry(TopicHistory.of("b", [1, 2], {1: 0}))})
+    check_orderable(appending_app("arrival"), shrunk)  # arrival: built as before
 
 
 def test_with_one_input_everything_is_applied() -> None:

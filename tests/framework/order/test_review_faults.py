@@ -135,12 +135,6 @@ def test_a_growth_childs_order_does_not_depend_on_where_its_parent_is_read() -> 
     assert without_parent == with_parent
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a shrink's survivor held by its gate blocks the least head and gets no forced "
-    "tick, while the deleted partition's last record, which the gate waits for, waits "
-    "behind that head in the merge: the processor stalls",
-)
 def test_a_survivor_held_for_its_deleted_partition_does_not_stall_the_merge() -> None:
     """views shrank 2 -> 1 (``SHRUNK``): views[1] deleted (drain marker at offset 1), views[0]
     its survivor from offset 2 on. views[0] has its own key's view at 50 ms, then (offset 2) a
@@ -149,8 +143,9 @@ def test_a_survivor_held_for_its_deleted_partition_does_not_stall_the_merge() ->
     views[1] has k's view at 100 ms; clicks a click at 70 ms. The least head is the click
     (70, input 0): views[0] (50, held: not flowing) must pass 70 first and gets no forced
     tick; views[1]@0 (100) waits behind the click in the merge, so its state offset never
-    passes the drain marker and the gate never opens. (Fault B's fix bounds a held growth
-    child's R by its parent's mark; a held survivor has nothing of the kind.)"""
+    passes the drain marker and the gate never opens (the fault). Now the survivor, linked to
+    views[1] from its hold on (``MergeBuffer.merging``), has ``R`` at least views[1]'s mark
+    (100): the click goes, views[1]'s view after a forced tick into clicks."""
     assert SHRUNK.entry_gate(key_hash(b"k"), 0, 2) == (1, 2)  # (views[0]@2 waits on views[1])
     assert SHRUNK.entry_gate(key_hash(b"a"), 0, 1) is None
     order, database, clock = _order_world(SHRUNK)
@@ -345,7 +340,7 @@ def test_a_rewind_does_not_turn_a_forced_tick_into_one_that_is_waited_for() -> N
     again from its state offset, before the errand. ``dropped`` cleared the errands, so read
     again the forced tick was taken for a tick something waits for and clicks got a forced
     tick 11 for it (the fault); the offsets of forced ticks read are kept now. (After a
-    restart it still costs one more forced tick: in memory only.)"""
+    restart a forced tick says so itself: ``test_forced_tick_format``.)"""
     order, database, clock = _order_world()
     order.take([_record(C, 0, 10)])
     clock.sleep(1)

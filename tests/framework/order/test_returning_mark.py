@@ -1,0 +1,48 @@
+"""A partition that leaves a processor and comes back (a scale gives it away, a later one
+gives it back): its ``order-mark`` stored when it left is stale (another processor read it
+on); the catch-up that brings it back to F must not leave that mark at F."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from framework.input_times import ORDER_SCOPE
+from framework.order import NO_FLOOR
+from tests.clocks import ManualClock
+from tests.framework.test_catchup_time_edges import FLAT, edge_world
+from tests.framework.time_world import (
+    TOPIC,
+    Owner,
+    begin_catch_up,
+    read_to_f,
+    released,
+    scaled,
+    started,
+    window_app,
+)
+
+
+def test_a_returning_partition_does_not_resume_from_the_mark_it_left_with(tmp_path: Path) -> None:
+    """Processor 1 read partition 1 up to offset 2 (mark 2000) before it left; it comes back
+    by a catch-up to F. The mark stored at 2 is not the partition's mark at F: it is not
+    kept for F (the catch-up does not carry marks yet: the partition starts its marks over
+    at F, as on any receiver)."""
+    app = window_app(tmp_path, partitions=2, initial=1)
+    kafka, _keys, final = edge_world(tick_at_f=False)
+    receiver = Owner(app, 1)
+    batch = receiver.database.begin()
+    batch.set_offset(TOPIC, 1, 2)
+    batch.set_progress(ORDER_SCOPE, TOPIC, 1, 2_000)
+    batch.commit()
+    state = released(scaled(started("timed", 1, 2), 1, 2, FLAT), 0, 1, {1: final})
+    kafka.broker.groups["timed"] = {(TOPIC, 1): final}
+    catchup = begin_catch_up(kafka, app, state, 1, receiver.database)
+    clock = kafka.clock
+    assert isinstance(clock, ManualClock)
+    for _ in range(5):
+        catchup.step(4)
+        clock.now += 1
+    read_to_f(kafka, app, state, catchup)
+    catchup.complete(state.scaling.handoffs[(0, 1)])  # type: ignore[union-attr]
+    assert receiver.database.offsets() == {(TOPIC, 1): final}
+    assert receiver.database.progress(ORDER_SCOPE).get((TOPIC, 1), NO_FLOOR) == NO_FLOOR

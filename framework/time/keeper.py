@@ -26,9 +26,10 @@ from framework.records import Output
 from framework.time.context import KeyTime
 from framework.time.due_items import CLOSE, EXPIRY, TIMER, DueItem, due_times
 from framework.time.key_clock import TIME_STORE, DamagedTimeError, KeyClock
+from framework.time.key_times import KeyTimes
 from framework.time.specs import Timer, TimerSpec, WindowSpec
 from statestore import BatchStateError, StateBatch
-from statestore.due_index import DUE_STORE, NEVER, decode_due, encode_due
+from statestore.due_index import DUE_STORE, NEVER, encode_due
 
 __all__ = [
     "CloseRefuser",
@@ -42,8 +43,6 @@ __all__ = [
 #: timers one key may fire for one record or tick: past it, each timer due is dropped without
 #: running (timers that set each other due again at once would otherwise never end)
 MAX_FIRINGS = 10_000
-#: decoded time records kept for the next ``load`` of their keys (``TimeKeeper.save_last``)
-SAVED_CLOCKS = 16_384
 _EXPIRY, _CLOSE, _TIMER = EXPIRY, CLOSE, TIMER
 
 #: runs a timer's function for a key: ``(spec, timer, batch) -> outputs``; it handles the
@@ -72,8 +71,9 @@ class _Due(NamedTuple):
     name: str
 
 
-class TimeKeeper:
-    """Time for an app's keys: its window stores, timer stores and expiring stores."""
+class TimeKeeper(KeyTimes):
+    """Time for an app's keys: its window stores, timer stores and expiring stores (their
+    time records loaded and saved as ``KeyTimes`` does)."""
 
     def __init__(
         self,
@@ -95,85 +95,13 @@ class TimeKeeper:
         ``expiring``: the stores declared with a ttl (default: every store), whose values an
         expiry deletes (one recorded when another store had a ttl is dropped, the value kept:
         its values do not expire now)."""
-        self.windows = dict(windows)
-        self.timers = dict(timers)
+        super().__init__(windows, timers)
         self._run_timer = run_timer
         self._close = close or _final_output
         self._refuse = refuse
         self._refuse_close = refuse_close or _no_output
         self._expiring = None if expiring is None else frozenset(expiring)
         self._damaged = damaged
-        #: key -> (the time record ``save_last`` stored for it, the clock it encodes), most
-        #: recent last: ``load`` takes the clock back instead of decoding the same bytes
-        self._saved: dict[bytes, tuple[bytes, KeyClock]] = {}
-
-    # -- loading and saving -----------------------------------------------------------------
-
-    @staticmethod
-    def open(batch: StateBatch, key: bytes) -> KeyTime:
-        """``key``'s time as ``batch`` holds it (``DamagedTimeError``: not in the form
-        splitstate writes; its windows' data is checked by ``load``)."""
-        raw = batch.store(TIME_STORE).get(key)
-        due = batch.store(DUE_STORE).get(key)
-        return KeyTime(key, KeyClock.decode(raw), None if due is None else decode_due(due))
-
-    def load(self, batch: StateBatch, key: bytes) -> KeyTime:
-        """``key``'s time as ``batch`` holds it, its windows checked by their kind
-        (``DamagedTimeError`` names what is wrong)."""
-        raw = batch.store(TIME_STORE).get(key)  # (``open``, inlined: per record)
-        due = batch.store(DUE_STORE).get(key)
-        loaded_due = None if due is None else decode_due(due)
-        saved = self._saved.pop(key, None)
-        if saved is not None and saved[0] is raw:
-            # the very bytes ``save_last`` stored from this clock, which nothing has used
-            # since: still what they encode (another write, a rollback, an eviction or a
-            # dropped batch gives other bytes, decoded below)
-            return KeyTime(key, saved[1], loaded_due)
-        time = KeyTime(key, KeyClock.decode(raw), loaded_due)
-        for store, data in time.clock.windows.items():
-            spec = self.windows.get(store)
-            wrong = None if spec is None else windows_of.check(spec.kind, data)
-            if wrong is not None:
-                raise DamagedTimeError(f"its windows of store {store!r} {wrong}")
-        return time
-
-    @staticmethod
-    def save(
-        batch: StateBatch,
-        time: KeyTime,
-        windows: Mapping[str, WindowSpec],
-        timers: Collection[str] | None = None,
-        due: tuple[int, int] | None = None,
-    ) -> bytes:
-        """Write ``time`` back into ``batch`` (and its due times, when they changed); only
-        the timers of ``timers`` (when given: the declared timer stores) count as due, as
-        only they fire. ``due``: the clock's ``due_times``, when the caller has them.
-        Returns the time record as written."""
-        raw = time.clock.encode()
-        batch.store(TIME_STORE).set(time.key, raw)
-        if due is None:
-            due = due_times(time.clock, windows, timers)
-        if due == (NEVER, NEVER):
-            if time.loaded_due is not None:
-                batch.store(DUE_STORE).delete(time.key)
-        elif due != time.loaded_due:
-            batch.store(DUE_STORE).set(time.key, encode_due(*due))
-        return raw
-
-    def save_last(
-        self,
-        batch: StateBatch,
-        time: KeyTime,
-        due: tuple[int, int],
-    ) -> None:
-        """``save`` (``due``: the clock's ``due_times``) for a caller that is done with
-        ``time``: nothing may use or change ``time.clock`` after it, as the next ``load`` of
-        the key hands that clock out again if the key's stored bytes are still these."""
-        raw = self.save(batch, time, self.windows, self.timers, due)
-        saved = self._saved
-        saved[time.key] = (raw, time.clock)
-        if len(saved) > SAVED_CLOCKS:
-            del saved[next(iter(saved))]  # (the least recently saved)
 
     # -- a record ---------------------------------------------------------------------------
 

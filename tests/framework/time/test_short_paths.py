@@ -13,7 +13,7 @@
 - Closing the windows due of a key that holds one window store alone (``TimeKeeper.fire``)
   against closing them item by item (``_next``, ``_fire``), for every window kind.
 - The quick check of a time record of times and windows only against the full one.
-- A clock ``TimeKeeper.save_last`` kept is handed out again only while the key's stored
+- A clock ``KeyTimes.save_last`` kept is handed out again only while the key's stored
   bytes are the ones saved from it: not after a failed record changed it, nor after the
   batch that saved it was dropped.
 """

@@ -1,0 +1,102 @@
+"""Review of ``growth-base`` (issue 36 §1): faults of a growth child's recorded base, each
+held by a strict xfail (the in-memory worlds of ``test_growth_bases``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from framework.coordination.registry import TopicEntry
+from framework.runtime.growth_bases import GROWTH_BASE_SCOPE, MemoryBases
+from rebalance import TopicHistory
+from tests.framework.order.input_order_world import input_order
+from tests.framework.order.test_growth_bases import LIFE, PARENT, VIEWS
+from tests.framework.order.test_input_order import _commit, _record, _world
+from tests.framework.order.test_review_faults import GROWN
+
+C, C1, V0 = ("clicks", 0), ("clicks", 1), ("views", 0)
+ONE_VIEWS = TopicEntry(TopicHistory.of("views", [1]))
+
+
+def _k_order(released: list[object]) -> list[str]:
+    return [
+        f"{m.topic()}[{m.partition()}]"  # type: ignore[attr-defined]
+        for m in released
+        if m.key() == b"k"  # type: ignore[attr-defined]
+    ]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a held child's items read are in no head and not in its R: another input's "
+    "item is released past them (R is the child's own mark, not its least held item's)",
+)
+def test_a_held_childs_read_items_hold_back_the_other_input() -> None:
+    """clicks[1] (parent read elsewhere) reads k's click at 100, then another key's click
+    at 400, while its base is not known; views[0] has k's view at 300. The child's ``R`` is
+    its own mark, 400, so the view (300) is released at once. The base published later is
+    200: k's click's mark is max(200, 100) = 200 < 300, so canonically the click goes
+    first, but the view was applied first (the Spark build and a processor that reads the
+    parent too apply click, view)."""
+    bases = MemoryBases()
+    apart, _database, _clock = _world(clicks=GROWN, bases=bases)
+    apart.follow({C1, V0})
+    released = apart.take(
+        [_record(C1, 0, 100), _record(C1, 1, 400, b"other"), _record(V0, 0, 300)]
+    )
+    bases.publish("clicks", 1, 0, 200)
+    released += apart.take([])
+    assert _k_order(released) == ["clicks[1]", "views[0]"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a marker read before the registry view shows its step is kept only in memory "
+    "(ChildBases._early) while the parent's offset is committed past it: a restart loses it",
+)
+def test_a_marker_read_early_and_committed_past_survives_a_restart() -> None:
+    """As ``test_a_marker_read_before_the_registry_view_shows_its_step_gives_its_base_later``
+    but the parent's reader is restarted (SIGKILL) after committing past the marker and
+    before its view of the registry shows the growth: it resumes clicks[0] at offset 3 (past
+    the marker, with mark 900), so nobody ever finds clicks[1]'s base and its reader holds
+    it for ever."""
+    bases = MemoryBases()
+    entries = {"clicks": TopicEntry(TopicHistory.of("clicks", [1])), "views": ONE_VIEWS}
+    order, database, _clock = input_order(entries, bases=bases)
+    order.follow({C, V0})
+    order.take([*PARENT, *VIEWS])
+    assert _commit(order, database)[C] == 3  # (committed past the marker; base not kept)
+    assert database.progress(GROWTH_BASE_SCOPE) == {}
+
+    grown = {"clicks": TopicEntry(GROWN), "views": ONE_VIEWS}
+    restarted, database, _clock = input_order(grown, database, bases)
+    restarted.follow({C, V0})
+    restarted.take([])
+    _commit(restarted, database)
+    restarted.take([])
+    assert bases.bases == {LIFE: 500}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a marker read before the registry view shows its step is dropped by forget: the "
+    "parent moved away after its offset was committed past the marker; nobody finds the base",
+)
+def test_a_marker_read_early_survives_the_parent_moving_away() -> None:
+    """The parent's reader commits past clicks[1]'s marker before its registry view shows
+    the growth, then a scale moves clicks[0] away (``follow`` without it): the early marker
+    is forgotten with it. Its new reader resumes past the marker: the base is never found."""
+    bases = MemoryBases()
+    entries: dict[str, TopicEntry] = {
+        "clicks": TopicEntry(TopicHistory.of("clicks", [1])),
+        "views": ONE_VIEWS,
+    }
+    order, database, _clock = input_order(entries, bases=bases)
+    order.follow({C, V0})
+    order.take([*PARENT, *VIEWS])
+    _commit(order, database)
+    order.follow({V0})  # (clicks[0] released in a scale)
+    entries["clicks"] = TopicEntry(GROWN)
+    order.take([])
+    _commit(order, database)
+    order.take([])
+    assert bases.bases == {LIFE: 500}

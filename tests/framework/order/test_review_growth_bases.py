@@ -10,7 +10,7 @@ from framework.runtime.growth_bases import GROWTH_BASE_SCOPE, MemoryBases
 from rebalance import TopicHistory
 from tests.framework.order.input_order_world import input_order
 from tests.framework.order.test_growth_bases import LIFE, PARENT, VIEWS
-from tests.framework.order.test_input_order import _commit, _record, _world
+from tests.framework.order.test_input_order import _commit, _record, _tick, _world
 from tests.framework.order.test_review_faults import GROWN
 
 C, C1, V0 = ("clicks", 0), ("clicks", 1), ("views", 0)
@@ -40,9 +40,7 @@ def test_a_held_childs_read_items_hold_back_the_other_input() -> None:
     bases = MemoryBases()
     apart, _database, _clock = _world(clicks=GROWN, bases=bases)
     apart.follow({C1, V0})
-    released = apart.take(
-        [_record(C1, 0, 100), _record(C1, 1, 400, b"other"), _record(V0, 0, 300)]
-    )
+    released = apart.take([_record(C1, 0, 100), _record(C1, 1, 400, b"other"), _record(V0, 0, 300)])
     bases.publish("clicks", 1, 0, 200)
     released += apart.take([])
     assert _k_order(released) == ["clicks[1]", "views[0]"]
@@ -100,3 +98,69 @@ def test_a_marker_read_early_survives_the_parent_moving_away() -> None:
     _commit(order, database)
     order.take([])
     assert bases.bases == {LIFE: 500}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a parent resumed with an offset and no stored mark (a catch-up's receiver: the "
+    "catch-up drops marks) starts at NO_FLOOR and publishes a wrong base, first-wins for good",
+)
+def test_a_parent_resumed_without_its_mark_publishes_the_true_base() -> None:
+    """A scale moved clicks[0] to this processor at F = 1 (after the click at 500, before
+    clicks[1]'s marker): the catch-up set its offset and, as ``time.md`` says, no mark. It
+    reads the marker and publishes clicks[1]'s base: NO_FLOOR, where the old owner, a
+    restart of it and the Spark build (``child_bases``: the parent's events up to the
+    marker) give 500. The control log keeps the first record of a life, so the child's
+    marks (and the order of its keys' records) are wrong for good; ``growth_bases``'s
+    docstring ("every writer computes the same") does not hold here."""
+    bases = MemoryBases()
+    entries = {"clicks": TopicEntry(GROWN), "views": ONE_VIEWS}
+    order, database, _clock = input_order(entries, bases=bases)
+    batch = database.begin()
+    batch.set_offset("clicks", 0, 1)  # (F of the handoff; the catch-up stores no mark)
+    batch.commit()
+    order.follow({C, V0})
+    order.take(PARENT[1:])
+    _commit(order, database)
+    order.take([])
+    assert bases.bases == {LIFE: 500}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a Spark build's cut stores a child held at its life's start with mark NO_FLOOR "
+    "(Applied(start, NO_FLOOR)); ChildBases.assign takes a stored mark there as the base",
+)
+def test_a_child_built_up_to_its_lifes_start_waits_for_its_base() -> None:
+    """The build's cut (``applied_prefix``, as ``applied_in_build``) stops clicks[1] at its
+    life's start when its first record is held (its mark, max(base 500, 100), is above what
+    views reached) and stores the mark there as NO_FLOOR: nothing of it applied. A processor
+    started from that state assigns clicks[1] from its life's start with a stored mark, so
+    ``ChildBases.assign`` takes NO_FLOOR as its base instead of waiting for the recorded
+    one (500): k's click (100) is applied before k's view (300)."""
+    from framework.bootstrap.order_cut import Applied, applied_prefix
+    from framework.order import NO_FLOOR
+
+    cut = applied_prefix({C1: [500], V0: [300]}, ["clicks", "views"], {C1, V0})
+    assert cut[C1] == Applied(0, NO_FLOOR)
+    bases = MemoryBases()
+    entries = {"clicks": TopicEntry(GROWN), "views": ONE_VIEWS}
+    order, database, clock = input_order(entries, bases=bases)
+    batch = database.begin()
+    batch.set_offset("clicks", 1, cut[C1].offset)
+    batch.set_progress("order-mark", "clicks", 1, cut[C1].mark)  # (the build's marks)
+    batch.commit()
+    order.follow({C1, V0})
+    released = order.take([_record(C1, 0, 100), _record(V0, 0, 300)])
+    bases.publish("clicks", 1, 0, 500)  # (the parent's reader, later)
+    released += order.take([])
+    for _ in range(4):  # (forced ticks as the loop writes them, read back at once)
+        clock.sleep(1)
+        offsets = {C1: 1, V0: 1}
+        fetch = []
+        for tick in order.forced_ticks(set(order._next)):
+            position = (tick.topic, tick.partition)
+            fetch.append(_tick(position, offsets[position], tick.floor))
+            offsets[position] += 1
+        released += order.take(fetch)
+    assert _k_order(released) == ["views[0]", "clicks[1]"]

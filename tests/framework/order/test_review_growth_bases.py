@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from framework.bootstrap.order_cut import Applied, applied_prefix
 from framework.coordination.registry import TopicEntry
+from framework.kafka import Message
+from framework.order import NO_FLOOR
 from framework.runtime.growth_bases import GROWTH_BASE_SCOPE, MemoryBases
 from rebalance import TopicHistory
 from tests.framework.order.input_order_world import input_order
@@ -17,12 +20,8 @@ C, C1, V0 = ("clicks", 0), ("clicks", 1), ("views", 0)
 ONE_VIEWS = TopicEntry(TopicHistory.of("views", [1]))
 
 
-def _k_order(released: list[object]) -> list[str]:
-    return [
-        f"{m.topic()}[{m.partition()}]"  # type: ignore[attr-defined]
-        for m in released
-        if m.key() == b"k"  # type: ignore[attr-defined]
-    ]
+def _k_order(released: list[Message]) -> list[str]:
+    return [f"{m.topic()}[{m.partition()}]" for m in released if m.key() == b"k"]
 
 
 @pytest.mark.xfail(
@@ -138,8 +137,6 @@ def test_a_child_built_up_to_its_lifes_start_waits_for_its_base() -> None:
     started from that state assigns clicks[1] from its life's start with a stored mark, so
     ``ChildBases.assign`` takes NO_FLOOR as its base instead of waiting for the recorded
     one (500): k's click (100) is applied before k's view (300)."""
-    from framework.bootstrap.order_cut import Applied, applied_prefix
-    from framework.order import NO_FLOOR
 
     cut = applied_prefix({C1: [500], V0: [300]}, ["clicks", "views"], {C1, V0})
     assert cut[C1] == Applied(0, NO_FLOOR)

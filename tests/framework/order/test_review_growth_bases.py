@@ -7,13 +7,14 @@ import pytest
 
 from framework.bootstrap.order_cut import Applied, applied_prefix
 from framework.coordination.registry import TopicEntry
+from framework.growth.markers import MarkerName
 from framework.kafka import Message
 from framework.order import NO_FLOOR
 from framework.runtime.growth_bases import GROWTH_BASE_SCOPE, MemoryBases
 from rebalance import TopicHistory
 from tests.framework.order.input_order_world import input_order
 from tests.framework.order.test_growth_bases import LIFE, PARENT, VIEWS
-from tests.framework.order.test_input_order import _commit, _record, _tick, _world
+from tests.framework.order.test_input_order import _commit, _marker, _record, _tick, _world
 from tests.framework.order.test_review_faults import GROWN
 
 C, C1, V0 = ("clicks", 0), ("clicks", 1), ("views", 0)
@@ -105,13 +106,13 @@ def test_a_marker_read_early_survives_the_parent_moving_away() -> None:
     "catch-up drops marks) starts at NO_FLOOR and publishes a wrong base, first-wins for good",
 )
 def test_a_parent_resumed_without_its_mark_publishes_the_true_base() -> None:
-    """A scale moved clicks[0] to this processor at F = 1 (after the click at 500, before
-    clicks[1]'s marker): the catch-up set its offset and, as ``time.md`` says, no mark. It
-    reads the marker and publishes clicks[1]'s base: NO_FLOOR, where the old owner, a
-    restart of it and the Spark build (``child_bases``: the parent's events up to the
-    marker) give 500. The control log keeps the first record of a life, so the child's
-    marks (and the order of its keys' records) are wrong for good; ``growth_bases``'s
-    docstring ("every writer computes the same") does not hold here."""
+    """A scale moved clicks[0] to this processor at F = 1 (after the click at 500; the growth
+    came after the scale, so the release did not wait for clicks[1]'s threshold): the
+    catch-up set its offset and, as ``time.md`` says, no mark. It reads the marker and
+    publishes clicks[1]'s base: NO_FLOOR, where the old owner, a restart of it and the Spark
+    build (``child_bases``: the parent's events up to the marker) give 500. The control log
+    keeps the first record of a life, so the child's marks (and the order of its keys'
+    records) are wrong for good; ``growth_bases``'s docstring ("every writer computes the same") does not hold here."""
     bases = MemoryBases()
     entries = {"clicks": TopicEntry(GROWN), "views": ONE_VIEWS}
     order, database, _clock = input_order(entries, bases=bases)
@@ -161,3 +162,58 @@ def test_a_child_built_up_to_its_lifes_start_waits_for_its_base() -> None:
             offsets[position] += 1
         released += order.take(fetch)
     assert _k_order(released) == ["views[0]", "clicks[1]"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a held child closed (a shrink deleted it, read past its drain marker) has R "
+    "ENDED: the other input is released past the items it still holds",
+)
+def test_a_held_child_deleted_by_a_shrink_holds_back_the_other_input() -> None:
+    """clicks grew to 2 (clicks[1]'s marker at offset 1 of clicks[0]) and shrank back:
+    clicks[1]'s drain marker is its offset 1. This processor reads clicks[1] (not its parent):
+    k's click at 100, then the drain marker, while its base is not known: clicks[1] is closed
+    (``R`` ENDED) and k's view (300) is released at once. The base published later is 200:
+    k's click (mark 200) goes first canonically, but it is applied after the view."""
+    shrunk = TopicHistory.of("clicks", [1, 2], {1: 1}).shrunk(1, {0: 3}).with_drains({1: 1})
+    bases = MemoryBases()
+    apart, _database, _clock = _world(clicks=shrunk, bases=bases)
+    apart.follow({C1, V0})
+    drain = _marker(C1, 1, MarkerName(1, 1, 2, drain=True))
+    released = apart.take([_record(C1, 0, 100), drain, _record(V0, 0, 300)])
+    bases.publish("clicks", 1, 0, 200)
+    released += apart.take([])
+    assert _k_order(released) == ["clicks[1]", "views[0]"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a child whose parent was read past the marker under arrival (or by a splitstate "
+    "before growth_base records) waits for a growth_base record nothing can write",
+)
+def test_a_child_after_a_switch_from_arrival_is_applied() -> None:
+    """The app ran under ``arrival`` through the growth: clicks[0] is committed past
+    clicks[1]'s marker (offset 3) with no base kept; clicks[1] was never read. Switched to
+    ``canonical``: clicks[1] is read from its life's start and waits for its base; nobody
+    will publish it (the parent's reader is past the marker) and no command writes a
+    ``growth_base`` record (``time.md`` says it waits "until a ``growth_base`` record is
+    written for it"): k's click is never applied."""
+    bases = MemoryBases()
+    entries = {"clicks": TopicEntry(GROWN), "views": ONE_VIEWS}
+    order, database, clock = input_order(entries, bases=bases)
+    batch = database.begin()
+    batch.set_offset("clicks", 0, 3)  # (committed under arrival)
+    batch.commit()
+    order.follow({C, C1, V0})
+    released = order.take([_record(C1, 0, 100), _record(V0, 0, 300)])
+    offsets = {C: 3, C1: 1, V0: 1}
+    for _ in range(6):  # (forced ticks as the loop writes them, read back at once)
+        clock.sleep(1)
+        fetch = []
+        for tick in order.forced_ticks(set(order._next)):
+            position = (tick.topic, tick.partition)
+            fetch.append(_tick(position, offsets[position], tick.floor))
+            offsets[position] += 1
+        released += order.take(fetch)
+        _commit(order, database)
+    assert "clicks[1]" in _k_order(released)

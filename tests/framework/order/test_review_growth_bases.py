@@ -112,7 +112,8 @@ def test_a_parent_resumed_without_its_mark_publishes_the_true_base() -> None:
     publishes clicks[1]'s base: NO_FLOOR, where the old owner, a restart of it and the Spark
     build (``child_bases``: the parent's events up to the marker) give 500. The control log
     keeps the first record of a life, so the child's marks (and the order of its keys'
-    records) are wrong for good; ``growth_bases``'s docstring ("every writer computes the same") does not hold here."""
+    records) are wrong for good; ``growth_bases``'s docstring ("every writer computes
+    the same") does not hold here."""
     bases = MemoryBases()
     entries = {"clicks": TopicEntry(GROWN), "views": ONE_VIEWS}
     order, database, _clock = input_order(entries, bases=bases)

@@ -218,3 +218,31 @@ def test_a_child_after_a_switch_from_arrival_is_applied() -> None:
         released += order.take(fetch)
         _commit(order, database)
     assert "clicks[1]" in _k_order(released)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a gate-held child whose parent another processor reads has R NO_FLOOR and gets "
+    "no forced tick (not flowing): the other input waits until its gate opens",
+)
+def test_a_gate_held_child_apart_from_its_parent_does_not_stall_the_other_input() -> None:
+    """The known fault ``time.md`` no longer lists ("a growth child ... held by its gate,
+    can stall the processor while the other input is quiet") remains when the parent is
+    read elsewhere (placement usually puts them apart): clicks[1] is held by its gate (not
+    flowing), its base unknown, so its ``R`` is NO_FLOOR and k's view (300) waits however
+    long ``max_input_wait`` passes, until the parent's reader elsewhere commits past the
+    marker and the gate opens. (Waiting may be needed for the order: the fault is the
+    docs' claim that it is gone.)"""
+    bases = MemoryBases()
+    apart, _database, clock = _world(clicks=GROWN, bases=bases)
+    apart.follow({C1, V0})
+    released = apart.take([_record(V0, 0, 300)])
+    offset = 1
+    for _ in range(5):
+        clock.sleep(2)
+        fetch = []
+        for tick in apart.forced_ticks({V0}):  # (clicks[1]: its gate holds it)
+            fetch.append(_tick((tick.topic, tick.partition), offset, tick.floor))
+            offset += 1
+        released += apart.take(fetch)
+    assert _k_order(released) == ["views[0]"]

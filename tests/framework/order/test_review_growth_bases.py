@@ -1,0 +1,248 @@
+"""Review of ``growth-base`` (issue 36 §1): faults of a growth child's recorded base, each
+held by a strict xfail (the in-memory worlds of ``test_growth_bases``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from framework.bootstrap.order_cut import Applied, applied_prefix
+from framework.coordination.registry import TopicEntry
+from framework.growth.markers import MarkerName
+from framework.kafka import Message
+from framework.order import NO_FLOOR
+from framework.runtime.growth_bases import GROWTH_BASE_SCOPE, MemoryBases
+from rebalance import TopicHistory
+from tests.framework.order.input_order_world import input_order
+from tests.framework.order.test_growth_bases import LIFE, PARENT, VIEWS
+from tests.framework.order.test_input_order import _commit, _marker, _record, _tick, _world
+from tests.framework.order.test_review_faults import GROWN
+
+C, C1, V0 = ("clicks", 0), ("clicks", 1), ("views", 0)
+ONE_VIEWS = TopicEntry(TopicHistory.of("views", [1]))
+
+
+def _k_order(released: list[Message]) -> list[str]:
+    return [f"{m.topic()}[{m.partition()}]" for m in released if m.key() == b"k"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a held child's items read are in no head and not in its R: another input's "
+    "item is released past them (R is the child's own mark, not its least held item's)",
+)
+def test_a_held_childs_read_items_hold_back_the_other_input() -> None:
+    """clicks[1] (parent read elsewhere) reads k's click at 100, then another key's click
+    at 400, while its base is not known; views[0] has k's view at 300. The child's ``R`` is
+    its own mark, 400, so the view (300) is released at once. The base published later is
+    200: k's click's mark is max(200, 100) = 200 < 300, so canonically the click goes
+    first, but the view was applied first (the Spark build and a processor that reads the
+    parent too apply click, view)."""
+    bases = MemoryBases()
+    apart, _database, _clock = _world(clicks=GROWN, bases=bases)
+    apart.follow({C1, V0})
+    released = apart.take([_record(C1, 0, 100), _record(C1, 1, 400, b"other"), _record(V0, 0, 300)])
+    bases.publish("clicks", 1, 0, 200)
+    released += apart.take([])
+    assert _k_order(released) == ["clicks[1]", "views[0]"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a marker read before the registry view shows its step is kept only in memory "
+    "(ChildBases._early) while the parent's offset is committed past it: a restart loses it",
+)
+def test_a_marker_read_early_and_committed_past_survives_a_restart() -> None:
+    """As ``test_a_marker_read_before_the_registry_view_shows_its_step_gives_its_base_later``
+    but the parent's reader is restarted (SIGKILL) after committing past the marker and
+    before its view of the registry shows the growth: it resumes clicks[0] at offset 3 (past
+    the marker, with mark 900), so nobody ever finds clicks[1]'s base and its reader holds
+    it for ever."""
+    bases = MemoryBases()
+    entries = {"clicks": TopicEntry(TopicHistory.of("clicks", [1])), "views": ONE_VIEWS}
+    order, database, _clock = input_order(entries, bases=bases)
+    order.follow({C, V0})
+    order.take([*PARENT, *VIEWS])
+    assert _commit(order, database)[C] == 3  # (committed past the marker; base not kept)
+    assert database.progress(GROWTH_BASE_SCOPE) == {}
+
+    grown = {"clicks": TopicEntry(GROWN), "views": ONE_VIEWS}
+    restarted, database, _clock = input_order(grown, database, bases)
+    restarted.follow({C, V0})
+    restarted.take([])
+    _commit(restarted, database)
+    restarted.take([])
+    assert bases.bases == {LIFE: 500}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a marker read before the registry view shows its step is dropped by forget: the "
+    "parent moved away after its offset was committed past the marker; nobody finds the base",
+)
+def test_a_marker_read_early_survives_the_parent_moving_away() -> None:
+    """The parent's reader commits past clicks[1]'s marker before its registry view shows
+    the growth, then a scale moves clicks[0] away (``follow`` without it): the early marker
+    is forgotten with it. Its new reader resumes past the marker: the base is never found."""
+    bases = MemoryBases()
+    entries: dict[str, TopicEntry] = {
+        "clicks": TopicEntry(TopicHistory.of("clicks", [1])),
+        "views": ONE_VIEWS,
+    }
+    order, database, _clock = input_order(entries, bases=bases)
+    order.follow({C, V0})
+    order.take([*PARENT, *VIEWS])
+    _commit(order, database)
+    order.follow({V0})  # (clicks[0] released in a scale)
+    entries["clicks"] = TopicEntry(GROWN)
+    order.take([])
+    _commit(order, database)
+    order.take([])
+    assert bases.bases == {LIFE: 500}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a parent resumed with an offset and no stored mark (a catch-up's receiver: the "
+    "catch-up drops marks) starts at NO_FLOOR and publishes a wrong base, first-wins for good",
+)
+def test_a_parent_resumed_without_its_mark_publishes_the_true_base() -> None:
+    """A scale moved clicks[0] to this processor at F = 1 (after the click at 500; the growth
+    came after the scale, so the release did not wait for clicks[1]'s threshold): the
+    catch-up set its offset and, as ``time.md`` says, no mark. It reads the marker and
+    publishes clicks[1]'s base: NO_FLOOR, where the old owner, a restart of it and the Spark
+    build (``child_bases``: the parent's events up to the marker) give 500. The control log
+    keeps the first record of a life, so the child's marks (and the order of its keys'
+    records) are wrong for good; ``growth_bases``'s docstring ("every writer computes
+    the same") does not hold here."""
+    bases = MemoryBases()
+    entries = {"clicks": TopicEntry(GROWN), "views": ONE_VIEWS}
+    order, database, _clock = input_order(entries, bases=bases)
+    batch = database.begin()
+    batch.set_offset("clicks", 0, 1)  # (F of the handoff; the catch-up stores no mark)
+    batch.commit()
+    order.follow({C, V0})
+    order.take(PARENT[1:])
+    _commit(order, database)
+    order.take([])
+    assert bases.bases == {LIFE: 500}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a Spark build's cut stores a child held at its life's start with mark NO_FLOOR "
+    "(Applied(start, NO_FLOOR)); ChildBases.assign takes a stored mark there as the base",
+)
+def test_a_child_built_up_to_its_lifes_start_waits_for_its_base() -> None:
+    """The build's cut (``applied_prefix``, as ``applied_in_build``) stops clicks[1] at its
+    life's start when its first record is held (its mark, max(base 500, 100), is above what
+    views reached) and stores the mark there as NO_FLOOR: nothing of it applied. A processor
+    started from that state assigns clicks[1] from its life's start with a stored mark, so
+    ``ChildBases.assign`` takes NO_FLOOR as its base instead of waiting for the recorded
+    one (500): k's click (100) is applied before k's view (300)."""
+
+    cut = applied_prefix({C1: [500], V0: [300]}, ["clicks", "views"], {C1, V0})
+    assert cut[C1] == Applied(0, NO_FLOOR)
+    bases = MemoryBases()
+    entries = {"clicks": TopicEntry(GROWN), "views": ONE_VIEWS}
+    order, database, clock = input_order(entries, bases=bases)
+    batch = database.begin()
+    batch.set_offset("clicks", 1, cut[C1].offset)
+    batch.set_progress("order-mark", "clicks", 1, cut[C1].mark)  # (the build's marks)
+    batch.commit()
+    order.follow({C1, V0})
+    released = order.take([_record(C1, 0, 100), _record(V0, 0, 300)])
+    bases.publish("clicks", 1, 0, 500)  # (the parent's reader, later)
+    released += order.take([])
+    for _ in range(4):  # (forced ticks as the loop writes them, read back at once)
+        clock.sleep(1)
+        offsets = {C1: 1, V0: 1}
+        fetch = []
+        for tick in order.forced_ticks(set(order._next)):
+            position = (tick.topic, tick.partition)
+            fetch.append(_tick(position, offsets[position], tick.floor))
+            offsets[position] += 1
+        released += order.take(fetch)
+    assert _k_order(released) == ["views[0]", "clicks[1]"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a held child closed (a shrink deleted it, read past its drain marker) has R "
+    "ENDED: the other input is released past the items it still holds",
+)
+def test_a_held_child_deleted_by_a_shrink_holds_back_the_other_input() -> None:
+    """clicks grew to 2 (clicks[1]'s marker at offset 1 of clicks[0]) and shrank back:
+    clicks[1]'s drain marker is its offset 1. This processor reads clicks[1] (not its parent):
+    k's click at 100, then the drain marker, while its base is not known: clicks[1] is closed
+    (``R`` ENDED) and k's view (300) is released at once. The base published later is 200:
+    k's click (mark 200) goes first canonically, but it is applied after the view."""
+    shrunk = TopicHistory.of("clicks", [1, 2], {1: 1}).shrunk(1, {0: 3}).with_drains({1: 1})
+    bases = MemoryBases()
+    apart, _database, _clock = _world(clicks=shrunk, bases=bases)
+    apart.follow({C1, V0})
+    drain = _marker(C1, 1, MarkerName(1, 1, 2, drain=True))
+    released = apart.take([_record(C1, 0, 100), drain, _record(V0, 0, 300)])
+    bases.publish("clicks", 1, 0, 200)
+    released += apart.take([])
+    assert _k_order(released) == ["clicks[1]", "views[0]"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a child whose parent was read past the marker under arrival (or by a splitstate "
+    "before growth_base records) waits for a growth_base record nothing can write",
+)
+def test_a_child_after_a_switch_from_arrival_is_applied() -> None:
+    """The app ran under ``arrival`` through the growth: clicks[0] is committed past
+    clicks[1]'s marker (offset 3) with no base kept; clicks[1] was never read. Switched to
+    ``canonical``: clicks[1] is read from its life's start and waits for its base; nobody
+    will publish it (the parent's reader is past the marker) and no command writes a
+    ``growth_base`` record (``time.md`` says it waits "until a ``growth_base`` record is
+    written for it"): k's click is never applied."""
+    bases = MemoryBases()
+    entries = {"clicks": TopicEntry(GROWN), "views": ONE_VIEWS}
+    order, database, clock = input_order(entries, bases=bases)
+    batch = database.begin()
+    batch.set_offset("clicks", 0, 3)  # (committed under arrival)
+    batch.commit()
+    order.follow({C, C1, V0})
+    released = order.take([_record(C1, 0, 100), _record(V0, 0, 300)])
+    offsets = {C: 3, C1: 1, V0: 1}
+    for _ in range(6):  # (forced ticks as the loop writes them, read back at once)
+        clock.sleep(1)
+        fetch = []
+        for tick in order.forced_ticks(set(order._next)):
+            position = (tick.topic, tick.partition)
+            fetch.append(_tick(position, offsets[position], tick.floor))
+            offsets[position] += 1
+        released += order.take(fetch)
+        _commit(order, database)
+    assert "clicks[1]" in _k_order(released)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a gate-held child whose parent another processor reads has R NO_FLOOR and gets "
+    "no forced tick (not flowing): the other input waits until its gate opens",
+)
+def test_a_gate_held_child_apart_from_its_parent_does_not_stall_the_other_input() -> None:
+    """The known fault ``time.md`` no longer lists ("a growth child ... held by its gate,
+    can stall the processor while the other input is quiet") remains when the parent is
+    read elsewhere (placement usually puts them apart): clicks[1] is held by its gate (not
+    flowing), its base unknown, so its ``R`` is NO_FLOOR and k's view (300) waits however
+    long ``max_input_wait`` passes, until the parent's reader elsewhere commits past the
+    marker and the gate opens. (Waiting may be needed for the order: the fault is the
+    docs' claim that it is gone.)"""
+    bases = MemoryBases()
+    apart, _database, clock = _world(clicks=GROWN, bases=bases)
+    apart.follow({C1, V0})
+    released = apart.take([_record(V0, 0, 300)])
+    offset = 1
+    for _ in range(5):
+        clock.sleep(2)
+        fetch = []
+        for tick in apart.forced_ticks({V0}):  # (clicks[1]: its gate holds it)
+            fetch.append(_tick((tick.topic, tick.partition), offset, tick.floor))
+            offset += 1
+        released += apart.take(fetch)
+    assert _k_order(released) == ["views[0]"]

@@ -6,11 +6,14 @@ from __future__ import annotations
 import pytest
 
 from framework.coordination.registry import TopicEntry
+from framework.input_times import ORDER_SCOPE
 from framework.kafka import Message
+from framework.runtime.completions import complete_offsets
 from framework.runtime.ordering import InputOrder, Taken
 from rebalance import TopicHistory
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
+from statestore.layout import offset_key
 from tests.framework.order.input_order_world import input_order
 from tests.framework.order.test_input_order import (
     SHRUNK,
@@ -148,3 +151,19 @@ def test_a_deleted_partitions_final_mark_does_not_depend_on_the_fetch() -> None:
     together = _survivor_marks([[*clicks, *v1], v0])
     apart = _survivor_marks([[*clicks, *v1[:2]], [v1[2]], v0])
     assert together == apart
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="complete_offsets clears the order-mark of every completed partition whatever the "
+    "app's input_order: an arrival app's catch-up completion writes order-mark tombstones "
+    "(and reads every stored offset) it did not before",
+)
+def test_an_arrival_apps_catchup_completion_writes_only_its_offsets() -> None:
+    """The default ``arrival`` path is the old one: completing a handoff of an app that never
+    stored a canonical-order mark writes the partitions' offsets F, no order-mark key."""
+    _order, database, _clock = input_order({})
+    batch = database.begin()
+    complete_offsets(database, batch, {C: 7})
+    assert offset_key(C[0], C[1], ORDER_SCOPE) not in batch._meta
+    batch.commit()

@@ -8,8 +8,11 @@ import pytest
 from framework.coordination.registry import TopicEntry
 from framework.input_times import ORDER_SCOPE
 from framework.kafka import Message
+from framework.processing import StoredMessage
 from framework.runtime.completions import complete_offsets
+from framework.runtime.errands import Errands
 from framework.runtime.ordering import InputOrder, Taken
+from framework.time.ticks import tick_headers
 from rebalance import TopicHistory
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
@@ -167,3 +170,24 @@ def test_an_arrival_apps_catchup_completion_writes_only_its_offsets() -> None:
     complete_offsets(database, batch, {C: 7})
     assert offset_key(C[0], C[1], ORDER_SCOPE) not in batch._meta
     batch.commit()
+
+
+def _tick_message(offset: int, floor: int, *, forced: bool) -> StoredMessage:
+    headers: list[tuple[str, bytes | None]] = list(tick_headers(floor, floor, "two", forced=forced))
+    return StoredMessage("views", 0, offset, None, b"", floor, headers)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Errands.tick_wanted asks wanted() first: a time writer's tick read before this "
+    "processor's forced tick of the same floor uses up that floor and is taken for an "
+    "errand (nothing forced for it), though its header says it was not forced",
+)
+def test_a_time_writers_tick_with_a_forced_ticks_floor_is_waited_for() -> None:
+    """This processor forced a tick with floor 100 into views[0]; the app's time writer's
+    tick with floor 100 is read first (offset 5), the forced one after (6). The time
+    writer's is waited for (it closes windows), the forced one is an errand."""
+    errands = Errands()
+    errands.decided(V0, 100)
+    assert errands.tick_wanted(_tick_message(5, 100, forced=False), V0, 5, 100)
+    assert not errands.tick_wanted(_tick_message(6, 100, forced=True), V0, 6, 100)

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import mmh3
-import numpy as np
-import numpy.typing as npt
+
+if TYPE_CHECKING:  # numpy only in bucket_array (Spark's folds): a processor's start skips it
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "ancestors",
@@ -61,6 +64,8 @@ def bucket_array(
     hashes: npt.NDArray[np.uint32] | npt.NDArray[np.int64], initial: int, count: int
 ) -> npt.NDArray[np.int64]:
     """``bucket`` of every element of an array of non-negative hashes, vectorised."""
+    import numpy as np  # noqa: PLC0415 - see the import above
+
     bucket(0, initial, count)  # validates initial and count
     values = np.asarray(hashes, dtype=np.int64)
     if values.size and int(values.min()) < 0:

@@ -25,15 +25,16 @@ import contextlib
 import logging
 import re
 from pathlib import Path
-
-from pyarrow import fs as pafs
+from typing import TYPE_CHECKING
 
 from statestore.errors import StateStoreError, StoreCorruptError
-from statestore.owner_only_fs import owner_only_local
 from statestore.snapshot_manifest import SnapshotManifest
 from statestore.snapshot_names import is_snapshot_id
 
-__all__ = ["SnapshotStore"]
+if TYPE_CHECKING:  # pyarrow when a store is used: a processor without snapshots never does
+    from pyarrow import fs as pafs
+
+__all__ = ["SnapshotStore", "store_errors"]
 
 log = logging.getLogger(__name__)
 _PROCESSOR = re.compile(r"^processor-(\d+)$")
@@ -46,6 +47,11 @@ class SnapshotStore:
     framework shows it through ``framework.redaction.mask_url``)."""
 
     def __init__(self, url: str, app_id: str) -> None:
+        # pyarrow from here on, not at import (see the imports above)
+        from pyarrow import fs as pafs  # noqa: PLC0415
+
+        from statestore.owner_only_fs import owner_only_local  # noqa: PLC0415
+
         self.url = url
         self.app_id = app_id
         try:
@@ -89,6 +95,8 @@ class SnapshotStore:
     def manifests(self, processor: int) -> list[SnapshotManifest]:
         """Processor ``processor``'s complete snapshots, oldest first (unreadable manifests
         are logged and left out)."""
+        from pyarrow import fs as pafs  # noqa: PLC0415 - see the import above
+
         found: list[SnapshotManifest] = []
         infos = self._list(self.path(processor, "manifests"), recursive=False)
         for info in sorted(infos, key=lambda i: i.base_name):
@@ -151,19 +159,21 @@ class SnapshotStore:
             )
         self._delete_file(self.path(manifest.processor, f"manifests/{manifest.id}.json"))
         folder = self.path(manifest.processor, f"snapshots/{manifest.id}")
-        if self.fs.get_file_info(folder).type == pafs.FileType.Directory:
+        if self._is_directory(folder):
             self.fs.delete_dir(folder)
 
     def delete_processor(self, processor: int) -> None:
         """Delete every snapshot of ``processor`` (its state was rebuilt another way)."""
         folder = self.folder(processor)
-        if self.fs.get_file_info(folder).type == pafs.FileType.Directory:
+        if self._is_directory(folder):
             self.fs.delete_dir(folder)
 
     def prune(self, processor: int, keep: int, pinned: frozenset[str] = frozenset()) -> int:
         """Keep processor ``processor``'s newest ``keep`` snapshots and those ``pinned`` (ids
         a scale in progress reads); delete the others and every file no kept snapshot uses.
         Returns how many files were deleted."""
+        from pyarrow import fs as pafs  # noqa: PLC0415 - see the import above
+
         manifests = self.manifests(processor)
         newest = manifests[-keep:] if keep > 0 else []
         kept = [m for m in manifests if m in newest or m.id in pinned]
@@ -202,14 +212,30 @@ class SnapshotStore:
         real_folder = root.resolve() / Path(folder).relative_to(root)
         return Path(path).parent.resolve().is_relative_to(real_folder)
 
+    def _is_directory(self, path: str) -> bool:
+        from pyarrow import fs as pafs  # noqa: PLC0415 - see the import above
+
+        return bool(self.fs.get_file_info(path).type == pafs.FileType.Directory)
+
     def _delete_file(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.fs.delete_file(path)
 
     def _list(self, folder: str, recursive: bool) -> list[pafs.FileInfo]:
+        from pyarrow import fs as pafs  # noqa: PLC0415 - see the import above
+
         selector = pafs.FileSelector(folder, recursive=recursive, allow_not_found=True)
         infos: list[pafs.FileInfo] = self.fs.get_file_info(selector)
         return infos
+
+
+def store_errors(*more: type[Exception]) -> tuple[type[Exception], ...]:
+    """What a store's file system raises when it fails, ``OSError`` and pyarrow's
+    ``ArrowException``, and ``more`` (for an ``except`` clause: pyarrow is imported when an
+    error is being handled, not when a processor starts)."""
+    from pyarrow import ArrowException  # noqa: PLC0415 - see the import above
+
+    return (OSError, ArrowException, *more)
 
 
 def _is_manifest_name(name: str) -> bool:

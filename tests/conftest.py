@@ -1,4 +1,5 @@
-"""Shared fixtures: one real Kafka broker per test run, and topic/producer/consumer factories.
+"""Shared fixtures: one real Kafka broker per test run, topic/producer/consumer factories, and
+one local Spark session per test process.
 
 Set KAFKA_BOOTSTRAP_SERVERS to use a broker that already runs instead of starting one.
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -16,6 +17,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import settings
 
 from framework.ops.broker import LocalBroker
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # Property tests check behaviour, not speed: on a loaded 2-core CI machine (tests running in
 # parallel, brokers and Spark beside them) one example may take longer than hypothesis's
@@ -64,6 +68,26 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield info.bootstrap_servers
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """A local Spark session without the Kafka connector, shared by every test of this process
+    that builds state with Spark (``build_state(..., spark=spark)``): the session each test
+    app's ``bootstrap_session(app, kafka=False)`` would start (every test app keeps the default
+    ``spark.master`` and no ``spark.settings``), started once instead of once per module (a
+    JVM's start and warm-up take seconds). Stopped when the process's tests end."""
+    from framework.bootstrap.spark_session import spark_session  # noqa: PLC0415 - pyspark late
+    from framework.config_sections import SparkConfig  # noqa: PLC0415
+    from framework.jvm import find_java  # noqa: PLC0415
+
+    defaults = SparkConfig()
+    java_home = find_java().executable.resolve().parent.parent
+    session = spark_session(
+        "splitstate-tests", defaults.master, defaults.settings, java_home=java_home
+    )
+    yield session
+    session.stop()
 
 
 @pytest.fixture(scope="session")

@@ -15,13 +15,14 @@ import os
 import signal
 import struct
 from collections.abc import Callable, Mapping
-from typing import Protocol
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Protocol
 
 from framework.bootstrap.errors import BootstrapError
 from framework.errors import describe_error
 from framework.time.due_items import DueItem
+
+if TYPE_CHECKING:  # pyarrow only when a build runs (a processor imports this module)
+    import pyarrow as pa
 
 __all__ = ["NO_ROW", "Position", "TickItem", "Watch", "fold_in_child"]
 
@@ -99,6 +100,8 @@ def fold_in_child(
     or, when the child died, the row it ran the function on (-1: none), how it ended, and
     the tick's item it ran (``None``: none). An exception in the child is raised here (as a
     ``BootstrapError`` with its text)."""
+    import pyarrow as pa  # noqa: PLC0415 - see the import above (loaded before the fork)
+
     shared = mmap.mmap(-1, _SHARED_BYTES)  # anonymous and shared with the child: what it runs
     _ROW.pack_into(shared, 0, NO_ROW)
     reader, writer = os.pipe()
@@ -138,6 +141,8 @@ def _send(fd: int, kind: bytes, payload: bytes) -> None:
 
 
 def _table_bytes(table: pa.Table) -> bytes:
+    import pyarrow as pa  # noqa: PLC0415 - see the import above
+
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as stream:
         stream.write_table(table)

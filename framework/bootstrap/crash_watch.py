@@ -38,19 +38,20 @@ import os
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from framework.bootstrap.careful_child import NO_ROW, Position, TickItem, Watch, fold_in_child
 from framework.bootstrap.errors import BootstrapError
 from framework.errors import describe_error
 from framework.time.due_items import DueItem, describe_item
 
+if TYPE_CHECKING:  # pyarrow when a build runs: a processor imports this module (``SkippedInFold``)
+    import pyarrow as pa
+
 __all__ = ["CrashWatch", "FoldRows", "GroupRows", "SkippedInFold", "TickItem", "Watch"]
 
 #: folds a group's records but ``skip`` (row indices), telling ``watch`` what it runs
-FoldRows = Callable[[frozenset[int], Watch | None], pa.Table]
+FoldRows = Callable[[frozenset[int], Watch | None], "pa.Table"]
 
 
 class GroupRows(Protocol):
@@ -172,13 +173,15 @@ class CrashWatch:
         skipped = [SkippedInFold(*position, crashes[row]) for position, row in found.items()]
         ticks = {s.tick_item: max(self.limit, s.crashes) for s in before if s.tick_item}
         skipped += [s for s in before if s.tick_item]
+        from pyarrow import Table  # noqa: PLC0415 - see the import above
+
         outside = 0
         self._write(label, _careful_state(skipped, done=False))
         while True:
             skip = frozenset(row for row, count in crashes.items() if count >= self.limit)
             refused = {item: count for item, count in ticks.items() if count >= self.limit}
             died = fold_in_child(functools.partial(fold_rows, skip), refused)
-            if isinstance(died, pa.Table):
+            if isinstance(died, Table):
                 self._write(label, _careful_state(skipped, done=True))
                 return died, len(skip)
             row, ending, tick = died

@@ -7,13 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pyarrow import ArrowException
-
 from framework.config import AppConfig
 from framework.redaction import mask_url, scrub
 from statestore import StateStoreError
 from statestore.snapshot_manifest import SnapshotManifest
-from statestore.snapshot_store import SnapshotStore
+from statestore.snapshot_store import SnapshotStore, store_errors
 
 __all__ = ["SnapshotReport", "collect_snapshots"]
 
@@ -94,6 +92,6 @@ def collect_snapshots(
     try:
         store = SnapshotStore(config.snapshot_url, config.app_id)
         newest = {j: store.newest(j) for j in processors}
-    except (OSError, ArrowException, StateStoreError) as error:
+    except store_errors(StateStoreError) as error:
         return SnapshotReport(url, {}, now, interval, error=scrub(str(error)))
     return SnapshotReport(url, newest, now, interval, retained=dict(retained))

@@ -19,8 +19,6 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from pyarrow import ArrowException
-
 from framework.config import AppConfig
 from rebalance.positions import Position
 from statestore import DatabaseIdentity, StateStoreError
@@ -29,7 +27,7 @@ from statestore.lock import DirectoryLock
 from statestore.snapshot_copy import IMMUTABLE_SUFFIXES, SnapshotDownload
 from statestore.snapshot_lineage import new_lineage
 from statestore.snapshot_manifest import SnapshotManifest
-from statestore.snapshot_store import SnapshotStore
+from statestore.snapshot_store import SnapshotStore, store_errors
 
 __all__ = ["directory_holds_state", "restore_lost_state"]
 
@@ -78,7 +76,7 @@ def _restore(
     store = SnapshotStore(config.snapshot_url, config.app_id)
     try:
         manifests = store.manifests(processor)
-    except (OSError, ArrowException) as error:
+    except store_errors() as error:
         log.warning(
             "processor %d lost its state directory and cannot list its snapshots in %s (%s); "
             "it rebuilds from Kafka instead",
@@ -106,7 +104,7 @@ def _restore(
             return None
         try:
             _download(store, manifest, path, progress)
-        except (OSError, ArrowException, StateStoreError) as error:
+        except store_errors(StateStoreError) as error:
             log.warning(
                 "snapshot %s could not be restored (%s); trying an older one", manifest.id, error
             )

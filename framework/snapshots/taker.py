@@ -20,8 +20,6 @@ import shutil
 import uuid
 from collections.abc import Callable, Iterable
 
-from pyarrow import ArrowException
-
 from framework.clock import Clock
 from framework.config import AppConfig
 from rebalance import HandoffPhase
@@ -31,7 +29,7 @@ from statestore import ProcessorDatabase, StateStoreError
 from statestore.snapshot_copy import SnapshotUpload
 from statestore.snapshot_lineage import lineage_of
 from statestore.snapshot_manifest import SnapshotFile, SnapshotManifest
-from statestore.snapshot_store import SnapshotStore
+from statestore.snapshot_store import SnapshotStore, store_errors
 
 __all__ = ["SnapshotTaker", "first_for_scale", "state_generation"]
 
@@ -104,7 +102,7 @@ class SnapshotTaker:
         self._state = ControlState()
         try:
             self.latest = store.newest(processor)
-        except (OSError, ArrowException) as error:
+        except store_errors() as error:
             log.warning("processor %d: cannot list snapshots in %s: %s", processor, store, error)
 
     def request(self, request: str = "") -> None:
@@ -146,7 +144,7 @@ class SnapshotTaker:
                 and before_take()
             ):
                 self._take(owned, state)
-        except (OSError, ArrowException, StateStoreError) as error:
+        except store_errors(StateStoreError) as error:
             self._give_up(error)
 
     def _due(self, owned: set[Position], state: ControlState, now: float) -> bool:

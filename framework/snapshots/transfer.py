@@ -25,8 +25,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyarrow import ArrowException
-
 from framework.clock import Clock
 from framework.snapshots.source_starts import replayed_from_0, source_scope, source_starts
 from framework.snapshots.transfer_progress import TransferProgress
@@ -40,7 +38,7 @@ from statestore.rocks import write_sst_file
 from statestore.snapshot_copy import SnapshotDownload
 from statestore.snapshot_manifest import SnapshotManifest
 from statestore.snapshot_names import local_path
-from statestore.snapshot_store import SnapshotStore
+from statestore.snapshot_store import SnapshotStore, store_errors
 
 __all__ = ["SnapshotTransfer"]
 
@@ -155,7 +153,7 @@ class SnapshotTransfer:
                 self._copy(part)
             else:
                 self._filter(part)
-        except (OSError, ArrowException, StateStoreError) as error:
+        except store_errors(StateStoreError) as error:
             log.warning(
                 "processor %d: snapshot %s of processor %d could not be used (%s); it takes "
                 "the newest other one",

@@ -19,10 +19,8 @@ from framework.bootstrap import ArchiveError
 from framework.bootstrap.tick_table import collect_ticks
 from framework.time.ticks import TICK_HEADER, tick_key
 from tests.framework.test_spark_fold import records_table
-from tests.framework.test_spark_time import app, build, ingested, readable, spark
+from tests.framework.test_spark_time import app, build, ingested, readable
 from tests.framework.timed_app import TOPIC, History, live_run, make_history, state_items
-
-__all__ = ["spark"]  # (the module's Spark session fixture)
 
 
 def keyed_ticks(log: History) -> History:

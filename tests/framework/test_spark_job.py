@@ -16,7 +16,6 @@ import os
 import random
 import stat
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
 from framework.bootstrap import AppFold, BootstrapPlan, BuildRequest, Manifest, run_bootstrap
-from framework.bootstrap.build import bootstrap_session, build_state
+from framework.bootstrap.build import build_state
 from framework.bootstrap.fold import header_lists
 from framework.bootstrap.history import lineage_ranks
 from framework.bootstrap.job import group_labels
@@ -197,13 +196,6 @@ def entries(histories: dict[str, TopicHistory]) -> dict[str, TopicEntry]:
 
 def owner(stored: bytes, processors: int) -> int:
     return bucket(key_hash(KeyLayout(B).user(stored)), B, processors)
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = bootstrap_session(app, kafka=False)
-    yield session
-    session.stop()
 
 
 def built_items(manifest: Manifest, target: int, directory: Path) -> list[tuple[str, bytes, bytes]]:

@@ -11,7 +11,6 @@ job must then build what the replay builds (the record skipped, nothing else los
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ from pyspark.sql import SparkSession
 
 from framework.app import App
 from framework.bootstrap import AppFold, BootstrapError, BootstrapPlan, Manifest, run_bootstrap
-from framework.bootstrap.build import bootstrap_session
 from framework.bootstrap.history import lineage_ranks
 from framework.coordination.registry import TopicEntry
 from framework.processing import RecordProcessor, StoredMessage
@@ -35,13 +33,6 @@ pytestmark = pytest.mark.spark
 B = 2
 HISTORIES = {"events": TopicHistory.of("events", [PARTITIONS])}
 ENTRIES = {"events": TopicEntry(HISTORIES["events"])}
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = bootstrap_session(make_app(), kafka=False)
-    yield session
-    session.stop()
 
 
 def history(deaths: Path, killers: int = 1) -> tuple[list[Row], list[tuple[str, int, int]]]:

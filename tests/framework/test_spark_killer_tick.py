@@ -11,7 +11,6 @@ build failed). Real local Spark, ``local[2]``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ from pyspark.sql import SparkSession
 
 from framework import App, AppConfig, Count, Record, Tumbling, WindowResult
 from framework.bootstrap import AppFold, BootstrapPlan, run_bootstrap
-from framework.bootstrap.build import bootstrap_session
 from framework.bootstrap.history import lineage_ranks
 from framework.bootstrap.tick_table import TickTable
 from framework.coordination.registry import TopicEntry
@@ -68,13 +66,6 @@ def window_app(deaths: Path | None) -> App:
         return 1
 
     return app
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = bootstrap_session(window_app(None), kafka=False)
-    yield session
-    session.stop()
 
 
 def history() -> list[Row]:

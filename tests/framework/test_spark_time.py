@@ -10,7 +10,6 @@ continues from the built state must emit what the live processor emits from ther
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -18,7 +17,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from framework.bootstrap import ArchiveError, BuildRequest, Manifest
-from framework.bootstrap.build import bootstrap_session, build_state
+from framework.bootstrap.build import build_state
 from framework.time.key_clock import TIME_STORE, KeyClock
 from rebalance import bucket, key_hash
 from rebalance.positions import OffsetRange
@@ -38,13 +37,6 @@ from tests.framework.timed_app import (
 )
 
 app = timed_app()
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = bootstrap_session(app, kafka=False)
-    yield session
-    session.stop()
 
 
 def readable(items: list[tuple[str, bytes, bytes]]) -> dict[tuple[str, bytes], object]:

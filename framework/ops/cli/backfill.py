@@ -7,12 +7,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from framework.bootstrap import BootstrapProgress
-from framework.bootstrap.backfill import backfill
 from framework.loader import load_app
 from framework.ops.cli._arguments import app_arguments
 
 if TYPE_CHECKING:
+    from framework.bootstrap import BootstrapProgress
     from framework.ops.bars import ProgressTask
 
 __all__ = ["BackfillProgress", "register"]
@@ -71,7 +70,8 @@ def _backfill(args: argparse.Namespace) -> int:
         )
         return 2
     app = load_app(args.app, args.config)
-    # rich only here: `splitstate run` must not pay for importing it
+    # the build (pyarrow) and rich only here: `splitstate run` must not pay for importing them
+    from framework.bootstrap.backfill import backfill  # noqa: PLC0415
     from framework.ops.bars import ProgressView  # noqa: PLC0415
     from framework.ops.terminal import terminal  # noqa: PLC0415
 

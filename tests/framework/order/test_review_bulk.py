@@ -8,7 +8,6 @@ tests build with the harness of ``test_spark_order`` (a local session).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -16,7 +15,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from framework.bootstrap import BuildRequest, Manifest
-from framework.bootstrap.build import bootstrap_session, build_state
+from framework.bootstrap.build import build_state
 from framework.bootstrap.errors import BootstrapError
 from framework.bootstrap.history import HistoryError
 from framework.bootstrap.manifest import TargetState
@@ -37,13 +36,6 @@ from tests.framework.test_spark_fold import Row, records_table
 
 #: one item of a partition's log: (topic, partition, key, value, timestamp, headers)
 Logged = tuple[str, int, bytes | None, bytes, int, list[dict[str, object]] | None]
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = bootstrap_session(appending_app(), kafka=False)
-    yield session
-    session.stop()
 
 
 def _as_logged(sent: list[Sent]) -> list[Logged]:

@@ -12,7 +12,6 @@ arrival (and that of the topics one after the other) differ.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -20,7 +19,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from framework.bootstrap import BuildRequest, Manifest
-from framework.bootstrap.build import bootstrap_session, build_state
+from framework.bootstrap.build import build_state
 from framework.coordination.registry import TopicEntry
 from framework.input_times import ORDER_SCOPE
 from framework.order import NO_FLOOR
@@ -42,13 +41,6 @@ from tests.framework.order.appending_world import (
     send,
 )
 from tests.framework.test_spark_fold import Row, records_table
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = bootstrap_session(appending_app(), kafka=False)
-    yield session
-    session.stop()
 
 
 def archive(sent: list[Sent], path: Path) -> Path:

@@ -6,7 +6,6 @@ fired; and an archive without a ``headers`` column that holds keyed ticks was no
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -14,7 +13,6 @@ import pytest
 from pyspark.sql import SparkSession
 
 from framework.bootstrap import ArchiveError
-from framework.bootstrap.build import bootstrap_session
 from framework.bootstrap.sources import check_archive_ticks
 from framework.bootstrap.tick_table import collect_ticks
 from framework.time.ticks import TICK_HEADER, tick_headers, tick_key
@@ -22,13 +20,6 @@ from tests.framework.test_spark_fold import records_table
 from tests.framework.time.apps import new_app
 
 app = new_app(partitions=2)
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = bootstrap_session(app, kafka=False)
-    yield session
-    session.stop()
 
 
 def _headers(floor: int, by: str | None = None) -> list[dict[str, object]]:

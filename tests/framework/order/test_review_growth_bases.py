@@ -25,11 +25,6 @@ def _k_order(released: list[Message]) -> list[str]:
     return [f"{m.topic()}[{m.partition()}]" for m in released if m.key() == b"k"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a held child's items read are in no head and not in its R: another input's "
-    "item is released past them (R is the child's own mark, not its least held item's)",
-)
 def test_a_held_childs_read_items_hold_back_the_other_input() -> None:
     """clicks[1] (parent read elsewhere) reads k's click at 100, then another key's click
     at 400, while its base is not known; views[0] has k's view at 300. The child's ``R`` is
@@ -165,11 +160,6 @@ def test_a_child_built_up_to_its_lifes_start_waits_for_its_base() -> None:
     assert _k_order(released) == ["views[0]", "clicks[1]"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a held child closed (a shrink deleted it, read past its drain marker) has R "
-    "ENDED: the other input is released past the items it still holds",
-)
 def test_a_held_child_deleted_by_a_shrink_holds_back_the_other_input() -> None:
     """clicks grew to 2 (clicks[1]'s marker at offset 1 of clicks[0]) and shrank back:
     clicks[1]'s drain marker is its offset 1. This processor reads clicks[1] (not its parent):

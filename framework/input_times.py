@@ -24,11 +24,16 @@ from framework.routes import decoder
 from framework.time.specs import event_time_of
 from framework.time.ticks import TickRead, is_tick, is_tick_key, read_tick
 
-__all__ = ["ORDER_SCOPE", "InputTimes", "ordered"]
+__all__ = ["GROWTH_BASE_SCOPE", "GROWTH_LIFE_SCOPE", "ORDER_SCOPE", "InputTimes", "ordered"]
 
 #: the progress scope of each input partition's mark at the state's offset (written with the
 #: offsets by a processor that orders its inputs: ``framework.runtime.ordering``)
 ORDER_SCOPE = "order-mark"
+#: the progress scope of a growth child's base kept with the state (per child partition:
+#: ``framework.runtime.growth_bases``; a Spark build keeps the bases it computed there too)
+GROWTH_BASE_SCOPE = "growth-base"
+#: the progress scope of the start of the life whose base ``GROWTH_BASE_SCOPE`` keeps
+GROWTH_LIFE_SCOPE = "growth-life"
 
 
 def ordered(app: App) -> bool:

@@ -24,7 +24,8 @@ Records are JSON objects with a ``type``:
   a ``growth_done`` naming another request than the growth in progress is ignored.
 - ``growth_base``: a growth child's base mark (``topic``, ``partition``, its life's
   ``start``, ``base``), written by whoever read its parent past the marker; the first
-  record of a life applies (every writer computes the same value: ``growth_bases``).
+  record of a life applies (writers compute the same value, except one that resumed the
+  parent without its mark: ``growth_bases``).
 - ``handoff``: an ``event`` of the catch-up protocol for one (``source``, ``target``) pair of
   generation ``g``, applied through ``HANDOFF_MACHINE``; ``RELEASE`` carries the final
   ``offsets`` F of the moved partitions. When every handoff of a scale is COMPLETE, the scale's

@@ -30,7 +30,7 @@ from framework.bootstrap.history import (
 from framework.bootstrap.job import BootstrapPlan, run_bootstrap, spark_errors
 from framework.bootstrap.manifest import Manifest
 from framework.bootstrap.order_cut import cut_build
-from framework.bootstrap.order_marks import with_marks
+from framework.bootstrap.order_marks import child_starts, marks_and_bases
 from framework.bootstrap.progress import BootstrapProgress
 from framework.bootstrap.sources import (
     check_archive_ticks,
@@ -129,12 +129,14 @@ def build_state(
                 history = parquet_history(session, request.archive, topics, served)
             covered = {j: {p: served[p].end for p in ps} for j, ps in request.covers.items()}
             marks: dict[int, dict[Position, int]] | None = None
+            bases: dict[int, dict[Position, tuple[int, int]]] | None = None
             if canonical:  # (read several times: where to stop, then the job)
-                marked = with_marks(history, app, request.entries)
+                marked, found = marks_and_bases(history, app, request.entries)
                 marked = marked.persist(StorageLevel.MEMORY_AND_DISK)
                 counts = {name: entry.history.partitions for name, entry in request.entries.items()}
-                cut = cut_build(marked, covered, topics, counts)
-                covered, marks, history = cut.covered, cut.marks, cut.history
+                starts = child_starts(request.entries)
+                cut = cut_build(marked, covered, topics, counts, bases=found, starts=starts)
+                covered, marks, history, bases = cut.covered, cut.marks, cut.history, cut.bases
                 if request.archive is not None:
                     _check_cut_retained(covered, request.retained)
             plan = BootstrapPlan(
@@ -149,6 +151,7 @@ def build_state(
                 stop_on_crash=config.on_error == "stop",
                 inputs=tuple(topics) if canonical else None,
                 marks=marks,
+                bases=bases,
             )
             initial = {name: entry.initial_partitions for name, entry in request.entries.items()}
             histories = {name: entry.history for name, entry in request.entries.items()}

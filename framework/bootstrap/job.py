@@ -43,7 +43,6 @@ from framework.bootstrap.manifest import Manifest, TargetState
 from framework.bootstrap.order_marks import MARK_COLUMN
 from framework.bootstrap.progress import BootstrapProgress, SparkProgress
 from framework.bootstrap.tasks import Placement, file_writer, group_folder
-from framework.order import NO_FLOOR
 from rebalance.positions import Position
 from statestore.owner_only import private_directory
 
@@ -103,7 +102,8 @@ class BootstrapPlan:
     config order for an app that orders them canonically (the history then has a ``mark``
     column: ``order_marks.with_marks``; each key's records are folded in their canonical
     order), with ``marks``, per target, each partition's mark at its covered offset (stored
-    with the offsets: ``TargetState.marks``).
+    with the offsets: ``TargetState.marks``; a partition without one stores none) and
+    ``bases``, per target, its growth children's bases (``TargetState.bases``).
     """
 
     initial_processors: int
@@ -119,6 +119,7 @@ class BootstrapPlan:
     stop_on_crash: bool = False
     inputs: tuple[str, ...] | None = None
     marks: Mapping[int, Mapping[Position, int]] | None = None
+    bases: Mapping[int, Mapping[Position, tuple[int, int]]] | None = None
 
 
 def run_bootstrap(
@@ -242,15 +243,14 @@ def _manifest(
     """The manifest of the files ``written`` to ``partial``; ``counts``: records read,
     applied and dead-lettered."""
     read, applied, dead = counts
-    marks = plan.marks
+    marks, bases = plan.marks or {}, plan.bases or {}
     targets: dict[int, TargetState] = {
         j: TargetState(
             files={},
             keys=0,
             offsets=dict(plan.covered.get(j, {})),
-            marks={}
-            if marks is None
-            else {p: marks.get(j, {}).get(p, NO_FLOOR) for p in plan.covered.get(j, {})},
+            marks={p: m for p, m in marks.get(j, {}).items() if p in plan.covered.get(j, {})},
+            bases=dict(bases.get(j, {})),
         )
         for j in sorted(plan.targets)
     }

@@ -14,7 +14,7 @@ from typing import Any
 
 from framework.bootstrap.crash_watch import SkippedInFold
 from framework.bootstrap.errors import BootstrapError
-from framework.input_times import ORDER_SCOPE
+from framework.input_times import GROWTH_BASE_SCOPE, GROWTH_LIFE_SCOPE, ORDER_SCOPE
 from rebalance.positions import Position
 
 __all__ = ["MANIFEST_FILE", "Manifest", "ManifestError", "TargetState"]
@@ -31,17 +31,26 @@ class ManifestError(BootstrapError):
 class TargetState:
     """One processor's built state: SST files per store, key count, offsets covered, and
     (an app that orders its inputs canonically) each partition's mark at its offset, to be
-    stored with it in the progress scope ``input_times.ORDER_SCOPE`` (``progress``)."""
+    stored with it in the progress scope ``input_times.ORDER_SCOPE``, and each growth
+    child's ``(last life's start, base)`` (``bases``), kept in ``GROWTH_BASE_SCOPE`` and
+    ``GROWTH_LIFE_SCOPE`` as the live loop keeps one it found (``progress``)."""
 
     files: dict[str, list[str]]
     keys: int
     offsets: dict[Position, int]
     marks: dict[Position, int] = field(default_factory=dict)
+    bases: dict[Position, tuple[int, int]] = field(default_factory=dict)
 
     def progress(self) -> dict[str, dict[Position, int]] | None:
         """What ``ProcessorDatabase.bulk_load`` records with the offsets (``progress``):
-        the marks in ``ORDER_SCOPE``, if any."""
-        return {ORDER_SCOPE: dict(self.marks)} if self.marks else None
+        the marks in ``ORDER_SCOPE`` and the growth bases, if any."""
+        found: dict[str, dict[Position, int]] = {}
+        if self.marks:
+            found[ORDER_SCOPE] = dict(self.marks)
+        if self.bases:
+            found[GROWTH_LIFE_SCOPE] = {p: start for p, (start, _) in self.bases.items()}
+            found[GROWTH_BASE_SCOPE] = {p: base for p, (_, base) in self.bases.items()}
+        return found or None
 
 
 @dataclass
@@ -82,6 +91,7 @@ class Manifest:
                     "keys": target.keys,
                     "offsets": [[t, p, o] for (t, p), o in sorted(target.offsets.items())],
                     "marks": [[t, p, m] for (t, p), m in sorted(target.marks.items())],
+                    "bases": [[t, p, s, b] for (t, p), (s, b) in sorted(target.bases.items())],
                 }
                 for j, target in sorted(self.targets.items())
             },
@@ -114,6 +124,10 @@ class Manifest:
                     keys=int(t["keys"]),
                     offsets={(str(topic), int(p)): int(o) for topic, p, o in t["offsets"]},
                     marks={(str(topic), int(p)): int(m) for topic, p, m in t.get("marks", [])},
+                    bases={
+                        (str(topic), int(p)): (int(s), int(b))
+                        for topic, p, s, b in t.get("bases", [])
+                    },
                 )
                 for j, t in raw["targets"].items()
             }

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from framework.bootstrap.errors import BootstrapError
@@ -197,11 +197,15 @@ def _per_partition(values: Mapping[Position, Column], otherwise: Column | None) 
 @dataclass(frozen=True)
 class BuildCut:
     """Where each target of a build stops (``covered``: its partitions' offsets) with the
-    marks there (``marks``), and the history up to there (``history``: what it applies)."""
+    marks there (``marks``; none for a growth child stopped at its life's start whose base is
+    not known), the history up to there (``history``: what it applies) and, per target, the
+    base of each growth child it covers (``bases``: ``(its life's start, its base)``, kept
+    with the built state as the live loop keeps one it found)."""
 
     covered: dict[int, dict[Position, int]]
     marks: dict[int, dict[Position, int]]
     history: DataFrame
+    bases: dict[int, dict[Position, tuple[int, int]]] = field(default_factory=dict)
 
 
 def cut_build(
@@ -209,11 +213,18 @@ def cut_build(
     covered: Mapping[int, Mapping[Position, int]],
     inputs: Sequence[str],
     partitions: Mapping[str, int],
+    *,
+    bases: Mapping[Position, tuple[int, int]] | None = None,
+    starts: Mapping[Position, int] | None = None,
 ) -> BuildCut:
     """Cut a build's history ``marked`` (``order_marks.with_marks``; read several times:
     persist it) where each target's live loop would have stopped (``applied_in_build``):
     ``covered``: the offsets each target's history reaches; ``partitions``: each input's
-    partition count now (a partition past it bounds nothing)."""
+    partition count now (a partition past it bounds nothing); ``bases``: each growth child's
+    ``(last life's start, base)`` the marks took (``order_marks.child_bases``); ``starts``:
+    each growth child's last life's start (``order_marks.child_starts``). A child stopped at
+    its life's start has its base as its mark there, or no mark when its base is not known
+    (the live loop then waits for it: ``framework.runtime.growth_bases``)."""
     from pyspark.sql import functions as F  # noqa: PLC0415, N812
 
     counted = Counter(p for ends in covered.values() for p in ends)
@@ -228,11 +239,21 @@ def cut_build(
     limits: dict[Position, int] = {}
     cut_covered: dict[int, dict[Position, int]] = {}
     marks: dict[int, dict[Position, int]] = {}
+    kept: dict[int, dict[Position, tuple[int, int]]] = {}
+    bases, starts = bases or {}, starts or {}
     for target, ends in sorted(covered.items()):
         bounding = [p for p in ends if p[1] < partitions.get(p[0], 0)]
         applied = applied_in_build(marked, reaches, ends, inputs, bounding)
         cut_covered[target] = {p: a.offset for p, a in applied.items()}
-        marks[target] = {p: a.mark for p, a in applied.items()}
+        marks[target] = {}
+        for position, at in applied.items():
+            if starts.get(position) != at.offset:
+                marks[target][position] = at.mark
+                continue
+            based = bases.get(position)  # (at its life's start: its base, if known)
+            if based is not None and based[0] == at.offset:
+                marks[target][position] = based[1]
+        kept[target] = {p: bases[p] for p in ends if p in bases}
         limits.update(cut_covered[target])
     below = F.col("offset") < _per_partition({p: F.lit(o) for p, o in limits.items()}, F.lit(-1))
-    return BuildCut(cut_covered, marks, marked.where(below))
+    return BuildCut(cut_covered, marks, marked.where(below), kept)

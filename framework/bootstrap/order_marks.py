@@ -17,10 +17,14 @@ Every partition's marks start at ``NO_FLOOR`` at offset 0 (a build reads every p
 its first record), except a growth child's from its last life's start: they start from its
 *base*, its parent's mark at the child's marker as the registry records it (``child_bases``:
 the largest event time of the parent's life up to the marker, and the parent's own base),
-as the live loop's (``framework.runtime.growth_bases``). A child whose marker is not recorded
-keeps ``NO_FLOOR`` (its records wait at their gate, which the build's cut keeps out), and the
-parent's history must reach back to its life's start (a backfill's does); a shrink's
-survivor does not take its deleted partitions' final marks from its hold on, which the live
+the value the live loop records (``framework.runtime.growth_bases``; except where a live
+reader of the parent started without its mark: see there). The build keeps each child's base
+with the built state (``order_cut.BuildCut.bases``), where the live loop keeps one it found,
+and stores it as the child's mark when it stops at the child's life's start. A child whose
+marker is not recorded keeps ``NO_FLOOR`` and gets no mark stored at its life's start, where
+the live loop waits for its base (its records wait at their gate, which the build's cut keeps
+out). The parent's history must reach back to its life's start (a backfill's does); a
+shrink's survivor does not take its deleted partitions' final marks from its hold on, which the live
 loop does (so an app whose inputs shrank is refused: ``build.check_orderable``).
 """
 
@@ -42,7 +46,15 @@ from rebalance.positions import Position
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["MARK_COLUMN", "child_bases", "event_times", "marks_at_ends", "with_marks"]
+__all__ = [
+    "MARK_COLUMN",
+    "child_bases",
+    "child_starts",
+    "event_times",
+    "marks_and_bases",
+    "marks_at_ends",
+    "with_marks",
+]
 
 #: the column of each record's mark in the history ``with_marks`` gives
 MARK_COLUMN = "mark"
@@ -77,6 +89,13 @@ def with_marks(
     max of its partition's event times up to it, in offset order (``NO_FLOOR`` before any),
     from a growth child's last life's start on at least its base (``child_bases`` of the
     registry's ``entries``)."""
+    return marks_and_bases(history, app, entries)[0]
+
+
+def marks_and_bases(
+    history: DataFrame, app: App, entries: Mapping[str, TopicEntry] | None = None
+) -> tuple[DataFrame, dict[Position, tuple[int, int]]]:
+    """``with_marks`` of ``history`` and the ``child_bases`` it used."""
     from pyspark.sql import Window  # noqa: PLC0415
     from pyspark.sql import functions as F  # noqa: PLC0415, N812
     from pyspark.sql.types import LongType, StructField, StructType  # noqa: PLC0415
@@ -98,7 +117,27 @@ def with_marks(
     lived = timed.withColumn(_LIFE_COLUMN, life)
     own = F.coalesce(F.max(_TIME_COLUMN).over(running), F.lit(NO_FLOOR))
     mark = F.greatest(own, base)
-    return lived.withColumn(MARK_COLUMN, mark.cast("long")).drop(_TIME_COLUMN, _LIFE_COLUMN)
+    marked = lived.withColumn(MARK_COLUMN, mark.cast("long"))
+    return marked.drop(_TIME_COLUMN, _LIFE_COLUMN), bases
+
+
+def child_starts(entries: Mapping[str, TopicEntry]) -> dict[Position, int]:
+    """Per growth child of the registry's ``entries``, its last life's start."""
+    return {
+        (topic, child): start
+        for topic, entry in sorted(entries.items())
+        for child, (start, _marker) in _lives(entry).items()
+    }
+
+
+def _lives(entry: TopicEntry) -> dict[int, tuple[int, int | None]]:
+    """Per growth child of ``entry``'s topic, its last life's start and its marker there as
+    the registry records it (``None``: not recorded)."""
+    lives: dict[int, tuple[int, int | None]] = {}
+    for step in entry.history.steps:
+        if isinstance(step, Grow):
+            lives.update({c: (start, step.markers.get(c)) for c, start in step.starts.items()})
+    return lives
 
 
 def child_bases(
@@ -112,11 +151,7 @@ def child_bases(
     bases: dict[Position, tuple[int, int]] = {}
     for topic, entry in sorted(entries.items()):
         history = entry.history
-        lives: dict[int, tuple[int, int | None]] = {}
-        for step in history.steps:
-            if isinstance(step, Grow):
-                lives.update({c: (start, step.markers.get(c)) for c, start in step.starts.items()})
-        for child, (start, marker) in sorted(lives.items()):
+        for child, (start, marker) in sorted(_lives(entry).items()):
             source = parent(child, history.initial_partitions)
             if marker is None or source is None:
                 continue

@@ -29,9 +29,11 @@ parent is read past the marker, with ``parent``: the buffer then takes the paren
 as the child's base, and until then the parent's mark bounds the child's ``R`` from below (all
 the child's marks are at least its base). A child whose base is not known is held until
 ``base`` gives it (``based=False``, or ``parent``): none of its items is released or waited for
-(no tick is forced for them), and what a batch commits of it stays at its start. A partition
-that holds no more items of any key (a shrink's deleted partition read up to its drain marker)
-is ``close``-d: its ``R`` is ``ENDED``. A shrink's survivor is linked (``merging``) to its
+(no tick is forced for them), and what a batch commits of it stays at its start; its ``R`` is
+then at most the least held item's own mark (their marks, max(base, own), are at least it),
+even once ended or closed. A partition that holds no more items of any key (a shrink's
+deleted partition read up to its drain marker) is ``close``-d: its ``R`` is ``ENDED`` (once
+based, for a child whose base is not known). A shrink's survivor is linked (``merging``) to its
 deleted partitions read here: its marks from its hold on are at least their final marks
 (``framework.order.survivor_links``). An item added with ``wanted=False`` (a forced tick: an
 errand) is not counted by ``wanted``: a reader forces ticks only while something else waits,

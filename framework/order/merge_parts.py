@@ -120,13 +120,19 @@ class PartitionRead(Generic[T]):
         self.stash: deque[Stashed[T]] = deque()
 
     def reach(self) -> int:
-        """``R``: every item of it not read yet has a mark at least this (``ENDED``: none
-        comes)."""
+        """``R``: every item of it not read yet, and while its base is not known every item
+        it holds too (none of them is a head), has a mark at least this (``ENDED``: none
+        comes and, if not based, it holds none)."""
         end = self.end
-        if self.closed or (end is not None and self.read_to >= end):
+        held = self.fifo if not self.based else None
+        if (self.closed or (end is not None and self.read_to >= end)) and not held:
             return ENDED
+        # (not based: an item's mark is max(base, its own), at least its own; the least
+        # held item's own mark bounds every item it holds or will read from below)
+        reach = held[0].mark if held else self.mark
         lineage = self.lineage  # (its base, and so each of its marks, is at least this)
-        reach = self.mark if lineage is None else max(self.mark, lineage.mark)
+        if lineage is not None:
+            reach = max(reach, lineage.mark)
         hold = self.hold  # (its marks from the hold on are at least each source's mark now)
         if hold is not None and self.read_to >= hold:
             reach = max(reach, self.floor, *(source.mark for source in self.sources))

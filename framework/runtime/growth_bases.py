@@ -14,20 +14,27 @@ key's marks stay monotone across its lineage. Which processor reads ``c``, wheth
 - **Kept** with the next batch given to ``InputOrder.applied`` once it is found (``write``:
   the progress scopes ``GROWTH_BASE_SCOPE`` and ``GROWTH_LIFE_SCOPE``, in the same state
   write as the offsets; the batch that commits the parent past the marker, or one before
-  it), so a processor killed before publishing finds it at its next start; one killed
-  before that commit reads the parent again from before the marker and finds it again.
+  it, except for a marker read before the registry view shows its step: the parent may be
+  committed past it while its base is kept only in memory, and a restart or the parent
+  moving away loses it, a known fault), so a processor killed before publishing finds it at
+  its next start; one killed before that commit reads the parent again from before the
+  marker and finds it again.
 - **Published** once committed (``publish_stored``, at each ``take``: it reads the state,
   which holds only committed batches) to the app's control log as a ``growth_base`` record
-  (``GrowthBases.publish``; idempotent: the first record of a life applies, every reader
-  computes the same value), again at a start if the publish was lost.
+  (``GrowthBases.publish``; idempotent: the first record of a life applies), again at a
+  start if the publish was lost.
 - **Used** by whoever reads ``c`` from its life's start (``assign``): the recorded base, or
-  the mark stored with ``c``'s offset there, else ``c`` waits (nothing of it released, its
-  offset kept at its life's start) until the base is found here or recorded; while ``p``
-  is read here and not past the marker, ``p``'s mark bounds ``c``'s ``R`` meanwhile
+  the one its state keeps (found here, or computed by the Spark build it started from; not
+  the mark stored with ``c``'s offset there, which need not be a base), else ``c`` waits
+  (nothing of it released, its offset kept at its life's start, its held records holding
+  the other inputs back) until the base is found here or recorded; while ``p`` is read here
+  and not past the marker, ``p``'s mark bounds ``c``'s ``R`` from below meanwhile
   (``MergeBuffer.assign``'s ``parent``).
 
 The value depends only on ``p``'s log, its own base and the app's event-time rule, so every
-writer computes the same; the control log keeps the first record of a life. A splitstate
+writer that read ``p`` from its start or a stored mark computes the same; one that resumed
+``p`` with no mark (a catch-up's receiver: a catch-up carries no marks) does not, a known
+fault; the control log keeps the first record of a life. A splitstate
 before these records, or a run under ``input_order: arrival``, publishes none: a child whose
 parent such a run read past the marker waits until a ``growth_base`` record names its base.
 
@@ -42,6 +49,7 @@ from typing import Any, Protocol
 
 from framework.coordination.registry import TopicEntry
 from framework.growth.markers import MarkerName, marker_growth, marker_step
+from framework.input_times import GROWTH_BASE_SCOPE, GROWTH_LIFE_SCOPE
 from framework.kafka import KafkaIOError, Message
 from framework.order import NO_FLOOR, MergeBuffer
 from rebalance import Grow, parent
@@ -62,11 +70,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("framework.runtime.loop")
-
-#: the progress scope of a growth child's base found here (per child partition)
-GROWTH_BASE_SCOPE = "growth-base"
-#: the progress scope of the start of the life whose base ``GROWTH_BASE_SCOPE`` keeps
-GROWTH_LIFE_SCOPE = "growth-life"
 
 #: a growth child's life: ``(topic, partition, its life's start offset)``
 LifeKey = tuple[str, int, int]
@@ -199,6 +202,14 @@ class ChildBases:
         recorded = self._bases.recorded(*key)
         return recorded if recorded is not None else self._found.get(key)
 
+    def kept(self, key: LifeKey) -> int | None:
+        """The base of a life the state keeps (found by this processor, or computed by the
+        Spark build it was started from), not published yet perhaps."""
+        topic, partition, start = key
+        if self._database.progress(GROWTH_LIFE_SCOPE).get((topic, partition)) != start:
+            return None
+        return self._database.progress(GROWTH_BASE_SCOPE).get((topic, partition))
+
     def met(self, key: LifeKey) -> bool:
         """Whether the marker of ``key`` was read here (its base found, or waiting for its
         parent's)."""
@@ -211,21 +222,21 @@ class ChildBases:
         entry: TopicEntry | None,
         position: Position,
         start: int,
-        stored: int | None,
         *,
         rank: int,
         reading: Mapping[Position, int],
     ) -> bool:
         """Assign ``position`` to the buffer from ``start`` if it is a growth child read from
         its life's start (``entry``: its topic's; whether it was): with its base recorded (or
-        ``stored`` with the state's offset there), else waiting for it, linked to its parent
-        while the parent is read here (``reading``: each partition's next offset) and not
-        past the marker."""
+        kept in the state: ``kept``), else waiting for it, linked to its parent while the
+        parent is read here (``reading``: each partition's next offset) and not past the
+        marker. A mark stored with the offset at the life's start is not taken: it need not
+        be a base (a Spark build before bases were kept stored ``NO_FLOOR`` there)."""
         life = life_of(entry, position, start)
         if life is None:
             return False
         known = self.known(life.key)
-        base = known if known is not None else stored
+        base = known if known is not None else self.kept(life.key)
         if base is not None:
             self._buffer.assign(position, start, base, rank)
             return True

@@ -21,10 +21,13 @@ then offset).
   parent's mark at its marker, as recorded (``framework.runtime.growth_bases``: found by
   whoever reads the parent past the marker, kept with that batch, published to the control
   log), or waits for it: nothing of it is released or committed past its start until then,
-  and while its parent is read here and not past the marker, the parent's mark bounds its
-  ``R`` (a held child does not hold the other inputs back). A shrink's deleted partition
+  the records it holds bound its ``R`` from above (they hold the other inputs back), and
+  while its parent is read here and not past the marker, the parent's mark bounds its ``R``
+  from below (a child its gate holds does not hold the other inputs back below it; read
+  apart from its parent it does until its gate opens). A shrink's deleted partition
   read up to its drain marker (as the registry has it, checked at each ``take``, ``follow``
-  and ``rewind``) is ``close``-d: its last mark no longer holds the other inputs back. A
+  and ``rewind``) is ``close``-d: its last mark no longer holds the other inputs back (a
+  child's records held for its base still do). A
   survivor assigned at or before its hold is linked to its deleted partitions
   (``MergeBuffer.merging``): from the hold on its marks are at least the final mark of each,
   read here (its mark when closed) or, drained and committed here before, stored with its
@@ -350,7 +353,7 @@ class InputOrder:
         stored = None if offset is None else mark
         entry = self._inputs().get(position[0])
         rank = 0 if entry is None else entry.history.rank(position[1], start)
-        if not self._bases.assign(entry, position, start, stored, rank=rank, reading=self._next):
+        if not self._bases.assign(entry, position, start, rank=rank, reading=self._next):
             self._buffer.assign(position, start, NO_FLOOR if stored is None else stored, rank)
         self._next[position] = start
         self._closed.discard(position)

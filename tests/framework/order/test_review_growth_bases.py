@@ -10,7 +10,7 @@ from framework.coordination.registry import TopicEntry
 from framework.growth.markers import MarkerName
 from framework.kafka import Message
 from framework.order import NO_FLOOR
-from framework.runtime.growth_bases import GROWTH_BASE_SCOPE, MemoryBases
+from framework.runtime.growth_bases import GROWTH_BASE_SCOPE, GROWTH_LIFE_SCOPE, MemoryBases
 from rebalance import TopicHistory
 from tests.framework.order.input_order_world import input_order
 from tests.framework.order.test_growth_bases import LIFE, PARENT, VIEWS
@@ -25,11 +25,6 @@ def _k_order(released: list[Message]) -> list[str]:
     return [f"{m.topic()}[{m.partition()}]" for m in released if m.key() == b"k"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a held child's items read are in no head and not in its R: another input's "
-    "item is released past them (R is the child's own mark, not its least held item's)",
-)
 def test_a_held_childs_read_items_hold_back_the_other_input() -> None:
     """clicks[1] (parent read elsewhere) reads k's click at 100, then another key's click
     at 400, while its base is not known; views[0] has k's view at 300. The child's ``R`` is
@@ -127,11 +122,6 @@ def test_a_parent_resumed_without_its_mark_publishes_the_true_base() -> None:
     assert bases.bases == {LIFE: 500}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a Spark build's cut stores a child held at its life's start with mark NO_FLOOR "
-    "(Applied(start, NO_FLOOR)); ChildBases.assign takes a stored mark there as the base",
-)
 def test_a_child_built_up_to_its_lifes_start_waits_for_its_base() -> None:
     """The build's cut (``applied_prefix``, as ``applied_in_build``) stops clicks[1] at its
     life's start when its first record is held (its mark, max(base 500, 100), is above what
@@ -165,11 +155,26 @@ def test_a_child_built_up_to_its_lifes_start_waits_for_its_base() -> None:
     assert _k_order(released) == ["views[0]", "clicks[1]"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a held child closed (a shrink deleted it, read past its drain marker) has R "
-    "ENDED: the other input is released past the items it still holds",
-)
+def test_a_child_built_to_its_lifes_start_takes_the_base_the_build_kept() -> None:
+    """As above, but the build kept clicks[1]'s base with the state (``GROWTH_BASE_SCOPE``,
+    as it does now) and nobody records it (the built parent is past the marker): the child
+    takes the kept base (500), so k's view (300) goes first, and the base is published."""
+    bases = MemoryBases()
+    entries = {"clicks": TopicEntry(GROWN), "views": ONE_VIEWS}
+    order, database, _clock = input_order(entries, bases=bases)
+    batch = database.begin()
+    batch.set_offset("clicks", 1, 0)
+    batch.set_progress("order-mark", "clicks", 1, 500)
+    batch.set_progress(GROWTH_BASE_SCOPE, "clicks", 1, 500)
+    batch.set_progress(GROWTH_LIFE_SCOPE, "clicks", 1, 0)
+    batch.commit()
+    order.follow({C1, V0})
+    released = order.take([_record(C1, 0, 100), _record(V0, 0, 300)])
+    released += order.take([_tick(V0, 1, 600)])
+    assert _k_order(released) == ["views[0]", "clicks[1]"]
+    assert bases.bases == {LIFE: 500}
+
+
 def test_a_held_child_deleted_by_a_shrink_holds_back_the_other_input() -> None:
     """clicks grew to 2 (clicks[1]'s marker at offset 1 of clicks[0]) and shrank back:
     clicks[1]'s drain marker is its offset 1. This processor reads clicks[1] (not its parent):

@@ -12,7 +12,13 @@ import pytest
 from pyspark.sql import SparkSession
 
 from framework.bootstrap.build import bootstrap_session
-from framework.bootstrap.order_marks import MARK_COLUMN, with_marks
+from framework.bootstrap.order_cut import cut_build
+from framework.bootstrap.order_marks import (
+    MARK_COLUMN,
+    child_starts,
+    marks_and_bases,
+    with_marks,
+)
 from framework.bootstrap.sources import parquet_history
 from framework.coordination.registry import TopicEntry
 from framework.growth.markers import MARKER_HEADER, MarkerName
@@ -73,3 +79,35 @@ def test_a_growth_childs_built_marks_start_from_its_parents_mark_at_the_marker(
         100,
         700,
     }
+
+
+@pytest.mark.spark
+def test_a_build_stopped_at_a_childs_lifes_start_stores_its_base_or_no_mark(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """a[0]: 500, a[1]'s marker, 900; a[1]: 100 (mark 500); b: 300. The cut holds a[1]'s
+    first record (500 > what b reached): a[1] stops at its life's start. Its mark stored
+    there is its base, 500, kept as its base too (was ``NO_FLOOR``, which a processor
+    started from the state took as its base); with no marker recorded, no mark at all (the
+    live loop waits for the base; the build reads nothing of a[1]: its gate holds it)."""
+    rows = [
+        _event(0, 0, b"x", 500),
+        _marker(0, 1, 1),
+        _event(0, 2, b"x", 900),
+        _event(1, 0, b"k", 100),
+        ("b", 0, 0, b"k", json.dumps({"at": 300}).encode(), 300, None),
+    ]
+    (tmp_path / "archive").mkdir()
+    pq.write_table(records_table(rows), tmp_path / "archive" / "part-0.parquet")
+    history = parquet_history(spark, tmp_path / "archive", list(INPUTS))
+    counts = {"a": 2, "b": 1}
+    for grown, base in ((GROWN, 500), (TopicHistory.of("a", [1, 2]), None)):
+        read = 1 if base is not None else 0  # (no marker recorded: its gate holds a[1])
+        covered = {0: {("a", 0): 3, ("a", 1): read, ("b", 0): 1}}
+        entries = {"a": TopicEntry(grown), "b": TopicEntry(TopicHistory.of("b", [1]))}
+        marked, bases = marks_and_bases(history, appending_app(), entries)
+        starts = child_starts(entries)
+        cut = cut_build(marked, covered, list(INPUTS), counts, bases=bases, starts=starts)
+        assert cut.covered[0][("a", 1)] == 0
+        assert cut.marks[0].get(("a", 1)) == base
+        assert cut.bases[0] == ({} if base is None else {("a", 1): (0, base)})

@@ -169,10 +169,15 @@ class InputOrder:
         self._bases.resolve()
 
     def waiting(self) -> set[Position]:
-        """The partitions with records read and not released, and the growth children
-        waiting for their base (their offsets stay at their life's start until then)."""
+        """The partitions with records read and not released (in the FIFO, or a survivor's
+        stash past its hold), and the growth children waiting for their base (their offsets
+        stay at their life's start until then)."""
         buffer = self._buffer
-        return {p for p in self._next if buffer.pending(p) or not buffer.based(p)}
+        return {
+            p
+            for p in self._next
+            if buffer.pending(p) or buffer.stashed(p) or not buffer.based(p)
+        }
 
     # -- records ----------------------------------------------------------------------------
 

@@ -48,12 +48,6 @@ def _pass_over(order: InputOrder, database: ProcessorDatabase, flowing: set[Posi
     batch.commit()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="InputOrder.waiting counts a partition's FIFO only: a survivor whose records past "
-    "its hold wait in its stash is not 'waiting', and the loop's pass-over moves its state "
-    "offset past them (lost after a restart)",
-)
 def test_a_survivors_stashed_records_are_not_passed_over() -> None:
     """views[0] survives the shrink (hold 2) of views[1], which is assigned here but not read
     past its drain marker yet. views[0]'s own key a at 2 passes the gate and waits unadded in

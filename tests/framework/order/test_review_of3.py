@@ -91,11 +91,6 @@ TWICE = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="link_survivors links a survivor again at its next hold while items of its first "
-    "hold wait in the stash: later items are added before them and the commit passes them",
-)
 def test_a_second_shrinks_hold_does_not_overtake_the_first_ones_stash() -> None:
     """views[0] survives two shrinks (holds 3 and 6). It is read past its first hold (3, its
     own key a) while views[2] (assigned here) is not drained yet: 3 waits in its stash. A

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from itertools import chain
 
+from framework.input_times import ordered
 from framework.kafka import ConsumerFailedError, Kafka, Message, OffsetResetError
 from framework.processing import RecordProcessor
 from framework.runtime.catchup_apply import (
@@ -383,7 +384,8 @@ class CatchUp:
         finds the catch-up finished and completes again instead of replaying (stale marks go).
         """
         batch = self._database.begin()
-        complete_offsets(self._database, batch, {p: self.released[p] for p in handoff.partitions})
+        finals = {p: self.released[p] for p in handoff.partitions}
+        complete_offsets(self._database, batch, finals, canonical=ordered(self._records.app))
         batch.set_flag(holds_flag(self.generation, handoff.source))  # completed *here*
         batch.commit()
         for position in handoff.partitions:

@@ -174,9 +174,7 @@ class InputOrder:
         stay at their life's start until then)."""
         buffer = self._buffer
         return {
-            p
-            for p in self._next
-            if buffer.pending(p) or buffer.stashed(p) or not buffer.based(p)
+            p for p in self._next if buffer.pending(p) or buffer.stashed(p) or not buffer.based(p)
         }
 
     # -- records ----------------------------------------------------------------------------

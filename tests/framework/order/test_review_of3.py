@@ -145,12 +145,6 @@ def test_a_deleted_partitions_final_mark_does_not_depend_on_the_fetch() -> None:
     assert together == apart
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="complete_offsets clears the order-mark of every completed partition whatever the "
-    "app's input_order: an arrival app's catch-up completion writes order-mark tombstones "
-    "(and reads every stored offset) it did not before",
-)
 def test_an_arrival_apps_catchup_completion_writes_only_its_offsets() -> None:
     """The default ``arrival`` path is the old one: completing a handoff of an app that never
     stored a canonical-order mark writes the partitions' offsets F, no order-mark key."""

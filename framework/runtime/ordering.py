@@ -46,10 +46,9 @@ then offset).
   ``not_written``); it is kept apart from the time ticks' writer
   (``framework.runtime.ticking``), whose "unread tick" it is not. A forced tick says so
   (``framework.time.ticks.FORCED_HEADER``), so one read again (after a rewind, a restart, by
-  another processor) is an errand still; one of before they said so is known as forced from
-  what this processor wrote, and by offset once read (read again after a rewind, one is
-  still a forced tick); after a restart, such an old one counts as waited for: at most one
-  more forced tick.
+  another processor) is an errand still; a tick that does not say so (the time writer's, one
+  of before they said so) is waited for, even with the floor of a forced tick decided here
+  (``framework.runtime.errands``): an old forced one costs at most one more forced tick.
 
 A restored snapshot carries the marks (they are in the database it copies), and a backfill's
 Spark build stores them with the offsets it builds to (``framework.bootstrap.order_cut``). Not

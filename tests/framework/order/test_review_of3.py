@@ -160,12 +160,6 @@ def _tick_message(offset: int, floor: int, *, forced: bool) -> StoredMessage:
     return StoredMessage("views", 0, offset, None, b"", floor, headers)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Errands.tick_wanted asks wanted() first: a time writer's tick read before this "
-    "processor's forced tick of the same floor uses up that floor and is taken for an "
-    "errand (nothing forced for it), though its header says it was not forced",
-)
 def test_a_time_writers_tick_with_a_forced_ticks_floor_is_waited_for() -> None:
     """This processor forced a tick with floor 100 into views[0]; the app's time writer's
     tick with floor 100 is read first (offset 5), the forced one after (6). The time

@@ -187,6 +187,7 @@ class InputOrder:
         if owned is not None:
             self.follow(owned)
         buffer, times, nexts = self._buffer, self._times, self._next
+        deleted = self._deleted()
         for message, topic, partition, offset in records:
             position = (topic, partition)
             expected = nexts.get(position)
@@ -205,6 +206,8 @@ class InputOrder:
                 wanted = self._errands.tick_wanted(message, position, offset, event_time)
             buffer.add(position, offset, key, event_time, message, wanted=wanted)
             nexts[position] = offset + 1
+            if position in deleted:  # (closed at its drain marker: its mark there is final)
+                self._close_drained()
             self._bases.marker_read(position, offset, message)  # (a growth marker: a base)
         self._bases.resolve()
         self._bases.publish_stored()
@@ -340,6 +343,17 @@ class InputOrder:
         for position in blockers:
             self._blocked_since.setdefault(position, now)
         return blockers
+
+    def _deleted(self) -> set[Position]:
+        """The partitions read here that a shrink deleted and are not closed yet."""
+        inputs = self._inputs()
+        return {
+            (topic, partition)
+            for topic, partition in self._next
+            if topic in inputs
+            and partition >= inputs[topic].partitions
+            and (topic, partition) not in self._closed
+        }
 
     def _close_drained(self) -> None:
         """Close the deleted partitions read past their drain markers (``close_drained``)."""

@@ -3,8 +3,6 @@ a strict xfail holding a fault found (see the review report)."""
 
 from __future__ import annotations
 
-import pytest
-
 from framework.coordination.registry import TopicEntry
 from framework.input_times import ORDER_SCOPE
 from framework.kafka import Message
@@ -126,12 +124,6 @@ def _survivor_marks(fetches: list[list[Taken]]) -> dict[str, int]:
     return {f"views[0]@{item.offset}": item.mark for item in part.fifo if item.offset >= 2}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="InputOrder._close_drained closes a deleted partition after the whole fetch: its "
-    "'final mark' includes items read past its drain marker in the same fetch, so a "
-    "survivor's marks depend on how the log was fetched",
-)
 def test_a_deleted_partitions_final_mark_does_not_depend_on_the_fetch() -> None:
     """views[1] holds k at 100 ms, its drain marker at 1, then a tick of the app (a time
     writer that did not know the shrink yet) with floor 500. views[0]'s item past its hold

@@ -1,5 +1,6 @@
-"""Adversarial review of order-faults3 (issue 36 §1): a shrink survivor's stash. Each test is
-a strict xfail holding a fault found (see the review report)."""
+"""Adversarial review of order-faults3 (issue 36 §1): a shrink survivor's stash. Each test
+held a fault found (see the review report) as a strict xfail; each is fixed now and holds
+the fix."""
 
 from __future__ import annotations
 

@@ -97,11 +97,11 @@ class MergeRelease(Generic[T]):
         """How many items of ``position`` were read and not released (its read-ahead)."""
         return len(self._part(position).fifo)
 
-    def stashed(self, position: Position) -> int:
-        """How many items of ``position`` (a shrink survivor) were read past its hold and wait
-        unadded, their marks not known yet (not released either: ``pending`` does not count
-        them)."""
-        return len(self._part(position).stash)
+    def unapplied(self, position: Position) -> int:
+        """How many items of ``position`` were read and not released: its FIFO's (``pending``)
+        and, a shrink survivor's, those past its hold waiting unadded in its stash."""
+        part = self._part(position)
+        return len(part.fifo) + len(part.stash)
 
     def blocking(self, log_ends: Mapping[Position, int] | None = None) -> Blocking[T] | None:
         """The least head that is not safe and what blocks it (``None``: no head waits, or one

@@ -378,11 +378,10 @@ class CatchUp:
         )
 
     def complete(self, handoff: Handoff) -> None:
-        """Make ``handoff``'s partitions input partitions of this processor, from F.
-
-        The catch-up progress stays at F, so a crash before COMPLETE reaches the control log
-        finds the catch-up finished and completes again instead of replaying (stale marks go).
-        """
+        """Make ``handoff``'s partitions input partitions of this processor, from F. The
+        catch-up progress stays at F, so a crash before COMPLETE reaches the control log
+        finds the catch-up finished and completes again instead of replaying (a canonical
+        app's stale marks go)."""
         batch = self._database.begin()
         finals = {p: self.released[p] for p in handoff.partitions}
         complete_offsets(self._database, batch, finals, canonical=ordered(self._records.app))

@@ -76,7 +76,7 @@ from framework.order import NO_FLOOR, MergeBuffer
 from framework.runtime.errands import Errands
 from framework.runtime.forced_ticks import write_forced
 from framework.runtime.growth_bases import ChildBases, GrowthBases, MemoryBases
-from framework.runtime.survivors import close_drained, link_survivors
+from framework.runtime.survivors import close_drained, link_survivors, open_deleted
 from framework.runtime.ticking import Tick
 from framework.time.ticks import is_tick_key, is_tick_message, tick_key
 from rebalance.positions import Position
@@ -168,13 +168,10 @@ class InputOrder:
         self._bases.resolve()
 
     def waiting(self) -> set[Position]:
-        """The partitions with records read and not released (in the FIFO, or a survivor's
-        stash past its hold), and the growth children waiting for their base (their offsets
-        stay at their life's start until then)."""
+        """The partitions with records read and not released (a survivor's stash too), and the
+        growth children waiting for their base (their offsets stay at their life's start)."""
         buffer = self._buffer
-        return {
-            p for p in self._next if buffer.pending(p) or buffer.stashed(p) or not buffer.based(p)
-        }
+        return {p for p in self._next if buffer.unapplied(p) or not buffer.based(p)}
 
     # -- records ----------------------------------------------------------------------------
 
@@ -187,7 +184,7 @@ class InputOrder:
         if owned is not None:
             self.follow(owned)
         buffer, times, nexts = self._buffer, self._times, self._next
-        deleted = self._deleted()
+        deleted = open_deleted(self._inputs(), nexts, self._closed)
         for message, topic, partition, offset in records:
             position = (topic, partition)
             expected = nexts.get(position)
@@ -343,17 +340,6 @@ class InputOrder:
         for position in blockers:
             self._blocked_since.setdefault(position, now)
         return blockers
-
-    def _deleted(self) -> set[Position]:
-        """The partitions read here that a shrink deleted and are not closed yet."""
-        inputs = self._inputs()
-        return {
-            (topic, partition)
-            for topic, partition in self._next
-            if topic in inputs
-            and partition >= inputs[topic].partitions
-            and (topic, partition) not in self._closed
-        }
 
     def _close_drained(self) -> None:
         """Close the deleted partitions read past their drain markers (``close_drained``)."""

@@ -97,6 +97,12 @@ class MergeRelease(Generic[T]):
         """How many items of ``position`` were read and not released (its read-ahead)."""
         return len(self._part(position).fifo)
 
+    def unapplied(self, position: Position) -> int:
+        """How many items of ``position`` were read and not released: its FIFO's (``pending``)
+        and, a shrink survivor's, those past its hold waiting unadded in its stash."""
+        part = self._part(position)
+        return len(part.fifo) + len(part.stash)
+
     def blocking(self, log_ends: Mapping[Position, int] | None = None) -> Blocking[T] | None:
         """The least head that is not safe and what blocks it (``None``: no head waits, or one
         is safe: ``release`` first); ``log_ends``: the partitions' log ends as last seen, for

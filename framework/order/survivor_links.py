@@ -30,7 +30,11 @@ def link(
     part: PartitionRead[T], hold: int, sources: Sequence[PartitionRead[T]], floor: int
 ) -> None:
     """Link survivor ``part`` (not read past ``hold``) to the deleted ``sources``, its marks
-    from ``hold`` on at least ``floor`` too."""
+    from ``hold`` on at least ``floor`` too. One read past a hold still linked keeps that
+    link (its items from there on wait in its stash: none read later may overtake them); a
+    later hold is not linked then."""
+    if part.hold is not None and part.read_to > part.hold:
+        return
     if part.read_to > hold:
         raise ValueError(
             f"{part.position}: read past its hold at {hold} already ({part.read_to}). "

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from itertools import chain
 
+from framework.input_times import ordered
 from framework.kafka import ConsumerFailedError, Kafka, Message, OffsetResetError
 from framework.processing import RecordProcessor
 from framework.runtime.catchup_apply import (
@@ -377,13 +378,13 @@ class CatchUp:
         )
 
     def complete(self, handoff: Handoff) -> None:
-        """Make ``handoff``'s partitions input partitions of this processor, from F.
-
-        The catch-up progress stays at F, so a crash before COMPLETE reaches the control log
-        finds the catch-up finished and completes again instead of replaying (stale marks go).
-        """
+        """Make ``handoff``'s partitions input partitions of this processor, from F. The
+        catch-up progress stays at F, so a crash before COMPLETE reaches the control log
+        finds the catch-up finished and completes again instead of replaying (a canonical
+        app's stale marks go)."""
         batch = self._database.begin()
-        complete_offsets(self._database, batch, {p: self.released[p] for p in handoff.partitions})
+        finals = {p: self.released[p] for p in handoff.partitions}
+        complete_offsets(self._database, batch, finals, canonical=ordered(self._records.app))
         batch.set_flag(holds_flag(self.generation, handoff.source))  # completed *here*
         batch.commit()
         for position in handoff.partitions:

@@ -42,16 +42,21 @@ _TRACKED_FROM = "handoffs-tracked-from"
 
 
 def complete_offsets(
-    database: ProcessorDatabase, batch: StateBatch, finals: Mapping[Position, int]
+    database: ProcessorDatabase,
+    batch: StateBatch,
+    finals: Mapping[Position, int],
+    *,
+    canonical: bool = False,
 ) -> None:
-    """Set the offsets F (``finals``) of a completed handoff's partitions with ``batch``. A
-    canonical order's mark stored for one at another offset (it was read here before and
-    left: others read it on since) is not its mark at F: it is cleared, so the partition's
-    marks start over at F as on any receiver (a catch-up carries no marks yet)."""
-    stored = database.offsets()
+    """Set the offsets F (``finals``) of a completed handoff's partitions with ``batch``. Of
+    an app in the ``canonical`` input order, a mark stored for one at another offset (it
+    was read here before and left: others read it on since) is not its mark at F: it is
+    cleared, so the partition's marks start over at F as on any receiver (a catch-up
+    carries no marks yet). Another app's completion writes the offsets only."""
+    stored = database.offsets() if canonical else {}
     for (topic, partition), final in finals.items():
         batch.set_offset(topic, partition, final)
-        if stored.get((topic, partition)) != final:
+        if canonical and stored.get((topic, partition)) != final:
             batch.clear_progress(ORDER_SCOPE, topic, partition)
 
 

@@ -1,12 +1,13 @@
 """Which ticks read are the canonical order's own forced ticks (``framework.runtime.ordering``).
 
 A forced tick is an *errand* of the merge: written only to release what waits, nothing waits
-for it (``MergeBuffer.add``'s ``wanted=False``), so no tick is forced for it. A processor knows
-its forced ticks by what it wrote: per partition, the floors decided and not read back yet
-(each counted once: a tick of the time writer with the same floor is waited for), and, once
-one is read, its offset, so that read again after a rewind it is an errand still. What a
-restart reads again is known only if it says it was forced (``framework.time.ticks``:
-``FORCED_HEADER``); one of before they said so counts as waited for.
+for it (``MergeBuffer.add``'s ``wanted=False``), so no tick is forced for it. A forced tick
+says so (``framework.time.ticks``: ``FORCED_HEADER``), whoever wrote it, before a restart too;
+one whose headers do not say so (the time writer's, or one of before forced ticks said so) is
+waited for, and does not use up the floor of a forced tick decided here. A processor keeps
+what it wrote too: per partition, the floors decided and not read back yet (each counted
+once), and, once one is read, its offset; only a tick whose headers cannot be read is judged
+by those (an errand if it has such a floor, or is read again at such an offset).
 """
 
 from __future__ import annotations
@@ -63,11 +64,19 @@ class Errands:
     ) -> bool:
         """Whether something waits for the tick ``message`` at ``offset`` of ``position``
         (``floor``: ``None`` for another app's): not for a forced one, which says so
-        (``is_forced_tick``: written by any processor, before a restart too) or which this
-        processor wrote (``wanted``: a forced tick of before they said so)."""
-        wanted = self.wanted(position, offset, floor)
+        (``is_forced_tick``: written by any processor, before a restart too; it uses up the
+        floor this processor decided for it). One whose headers say it is not forced (the
+        time writer's) is waited for and leaves a forced tick's floor decided here to the
+        forced tick; only one whose headers cannot be read is judged by what this processor
+        wrote (``wanted``)."""
         headers = readable_headers(message)
-        return wanted and not (headers is not None and is_forced_tick(headers))
+        if headers is None:
+            return self.wanted(position, offset, floor)
+        if is_forced_tick(headers):
+            self.wanted(position, offset, floor)  # (its floor used up, its offset known)
+            return False
+        read = self._read.get(position)
+        return floor is not None and not (read is not None and offset in read)
 
     def dropped(self) -> None:
         """A batch was dropped: the forced ticks not read yet may not have been written."""

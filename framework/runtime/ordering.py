@@ -49,10 +49,9 @@ then offset).
   ``not_written``); it is kept apart from the time ticks' writer
   (``framework.runtime.ticking``), whose "unread tick" it is not. A forced tick says so
   (``framework.time.ticks.FORCED_HEADER``), so one read again (after a rewind, a restart, by
-  another processor) is an errand still; one of before they said so is known as forced from
-  what this processor wrote, and by offset once read (read again after a rewind, one is
-  still a forced tick); after a restart, such an old one counts as waited for: at most one
-  more forced tick.
+  another processor) is an errand still; a tick that does not say so (the time writer's, one
+  of before they said so) is waited for, even with the floor of a forced tick decided here
+  (``framework.runtime.errands``): an old forced one costs at most one more forced tick.
 
 A restored snapshot carries the marks (they are in the database it copies), and a backfill's
 Spark build stores them with the offsets it builds to (``framework.bootstrap.order_cut``). Not
@@ -80,7 +79,7 @@ from framework.order import NO_FLOOR, MergeBuffer
 from framework.runtime.errands import Errands
 from framework.runtime.forced_ticks import write_forced
 from framework.runtime.growth_bases import ChildBases, GrowthBases, MemoryBases
-from framework.runtime.survivors import close_drained, link_survivors
+from framework.runtime.survivors import close_drained, link_survivors, open_deleted
 from framework.runtime.ticking import Tick
 from framework.time.ticks import is_tick_key, is_tick_message, tick_key
 from rebalance.positions import Position
@@ -172,10 +171,10 @@ class InputOrder:
         self._bases.resolve()
 
     def waiting(self) -> set[Position]:
-        """The partitions with records read and not released, and the growth children
-        waiting for their base (their offsets stay at their life's start until then)."""
+        """The partitions with records read and not released (a survivor's stash too), and the
+        growth children waiting for their base (their offsets stay at their life's start)."""
         buffer = self._buffer
-        return {p for p in self._next if buffer.pending(p) or not buffer.based(p)}
+        return {p for p in self._next if buffer.unapplied(p) or not buffer.based(p)}
 
     # -- records ----------------------------------------------------------------------------
 
@@ -188,6 +187,7 @@ class InputOrder:
         if owned is not None:
             self.follow(owned)
         buffer, times, nexts = self._buffer, self._times, self._next
+        deleted = open_deleted(self._inputs(), nexts, self._closed)
         for message, topic, partition, offset in records:
             position = (topic, partition)
             expected = nexts.get(position)
@@ -206,6 +206,8 @@ class InputOrder:
                 wanted = self._errands.tick_wanted(message, position, offset, event_time)
             buffer.add(position, offset, key, event_time, message, wanted=wanted)
             nexts[position] = offset + 1
+            if position in deleted:  # (closed at its drain marker: its mark there is final)
+                self._close_drained()
             self._bases.marker_read(position, offset, message)  # (a growth marker: a base)
         self._bases.resolve()
         self._bases.publish_stored()

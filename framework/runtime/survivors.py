@@ -5,6 +5,7 @@ partition gates), and its link to them in the canonical order's merge
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableSet
+from collections.abc import Set as AbstractSet
 from typing import TypeVar
 
 from framework.coordination.registry import TopicEntry
@@ -12,7 +13,7 @@ from framework.order import NO_FLOOR, MergeBuffer
 from rebalance import TopicHistory
 from rebalance.positions import Position
 
-__all__ = ["close_drained", "link_survivors", "merged_at"]
+__all__ = ["close_drained", "link_survivors", "merged_at", "open_deleted"]
 
 T = TypeVar("T")
 
@@ -62,6 +63,20 @@ def link_survivors(
             elif needed is not None and stored is not None and stored >= needed:
                 floor = max(floor, NO_FLOOR if mark is None else mark)
         buffer.merging(position, hold, here, floor)
+
+
+def open_deleted(
+    inputs: Mapping[str, TopicEntry], read: Mapping[Position, int], closed: AbstractSet[Position]
+) -> set[Position]:
+    """The partitions ``read`` that a shrink deleted (``inputs``: the registry now) and are
+    not ``closed``."""
+    return {
+        (topic, partition)
+        for topic, partition in read
+        if topic in inputs
+        and partition >= inputs[topic].partitions
+        and (topic, partition) not in closed
+    }
 
 
 def close_drained(

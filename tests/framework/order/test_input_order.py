@@ -45,8 +45,12 @@ def _record(
     return message, position[0], position[1], offset
 
 
-def _tick(position: tuple[str, int], offset: int, floor: int) -> tuple[Message, str, int, int]:
-    headers: list[tuple[str, bytes | None]] = list(tick_headers(floor, floor, "two"))
+def _tick(
+    position: tuple[str, int], offset: int, floor: int, *, forced: bool = False
+) -> tuple[Message, str, int, int]:
+    """A tick of the app ``two`` (``forced``: one the canonical order forced, as
+    ``write_forced`` writes it)."""
+    headers: list[tuple[str, bytes | None]] = list(tick_headers(floor, floor, "two", forced=forced))
     message = StoredMessage(position[0], position[1], offset, None, b"", floor, headers)
     return message, position[0], position[1], offset
 
@@ -156,7 +160,7 @@ def test_the_wait_is_per_blocking_partition_and_a_quiet_input_costs_one_wait() -
     [tick] = order.forced_ticks({C, V})
     assert (tick.topic, tick.partition, tick.floor) == ("views", 0, 10)
     assert order.forced_ticks({C, V}) == []  # once per floor
-    released = order.take([_tick(V, 1, 10)])  # read back
+    released = order.take([_tick(V, 1, 10, forced=True)])  # read back
     assert _where(released) == [("clicks", 0), ("views", 1)]
     [again] = order.forced_ticks({C, V})  # clicks@1 (20) blocked by the same quiet views
     assert again.floor == 20
@@ -218,7 +222,9 @@ def test_a_waiting_tick_of_the_time_writer_gets_a_forced_tick_and_a_forced_one_n
     clock.sleep(1)
     [tick] = order.forced_ticks({C, V})
     assert (tick.topic, tick.partition, tick.floor) == ("clicks", 0, 21)
-    assert _where(order.take([_tick(C, 1, 21)])) == [("views", 0)]  # the forced one waits
+    assert _where(order.take([_tick(C, 1, 21, forced=True)])) == [
+        ("views", 0)
+    ]  # the forced one waits
     assert order.waiting() == {C}
     clock.sleep(5)
     assert not order.forcing_due({C, V})
@@ -257,12 +263,14 @@ def test_a_forced_tick_overtaken_by_a_record_stays_an_errand_and_forces_no_more(
     [tick] = order.forced_ticks({C, V})
     assert (tick.topic, tick.floor) == ("views", 10)
     assert _where(order.take([_record(V, 0, 50)])) == [("clicks", 0)]
-    assert order.take([_tick(V, 1, 10)]) == []  # (views@0 50 waits for clicks, an errand too)
+    assert (
+        order.take([_tick(V, 1, 10, forced=True)]) == []
+    )  # (views@0 50 waits for clicks, an errand too)
     assert order._buffer.wanted() == 1  # (the view of 50 only)
     clock.sleep(1)
     [tick] = order.forced_ticks({C, V})
     assert (tick.topic, tick.floor) == ("clicks", 51)  # (for the view, not for the errand)
-    released = order.take([_tick(C, 1, 51)])
+    released = order.take([_tick(C, 1, 51, forced=True)])
     assert _where(released) == [("views", 0), ("views", 1)]
     clock.sleep(5)
     assert order.forced_ticks({C, V}) == []

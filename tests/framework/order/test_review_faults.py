@@ -60,7 +60,7 @@ def test_a_record_behind_a_forced_tick_is_not_released_one_millisecond_per_batch
     clock.sleep(1)
     [tick] = order.forced_ticks(flowing)
     assert (tick.topic, tick.partition, tick.floor) == ("clicks", 0, 11)
-    released = order.take([_tick(C, 0, 11)])
+    released = order.take([_tick(C, 0, 11, forced=True)])
     offsets[C] = 1
     assert [(m.topic(), m.offset()) for m in released] == [("views", 0)]
     assert order.take([_record(V1, 0, 1000)]) == []
@@ -72,7 +72,7 @@ def test_a_record_behind_a_forced_tick_is_not_released_one_millisecond_per_batch
         fetched = []
         for t in ticks:
             position = (t.topic, t.partition)
-            fetched.append(_tick(position, offsets[position], t.floor))
+            fetched.append(_tick(position, offsets[position], t.floor, forced=True))
             offsets[position] += 1
         released = order.take(fetched)
         if any((m.topic(), m.partition()) == V1 for m in released):
@@ -96,7 +96,7 @@ def _applied_of_k(order: InputOrder, clock: ManualClock, fetched: list[Taken]) -
         fetch = []
         for t in ticks:
             position = (t.topic, t.partition)
-            fetch.append(_tick(position, offsets[position], t.floor))
+            fetch.append(_tick(position, offsets[position], t.floor, forced=True))
             offsets[position] += 1
         released += order.take(fetch)
     return [f"{m.topic()}[{m.partition()}]" for m in released if m.key() == b"k"]
@@ -165,7 +165,7 @@ def test_a_survivor_held_for_its_deleted_partition_does_not_stall_the_merge() ->
         fetch = []
         for t in order.forced_ticks(flowing):
             position = (t.topic, t.partition)
-            fetch.append(_tick(position, offsets[position], t.floor))
+            fetch.append(_tick(position, offsets[position], t.floor, forced=True))
             offsets[position] += 1
         released += order.take(fetch)
     batch_offsets = _commit(order, database)
@@ -312,7 +312,7 @@ def test_a_growth_childs_base_survives_a_restart_before_its_parent_reaches_the_m
             fetch = []
             for t in order.forced_ticks(set(order._next)):
                 position = (t.topic, t.partition)
-                fetch.append(_tick(position, offsets[position], t.floor))
+                fetch.append(_tick(position, offsets[position], t.floor, forced=True))
                 offsets[position] += 1
             released += order.take(fetch)
         return [f"{m.topic()}[{m.partition()}]" for m in released if m.key() == b"k"]
@@ -346,11 +346,11 @@ def test_a_rewind_does_not_turn_a_forced_tick_into_one_that_is_waited_for() -> N
     clock.sleep(1)
     [tick] = order.forced_ticks({C, V0})
     assert (tick.topic, tick.floor) == ("views", 10)
-    assert [m.topic() for m in order.take([_tick(V0, 0, 10)])] == ["clicks"]
+    assert [m.topic() for m in order.take([_tick(V0, 0, 10, forced=True)])] == ["clicks"]
     assert _commit(order, database) == {C: 1, V0: 0}  # (views stays before its errand)
     clock.sleep(1)
     assert order.forced_ticks({C, V0}) == []
     order.rewind()
-    assert order.take([_tick(V0, 0, 10)]) == []
+    assert order.take([_tick(V0, 0, 10, forced=True)]) == []
     clock.sleep(1)
     assert order.forced_ticks({C, V0}) == []

@@ -149,7 +149,7 @@ def test_a_child_built_up_to_its_lifes_start_waits_for_its_base() -> None:
         fetch = []
         for tick in order.forced_ticks(set(order._next)):
             position = (tick.topic, tick.partition)
-            fetch.append(_tick(position, offsets[position], tick.floor))
+            fetch.append(_tick(position, offsets[position], tick.floor, forced=True))
             offsets[position] += 1
         released += order.take(fetch)
     assert _k_order(released) == ["views[0]", "clicks[1]"]
@@ -218,7 +218,7 @@ def test_a_child_after_a_switch_from_arrival_is_applied() -> None:
         fetch = []
         for tick in order.forced_ticks(set(order._next)):
             position = (tick.topic, tick.partition)
-            fetch.append(_tick(position, offsets[position], tick.floor))
+            fetch.append(_tick(position, offsets[position], tick.floor, forced=True))
             offsets[position] += 1
         released += order.take(fetch)
         _commit(order, database)
@@ -247,7 +247,7 @@ def test_a_gate_held_child_apart_from_its_parent_does_not_stall_the_other_input(
         clock.sleep(2)
         fetch = []
         for tick in apart.forced_ticks({V0}):  # (clicks[1]: its gate holds it)
-            fetch.append(_tick((tick.topic, tick.partition), offset, tick.floor))
+            fetch.append(_tick((tick.topic, tick.partition), offset, tick.floor, forced=True))
             offset += 1
         released += apart.take(fetch)
     assert _k_order(released) == ["views[0]"]

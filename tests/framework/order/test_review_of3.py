@@ -1,9 +1,8 @@
-"""Adversarial review of order-faults3 (issue 36 §1): a shrink survivor's stash. Each test is
-a strict xfail holding a fault found (see the review report)."""
+"""Adversarial review of order-faults3 (issue 36 §1): a shrink survivor's stash. Each test
+held a fault found (see the review report) as a strict xfail; each is fixed now and holds
+the fix."""
 
 from __future__ import annotations
-
-import pytest
 
 from framework.coordination.registry import TopicEntry
 from framework.input_times import ORDER_SCOPE
@@ -48,12 +47,6 @@ def _pass_over(order: InputOrder, database: ProcessorDatabase, flowing: set[Posi
     batch.commit()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="InputOrder.waiting counts a partition's FIFO only: a survivor whose records past "
-    "its hold wait in its stash is not 'waiting', and the loop's pass-over moves its state "
-    "offset past them (lost after a restart)",
-)
 def test_a_survivors_stashed_records_are_not_passed_over() -> None:
     """views[0] survives the shrink (hold 2) of views[1], which is assigned here but not read
     past its drain marker yet. views[0]'s own key a at 2 passes the gate and waits unadded in
@@ -97,11 +90,6 @@ TWICE = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="link_survivors links a survivor again at its next hold while items of its first "
-    "hold wait in the stash: later items are added before them and the commit passes them",
-)
 def test_a_second_shrinks_hold_does_not_overtake_the_first_ones_stash() -> None:
     """views[0] survives two shrinks (holds 3 and 6). It is read past its first hold (3, its
     own key a) while views[2] (assigned here) is not drained yet: 3 waits in its stash. A
@@ -137,12 +125,6 @@ def _survivor_marks(fetches: list[list[Taken]]) -> dict[str, int]:
     return {f"views[0]@{item.offset}": item.mark for item in part.fifo if item.offset >= 2}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="InputOrder._close_drained closes a deleted partition after the whole fetch: its "
-    "'final mark' includes items read past its drain marker in the same fetch, so a "
-    "survivor's marks depend on how the log was fetched",
-)
 def test_a_deleted_partitions_final_mark_does_not_depend_on_the_fetch() -> None:
     """views[1] holds k at 100 ms, its drain marker at 1, then a tick of the app (a time
     writer that did not know the shrink yet) with floor 500. views[0]'s item past its hold
@@ -156,12 +138,6 @@ def test_a_deleted_partitions_final_mark_does_not_depend_on_the_fetch() -> None:
     assert together == apart
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="complete_offsets clears the order-mark of every completed partition whatever the "
-    "app's input_order: an arrival app's catch-up completion writes order-mark tombstones "
-    "(and reads every stored offset) it did not before",
-)
 def test_an_arrival_apps_catchup_completion_writes_only_its_offsets() -> None:
     """The default ``arrival`` path is the old one: completing a handoff of an app that never
     stored a canonical-order mark writes the partitions' offsets F, no order-mark key."""
@@ -177,12 +153,6 @@ def _tick_message(offset: int, floor: int, *, forced: bool) -> StoredMessage:
     return StoredMessage("views", 0, offset, None, b"", floor, headers)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Errands.tick_wanted asks wanted() first: a time writer's tick read before this "
-    "processor's forced tick of the same floor uses up that floor and is taken for an "
-    "errand (nothing forced for it), though its header says it was not forced",
-)
 def test_a_time_writers_tick_with_a_forced_ticks_floor_is_waited_for() -> None:
     """This processor forced a tick with floor 100 into views[0]; the app's time writer's
     tick with floor 100 is read first (offset 5), the forced one after (6). The time

@@ -69,7 +69,7 @@ class Logs:
             fetch = []
             for t in order.forced_ticks(set(order._next) - {held}):
                 position = (t.topic, t.partition)
-                entry = _tick(position, len(self.log[position]), t.floor)
+                entry = _tick(position, len(self.log[position]), t.floor, forced=True)
                 self.log[position].append(entry)
                 fetch.append(entry)
             released += order.take(fetch)

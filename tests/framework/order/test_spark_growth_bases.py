@@ -4,14 +4,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from framework.bootstrap.build import bootstrap_session
 from framework.bootstrap.order_cut import cut_build
 from framework.bootstrap.order_marks import (
     MARK_COLUMN,
@@ -28,13 +26,6 @@ from tests.framework.test_spark_fold import Row, records_table
 
 #: a grew 1 -> 2: a[1]'s life starts at offset 0, its marker at offset 1 of a[0]
 GROWN = TopicHistory.of("a", [1, 2], {1: 1})
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = bootstrap_session(appending_app(), kafka=False)
-    yield session
-    session.stop()
 
 
 def _event(partition: int, offset: int, key: bytes, at: int) -> Row:

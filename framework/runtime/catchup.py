@@ -16,13 +16,13 @@ It never applies a record past T1 (the group's committed offset; no snapshot cov
 it applies nothing the owner has not emitted; records read past T1 wait in a ``ReadAhead``.
 Released at F, a partition is applied exactly up to F (a position past F stops it, but under
 at-least-once: ``check_not_past``). It first deletes any state it holds for the gained keys
-(left from an earlier membership): gained keys are always rebuilt from empty.
+(left from an earlier membership): gained keys are always rebuilt from empty. An app in the
+canonical input order applies what it reads in that order (``catchup_order``).
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable, Mapping
 from functools import partial
 from itertools import chain
@@ -39,7 +39,10 @@ from framework.runtime.catchup_apply import (
     check_not_past,
     clear_stale,
     gained_from,
+    progress_writer,
 )
+from framework.runtime.catchup_order import CatchUpOrder
+from framework.runtime.catchup_reach import ancestors_read, read_for_gates
 from framework.runtime.completions import complete_offsets, holds_flag
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.passed_over import passed_within
@@ -141,6 +144,10 @@ class CatchUp:
         starts = source_starts(database, self.scope, self.sources)
         #: what applies here: gained keys' records from where their source's snapshot ends
         self._applies = Applies(self.gained_from, starts, time=records.app.uses_time)
+        #: the canonical order of what it reads (``None``: applied as read)
+        self._order = (
+            CatchUpOrder(records.app, topics, self.scope) if ordered(records.app) else None
+        )
         if bootstrap is not None and not progress and not database.has_flag(self._loaded_flag):
             self.bootstrap = bootstrap(self)
             if self.bootstrap is not None:
@@ -179,13 +186,16 @@ class CatchUp:
     def _start_reading(self, progress: Mapping[Position, int]) -> None:
         """Refuse when Kafka lost history still needed from ``progress`` on (see
         ``check_catch_up_history``); else start reading there."""
+        starts = {position: progress.get(position, 0) for position in self.bounds}
+        if self._order is not None:  # (from below where a mark is not known: for marks only)
+            starts = self._order.start(starts, self._database)
         needed = check_catch_up_history(
             self._consumer,
             self.processor,
             self.generation,
-            {p: (progress.get(p, 0), None if p in self.s1 else b) for p, b in self.bounds.items()},
+            {p: (starts[p], None if p in self.s1 else b) for p, b in self.bounds.items()},
         )
-        self.positions.update({position: progress.get(position, 0) for position in self.bounds})
+        self.positions.update(starts)
         # from an explicit offset, never "the beginning": retention deleting records between
         # the check above and the first fetch must stop the reader, not move it past them
         self._consumer.assign(needed)
@@ -227,22 +237,12 @@ class CatchUp:
         if not gated:
             return allowed
         topic, partition = position
-        gate = self.topics[topic].read_limit(partition, self._read(topic))
+        ends = {**{p: b for p, b in self.bounds.items() if p not in self.s1}, **self.released}
+        read = read_for_gates(self.topics[topic], topic, self.positions, ends)
+        gate = self.topics[topic].read_limit(partition, read)
         if gate is None or (allowed is not None and allowed <= gate):
             return allowed
         return max(gate, self.positions[position])  # (a gate below it: read past it already)
-
-    def _read(self, topic: str) -> dict[int, int]:
-        """How far each partition of ``topic`` is read, for its gates. One not read here, or
-        read to its end (an ancestor's bound, a released partition's F) is read for good: it
-        holds no more of the gained keys' records, and its owner held the records after a
-        gate it did not reach (so none of them is below F)."""
-        read = {}
-        for p in range(self.topics[topic].created):
-            at, where = self.positions.get((topic, p)), (topic, p)
-            end = self.released.get(where, None if where in self.s1 else self.bounds.get(where))
-            read[p] = sys.maxsize if at is None or (end is not None and at >= end) else at
-        return read
 
     def refresh(self, force: bool = False) -> None:
         """Re-read T1 (the group's committed offsets of what is read) every half second."""
@@ -278,6 +278,7 @@ class CatchUp:
         taken: list[Taken] = []
         moved: dict[Position, int] = {}
         limits: Limits = {}  # as at the step's start (they hold for all of it)
+        read = 0  # (records read: taken, or added to the order)
         for index, message in enumerate(chain(due, fresh)):
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             if topic is None or partition is None or offset is None:
@@ -288,7 +289,11 @@ class CatchUp:
             if index >= len(due) and self._read_ahead(position, message, offset, limits):
                 continue
             applies = self._applies.record(message, position, offset)
-            taken.append((message, position, offset, applies))
+            if self._order is not None:
+                self._order.add(message, position, offset, applies)
+            else:
+                taken.append((message, position, offset, applies))
+            read += 1
             self.positions[position] = offset + 1
             moved[position] = offset + 1
         firsts = {**self._paused.beyond, **self._ahead.firsts()}  # (records it kept or passed)
@@ -296,16 +301,20 @@ class CatchUp:
         passed = passed_within(self._consumer, self.positions, self.limit, held, firsts)
         self.positions.update(passed)
         moved.update(passed)
-        if moved:
+        write = progress_writer(self.scope, moved)
+        if self._order is not None:  # (applied: what it releases; committed: what it applied)
+            ends = {p: self.limit(p, gated=False) for p in self.bounds}
+            taken, write = self._order.step(passed, ends, moved)
+        if moved or taken:
             database, records, guard = self._database, self._records, self._guard
             self.applied += apply_taken(
-                taken, moved, database=database, records=records, guard=guard, scope=self.scope,
+                taken, database=database, records=records, guard=guard, write=write,
                 applies=self._applies,
             )  # fmt: skip
-            self.replayed += len(taken)
+            self.replayed += read
             self._guard.committed(moved)
         self._resume_ready()
-        return len(taken)
+        return read
 
     def _read_ahead(self, position: Position, message: Message, at: int, limits: Limits) -> bool:
         """Keep ``message`` (at offset ``at``) when ``position`` may not be applied that far
@@ -349,7 +358,7 @@ class CatchUp:
         lag = self.lag()
         return (
             ancestors_done
-            and self._ancestors_read(handoff)
+            and ancestors_read(self.topics, self.positions, handoff)
             and all(lag[p] <= max_lag for p in handoff.partitions)
         )
 
@@ -358,23 +367,12 @@ class CatchUp:
         ancestors to their thresholds)."""
         return (
             self.bootstrap is None
+            and (self._order is None or not self._order.waiting())
             and all(
                 p in self.released and self.positions[p] == self.released[p]
                 for p in handoff.partitions
             )
-            and self._ancestors_read(handoff)
-        )
-
-    def _ancestors_read(self, handoff: Handoff) -> bool:
-        """Whether every ancestor of ``handoff``'s partitions was read to the threshold below
-        which it holds records of their keys, also an ancestor that is another handoff's
-        partition (read to T1, not to a bound): completed first, the handoff's keys would
-        miss those records, and a restarted catch-up no longer gains them."""
-        own = set(handoff.partitions)
-        return all(
-            self.positions[(read.topic, read.partition)] >= read.end_offset
-            for read in read_set(self.topics, sorted(own))
-            if read.end_offset is not None and (read.topic, read.partition) not in own
+            and ancestors_read(self.topics, self.positions, handoff)
         )
 
     def complete(self, handoff: Handoff) -> None:
@@ -384,7 +382,8 @@ class CatchUp:
         app's stale marks go)."""
         batch = self._database.begin()
         finals = {p: self.released[p] for p in handoff.partitions}
-        complete_offsets(self._database, batch, finals, canonical=ordered(self._records.app))
+        marks = None if self._order is None else self._database.progress(self._order.mark_scope)
+        complete_offsets(self._database, batch, finals, marks=marks)
         batch.set_flag(holds_flag(self.generation, handoff.source))  # completed *here*
         batch.commit()
         for position in handoff.partitions:

@@ -12,10 +12,12 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Protocol
 
 from framework.bootstrap.child_process import BootstrapRun
+from framework.input_times import ORDER_SCOPE
 from framework.kafka import ConsumerFailedError, Message, OffsetResetError
 from framework.processing import ProcessorStoppedError, RecordProcessor
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.tick_guard import guarded_tick, lone_ticks
+from framework.snapshots.source_starts import mark_scope
 from framework.time.applying import FLOOR_SCOPE
 from framework.time.ticks import is_tick_message
 from rebalance import bucket, key_hash
@@ -36,6 +38,7 @@ __all__ = [
     "clear_stale",
     "gained_from",
     "history_lost",
+    "progress_writer",
     "took_over",
 ]
 
@@ -86,17 +89,16 @@ class Applies:
 
 def apply_taken(
     taken: list[Taken],
-    moved: dict[Position, int],
     *,
     database: ProcessorDatabase,
     records: RecordProcessor,
     guard: CrashGuard,
-    scope: str,
+    write: Callable[[StateBatch], None],
     applies: Applies,
 ) -> int:
     """Run the function on the records of ``taken`` that apply here (a tick: to the keys
-    ``applies`` gives) and commit them with the catch-up's progress ``moved`` (in ``scope``);
-    returns how many were applied."""
+    ``applies`` gives), in their order, and commit them with the catch-up's progress (which
+    ``write`` writes into the batch); returns how many were applied."""
     careful = bool(guard.suspects)
     ranges: dict[Position, list[int]] = {}
     for _message, position, offset, gained in taken:
@@ -122,10 +124,19 @@ def apply_taken(
         raise
     if ranges:
         guard.survived()
-    for (topic, partition), next_offset in moved.items():
-        batch.set_progress(scope, topic, partition, next_offset)
+    write(batch)
     batch.commit()
     return applied
+
+
+def progress_writer(scope: str, moved: Mapping[Position, int]) -> Callable[[StateBatch], None]:
+    """What writes a catch-up's progress ``moved`` (read as they came) into ``scope``."""
+
+    def write(batch: StateBatch) -> None:
+        for (topic, partition), next_offset in moved.items():
+            batch.set_progress(scope, topic, partition, next_offset)
+
+    return write
 
 
 def _apply(  # noqa: PLR0917 - one record of apply_taken's
@@ -314,7 +325,8 @@ class BulkBuild(Protocol):
 
 class SparkBuild:
     """A Spark bootstrap job building processor ``processor``'s gained keys, ingested once
-    it finished (progress in ``scope``, then ``flag`` set)."""
+    it finished (progress in ``scope``, the marks there in ``mark_scope(scope)``, then
+    ``flag`` set)."""
 
     polled_every = True
 
@@ -342,7 +354,14 @@ class SparkBuild:
             return None
         database, processor = self._database, self._processor
         target = manifest.targets[processor]
-        database.bulk_load(manifest.files(processor), target.offsets, scope=self._scope)
+        # its marks at the offsets it built to (a canonical app's) are the catch-up's there;
+        # its growth bases are kept as a backfill's are
+        progress = dict(target.progress() or {})
+        marks = progress.pop(ORDER_SCOPE, None)
+        if marks:
+            progress[mark_scope(self._scope)] = marks
+        files = manifest.files(processor)
+        database.bulk_load(files, target.offsets, scope=self._scope, progress=progress or None)
         batch = database.begin()
         batch.set_flag(self._flag)
         batch.commit()

@@ -46,17 +46,23 @@ def complete_offsets(
     batch: StateBatch,
     finals: Mapping[Position, int],
     *,
-    canonical: bool = False,
+    marks: Mapping[Position, int] | None = None,
 ) -> None:
     """Set the offsets F (``finals``) of a completed handoff's partitions with ``batch``. Of
-    an app in the ``canonical`` input order, a mark stored for one at another offset (it
-    was read here before and left: others read it on since) is not its mark at F: it is
-    cleared, so the partition's marks start over at F as on any receiver (a catch-up
-    carries no marks yet). Another app's completion writes the offsets only."""
-    stored = database.offsets() if canonical else {}
+    an app in the canonical input order, ``marks``: the catch-up's marks at its progress,
+    which is F: each partition's mark at F is handed to the live order (``ORDER_SCOPE``),
+    so the live loop goes on with the marks the catch-up read; one without a mark there
+    (nothing read: F is its start) has none (a mark stored when it was read here before,
+    at another offset, is not its mark at F). Another app's completion writes the offsets
+    only."""
     for (topic, partition), final in finals.items():
         batch.set_offset(topic, partition, final)
-        if canonical and stored.get((topic, partition)) != final:
+        if marks is None:
+            continue
+        mark = marks.get((topic, partition))
+        if mark is not None:
+            batch.set_progress(ORDER_SCOPE, topic, partition, mark)
+        else:
             batch.clear_progress(ORDER_SCOPE, topic, partition)
 
 
@@ -139,7 +145,12 @@ class Completions:
         scope = f"catchup-{generation}"
         delete_meta(
             self._database.backend,
-            [offset_prefix(scope), f"progress/{scope}-from-".encode(), flag_key(f"{scope}-")],
+            [
+                offset_prefix(scope),
+                offset_prefix(f"{scope}-mark"),
+                f"progress/{scope}-from-".encode(),
+                flag_key(f"{scope}-"),
+            ],
             [CRASH_CATCHUP_ATTEMPT_PREFIX + scope.encode()],
         )
         batch = self._database.begin()

@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from framework.clock import Clock
-from framework.snapshots.source_starts import replayed_from_0, source_scope, source_starts
+from framework.snapshots.source_starts import (
+    catch_up_starts,
+    mark_scope,
+    replayed_from_0,
+    snapshot_marks,
+    source_mark_scope,
+    source_scope,
+)
 from framework.snapshots.transfer_progress import TransferProgress
 from rebalance import TopicHistory
 from rebalance.key_ranges import KeyRange
@@ -317,11 +324,17 @@ class SnapshotTransfer:
             )
             for position, bound in part.reads.items()
         }
+        backend = open_checkpoint(self.directory / f"from-{part.source}" / manifest.id)
+        try:  # (a canonical app's marks there: its catch-up goes on from them)
+            marks = snapshot_marks(backend, starts)
+        finally:
+            backend.close()
         self._database.bulk_load(
             part.files,
             starts,
             scope=source_scope(self._scope, part.source),
             recorded=lambda: self._fault("transfer:ingesting"),
+            progress={source_mark_scope(self._scope, part.source): marks} if marks else None,
         )
         self._fault("transfer:ingested")
         part.done = True
@@ -339,24 +352,15 @@ class SnapshotTransfer:
         shutil.rmtree(self.directory / f"from-{part.source}", ignore_errors=True)
 
     def _finish(self) -> int:
-        """Every source is in: the catch-up reads each partition from the lowest start of the
-        sources that still need records of it (one of their handoff's partitions, or an
-        ancestor their snapshot covers only below its threshold); a partition none needs
-        starts past every source's threshold of it, so it is not read at all."""
-        starts = source_starts(
-            self._database, self._scope, frozenset(s.source for s in self._sources)
-        )
-        needing: dict[Position, list[int]] = {}
-        for part in self._sources:
-            for position, bound in part.reads.items():
-                start = starts[position][part.source]
-                if position in part.partitions or bound is None or start < bound:
-                    needing.setdefault(position, []).append(start)
+        """Every source is in: write where the catch-up reads each partition from, with the
+        marks there a snapshot gave (``catch_up_starts``), and the loaded flag."""
+        reads = {part.source: (part.partitions, part.reads) for part in self._sources}
+        firsts, marks = catch_up_starts(self._database, self._scope, reads)
         batch = self._database.begin()
-        for (topic, partition), by_source in starts.items():
-            needed = needing.get((topic, partition))
-            first = min(needed) if needed else max(by_source.values())
+        for (topic, partition), first in firsts.items():
             batch.set_progress(self._scope, topic, partition, first)
+        for (topic, partition), mark in marks.items():
+            batch.set_progress(mark_scope(self._scope), topic, partition, mark)
         batch.set_flag(self._flag)
         batch.commit()
         shutil.rmtree(self.directory, ignore_errors=True)

@@ -1,6 +1,6 @@
 """A partition that leaves a processor and comes back (a scale gives it away, a later one
 gives it back): its ``order-mark`` stored when it left is stale (another processor read it
-on); the catch-up that brings it back to F must not leave that mark at F."""
+on); the catch-up that brings it back to F hands over its own mark at F instead."""
 
 from __future__ import annotations
 
@@ -25,14 +25,15 @@ from tests.framework.time_world import (
 )
 
 
-def test_a_returning_partition_does_not_resume_from_the_mark_it_left_with(
+def test_a_returning_partition_resumes_from_the_catch_ups_mark_at_f(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Processor 1 read partition 1 up to offset 2 (mark 2000) before it left; it comes back
-    by a catch-up to F. The mark stored at 2 is not the partition's mark at F: it is not
-    kept for F (the catch-up does not carry marks yet: the partition starts its marks over
-    at F, as on any receiver). The catch-up world has one input: the app is taken for one in
-    the canonical order (``ordered``), as only such an app's completion clears marks."""
+    by a catch-up to F. The mark stored at 2 is not the partition's mark at F: the catch-up
+    reads the partition's marks (the tick at F - 1, floor 30 000, is the largest time
+    before F) and hands them over at F. The catch-up world has one input: the app is taken
+    for one in the canonical order (``ordered``), as only such an app's catch-up keeps
+    marks."""
     canonical = lambda app: isinstance(app, App)  # noqa: E731
     monkeypatch.setattr("framework.runtime.catchup.ordered", canonical)
     app = window_app(tmp_path, partitions=2, initial=1)
@@ -53,4 +54,4 @@ def test_a_returning_partition_does_not_resume_from_the_mark_it_left_with(
     read_to_f(kafka, app, state, catchup)
     catchup.complete(state.scaling.handoffs[(0, 1)])  # type: ignore[union-attr]
     assert receiver.database.offsets() == {(TOPIC, 1): final}
-    assert receiver.database.progress(ORDER_SCOPE).get((TOPIC, 1), NO_FLOOR) == NO_FLOOR
+    assert receiver.database.progress(ORDER_SCOPE).get((TOPIC, 1), NO_FLOOR) == 30_000

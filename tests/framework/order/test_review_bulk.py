@@ -164,12 +164,6 @@ class _FinishedRun:
         """Nothing runs."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a scale's Spark build (bootstrap: spark) is a catch-up's, which does not carry "
-    "marks yet (docs/concepts/time.md): catchup_apply.SparkBuild.poll ingests "
-    "target.offsets without target.progress(), dropping the marks it built",
-)
 def test_a_scales_spark_build_stores_the_marks_it_built(tmp_path: Path) -> None:
     marks = {("a", 0): 1500, ("a", 1): 1400, ("b", 0): 1300, ("b", 1): 1600}
     target = TargetState(files={}, keys=0, offsets=dict.fromkeys(marks, 10), marks=marks)

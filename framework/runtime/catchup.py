@@ -270,6 +270,8 @@ class CatchUp:
             self._poll_bootstrap()
             return 0
         self.refresh()
+        if self._order is not None:  # (each partition is applied up to its end: T1, F, bound)
+            self._order.ends({p: self.limit(p, gated=False) for p in self.bounds})
         if self._guard.careful(set(self.bounds)):
             max_records = 1  # one record per step while records that killed it are suspect
         due = self._ahead.due(self.limit, max_records)  # read ahead before, allowed now
@@ -303,8 +305,7 @@ class CatchUp:
         moved.update(passed)
         write = progress_writer(self.scope, moved)
         if self._order is not None:  # (applied: what it releases; committed: what it applied)
-            ends = {p: self.limit(p, gated=False) for p in self.bounds}
-            taken, write = self._order.step(passed, ends, moved)
+            taken, write = self._order.step(passed, moved)
         if moved or taken:
             database, records, guard = self._database, self._records, self._guard
             self.applied += apply_taken(

@@ -31,7 +31,7 @@ record is released only once every record that precedes it in that prefix was.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 
 from framework.app import App
 from framework.coordination.registry import TopicEntry
@@ -183,26 +183,24 @@ class CatchUpOrder:
                 self._buffer.passed(position, offset)
                 self._next[position] = offset
 
-    def ends(self, ends: Iterable[tuple[Position, int]]) -> None:
-        """Each partition may be applied up to its end now (T1, F, its bound)."""
-        for position, given in ends:
+    def ends(self, ends: Mapping[Position, int | None]) -> None:
+        """Each partition may be applied up to its end now (T1, F, its bound; ``None``: not
+        limited now), before the records read below it are added."""
+        for position, given in ends.items():
+            if given is None:
+                continue
             end = max(given, self._next[position])  # (at-least-once: taken over past F)
             if self._ends.get(position) != end:
                 self._ends[position] = end
                 self._buffer.end(position, end)
 
     def step(
-        self,
-        passed: Mapping[Position, int],
-        ends: Mapping[Position, int | None],
-        moved: dict[Position, int],
+        self, passed: Mapping[Position, int], moved: dict[Position, int]
     ) -> tuple[list[Taken], Callable[[StateBatch], None]]:
-        """After a step's records were ``add``-ed: the reader ``passed`` what is not a record,
-        each partition may be applied up to ``ends`` (``None``: not limited now); the
-        records to apply, in order, and what writes their progress (``commit``; ``moved``
-        becomes the progress written)."""
+        """After a step's records were ``add``-ed (below the ``ends`` given before them): the
+        reader ``passed`` what is not a record; the records to apply, in order, and what
+        writes their progress (``commit``; ``moved`` becomes the progress written)."""
         self.passed(passed)
-        self.ends((position, end) for position, end in ends.items() if end is not None)
         taken = self.release()
 
         def write(batch: StateBatch) -> None:

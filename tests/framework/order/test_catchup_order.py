@@ -10,9 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
+from framework.bootstrap import BuildRequest
+from framework.bootstrap.build import build_state
+from framework.coordination.registry import TopicEntry
 from framework.input_times import ORDER_SCOPE
 from framework.order import NO_FLOOR
+from framework.runtime.catchup_apply import SparkBuild
 from framework.snapshots.source_starts import (
     catch_up_starts,
     mark_scope,
@@ -22,10 +27,12 @@ from framework.snapshots.source_starts import (
 )
 from framework.testing import TestDriver
 from framework.time.ticks import is_tick
-from rebalance.positions import Position
+from rebalance import TopicHistory
+from rebalance.positions import OffsetRange, Position
 from statestore import ProcessorDatabase, StateBatch
-from tests.framework.order.appending_app import appending_app
-from tests.framework.order.appending_world import drawn
+from tests.clocks import ManualClock
+from tests.framework.order.appending_app import INPUTS, PARTITIONS, appending_app
+from tests.framework.order.appending_world import drawn, ends_of, home
 from tests.framework.order.catchup_world import (
     GAINED,
     catch_up,
@@ -38,6 +45,8 @@ from tests.framework.order.catchup_world import (
     t1_of,
     world,
 )
+from tests.framework.order.test_review_bulk import _FinishedRun
+from tests.framework.order.test_spark_order import archive
 
 SCOPE = "catchup-1"
 
@@ -241,3 +250,47 @@ def test_the_log_holds_forced_ticks() -> None:
         if record.key is None and is_tick(list(record.headers or ()))
     ]
     assert ticks
+
+
+@pytest.mark.spark
+def test_a_scales_spark_build_goes_on_as_the_old_owner(spark: SparkSession, tmp_path: Path) -> None:
+    """A scale's Spark build (``bootstrap: spark``) of the gained keys from the history up to
+    T1 stops at the canonical cut with the marks there; the catch-up goes on from them (not
+    from the start) to F and gets the old owner's state and marks."""
+    kafka, driver = world()
+    sent = drawn(seed=13, count=140)
+    sent_to(driver, sent[:80])  # (no forced tick yet: the archive holds what was sent)
+    t1 = t1_of(driver)
+    ends = ends_of(sent[:80])
+    request = BuildRequest(
+        processors=2,
+        gained_from=(1, frozenset({0})),
+        covers={1: list(GAINED)},
+        ranges={position: OffsetRange(0, t1[position]) for position in GAINED},
+        retained={position: OffsetRange(0, ends[position]) for position in GAINED},
+        entries={topic: TopicEntry(TopicHistory(topic, (PARTITIONS,))) for topic in INPUTS},
+        archive=archive([s for s in sent[:80] if home(*s[:2]) in GAINED], tmp_path / "archive"),
+    )
+    manifest = build_state(appending_app(), request, tmp_path / "built", spark=spark)
+    target = manifest.targets[1]
+    assert target.marks  # (the build's marks at its offsets)
+    sent_to(driver, sent[80:])
+    _forced_ticks(driver)
+    database = receiver_database(tmp_path / "db")
+    try:
+        flag = f"{SCOPE}-bootstrapped"
+        run = _FinishedRun(manifest, tmp_path / "run")
+        build = SparkBuild(run, database, 1, SCOPE, flag)  # type: ignore[arg-type]
+        catchup = catch_up(kafka, database, t1_of(driver), bootstrap=lambda _c: build)
+        clock = kafka.clock
+        assert isinstance(clock, ManualClock)
+        while catchup.bootstrapping:  # (polled every half second)
+            catchup.step(5)
+            clock.now += 0.5
+        assert catchup.positions == {p: target.offsets[p] for p in GAINED}
+        finish(kafka, catchup, t1_of(driver))
+        catchup.close()
+        assert gained_state(database) == owner_state(driver)
+        assert database.progress(ORDER_SCOPE) == _owner_marks(driver)
+    finally:
+        database.close()

@@ -10,6 +10,7 @@ from framework.coordination.registry import TopicEntry
 from framework.growth.markers import MarkerName
 from framework.kafka import Message
 from framework.order import NO_FLOOR
+from framework.runtime.completions import complete_offsets
 from framework.runtime.growth_bases import GROWTH_BASE_SCOPE, GROWTH_LIFE_SCOPE, MemoryBases
 from rebalance import TopicHistory
 from tests.framework.order.input_order_world import input_order
@@ -95,25 +96,20 @@ def test_a_marker_read_early_survives_the_parent_moving_away() -> None:
     assert bases.bases == {LIFE: 500}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a parent resumed with an offset and no stored mark (a catch-up's receiver: the "
-    "catch-up drops marks) starts at NO_FLOOR and publishes a wrong base, first-wins for good",
-)
 def test_a_parent_resumed_without_its_mark_publishes_the_true_base() -> None:
     """A scale moved clicks[0] to this processor at F = 1 (after the click at 500; the growth
-    came after the scale, so the release did not wait for clicks[1]'s threshold): the
-    catch-up set its offset and, as ``time.md`` says, no mark. It reads the marker and
-    publishes clicks[1]'s base: NO_FLOOR, where the old owner, a restart of it and the Spark
-    build (``child_bases``: the parent's events up to the marker) give 500. The control log
-    keeps the first record of a life, so the child's marks (and the order of its keys'
-    records) are wrong for good; ``growth_bases``'s docstring ("every writer computes
-    the same") does not hold here."""
+    came after the scale, so the release did not wait for clicks[1]'s threshold). The
+    catch-up used to set its offset with no mark: the processor read the marker from
+    NO_FLOOR and published clicks[1]'s base NO_FLOOR, where the old owner, a restart of it
+    and the Spark build (``child_bases``: the parent's events up to the marker) give 500 (and
+    the control log keeps the first record of a life). The catch-up now hands over its mark
+    at F with the offset (``complete_offsets``: the catch-up's mark there, 500, the click's
+    time: ``test_catchup_order`` checks the marks it hands over are the old owner's)."""
     bases = MemoryBases()
     entries = {"clicks": TopicEntry(GROWN), "views": ONE_VIEWS}
     order, database, _clock = input_order(entries, bases=bases)
     batch = database.begin()
-    batch.set_offset("clicks", 0, 1)  # (F of the handoff; the catch-up stores no mark)
+    complete_offsets(database, batch, {C: 1}, marks={C: 500})  # (F, the catch-up's mark)
     batch.commit()
     order.follow({C, V0})
     order.take(PARENT[1:])

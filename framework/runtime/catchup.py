@@ -188,7 +188,7 @@ class CatchUp:
         ``check_catch_up_history``); else start reading there."""
         starts = {position: progress.get(position, 0) for position in self.bounds}
         if self._order is not None:  # (from below where a mark is not known: for marks only)
-            starts = self._order.start(starts, self._database)
+            starts = self._order.start(starts, self._database, self.bounds)
         needed = check_catch_up_history(
             self._consumer,
             self.processor,

@@ -87,11 +87,15 @@ class CatchUpOrder:
     # -- where to read from -----------------------------------------------------------------
 
     def start(
-        self, progress: Mapping[Position, int], database: ProcessorDatabase
+        self,
+        progress: Mapping[Position, int],
+        database: ProcessorDatabase,
+        bounds: Mapping[Position, int | None] | None = None,
     ) -> dict[Position, int]:
         """Assign every partition of ``progress`` (the catch-up's, each partition's next
         offset to apply) with its mark there (``database``'s ``mark_scope``); returns where to
-        read each from (below its progress for one whose mark there is not known)."""
+        read each from (below its progress for one whose mark there is not known, unless it
+        is read up to its bound in ``bounds`` already and no child needs its mark)."""
         read = {topic for topic, _partition in progress}
         # (an input none of whose partitions is read here holds no gained key's record)
         self._buffer = MergeBuffer([topic for topic in self._app_inputs if topic in read])
@@ -107,6 +111,10 @@ class CatchUpOrder:
             at = reads[position]
             if position in marks and at == progress[position]:
                 bases[position] = marks[position]
+                continue
+            bound = (bounds or {}).get(position)
+            if bound is not None and at == progress[position] and at >= bound:
+                bases[position] = NO_FLOOR  # (nothing to read: its marks hold nothing back)
                 continue
             history = self._topics[topic]
             at = reads[position] = life_start(history, partition, at)

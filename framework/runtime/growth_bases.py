@@ -32,9 +32,9 @@ key's marks stay monotone across its lineage. Which processor reads ``c``, wheth
   (``MergeBuffer.assign``'s ``parent``).
 
 The value depends only on ``p``'s log, its own base and the app's event-time rule, so every
-writer that read ``p`` from its start or a stored mark computes the same; one that resumed
-``p`` with no mark (a catch-up's receiver: a catch-up carries no marks) does not, a known
-fault; the control log keeps the first record of a life. A splitstate
+writer that read ``p`` from its start or a stored mark computes the same (a catch-up's
+receiver too: it hands its marks over at F, ``framework.runtime.catchup_order``); the
+control log keeps the first record of a life. A splitstate
 before these records, or a run under ``input_order: arrival``, publishes none: a child whose
 parent such a run read past the marker waits until a ``growth_base`` record names its base.
 

@@ -54,10 +54,10 @@ then offset).
   (``framework.runtime.errands``): an old forced one costs at most one more forced tick.
 
 A restored snapshot carries the marks (they are in the database it copies), and a backfill's
-Spark build stores them with the offsets it builds to (``framework.bootstrap.order_cut``). Not
-covered yet: a catch-up applies its records as before (a partition that comes back by one
-starts its marks over at F: ``completions.complete_offsets`` clears the mark it left with), and
-a Spark build of an app that keeps time or whose inputs shrank is refused; a shrink survivor
+Spark build stores them with the offsets it builds to (``framework.bootstrap.order_cut``); a
+catch-up applies its gained keys in the same order and hands its marks over at F
+(``framework.runtime.catchup_order``, ``completions.complete_offsets``). Not covered yet: a
+Spark build of an app that keeps time or whose inputs shrank is refused; a shrink survivor
 takes the final mark of a deleted partition only when this processor reads it or drained it
 before (another processor's is not published yet) (``docs/concepts/time.md``: "Several
 inputs"; the known faults are held by strict xfails in ``tests/framework/order``).

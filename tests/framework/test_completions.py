@@ -74,6 +74,8 @@ def test_an_ended_catch_ups_bookkeeping_is_deleted_once() -> None:
     batch = database.begin()
     batch.set_progress("catchup-1", "words", 2, 4)
     batch.set_progress("catchup-1-from-0", "words", 2, 3)
+    batch.set_progress("catchup-1-mark", "words", 2, 1_500)  # (a canonical app's marks)
+    batch.set_progress("catchup-1-from-0-mark", "words", 2, 1_400)
     batch.set_progress("catchup-11", "words", 2, 9)  # another generation's: kept
     batch.set_flag("catchup-1-cleared")
     batch.commit()
@@ -82,6 +84,8 @@ def test_an_ended_catch_ups_bookkeeping_is_deleted_once() -> None:
     Completions(2, database, ControlState()).tidy(_completed_scale())
     assert database.progress("catchup-1") == {}
     assert database.progress("catchup-1-from-0") == {}
+    assert database.progress("catchup-1-mark") == {}
+    assert database.progress("catchup-1-from-0-mark") == {}
     assert database.progress("catchup-11") == {("words", 2): 9}
     assert not database.has_flag("catchup-1-cleared")
     assert database.backend.get(META_STORE, attempt) is None

@@ -10,10 +10,16 @@ from typing import cast
 import pytest
 
 from framework.app import App
+from framework.input_times import ORDER_SCOPE
 from framework.runtime.bulk_starts import bulk_starter
 from framework.runtime.catchup import CatchUp
 from framework.runtime.retention import check_catch_up_history
-from framework.snapshots.source_starts import source_scope, source_starts
+from framework.snapshots.source_starts import (
+    mark_scope,
+    source_mark_scope,
+    source_scope,
+    source_starts,
+)
 from framework.snapshots.taker import SnapshotTaker
 from framework.snapshots.transfer import SnapshotTransfer
 from framework.snapshots.transfer_progress import read_transfer_progress
@@ -355,5 +361,34 @@ def test_the_released_fallback_warning_says_why_and_no_wrong_fix(
     assert len(fallback) == 1, caplog.text
     assert "released them before any snapshot of the scale covered them" in fallback[0]
     assert "writable" not in fallback[0], fallback[0]
+    source.close()
+    receiver.close()
+
+
+def test_a_transfer_carries_the_sources_marks_at_its_offsets(tmp_path: Path) -> None:
+    """The source's snapshot holds its ``order-mark`` (a canonical app's marks at its
+    offsets): the transfer gives the receiver's catch-up the mark at each offset it starts
+    from (``catchup-1-mark``), so it reads on from there instead of from the start."""
+    config = config_for(tmp_path)
+    clock = ManualClock(100.0)
+    store = SnapshotStore(config.snapshot_url, config.app_id)
+    source = open_processor(config, 0)
+    fill(source, 0, {0: 500, 2: 700})
+    batch = source.begin()
+    batch.set_progress(ORDER_SCOPE, TOPIC, 0, 3_100)
+    batch.set_progress(ORDER_SCOPE, TOPIC, 2, 4_200)
+    batch.commit()
+    taker = SnapshotTaker(config, 0, source, store, clock, instance="run")
+    taker.request(SnapshotRequest("r1").id)
+    take(taker, {(TOPIC, 0), (TOPIC, 2)}, scale_state())
+    receiver = open_processor(config, 2)
+    transfer = joining_transfer(receiver, store, tmp_path / "work", clock, 1 << 12)
+    for _ in range(10_000):
+        clock.now += 1
+        if transfer.poll() is not None:
+            break
+    assert receiver.progress("catchup-1") == {(TOPIC, 2): 700}
+    assert receiver.progress(source_mark_scope("catchup-1", 0)) == {(TOPIC, 2): 4_200}
+    assert receiver.progress(mark_scope("catchup-1")) == {(TOPIC, 2): 4_200}
     source.close()
     receiver.close()

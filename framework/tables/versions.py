@@ -10,10 +10,10 @@ and each value is the record's value as received: text (``null`` for a tombstone
 With ``history == 0`` only the version last applied is kept (whatever its time), and a
 tombstone deletes the key's record. With ``history > 0`` versions are kept by time: a record
 at the time of a kept version replaces it, one between two is inserted between them; the
-**horizon** is ``table time - history``; versions older than it go except the newest of them
-(still the answer at the horizon), which goes too when it is a tombstone; a record older than
-the horizon is dropped, as Kafka's versioned stores drop one (KIP-889). A key left with no
-version has no record.
+**horizon** is ``table time - history``; versions at or before it go except the newest of
+them (still the answer at the horizon), which goes too when it is a tombstone; a record older
+than the horizon is dropped, as Kafka's versioned stores drop one (KIP-889). Reads older than
+the horizon get nothing. A key left with no version has no record.
 """
 
 from __future__ import annotations
@@ -88,14 +88,13 @@ class Versions:
         self._prune(self.time - history)
 
     def _prune(self, horizon: int) -> None:
-        """Drop the versions older than ``horizon`` but the newest of them (it too when it
-        is a tombstone)."""
+        """Drop the versions at or before ``horizon`` but the newest of them, the answer at
+        the horizon (it too when it is a tombstone: no version answers as well)."""
         items = self.items
-        older = bisect_right(items, horizon - 1, key=_time_of)  # (how many are < horizon)
-        if older == 0:
+        settled = bisect_right(items, horizon, key=_time_of)  # (how many are <= horizon)
+        if settled == 0:
             return
-        keep = older - 1 if items[older - 1][1] is not None else older
-        del items[:keep]
+        del items[: settled - 1 if items[settled - 1][1] is not None else settled]
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -15,7 +15,9 @@ from framework.testing import TestDriver
 from tests.framework.tables.table_world import (
     KEYS,
     Customer,
+    Sent,
     drawn,
+    home,
     interleaved,
     send,
     stored,
@@ -242,3 +244,41 @@ def test_the_same_state_whatever_the_inputs_interleaving(seed: int) -> None:
     reads = "".join(seen(driver, key) for driver in drivers[:1] for key in KEYS)
     assert reads.count(",") == sum(1 for s in sent if s[0] == "orders")  # (all applied)
     assert ":-@" in reads and ":north@" in reads  # (some read nothing, some a customer)
+
+
+def test_the_driver_reads_a_tables_value_now_and_as_of_a_time() -> None:
+    driver = TestDriver(table_app(history=1_000))
+    driver.send("customers", b"c0", region("north"), timestamp=100)
+    driver.send("customers", b"c0", region("south"), timestamp=200)
+    driver.advance_time(200)
+    assert driver.table("customers", b"c0") == Customer(region="south")
+    assert driver.table("customers", b"c0", at=150) == Customer(region="north")
+    assert driver.table("customers", b"c0", at=50) is None
+    assert driver.table("customers", b"c1") is None
+
+
+@pytest.mark.parametrize("cut", [10, 45, 90])
+def test_a_driver_going_on_from_the_state_holds_what_one_run_holds(cut: int) -> None:
+    """A processor restarted on its state (or a snapshot's) goes on as if never stopped: the
+    versions and what the orders read are the same as one run's."""
+    sent = drawn(11, 120)
+    whole = send(TestDriver(table_app()), sent)
+    first = send(TestDriver(table_app()), sent[:cut])
+    resumed = send(TestDriver(table_app(), database=first.database), _unread(first, sent, cut))
+    assert stored(resumed.database) == stored(whole.database)
+    assert resumed.offsets() == whole.offsets()
+
+
+def _unread(driver: TestDriver, sent: list[Sent], cut: int) -> list[Sent]:
+    """What a processor resuming at ``driver``'s committed offsets reads: the records sent
+    past them (held in the merge, not committed) and the rest."""
+    offsets = driver.offsets()
+    seen: dict[tuple[str, int], int] = {}
+    unread = []
+    for index, record in enumerate(sent):
+        position = home(record[0], record[1])
+        offset = seen.get(position, 0)
+        seen[position] = offset + 1
+        if index >= cut or offset >= offsets.get(position, 0):
+            unread.append(record)
+    return unread

@@ -307,7 +307,7 @@ class TestDriver:
         ``None`` when it has none."""
         spec = self.app.tables[topic]
         raw = self.database.get(spec.store, key)
-        view = KeyTable(spec, key, raw, decoder(spec.value_type), lambda: at)
+        view: KeyTable[Any] = KeyTable(spec, key, raw, decoder(spec.value_type), lambda: at)
         return view.latest() if at is None else view.at(at)
 
     def unfenced(self) -> dict[tuple[str, int], int]:

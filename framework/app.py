@@ -24,7 +24,7 @@ from framework.config import AppConfig, ConfigError
 from framework.errors import SplitstateError
 from framework.records import Output, Record
 from framework.tables.checks import check_tables
-from framework.tables.spec import TableSpec, TableUpsert, table_store
+from framework.tables.spec import TableSpec, TableUpsert
 from framework.time.aggregations import Aggregation
 from framework.time.durations import Duration, to_ms
 from framework.time.key_clock import TIME_STORE
@@ -211,8 +211,9 @@ class App:
                 "another input's function"
             )
         self._new_name(topic, "table")
-        spec = TableSpec(topic, value_type, to_ms(history, "history", positive=False), event_time)
-        table_store(topic)  # (a name a store may have: ValueError otherwise)
+        kept = to_ms(history, f"history of table {topic!r}", positive=False)
+        spec = TableSpec(topic, value_type, kept, event_time)
+        StoreSpec(spec.store, RawBytes)  # (a name a store may have: ValueError otherwise)
         self.tables[topic] = spec
         self.handlers[topic] = Handler(topic, TableUpsert(spec), value_type, (), event_time)
         return spec

@@ -282,3 +282,11 @@ def _unread(driver: TestDriver, sent: list[Sent], cut: int) -> list[Sent]:
         if index >= cut or offset >= offsets.get(position, 0):
             unread.append(record)
     return unread
+
+
+def test_a_table_whose_store_name_would_be_too_long_or_a_negative_history_is_refused() -> None:
+    app = App(app_id="long", inputs=[{"topic": "t" * 90}], initial_processors=1)
+    with pytest.raises(ValueError, match="invalid store name"):
+        app.table("t" * 90, Customer)
+    with pytest.raises(ValueError, match="history of table 'x' must be zero or more"):
+        app.table("x", Customer, history=-1)

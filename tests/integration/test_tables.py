@@ -1,10 +1,13 @@
 """examples/orders on the real broker (``tests/integration/apps/orders.py``): every order is
 enriched with its customer exactly as of its time in the canonical order of what the two
-topics hold (forced ticks included), each once under exactly-once; a customer's change written
-after a later order (and read after it) is still the one that order reads."""
+topics hold (forced ticks included), each once under exactly-once through a SIGKILL and the
+restart; a customer's change written after a later order (and read after it) is still the one
+that order reads."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections import defaultdict
 from datetime import timedelta
@@ -127,6 +130,10 @@ def test_orders_read_their_customer_as_of_their_time_on_the_broker(
         wait_for(lambda: 0 in runner.pids(), 60, "the processor to start")
         early = 5 * len(KEYS)  # (orders up to 4500 need no later customer record)
         wait_for(lambda: len(read_topic(kafka_bootstrap, out, PARTITIONS)) >= early, 120, "outputs")
+        os.kill(runner.pids()[0], signal.SIGKILL)  # (its state and the merge rebuilt)
+        first = runner.pids().get(0)
+        wait_for(lambda: runner.pids().get(0) not in (None, first), 60, "the restart")
+        time.sleep(3)  # (the restarted processor reads its inputs again)
         # an order at 20000, then (read after it) its customer's change at 15000
         _produce(kafka_bootstrap, orders, [(KEYS[0], {"order_id": "late-read", "amount": 1,
                                                       "at": 20_000})])  # fmt: skip

@@ -269,10 +269,8 @@ class RecordProcessor:
             return [], self._dead(message, where, "decode", reason, restore)
         if table is not None:  # a table's record: it upserts the key's value, nothing runs
             record = Record(topic, partition, offset, key, value, message=message)
-            refused = self._tables.upsert(batch, record, raw)
-            return [], None if refused is None else self._dead(
-                message, where, "decode", refused, restore
-            )
+            refused = self._tables.upsert(batch, record, raw, stop=self.stop_on_error)
+            return [], None if refused is None else self._dead(message, where, *refused, restore)
         if self._time is not None:
             function, names = route.function, route.names
             return self._time.record(batch, message, where, value, function, names, restore)

@@ -7,11 +7,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from framework.decoding import decoder
-from framework.errors import describe_error
-from framework.records import Record
+from framework.errors import ProcessorStoppedError, describe_error
+from framework.records import DeadLetterStage, Record
 from framework.tables.spec import TableSpec
 from framework.tables.versions import DamagedTableError, Versions
 from framework.tables.view import KeyTable
+from framework.time.specs import NoEventTimeError
 from statestore import StateBatch
 
 __all__ = ["Tables", "is_tombstone"]
@@ -38,22 +39,36 @@ class Tables:
         ``UnicodeDecodeError``) passes through: the record is a dead letter."""
         return None if is_tombstone(raw) else self._decoders[topic](raw)
 
-    def upsert(self, batch: StateBatch, record: Record[Any], raw: bytes | None) -> str | None:
+    def upsert(
+        self, batch: StateBatch, record: Record[Any], raw: bytes | None, *, stop: bool = False
+    ) -> tuple[DeadLetterStage, str] | None:
         """Apply ``record`` of a table (its value decoded by ``decode``; ``raw`` as
         received) to its key's versions; or, writing nothing, say why it cannot be (the
-        record is a dead letter): it has no event time (its ``event_time`` function failed),
-        or the key's stored versions are damaged."""
+        record's dead letter: its stage and reason): it has no event time (stage
+        ``decode``), the table's ``event_time`` function failed (stage ``processor``, as a
+        processor's does; with ``stop``, ``ProcessorStoppedError`` instead), or the key's
+        stored versions are damaged (stage ``decode``)."""
         spec = self._specs[record.topic]
         try:
             at = spec.time_of(record)
-        except Exception as error:  # (NoEventTimeError, or the app's event time function's)
-            return f"no event time: {describe_error(error)}"
+        except NoEventTimeError as error:
+            return "decode", f"no event time: {error}"
+        except Exception as error:  # the app's event time function failed: on_error's
+            where = (record.topic, record.partition, record.offset)
+            reason = f"the event time function failed: {describe_error(error, with_trace=True)}"
+            if stop:
+                raise ProcessorStoppedError(
+                    f"{reason} at {where[0]}[{where[1]}]@{where[2]}. Fix the function, then "
+                    "restart; or set on_error: dead-letter to skip such records.",
+                    at=where,
+                ) from error
+            return "processor", reason
         store = batch.store(spec.store)
         key = record.key
         try:
             versions = Versions.decode(store.get(key))
         except DamagedTableError as error:
-            return f"{error}; the record was not applied (the stored record is kept as it is)"
+            return "decode", f"{error}; the record was not applied (the stored one is kept)"
         versions.upsert(at, None if is_tombstone(raw) else raw, spec.history)
         encoded = versions.encode()
         if encoded is None:

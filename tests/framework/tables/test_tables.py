@@ -290,3 +290,39 @@ def test_a_table_whose_store_name_would_be_too_long_or_a_negative_history_is_ref
         app.table("t" * 90, Customer)
     with pytest.raises(ValueError, match="history of table 'x' must be zero or more"):
         app.table("x", Customer, history=-1)
+
+
+def _timed_table_app(event_time: object) -> App:
+    app = App(
+        AppConfig(
+            app_id="timed",
+            inputs=[TopicConfig(topic="customers")],
+            initial_processors=1,
+            on_error="dead-letter",
+        )
+    )
+    app.table("customers", dict, history=1_000, event_time=event_time)  # type: ignore[arg-type]
+    return app
+
+
+def test_a_table_record_without_an_event_time_is_a_decode_dead_letter() -> None:
+    driver = TestDriver(_timed_table_app("at"))
+    driver.send("customers", b"c0", {"region": "north", "at": 100})
+    driver.send("customers", b"c0", {"region": "south"})  # no "at"
+    (letter,) = driver.dead_letters
+    assert (letter.stage, letter.offset) == ("decode", 1)
+    assert letter.reason.startswith("no event time")
+    assert driver.table("customers", b"c0") == {"region": "north", "at": 100}
+
+
+def test_a_failing_event_time_function_of_a_table_fails_as_a_function_does() -> None:
+    def broken(record: Record[dict[str, object]]) -> int:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):  # (a test fails on the app's bug)
+        TestDriver(_timed_table_app(broken)).send("customers", b"c0", {"region": "north"})
+    driver = TestDriver(_timed_table_app(broken), on_error="dead-letter")
+    driver.send("customers", b"c0", {"region": "north"})
+    (letter,) = driver.dead_letters
+    assert letter.stage == "processor" and "boom" in letter.reason
+    assert driver.table("customers", b"c0") is None

@@ -24,9 +24,10 @@ class KeyTable(Generic[V]):
     horizon, ``table time - history``); with ``history=0`` (the default) only the newest
     version is kept and ``get()`` returns it whatever its time, as Kafka Streams' unversioned
     KTable join does. ``latest()`` is the newest version, ``at(ms)`` the version as of any
-    time within history. The canonical order of the app's inputs fixes which table records
-    were applied before the current record, so each read gives the same answer live, on
-    replay, from a snapshot and from a Spark build."""
+    time within history. With ``history=0`` this is still deterministic: the canonical order
+    of the app's inputs fixes which table records precede the current record, so a read gives
+    the same answer wherever that order is exact (live, on replay, from a snapshot, a Spark
+    build: docs/concepts/tables.md says where it is not yet)."""
 
     __slots__ = ("_decode", "_raw", "_record_time", "_spec", "_versions", "key")
 

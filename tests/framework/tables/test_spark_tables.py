@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 
 from framework.bootstrap import BuildRequest, Manifest
 from framework.bootstrap.build import build_state, check_orderable
+from framework.bootstrap.errors import BootstrapError
 from framework.coordination.registry import TopicEntry
 from framework.input_times import ORDER_SCOPE
 from framework.tables import table_store
@@ -75,7 +76,13 @@ def ingested(manifest: Manifest, path: Path) -> ProcessorDatabase:
 
 
 def test_a_table_app_keeping_no_other_time_may_be_built() -> None:
-    check_orderable(table_app())  # (refused only with windows, timers or a ttl)
+    app = table_app()
+    check_orderable(app)  # (refused only with windows, timers or a ttl)
+    app.configure(app.config.model_copy(update={"bootstrap": "spark"}))
+    app.check()  # (bootstrap: spark is refused for a canonical app that keeps time only)
+    app.store("expiring", ttl=1_000)
+    with pytest.raises(BootstrapError, match="keeps time"):
+        check_orderable(app)
 
 
 @pytest.mark.spark

@@ -2,8 +2,9 @@
 
 Everything a user writes against is here: ``App`` and its ``AppConfig``, the ``Record`` a
 processor function receives and the ``Output`` it returns, ``KeyState`` (one key's state),
-``TestDriver`` for unit tests without Kafka, time (windows, aggregations, timers, values that
-expire: ``framework.time``), and ``SplitstateProducer`` for writing input
+``KeyTable`` (one key's value of a table: ``framework.tables``), ``TestDriver`` for unit
+tests without Kafka, time (windows, aggregations, timers, values that expire:
+``framework.time``), and ``SplitstateProducer`` for writing input
 topics with the app's key placement. The subsystems live in sub-packages: ``kafka`` (the
 port to Kafka), ``coordination`` (control log, topic registry), ``growth`` (the partition
 growth fence), ``runtime`` (the processor loop and its parts in a scale), ``bootstrap``
@@ -17,6 +18,7 @@ from framework.growth.lease import ProducerLeaseError
 from framework.kafka import DeliveryError, KafkaIOError, RecordTooLargeError
 from framework.producer import SplitstateProducer
 from framework.records import Output, Record
+from framework.tables import KeyTable
 from framework.testing import TestDriver
 from framework.time import (
     Collect,
@@ -52,6 +54,7 @@ __all__ = [
     "KafkaConfig",
     "KafkaIOError",
     "KeyState",
+    "KeyTable",
     "KeyTimers",
     "KeyWindows",
     "LateError",

@@ -23,6 +23,8 @@ from typing import Any, Literal, TypeVar
 from framework.config import AppConfig, ConfigError
 from framework.errors import SplitstateError
 from framework.records import Output, Record
+from framework.tables.checks import check_tables
+from framework.tables.spec import TableSpec, TableUpsert
 from framework.time.aggregations import Aggregation
 from framework.time.durations import Duration, to_ms
 from framework.time.key_clock import TIME_STORE
@@ -86,6 +88,8 @@ class App:
         self.windows: dict[str, WindowSpec] = {}
         self.timers: dict[str, TimerSpec] = {}
         self.ttls: dict[str, int | None] = {}
+        #: input topics declared tables (``table``), by topic
+        self.tables: dict[str, TableSpec] = {}
 
     @property
     def config(self) -> AppConfig:
@@ -184,13 +188,48 @@ class App:
 
         return register
 
+    def table(
+        self,
+        topic: str,
+        value_type: type[Any] | None = None,
+        *,
+        history: Duration = 0,
+        event_time: EventTime = None,
+    ) -> TableSpec:
+        """Declare input ``topic`` a table: its records upsert the key's value (validated as
+        ``value_type``, as a processor's; an invalid one is a dead letter), its tombstones (no
+        value, or an empty one) delete it; no processor function runs for them. Functions list
+        ``topic`` in their ``stores`` to get the key's ``KeyTable``. ``history``: how long
+        before the key's table time older versions are kept for as-of reads (0: only the
+        newest). ``event_time``: as for ``processor`` (a tombstone's is its Kafka timestamp).
+        An app with a table and another input needs ``time.input_order: canonical``."""
+        if topic in self.handlers:
+            raise ValueError(
+                f"input {topic!r} already has a processor function, so it cannot be a table "
+                "too: a table's records only upsert it. Fix: remove "
+                f"@app.processor({topic!r}), and read the table with stores=[{topic!r}] in "
+                "another input's function"
+            )
+        self._new_name(topic, "table")
+        kept = to_ms(history, f"history of table {topic!r}", positive=False)
+        spec = TableSpec(topic, value_type, kept, event_time)
+        StoreSpec(spec.store, RawBytes)  # (a name a store may have: ValueError otherwise)
+        self.tables[topic] = spec
+        self.handlers[topic] = Handler(topic, TableUpsert(spec), value_type, (), event_time)
+        return spec
+
     @property
     def uses_time(self) -> bool:
         """Whether the app keeps time per key (a window or timer store, or a ttl)."""
         return bool(self.windows or self.timers or self.ttls)
 
     def _new_name(self, name: str, what: str) -> None:
-        if name in self.stores or name in self.windows or name in self.timers:
+        if (
+            name in self.stores
+            or name in self.windows
+            or name in self.timers
+            or name in self.tables
+        ):
             raise ValueError(f"{what} {name!r}: the name is declared twice")
         if name.startswith(RESERVED_PREFIX):
             raise ValueError(
@@ -218,6 +257,13 @@ class App:
         name = ANY_TOPIC if topic is None else topic
 
         def register(function: F) -> F:
+            if name in self.tables:
+                raise ValueError(
+                    f"input {name!r} is a table (app.table): its records only upsert the "
+                    "key's value, no processor function runs for them. Fix: remove "
+                    f"@app.processor({name!r}) and list {name!r} in the stores of another "
+                    "input's function to read it (KeyTable)"
+                )
             if name in self.handlers:
                 what = "every topic" if topic is None else f"topic {topic!r}"
                 raise ValueError(f"a processor for {what} is already registered")
@@ -243,11 +289,12 @@ class App:
             ) from None
 
     def store_specs(self) -> list[StoreSpec]:
-        """Every store of the app's state: the declared ones, and splitstate's own time
-        stores when it keeps time (``framework.time.key_clock``)."""
+        """Every store of the app's state: the declared ones, splitstate's own time stores
+        when it keeps time (``framework.time.key_clock``), and its tables' versions."""
         own = [StoreSpec(TIME_STORE, RawBytes), StoreSpec(DUE_STORE, RawBytes)]
         own = own if self.uses_time else []
-        return [*self.stores.values(), *own]
+        tables = [StoreSpec(spec.store, RawBytes) for spec in self.tables.values()]
+        return [*self.stores.values(), *own, *tables]
 
     def run(self, argv: Sequence[str] | None = None) -> None:
         """Run the app from its own script, as ``splitstate run FILE.py:APP`` would:
@@ -289,6 +336,7 @@ class App:
 
     def check(self) -> None:
         """Raise ``ConfigError`` when the config and the registered functions disagree."""
+        check_tables(self)
         inputs = {t.topic for t in self.config.inputs}
         missing = [] if ANY_TOPIC in self.handlers else sorted(inputs - set(self.handlers))
         if missing:
@@ -302,7 +350,7 @@ class App:
                 f"processor functions for topics that are not inputs: {extra}. Fix: add them "
                 "under `inputs` in the config."
             )
-        usable = {*self.stores, *self.windows, *self.timers}
+        usable = {*self.stores, *self.windows, *self.timers, *self.tables}
         users = [(f"processor for {h.topic!r}", h.stores) for h in self.handlers.values()]
         users += [(f"timer store {t.name!r}", t.stores) for t in self.timers.values()]
         for who, names in users:

@@ -1,8 +1,9 @@
 """The event time of an input item, as the merge of several inputs orders it
 (``framework.order``): from the record alone, as every reader computes it.
 
-- a keyed record: its event time by its topic's rule (``@app.processor(event_time=...)``;
-  the Kafka timestamp by default), its value decoded as its function's; ``None`` when it has
+- a keyed record: its event time by its topic's rule (``@app.processor(event_time=...)``
+  or ``app.table(event_time=...)``; the Kafka timestamp by default, and a table's
+  tombstone's), its value decoded as its function's; ``None`` when it has
   none (undecodable, no such field: it becomes a dead letter or is judged late when applied,
   and raises no mark);
 - a tick of this app (or naming none): its ``floor``;
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from framework.app import App
@@ -21,6 +23,7 @@ from framework.growth.compaction import has_compaction_header
 from framework.growth.markers import is_marker_record
 from framework.records import InputMessage, Record, readable_headers
 from framework.routes import decoder
+from framework.tables import Tables
 from framework.time.specs import event_time_of
 from framework.time.ticks import TickRead, is_tick, is_tick_key, read_tick
 
@@ -48,11 +51,16 @@ class InputTimes:
 
     def __init__(self, app: App) -> None:
         self._app_id = app.config.app_id
+        tables = Tables(app.tables)
         self._rules: dict[str, tuple[Callable[[bytes | None], Any], Callable[..., int]]] = {}
         for topic in app.config.inputs:
             try:
                 handler = app.handler(topic.topic)
             except ConfigError:  # (no function: its records become dead letters)
+                continue
+            table = app.tables.get(topic.topic)
+            if table is not None:  # (a tombstone has a time too: its Kafka timestamp)
+                self._rules[topic.topic] = (partial(tables.decode, topic.topic), table.time_of)
                 continue
             self._rules[topic.topic] = (
                 decoder(handler.value_type),

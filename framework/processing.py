@@ -15,6 +15,7 @@ letter.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from pydantic import ValidationError
@@ -45,6 +46,7 @@ from framework.records import (
     readable_headers,
 )
 from framework.routes import Route
+from framework.tables import Tables
 from framework.time.applying import TimeApplier
 from framework.time.running import TimedFunctions
 from framework.time.ticks import is_tick_record, read_tick
@@ -138,11 +140,12 @@ class RecordProcessor:
             if app.uses_time
             else None
         )
+        self._tables = Tables(app.tables)
         self._routes: dict[str, Route] = {}
         for spec in app.config.inputs:
             handler = app.handler(spec.topic)
             self._routes[spec.topic] = Route(
-                spec.topic, handler, handler.stores or tuple(app.stores)
+                spec.topic, handler, handler.stores or tuple(app.stores), app.tables
             )
         self.dead_letter_count = 0
 
@@ -258,14 +261,20 @@ class RecordProcessor:
         misplaced = self.placement.check(batch, headers, key, where, restore=restore)
         if misplaced is not None:
             return [], self._dead(message, where, "placement", misplaced, restore)
+        table = route.table
         try:
-            value = route.decode(raw)
+            value = route.decode(raw) if table is None else self._tables.decode(topic, raw)
         except (ValidationError, ValueError, UnicodeDecodeError) as error:
             reason = describe_error(error)
             return [], self._dead(message, where, "decode", reason, restore)
+        if table is not None:  # a table's record: it upserts the key's value, nothing runs
+            record = Record(topic, partition, offset, key, value, message=message)
+            refused = self._tables.upsert(batch, record, raw, stop=self.stop_on_error)
+            return [], None if refused is None else self._dead(message, where, *refused, restore)
         if self._time is not None:
-            function, names = route.function, route.stores
+            function, names = route.function, route.names
             return self._time.record(batch, message, where, value, function, names, restore)
+        record = Record(topic, partition, offset, key, value, message=message)
         if route.single_store is not None:
             store = batch.store(route.single_store)
             saved: Any = store.savepoint(key)
@@ -274,10 +283,11 @@ class RecordProcessor:
             stores = [batch.store(name) for name in route.stores]
             saved = [s.savepoint(key) for s in stores]
             state = {s.name: s.key(key) for s in stores}
+            if route.tables:
+                time = partial(route.event_time, record)
+                state = self._tables.state(batch, key, route.names, state, time)
         try:
-            result = route.function(
-                Record(topic, partition, offset, key, value, message=message), state
-            )
+            result = route.function(record, state)
             outputs = self._encode(result, key, where, route.function)
         except Exception as error:  # any failure of user code is handled by the policy
             self._rollback(batch, route, key, saved)

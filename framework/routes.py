@@ -3,39 +3,42 @@ go to (``RecordProcessor``'s, prepared once)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
-from pydantic import TypeAdapter
-
 from framework.app import Handler
+from framework.decoding import decoder
+from framework.records import Record
+from framework.tables import TableSpec, TableUpsert
+from framework.time.specs import event_time_of
 
 __all__ = ["Route", "decoder"]
 
 
-def decoder(value_type: type[Any] | None) -> Callable[[bytes | None], Any]:
-    """How a record's value is decoded for a function declared with ``value_type``."""
-    if value_type is None or value_type is bytes:
-        return lambda raw: raw
-    if value_type is str:
-        return lambda raw: None if raw is None else raw.decode("utf-8")
-    adapter: TypeAdapter[Any] = TypeAdapter(value_type)
-
-    def decode(raw: bytes | None) -> Any:
-        if raw is None:
-            raise ValueError("the record has no value (a tombstone)")
-        return adapter.validate_json(raw)
-
-    return decode
-
-
 class Route:
-    """Everything needed to process records of one input topic, prepared once."""
+    """Everything needed to process records of one input topic, prepared once.
 
-    def __init__(self, topic: str, handler: Handler, stores: Sequence[str]) -> None:
+    ``table``: the topic's table (its records upsert it; no function runs), else ``None``.
+    ``names``: the stores the function gets, in order; ``stores``: those of them that are
+    key-value stores (saved and rolled back around the function), ``tables``: those that
+    are tables (``KeyTable``, read only)."""
+
+    def __init__(
+        self, topic: str, handler: Handler, stores: Sequence[str], tables: Collection[str] = ()
+    ) -> None:
         self.handler = handler
         self.prefix = f"{topic}/".encode()  # (how a marker's or tick's key of it starts)
         self.function = handler.function
         self.decode = decoder(handler.value_type)
-        self.stores = tuple(stores)
-        self.single_store = self.stores[0] if len(self.stores) == 1 else None
+        self.table: TableSpec | None = (
+            handler.function.spec if isinstance(handler.function, TableUpsert) else None
+        )
+        self.names = tuple(stores)
+        self.stores = tuple(name for name in stores if name not in tables)
+        self.tables = tuple(name for name in stores if name in tables)
+        self.single_store = self.stores[0] if len(self.stores) == 1 and not self.tables else None
+        self._event_time = event_time_of(handler.event_time)
+
+    def event_time(self, record: Record[Any]) -> int:
+        """``record``'s event time by the topic's rule (``NoEventTimeError``: it has none)."""
+        return self._event_time(record)

@@ -7,6 +7,8 @@
     assert driver.output_values("word-counts") == [{"word": "apple", "count": 1}]
     assert driver.state("counts", b"apple") == 1
 
+A table's value (``App.table``) is read with ``table(topic, key, at=...)``.
+
 Records go through exactly the code the runtime uses (decoding, validation, the processor
 function, dead letters, rollback of failed records), with state in memory. Each ``send`` is
 one committed batch. Keys are placed on partitions as producers would place them. An app with
@@ -34,6 +36,7 @@ import orjson
 
 from framework.app import App
 from framework.config import AppConfig
+from framework.decoding import decoder
 from framework.errors import ProcessorStoppedError
 from framework.growth.placement import UNFENCED_SCOPE
 from framework.input_times import ORDER_SCOPE, InputTimes, ordered
@@ -45,6 +48,7 @@ from framework.processing import (
     StoredMessage,
     encode_input,
 )
+from framework.tables import KeyTable
 from framework.time.rederive import rederive_due
 from framework.time.ticks import is_tick_record, tick_headers
 from rebalance import bucket, key_hash
@@ -296,6 +300,15 @@ class TestDriver:
     def state(self, store: str, key: bytes, default: Any = None) -> Any:
         """The committed state of ``key`` in ``store``."""
         return self.database.get(store, key, default)
+
+    def table(self, topic: str, key: bytes, at: int | None = None) -> Any:
+        """The committed value of ``key`` in table ``topic`` (``App.table``): the newest
+        version, or the version as of event time ``at`` (``KeyTable.latest`` and ``at``);
+        ``None`` when it has none."""
+        spec = self.app.tables[topic]
+        raw = self.database.get(spec.store, key)
+        view: KeyTable[Any] = KeyTable(spec, key, raw, decoder(spec.value_type), lambda: at)
+        return view.latest() if at is None else view.at(at)
 
     def unfenced(self) -> dict[tuple[str, int], int]:
         """Records processed without a ``splitstate.count`` header, per input partition."""

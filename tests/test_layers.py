@@ -33,8 +33,10 @@ FRAMEWORK_LAYERS: tuple[tuple[str, ...], ...] = (
         "framework.config_time",
         "framework.redaction",
         "framework.records",
+        "framework.decoding",
         "framework.output_encoding",
         "framework.time",  # (its __init__ holds what apps declare, so it runs with the app's)
+        "framework.tables",
         "framework.order",
         "framework.app",
     ),

@@ -24,6 +24,7 @@ from framework.records import (
     encode_value,
     output_items,
 )
+from framework.tables import Tables
 from framework.time.context import KeyTime
 from framework.time.due_items import DueItem
 from framework.time.keeper import TimeKeeper, due_times
@@ -89,6 +90,7 @@ class TimedFunctions:
             and not app.timers
             and not app.ttls
         )
+        self._tables = Tables(app.tables)  # (tables' views; their records are not applied here)
         #: dead letters of failed timers, for the record or tick being applied
         self.letters: list[DeadLetter] = []
         #: the event time of the record applied last (``None``: it had none)
@@ -246,6 +248,8 @@ class TimedFunctions:
 
     def _view(self, batch: StateBatch, key: bytes, time: KeyTime, name: str) -> Any:
         app = self.app
+        if name in app.tables:
+            return self._tables.view(batch, name, key, lambda: time.event_time)
         if name in app.windows:
             return KeyWindows(time, app.windows[name])
         if name in app.timers:
@@ -290,11 +294,8 @@ class TimedFunctions:
         except Exception as error:  # any failure of user code is handled by the policy
             self._undo(batch, key, saved, len(self.letters))
             topic, partition, offset = self._origin
-            why = (
-                str(error)
-                if isinstance(error, _RefusedError)
-                else describe_error(error, with_trace=True)
-            )
+            refusal = isinstance(error, _RefusedError)
+            why = str(error) if refusal else describe_error(error, with_trace=True)
             reason = (
                 f"timer {timer.name!r} of store {timer.store!r} (due {timer.time} ms) failed "
                 f"for key {key!r}: {why}. The timer was dropped and its writes undone."
@@ -340,11 +341,8 @@ class TimedFunctions:
             value = encode_value(spec.output_of(key, start, end, acc))
             return [Output(value, key=key, topic=spec.to)]
         except Exception as error:  # any failure of user code is handled by the policy
-            why = (
-                str(error)
-                if isinstance(error, _RefusedError)
-                else describe_error(error, with_trace=True)
-            )
+            refusal = isinstance(error, _RefusedError)
+            why = str(error) if refusal else describe_error(error, with_trace=True)
             letter = window_letter(spec, key, start, end, acc, why, self._origin)
             if self.stop_on_error:
                 raise ProcessorStoppedError(

@@ -158,3 +158,40 @@ def test_stored_versions_out_of_order_are_refused_as_damaged() -> None:
         view.get()
     with pytest.raises(ValueError, match="damaged"):
         Versions.decode(damaged)
+
+
+def _damaged_driver(stored: bytes) -> TestDriver:
+    driver = TestDriver(table_app(history=1_000), on_error="dead-letter")
+    batch = driver.database.begin()
+    batch.store(table_store("customers")).set(b"c0", stored)
+    batch.commit()
+    return driver
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ValueError,
+    reason="Versions.decode (versions.py:62) checks the table time `_ms(time)` outside its "
+    'try: a stored record whose "t" is no int raises a plain ValueError, which '
+    "Tables.upsert does not catch (only DamagedTableError): it escapes RecordProcessor.process "
+    "whatever on_error says, so the processor exits on that record at every restart",
+)
+def test_a_table_record_over_a_damaged_table_time_is_a_decode_dead_letter() -> None:
+    driver = _damaged_driver(b'{"t": "x", "v": [[100, "{}"]]}')
+    driver.send("customers", b"c0", region("north"), timestamp=100)
+    driver.advance_time(1_000)
+    assert [letter.stage for letter in driver.dead_letters] == ["decode"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a stream record whose key's stored table versions are damaged fails inside the "
+    "function (DamagedTableError out of KeyTable.get): a 'processor' dead letter with a "
+    "traceback, or with on_error: stop the processor stops asking to 'Fix the function'; a "
+    "table record of the same key is a 'decode' dead letter naming the stored record",
+)
+def test_a_stream_record_over_damaged_table_versions_is_a_decode_dead_letter() -> None:
+    driver = _damaged_driver(b"not json")
+    driver.send("orders", b"c0", b'{"n": 1}', timestamp=150)
+    driver.advance_time(1_000)
+    assert [letter.stage for letter in driver.dead_letters] == ["decode"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from framework import App, AppConfig, Output, Record
+from framework import App, AppConfig, KeyTimers, Output, Record, Timer
 from framework.config import TopicConfig
 from framework.config_time import TimeConfig
 from framework.decoding import decoder
@@ -195,3 +195,37 @@ def test_a_stream_record_over_damaged_table_versions_is_a_decode_dead_letter() -
     driver.send("orders", b"c0", b'{"n": 1}', timestamp=150)
     driver.advance_time(1_000)
     assert [letter.stage for letter in driver.dead_letters] == ["decode"]
+
+
+def _timer_reader(history: int) -> App:
+    """The table app with a timer (set by each order 10 ms on) that calls ``get()``."""
+    app = table_app(history=history)
+    del app.handlers["orders"]
+
+    @app.timer("later", stores=["customers", "seen"])
+    def later(timer: Timer, state: dict[str, Any]) -> None:
+        found = state["customers"].get()
+        state["seen"].set(f"T:{found.region if found else '-'},")
+
+    @app.processor("orders", dict, stores=["later"])
+    def order(record: Record[dict[str, int]], timers: KeyTimers) -> None:
+        timers.set((record.timestamp or 0) + 10)
+
+    return app
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="docs/concepts/tables.md says get() raises in a timer's function (no record); with "
+    "history=0 it returns the newest version, and with history > 0 the ValueError it raises "
+    "(view.py:72) names no fix (use latest() or at(timer.time))",
+)
+@pytest.mark.parametrize("history", [0, 1_000])
+def test_get_in_a_timer_raises_naming_the_fix(history: int) -> None:
+    driver = TestDriver(_timer_reader(history), on_error="dead-letter")
+    driver.send("customers", b"c0", region("north"), timestamp=100)
+    driver.send("orders", b"c0", b'{"n": 1}', timestamp=150)
+    driver.advance_time(1_000)
+    (letter,) = driver.dead_letters
+    assert letter.stage == "timer"
+    assert "latest()" in letter.reason and "at(" in letter.reason

@@ -134,7 +134,7 @@ class TimeKeeper(KeyTimes):
         if len(clock.windows) == 1 and not clock.timers and not clock.expiries:
             return self._close_due(time)
         outputs: list[Output] = []
-        while (item := self._next(clock)) is not None:
+        while (item := self._next(time.clock)) is not None:  # (each firing replaces the clock)
             outputs.extend(self._fire(batch, time, item))
         return outputs
 

@@ -1,11 +1,10 @@
-"""Found while reviewing tables (not a table defect; main has it too): two event timers of
-one key, both due by the time a record of the key reaches, fail the record."""
+"""Found while reviewing tables (not a table defect; main had it since 817003a): two event
+timers of one key, both due by the time a record of the key reaches, both fire (``TimeKeeper.fire``
+looked the next one up in the clock it started with, which the first firing replaced)."""
 
 from __future__ import annotations
 
 from typing import Any
-
-import pytest
 
 from framework import App, AppConfig, KeyState, Record, Timer
 from framework.config import TopicConfig
@@ -27,15 +26,6 @@ def _app() -> App:
     return app
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=KeyError,
-    reason="TimeKeeper.fire (keeper.py:133-138, since 817003a) loops on `clock = time.clock` "
-    "while _fire replaces time.clock after each timer: the stale clock offers a fired timer "
-    "again, looked up in a clock "
-    "that no longer holds its store (KeyError: 'later'), so the record fails (a processor "
-    "dead letter, or the processor stops); one timer due, or a tick, does not",
-)
 def test_two_timers_due_at_one_record_both_fire() -> None:
     driver = TestDriver(_app())
     for n, at in [(1, 1_001), (2, 1_013), (3, 1_060)]:

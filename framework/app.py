@@ -353,7 +353,7 @@ class App:
         own = [StoreSpec(TIME_STORE, RawBytes), StoreSpec(DUE_STORE, RawBytes)]
         own = own if self.uses_time else []
         tables = [StoreSpec(spec.store, RawBytes) for spec in self.tables.values()]
-        joins = [StoreSpec(spec.store, None) for spec in self.interval_joins.values()]
+        joins = [StoreSpec(spec.store, RawBytes) for spec in self.interval_joins.values()]
         return [*self.stores.values(), *own, *tables, *joins]
 
     def run(self, argv: Sequence[str] | None = None) -> None:

@@ -16,6 +16,8 @@ import base64
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import orjson
+
 __all__ = ["Buffered", "DamagedJoinError", "JoinBuffer", "Side"]
 
 #: a side of an interval join: ``"l"`` (left) or ``"r"`` (right)
@@ -71,10 +73,15 @@ class JoinBuffer:
         self.sides: dict[Side, list[Buffered]] = {"l": left or [], "r": right or []}
 
     @classmethod
-    def decode(cls, stored: Any) -> JoinBuffer:
-        """The buffer stored as ``stored`` (the store's JSON value; ``None``: empty)."""
-        if stored is None:
+    def decode(cls, data: bytes | None) -> JoinBuffer:
+        """The buffer stored as ``data`` (``None``: empty); ``DamagedJoinError`` when it is
+        not what ``encode`` writes."""
+        if data is None:
             return cls()
+        try:
+            stored = orjson.loads(data)
+        except orjson.JSONDecodeError as error:
+            raise DamagedJoinError(f"a join buffer is no JSON: {error}") from None
         if type(stored) is not dict or not set(stored) <= {"l", "r"}:
             raise DamagedJoinError(f"a join buffer is not an object of 'l' and 'r': {stored!r}")
         sides = [stored.get(side, []) for side in ("l", "r")]
@@ -83,10 +90,10 @@ class JoinBuffer:
         left, right = ([Buffered.decode(entry) for entry in entries] for entries in sides)
         return cls(left, right)
 
-    def encode(self) -> dict[Side, list[list[Any]]] | None:
+    def encode(self) -> bytes | None:
         """The stored form (``None``: nothing buffered, the key's value is deleted)."""
         stored = {side: [b.encode() for b in items] for side, items in self.sides.items() if items}
-        return stored or None
+        return orjson.dumps(stored) if stored else None
 
 
 def _int(value: Any) -> bool:

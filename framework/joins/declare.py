@@ -18,6 +18,7 @@ from framework.joins.table_join import TableJoinFunction, TableJoinSpec
 from framework.time.durations import Duration, to_ms
 from framework.time.specs import EventTime, TimerSpec
 from statestore import StoreSpec
+from statestore.codec import RawBytes
 
 if TYPE_CHECKING:
     from framework.app import App
@@ -73,7 +74,7 @@ def declare_interval_join(  # noqa: PLR0917 - App.interval_join's arguments
         join = name or function.__name__
         _new_join(app, join)
         spec = IntervalJoinSpec(join, left, right, *window, how, function, *types, *times)
-        StoreSpec(spec.store, None)  # (a name a store may have: ValueError otherwise)
+        StoreSpec(spec.store, RawBytes)  # (a name a store may have: ValueError otherwise)
         stores = (spec.store, spec.timer_store)
         app.interval_joins[join] = spec
         app.timers[spec.timer_store] = TimerSpec(spec.timer_store, JoinExpiry(spec), stores)

@@ -4,6 +4,7 @@ the two inputs and after a restart, buffers expired by key time, late records.""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from framework.testing import TestDriver
@@ -121,8 +122,9 @@ def test_buffers_are_expired_by_the_keys_time() -> None:
         at = 1_000 + 50 * n
         send(driver, [(topic, b"k0", at, n)])
         driver.advance_time(at)  # (the other partitions' time: nothing waits for them)
-        buffered = driver.state(STORE, b"k0")
-        assert buffered is not None
+        stored = driver.state(STORE, b"k0")
+        assert stored is not None
+        buffered = orjson.loads(stored)
         assert len(buffered.get("l", [])) + len(buffered.get("r", [])) <= 4
     driver.advance_time(1_000_000)
     assert driver.state(STORE, b"k0") is None

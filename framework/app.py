@@ -243,8 +243,8 @@ class App:
     ) -> Callable[[J], J]:
         """Join inputs ``left`` and ``right`` by key within an interval: the decorated
         ``function(left_record, right_record)`` is called once for each left record at ``t``
-        and right record at ``s`` with ``t - before <= s <= t + after``, when the second of
-        the two is applied (in the canonical order). ``how="left"`` (``"outer"``): a left
+        and right record at ``s`` (neither late) with ``t - before <= s <= t + after``, when
+        the second is applied (in the canonical order). ``how="left"`` (``"outer"``): a left
         (or right) record that matched nothing is passed with ``None`` for the other once
         the key's time (records or ticks) is past ``t + after + grace`` (a right one's: ``s +
         before + grace``). A record more than ``grace`` behind the key's time is late (a

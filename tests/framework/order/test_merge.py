@@ -177,7 +177,7 @@ class _LeastSafeHead(MergeBuffer[None]):
     """The design note's rule as written: the least *safe* head, even past a lesser one that
     waits."""
 
-    def release(self) -> list[Item[None]]:
+    def release(self, most: int | None = None) -> list[Item[None]]:
         bounds = self._bounds()
         released: list[Item[None]] = []
         while True:

@@ -40,7 +40,8 @@ def order_marks(database: ProcessorDatabase) -> dict[Position, int]:
         database.backend,
         ORDER_SCOPE,
         f"the state of processor {database.identity.processor}",
-        "restore the processor's state from a snapshot, or rebuild it "
+        "stop the processor and move its state directory away: started on none, it restores "
+        "its newest snapshot and reads on from there; or rebuild the state "
         "(`splitstate backfill MODULE:APP --replace`).",
     )
 

@@ -5,9 +5,10 @@ partition's end is where it may be applied to now (T1, the group's committed off
 catches up; exactly F once released; an ancestor's or a deleted partition's bound), and every
 record it reads below its end goes into a ``framework.order.MergeBuffer`` (records read past
 it wait in the catch-up's ``ReadAhead``). What the buffer releases is applied, in each key's
-canonical order, as the old owner applied it: the old owner's committed offsets are a prefix of
-every key's canonical order, so a partition read up to its end blocks nothing, and a key's
-record is released only once every record that precedes it in that prefix was.
+canonical order, as the old owner applied it (but for a growth child whose base is not known
+here: below): the old owner's committed offsets are a prefix of every key's canonical order,
+so a partition read up to its end blocks nothing, and a key's record is released only once
+every record that precedes it in that prefix was.
 
 - **Marks** are a partition's fact: every record read counts (not only the gained keys'), a
   tick's floor too (a forced tick the old owner wrote is a tick in the log, read like any).
@@ -25,7 +26,18 @@ record is released only once every record that precedes it in that prefix was.
   marker): the one stored with their start in ``mark_scope``, or kept in the state
   (``growth-base``, a Spark build's), else the parent's, which the catch-up reads up to the
   marker (its bound): a parent read from past the marker is read from its life's start
-  instead, so its mark there is known.
+  instead, so its mark there is known. A child whose parent is not read here up to a
+  recorded marker starts from no mark (a warning says so): its keys' order may differ.
+- **Shrink survivors** read from before their hold are linked to their deleted partitions
+  (``framework.runtime.survivors``, as the live loop's): S2 reads each deleted partition up to
+  its drain marker (its bound), where it is closed, and from the hold on the survivor's marks
+  are at least each one's final mark and its items have the shrink's lineage rank (one whose
+  progress is at its bound with no mark stored is read again from its life's start).
+- **Crash suspects**: ``step`` releases at most the step's ``max_records`` records that
+  apply here (one while records that killed the receiver are suspect), so a death counts
+  against that record alone and only it is skipped, as the old owner's one record per batch.
+- **Stored marks** are read back checked (``framework.stored_marks``): one that is not a mark
+  is refused naming the catch-up's scope and the fix.
 """
 
 from __future__ import annotations

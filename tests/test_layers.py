@@ -52,6 +52,7 @@ FRAMEWORK_LAYERS: tuple[tuple[str, ...], ...] = (
         "framework.routes",
         "framework.producer",
         "framework.input_times",
+        "framework.stored_marks",
         "framework.testing",
     ),
     ("framework.bootstrap",),

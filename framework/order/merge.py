@@ -195,7 +195,7 @@ class MergeBuffer(MergeRelease[T]):
         else:
             part.errands.add(offset)
         if len(fifo) == 1 and part.based:
-            heapq.heappush(self._heads[part.input], (item.mark, part.rank, part.ident, part))
+            heapq.heappush(self._heads[part.input], part.head())
         if raised or (end is not None and offset + 1 >= end):  # R moved
             self._push_reach(part)
             if raised:
@@ -254,7 +254,12 @@ class MergeBuffer(MergeRelease[T]):
                 self._unlink(survivor, part, part.mark)
 
     def merging(
-        self, survivor: Position, hold: int, deleted: Sequence[Position], floor: int = NO_FLOOR
+        self,
+        survivor: Position,
+        hold: int,
+        deleted: Sequence[Position],
+        floor: int = NO_FLOOR,
+        rank: int | None = None,
     ) -> None:
         """``survivor`` takes the keys of the shrink's ``deleted`` partitions from offset
         ``hold`` on (not read past it yet): its marks from there on are at least ``floor``
@@ -262,9 +267,11 @@ class MergeBuffer(MergeRelease[T]):
         of each of ``deleted`` (assigned here), its mark when it is ``close``-d. Until each
         is closed the survivor's items from ``hold`` on wait unadded (their marks are not
         known) and its ``R`` there is at least their marks now; one ``forget``-ten gives
-        nothing (its final mark is not known here)."""
+        nothing (its final mark is not known here). ``rank``: its lineage rank from ``hold``
+        on (the shrink's step, above the deleted partitions': a key's item there comes after
+        its items of the same mark in them; ``None``: its rank as assigned)."""
         part = self._part(survivor)
-        link(part, hold, [self._part(position) for position in deleted], floor)
+        link(part, hold, [self._part(position) for position in deleted], floor, rank)
         self._push_reach(part)
         if not part.sources:
             self._resolve(part)

@@ -69,6 +69,7 @@ class PartitionRead(Generic[T]):
         "fifo",
         "floor",
         "hold",
+        "hold_rank",
         "ident",
         "input",
         "lineage",
@@ -112,6 +113,8 @@ class PartitionRead(Generic[T]):
         #: ``hold`` on its marks are at least ``floor`` and each source's final mark
         self.hold: int | None = None
         self.floor = NO_FLOOR
+        #: a survivor's lineage rank from ``hold`` on (its items' there: the shrink's step)
+        self.hold_rank = rank
         self.sources: list[PartitionRead[T]] = []
         #: a deleted partition's survivors waiting for its final mark
         self.survivors: list[PartitionRead[T]] = []
@@ -189,8 +192,10 @@ class PartitionRead(Generic[T]):
         return bool(held)
 
     def head(self) -> tuple[int, int, int, PartitionRead[T]]:
-        """Its FIFO's head as a heap entry: ``(mark, rank, ident, partition)``."""
-        return self.fifo[0].mark, self.rank, self.ident, self
+        """Its FIFO's head as a heap entry: ``(mark, rank, ident, partition)`` (the head's
+        rank: a survivor's items from its hold on have the shrink's)."""
+        head = self.fifo[0]
+        return head.mark, head.rank, self.ident, self
 
 
 def check_assign(
@@ -227,7 +232,7 @@ def least_waited_for(parts: Iterable[PartitionRead[T]]) -> tuple[Item[T], int] |
             continue  # (it waits for its base, not for ticks)
         item = part.first_wanted()
         if item is not None:
-            order = (item.mark, part.input, part.rank, part.ident)
+            order = (item.mark, part.input, item.rank, part.ident)
             if least is None or order < least[0]:
                 least = (order, item)
     return None if least is None else (least[1], least[0][1])

@@ -51,12 +51,13 @@ class MergeRelease(Generic[T]):
         #: the items read and not released that a reader waits for (``add``'s ``wanted``)
         self._wanted = 0
 
-    def release(self) -> list[Item[T]]:
-        """The items the rule lets go, in its order: the least head while it is safe."""
+    def release(self, most: int | None = None) -> list[Item[T]]:
+        """The items the rule lets go, in its order: the least head while it is safe (at most
+        ``most``; the rest stay, released by a later call)."""
         bounds = self._bounds()
         heads = self._heads
         released: list[Item[T]] = []
-        while True:
+        while most is None or len(released) < most:
             best = self._least()
             if best < 0:
                 return released
@@ -76,6 +77,7 @@ class MergeRelease(Generic[T]):
                 heapq.heapreplace(heap, part.head())
             else:
                 heapq.heappop(heap)
+        return released
 
     def applied_positions(self) -> dict[Position, int]:
         """Per partition, the offset after its last released item (past what was read after

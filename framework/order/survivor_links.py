@@ -27,12 +27,17 @@ T = TypeVar("T")
 
 
 def link(
-    part: PartitionRead[T], hold: int, sources: Sequence[PartitionRead[T]], floor: int
+    part: PartitionRead[T],
+    hold: int,
+    sources: Sequence[PartitionRead[T]],
+    floor: int,
+    rank: int | None = None,
 ) -> None:
     """Link survivor ``part`` (not read past ``hold``) to the deleted ``sources``, its marks
-    from ``hold`` on at least ``floor`` too. One read past a hold still linked keeps that
-    link (its items from there on wait in its stash: none read later may overtake them); a
-    later hold is not linked then."""
+    from ``hold`` on at least ``floor`` too, its lineage rank from there on ``rank`` (the
+    shrink's step: above the deleted partitions'; ``None``: its own). One read past a hold
+    still linked keeps that link (its items from there on wait in its stash: none read later
+    may overtake them); a later hold is not linked then."""
     if part.hold is not None and part.read_to > part.hold:
         return
     if part.read_to > hold:
@@ -41,6 +46,7 @@ def link(
             "Fix: link a survivor before reading it past its hold."
         )
     part.hold, part.floor = hold, max(part.floor, floor)
+    part.hold_rank = part.rank if rank is None else max(part.rank, rank)
     for source in sources:
         if source.closed:
             part.floor = max(part.floor, source.mark)
@@ -82,7 +88,7 @@ def stash_or_raise(
         part.stash.append(item)
         part.read_to = offset + 1
         return True
-    part.mark, part.hold = max(part.mark, part.floor), None
+    part.mark, part.hold, part.rank = max(part.mark, part.floor), None, part.hold_rank
     return False
 
 
@@ -93,7 +99,7 @@ def resolve(part: PartitionRead[T]) -> deque[Stashed[T]] | None:
     hold = part.hold
     if hold is None or part.read_to < hold:
         return None
-    part.mark, part.hold = max(part.mark, part.floor), None
+    part.mark, part.hold, part.rank = max(part.mark, part.floor), None, part.hold_rank
     if not part.fifo and not part.stash:
         part.applied_mark = max(part.applied_mark, part.mark)  # (committed past the hold)
     stash, part.stash = part.stash, deque()
@@ -101,8 +107,9 @@ def resolve(part: PartitionRead[T]) -> deque[Stashed[T]] | None:
 
 
 def stashed_items(part: PartitionRead[T]) -> list[Item[T]]:
-    """The items ``part`` read and did not add (their marks not known: its mark now)."""
+    """The items ``part`` read and did not add (their marks not known: its mark now; their
+    rank: the one from its hold on)."""
     return [
-        Item(part.position, offset, key, time, part.mark, part.input, part.rank, payload)
+        Item(part.position, offset, key, time, part.mark, part.input, part.hold_rank, payload)
         for offset, key, time, payload, _ in part.stash
     ]

@@ -271,7 +271,7 @@ class BatchLoop:
         runner, pipeline = self._runner_and_pipeline()
         consumer = self._clients.consumer
         try:
-            messages = consumer.consume(runner.max_records(), max(wait, 0.01))
+            messages = consumer.consume(most := runner.max_records(), max(wait, 0.01))
         except OffsetResetError as error:
             raise ProcessorStoppedError(
                 f"processor {self.processor} cannot read on: retention deleted records it had "
@@ -283,7 +283,7 @@ class BatchLoop:
             ) from None
         self._first_reads.read(messages)
         if runner.ordering is not None:  # several inputs: what the merge releases, in order
-            messages = runner.ordering.take(runner.admit(messages), self._reading.owned)
+            messages = runner.ordering.take(runner.admit(messages), self._reading.owned, most)
         if not messages:
             self.drain()  # the input is idle: nothing waits behind the batches in flight
             self._pass_over()

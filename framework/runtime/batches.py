@@ -43,9 +43,10 @@ from framework.processing import (
 from framework.runtime.assignment import Assignment
 from framework.runtime.crashes import CrashGuard
 from framework.runtime.delivery import BatchWriter
+from framework.runtime.forced_ticks import write_forced_ticks
 from framework.runtime.growth_bases import GrowthBases
 from framework.runtime.keys_of_mine import keys_of_mine
-from framework.runtime.ordering import input_order_of, write_forced_ticks
+from framework.runtime.ordering import input_order_of
 from framework.runtime.record_limits import RecordLimits
 from framework.runtime.recovery import committable
 from framework.runtime.tick_guard import guarded_tick, lone_ticks

@@ -305,7 +305,7 @@ class CatchUp:
         moved.update(passed)
         write = progress_writer(self.scope, moved)
         if self._order is not None:  # (applied: what it releases; committed: what it applied)
-            taken, write = self._order.step(passed, moved)
+            taken, write = self._order.step(passed, moved, max_records)
         if moved or taken:
             database, records, guard = self._database, self._records, self._guard
             self.applied += apply_taken(

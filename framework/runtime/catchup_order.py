@@ -5,9 +5,10 @@ partition's end is where it may be applied to now (T1, the group's committed off
 catches up; exactly F once released; an ancestor's or a deleted partition's bound), and every
 record it reads below its end goes into a ``framework.order.MergeBuffer`` (records read past
 it wait in the catch-up's ``ReadAhead``). What the buffer releases is applied, in each key's
-canonical order, as the old owner applied it: the old owner's committed offsets are a prefix of
-every key's canonical order, so a partition read up to its end blocks nothing, and a key's
-record is released only once every record that precedes it in that prefix was.
+canonical order, as the old owner applied it (but for a growth child whose base is not known
+here: below): the old owner's committed offsets are a prefix of every key's canonical order,
+so a partition read up to its end blocks nothing, and a key's record is released only once
+every record that precedes it in that prefix was.
 
 - **Marks** are a partition's fact: every record read counts (not only the gained keys'), a
   tick's floor too (a forced tick the old owner wrote is a tick in the log, read like any).
@@ -25,7 +26,18 @@ record is released only once every record that precedes it in that prefix was.
   marker): the one stored with their start in ``mark_scope``, or kept in the state
   (``growth-base``, a Spark build's), else the parent's, which the catch-up reads up to the
   marker (its bound): a parent read from past the marker is read from its life's start
-  instead, so its mark there is known.
+  instead, so its mark there is known. A child whose parent is not read here up to a
+  recorded marker starts from no mark (a warning says so): its keys' order may differ.
+- **Shrink survivors** read from before their hold are linked to their deleted partitions
+  (``framework.runtime.survivors``, as the live loop's): S2 reads each deleted partition up to
+  its drain marker (its bound), where it is closed, and from the hold on the survivor's marks
+  are at least each one's final mark and its items have the shrink's lineage rank (one whose
+  progress is at its bound with no mark stored is read again from its life's start).
+- **Crash suspects**: ``step`` releases at most the step's ``max_records`` records that
+  apply here (one while records that killed the receiver are suspect), so a death counts
+  against that record alone and only it is skipped, as the old owner's one record per batch.
+- **Stored marks** are read back checked (``framework.stored_marks``): one that is not a mark
+  is refused naming the catch-up's scope and the fix.
 """
 
 from __future__ import annotations
@@ -39,7 +51,9 @@ from framework.input_times import GROWTH_BASE_SCOPE, GROWTH_LIFE_SCOPE, InputTim
 from framework.kafka import Message
 from framework.order import NO_FLOOR, MergeBuffer
 from framework.runtime.growth_bases import Life, life_of
+from framework.runtime.survivors import close_drained, link_survivors, merged_at
 from framework.snapshots.source_starts import mark_scope
+from framework.stored_marks import stored_marks
 from framework.time.ticks import is_tick_key
 from rebalance import Grow, TopicHistory
 from rebalance.positions import Position
@@ -83,6 +97,8 @@ class CatchUpOrder:
         self._next: dict[Position, int] = {}
         #: per partition, the progress and mark last committed
         self._given: dict[Position, tuple[int, int | None]] = {}
+        #: the deleted partitions closed in the merge (read past their drain markers)
+        self._closed: set[Position] = set()
 
     # -- where to read from -----------------------------------------------------------------
 
@@ -99,9 +115,16 @@ class CatchUpOrder:
         read = {topic for topic, _partition in progress}
         # (an input none of whose partitions is read here holds no gained key's record)
         self._buffer = MergeBuffer([topic for topic in self._app_inputs if topic in read])
-        marks = database.progress(self.mark_scope)
+        marks = stored_marks(
+            database.backend,
+            self.mark_scope,
+            f"the catch-up {self.scope} of processor {database.identity.processor}",
+            "abort the scale (`splitstate scale MODULE:APP --abort`) and scale again: the "
+            "next scale's catch-up keeps its progress and marks in scopes of its own.",
+        )
         kept = _kept_bases(database)
         reads = dict(progress)
+        sources = self._survivor_sources(progress)
         lives: dict[Position, Life] = {}
         bases: dict[Position, int] = {}
         # children first (a child's partition is above its parent's): one that needs its
@@ -113,7 +136,12 @@ class CatchUpOrder:
                 bases[position] = marks[position]
                 continue
             bound = (bounds or {}).get(position)
-            if bound is not None and at == progress[position] and at >= bound:
+            if (
+                bound is not None
+                and at == progress[position]
+                and at >= bound
+                and position not in sources  # (a survivor takes its final mark)
+            ):
                 bases[position] = NO_FLOOR  # (nothing to read: its marks hold nothing back)
                 continue
             history = self._topics[topic]
@@ -133,6 +161,8 @@ class CatchUpOrder:
             if at < progress[position]:
                 self.floors[position] = progress[position]
             self._assign(position, at, bases.get(position), lives.get(position), reads)
+        link_survivors(self._buffer, self._entries(), self._next, progress, marks)
+        self._close_drained()
         for position, at in self.floors.items():
             log.info(
                 "catch-up %s: %s[%d] is read from %d for its marks (not known at %d, where "
@@ -140,6 +170,26 @@ class CatchUpOrder:
                 self.scope, position[0], position[1], reads[position], at,
             )  # fmt: skip
         return reads
+
+    def _entries(self) -> dict[str, TopicEntry]:
+        """The read topics' histories as registry entries (``framework.runtime.survivors``)."""
+        read = {topic for topic, _partition in self._next}
+        return {topic: TopicEntry(self._topics[topic]) for topic in read}
+
+    def _survivor_sources(self, progress: Mapping[Position, int]) -> set[Position]:
+        """The deleted partitions of ``progress`` whose final marks a survivor of it read
+        from before its hold takes."""
+        sources: set[Position] = set()
+        for (topic, partition), at in progress.items():
+            found = merged_at(self._topics[topic], partition, at)
+            if found is not None:
+                sources.update((topic, deleted) for deleted, _needed in found[1])
+        return sources & set(progress)
+
+    def _close_drained(self) -> None:
+        """Close each deleted partition read past its drain marker: its survivors take its
+        final mark (``framework.runtime.survivors.close_drained``)."""
+        close_drained(self._buffer, self._entries(), self._next, self._closed)
 
     def _assign(
         self,
@@ -183,6 +233,8 @@ class CatchUpOrder:
         applies = applies and offset >= self.floors.get(position, 0)
         self._buffer.add(position, offset, key, event_time, (message, position, offset, applies))
         self._next[position] = offset + 1
+        if position[1] >= self._topics[topic].partitions and position not in self._closed:
+            self._close_drained()
 
     def passed(self, moved: Mapping[Position, int]) -> None:
         """The reader's positions moved past what is not a record (``moved``)."""
@@ -190,6 +242,7 @@ class CatchUpOrder:
             if offset > self._next[position]:
                 self._buffer.passed(position, offset)
                 self._next[position] = offset
+        self._close_drained()
 
     def ends(self, ends: Mapping[Position, int | None]) -> None:
         """Each partition may be applied up to its end now (T1, F, its bound; ``None``: not
@@ -203,13 +256,14 @@ class CatchUpOrder:
                 self._buffer.end(position, end)
 
     def step(
-        self, passed: Mapping[Position, int], moved: dict[Position, int]
+        self, passed: Mapping[Position, int], moved: dict[Position, int], most: int | None = None
     ) -> tuple[list[Taken], Callable[[StateBatch], None]]:
         """After a step's records were ``add``-ed (below the ``ends`` given before them): the
-        reader ``passed`` what is not a record; the records to apply, in order, and what
-        writes their progress (``commit``; ``moved`` becomes the progress written)."""
+        reader ``passed`` what is not a record; the records to apply (at most ``most`` that
+        apply here: ``release``), in order, and what writes their progress (``commit``;
+        ``moved`` becomes the progress written)."""
         self.passed(passed)
-        taken = self.release()
+        taken = self.release(most)
 
         def write(batch: StateBatch) -> None:
             moved.clear()
@@ -217,9 +271,21 @@ class CatchUpOrder:
 
         return taken, write
 
-    def release(self) -> list[Taken]:
-        """The records to apply now, in their keys' canonical order."""
-        return [item.payload for item in self._buffer.release()]
+    def release(self, most: int | None = None) -> list[Taken]:
+        """The records to apply now, in their keys' canonical order: at most ``most`` that
+        apply here (one while crash suspects remain, so a death names its record alone, as
+        the old owner's one record per batch does); the rest stay, released by a later call."""
+        if most is None:
+            return [item.payload for item in self._buffer.release()]
+        taken: list[Taken] = []
+        applying = 0
+        while applying < most:
+            released = [item.payload for item in self._buffer.release(most - applying)]
+            if not released:
+                break
+            taken += released
+            applying += sum(1 for *_, applies in released if applies)
+        return taken
 
     def waiting(self) -> bool:
         """Whether a record read waits (not released yet)."""

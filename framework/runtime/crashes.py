@@ -162,13 +162,17 @@ class CrashGuard:
             return
         if offsets is None:
             offsets = database.offsets()
-        for topic, partition, first, last, crashes, *tick in orjson.loads(raw)["ranges"]:
+        ranges = orjson.loads(raw)["ranges"]
+        for topic, partition, first, last, crashes, *tick in ranges:
             committed = offsets.get((topic, partition))
             start = first if committed is None else max(first, committed)
             if start <= last:
                 deaths = TickDeaths.read(tick[0]) if tick and start == first else None
-                # only a lone record's counts (a lone tick's: against its item, if watched)
-                counted = crashes + 1 if first == last and not tick else crashes
+                # only a lone record's counts, the batch's only one (a lone tick's: against
+                # its item, if watched): a record alone in its partition's range next to
+                # others' is not named by the death
+                alone = first == last and len(ranges) == 1
+                counted = crashes + 1 if alone and not tick else crashes
                 self.suspects[(topic, partition)] = Suspect(start, last, counted, deaths)
                 log.warning(
                     "processor %d: the previous run died while processing %s[%d] offsets "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from framework.kafka import (
     DeliveryError,
@@ -22,7 +23,10 @@ from framework.kafka import (
 from framework.runtime.ticking import Tick, produce_tick, write_ticks
 from framework.time.ticks import tick_headers
 
-__all__ = ["send_forced", "write_forced"]
+if TYPE_CHECKING:
+    from framework.runtime.ordering import InputOrder
+
+__all__ = ["send_forced", "write_forced", "write_forced_ticks"]
 
 log = logging.getLogger(__name__)
 
@@ -73,3 +77,14 @@ def write_forced(
             producer, ticks, app_id, report, left_out=left_out
         )
         write_ticks(producer, send, "forced ticks", transactional)
+
+
+def write_forced_ticks(
+    order: InputOrder | None, producer: KafkaProducer, ticks: list[Tick], *, transactional: bool
+) -> None:
+    """Write the forced ``ticks`` ``order`` decided for a batch (none without an order) and
+    wait for Kafka (``framework.runtime.forced_ticks.write_forced``); one left out is decided
+    again (``InputOrder.not_written``)."""
+    if order is not None and ticks:
+        app_id, left_out = order.app_id, order.not_written
+        write_forced(producer, ticks, app_id, transactional=transactional, left_out=left_out)

@@ -33,8 +33,9 @@ key's marks stay monotone across its lineage. Which processor reads ``c``, wheth
 
 The value depends only on ``p``'s log, its own base and the app's event-time rule, so every
 writer that read ``p`` from its start or a stored mark computes the same (a catch-up's
-receiver too: it hands its marks over at F, ``framework.runtime.catchup_order``); the
-control log keeps the first record of a life. A splitstate
+receiver too, when it reads ``p`` up to a recorded marker: it hands its marks over at F,
+``framework.runtime.catchup_order``; one that does not starts ``c`` from no mark, with a
+warning); the control log keeps the first record of a life. A splitstate
 before these records, or a run under ``input_order: arrival``, publishes none: a child whose
 parent such a run read past the marker waits until a ``growth_base`` record names its base.
 

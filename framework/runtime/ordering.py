@@ -24,14 +24,14 @@ then offset).
   the records it holds bound its ``R`` from above (they hold the other inputs back), and
   while its parent is read here and not past the marker, the parent's mark bounds its ``R``
   from below (a child its gate holds does not hold the other inputs back below it; read
-  apart from its parent it does until its gate opens). A shrink's deleted partition
-  read up to its drain marker (as the registry has it, checked at each ``take``, ``follow``
-  and ``rewind``) is ``close``-d: its last mark no longer holds the other inputs back (a
-  child's records held for its base still do). A
-  survivor assigned at or before its hold is linked to its deleted partitions
-  (``MergeBuffer.merging``): from the hold on its marks are at least the final mark of each,
-  read here (its mark when closed) or, drained and committed here before, stored with its
-  offset (the survivor's items wait unadded until they are known).
+  apart from its parent it does until its gate opens). A shrink's deleted partition read up
+  to its drain marker (as the registry has it, checked at each ``take``, ``follow`` and
+  ``rewind``) is ``close``-d: its last mark no longer holds the other inputs back (a child's
+  records held for its base still do). A survivor assigned at or before its hold is linked
+  to its deleted partitions (``MergeBuffer.merging``): from the hold on its marks are at
+  least the final mark of each, read here (its mark when closed) or, drained and committed
+  here before, stored with its offset (its items wait unadded until they are known), and
+  its rank is the shrink's (``TopicHistory.rank`` at the hold: above theirs).
 - **The bounded wait**: while something waits that is not a forced tick (a record, a marker,
   a tick of the time writer: ``MergeBuffer.wanted``) and the least such item stays blocked
   (``MergeBuffer.waited_for``: by the partitions whose mark is below what releases it and
@@ -55,12 +55,14 @@ then offset).
 
 A restored snapshot carries the marks (they are in the database it copies), and a backfill's
 Spark build stores them with the offsets it builds to (``framework.bootstrap.order_cut``); a
-catch-up applies its gained keys in the same order and hands its marks over at F
-(``framework.runtime.catchup_order``, ``completions.complete_offsets``). Not covered yet: a
-Spark build of an app that keeps time or whose inputs shrank is refused; a shrink survivor
-takes the final mark of a deleted partition only when this processor reads it or drained it
-before (another processor's is not published yet) (``docs/concepts/time.md``: "Several
-inputs"; the known faults are held by strict xfails in ``tests/framework/order``).
+catch-up applies its gained keys in the same order, hands its marks over at F
+(``framework.runtime.catchup_order``; a growth child whose parent it does not read up to the
+marker excepted). ``take`` releases at most a batch's records (one while crash suspects
+remain: a death names its record alone, as under ``arrival``). Not covered yet: a Spark
+build of an app that keeps time or whose inputs shrank is refused; a survivor takes a
+deleted partition's final mark only when this processor reads it or drained it before
+(``docs/concepts/time.md``: "Several inputs"; known faults: strict xfails in
+``tests/framework/order``). Marks are read back checked (``framework.stored_marks``).
 """
 
 from __future__ import annotations
@@ -74,18 +76,18 @@ from framework.app import App
 from framework.clock import Clock
 from framework.coordination.registry import TopicEntry
 from framework.input_times import ORDER_SCOPE, InputTimes, ordered
-from framework.kafka import KafkaProducer, Message
+from framework.kafka import Message
 from framework.order import NO_FLOOR, MergeBuffer
 from framework.runtime.errands import Errands
-from framework.runtime.forced_ticks import write_forced
 from framework.runtime.growth_bases import ChildBases, GrowthBases, MemoryBases
 from framework.runtime.survivors import close_drained, link_survivors, open_deleted
 from framework.runtime.ticking import Tick
+from framework.stored_marks import order_marks
 from framework.time.ticks import is_tick_key, is_tick_message, tick_key
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
 
-__all__ = ["ORDER_SCOPE", "InputOrder", "input_order_of", "ordered", "write_forced_ticks"]
+__all__ = ["ORDER_SCOPE", "InputOrder", "input_order_of", "ordered"]
 
 if TYPE_CHECKING:
     from framework.processing import RecordProcessor
@@ -163,7 +165,7 @@ class InputOrder:
             self._forget(position)
         added = [p for p in owned if p not in self._next and p[0] in self._topics]
         if added:
-            offsets, marks = self._database.offsets(), self._database.progress(ORDER_SCOPE)
+            offsets, marks = self._database.offsets(), order_marks(self._database)
             for position in sorted(added):
                 self._assign(position, offsets.get(position), marks.get(position))
             link_survivors(self._buffer, self._inputs(), self._next, offsets, marks)
@@ -179,11 +181,15 @@ class InputOrder:
     # -- records ----------------------------------------------------------------------------
 
     def take(
-        self, records: Iterable[Taken], owned: Iterable[Position] | None = None
+        self,
+        records: Iterable[Taken],
+        owned: Iterable[Position] | None = None,
+        most: int | None = None,
     ) -> list[Message]:
         """Add ``records`` (admitted, in each partition's offset order; given ``owned``, the
         partitions read now: ``follow`` first) and return what may be applied now, in the
-        order to apply it."""
+        order to apply it: at most ``most`` (a batch's; one while crash suspects remain, so a
+        death names its record alone), the rest released by a later ``take``."""
         if owned is not None:
             self.follow(owned)
         buffer, times, nexts = self._buffer, self._times, self._next
@@ -212,7 +218,7 @@ class InputOrder:
         self._bases.resolve()
         self._bases.publish_stored()
         self._close_drained()
-        released = [item.payload for item in buffer.release()]
+        released = [item.payload for item in buffer.release(most)]
         self._blockers(self._clock.monotonic())  # (a partition's wait starts as it blocks)
         return released
 
@@ -244,7 +250,7 @@ class InputOrder:
         offset with its stored mark (the records the buffer held too); returns where each
         partition is to be read from (a partition without a state offset and nothing read:
         left as it is)."""
-        offsets, marks = self._database.offsets(), self._database.progress(ORDER_SCOPE)
+        offsets, marks = self._database.offsets(), order_marks(self._database)
         starts: dict[Position, int] = {}
         positions = sorted(self._next)  # (a growth child after its parent: its lineage)
         for position in positions:
@@ -385,14 +391,3 @@ def input_order_of(
     return InputOrder(
         records.app, database, clock, steps=records.placement, inputs=inputs, bases=bases
     )
-
-
-def write_forced_ticks(
-    order: InputOrder | None, producer: KafkaProducer, ticks: list[Tick], *, transactional: bool
-) -> None:
-    """Write the forced ``ticks`` ``order`` decided for a batch (none without an order) and
-    wait for Kafka (``framework.runtime.forced_ticks.write_forced``); one left out is decided
-    again (``InputOrder.not_written``)."""
-    if order is not None and ticks:
-        app_id, left_out = order.app_id, order.not_written
-        write_forced(producer, ticks, app_id, transactional=transactional, left_out=left_out)

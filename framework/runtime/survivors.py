@@ -45,12 +45,13 @@ def link_survivors(
     shrink's survivor not read past its hold to the deleted partitions merging into it
     (``MergeBuffer.merging``): those read here give their final marks when closed; one not
     read here whose state offset (``offsets``) is past its drain marker gives its stored
-    mark there (``marks``); another's is not known here (not published)."""
+    mark there (``marks``); another's is not known here (not published). From its hold on
+    its items have the lineage rank there (``TopicHistory.rank``)."""
     for position in sorted(read):
         topic, partition = position
         entry = inputs.get(topic)
         found = None if entry is None else merged_at(entry.history, partition, read[position])
-        if found is None:
+        if entry is None or found is None:
             continue
         hold, needs = found
         here: list[Position] = []
@@ -62,7 +63,8 @@ def link_survivors(
                 here.append(source)
             elif needed is not None and stored is not None and stored >= needed:
                 floor = max(floor, NO_FLOOR if mark is None else mark)
-        buffer.merging(position, hold, here, floor)
+        rank = entry.history.rank(partition, hold)  # (the shrink's step: above theirs)
+        buffer.merging(position, hold, here, floor, rank)
 
 
 def open_deleted(

@@ -15,10 +15,11 @@ import logging
 from collections.abc import Collection, Mapping
 
 from framework.input_times import ORDER_SCOPE
+from framework.stored_marks import stored_marks
 from rebalance.positions import Position
 from statestore import ProcessorDatabase
 from statestore.backend import Backend
-from statestore.layout import META_STORE, OFFSET_PREFIX, offset_prefix, parse_offset_key
+from statestore.layout import META_STORE, OFFSET_PREFIX, parse_offset_key
 from statestore.meta import prefix_end
 
 __all__ = [
@@ -51,18 +52,24 @@ def source_mark_scope(scope: str, source: int) -> str:
     return mark_scope(source_scope(scope, source))
 
 
-def snapshot_marks(backend: Backend, starts: Mapping[Position, int]) -> dict[Position, int]:
+def snapshot_marks(
+    backend: Backend, starts: Mapping[Position, int], snapshot: str = "a snapshot"
+) -> dict[Position, int]:
     """The marks of the snapshot in ``backend`` (its ``order-mark``) at ``starts``: of each
-    partition whose start is the snapshot's state offset there (its mark is kept at it)."""
-
-    def scanned(prefix: bytes, scope: str | None) -> dict[Position, int]:
-        return {
-            parse_offset_key(key, scope): int(value)
-            for key, value in backend.scan(META_STORE, prefix, prefix_end(prefix))
-        }
-
-    offsets = scanned(OFFSET_PREFIX, None)
-    marks = scanned(offset_prefix(ORDER_SCOPE), ORDER_SCOPE)
+    partition whose start is the snapshot's state offset there (its mark is kept at it);
+    ``BadStoredMarkError`` naming ``snapshot`` (its id) when one is not a mark."""
+    offsets = {
+        parse_offset_key(key): int(value)
+        for key, value in backend.scan(META_STORE, OFFSET_PREFIX, prefix_end(OFFSET_PREFIX))
+    }
+    marks = stored_marks(
+        backend,
+        ORDER_SCOPE,
+        f"snapshot {snapshot}",
+        "abort the scale (`splitstate scale MODULE:APP --abort`), take a new snapshot of "
+        "the source processor (`splitstate snapshot take MODULE:APP --processor J`) and "
+        "scale again, or scale with `bootstrap: replay`.",
+    )
     return {
         position: marks[position]
         for position, start in starts.items()

@@ -326,7 +326,7 @@ class SnapshotTransfer:
         }
         backend = open_checkpoint(self.directory / f"from-{part.source}" / manifest.id)
         try:  # (a canonical app's marks there: its catch-up goes on from them)
-            marks = snapshot_marks(backend, starts)
+            marks = snapshot_marks(backend, starts, manifest.id)
         finally:
             backend.close()
         self._database.bulk_load(

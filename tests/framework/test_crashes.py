@@ -108,3 +108,18 @@ def test_with_a_limit_of_one_a_crash_amid_a_batch_skips_no_good_record() -> None
     last = CrashGuard(db, limit=1, processor=0, clock=CLOCK)
     assert last.crashes("t", 0, 5) == 1 == last.limit
     assert last.crashes("t", 0, 6) == 0
+
+
+def test_with_a_limit_of_one_a_crash_amid_lone_records_of_several_partitions_skips_none() -> None:
+    """A batch of one record of each of two partitions dies: each record is alone in its
+    partition's range, but the death names neither (it counts against nothing); each alone
+    in the next batches, only the one that kills is counted."""
+    db = database()
+    CrashGuard(db, limit=1, processor=0, clock=CLOCK).attempt({T0: [3, 3], T1: [7, 7]})
+    after = CrashGuard(db, limit=1, processor=0, clock=CLOCK)
+    assert after.careful({T0, T1})
+    assert after.crashes("t", 0, 3) == after.crashes("t", 1, 7) == 0
+    after.attempt({T1: [7, 7]})  # alone: it kills
+    last = CrashGuard(db, limit=1, processor=0, clock=CLOCK)
+    assert last.crashes("t", 1, 7) == 1 == last.limit
+    assert last.crashes("t", 0, 3) == 0

@@ -177,7 +177,7 @@ class _LeastSafeHead(MergeBuffer[None]):
     """The design note's rule as written: the least *safe* head, even past a lesser one that
     waits."""
 
-    def release(self) -> list[Item[None]]:
+    def release(self, most: int | None = None) -> list[Item[None]]:
         bounds = self._bounds()
         released: list[Item[None]] = []
         while True:
@@ -357,3 +357,26 @@ def test_waited_for_gives_the_least_wanted_item_and_floors_that_release_the_erra
     buffer.add(B0, 1, None, 11, "tick b", wanted=False)
     assert "k" in [item.payload for item in buffer.release()]
     assert buffer.wanted() == 0 and buffer.waited_for() is None
+
+
+def test_a_survivors_items_from_its_hold_take_the_shrinks_rank() -> None:
+    """a[1] (deleted, rank 1) merges into a[0] (assigned at 0 with rank 0) from its hold at 1:
+    a[0]'s item there has a[1]'s final mark (10) and the shrink's rank (2), so it goes after
+    a[1]'s item of the same mark, whichever partition was assigned first; a[0]'s item before
+    the hold keeps rank 0 (it goes first at its mark). ``release`` gives at most ``most``."""
+    buffer: MergeBuffer[str] = MergeBuffer(("a",))
+    buffer.assign(A0, 0, NO_FLOOR, 0)
+    buffer.assign(A1, 0, NO_FLOOR, 1)
+    buffer.merging(A0, 1, [A1], rank=2)
+    buffer.add(A0, 0, b"x", 10, "a0 own")
+    buffer.add(A0, 1, b"k", 5, "a0 past its hold")  # (waits: a[1]'s final mark unknown)
+    buffer.add(A1, 0, b"k", 10, "a1")
+    buffer.close(A1)
+    buffer.end(A0, 2)
+    buffer.end(A1, 1)
+    first = buffer.release(most=1)
+    assert [(item.payload, item.mark, item.rank) for item in first] == [("a0 own", 10, 0)]
+    assert [(item.payload, item.mark, item.rank) for item in buffer.release()] == [
+        ("a1", 10, 1),
+        ("a0 past its hold", 10, 2),
+    ]

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from framework import App, Record
 from framework.input_times import ORDER_SCOPE
 from framework.kafka import Message
@@ -71,26 +69,11 @@ def _caught_up() -> tuple[dict[Position, int], list[Message], dict[Position, int
     return owner_marks, applied, receiver.progress(mark_scope(SCOPE))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="catch-up shrink survivor not linked to its deleted partition: views[0]'s items "
-    "from its hold keep views[0]'s own marks (50), not views[1]'s final mark (100), so k's "
-    "view in views[0] is applied before its clicks (the old owner applied it after them)",
-)
 def test_a_catch_up_applies_a_survivors_keys_as_their_old_owner() -> None:
     _owner, applied, _marks = _caught_up()
     assert _of_k(applied)[b"k"] == CANONICAL[b"k"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="catch-up shrink survivor: its mark at F (55) is not the old owner's (100), and "
-    "complete() hands it over to the live order-mark, so the live loop goes on from F with "
-    "it: every key of views[0] (not only the shrink's moved keys) is ordered against marks "
-    "below the deleted partition's final mark until views[0]'s own times pass it",
-)
 def test_a_catch_up_hands_over_a_survivors_mark_as_its_old_owners() -> None:
     owner, _applied, marks = _caught_up()
     assert marks.get(V0) == owner[V0]
@@ -116,14 +99,6 @@ def _killed_by(poison: Position, offset: int) -> App:
     return app
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="catch-up with suspects: the merge releases the record that kills the receiver "
-    "(a[1]@0) with an innocent one of another partition (b[1]@0), each alone in its "
-    "partition's range, so CrashGuard counts every crash against both and skips both: "
-    "b[1]@0 is lost on the receiver (no dead letter: the old owner applied it)",
-)
 def test_a_catch_up_skips_only_the_record_that_kills_it(tmp_path: Path) -> None:
     """Gained key k has one record in each input at 100 ms (a[1]@0, b[1]@0; T1 = F = 1);
     a[1]@0 kills the receiver's function every time. Under ``arrival`` the guard isolates

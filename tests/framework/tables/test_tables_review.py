@@ -1,6 +1,6 @@
-"""Defects of tables found in review (issue 36 §2), each a strict xfail naming the defect:
-an as-of read or a table's stored versions that differ from what the docs promise, or from
-one path to another."""
+"""Defects of tables found in review (issue 36 §2): an as-of read or a table's stored
+versions that differ from what the docs promise, or from one path to another. Those fixed
+are regression tests here; those left are strict xfails naming the defect."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from framework import App, AppConfig, KeyTimers, Output, Record, Timer
 from framework.config import TopicConfig
 from framework.config_time import TimeConfig
 from framework.decoding import decoder
+from framework.input_times import InputTimes
+from framework.processing import StoredMessage
 from framework.tables import Versions, table_store
 from framework.tables.spec import TableSpec
 from framework.tables.view import KeyTable
@@ -44,13 +46,6 @@ def _field_time_app() -> App:
     return app
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tombstone time is the Kafka timestamp while values use their event_time field "
-    "(TableSpec.time_of): the tombstone jumps the key's table time and the partition's mark, so "
-    "a re-insert after it is dropped as older than the horizon (lost forever) and an order "
-    "between is applied before the re-insert",
-)
 def test_a_key_deleted_then_inserted_again_with_an_event_time_field_has_its_new_value() -> None:
     driver = TestDriver(_field_time_app())
     kafka = 1_700_000_000_000  # (producers' clocks: the Kafka timestamps)
@@ -61,6 +56,19 @@ def test_a_key_deleted_then_inserted_again_with_an_event_time_field_has_its_new_
     driver.advance_time(kafka + 10_000)
     assert driver.table("customers", b"c0") == {"valid_from": 300, "r": "b"}
     assert driver.output_values() == [{"n": 1, "customer": {"valid_from": 300, "r": "b"}}]
+
+
+def test_a_tombstone_adds_its_kafka_timestamp_to_the_mark_only_where_it_is_its_time() -> None:
+    """The mark every path computes (``InputTimes``: live, ``TestDriver``, catch-up, the
+    Spark build): a field-time table's tombstone adds none, a Kafka-time table's its own."""
+    kafka = 1_700_000_000_000
+    value = b'{"valid_from": 100, "r": "a"}'
+    fields = InputTimes(_field_time_app())
+    first = StoredMessage("customers", 0, 0, b"c0", value, kafka, [])
+    assert fields.of("customers", 0, 0, first) == 100
+    tombstone = StoredMessage("customers", 0, 1, b"c0", None, kafka + 1_000, [])
+    assert fields.of("customers", 0, 1, tombstone) is None
+    assert InputTimes(table_app()).of("customers", 0, 1, tombstone) == kafka + 1_000
 
 
 @pytest.mark.xfail(
@@ -87,21 +95,41 @@ def test_a_rebuild_from_a_compacted_table_topic_reads_what_the_live_run_read() -
     assert rebuilt.state("seen", b"c0") == live.state("seen", b"c0")
 
 
+def test_a_delete_of_a_key_never_seen_stores_nothing() -> None:
+    driver = TestDriver(table_app(history=100))
+    driver.send("customers", b"c9", None, timestamp=200)  # (a key never seen: deleted)
+    driver.send("orders", b"c1", b'{"n": 1}', timestamp=1_000_000)
+    driver.advance_time(10_000_000)
+    assert driver.state(table_store("customers"), b"c9") is None
+
+
+def test_a_deleted_key_leaves_no_record_once_its_next_record_passed_its_history() -> None:
+    driver = TestDriver(table_app(history=100))
+    driver.send("customers", b"c0", region("north"), timestamp=100)
+    driver.send("customers", b"c0", None, timestamp=200)
+    driver.send("orders", b"c1", b'{"n": 1}', timestamp=250)
+    driver.advance_time(1_000)
+    assert driver.state(table_store("customers"), b"c0") is not None  # (history: kept)
+    driver.send("customers", b"c0", None, timestamp=300)  # (horizon 200: the deletion's)
+    driver.send("orders", b"c1", b'{"n": 2}', timestamp=1_000_000)
+    driver.advance_time(10_000_000)
+    assert driver.state(table_store("customers"), b"c0") is None
+
+
 @pytest.mark.xfail(
     strict=True,
-    reason="unbounded growth: with history > 0 a deleted key keeps its record (the tombstone "
-    "version and table time) until a later table record of the same key prunes it, which "
-    "for a key deleted for good never comes; a compacted topic's every deleted key stays "
-    "in state forever (Versions._prune runs only on the key's own upserts)",
+    reason="left: a deleted key with history > 0 keeps one small record (its versions within "
+    "history, table time) until a later table record of the same key moves its horizon past "
+    "the deletion (Versions._prune runs on the key's own table records only); for a key "
+    "deleted for good that never comes. Purging it by time needs the key's time to pass "
+    "without a record of it: ticks reaching table keys, not built",
 )
 def test_a_deleted_key_leaves_no_record_once_its_history_passed() -> None:
     driver = TestDriver(table_app(history=100))
     driver.send("customers", b"c0", region("north"), timestamp=100)
     driver.send("customers", b"c0", None, timestamp=200)
-    driver.send("customers", b"c9", None, timestamp=200)  # (a key never seen: deleted)
     driver.send("orders", b"c1", b'{"n": 1}', timestamp=1_000_000)
     driver.advance_time(10_000_000)
-    assert driver.state(table_store("customers"), b"c9") is None
     assert driver.state(table_store("customers"), b"c0") is None
 
 
@@ -126,13 +154,6 @@ def _stream_field_time_app(keeps_time: bool) -> App:
     return app
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a stream record without its event time reads the table in a function of an app "
-    "keeping no time: KeyTable.get raises NoEventTimeError inside the function, a 'processor' "
-    "dead letter (with on_error: stop the processor stops, 'Fix the function'); the same record "
-    "in an app keeping time, or a table record, is a 'decode' dead letter",
-)
 def test_a_stream_record_without_event_time_is_a_decode_dead_letter_in_any_app() -> None:
     stages = []
     for keeps_time in (True, False):
@@ -143,11 +164,6 @@ def test_a_stream_record_without_event_time_is_a_decode_dead_letter_in_any_app()
     assert stages == [["decode"], ["decode"]]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Versions.decode accepts stored versions out of time order (or with a time above "
-    "the table time): reads bisect them and answer wrongly instead of DamagedTableError",
-)
 def test_stored_versions_out_of_order_are_refused_as_damaged() -> None:
     spec = TableSpec("customers", Customer, history=1_000)
     damaged = (
@@ -168,14 +184,6 @@ def _damaged_driver(stored: bytes) -> TestDriver:
     return driver
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="Versions.decode (versions.py:62) checks the table time `_ms(time)` outside its "
-    'try: a stored record whose "t" is no int raises a plain ValueError, which '
-    "Tables.upsert does not catch (only DamagedTableError): it escapes RecordProcessor.process "
-    "whatever on_error says, so the processor exits on that record at every restart",
-)
 def test_a_table_record_over_a_damaged_table_time_is_a_decode_dead_letter() -> None:
     driver = _damaged_driver(b'{"t": "x", "v": [[100, "{}"]]}')
     driver.send("customers", b"c0", region("north"), timestamp=100)
@@ -183,13 +191,6 @@ def test_a_table_record_over_a_damaged_table_time_is_a_decode_dead_letter() -> N
     assert [letter.stage for letter in driver.dead_letters] == ["decode"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a stream record whose key's stored table versions are damaged fails inside the "
-    "function (DamagedTableError out of KeyTable.get): a 'processor' dead letter with a "
-    "traceback, or with on_error: stop the processor stops asking to 'Fix the function'; a "
-    "table record of the same key is a 'decode' dead letter naming the stored record",
-)
 def test_a_stream_record_over_damaged_table_versions_is_a_decode_dead_letter() -> None:
     driver = _damaged_driver(b"not json")
     driver.send("orders", b"c0", b'{"n": 1}', timestamp=150)
@@ -214,30 +215,34 @@ def _timer_reader(history: int) -> App:
     return app
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docs/concepts/tables.md says get() raises in a timer's function (no record); with "
-    "history=0 it returns the newest version, and with history > 0 the ValueError it raises "
-    "(view.py:72) names no fix (use latest() or at(timer.time))",
-)
-@pytest.mark.parametrize("history", [0, 1_000])
-def test_get_in_a_timer_raises_naming_the_fix(history: int) -> None:
-    driver = TestDriver(_timer_reader(history), on_error="dead-letter")
+def test_get_in_a_timer_raises_naming_the_fix_with_history() -> None:
+    driver = TestDriver(_timer_reader(1_000), on_error="dead-letter")
     driver.send("customers", b"c0", region("north"), timestamp=100)
     driver.send("orders", b"c0", b'{"n": 1}', timestamp=150)
     driver.advance_time(1_000)
     (letter,) = driver.dead_letters
     assert letter.stage == "timer"
-    assert "latest()" in letter.reason and "at(" in letter.reason
+    assert "latest()" in letter.reason and "at(timer.time)" in letter.reason
+
+
+def test_get_in_a_timer_returns_the_newest_version_without_history() -> None:
+    driver = TestDriver(_timer_reader(0), on_error="dead-letter")
+    driver.send("customers", b"c0", region("north"), timestamp=100)
+    driver.send("orders", b"c0", b'{"n": 1}', timestamp=150)
+    driver.advance_time(1_000)
+    assert driver.dead_letters == []
+    assert driver.state("seen", b"c0") == "T:north,"
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="one table record with a garbled (far future) time: its key's table time jumps and "
-    "its later versions are dropped as older than the horizon, silently (Versions.upsert: no "
-    "dead letter, no count); and its partition's mark (a running max) puts every later table "
-    "record of the partition, of every key, after every stream record of a sane time, so no "
-    "order reads them (KIP-889 drops too, but nothing bounds an event time or tells of it)",
+    reason="left, documented (tables.md and time.md, 'Times from the future'): one table "
+    "record with a garbled (far future) time moves its key's table time, so the key's later "
+    "versions are dropped as older than the horizon, silently (as KIP-889 drops them), and "
+    "moves its partition's mark (a running max), so every later table record of the "
+    "partition is ordered after the stream records of sane times. It is the time model's "
+    "general property (a future event time closes a key's windows too): validate times in "
+    "event_time and dead-letter records too far ahead",
 )
 def test_a_garbled_future_table_time_does_not_hide_later_versions() -> None:
     driver = TestDriver(table_app(history=1_000), on_error="dead-letter")

@@ -20,10 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from framework.app_checks import check_app
 from framework.config import AppConfig, ConfigError
 from framework.errors import SplitstateError
+from framework.joins.declare import declare_interval_join, declare_table_join
+from framework.joins.interval import IntervalJoinSpec, JoinFunction, JoinType
+from framework.joins.table_join import TableJoinFunction, TableJoinSpec
 from framework.records import Output, Record
-from framework.tables.checks import check_tables
 from framework.tables.spec import TableSpec, TableUpsert
 from framework.time.aggregations import Aggregation
 from framework.time.durations import Duration, to_ms
@@ -40,6 +43,8 @@ __all__ = ["ANY_TOPIC", "App", "Handler", "ProcessorFunction", "TimerFunction"]
 
 ProcessorFunction = Callable[[Record[Any], Any], Output | Iterable[Output] | None]
 F = TypeVar("F", bound=ProcessorFunction)
+J = TypeVar("J", bound=JoinFunction)
+T = TypeVar("T", bound=TableJoinFunction)
 #: a timer store's function: ``(timer, state) -> outputs``
 TimerFunction = Callable[[Any, Any], Output | Iterable[Output] | None]
 
@@ -90,6 +95,9 @@ class App:
         self.ttls: dict[str, int | None] = {}
         #: input topics declared tables (``table``), by topic
         self.tables: dict[str, TableSpec] = {}
+        #: interval joins and table joins (``interval_join``, ``table_join``), by name
+        self.interval_joins: dict[str, IntervalJoinSpec] = {}
+        self.table_joins: dict[str, TableJoinSpec] = {}
 
     @property
     def config(self) -> AppConfig:
@@ -218,6 +226,56 @@ class App:
         self.handlers[topic] = Handler(topic, TableUpsert(spec), value_type, (), event_time)
         return spec
 
+    def interval_join(
+        self,
+        left: str,
+        right: str,
+        *,
+        before: Duration,
+        after: Duration = 0,
+        how: JoinType = "inner",
+        grace: Duration = 0,
+        name: str | None = None,
+        left_type: type[Any] | None = None,
+        right_type: type[Any] | None = None,
+        left_time: EventTime = None,
+        right_time: EventTime = None,
+    ) -> Callable[[J], J]:
+        """Join inputs ``left`` and ``right`` by key within an interval: the decorated
+        ``function(left_record, right_record)`` is called once for each left record at ``t``
+        and right record at ``s`` (neither late) with ``t - before <= s <= t + after``, when
+        the second is applied (in the canonical order). ``how="left"`` (``"outer"``): a left
+        (or right) record that matched nothing is passed with ``None`` for the other once
+        the key's time (records or ticks) is past ``t + after + grace`` (a right one's: ``s +
+        before + grace``). A record more than ``grace`` behind the key's time is late (a
+        dead letter). ``left_type``/``right_type`` and ``left_time``/``right_time``: each
+        side's ``value_type`` and ``event_time``, as for ``processor``. ``name``: the join's
+        (default: the function's). Needs ``time.input_order: canonical``; see
+        docs/concepts/joins.md."""
+        return declare_interval_join(
+            self,
+            left,
+            right,
+            before,
+            after,
+            how,
+            grace,
+            name,
+            (left_type, right_type),
+            (left_time, right_time),
+        )
+
+    def table_join(
+        self, left: str, right: str, *, how: JoinType = "inner", name: str | None = None
+    ) -> Callable[[T], T]:
+        """Join tables ``left`` and ``right`` (both ``table``) by key: the decorated
+        ``function(record, left_value, right_value)`` is called with the table record that
+        changed one of them and both newest values (``None``: none), ``inner``: when both
+        have a value after (or before) the change; ``left``: on the left's changes and the
+        right's while the left has one; ``outer``: on every change. See
+        docs/concepts/joins.md."""
+        return declare_table_join(self, left, right, how, name)
+
     @property
     def uses_time(self) -> bool:
         """Whether the app keeps time per key (a window or timer store, or a ttl)."""
@@ -290,11 +348,13 @@ class App:
 
     def store_specs(self) -> list[StoreSpec]:
         """Every store of the app's state: the declared ones, splitstate's own time stores
-        when it keeps time (``framework.time.key_clock``), and its tables' versions."""
+        when it keeps time (``framework.time.key_clock``), its tables' versions and its
+        interval joins' buffers."""
         own = [StoreSpec(TIME_STORE, RawBytes), StoreSpec(DUE_STORE, RawBytes)]
         own = own if self.uses_time else []
         tables = [StoreSpec(spec.store, RawBytes) for spec in self.tables.values()]
-        return [*self.stores.values(), *own, *tables]
+        joins = [StoreSpec(spec.store, RawBytes) for spec in self.interval_joins.values()]
+        return [*self.stores.values(), *own, *tables, *joins]
 
     def run(self, argv: Sequence[str] | None = None) -> None:
         """Run the app from its own script, as ``splitstate run FILE.py:APP`` would:
@@ -336,52 +396,4 @@ class App:
 
     def check(self) -> None:
         """Raise ``ConfigError`` when the config and the registered functions disagree."""
-        check_tables(self)
-        inputs = {t.topic for t in self.config.inputs}
-        missing = [] if ANY_TOPIC in self.handlers else sorted(inputs - set(self.handlers))
-        if missing:
-            raise ConfigError(
-                f"input topics without a processor function: {missing}. Fix: register one "
-                "with @app.processor(TOPIC) or remove the topic from `inputs`."
-            )
-        extra = sorted(set(self.handlers) - inputs - {ANY_TOPIC})
-        if extra:
-            raise ConfigError(
-                f"processor functions for topics that are not inputs: {extra}. Fix: add them "
-                "under `inputs` in the config."
-            )
-        usable = {*self.stores, *self.windows, *self.timers, *self.tables}
-        users = [(f"processor for {h.topic!r}", h.stores) for h in self.handlers.values()]
-        users += [(f"timer store {t.name!r}", t.stores) for t in self.timers.values()]
-        for who, names in users:
-            for name in names:
-                if name not in usable:
-                    raise ConfigError(
-                        f"{who} uses store {name!r}, which is not declared. Fix: "
-                        f"app.store({name!r}) (or windows_store / timer)."
-                    )
-        config = self.config
-        if (
-            config.bootstrap == "spark"
-            and config.time.input_order == "canonical"
-            and len(config.inputs) > 1
-            and self.uses_time
-        ):
-            raise ConfigError(
-                "bootstrap: spark cannot build an app that orders its inputs canonically "
-                "(time.input_order: canonical) and keeps time (windows, timers or a ttl) yet: "
-                "every joining processor's build would be refused. Fix: bootstrap: snapshot or "
-                "replay"
-            )
-        outputs = {t.topic for t in self.config.outputs}
-        for spec in self.windows.values():
-            if spec.to is None and len(outputs) != 1:
-                raise ConfigError(
-                    f"window store {spec.name!r} has no output topic and the app has "
-                    f"{len(outputs)}: {sorted(outputs)}. Fix: windows_store(..., to=TOPIC)."
-                )
-            if spec.to is not None and spec.to not in outputs:
-                raise ConfigError(
-                    f"window store {spec.name!r} emits to {spec.to!r}, which is not an output "
-                    "topic. Fix: add it under `outputs` in the config."
-                )
+        check_app(self)

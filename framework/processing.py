@@ -31,6 +31,7 @@ from framework.errors import (
 from framework.growth.compaction import compaction_refusal, has_compaction_header
 from framework.growth.markers import is_marker_record
 from framework.growth.placement_check import MarkerFinder, PlacementCheck, RegistryView
+from framework.joins import TableRecords
 from framework.kafka import KafkaIOError
 from framework.output_encoding import OutputEncoder
 from framework.records import (
@@ -45,7 +46,7 @@ from framework.records import (
     readable_headers,
 )
 from framework.routes import Route
-from framework.tables import Tables, UnreadableRecordError
+from framework.tables import UnreadableRecordError
 from framework.time.applying import TimeApplier
 from framework.time.running import TimedFunctions
 from framework.time.ticks import is_tick_record, read_tick
@@ -139,7 +140,10 @@ class RecordProcessor:
             if app.uses_time
             else None
         )
-        self._tables = Tables(app.tables)
+        self._table_records = TableRecords(
+            app.tables, app.table_joins, self._encode, self.stop_on_error
+        )
+        self._tables = self._table_records.tables
         self._routes: dict[str, Route] = {}
         for spec in app.config.inputs:
             handler = app.handler(spec.topic)
@@ -266,10 +270,12 @@ class RecordProcessor:
         except (ValidationError, ValueError, UnicodeDecodeError) as error:
             reason = describe_error(error)
             return [], self._dead(message, where, "decode", reason, restore)
-        if table is not None:  # a table's record: it upserts the key's value, nothing runs
+        if table is not None:  # a table's record: it upserts the key's value (and its joins)
             record = Record(topic, partition, offset, key, value, message=message)
-            refused = self._tables.upsert(batch, record, raw, stop=self.stop_on_error)
-            return [], None if refused is None else self._dead(message, where, *refused, restore)
+            outputs, refused = self._table_records.apply(batch, record, raw)
+            if refused is not None:
+                return [], self._dead(message, where, *refused, restore)
+            return ([] if restore else outputs), None
         if self._time is not None:
             function, names = route.function, route.names
             return self._time.record(batch, message, where, value, function, names, restore)
@@ -284,8 +290,7 @@ class RecordProcessor:
             state = {s.name: s.key(key) for s in stores}
         try:
             if route.tables:  # (its event time and the table data it reads: checked first)
-                times = route.event_time
-                state = self._tables.record_state(batch, record, route.names, state, times)
+                state = self._tables.views(batch, record, route.names, state, route.event_time)
             result = route.function(record, state)
             outputs = self._encode(result, key, where, route.function)
         except UnreadableRecordError as unreadable:

@@ -145,6 +145,11 @@ class Record(Generic[V]):
         return () if self._message is None else tuple(self._message.headers() or ())
 
     @property
+    def raw(self) -> bytes | None:
+        """The value as received (``None``: none, or a record not read from a message)."""
+        return None if self._message is None else self._message.value()
+
+    @property
     def key_text(self) -> str:
         """The key as UTF-8 text (undecodable bytes replaced)."""
         return self.key.decode("utf-8", errors="replace")

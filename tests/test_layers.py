@@ -37,7 +37,9 @@ FRAMEWORK_LAYERS: tuple[tuple[str, ...], ...] = (
         "framework.output_encoding",
         "framework.time",  # (its __init__ holds what apps declare, so it runs with the app's)
         "framework.tables",
+        "framework.joins",
         "framework.order",
+        "framework.app_checks",
         "framework.app",
     ),
     ("framework.loader", "framework.jvm"),

@@ -189,10 +189,11 @@ def check_orderable(app: App, entries: Mapping[str, TopicEntry] | None = None) -
     if app.uses_time:
         raise BootstrapError(
             f"app {app.config.app_id!r} orders its inputs canonically (time.input_order: "
-            "canonical) and keeps time (windows, timers or a ttl): a Spark build does not yet "
-            "apply its ticks in the canonical order, so it would build state the live loop "
-            "does not. Nothing was built. Fix: bootstrap: replay or snapshot for a scale; "
-            "for a backfill, let the processors replay the history instead."
+            "canonical) and keeps time (windows, timers, a ttl or an interval join): a Spark "
+            "build does not yet apply its ticks in the canonical order, so it would build "
+            "state the live loop does not. Nothing was built. Fix: bootstrap: replay or "
+            "snapshot for a scale; for a backfill, let the processors replay the history "
+            "instead."
         )
 
 

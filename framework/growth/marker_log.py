@@ -14,7 +14,15 @@ import orjson
 
 from framework.errors import SplitstateError
 from framework.growth.markers import MARKER_HEADER, marker_key
-from framework.kafka import DeliveryError, Isolation, Kafka, KafkaIOError, KafkaProducer, Message
+from framework.kafka import (
+    DeliveryError,
+    Isolation,
+    Kafka,
+    KafkaIOError,
+    KafkaProducer,
+    Message,
+    consume_ready,
+)
 from framework.records import readable_headers
 
 __all__ = ["MarkerWriteError", "find_marker", "is_compacted", "write_marker"]
@@ -122,7 +130,7 @@ def _scan(
     with kafka.consumer("splitstate-expand", isolation=isolation) as consumer:
         consumer.assign({position: start})
         while kafka.clock.monotonic() < deadline:
-            for message in consumer.consume(1000, 0.5):
+            for message in consume_ready(consumer, 1000, 0.5):
                 offset = message.offset()
                 if offset is not None and offset >= end:
                     return None

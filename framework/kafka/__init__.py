@@ -3,8 +3,8 @@
 ``Kafka`` (the interface, ``port``) makes consumers and producers, does topic admin (create,
 grow, describe, configs) and reads and appends the compacted logs splitstate coordinates
 through. ``Clients`` implements it with confluent-kafka for one cluster's client settings;
-nothing outside this package imports confluent-kafka. ``check_retention`` and
-``watermarks`` work through any port.
+nothing outside this package imports confluent-kafka. ``check_retention``, ``watermarks``
+and ``consume_ready`` work through any port.
 """
 
 from framework.kafka.clients import Clients
@@ -33,6 +33,7 @@ from framework.kafka.port import (
     TopicSpec,
     TransactionalProducer,
 )
+from framework.kafka.ready import consume_ready
 from framework.kafka.topics import COMPACTED, check_retention, compacts, watermarks
 
 __all__ = [
@@ -61,5 +62,6 @@ __all__ = [
     "UnknownPartitionError",
     "check_retention",
     "compacts",
+    "consume_ready",
     "watermarks",
 ]

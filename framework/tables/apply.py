@@ -92,7 +92,7 @@ class Tables:
             store.set(key, encoded)
         return None
 
-    def record_state(
+    def views(
         self,
         batch: StateBatch,
         record: Record[Any],
@@ -100,8 +100,9 @@ class Tables:
         states: Mapping[str, Any],
         event_time: Callable[[Record[Any]], int],
     ) -> Any:
-        """``state`` for ``record`` (of an app that keeps no time) read as of its event time
-        (``event_time``: its topic's rule), both checked before the function runs:
+        """What a function gets for ``record`` in an app that keeps no time (``state``,
+        with ``states`` its other views), its tables read as of the record's event time
+        (``event_time``: its topic's rule); both are checked before the function runs:
         ``UnreadableRecordError`` when it has none or a table's data of its key is damaged
         (what an event time function raises passes through: a failure of the app's code)."""
         try:

@@ -72,7 +72,8 @@ class TimedFunctions:
         self._event_times = {
             topic: event_time_of(handler.event_time) for topic, handler in app.handlers.items()
         }
-        self._stores = [*app.stores, TIME_STORE, DUE_STORE]
+        joins = [spec.store for spec in app.interval_joins.values()]
+        self._stores = [*app.stores, TIME_STORE, DUE_STORE, *joins]
         #: the processor functions ``@app.window`` registered, when firing what is due
         #: writes nothing to the batch (no timer function runs, no expired value is deleted:
         #: only windows close): ``_add`` applies their records

@@ -24,6 +24,7 @@ from rebalance import HandoffEvent, TopicHistory, bucket, key_hash
 from rebalance.control import ControlState, Handoff, handoff_record
 from rebalance.positions import Position
 from statestore import DatabaseIdentity, KeyState, ProcessorDatabase
+from tests.integration.harness import consume_ready
 
 
 def counting_app(kafka: str, topic: str, partitions: int, initial_processors: int) -> App:
@@ -134,7 +135,7 @@ class World:
         position, end = start, self.ends[partition]
         deadline = time.monotonic() + 30
         while position < end and time.monotonic() < deadline:
-            for message in consumer.consume(100, timeout=0.5):
+            for message in consume_ready(consumer, 100, 0.5):
                 if message.error() is not None:
                     continue
                 offset = message.offset()

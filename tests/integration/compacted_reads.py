@@ -9,7 +9,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from rebalance import bucket, key_hash
-from tests.integration.harness import unique
+from tests.integration.harness import consume_ready, unique
 
 #: a compacted topic whose log cleaner runs soon after each write
 FAST_COMPACTION = {
@@ -88,7 +88,7 @@ def read_topic(bootstrap: str, topic: str, partitions: int) -> list[Read]:
                 f"read_topic: {topic} stayed short of its log ends in 60 s: "
                 f"reached {reached}, ends {behind} (a transaction left open?)"
             )
-            for message in consumer.consume(5000, 0.5):
+            for message in consume_ready(consumer, 5000, 0.5):
                 if message.error() is None:
                     found.append(Read(message))
             for position in consumer.position([TopicPartition(topic, p) for p in ends]):

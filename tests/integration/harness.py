@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
 from framework.producer import SplitstateProducer
 
@@ -124,6 +124,16 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes | N
             producer.poll(0)
     assert producer.close(60) == 0
     return count
+
+
+def consume_ready(consumer: Consumer, most: int, timeout: float) -> list[Message]:
+    """Up to ``most`` messages, returned as soon as one is there: the first within ``timeout``,
+    then what the client already holds (``Consumer.consume`` waits out its whole timeout for a
+    batch of ``most`` to fill: 0.5 s at each read of a topic smaller than that)."""
+    first = consumer.poll(timeout)
+    if first is None:
+        return []
+    return [first, *consumer.consume(num_messages=most - 1, timeout=0)]
 
 
 class TopicReader:

@@ -28,7 +28,7 @@ from framework.kafka import Clients, DeliveryError, Message, watermarks
 from framework.loader import load_app
 from framework.producer import SplitstateProducer
 from rebalance import Grow, Shrink, bucket, key_hash
-from tests.integration.harness import splitstate, unique, write_config
+from tests.integration.harness import consume_ready, splitstate, unique, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -133,7 +133,7 @@ def records_of(bootstrap: str, topic: str, partition: int) -> list[Record]:
     deadline = time.monotonic() + 30
     while high > 0 and consumer.position([where])[0].offset < high:
         assert time.monotonic() < deadline, f"could not read {topic}[{partition}] to {high}"
-        for message in consumer.consume(num_messages=1000, timeout=0.5):
+        for message in consume_ready(consumer, 1000, 0.5):
             offset = message.offset()
             if message.error() is None and offset is not None:
                 headers: dict[str, bytes] = {}

@@ -22,7 +22,7 @@ from framework.runtime.loop import ProcessorRuntime, RuntimeStats
 from framework.testing import TestDriver
 from framework.time.ticks import TICK_HEADER
 from tests.integration.compacted_reads import Read, log_ends, read_topic
-from tests.integration.harness import create_app, produce, unique
+from tests.integration.harness import consume_ready, create_app, produce, unique
 from tests.integration.test_backfill import state_of
 
 APP = "tests.integration.apps.sessions:app"
@@ -189,7 +189,7 @@ def everything_written(
         deadline = time.monotonic() + 30
         while any(reached[p] < end for p, end in ends.items()):
             assert time.monotonic() < deadline, f"{topic}: read {reached} of {ends} in 30 s"
-            for message in consumer.consume(1000, 0.5):
+            for message in consume_ready(consumer, 1000, 0.5):
                 if message.error() is None:
                     headers = message.headers() or []
                     assert isinstance(headers, list)

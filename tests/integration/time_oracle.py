@@ -19,7 +19,7 @@ from framework.growth.markers import is_marker_record
 from framework.testing import TestDriver
 from framework.time.ticks import TickRead, is_tick, read_tick
 from rebalance import TopicHistory, key_hash
-from tests.integration.harness import unique
+from tests.integration.harness import consume_ready, unique
 
 __all__ = ["InputRecord", "Oracle", "read_back", "replay"]
 
@@ -59,7 +59,7 @@ def read_back(
         found: list[InputRecord] = []
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for message in consumer.consume(num_messages=5000, timeout=0.5):
+            for message in consume_ready(consumer, 5000, 0.5):
                 partition, offset = message.partition(), message.offset()
                 if message.error() is None and partition is not None and offset is not None:
                     headers = tuple(

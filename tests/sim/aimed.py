@@ -46,11 +46,12 @@ from __future__ import annotations
 import json
 
 from framework.coordination.registry import REGISTRY_TOPIC, TopicRegistry
+from tests.sim.adversary import control_fact
 from tests.sim.app import INPUT
 from tests.sim.broker import StoredRecord
 from tests.sim.operators import start_racer
 from tests.sim.plan import COMPACTED_GROWTH, SHRINK_DRAWS, Operation, shrink_target
-from tests.sim.world import World, control_fact
+from tests.sim.world import World
 
 __all__ = ["aim_at_protocol_windows"]
 

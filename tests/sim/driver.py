@@ -24,6 +24,13 @@ from unittest import mock
 
 from framework.coordination.registry import TopicRegistry
 from framework.kafka import KafkaIOError
+from tests.sim.adversary import (
+    compact,
+    delete_processed,
+    kill_at_protocol_steps,
+    kill_due,
+    watch_counts,
+)
 from tests.sim.aimed import aim_at_protocol_windows
 from tests.sim.aimed_changes import aim_at_changes
 from tests.sim.app import INPUT
@@ -138,8 +145,8 @@ def _run(plan: Plan, root: Path, aim: Callable[[World], None] | None) -> Outcome
         start_operator(world, plan.operations)
         if plan.rival:
             start_operator(world, rival_operations(plan), name="rival")
-        world.kill_at_protocol_steps()
-        world.watch_counts()
+        kill_at_protocol_steps(world)
+        watch_counts(world)
         aim_at_protocol_windows(world)
         aim_at_changes(world)
         twin = Twin(world)
@@ -219,16 +226,16 @@ def _chaos(world: World, plan: Plan, twin: Twin, junk: Junk) -> None:
         if plan.days_later and step == plan.chaos_steps // 2 and world.events.jumped_at is None:
             world.jump_days()  # unless aimed at a producer already (``tests/sim/aimed.py``)
         if world.kills_due or world.kills_now:
-            world.kill_due()
+            kill_due(world)
         if plan.kill_rate and rng.random() < plan.kill_rate:
             if plan.max_kills is not None and kills >= plan.max_kills:
                 continue
             kills += 1
             _kill_someone(world, plan)
         if plan.compact_rate and rng.random() < plan.compact_rate:
-            world.compact()
+            compact(world)
         if plan.retention_rate and rng.random() < plan.retention_rate:
-            world.delete_processed()
+            delete_processed(world)
         if plan.outage_rate and rng.random() < plan.outage_rate:
             world.chaos.outage(rng.uniform(1.0, 6.0))
 

@@ -5,6 +5,7 @@ run, so a seed replays exactly) by re-executing itself when it is not ``0``.
 
     python -m tests.sim.runner --first 0 --count 500   # schedules 0..499; exit 1 on a failure
     python -m tests.sim.runner --seed 42 --verbose     # replay one schedule, show what happened
+    python -m tests.sim.runner --kept                  # every kept plan, each under a header
 """
 
 from __future__ import annotations
@@ -15,11 +16,15 @@ import sys
 import time
 
 from tests.sim.driver import Outcome, run_schedule, shrink
-from tests.sim.plan import draw_plan
+from tests.sim.plan import Plan, draw_plan
 from tests.sim.regressions import REGRESSIONS
 from tests.sim.time_regressions import TIME_REGRESSIONS
 
-__all__ = ["main", "run_seeds"]
+__all__ = ["KEPT_HEADER", "main", "run_seeds"]
+
+#: How ``--kept`` heads each kept plan's report: this, its name, ``: ``, then ``ok`` or
+#: ``FAILED`` (tests/sim/test_simulation.py splits the output by these lines).
+KEPT_HEADER = "=== kept plan "
 
 
 def run_seeds(
@@ -52,6 +57,19 @@ def _failure(outcome: Outcome, small: Outcome) -> str:
     )
 
 
+def _run_kept(kept: dict[str, Plan]) -> int:
+    """Run every kept plan in this one process (a schedule does not depend on the ones run
+    before it: seeds replay alike alone or in a run of many); 1 when any failed."""
+    failed = 0
+    for name in sorted(kept):
+        outcome = run_schedule(kept[name])
+        failed += not outcome.ok
+        verdict = "ok" if outcome.ok else "FAILED"
+        print(f"{KEPT_HEADER}{name}: {verdict}", flush=True)
+        print(outcome.report(), flush=True)
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the schedules the arguments name; 0 when every one holds its invariants."""
     if os.environ.get("PYTHONHASHSEED") != "0":
@@ -63,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=1, help="how many seeds")
     parser.add_argument("--seed", type=int, help="one seed (replay)")
     parser.add_argument("--regression", help="one kept plan of tests/sim/*regressions.py")
+    parser.add_argument("--kept", action="store_true", help="every kept plan, one by one")
     parser.add_argument("--verbose", action="store_true", help="report every schedule")
     parser.add_argument("--no-shrink", action="store_true", help="report failures as they are")
     parser.add_argument("--stop-first", action="store_true", help="stop at the first failure")
@@ -74,10 +93,13 @@ def main(argv: list[str] | None = None) -> int:
         skipped = {int(seed) for seed in args.skip.split(",") if seed.strip()}
         seeds = [s for s in range(args.first, args.first + args.count) if s not in skipped]
     started = time.monotonic()
+    kept = {**REGRESSIONS, **TIME_REGRESSIONS}
     if args.regression is not None:
-        outcome = run_schedule({**REGRESSIONS, **TIME_REGRESSIONS}[args.regression])
+        outcome = run_schedule(kept[args.regression])
         print(outcome.report(), flush=True)
         return 0 if outcome.ok else 1
+    if args.kept:
+        return _run_kept(kept)
     if args.verbose:
         failed = 0
         for seed in seeds:

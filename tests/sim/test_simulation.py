@@ -9,6 +9,7 @@ the shrinker found, and the command that replays it: ``pytest tests/sim -k repla
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.sim.regressions import REGRESSIONS
+from tests.sim.runner import KEPT_HEADER
 from tests.sim.time_regressions import TIME_REGRESSIONS, UNFIXED
 
 SEEDS = int(os.environ.get("SIM_SEEDS", "1000"))
@@ -52,9 +54,41 @@ def test_seeded_schedules_hold_every_invariant() -> None:
     _finish(runs)
 
 
+_KEPT = re.compile(
+    rf"^{re.escape(KEPT_HEADER)}(?P<name>\S+): (?P<verdict>ok|FAILED)$", re.MULTILINE
+)
+
+
+@pytest.fixture(scope="module")
+def kept_runs() -> dict[str, tuple[str, str]]:
+    """Every kept plan's verdict and report, from one runner process (``--kept``: a process
+    per plan cost more in start-up than the plans take)."""
+    run = _runner("--kept")
+    output = run.communicate(timeout=1500)[0]
+    headers = list(_KEPT.finditer(output))
+    runs: dict[str, tuple[str, str]] = {}
+    for header, after in zip(headers, [*headers[1:], None], strict=True):
+        report = output[header.end() : after.start() if after else len(output)].strip("\n")
+        runs[header["name"]] = (header["verdict"], report)
+    runs["(runner)"] = (f"exit {run.returncode}", output[-20_000:])
+    return runs
+
+
+def _check_kept(runs: dict[str, tuple[str, str]], name: str) -> None:
+    if name not in runs:
+        verdict, output = runs["(runner)"]
+        pytest.fail(f"no result for kept plan {name} (runner {verdict}):\n{output}", pytrace=False)
+    verdict, report = runs[name]
+    print(report)
+    if verdict != "ok":
+        pytest.fail(report[-20_000:], pytrace=False)
+
+
 @pytest.mark.parametrize("name", sorted(REGRESSIONS))
-def test_kept_schedules_that_once_found_a_defect(name: str) -> None:
-    _finish([_runner("--regression", name)])
+def test_kept_schedules_that_once_found_a_defect(
+    kept_runs: dict[str, tuple[str, str]], name: str
+) -> None:
+    _check_kept(kept_runs, name)
 
 
 @pytest.mark.parametrize(
@@ -66,8 +100,10 @@ def test_kept_schedules_that_once_found_a_defect(name: str) -> None:
         for name in sorted(TIME_REGRESSIONS)
     ],
 )
-def test_kept_timed_schedules_that_once_found_a_defect(name: str) -> None:
-    _finish([_runner("--regression", name)])
+def test_kept_timed_schedules_that_once_found_a_defect(
+    kept_runs: dict[str, tuple[str, str]], name: str
+) -> None:
+    _check_kept(kept_runs, name)
 
 
 def test_replay(request: pytest.FixtureRequest) -> None:

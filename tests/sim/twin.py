@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from framework import App
 from rebalance.control import ControlState
+from tests.sim.adversary import control_fact
 from tests.sim.app import make_app
 from tests.sim.broker import StoredRecord
 from tests.sim.plan import Plan
 from tests.sim.scheduler import Party
-from tests.sim.world import RESTART_SECONDS, World, control_fact
+from tests.sim.world import RESTART_SECONDS, World
 
 __all__ = ["Twin"]
 

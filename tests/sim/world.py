@@ -14,27 +14,22 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from framework.app import App
-from framework.clock import Clock
 from framework.config import ConfigError
 from framework.coordination.control_guard import ControlLogLostError
 from framework.coordination.control_log import ControlLog, ControlRecordError
-from framework.coordination.registry import REGISTRY_TOPIC, TopicRegistry
-from framework.errors import SplitstateError
-from framework.kafka import COMPACTED, KafkaIOError, TopicSpec
+from framework.coordination.registry import TopicRegistry
+from framework.kafka import COMPACTED, TopicSpec
 from framework.processing import ProcessorFencedError, ProcessorStoppedError
-from framework.producer import SplitstateProducer
 from framework.runtime.loop import ProcessorRuntime
 from rebalance import bucket, key_hash
 from rebalance.control import ControlState
-from rebalance.control_schema import check_record
 from rebalance.record_checks import MalformedRecordError, json_object
 from statestore import DatabaseIdentity, ProcessorDatabase, StoreSpec, processor_path
-from tests.sim.app import DELETE_HEADER, HUGE, INPUT, KILLER, OUTPUT, POISON, make_app, names_input
+from tests.sim.app import INPUT, OUTPUT, make_app
 from tests.sim.broker import Broker, StoredRecord
 from tests.sim.chaos import Chaos
 from tests.sim.compacted import input_configs
@@ -42,11 +37,11 @@ from tests.sim.disks import Disks
 from tests.sim.kafka import MemoryKafka
 from tests.sim.plan import Operation, Plan
 from tests.sim.scheduler import Killed, Party, Scheduler
+from tests.sim.world_events import Events
+from tests.sim.world_producers import start_producer
 
 #: how long the suspended machine of a plan with ``days_later`` sleeps
 DAYS_LATER_SECONDS = 12 * 86_400.0
-#: the chance that a plain record of a plan with a compacted input is a delete
-DELETE_RATE = 0.1
 
 __all__ = ["World"]
 
@@ -60,50 +55,6 @@ RESTART_SECONDS = (0.5, 5.0)
 #: Errors a processor must never stop with here: the simulated world never loses or rolls
 #: back the control log, and its config is valid and never changes.
 FALSE_ALARMS = (ControlLogLostError, ConfigError)
-
-
-@dataclass
-class Events:
-    """What happened in a world (for the checks and the failure report)."""
-
-    kills: list[str] = field(default_factory=list)
-    lost_disks: list[int] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    refusals: list[str] = field(default_factory=list)
-    compactions: int = 0
-    retention: int = 0
-    #: processes (``name#incarnation``, the origin of what they wrote) that were killed or
-    #: stopped on an error: only their batches may have been cut short
-    cut_short: set[str] = field(default_factory=set)
-    #: processors that stopped naming a cause the world never had (see ``FALSE_ALARMS``)
-    false_alarms: list[str] = field(default_factory=list)
-    #: why a processor stopped for the operator (``ProcessorStoppedError``), if one did
-    halted: str | None = None
-    #: when the clock jumped 12 days (a plan with ``days_later``), if it did
-    jumped_at: float | None = None
-    #: the wall clock (epoch ms, as record timestamps) right after the jump
-    jumped_ms: int | None = None
-    #: commands that reported success for what did not happen (a racing operator's scale)
-    false_reports: list[str] = field(default_factory=list)
-    #: what the twin of a processor did (a plan with ``twin``)
-    twin: list[str] = field(default_factory=list)
-    #: runs (``name#incarnation``) of the twinned processor while two instances of it were
-    #: deployed: under at-least-once both may emit a record's outputs
-    twinned: set[str] = field(default_factory=set)
-    #: the offsets that ``ControlRecordError`` named, each time a party stopped at a
-    #: control-log record no reader can read (``tests/sim/junk.py``)
-    control_refusals: list[int] = field(default_factory=list)
-    #: input records the cleaner removed before the app's group had read past them (a plan
-    #: with ``compacted``): no processor may ever have read them
-    unread_compacted: set[tuple[int, int]] = field(default_factory=set)
-    #: input records the cleaner removed
-    input_compacted: int = 0
-    #: when (epoch ms) a producer stalled between placing a record and queueing it went on,
-    #: or the clock jumped (``tests/sim/aimed_changes.py``): a record it queued right after
-    #: may be late
-    resumes: list[int] = field(default_factory=list)
-    #: registry records that gave the input fewer partitions than the app's processors
-    below_processors: list[str] = field(default_factory=list)
 
 
 class World:
@@ -408,42 +359,8 @@ class World:
     # -- producers -----------------------------------------------------------------------
 
     def start_producer(self, records: int) -> None:
-        """A producer writing ``records`` records over the plan's keys, then up to as many
-        more, slowly, while the operator's plan or a scale is still under way (live records
-        during the handoffs)."""
-        name, rng = self.producer_name("p")
-        keys = self.committed_keys()
-        kinds = [POISON, POISON, HUGE, HUGE, KILLER] if self.plan.killers else [POISON, HUGE]
-        if not self.plan.outputs:  # a huge record's output is what makes it special
-            kinds = [kind for kind in kinds if kind != HUGE]
-
-        def body(port: MemoryKafka, _party: Party) -> None:
-            producer = _open_producer(port, self.clock)
-            seqs: dict[bytes, int] = {}
-            for written in range(2 * records):
-                if written >= records:
-                    if not self.operating():
-                        break
-                    self.clock.sleep(rng.uniform(0.2, 1.0))
-                key = rng.choice(keys)
-                seqs[key] = seqs.get(key, 0) + 1
-                kind = ""
-                if self.plan.special_rate and rng.random() < self.plan.special_rate:
-                    kind = ":" + rng.choice(kinds)
-                value: bytes | None = f"{name}:{seqs[key]}{kind}".encode()
-                headers: list[tuple[str, str | bytes | None]] = []
-                if self.plan.compacted and not kind and rng.random() < DELETE_RATE:
-                    headers = [(DELETE_HEADER, value)]  # a delete names itself
-                    value = None
-                _produce_retrying(producer, key, value, self.clock, headers)
-                self.produced += 1
-                if rng.random() < 0.3:
-                    producer.flush(5)
-                if rng.random() < 0.5:  # bursts: processors fall behind now and then
-                    self.clock.sleep(rng.uniform(0.0, 0.4))
-            producer.close(5)
-
-        self.producers.append(self.spawn(name, body))
+        """A producer writing ``records`` records (``tests.sim.world_producers``)."""
+        start_producer(self, records)
 
     def producer_name(self, prefix: str) -> tuple[str, random.Random]:
         """The next producer's name (``prefix`` and its number) and its seeded ``Random``."""
@@ -477,129 +394,3 @@ class World:
         if any(operator.runnable for operator in self.operators):
             return True
         return self.control().scaling is not None
-
-    # -- adversary -----------------------------------------------------------------------
-
-    def kill_at_protocol_steps(self) -> None:
-        """From now on, right after a handoff record lands, kill one of its two processors
-        (at the plan's rate): the writer between two calls, or the other side; half of the
-        kills come 0.2-3 seconds later instead."""
-        config_topic = self.app.config.control_topic
-
-        def watch(record: StoredRecord) -> None:
-            if record.topic != config_topic or record.value is None or not self.chaos.active:
-                return
-            if b'"handoff"' not in record.value or self.rng.random() >= self.protocol_kills:
-                return
-            fact = control_fact(record.value)
-            if fact is None:
-                return
-            victim = self.rng.choice([int(fact["source"]), int(fact["target"])])
-            if self.rng.random() < 0.5:  # now, or a little later (live records meanwhile)
-                self.kill_processor(victim, self.rng.random() < self.plan.lose_disk_rate)
-            else:
-                due = self.clock.monotonic() + self.rng.uniform(0.2, 3.0)
-                self.kills_due.append((due, victim))
-
-        self.broker.watchers.append(watch)
-
-    def watch_counts(self) -> None:
-        """Note every registry record that gives the input fewer partitions than the
-        processors in force or scaled to (``expand`` must refuse it: scale in first)."""
-
-        def watch(record: StoredRecord) -> None:
-            if record.topic != REGISTRY_TOPIC or not names_input(record.key) or not record.value:
-                return
-            try:  # the entry every reader keeps (a record written from an older copy is not)
-                kept = TopicRegistry(self.driver).read().get(INPUT)
-            except SplitstateError:
-                return
-            state = self.control()
-            if kept is None or state.generation is None:
-                return
-            counts = list(kept.history.counts)
-            processors = state.generation.processors
-            if state.scaling is not None:
-                processors = max(processors, state.scaling.new_processors)
-            if counts[-1] < processors:
-                self.events.below_processors.append(
-                    f"t={self.clock.monotonic():.2f} the registry gives {INPUT} "
-                    f"{counts[-1]} partitions ({counts}) with {processors} processors"
-                )
-
-        self.broker.watchers.append(watch)
-
-    def delete_processed(self) -> None:
-        """Retention deletes a prefix of an input partition that the app's group already
-        committed (what a retention longer than the processing lag deletes)."""
-        partitions = self.broker.partition_count(INPUT)
-        if not partitions:
-            return
-        partition = self.rng.randrange(partitions)
-        committed = self.broker.groups.get(self.app.config.app_id, {}).get((INPUT, partition))
-        if committed:
-            self.broker.delete_before(INPUT, partition, self.rng.randint(1, committed))
-            self.events.retention += 1
-
-    def kill_due(self) -> None:
-        """Carry out the kills whose time came."""
-        now = self.clock.monotonic()
-        due = [victim for at, victim in self.kills_due if at <= now]
-        self.kills_due = [(at, victim) for at, victim in self.kills_due if at > now]
-        for victim in due:
-            self.kill_processor(victim, self.rng.random() < self.plan.lose_disk_rate)
-        for victim in self.kills_now:
-            self.kill_processor(victim, False, "right after it re-created its lost state directory")
-        self.kills_now = []
-
-    def compact(self) -> None:
-        """Compact the control log and the topic registry, and a compacted input."""
-        self.broker.compact(self.app.config.control_topic, self.rng)
-        self.broker.compact(REGISTRY_TOPIC, self.rng)
-        self.events.compactions += 1
-        if self.plan.compacted:
-            self.compact_input()
-
-    def compact_input(self) -> None:
-        """One pass of the cleaner over the input (``Broker.clean``); notes the records it
-        removed before the app's group read past them."""
-        group = self.broker.groups.get(self.app.config.app_id, {})
-        committed = {p: offset for (topic, p), offset in group.items() if topic == INPUT}
-        now_ms = int(self.clock.time() * 1000)
-        removed = self.broker.clean(INPUT, self.rng, now_ms, committed)
-        self.events.input_compacted += len(removed)
-        for record in removed:
-            if record.offset >= committed.get(record.partition, 0):
-                self.events.unread_compacted.add((record.partition, record.offset))
-
-
-def control_fact(value: bytes) -> dict[str, Any] | None:
-    """The control-log record ``value`` as every reader reads it, ``None`` when it is none
-    (no reader can read it, or its kind is unknown): the world's watchers act on facts."""
-    try:
-        return check_record(json_object(value))
-    except MalformedRecordError:
-        return None
-
-
-def _open_producer(port: MemoryKafka, clock: Clock) -> SplitstateProducer:
-    while True:
-        try:
-            return SplitstateProducer(port, [INPUT])
-        except KafkaIOError:
-            clock.sleep(0.5)
-
-
-def _produce_retrying(
-    producer: SplitstateProducer,
-    key: bytes,
-    value: bytes | None,
-    clock: Clock,
-    headers: list[tuple[str, str | bytes | None]],
-) -> None:
-    while True:
-        try:
-            producer.produce(INPUT, key, value, headers=headers or None)
-            return
-        except SplitstateError:  # the lease ran out (the registry was unreadable): wait
-            clock.sleep(0.2)

@@ -71,6 +71,33 @@ def test_a_tombstone_adds_its_kafka_timestamp_to_the_mark_only_where_it_is_its_t
     assert InputTimes(table_app()).of("customers", 0, 1, tombstone) == kafka + 1_000
 
 
+def test_a_table_join_sees_a_field_time_tables_tombstone_delete_its_newest_value() -> None:
+    app = App(
+        AppConfig(
+            app_id="field-joins",
+            inputs=[TopicConfig(topic="customers"), TopicConfig(topic="limits")],
+            outputs=[TopicConfig(topic="out")],
+            initial_processors=1,
+            time=TimeConfig(input_order="canonical"),
+        )
+    )
+    app.table("customers", dict, history=1_000, event_time="at")
+    app.table("limits", dict, history=1_000, event_time="at")
+
+    @app.table_join("customers", "limits", how="outer")
+    def joined(record: Record[Any], customer: Any, limit: Any) -> Output:
+        return Output({"customer": customer and customer["r"], "limit": limit and limit["n"]})
+
+    driver = TestDriver(app)
+    kafka = 1_700_000_000_000
+    driver.send("customers", b"c0", {"at": 100, "r": "a"}, timestamp=kafka)
+    driver.send("limits", b"c0", {"at": 100, "n": 5}, timestamp=kafka)
+    driver.send("customers", b"c0", None, timestamp=kafka + 1_000)
+    driver.advance_time(kafka + 10_000)
+    assert driver.output_values()[-1] == {"customer": None, "limit": 5}
+    assert driver.table("customers", b"c0") is None
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="a compacted table topic (docs: 'usually compacted') loses the versions a rebuild "

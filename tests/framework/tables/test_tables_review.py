@@ -8,14 +8,16 @@ from typing import Any
 
 import pytest
 
-from framework import App, AppConfig, KeyTimers, Output, Record, Timer
+from framework import App, AppConfig, ConfigError, KeyTimers, Output, Record, Timer
 from framework.config import TopicConfig
 from framework.config_time import TimeConfig
+from framework.coordination.app_topics import input_and_output_specs
 from framework.decoding import decoder
 from framework.input_times import InputTimes
 from framework.processing import StoredMessage
 from framework.tables import Versions, table_store
 from framework.tables.spec import TableSpec
+from framework.tables.topics import check_table_topics, least_compaction_lag_ms, table_topic_configs
 from framework.tables.view import KeyTable
 from framework.testing import TestDriver
 from tests.framework.tables.table_world import Customer, Sent, send, table_app
@@ -98,14 +100,22 @@ def test_a_table_join_sees_a_field_time_tables_tombstone_delete_its_newest_value
     assert driver.table("customers", b"c0") is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a compacted table topic (docs: 'usually compacted') loses the versions a rebuild "
-    "needs: after Kafka's log cleaner ran, a rebuild from the log (Spark build, a lost state "
-    "directory, a backfill) reads other versions than the live run did; nothing requires "
-    "min.compaction.lag.ms >= the stream's retention, nor says so (KIP-889 sets it)",
-)
-def test_a_rebuild_from_a_compacted_table_topic_reads_what_the_live_run_read() -> None:
+def _compacted_app(history: int, stream_retention: int | None) -> App:
+    app = table_app(history=history)
+    inputs = [
+        topic if topic.topic != "orders" else topic.model_copy(update={"retention_ms": r})
+        for topic, r in zip(app.config.inputs, [None, stream_retention], strict=True)
+    ]
+    app.configure(app.config.model_copy(update={"inputs": inputs}))
+    return app
+
+
+def test_a_rebuild_from_a_table_topic_compacted_too_early_is_refused() -> None:
+    """The review's scenario: the log cleaner removed version ``north`` while order 1, which
+    read it, is still in the stream; a rebuild then reads ``-`` for it. The versions are
+    gone, so no rebuild can be exact: the app refuses a table topic whose
+    ``min.compaction.lag.ms`` lets the cleaner remove them (``framework.tables.topics``:
+    history + the streams' retention), and ``topics create`` makes it so."""
     sent: list[Sent] = [
         ("customers", b"c0", 100, region("north")),
         ("orders", b"c0", 150, b'{"n": 1}'),
@@ -114,12 +124,37 @@ def test_a_rebuild_from_a_compacted_table_topic_reads_what_the_live_run_read() -
     ]
     live = send(TestDriver(table_app(history=1_000)), sent)
     live.advance_time(1_000_000)
-    # the log cleaner keeps the key's last value of the table topic (offsets keep their gaps)
     compacted = [s for s in sent if s[3] != region("north")]
     rebuilt = send(TestDriver(table_app(history=1_000)), compacted)
     rebuilt.advance_time(1_000_000)
     assert live.state("seen", b"c0") == "1:north@150,2:south@250,"
-    assert rebuilt.state("seen", b"c0") == live.state("seen", b"c0")
+    assert rebuilt.state("seen", b"c0") == "1:-@150,2:south@250,"  # (what was lost)
+    app = _compacted_app(history=1_000, stream_retention=86_400_000)
+    orders = {"retention.ms": "86400000", "cleanup.policy": "delete"}
+    early = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"}
+    with pytest.raises(ConfigError, match=r"min.compaction.lag.ms to at least 86401000"):
+        check_table_topics(app, {"customers": early, "orders": orders})
+    made = table_topic_configs(app)["customers"]
+    assert made == {"cleanup.policy": "compact", "min.compaction.lag.ms": "86401000"}
+    check_table_topics(app, {"customers": made, "orders": orders})
+    specs = {s.name: s.config for s in input_and_output_specs(app.config, table_topic_configs(app))}
+    assert specs["customers"] == made and specs["orders"] == {"retention.ms": "86400000"}
+
+
+def test_a_table_topic_is_not_compacted_while_a_stream_keeps_every_record() -> None:
+    app = _compacted_app(history=1_000, stream_retention=None)  # (-1: created so)
+    assert table_topic_configs(app) == {"customers": {"retention.ms": "-1"}}
+    whole = {"retention.ms": "-1", "cleanup.policy": "delete"}
+    check_table_topics(app, {"customers": whole, "orders": whole})
+    lagging = {"cleanup.policy": "compact", "min.compaction.lag.ms": str(10**12)}
+    with pytest.raises(ConfigError, match="no version may be compacted"):
+        check_table_topics(app, {"customers": lagging, "orders": whole})
+
+
+def test_the_least_compaction_lag_is_history_plus_the_longest_stream_retention() -> None:
+    assert least_compaction_lag_ms(1_000, [5_000, 20_000]) == 21_000
+    assert least_compaction_lag_ms(1_000, [5_000, -1]) is None
+    assert least_compaction_lag_ms(1_000, []) is None
 
 
 def test_a_delete_of_a_key_never_seen_stores_nothing() -> None:

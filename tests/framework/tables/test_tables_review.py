@@ -4,7 +4,7 @@ are regression tests here; those left are strict xfails naming the defect."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -238,8 +238,11 @@ def test_stored_versions_out_of_order_are_refused_as_damaged() -> None:
         Versions.decode(damaged)
 
 
-def _damaged_driver(stored: bytes) -> TestDriver:
-    driver = TestDriver(table_app(history=1_000), on_error="dead-letter")
+def _damaged_driver(
+    stored: bytes, app: App | None = None, on_error: Literal["raise", "dead-letter"] = "dead-letter"
+) -> TestDriver:
+    app = table_app(history=1_000) if app is None else app
+    driver = TestDriver(app, on_error=on_error)
     batch = driver.database.begin()
     batch.store(table_store("customers")).set(b"c0", stored)
     batch.commit()
@@ -258,6 +261,24 @@ def test_a_stream_record_over_damaged_table_versions_is_a_decode_dead_letter() -
     driver.send("orders", b"c0", b'{"n": 1}', timestamp=150)
     driver.advance_time(1_000)
     assert [letter.stage for letter in driver.dead_letters] == ["decode"]
+
+
+@pytest.mark.parametrize("keeps_time", [False, True])
+def test_a_stream_record_over_damaged_table_versions_does_not_stop_the_processor(
+    keeps_time: bool,
+) -> None:
+    """Where a failure of the app's code stops the processor too (``TestDriver``'s
+    ``raise``), in an app that keeps time or not: the record is a
+    ``decode`` dead letter naming the table, the function is not called."""
+    app = table_app(history=1_000)
+    if keeps_time:
+        app.store("expiring", ttl=10_000)
+    driver = _damaged_driver(b'{"t": 300, "v": [[300, "a"], [100, "b"]]}', app, "raise")
+    driver.send("orders", b"c0", b'{"n": 1}', timestamp=150)
+    driver.advance_time(1_000)
+    (letter,) = driver.dead_letters
+    assert letter.stage == "decode" and "table 'customers'" in letter.reason
+    assert driver.state("seen", b"c0") is None
 
 
 def _timer_reader(history: int) -> App:

@@ -209,7 +209,8 @@ class App:
         value, or an empty one) delete it; no processor function runs for them. Functions list
         ``topic`` in their ``stores`` to get the key's ``KeyTable``. ``history``: how long
         before the key's table time older versions are kept for as-of reads (0: only the
-        newest). ``event_time``: as for ``processor`` (a tombstone's is its Kafka timestamp).
+        newest). ``event_time``: as for ``processor`` (a tombstone has none of its own with a
+        field or a function: it deletes as of the key's table time; see ``TableSpec``).
         An app with a table and another input needs ``time.input_order: canonical``."""
         if topic in self.handlers:
             raise ValueError(

@@ -2,10 +2,11 @@
 (``framework.order``): from the record alone, as every reader computes it.
 
 - a keyed record: its event time by its topic's rule (``@app.processor(event_time=...)``
-  or ``app.table(event_time=...)``; the Kafka timestamp by default, and a table's
-  tombstone's), its value decoded as its function's; ``None`` when it has
-  none (undecodable, no such field: it becomes a dead letter or is judged late when applied,
-  and raises no mark);
+  or ``app.table(event_time=...)``; the Kafka timestamp by default), its value decoded as
+  its function's; ``None`` when it has none (undecodable, no such field: it becomes a dead
+  letter or is judged late when applied, and raises no mark), and for the tombstone of a
+  table whose event time is a field or a function (``TableSpec.time_of``: it deletes as of
+  its key's table time, and adds no time to the mark, as a compaction tombstone does not);
 - a tick of this app (or naming none): its ``floor``;
 - anything else (another app's tick, a growth marker, a compaction tombstone, a keyless
   record): ``None``.
@@ -52,14 +53,14 @@ class InputTimes:
     def __init__(self, app: App) -> None:
         self._app_id = app.config.app_id
         tables = Tables(app.tables)
-        self._rules: dict[str, tuple[Callable[[bytes | None], Any], Callable[..., int]]] = {}
+        self._rules: dict[str, tuple[Callable[[bytes | None], Any], Callable[..., int | None]]] = {}
         for topic in app.config.inputs:
             try:
                 handler = app.handler(topic.topic)
             except ConfigError:  # (no function: its records become dead letters)
                 continue
             table = app.tables.get(topic.topic)
-            if table is not None:  # (a tombstone has a time too: its Kafka timestamp)
+            if table is not None:  # (a tombstone's time: see TableSpec.time_of)
                 self._rules[topic.topic] = (partial(tables.decode, topic.topic), table.time_of)
                 continue
             self._rules[topic.topic] = (

@@ -15,7 +15,6 @@ letter.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import partial
 from typing import Any
 
 from pydantic import ValidationError
@@ -47,6 +46,7 @@ from framework.records import (
     readable_headers,
 )
 from framework.routes import Route
+from framework.tables import UnreadableRecordError
 from framework.time.applying import TimeApplier
 from framework.time.running import TimedFunctions
 from framework.time.ticks import is_tick_record, read_tick
@@ -288,12 +288,14 @@ class RecordProcessor:
             stores = [batch.store(name) for name in route.stores]
             saved = [s.savepoint(key) for s in stores]
             state = {s.name: s.key(key) for s in stores}
-            if route.tables:
-                time = partial(route.event_time, record)
-                state = self._tables.state(batch, key, route.names, state, time)
         try:
+            if route.tables:  # (its event time and the table data it reads: checked first)
+                state = self._tables.views(batch, record, route.names, state, route.event_time)
             result = route.function(record, state)
             outputs = self._encode(result, key, where, route.function)
+        except UnreadableRecordError as unreadable:
+            self._rollback(batch, route, key, saved)
+            return [], self._dead(message, where, "decode", str(unreadable), restore)
         except Exception as error:  # any failure of user code is handled by the policy
             self._rollback(batch, route, key, saved)
             if self.stop_on_error:

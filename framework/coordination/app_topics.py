@@ -10,6 +10,7 @@ made by every start (``framework.coordination.layout.prepare_app``) and ``topics
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from framework.config import AppConfig, ConfigError, TopicConfig
 from framework.kafka import TopicSpec
@@ -27,11 +28,21 @@ log = logging.getLogger("splitstate")
 INPUT_RETENTION_MS = -1
 
 
-def input_and_output_specs(config: AppConfig) -> list[TopicSpec]:
-    """The app's input topics (``retention.ms`` -1 unless given) and output topics, with
-    their configured partition counts."""
+def input_and_output_specs(
+    config: AppConfig, tables: Mapping[str, Mapping[str, str]] | None = None
+) -> list[TopicSpec]:
+    """The app's input topics (``retention.ms`` -1 unless given; ``tables``: the configs
+    of its tables' topics, ``framework.tables.topics.table_topic_configs``, with the
+    ``retention.ms`` given) and output topics, with their configured partition counts."""
     inputs = [
-        TopicSpec(t.topic, t.partitions, t.replication_factor, _retention(t, INPUT_RETENTION_MS))
+        TopicSpec(
+            t.topic,
+            t.partitions,
+            t.replication_factor,
+            _retention(t, INPUT_RETENTION_MS)
+            if tables is None or t.topic not in tables
+            else {**tables[t.topic], **(_retention(t, None) or {})},
+        )
         for t in config.inputs
     ]
     outputs = [

@@ -25,6 +25,7 @@ from framework.coordination.control_log import ControlLog
 from framework.coordination.progress_reports import progress_topic_spec
 from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
 from framework.kafka import Kafka, KafkaIOError, TopicSpec, check_retention
+from framework.tables.topics import check_table_topics, table_topic_configs
 from rebalance import TopicHistory, bucket, check_layout
 from rebalance.control import AppDefinition, ControlState, Generation
 
@@ -89,8 +90,8 @@ def prepare_app(
     missing = [name for name in names if name not in counts]
     if missing and config.auto_create_topics:
         check_input_retention(config)
-        specs = [spec for spec in input_and_output_specs(config) if spec.name in missing]
-        for name in kafka.create_topics(specs):
+        made = input_and_output_specs(config, table_topic_configs(app))
+        for name in kafka.create_topics([spec for spec in made if spec.name in missing]):
             log.info("created topic %s (auto_create_topics)", name)
         counts = kafka.partition_counts(names)
         missing = [name for name in names if name not in counts]
@@ -100,6 +101,8 @@ def prepare_app(
             f"MODULE:APP` creates the app's topics with the configured partition counts "
             "(or leave auto_create_topics on: a start creates them)."
         )
+    if app.tables:  # (their topics keep what a rebuild from the log reads)
+        check_table_topics(app, kafka.topic_configs([t.topic for t in config.inputs]))
     registry = TopicRegistry(kafka)
     control_log = ControlLog(kafka, config.control_topic)
     # the dead letters, the registry and the control log, created together where missing

@@ -99,7 +99,8 @@ class TableRecords:
         refused = self.tables.upsert(batch, record, raw, stop=self._stop)
         if refused is not None:
             return [], refused
-        if spec.history and table_time is not None and spec.time_of(record) < table_time:
+        at = spec.time_of(record)  # (None: a tombstone deleting as of the table time)
+        if spec.history and table_time is not None and at is not None and at < table_time:
             return [], None  # an older version: the newest value did not change
         after = dict(before)
         after[record.topic] = self._newest(batch, record.topic, record.key)

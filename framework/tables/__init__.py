@@ -2,7 +2,7 @@
 versions by time in the key's range; processor functions read it as of a record's event time
 (``KeyTable``). See docs/concepts/tables.md."""
 
-from framework.tables.apply import Tables
+from framework.tables.apply import Tables, UnreadableRecordError
 from framework.tables.spec import TABLE_PREFIX, TableSpec, TableUpsert, table_store
 from framework.tables.versions import DamagedTableError, Versions
 from framework.tables.view import KeyTable
@@ -14,6 +14,7 @@ __all__ = [
     "TableSpec",
     "TableUpsert",
     "Tables",
+    "UnreadableRecordError",
     "Versions",
     "table_store",
 ]

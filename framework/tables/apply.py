@@ -15,7 +15,22 @@ from framework.tables.view import KeyTable
 from framework.time.specs import NoEventTimeError
 from statestore import StateBatch
 
-__all__ = ["Tables", "is_tombstone"]
+__all__ = ["Tables", "UnreadableRecordError", "damaged_reason", "is_tombstone"]
+
+
+class UnreadableRecordError(ValueError):
+    """A record of a function that reads tables has no event time, or a table's stored
+    data of its key is damaged: its dead letter (stage ``decode``, as in an app that keeps
+    time), the function not called."""
+
+
+def damaged_reason(table: str, error: DamagedTableError) -> str:
+    """The dead letter's reason (stage ``decode``) of a record not applied because its key's
+    stored versions of ``table`` are damaged."""
+    return (
+        f"table {table!r}: {error}; the record was not applied (the stored one is kept: "
+        "repair or delete it)"
+    )
 
 
 def is_tombstone(raw: bytes | None) -> bool:
@@ -68,7 +83,7 @@ class Tables:
         try:
             versions = Versions.decode(store.get(key))
         except DamagedTableError as error:
-            return "decode", f"{error}; the record was not applied (the stored one is kept)"
+            return "decode", damaged_reason(spec.topic, error)
         versions.upsert(at, None if is_tombstone(raw) else raw, spec.history)
         encoded = versions.encode()
         if encoded is None:
@@ -76,6 +91,27 @@ class Tables:
         else:
             store.set(key, encoded)
         return None
+
+    def views(
+        self,
+        batch: StateBatch,
+        record: Record[Any],
+        names: Sequence[str],
+        states: Mapping[str, Any],
+        event_time: Callable[[Record[Any]], int],
+    ) -> Any:
+        """What a function gets for ``record`` in an app that keeps no time (``state``,
+        with ``states`` its other views), its tables read as of the record's event time
+        (``event_time``: its topic's rule); both are checked before the function runs:
+        ``UnreadableRecordError`` when it has none or a table's data of its key is damaged
+        (what an event time function raises passes through: a failure of the app's code)."""
+        try:
+            at = event_time(record)
+            return self.state(batch, record.key, names, states, lambda: at)
+        except NoEventTimeError as error:
+            raise UnreadableRecordError(f"no event time: {error}") from None
+        except DamagedTableError as error:
+            raise UnreadableRecordError(str(error)) from None
 
     def state(
         self,
@@ -91,14 +127,20 @@ class Tables:
         views = {
             name: states[name] if name in states else self.view(batch, name, key, record_time)
             for name in names
-        }
+        }  # (a table's damaged versions: DamagedTableError, see ``view``)
         return next(iter(views.values())) if len(views) == 1 else views
 
     def view(
         self, batch: StateBatch, name: str, key: bytes, record_time: Callable[[], int | None]
     ) -> KeyTable[Any]:
         """Table ``name``'s ``KeyTable`` of ``key`` for a function applied to a record whose
-        event time ``record_time`` gives."""
+        event time ``record_time`` gives; ``DamagedTableError`` when the key's stored
+        versions are damaged (``damaged_reason``: the record's dead letter, stage
+        ``decode``)."""
         spec = self._specs[name]
         raw = batch.store(spec.store).get(key)
-        return KeyTable(spec, key, raw, self._decoders[name], record_time)
+        try:  # (before a function runs)
+            versions = Versions.decode(raw)
+        except DamagedTableError as error:
+            raise DamagedTableError(damaged_reason(name, error)) from None
+        return KeyTable(spec, key, raw, self._decoders[name], record_time, versions=versions)

@@ -27,8 +27,11 @@ class TableSpec:
     ``value_type``, as a processor's records are), its tombstones (no value, or an empty one)
     delete it. ``history``: how long (ms, by the key's table time) older versions are kept for
     as-of reads (0: only the newest). ``event_time``: where a record's time comes from, as for
-    a processor (``None``: the Kafka timestamp); a tombstone has no value, so its time is its
-    Kafka timestamp."""
+    a processor (``None``: the Kafka timestamp). A tombstone has no value: with the Kafka
+    timestamp it keeps its own; with a field or a function it has no time of its own
+    (``time_of`` gives ``None``): it deletes the key as of the key's table time and adds no
+    time to its partition's mark, as its Kafka timestamp is on another clock than the values'
+    times (docs/concepts/tables.md)."""
 
     topic: str
     value_type: type[Any] | None
@@ -44,15 +47,13 @@ class TableSpec:
         """The store of the table's versions."""
         return table_store(self.topic)
 
-    def time_of(self, record: Record[Any]) -> int:
-        """The event time of a record of the table (a tombstone's: its Kafka timestamp);
-        ``NoEventTimeError`` when it has none."""
-        if record.value is None:
-            return _KAFKA_TIME(record)
+    def time_of(self, record: Record[Any]) -> int | None:
+        """The event time of a record of the table: a tombstone's is its Kafka timestamp
+        when that is the table's event time, else ``None`` (it has no time of its own: see
+        the class); ``NoEventTimeError`` when a record that should have one has none."""
+        if record.value is None and self.event_time is not None:
+            return None
         return self._rule(record)
-
-
-_KAFKA_TIME = event_time_of(None)
 
 
 class TableUpsert:

@@ -13,13 +13,20 @@ at the time of a kept version replaces it, one between two is inserted between t
 **horizon** is ``table time - history``; versions at or before it go except the newest of
 them (still the answer at the horizon), which goes too when it is a tombstone; a record older
 than the horizon is dropped, as Kafka's versioned stores drop one (KIP-889). Reads older than
-the horizon get nothing. A key left with no version has no record.
+the horizon get nothing.
+
+A key left with no value (no version, or tombstones only) has no record: a delete of a key
+with no version stores nothing, and a deleted key's record goes once a later table record of
+the key moves its horizon past the deletion. A tombstone without a time of its own (``at``
+``None``: a table whose event time is read from its values) deletes the key as of its table
+time, the newest version's time, so it never moves the table time.
 """
 
 from __future__ import annotations
 
 import base64
 from bisect import bisect_right
+from itertools import pairwise
 from typing import Any
 
 import orjson
@@ -50,28 +57,50 @@ class Versions:
     @classmethod
     def decode(cls, data: bytes | None) -> Versions:
         """The versions stored as ``data`` (``None``: none yet); ``DamagedTableError`` when
-        ``data`` is not what ``encode`` writes."""
+        ``data`` is not what ``encode`` writes: not JSON of that shape, a time that is no
+        int, versions not in rising time order, or one above the table time."""
         if data is None:
             return cls()
         try:
             stored = orjson.loads(data)
-            time = stored["t"]
+            time = _ms(stored["t"])
             items = [(_ms(at), _raw(value)) for at, value in stored["v"]]
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as error:
             raise DamagedTableError(f"a stored table record is damaged: {error}") from None
-        return cls(_ms(time), items)
+        times = [at for at, _value in items]
+        for earlier, later in pairwise(times):
+            if earlier >= later:
+                raise DamagedTableError(
+                    "a stored table record is damaged: its versions are not in rising time "
+                    f"order ({earlier} before {later})"
+                )
+        if times and times[-1] > time:
+            raise DamagedTableError(
+                f"a stored table record is damaged: a version's time {times[-1]} is above its "
+                f"table time {time}"
+            )
+        return cls(time, items)
 
     def encode(self) -> bytes | None:
-        """The stored form (``None``: no version kept, the key's record is deleted)."""
-        if not self.items:
+        """The stored form (``None``: no value kept, only tombstones or nothing: the key's
+        record is deleted, as a key with no version reads as one deleted)."""
+        if all(raw is None for _at, raw in self.items):
             return None
         return orjson.dumps({"t": self.time, "v": [[at, _stored(raw)] for at, raw in self.items]})
 
     # -- changes ----------------------------------------------------------------------------
 
-    def upsert(self, at: int, raw: bytes | None, history: int) -> None:
+    def upsert(self, at: int | None, raw: bytes | None, history: int) -> None:
         """Apply a table record of event time ``at`` whose value is ``raw`` (``None``: a
-        tombstone), keeping ``history`` ms of versions (see the module)."""
+        tombstone), keeping ``history`` ms of versions (see the module). ``at`` ``None``: a
+        tombstone of no time of its own (a table whose event time is in its values), which
+        deletes the key as of its table time; a key with no version is left as it is."""
+        if at is None:
+            if raw is not None:
+                raise ValueError("only a tombstone may have no time")
+            if self.time is None:
+                return
+            at = self.time
         if history == 0:
             self.time = at if self.time is None else max(self.time, at)
             self.items = [] if raw is None else [(at, raw)]

@@ -38,13 +38,16 @@ class KeyTable(Generic[V]):
         raw: bytes | None,
         decode: Callable[[bytes | None], Any],
         record_time: Callable[[], int | None],
+        *,
+        versions: Versions | None = None,
     ) -> None:
-        """``raw``: the key's stored versions; ``decode``: the table's value decoder;
-        ``record_time``: the current record's event time (asked for on the first ``get``)."""
+        """``raw``: the key's stored versions (``versions``: them decoded already, else
+        decoded on the first read); ``decode``: the table's value decoder; ``record_time``:
+        the current record's event time (asked for on the first ``get``)."""
         self._spec = spec
         self.key = key
         self._raw = raw
-        self._versions: Versions | None = None
+        self._versions: Versions | None = versions
         self._decode = decode
         self._record_time = record_time
 
@@ -66,12 +69,19 @@ class KeyTable(Generic[V]):
 
     def get(self, default: Any = None) -> V | Any:
         """The value as of the current record's event time (``history > 0``), or the newest
-        (``history=0``); ``default`` when there is none (see the class)."""
+        (``history=0``); ``default`` when there is none (see the class). In a timer's
+        function (no record) it returns the newest with ``history=0`` and raises
+        ``ValueError`` naming ``latest()`` and ``at(timer.time)`` with ``history > 0``."""
         if self._spec.history == 0:
             return self.latest(default)
         at = self._record_time()
         if at is None:
-            raise ValueError(f"table {self._spec.topic!r}: get() reads as of a record's time")
+            raise ValueError(
+                f"table {self._spec.topic!r} keeps history, so get() reads as of the current "
+                "record's event time, and a timer's function has no record. Fix: read the "
+                "newest version with latest(), or the version as of the timer's time with "
+                "at(timer.time)"
+            )
         return self.at(at, default)
 
     def latest(self, default: Any = None) -> V | Any:

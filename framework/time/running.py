@@ -16,15 +16,8 @@ import orjson
 
 from framework.app import App
 from framework.errors import ProcessorStoppedError, describe_error
-from framework.records import (
-    DeadLetter,
-    EncodedOutput,
-    Output,
-    Record,
-    encode_value,
-    output_items,
-)
-from framework.tables import Tables
+from framework.records import DeadLetter, EncodedOutput, Output, Record, encode_value, output_items
+from framework.tables import DamagedTableError, Tables
 from framework.time.context import KeyTime
 from framework.time.due_items import DueItem
 from framework.time.keeper import TimeKeeper, due_times
@@ -48,8 +41,9 @@ class _RefusedError(Exception):
 
 
 class RecordFailedError(Exception):
-    """A record's function (or its windows) failed; its key's writes were undone.
-    ``stage``: ``"late"`` or ``"processor"``; ``reason``: the dead letter's."""
+    """A record's function (or its windows) failed, or the record could not be given to it;
+    its key's writes were undone. ``stage``: ``"late"``, ``"decode"`` or ``"processor"``;
+    ``reason``: the dead letter's."""
 
     def __init__(self, stage: str, reason: str, cause: BaseException) -> None:
         super().__init__(reason)
@@ -125,7 +119,11 @@ class TimedFunctions:
             time = _load_for_record(keeper, batch, key)
             time.record = record
             outputs: list[Output] = keeper.advance(batch, time, record.topic, event_time)
-            result = function(record, self.state(batch, key, time, stores))
+            try:
+                state = self.state(batch, key, time, stores)
+            except DamagedTableError as error:  # (a table's data of the key: before the function)
+                raise RecordFailedError("decode", str(error), error) from None
+            result = function(record, state)
             if result is not None:
                 outputs += output_items(result, getattr(function, "__name__", "function"))
             outputs += time.outputs

@@ -15,7 +15,18 @@ from pathlib import Path
 
 import orjson
 import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
+from framework.config import ConfigError
+from framework.coordination.layout import prepare_app
+from framework.kafka import Clients
+from framework.loader import load_app
 from framework.order import NO_FLOOR, Item, canonical_order
 from framework.producer import SplitstateProducer
 from framework.tables import Versions
@@ -162,3 +173,43 @@ def test_orders_read_their_customer_as_of_their_time_on_the_broker(
     assert emitted[KEYS[0]][-1]["order_id"] == "late-read"
     assert emitted[KEYS[0]][-1]["region"] == "east"  # (not forced past: read the change)
     assert [o["region"] for o in emitted[KEYS[1]]] == [None, "r0", "r0", "r1", "r1", "r2"]
+
+
+def test_topics_create_compacts_a_table_topic_only_as_a_rebuild_allows_and_a_start_checks(
+    tmp_path: Path, kafka_bootstrap: str, kafka_admin: AdminClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the stream kept a day, `topics create` makes the table's topic compacted with
+    ``min.compaction.lag.ms`` = history + a day (``framework.tables.topics``); lowered, a
+    start refuses it, naming the least lag."""
+    prefix = unique("tabletopic") + "-"
+    monkeypatch.setenv("ORDERS_TOPIC_PREFIX", prefix)
+    customers, orders = f"{prefix}customers", f"{prefix}orders"
+    day = 86_400_000
+    config = create_app(
+        tmp_path,
+        kafka_bootstrap,
+        APP,
+        app_id=f"{prefix}app",
+        inputs=[{"topic": customers}, {"topic": orders, "retention_ms": day}],
+        outputs=[{"topic": f"{prefix}enriched"}],
+        initial_processors=1,
+        time={"input_order": "canonical"},
+        snapshots={"enabled": False},
+        bootstrap="replay",
+    )
+    resource = ConfigResource(ResourceType.TOPIC, customers)
+    described = kafka_admin.describe_configs([resource])[resource].result(timeout=30)
+    assert described["cleanup.policy"].value == "compact"
+    assert described["min.compaction.lag.ms"].value == str(HISTORY + day)
+    app = load_app(APP, config)
+    prepare_app(app, Clients.of(app.config))  # (as made: accepted)
+    lowered = ConfigResource(
+        ResourceType.TOPIC,
+        customers,
+        incremental_configs=[
+            ConfigEntry("min.compaction.lag.ms", "0", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    kafka_admin.incremental_alter_configs([lowered])[lowered].result(timeout=30)
+    with pytest.raises(ConfigError, match=f"at least {HISTORY + day}"):
+        prepare_app(app, Clients.of(app.config))

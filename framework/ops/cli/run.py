@@ -30,6 +30,7 @@ from framework.ops.topic_status import history_line
 from framework.processing import ProcessorStoppedError
 from framework.runtime.log_context import LOG_CONTEXT
 from framework.runtime.loop import ProcessorRuntime
+from framework.tables.topics import table_topic_configs
 
 __all__ = ["INPUT_RETENTION_MS", "check_input_retention", "minimum_input_retention_ms", "register"]
 
@@ -157,7 +158,7 @@ def _create_topics(args: argparse.Namespace) -> int:
     config = app.config
     check_input_retention(config)
     kafka = Clients.of(config)
-    specs = input_and_output_specs(config)
+    specs = input_and_output_specs(config, table_topic_configs(app))
     specs.append(TopicSpec(config.dead_letters, 1))
     specs.append(TopicSpec(config.control_topic, 1, config=COMPACTED))
     specs.append(progress_topic_spec(config.progress_topic))

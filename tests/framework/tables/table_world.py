@@ -34,8 +34,16 @@ class Customer(BaseModel):
     region: str
 
 
-def table_app(history: int = 100, order: str = "canonical") -> App:
-    """The app (a new one each call), its table keeping ``history`` ms."""
+class TimedCustomer(Customer):
+    """A customer whose event time is its field ``at`` (``table_app(field_times=True)``)."""
+
+    at: int
+
+
+def table_app(history: int = 100, order: str = "canonical", *, field_times: bool = False) -> App:
+    """The app (a new one each call), its table keeping ``history`` ms; with
+    ``field_times`` both inputs' event times are their values' field ``at`` (records drawn
+    with ``drawn(..., field_times=True)``), not their Kafka timestamps."""
     app = App(
         AppConfig(
             app_id="tables",
@@ -45,10 +53,13 @@ def table_app(history: int = 100, order: str = "canonical") -> App:
             time=TimeConfig(input_order=order),  # type: ignore[arg-type]
         )
     )
-    app.table("customers", Customer, history=history)
+    at = "at" if field_times else None
+    app.table(
+        "customers", TimedCustomer if field_times else Customer, history=history, event_time=at
+    )
     app.store("seen")
 
-    @app.processor("orders", dict, stores=["customers", "seen"])
+    @app.processor("orders", dict, stores=["customers", "seen"], event_time=at)
     def enrich(record: Record[dict[str, int]], state: dict[str, object]) -> None:
         """Note what the order read of its customer."""
         customers = state["customers"]
@@ -61,9 +72,11 @@ def table_app(history: int = 100, order: str = "canonical") -> App:
     return app
 
 
-def drawn(seed: int, count: int) -> list[Sent]:
+def drawn(seed: int, count: int, *, field_times: bool = False) -> list[Sent]:
     """``count`` records of both inputs in bursts of one, times rising with jitter (some
-    late), a tenth of the customers' records tombstones."""
+    late), a tenth of the customers' records tombstones. With ``field_times`` each value
+    holds its event time as field ``at`` and is sent at a Kafka timestamp of another clock,
+    far ahead and jittered (a tombstone's runs ahead of its key's values' times)."""
     rng = random.Random(seed)
     sent: list[Sent] = []
     clock = dict.fromkeys(INPUTS, 1000)
@@ -73,14 +86,16 @@ def drawn(seed: int, count: int) -> list[Sent]:
         for _ in range(rng.randint(1, 4)):
             clock[topic] += rng.randint(0, 30)
             at = clock[topic] - rng.choice([0, 0, 0, 45])
+            fields: dict[str, object] = {"at": at} if field_times else {}
             if topic == "orders":
                 orders += 1
-                value: bytes | None = orjson.dumps({"n": orders})
+                value: bytes | None = orjson.dumps({"n": orders, **fields})
             elif rng.random() < 0.1:
                 value = None
             else:
-                value = orjson.dumps({"region": rng.choice(["north", "south", "east"])})
-            sent.append((topic, rng.choice(KEYS), at, value))
+                value = orjson.dumps({"region": rng.choice(["north", "south", "east"]), **fields})
+            sent_at = at + 10**9 + rng.randint(0, 5_000) if field_times else at
+            sent.append((topic, rng.choice(KEYS), sent_at, value))
     return sent[:count]
 
 

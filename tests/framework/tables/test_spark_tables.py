@@ -49,7 +49,9 @@ def archive(sent: list[Sent], path: Path) -> Path:
     return path
 
 
-def build(spark: SparkSession, sent: list[Sent], out: Path) -> Manifest:
+def build(
+    spark: SparkSession, sent: list[Sent], out: Path, *, field_times: bool = False
+) -> Manifest:
     """The one processor's state built by Spark from all of ``sent``."""
     ends = ends_of(sent)
     ranges = {position: OffsetRange(0, end) for position, end in ends.items()}
@@ -61,7 +63,8 @@ def build(spark: SparkSession, sent: list[Sent], out: Path) -> Manifest:
         entries={topic: TopicEntry(TopicHistory(topic, (PARTITIONS,))) for topic in INPUTS},
         archive=archive(sent, out / "archive"),
     )
-    return build_state(table_app(), request, out / "built", spark=spark)
+    app = table_app(field_times=field_times)
+    return build_state(app, request, out / "built", spark=spark)
 
 
 def ingested(manifest: Manifest, path: Path) -> ProcessorDatabase:
@@ -86,15 +89,19 @@ def test_a_table_app_keeping_no_other_time_may_be_built() -> None:
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("field_times", [False, True])
 def test_the_build_holds_the_live_state_of_any_interleaving(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, field_times: bool
 ) -> None:
-    sent = drawn(seed=7, count=150)
-    lives = [send(TestDriver(table_app()), arrival) for arrival in (sent, interleaved(sent, 8))]
+    """``field_times``: the event times are fields, the Kafka timestamps (a tombstone's
+    among them) far ahead of them."""
+    sent = drawn(seed=7, count=150, field_times=field_times)
+    arrivals = (sent, interleaved(sent, 8))
+    lives = [send(TestDriver(table_app(field_times=field_times)), a) for a in arrivals]
     expected = stored(lives[0].database)
     assert stored(lives[1].database) == expected
     assert {store for store, _key in expected} == {"seen", table_store("customers")}
-    manifest = build(spark, sent, tmp_path)
+    manifest = build(spark, sent, tmp_path, field_times=field_times)
     database = ingested(manifest, tmp_path / "db")
     try:
         assert stored(database) == expected

@@ -223,23 +223,24 @@ def test_a_table_and_time_read_as_of_the_record_in_a_timed_app() -> None:
     assert seen(driver) == "1:north@150,"
 
 
+@pytest.mark.parametrize("field_times", [False, True])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_the_same_state_whatever_the_inputs_interleaving(seed: int) -> None:
+def test_the_same_state_whatever_the_inputs_interleaving(seed: int, field_times: bool) -> None:
     """The same records arriving in other interleavings of the two topics leave the same
     state: the table's versions and what every order read, before and after what waits is
-    released."""
-    sent = drawn(seed, 120)
-    drivers = [
-        send(TestDriver(table_app()), arrival) for arrival in (sent, interleaved(sent, seed))
-    ]
+    released. With ``field_times`` the event times are fields and the Kafka timestamps (a
+    tombstone's among them) run far ahead of them."""
+    sent = drawn(seed, 120, field_times=field_times)
+    arrivals = (sent, interleaved(sent, seed))
+    drivers = [send(TestDriver(table_app(field_times=field_times)), a) for a in arrivals]
     first, second = (stored(driver.database) for driver in drivers)
     assert first == second
     for driver in drivers:
-        driver.advance_time(1_000_000)
+        driver.advance_time(10**10)
     first, second = (stored(driver.database) for driver in drivers)
     assert first == second
-    third = send(TestDriver(table_app()), interleaved(sent, seed + 100))
-    third.advance_time(1_000_000)
+    third = send(TestDriver(table_app(field_times=field_times)), interleaved(sent, seed + 100))
+    third.advance_time(10**10)
     assert stored(third.database) == first
     reads = "".join(seen(driver, key) for driver in drivers[:1] for key in KEYS)
     assert reads.count(",") == sum(1 for s in sent if s[0] == "orders")  # (all applied)
@@ -257,14 +258,22 @@ def test_the_driver_reads_a_tables_value_now_and_as_of_a_time() -> None:
     assert driver.table("customers", b"c1") is None
 
 
+@pytest.mark.parametrize("field_times", [False, True])
 @pytest.mark.parametrize("cut", [10, 45, 90])
-def test_a_driver_going_on_from_the_state_holds_what_one_run_holds(cut: int) -> None:
+def test_a_driver_going_on_from_the_state_holds_what_one_run_holds(
+    cut: int, field_times: bool
+) -> None:
     """A processor restarted on its state (or a snapshot's) goes on as if never stopped: the
-    versions and what the orders read are the same as one run's."""
-    sent = drawn(11, 120)
-    whole = send(TestDriver(table_app()), sent)
-    first = send(TestDriver(table_app()), sent[:cut])
-    resumed = send(TestDriver(table_app(), database=first.database), _unread(first, sent, cut))
+    versions and what the orders read are the same as one run's (``field_times``: the
+    event times are fields, the tombstones' Kafka timestamps far ahead of them)."""
+    sent = drawn(11, 120, field_times=field_times)
+
+    def app() -> App:
+        return table_app(field_times=field_times)
+
+    whole = send(TestDriver(app()), sent)
+    first = send(TestDriver(app()), sent[:cut])
+    resumed = send(TestDriver(app(), database=first.database), _unread(first, sent, cut))
     assert stored(resumed.database) == stored(whole.database)
     assert resumed.offsets() == whole.offsets()
 

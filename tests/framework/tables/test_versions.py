@@ -95,7 +95,51 @@ def test_values_that_are_no_text_are_stored_as_base64() -> None:
     assert Versions.decode(encoded).items == versions.items
 
 
-@pytest.mark.parametrize("stored", [b"[]", b'{"t": 1, "v": [[1.5, "a"]]}', b"not json"])
+def test_a_delete_of_a_key_with_no_version_stores_nothing() -> None:
+    versions = applied((200, None), history=1_000)
+    assert versions.encode() is None
+
+
+def test_a_deleted_keys_record_goes_once_a_later_record_moves_its_horizon_past_it() -> None:
+    versions = applied((100, b"a"), (200, None), history=1_000)
+    assert versions.encode() is not None  # (within history: older reads see the value)
+    versions.upsert(1_100, None, 1_000)  # horizon 100: the value still answers there
+    assert versions.encode() is not None
+    versions.upsert(1_200, None, 1_000)  # horizon 200: deleted then, only tombstones left
+    assert versions.encode() is None
+
+
+def test_a_tombstone_without_a_time_deletes_as_of_the_table_time() -> None:
+    versions = applied((100, b"a"), (300, b"b"), (200, b"c"), history=1_000)
+    versions.upsert(None, None, 1_000)
+    assert versions.time == 300
+    assert versions.items == [(100, b"a"), (200, b"c"), (300, None)]
+    assert versions.at(250, 1_000) == b"c" and versions.latest() is None
+    nothing = Versions()
+    nothing.upsert(None, None, 1_000)
+    assert nothing.time is None and nothing.encode() is None
+    only = applied((100, b"a"), history=0)
+    only.upsert(None, None, 0)
+    assert only.time == 100 and only.encode() is None
+
+
+def test_a_timeless_value_is_refused() -> None:
+    with pytest.raises(ValueError, match="only a tombstone"):
+        Versions().upsert(None, b"a", 1_000)
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        b"[]",
+        b'{"t": 1, "v": [[1.5, "a"]]}',
+        b"not json",
+        b'{"t": "x", "v": [[1, "a"]]}',  # (a table time that is no int)
+        b'{"t": 300, "v": [[300, "a"], [100, "b"]]}',  # (not in time order)
+        b'{"t": 300, "v": [[100, "a"], [100, "b"]]}',  # (two at one time)
+        b'{"t": 100, "v": [[100, "a"], [200, "b"]]}',  # (a version above the table time)
+    ],
+)
 def test_a_damaged_record_is_told(stored: bytes) -> None:
     with pytest.raises(DamagedTableError):
         Versions.decode(stored)

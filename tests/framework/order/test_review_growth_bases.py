@@ -234,15 +234,15 @@ def test_a_held_child_deleted_by_a_shrink_holds_back_the_other_input() -> None:
 @pytest.mark.xfail(
     strict=True,
     reason="a child whose parent was read past the marker under arrival (or by a splitstate "
-    "before growth_base records) waits for a growth_base record nothing can write",
+    "before growth_base records) waits for a growth_base record no processor writes (the "
+    "operator's `splitstate order base --from-history` does: test_order_base)",
 )
 def test_a_child_after_a_switch_from_arrival_is_applied() -> None:
     """The app ran under ``arrival`` through the growth: clicks[0] is committed past
     clicks[1]'s marker (offset 3) with no base kept; clicks[1] was never read. Switched to
     ``canonical``: clicks[1] is read from its life's start and waits for its base; nobody
-    will publish it (the parent's reader is past the marker) and no command writes a
-    ``growth_base`` record (``time.md`` says it waits "until a ``growth_base`` record is
-    written for it"): k's click is never applied."""
+    will publish it (the parent's reader is past the marker): k's click is not applied
+    until the operator runs ``splitstate order base`` (``test_order_base``)."""
     bases = MemoryBases()
     entries = {"clicks": TopicEntry(GROWN), "views": ONE_VIEWS}
     order, database, clock = input_order(entries, bases=bases)

@@ -17,6 +17,7 @@ from framework.growth.markers import MARKER_HEADER, MarkerName
 from framework.kafka import TopicSpec
 from framework.ops.cli.order import order_base
 from framework.ops.growth_base_history import GrowthBaseError
+from framework.runtime.growth_bases import growth_base_record
 from rebalance import TopicHistory
 from tests.clocks import ManualClock
 from tests.sim.broker import Broker
@@ -94,3 +95,32 @@ def test_a_partition_that_is_not_a_growth_child_is_refused() -> None:
     kafka = _kafka(app)
     with pytest.raises(GrowthBaseError, match="not a growth child"):
         order_base(app, kafka, "clicks", 0)
+
+
+def _grown_twice(app: App) -> MemoryKafka:
+    """As ``_kafka``, then clicks grew to 4: clicks[3]'s parent is clicks[1] (a child of
+    clicks[0], base 500), its marker at offset 1 of clicks[1], after a click at 400."""
+    kafka = _kafka(app)
+    kafka.create_partitions("clicks", 4)
+    clock = kafka.clock
+    assert isinstance(clock, ManualClock)
+    producer = kafka.producer()
+    marker = MarkerName(4, 3, 2).marker_id("clicks").encode()
+    for at, key, headers in [(0.4, b"c", None), (0.95, None, [(MARKER_HEADER, marker)])]:
+        clock.now = at
+        producer.produce("clicks", b"", key, 1, headers=headers)
+        producer.flush(10)
+    history = TopicHistory.of("clicks", [1, 2, 4], {1: 1, 2: 2, 3: 1})
+    TopicRegistry(kafka).write(TopicEntry(history))
+    return kafka
+
+
+def test_a_child_of_a_child_takes_its_parents_base_computed_or_recorded() -> None:
+    """clicks[3]'s base is clicks[1]'s mark at its marker: at least clicks[1]'s own base
+    (computed from clicks[0]'s history, 500: above the click at 400), or the one recorded."""
+    app = _app()
+    kafka = _grown_twice(app)
+    assert order_base(app, kafka, "clicks", 3) == (0, 500, True)
+    app, kafka = _app(), _grown_twice(_app())
+    ControlLog(kafka, app.config.control_topic).append(growth_base_record("clicks", 1, 0, 800))
+    assert order_base(app, kafka, "clicks", 3) == (0, 800, True)

@@ -14,11 +14,11 @@ key's marks stay monotone across its lineage. Which processor reads ``c``, wheth
 - **Kept** with the next batch given to ``InputOrder.applied`` once it is found (``write``:
   the progress scopes ``GROWTH_BASE_SCOPE`` and ``GROWTH_LIFE_SCOPE``, in the same state
   write as the offsets; the batch that commits the parent past the marker, or one before
-  it, except for a marker read before the registry view shows its step: the parent may be
-  committed past it while its base is kept only in memory, and a restart or the parent
-  moving away loses it, a known fault), so a processor killed before publishing finds it at
-  its next start; one killed before that commit reads the parent again from before the
-  marker and finds it again.
+  it; a marker read before the registry view shows its step is kept so instead, with its
+  mark, until the view shows it: ``framework.runtime.early_markers``), so a processor
+  killed before publishing finds it at its next start, whichever partitions it reads then;
+  one killed before that commit reads the parent again from before the marker and finds
+  it again.
 - **Published** once committed (``publish_stored``, at each ``take``: it reads the state,
   which holds only committed batches) to the app's control log as a ``growth_base`` record
   (``GrowthBases.publish``; idempotent: the first record of a life applies), again at a
@@ -44,17 +44,23 @@ The life of ``c`` is named by ``(topic, c, its life's start offset)``.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from framework.coordination.registry import TopicEntry
 from framework.growth.markers import MarkerName, marker_growth, marker_step
 from framework.input_times import GROWTH_BASE_SCOPE, GROWTH_LIFE_SCOPE
-from framework.kafka import KafkaIOError, Message
+from framework.kafka import Message
 from framework.order import NO_FLOOR, MergeBuffer
+from framework.runtime.early_markers import EarlyMarkers
+from framework.runtime.recorded_bases import (
+    ControlBases,
+    GrowthBases,
+    LifeKey,
+    MemoryBases,
+    growth_base_record,
+)
 from rebalance import Grow, parent
-from rebalance.control import ControlState
 from rebalance.positions import Position
 from statestore import ProcessorDatabase, StateBatch
 
@@ -70,76 +76,9 @@ __all__ = [
     "life_of",
 ]
 
-log = logging.getLogger("framework.runtime.loop")
 
-#: a growth child's life: ``(topic, partition, its life's start offset)``
-LifeKey = tuple[str, int, int]
 #: a marker's step the registry view does not show yet
 _UNKNOWN = object()
-
-
-class GrowthBases(Protocol):
-    """Where the app records growth children's bases (its control log)."""
-
-    def recorded(self, topic: str, partition: int, start: int, /) -> int | None:
-        """The base recorded for the life of ``topic[partition]`` starting at ``start``."""
-
-    def publish(self, topic: str, partition: int, start: int, base: int, /) -> bool:
-        """Record ``base`` for that life (idempotent); whether it was written."""
-
-
-class MemoryBases:
-    """Bases recorded in memory (one process: ``InputOrder``'s default, tests)."""
-
-    def __init__(self) -> None:
-        #: the bases recorded, by life
-        self.bases: dict[LifeKey, int] = {}
-
-    def recorded(self, topic: str, partition: int, start: int, /) -> int | None:
-        """The base recorded for that life."""
-        return self.bases.get((topic, partition, start))
-
-    def publish(self, topic: str, partition: int, start: int, base: int, /) -> bool:
-        """Record ``base`` (the first one of a life stays)."""
-        self.bases.setdefault((topic, partition, start), base)
-        return True
-
-
-def growth_base_record(topic: str, partition: int, start: int, base: int) -> dict[str, Any]:
-    """The control-log record of a growth child's base (``rebalance.control``)."""
-    return {
-        "type": "growth_base",
-        "topic": topic,
-        "partition": partition,
-        "start": start,
-        "base": base,
-    }
-
-
-class ControlBases:
-    """Bases recorded in the app's control log: ``state`` the watcher's state now,
-    ``append`` writes a record."""
-
-    def __init__(
-        self, state: Callable[[], ControlState], append: Callable[[Mapping[str, Any]], int]
-    ) -> None:
-        self._state, self._append = state, append
-
-    def recorded(self, topic: str, partition: int, start: int, /) -> int | None:
-        """The base the control log records for that life."""
-        return self._state().growth_bases.get((topic, partition, start))
-
-    def publish(self, topic: str, partition: int, start: int, base: int, /) -> bool:
-        """Append a ``growth_base`` record; ``False`` when Kafka did not take it (again
-        later)."""
-        try:
-            self._append(growth_base_record(topic, partition, start, base))
-        except KafkaIOError as error:
-            log.warning(
-                "%s[%d]: its growth base was not recorded (%s): again", topic, partition, error
-            )
-            return False
-        return True
 
 
 class Life:
@@ -197,6 +136,8 @@ class ChildBases:
         self._published: set[LifeKey] = set()
         #: whether the state may hold a base not published yet
         self._unpublished = True
+        #: the markers read early whose parent's base was known, kept with the state
+        self._kept_early = EarlyMarkers(database)
 
     def known(self, key: LifeKey) -> int | None:
         """The base of a life as recorded, or found here."""
@@ -269,6 +210,8 @@ class ChildBases:
         key = self._marked_life(position, offset, name)
         if key is _UNKNOWN:
             self._early.setdefault(position, []).append((offset, name, own, based))
+            if based:  # (else ``position`` waits at its life's start: not committed past)
+                self._kept_early.add(position[0], offset, name, own)
         elif isinstance(key, tuple):
             self._met_at(position, key, own, based)
 
@@ -323,10 +266,30 @@ class ChildBases:
             self._early[position] = left
             if not left:
                 del self._early[position]
+        self._resolve_kept()
         for child, key in list(self._waiting.items()):
             base = self.known(key)
             if base is not None and self._waiting.get(child) == key:
                 self._give(child, base)
+
+    def _resolve_kept(self) -> None:
+        """Find the bases of the early markers kept (read here, perhaps before a restart, in
+        a parent perhaps read elsewhere now) whose step the registry view shows now."""
+        for child, early in self._kept_early.items():
+            entry = self._inputs().get(child[0])
+            if entry is None:
+                continue
+            source = parent(child[1], entry.history.initial_partitions)
+            key = (
+                None
+                if source is None
+                else self._marked_life((child[0], source), early.offset, early.name)
+            )
+            if key is _UNKNOWN:
+                continue
+            self._kept_early.settle(child)
+            if isinstance(key, tuple) and self._bases.recorded(*key) is None:
+                self._set(key, early.base)
 
     def _set(self, key: LifeKey, base: int) -> None:
         """The base of ``key`` is found here: kept, published, given to its child here."""
@@ -352,10 +315,12 @@ class ChildBases:
             batch.set_progress(GROWTH_BASE_SCOPE, topic, partition, self._found[key])
             batch.set_progress(GROWTH_LIFE_SCOPE, topic, partition, start)
             self._given.add(key)
+        self._kept_early.write(batch)
 
     def dropped(self) -> None:
         """The batches not committed were dropped: give the bases found again."""
         self._given.clear()
+        self._kept_early.dropped()
 
     def rewound(self) -> None:
         """Every partition is read again from the state's offset: what waited for a parent's

@@ -17,6 +17,7 @@ from framework.ops.cli import broker as broker_commands
 from framework.ops.cli import control as control_commands
 from framework.ops.cli import expand as expand_commands
 from framework.ops.cli import new as new_commands
+from framework.ops.cli import order as order_commands
 from framework.ops.cli import run as run_commands
 from framework.ops.cli import snapshot as snapshot_commands
 from framework.ops.cli import state as state_commands
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     expand_commands.register(commands)
     snapshot_commands.register(commands)
     control_commands.register(commands)
+    order_commands.register(commands)
     tail_commands.register(commands)
     new_commands.register(commands)
     return parser

@@ -9,6 +9,7 @@ import pytest
 from framework.coordination.registry import TopicEntry
 from framework.growth.markers import MarkerName
 from framework.kafka import KafkaIOError
+from framework.runtime.early_markers import EARLY_AT_SCOPE, EARLY_BASE_SCOPE
 from framework.runtime.growth_bases import (
     GROWTH_BASE_SCOPE,
     ControlBases,
@@ -218,5 +219,33 @@ def test_a_marker_read_before_the_registry_view_shows_its_step_gives_its_base_la
     entries["clicks"] = TopicEntry(GROWN)
     order.take([])
     _commit(order, database)
+    order.take([])
+    assert bases.bases == {LIFE: 500}
+
+
+def test_an_early_marker_whose_batch_was_dropped_is_kept_by_the_next() -> None:
+    """The batch that would keep an early marker is dropped (an aborted transaction:
+    ``rewind``): clicks[0] is read again from its start and the next batch keeps the marker
+    (clicks[1], at offset 1, mark 500); once the view shows the growth, a batch keeps the
+    base and clears the marker in one write, and a dropped one of those is written again."""
+    bases = MemoryBases()
+    views = TopicEntry(TopicHistory.of("views", [1]))
+    entries = {"clicks": TopicEntry(TopicHistory.of("clicks", [1])), "views": views}
+    order, database, _clock = input_order(entries, bases=bases)
+    order.follow({C, V0})
+    order.take([*PARENT, *VIEWS])
+    order.applied(database.begin())  # (dropped)
+    assert order.rewind() == {C: 0, V0: 0}
+    order.take([*PARENT, *VIEWS])
+    _commit(order, database)
+    assert database.progress(EARLY_AT_SCOPE) == {C1: 1}
+    assert database.progress(EARLY_BASE_SCOPE) == {C1: 500}
+    entries["clicks"] = TopicEntry(GROWN)
+    order.take([])
+    order.applied(database.begin())  # (dropped)
+    order.rewind()
+    _commit(order, database)
+    assert database.progress(GROWTH_BASE_SCOPE) == {C1: 500}
+    assert database.progress(EARLY_AT_SCOPE) == {}
     order.take([])
     assert bases.bases == {LIFE: 500}

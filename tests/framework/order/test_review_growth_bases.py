@@ -11,6 +11,7 @@ from framework.growth.markers import MarkerName
 from framework.kafka import Message
 from framework.order import NO_FLOOR
 from framework.runtime.completions import complete_offsets
+from framework.runtime.early_markers import EARLY_AT_SCOPE, EARLY_BASE_SCOPE
 from framework.runtime.growth_bases import GROWTH_BASE_SCOPE, GROWTH_LIFE_SCOPE, MemoryBases
 from rebalance import TopicHistory
 from tests.framework.order.input_order_world import input_order
@@ -42,24 +43,22 @@ def test_a_held_childs_read_items_hold_back_the_other_input() -> None:
     assert _k_order(released) == ["clicks[1]", "views[0]"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a marker read before the registry view shows its step is kept only in memory "
-    "(ChildBases._early) while the parent's offset is committed past it: a restart loses it",
-)
 def test_a_marker_read_early_and_committed_past_survives_a_restart() -> None:
     """As ``test_a_marker_read_before_the_registry_view_shows_its_step_gives_its_base_later``
     but the parent's reader is restarted (SIGKILL) after committing past the marker and
     before its view of the registry shows the growth: it resumes clicks[0] at offset 3 (past
-    the marker, with mark 900), so nobody ever finds clicks[1]'s base and its reader holds
-    it for ever."""
+    the marker, with mark 900). The marker was kept with the batch that passed it
+    (``early_markers``), so the restarted reader finds clicks[1]'s base (500) once its view
+    shows the growth, keeps it and publishes it (it used to be kept only in memory: nobody
+    found it and the child's reader held it for ever)."""
     bases = MemoryBases()
     entries = {"clicks": TopicEntry(TopicHistory.of("clicks", [1])), "views": ONE_VIEWS}
     order, database, _clock = input_order(entries, bases=bases)
     order.follow({C, V0})
     order.take([*PARENT, *VIEWS])
-    assert _commit(order, database)[C] == 3  # (committed past the marker; base not kept)
+    assert _commit(order, database)[C] == 3  # (committed past the marker, the marker kept)
     assert database.progress(GROWTH_BASE_SCOPE) == {}
+    assert database.progress(EARLY_BASE_SCOPE) == {C1: 500}
 
     grown = {"clicks": TopicEntry(GROWN), "views": ONE_VIEWS}
     restarted, database, _clock = input_order(grown, database, bases)
@@ -70,15 +69,12 @@ def test_a_marker_read_early_and_committed_past_survives_a_restart() -> None:
     assert bases.bases == {LIFE: 500}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a marker read before the registry view shows its step is dropped by forget: the "
-    "parent moved away after its offset was committed past the marker; nobody finds the base",
-)
 def test_a_marker_read_early_survives_the_parent_moving_away() -> None:
     """The parent's reader commits past clicks[1]'s marker before its registry view shows
-    the growth, then a scale moves clicks[0] away (``follow`` without it): the early marker
-    is forgotten with it. Its new reader resumes past the marker: the base is never found."""
+    the growth, then a scale moves clicks[0] away (``follow`` without it). Its new reader
+    resumes past the marker; the processor that read the marker keeps it (not with the
+    parent: it used to forget it with the parent, and nobody found the base) and finds the
+    base once its view shows the growth."""
     bases = MemoryBases()
     entries: dict[str, TopicEntry] = {
         "clicks": TopicEntry(TopicHistory.of("clicks", [1])),
@@ -93,6 +89,53 @@ def test_a_marker_read_early_survives_the_parent_moving_away() -> None:
     order.take([])
     _commit(order, database)
     order.take([])
+    assert bases.bases == {LIFE: 500}
+
+
+def test_a_kill_after_the_early_markers_base_is_kept_and_before_its_publish() -> None:
+    """The early marker is committed past and kept; the view then shows the growth, the
+    batch keeps clicks[1]'s base and clears the marker in one write, and the processor is
+    killed before it publishes. Restarted, it publishes the base the state keeps (the marker
+    no longer kept: nothing to find again)."""
+    bases = MemoryBases()
+    entries = {"clicks": TopicEntry(TopicHistory.of("clicks", [1])), "views": ONE_VIEWS}
+    order, database, _clock = input_order(entries, bases=bases)
+    order.follow({C, V0})
+    order.take([*PARENT, *VIEWS])
+    _commit(order, database)
+    entries["clicks"] = TopicEntry(GROWN)
+    order.take([])
+    _commit(order, database)  # (the base kept, the marker cleared: then SIGKILL)
+    assert bases.bases == {}
+    assert database.progress(GROWTH_BASE_SCOPE) == {C1: 500}
+    assert database.progress(GROWTH_LIFE_SCOPE) == {C1: 0}
+    assert database.progress(EARLY_AT_SCOPE) == {}
+
+    grown = {"clicks": TopicEntry(GROWN), "views": ONE_VIEWS}
+    restarted, database, _clock = input_order(grown, database, bases)
+    restarted.follow({C, V0})
+    restarted.take([])
+    assert bases.bases == {LIFE: 500}
+
+
+def test_a_kill_before_the_batch_that_passes_an_early_marker_commits() -> None:
+    """The batch that would commit clicks[0] past the early marker (and keep it) is never
+    committed (SIGKILL): the restarted reader reads clicks[0] again from its start, meets
+    the marker again with the view showing the growth, and finds the same base."""
+    bases = MemoryBases()
+    entries = {"clicks": TopicEntry(TopicHistory.of("clicks", [1])), "views": ONE_VIEWS}
+    order, database, _clock = input_order(entries, bases=bases)
+    order.follow({C, V0})
+    order.take([*PARENT, *VIEWS])
+    order.applied(database.begin())  # (written, never committed: then SIGKILL)
+    assert database.progress(EARLY_AT_SCOPE) == {}
+
+    grown = {"clicks": TopicEntry(GROWN), "views": ONE_VIEWS}
+    restarted, database, _clock = input_order(grown, database, bases)
+    restarted.follow({C, V0})
+    restarted.take([*PARENT, *VIEWS])
+    _commit(restarted, database)
+    restarted.take([])
     assert bases.bases == {LIFE: 500}
 
 
@@ -191,15 +234,15 @@ def test_a_held_child_deleted_by_a_shrink_holds_back_the_other_input() -> None:
 @pytest.mark.xfail(
     strict=True,
     reason="a child whose parent was read past the marker under arrival (or by a splitstate "
-    "before growth_base records) waits for a growth_base record nothing can write",
+    "before growth_base records) waits for a growth_base record no processor writes (the "
+    "operator's `splitstate order base --from-history` does: test_order_base)",
 )
 def test_a_child_after_a_switch_from_arrival_is_applied() -> None:
     """The app ran under ``arrival`` through the growth: clicks[0] is committed past
     clicks[1]'s marker (offset 3) with no base kept; clicks[1] was never read. Switched to
     ``canonical``: clicks[1] is read from its life's start and waits for its base; nobody
-    will publish it (the parent's reader is past the marker) and no command writes a
-    ``growth_base`` record (``time.md`` says it waits "until a ``growth_base`` record is
-    written for it"): k's click is never applied."""
+    will publish it (the parent's reader is past the marker): k's click is not applied
+    until the operator runs ``splitstate order base`` (``test_order_base``)."""
     bases = MemoryBases()
     entries = {"clicks": TopicEntry(GROWN), "views": ONE_VIEWS}
     order, database, clock = input_order(entries, bases=bases)

@@ -17,7 +17,7 @@ what crosses the repartition and what does not yet (recorded progress).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from framework.config_errors import ConfigError
@@ -63,14 +63,21 @@ def repartitioned_time(record: Record[Any]) -> int:
 
 @dataclass(frozen=True)
 class GroupBySpec:
-    """A re-keying of input ``source`` by ``key`` into internal topic ``topic``."""
+    """A re-keying of input ``source`` by ``key`` into the app's internal topic ``topic``."""
 
     name: str
     source: str
-    topic: str
     key: KeyFunction
+    #: the app whose internal topic it is (its id is read when ``topic`` is asked for)
+    app: App = field(repr=False)
     #: the next stage's ``event_time``: the time the record had in ``source``
     event_time: Callable[[Record[Any]], int] = repartitioned_time
+
+    @property
+    def topic(self) -> str:
+        """The internal topic, ``<app_id>-repartition-<name>`` (the app's id as configured
+        now: an app loaded with ``--config`` has that file's)."""
+        return internal_topic(self.app.app_id, self.name)
 
 
 class GroupByFunction:
@@ -106,16 +113,22 @@ def declare_group_by(  # noqa: PLR0917 - App.group_by's arguments
     """``App.group_by``: registers the source's re-keying function and the spec."""
     if name in app.repartitions:
         raise ValueError(f"group_by {name!r}: the name is declared twice")
-    spec = GroupBySpec(name, source, internal_topic(app.app_id, name), key)
+    spec = GroupBySpec(name, source, key, app)
     app.processor(source, value_type, stores=[])(GroupByFunction(spec, event_time))
     app.repartitions[name] = spec
     return spec
 
 
 def check_repartitions(app: App) -> None:
-    """``ConfigError`` when a ``group_by``'s internal topic is not an input of the app (the
-    config refuses it as an output and an input both)."""
-    inputs = {t.topic for t in app.config.inputs}
+    """``ConfigError`` when an app with a ``group_by`` is configured so that its internal
+    topic cannot be read exactly: the topic is not an input (the config refuses it as both
+    an input and an output), outputs are ``at-least-once`` (a crash would write re-keyed
+    records twice, and the next stage's state would count them twice), or the inputs are
+    merged in the canonical order (not supported across a repartition yet)."""
+    if not app.repartitions:
+        return
+    config = app.config
+    inputs = {t.topic for t in config.inputs}
     for spec in app.repartitions.values():
         if spec.topic not in inputs:
             raise ConfigError(
@@ -123,6 +136,19 @@ def check_repartitions(app: App) -> None:
                 "an input: the next stage reads it. Fix: add it under `inputs` in the config "
                 "(partitions: as the app's other inputs), not under `outputs`"
             )
+    names = sorted(app.repartitions)
+    if config.processing_guarantee != "exactly-once":
+        raise ConfigError(
+            f"group_by {names} needs processing_guarantee: exactly-once: under at-least-once "
+            "a crash writes re-keyed records to the internal topic again, and the next stage "
+            "would apply them twice. Fix: processing_guarantee: exactly-once"
+        )
+    if config.time.input_order == "canonical":
+        raise ConfigError(
+            f"group_by {names} with time.input_order: canonical is not supported yet: the "
+            "source's records would wait for the internal topic's marks, which only they "
+            "make. Fix: time.input_order: arrival (see docs/development/design-repartition.md)"
+        )
 
 
 def written_topics(app: App) -> set[str]:

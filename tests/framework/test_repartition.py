@@ -13,12 +13,13 @@ from framework.repartition import EVENT_TIME_HEADER, internal_topic
 INTERNAL = "shop-repartition-by-region"
 
 
-def _app(inputs: list[str] | None = None, outputs: list[str] | None = None) -> App:
+def _app(inputs: list[str] | None = None, outputs: list[str] | None = None, **settings: Any) -> App:
     app = App(
         app_id="shop",
         inputs=inputs or ["orders", INTERNAL],
         outputs=outputs or ["totals"],
         initial_processors=2,
+        **settings,
     )
     app.store("total")
     return app
@@ -111,3 +112,14 @@ def test_a_key_function_giving_neither_text_nor_bytes_is_the_apps_failure() -> N
     driver.send("orders", b"alice", b"{}")
     assert [d.stage for d in driver.dead_letters] == ["processor"]
     assert driver.outputs(INTERNAL) == []
+
+
+def test_group_by_is_refused_where_its_internal_topic_cannot_be_read_exactly_yet() -> None:
+    app = _app(processing_guarantee="at-least-once")
+    app.group_by("orders", lambda record: b"x", name="by-region")
+    with pytest.raises(ConfigError, match="needs processing_guarantee: exactly-once"):
+        app.check()
+    app = _app(time={"input_order": "canonical"})
+    app.group_by("orders", lambda record: b"x", name="by-region")
+    with pytest.raises(ConfigError, match="canonical is not supported yet"):
+        app.check()

@@ -114,7 +114,8 @@ def declare_group_by(  # noqa: PLR0917 - App.group_by's arguments
     if name in app.repartitions:
         raise ValueError(f"group_by {name!r}: the name is declared twice")
     spec = GroupBySpec(name, source, key, app)
-    app.processor(source, value_type, stores=[])(GroupByFunction(spec, event_time))
+    function = GroupByFunction(spec, event_time)
+    app.processor(source, value_type, stores=[], event_time=event_time)(function)
     app.repartitions[name] = spec
     return spec
 

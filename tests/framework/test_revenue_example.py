@@ -92,3 +92,27 @@ def test_the_hours_follow_from_the_internal_topic_alone() -> None:
     assert [(d.stage, d.key) for d in again.dead_letters] == [
         (d.stage, d.key) for d in live.dead_letters
     ]
+
+
+def test_a_tick_of_the_source_closes_no_window_of_the_new_keys() -> None:
+    """The source's keys (customers) keep no time; the regions living at the same partition
+    number of the internal topic are other keys: a tick of ``orders`` (its floor is the
+    source partition's, not the region's) applies to none of them."""
+    driver = TestDriver(revenue, AppConfig.load(revenue.config_file))
+    for customer, order in _orders()[:12]:
+        driver.send("orders", customer, order)
+    for partition in range(4):
+        driver.tick("orders", partition, 100 * HOUR)
+    assert driver.outputs() == []
+    driver.tick(by_region.topic, 0, 100 * HOUR)
+    driver.tick(by_region.topic, 1, 100 * HOUR)
+    driver.tick(by_region.topic, 2, 100 * HOUR)
+    driver.tick(by_region.topic, 3, 100 * HOUR)
+    assert _hours(driver) == _expected(_orders()[:12])
+
+
+def test_the_source_partitions_time_is_the_orders_event_time() -> None:
+    driver = TestDriver(revenue, AppConfig.load(revenue.config_file))
+    assert revenue.handler("orders").event_time == "at"
+    driver.send("orders", b"alice", {"region": "eu", "amount": 1, "at": 5 * HOUR}, timestamp=7)
+    assert driver.outputs(by_region.topic)[0].headers == [("splitstate.event-time", b"18000000")]

@@ -105,11 +105,11 @@ def test_revenue_per_region_hour_through_the_internal_topic_and_a_restart(
         wait_for(lambda: runner.pids().get(0) not in (None, first), 60, "the restart")
         _produce(kafka_bootstrap, orders, _orders(150, 150))  # to 5 hours: 0..3 close
 
-        def rekeyed() -> bool:
+        def all_rekeyed() -> bool:
             reads = read_topic(kafka_bootstrap, internal, PARTITIONS)
             return sum(1 for r in reads if EVENT_TIME_HEADER in r.headers) >= 300
 
-        wait_for(rekeyed, 180, "every order re-keyed")
+        wait_for(all_rekeyed, 180, "every order re-keyed")
         wait_for(lambda: len(read_topic(kafka_bootstrap, out, PARTITIONS)) >= 12, 120,
                  "hours 0..3 of each region")  # fmt: skip
         time.sleep(2)  # (nothing more may come: each once)

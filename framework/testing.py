@@ -19,6 +19,10 @@ precede it, then is applied as one batch; ``pending`` says how many wait. ``adva
 the runtime writes them (a tick with the floor that releases the least waiting item, on each
 partition that holds it back).
 
+What an app writes to its internal topics (``App.group_by``) is read back as its input, each
+record on the partition linear hashing places its key, in the order written, before ``send``
+(or ``tick``) returns; ``outputs(internal_topic)`` lists it.
+
 A failure of the app's own code (its function raises or returns what cannot be written, a
 timer or a window's result fails) raises, so that a test fails on a bug:
 ``TestDriver(app, on_error="dead-letter")`` makes it a dead letter instead, as the runtime

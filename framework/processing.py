@@ -125,9 +125,8 @@ class RecordProcessor:
             find_marker=find_marker,
         )
         self._registry = registry
-        self.stop_on_error = (
-            app.config.on_error == "stop" if stop_on_error is None else stop_on_error
-        )
+        stop = app.config.on_error == "stop"
+        self.stop_on_error = stop if stop_on_error is None else stop_on_error
         self.outputs = written_topics(app)  # (its outputs and its group_by's internal topics)
         self.default_output = app.config.outputs[0].topic if len(app.config.outputs) == 1 else None
         self._encode = OutputEncoder(self.outputs, self.default_output).encode

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from framework.app_checks import check_app
+from framework.app_script import script_spec
 from framework.config import AppConfig, ConfigError
-from framework.errors import SplitstateError
 from framework.joins.declare import declare_interval_join, declare_table_join
 from framework.joins.interval import IntervalJoinSpec, JoinFunction, JoinType
 from framework.joins.table_join import TableJoinFunction, TableJoinSpec
 from framework.records import Output, Record
+from framework.repartition import GroupBySpec, KeyFunction, declare_group_by
 from framework.tables.spec import TableSpec, TableUpsert
 from framework.time.aggregations import Aggregation
 from framework.time.durations import Duration, to_ms
@@ -98,6 +99,8 @@ class App:
         #: interval joins and table joins (``interval_join``, ``table_join``), by name
         self.interval_joins: dict[str, IntervalJoinSpec] = {}
         self.table_joins: dict[str, TableJoinSpec] = {}
+        #: re-keyings through internal topics (``group_by``), by name
+        self.repartitions: dict[str, GroupBySpec] = {}
 
     @property
     def config(self) -> AppConfig:
@@ -277,6 +280,16 @@ class App:
         docs/concepts/joins.md."""
         return declare_table_join(self, left, right, how, name)
 
+    def group_by(
+        self, source: str, key: KeyFunction, *, name: str, value_type: type[Any] | None = None,
+        event_time: EventTime = None,
+    ) -> GroupBySpec:  # fmt: skip
+        """Re-key input ``source`` by ``key(record)`` into internal input topic
+        ``<app_id>-repartition-<name>``, read by the next stage with ``event_time=
+        spec.event_time``; ``value_type``, ``event_time``: the source's, as for ``processor``
+        (see ``framework.repartition``)."""
+        return declare_group_by(self, source, key, name, value_type, event_time)
+
     @property
     def uses_time(self) -> bool:
         """Whether the app keeps time per key (a window or timer store, or a ttl)."""
@@ -379,21 +392,8 @@ class App:
         raise SystemExit(main(["run", spec, *arguments], script=script))
 
     def _script_spec(self) -> str:
-        """``PATH.py:NAME`` (``MODULE:NAME`` under ``python -m``) of this app in the script
-        Python runs (``SplitstateError``: it is none of the script's names)."""
-        script = sys.modules.get("__main__")
-        path = getattr(script, "__file__", None)
-        names = [name for name, value in vars(script).items() if value is self] if script else []
-        if path is None or not names:
-            raise SplitstateError(
-                "app.run() runs the App that the script Python runs defines (python app.py, "
-                "with `if __name__ == '__main__': app.run()` at its end); this App is none of "
-                "its names. Fix: run it with `splitstate run MODULE:APP` (or FILE.py:APP)"
-            )
-        module = getattr(getattr(script, "__spec__", None), "name", None)
-        if module:  # python -m package.app: imported by its module name, relative imports work
-            return f"{module}:{names[0]}"
-        return f"{Path(path).resolve()}:{names[0]}"
+        """``PATH.py:NAME`` of this app in the script Python runs (``script_spec``)."""
+        return script_spec(self)
 
     def check(self) -> None:
         """Raise ``ConfigError`` when the config and the registered functions disagree."""

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from framework.config_errors import ConfigError
 from framework.joins.declare import check_joins
+from framework.repartition import check_repartitions
 from framework.tables.checks import check_tables
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ def check_app(app: App) -> None:
     ``App.check``)."""
     check_joins(app)
     check_tables(app)
+    check_repartitions(app)
     inputs = {t.topic for t in app.config.inputs}
     missing = [] if _ANY_TOPIC in app.handlers else sorted(inputs - set(app.handlers))
     if missing:

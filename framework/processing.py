@@ -45,6 +45,7 @@ from framework.records import (
     encode_value,
     readable_headers,
 )
+from framework.repartition import written_topics
 from framework.routes import Route
 from framework.tables import UnreadableRecordError
 from framework.time.applying import TimeApplier
@@ -124,10 +125,9 @@ class RecordProcessor:
             find_marker=find_marker,
         )
         self._registry = registry
-        self.stop_on_error = (
-            app.config.on_error == "stop" if stop_on_error is None else stop_on_error
-        )
-        self.outputs = {t.topic for t in app.config.outputs}
+        stop = app.config.on_error == "stop"
+        self.stop_on_error = stop if stop_on_error is None else stop_on_error
+        self.outputs = written_topics(app)  # (its outputs and its group_by's internal topics)
         self.default_output = app.config.outputs[0].topic if len(app.config.outputs) == 1 else None
         self._encode = OutputEncoder(self.outputs, self.default_output).encode
         self._time = (

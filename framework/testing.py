@@ -19,6 +19,10 @@ precede it, then is applied as one batch; ``pending`` says how many wait. ``adva
 the runtime writes them (a tick with the floor that releases the least waiting item, on each
 partition that holds it back).
 
+What an app writes to its internal topics (``App.group_by``) is read back as its input, each
+record on the partition linear hashing places its key, in the order written, before ``send``
+(or ``tick``) returns; ``outputs(internal_topic)`` lists it.
+
 A failure of the app's own code (its function raises or returns what cannot be written, a
 timer or a window's result fails) raises, so that a test fails on a bug:
 ``TestDriver(app, on_error="dead-letter")`` makes it a dead letter instead, as the runtime
@@ -28,7 +32,7 @@ either way.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -104,6 +108,10 @@ class TestDriver:
         self._raise = on_error == "raise" and self.config.on_error != "stop"
         self._next_offset: dict[tuple[str, int], int] = defaultdict(int, self.database.offsets())
         self._outputs: dict[str, list[EncodedOutput]] = defaultdict(list)
+        #: outputs to the app's internal topics (``group_by``), to be read back as its input
+        self._internal = {spec.topic for spec in app.repartitions.values()}
+        self._routed: deque[EncodedOutput] = deque()
+        self._routing = False
         self.dead_letters: list[DeadLetter] = []
         self._clock = 0
         #: the canonical order of several inputs (``None``: each record applied as sent)
@@ -232,6 +240,7 @@ class TestDriver:
         if order is None or times is None:
             self._apply(message, keys)
             self._next_offset[(topic, partition)] = offset + 1
+            self._route()
             return
         self._next_offset[(topic, partition)] = offset + 1  # (read: waiting, or applied)
         time = times.of(topic, partition, offset, message)
@@ -240,6 +249,35 @@ class TestDriver:
         order.add((topic, partition), offset, key, time, message, wanted=wanted)
         for item in order.release():
             self._apply(item.payload, keys if item.payload is message else None, item.mark)
+        self._route()
+
+    def _route(self) -> None:
+        """Read back what the app wrote to its internal topics, each record at its
+        partition's next offset, in the order written (as a processor reads the topic), until
+        nothing more is written to them."""
+        if self._routing:
+            return
+        self._routing = True
+        try:
+            while self._routed:
+                output = self._routed.popleft()
+                partitions = self.config.input_topic(output.topic).partitions
+                partition = bucket(key_hash(output.key), partitions, partitions)
+                self._clock += 1
+                headers = [
+                    (name, value.encode() if isinstance(value, str) else value)
+                    for name, value in output.headers or ()
+                ]
+                self._process(
+                    output.topic,
+                    partition,
+                    output.key,
+                    output.value,
+                    timestamp=self._clock,
+                    headers=headers,
+                )
+        finally:
+            self._routing = False
 
     def _apply(
         self,
@@ -274,14 +312,18 @@ class TestDriver:
         batch.commit()
         for output in outputs:
             self._outputs[output.topic].append(output)
+            if output.topic in self._internal:
+                self._routed.append(output)
         if dead is not None:
             self.dead_letters.append(dead)
         self.dead_letters += self._processor.take_letters()
 
     def outputs(self, topic: str | None = None) -> list[EncodedOutput]:
-        """Outputs written to ``topic`` (default: the only output topic), oldest first;
-        ``ValueError`` for a topic the app does not write."""
+        """Outputs written to ``topic`` (default: the only output topic; or an internal topic
+        of ``group_by``), oldest first; ``ValueError`` for a topic the app does not write."""
         written = [o.topic for o in self.config.outputs]
+        if topic in self._internal:
+            return list(self._outputs[topic])
         if topic is None:
             if len(written) != 1:
                 raise ValueError(f"the app has several output topics {written}; name one")

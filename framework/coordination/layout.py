@@ -25,6 +25,7 @@ from framework.coordination.control_log import ControlLog
 from framework.coordination.progress_reports import progress_topic_spec
 from framework.coordination.registry import REGISTRY_TOPIC, TopicEntry, TopicRegistry
 from framework.kafka import Kafka, KafkaIOError, TopicSpec, check_retention
+from framework.repartition import written_topics
 from framework.tables.topics import check_table_topics, table_topic_configs
 from rebalance import TopicHistory, bucket, check_layout
 from rebalance.control import AppDefinition, ControlState, Generation
@@ -162,7 +163,8 @@ def prepare_app(
     processors = control.processors or config.processor_count
     _check_layouts(config, control.app, entries, processors)
     inputs = {t.topic: entries[t.topic] for t in config.inputs}
-    outputs = {t.topic: entries[t.topic] for t in config.outputs}
+    # (what the app's functions write: its outputs and its group_by's internal topics)
+    outputs = {topic: entries[topic] for topic in written_topics(app)}
     return AppLayout(control.app, processors, inputs, outputs, control)
 
 

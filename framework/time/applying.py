@@ -73,6 +73,9 @@ class TimeApplier:
         self.floors_restored = False
         self.records: dict[tuple[str, int], int] = {}
         self.ticks = 0
+        #: inputs whose keys keep no time: a ``group_by``'s sources (their ticks apply to no
+        #: key, not to the new keys living at the same partition of the internal topic)
+        self._timeless = {spec.source for spec in functions.app.repartitions.values()}
 
     def record(  # noqa: PLR0917 - the record, as process() has it
         self,
@@ -136,7 +139,7 @@ class TimeApplier:
         lives_at = self._homes.lives_at
         chosen = [
             key
-            for key in batch.due_keys(floor, wall)
+            for key in ([] if where[0] in self._timeless else batch.due_keys(floor, wall))
             if lives_at(key, where, steps) and (keys is None or keys(key))
         ]
         running, refused = self._guard

@@ -18,6 +18,7 @@ from framework.app import App
 from framework.errors import ProcessorStoppedError, describe_error
 from framework.records import (
     DeadLetter,
+    DeadLetterStage,
     EncodedOutput,
     Output,
     Record,
@@ -27,6 +28,7 @@ from framework.records import (
 from framework.tables import Tables
 from framework.time.context import KeyTime
 from framework.time.due_items import DueItem
+from framework.time.failed import RecordFailedError
 from framework.time.keeper import TimeKeeper, due_times
 from framework.time.key_clock import TIME_STORE, DamagedTimeError
 from framework.time.specs import NoEventTimeError, Timer, TimerSpec, WindowSpec, event_time_of
@@ -45,17 +47,6 @@ Encode = Callable[[Any, bytes, tuple[str, int, int], Callable[..., Any]], list[E
 class _RefusedError(Exception):
     """A timer or window result dropped as failed, not for an error of its function (the
     reason says why)."""
-
-
-class RecordFailedError(Exception):
-    """A record's function (or its windows) failed; its key's writes were undone.
-    ``stage``: ``"late"`` or ``"processor"``; ``reason``: the dead letter's."""
-
-    def __init__(self, stage: str, reason: str, cause: BaseException) -> None:
-        super().__init__(reason)
-        self.stage = stage
-        self.reason = reason
-        self.cause = cause
 
 
 class TimedFunctions:
@@ -279,10 +270,14 @@ class TimedFunctions:
         time = self.keeper.open(batch, key)
         time.ticked = self._ticking
         stores = spec.stores or tuple(self.app.stores)
+        before = len(time.dead)
         try:
             if refused is not None:
                 raise _RefusedError(refused)
             result = spec.function(timer, self.state(batch, key, time, stores))
+            dead = time.dead[before:]  # (parts of its work it made dead letters)
+            if dead and self.stop_on_error:
+                raise _RefusedError(dead[0][1])
             outputs = [] if result is None else list(output_items(result, spec.function.__name__))
             outputs += time.outputs
             _check_progress(timer, time.clock.timers.get(spec.name, {}).get(timer.name))
@@ -291,16 +286,23 @@ class TimedFunctions:
                     output.key = key
             self._encode(outputs, key, self._origin, spec.function)  # (what it cannot write)
             self.keeper.save(batch, time, self.app.windows, self.app.timers)
+            named = f"timer {timer.name!r} of store {timer.store!r}, key {key!r}"
+            for value, why in dead:
+                letter = DeadLetter(*self._origin, key, value, (), "timer", f"{named}: {why}")
+                self.letters.append(letter)
             return outputs
         except Exception as error:  # any failure of user code is handled by the policy
             self._undo(batch, key, saved, len(self.letters))
             topic, partition, offset = self._origin
-            refusal = isinstance(error, _RefusedError)
+            refusal = isinstance(error, (_RefusedError, RecordFailedError))
             why = str(error) if refusal else describe_error(error, with_trace=True)
             reason = (
                 f"timer {timer.name!r} of store {timer.store!r} (due {timer.time} ms) failed "
                 f"for key {key!r}: {why}. The timer was dropped and its writes undone."
             )
+            decode = isinstance(error, RecordFailedError) and error.stage == "decode"
+            stage: DeadLetterStage = "decode" if decode else "timer"
+            del time.dead[before:]
             if self.stop_on_error:
                 raise ProcessorStoppedError(
                     f"{reason} Fix the timer function, then restart; or set on_error: "
@@ -308,9 +310,7 @@ class TimedFunctions:
                     at=self._origin,
                 ) from error
             value = orjson.dumps({"store": timer.store, "timer": timer.name, "due": timer.time})
-            self.letters.append(
-                DeadLetter(topic, partition, offset, key, value, (), "timer", reason)
-            )
+            self.letters.append(DeadLetter(topic, partition, offset, key, value, (), stage, reason))
             return []
 
     # -- windows that close -----------------------------------------------------------------

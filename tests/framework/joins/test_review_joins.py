@@ -51,13 +51,6 @@ def put(driver: TestDriver, store: str, key: bytes, value: bytes) -> None:
 # -- interval join: a failing unmatched call ---------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/joins/interval.py:180-206 with framework/time/running.py:_timer: a "
-    "failing unmatched call undoes the whole expiry (every record it dropped stays buffered) "
-    "and drops the timer, so the key's buffer is left with no timer: payment 2, whose call "
-    "succeeds, is never emitted, and the buffer stays for ever",
-)
 def test_a_failing_unmatched_call_strands_neither_the_buffer_nor_the_other_records() -> None:
     driver = TestDriver(failing_app(fail_on=1), on_error="dead-letter")
     send(driver, [("payments", b"k0", 1_000, 1), ("payments", b"k0", 1_000, 2)])
@@ -67,13 +60,6 @@ def test_a_failing_unmatched_call_strands_neither_the_buffer_nor_the_other_recor
     assert driver.state(STORE, b"k0") is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/joins/interval.py:180-206: once one unmatched call fails, every later "
-    "expiry of the key fails on it again (it is never dropped), so the key's buffer keeps "
-    "every record it gets: unbounded growth, and no unmatched record of the key is emitted "
-    "again",
-)
 def test_a_key_whose_unmatched_call_failed_once_does_not_grow_for_ever() -> None:
     driver = TestDriver(failing_app(fail_on=1), on_error="dead-letter")
     send(driver, [("payments", b"k0", 1_000, 1)])
@@ -90,23 +76,11 @@ def test_a_key_whose_unmatched_call_failed_once_does_not_grow_for_ever() -> None
 # -- interval join: damaged stored buffers -----------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/joins/buffer.py:120: a buffered value {'b64': ...} that is no base64 "
-    "raises binascii.Error, not DamagedJoinError as JoinBuffer.decode promises",
-)
 def test_a_buffered_value_that_is_no_base64_is_a_damaged_buffer() -> None:
     with pytest.raises(DamagedJoinError):
         JoinBuffer.decode(b'{"l":[[1000,0,0,null,{"b64":"!!"},0]]}')
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/joins/interval.py:157 (JoinSide) and :189 (JoinExpiry): a damaged "
-    "buffer fails every record of the key as a 'processor' dead letter with a traceback "
-    "and no fix named (a damaged time record is a 'decode' dead letter naming the "
-    "snapshot restore or backfill); the expiry timer is dropped, the buffer kept",
-)
 def test_a_damaged_buffer_is_a_decode_dead_letter_naming_the_fix() -> None:
     driver = TestDriver(join_app("left"), on_error="dead-letter")
     send(driver, [("payments", b"k0", 1_000, 1)])
@@ -123,13 +97,6 @@ def test_a_damaged_buffer_is_a_decode_dead_letter_naming_the_fix() -> None:
 # -- table join -------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/joins/table_join.py:95-99: when the OTHER table's stored versions are "
-    "damaged, DamagedTableError is caught as if it were the record's own table; the upsert "
-    "succeeds and returns None, so the record is applied and its join silently never "
-    "called: no output and no dead letter",
-)
 def test_a_damaged_other_table_is_no_silently_skipped_join() -> None:
     driver = TestDriver(limits_app("inner"), on_error="dead-letter")
     driver.send("limits", b"c1", {"amount": 100}, timestamp=1_000)
@@ -140,13 +107,6 @@ def test_a_damaged_other_table_is_no_silently_skipped_join() -> None:
     assert driver.output_values() or driver.dead_letters
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/joins/table_join.py:131-134 (_newest, outside any try): the other "
-    "table's stored value that no longer validates as its value_type (an app whose model "
-    "changed) raises ValidationError out of RecordProcessor.process: the processor "
-    "crashes on the record (a crash loop) even with on_error: dead-letter",
-)
 def test_an_other_tables_value_that_no_longer_validates_is_a_dead_letter() -> None:
     driver = TestDriver(limits_app("inner"), on_error="dead-letter")
     driver.send("limits", b"c1", {"amount": 100}, timestamp=1_000)
@@ -159,7 +119,7 @@ def test_an_other_tables_value_that_no_longer_validates_is_a_dead_letter() -> No
     )
     driver.send("customers", b"c1", {"name": "Ada"}, timestamp=2_000)
     driver.advance_time(3_000)
-    assert [letter.stage for letter in driver.dead_letters] == ["processor"]
+    assert [letter.stage for letter in driver.dead_letters] == ["decode"]
 
 
 @pytest.mark.xfail(
@@ -271,13 +231,6 @@ def test_a_driver_going_on_after_advance_time_applies_what_one_run_applies() -> 
     assert late == [(d.topic, d.stage) for d in whole.dead_letters]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/joins/interval.py:228-234 (_save): a record within after + grace of "
-    "the largest event time (2^62 - 1 ms) sets an expiry timer beyond it, so the record "
-    "is a 'processor' dead letter blaming timer 'expiry' (whose Fix speaks of a timer the "
-    "app never set) instead of being joined; grace up to 2^62 is accepted when declared",
-)
 def test_records_near_the_largest_event_time_are_joined() -> None:
     at = 2**62 - 1 - 5
     driver = TestDriver(join_app("left", before=100, after=50, grace=20), on_error="dead-letter")

@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeVar
 from framework.app_checks import check_app
 from framework.config import AppConfig, ConfigError
 from framework.errors import SplitstateError
-from framework.joins.declare import declare_interval_join, declare_table_join
+from framework.joins.declare import declare_interval_join, declare_table_join, refuse_joined_input
 from framework.joins.interval import IntervalJoinSpec, JoinFunction, JoinType
 from framework.joins.table_join import TableJoinFunction, TableJoinSpec
 from framework.records import Output, Record
@@ -323,6 +323,7 @@ class App:
                     "input's function to read it (KeyTable)"
                 )
             if name in self.handlers:
+                refuse_joined_input(self, name, "@app.processor")
                 what = "every topic" if topic is None else f"topic {topic!r}"
                 raise ValueError(f"a processor for {what} is already registered")
             self.handlers[name] = Handler(

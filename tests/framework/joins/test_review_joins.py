@@ -141,12 +141,6 @@ def test_a_tombstone_of_a_key_neither_table_holds_calls_nothing(how: str) -> Non
 # -- refusals --------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/joins/declare.py:66-71: a second interval join of an input is refused "
-    "naming a @app.processor the app does not have ('Fix: remove @app.processor(...)'), "
-    "not the join 'match' that already reads it",
-)
 def test_a_second_join_of_an_input_is_refused_naming_the_first_join() -> None:
     app = join_app()
     with pytest.raises(ValueError, match="match"):
@@ -156,12 +150,6 @@ def test_a_second_join_of_an_input_is_refused_naming_the_first_join() -> None:
             return None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/app.py processor(): a processor for an interval join's input declared "
-    "after the join is refused as 'a processor for topic ... is already registered', "
-    "naming neither the join nor a fix",
-)
 def test_a_processor_for_a_joined_input_is_refused_naming_the_join() -> None:
     app = join_app()
     with pytest.raises(ValueError, match=r"interval join 'match'.*Fix"):

@@ -11,7 +11,12 @@ none, or deleted):
   one side of a joined pair: its value is ``None``);
 - ``left``: on each change of the left table, and on a change of the right one while the
   left has a value;
-- ``outer``: on each change of either.
+- ``outer``: on each change of either;
+
+but never when neither table holds a value of the key before or after the change (a
+tombstone of a key neither holds). A deletion that does call it passes ``None`` for the
+deleted side: the function emits the deletion (docs/concepts/joins.md says how that differs
+from Kafka Streams, which forwards one without calling its joiner).
 
 Which records precede which is the canonical order of the app's inputs, so the calls are the
 same live, on replay and after a restart. The join keeps no state of its own: a Spark build
@@ -51,7 +56,10 @@ class TableJoinSpec:
 
     def calls(self, changed_left: bool, before: tuple[Any, Any], after: tuple[Any, Any]) -> bool:
         """Whether a change (of the left table: ``changed_left``) calls the function, by
-        both values before and after it."""
+        both values before and after it: never when neither table holds a value before or
+        after it (a tombstone of a key neither holds, as Kafka Streams forwards nothing)."""
+        if before == (None, None) and after == (None, None):
+            return False
         if self.how == "outer":
             return True
         if self.how == "left":

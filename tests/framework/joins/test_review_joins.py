@@ -122,14 +122,6 @@ def test_an_other_tables_value_that_no_longer_validates_is_a_dead_letter() -> No
     assert [letter.stage for letter in driver.dead_letters] == ["decode"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/joins/table_join.py:55-63 (TableJoinSpec.calls) against "
-    "docs/concepts/joins.md ('as Kafka Streams' KTable.join(KTable) does'): a tombstone "
-    "of a key neither table holds calls a left or outer join's function with (None, "
-    "None); Kafka Streams' table joins (KIP-77) forward nothing then, and never call the "
-    "joiner for a result that is a deletion",
-)
 @pytest.mark.parametrize("how", ["left", "outer"])
 def test_a_tombstone_of_a_key_neither_table_holds_calls_nothing(how: str) -> None:
     driver = TestDriver(limits_app(how), on_error="dead-letter")  # type: ignore[arg-type]

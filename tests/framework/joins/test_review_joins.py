@@ -184,15 +184,6 @@ def test_the_bytes_written_per_record_do_not_grow_with_the_buffer(
 # -- the harness: TestDriver going on from a state ----------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/testing.py (_force_waiting, __init__ with database=): forced ticks "
-    "that advance_time writes are read into the merge and held there (pending does not "
-    "count them), never committed; a TestDriver going on from the database starts at the "
-    "committed offsets without them (a processor would read them again from Kafka), so "
-    "its canonical order, and which join records are late, differ from one run's. Not a "
-    "join defect, but restart tests (join_world.unread) cannot cut after advance_time",
-)
 def test_a_driver_going_on_after_advance_time_applies_what_one_run_applies() -> None:
     def app() -> App:
         return join_app(before=30, after=30, grace=5)

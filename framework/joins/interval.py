@@ -215,9 +215,8 @@ class JoinExpiry:
                 timers.dead_letter(
                     item.raw,
                     f"interval join {spec.name!r} failed on the unmatched record {where} "
-                    f"({describe_error(error, with_trace=True)}). It was dropped from the "
-                    "buffer, its output not emitted; the join's other records go on. Fix the "
-                    "function (or the record's value)",
+                    f"({describe_error(error, with_trace=True)}). Fix the function (or the "
+                    "record's value)",
                 )
         _save(spec, buffer, stored, timers)
         return outputs

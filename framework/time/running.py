@@ -287,8 +287,9 @@ class TimedFunctions:
             self._encode(outputs, key, self._origin, spec.function)  # (what it cannot write)
             self.keeper.save(batch, time, self.app.windows, self.app.timers)
             named = f"timer {timer.name!r} of store {timer.store!r}, key {key!r}"
-            for value, why in dead:
-                letter = DeadLetter(*self._origin, key, value, (), "timer", f"{named}: {why}")
+            for value, failed in dead:
+                why = f"{named}: {failed}. That part was dropped; the rest the timer did is kept"
+                letter = DeadLetter(*self._origin, key, value, (), "timer", why)
                 self.letters.append(letter)
             return outputs
         except Exception as error:  # any failure of user code is handled by the policy

@@ -11,6 +11,7 @@ import pytest
 from framework import App, AppConfig, Output, Record
 from framework.config import TopicConfig
 from framework.config_time import TimeConfig
+from framework.errors import ProcessorStoppedError
 from framework.joins import DamagedJoinError, JoinBuffer
 from framework.testing import TestDriver
 from statestore.batch import StoreBatch
@@ -209,3 +210,12 @@ def test_records_near_the_largest_event_time_are_joined() -> None:
     driver.advance_time(at + 2)
     assert driver.dead_letters == []
     assert pairs(driver) == [(1, 2)]
+
+
+def test_a_failing_unmatched_call_stops_a_processor_set_to_stop() -> None:
+    driver = TestDriver(failing_app(fail_on=1))  # (a failure raises: on_error stop)
+    send(driver, [("payments", b"k0", 1_000, 1), ("payments", b"k0", 1_000, 2)])
+    with pytest.raises(ProcessorStoppedError, match=r"unmatched record payments\[0\]@0"):
+        driver.advance_time(1_000_000)
+    assert pairs(driver) == []  # (nothing of the expiry kept: it is applied again on restart)
+    assert driver.state(STORE, b"k0") is not None

@@ -176,7 +176,9 @@ class JoinSide:
 class JoinExpiry:
     """The timer function of a join's expiry timers: drops each buffered record that can
     match nothing still to come and, ``how`` permitting, calls the function for those that
-    never matched (with ``None`` for the other side), the earliest to expire first."""
+    never matched (with ``None`` for the other side), the earliest to expire first. Each such
+    call is its own unit: one that fails is a dead letter of its own (``KeyTimers.dead_letter``)
+    and its record is dropped all the same, while the others are emitted."""
 
     __slots__ = ("__name__", "spec")
 

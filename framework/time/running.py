@@ -3,8 +3,9 @@ function, and a tick over the keys it makes something due for.
 
 Everything one record (or one tick) does to a key is undone together when the function fails:
 its state writes, its time (windows, timers, expiries) and what its timers did. A timer whose
-function fails is dropped and becomes a dead letter (stage ``timer``); a record whose windows
-all closed is a dead letter (stage ``late``) unless the window store has ``on_late``.
+function fails is dropped, a dead letter (stage ``timer``; ``decode`` for a ``RecordFailedError``
+of it; a part it drops, ``KeyTimers.dead_letter``, is one alone); a record whose windows all
+closed is a dead letter (stage ``late``) unless the window store has ``on_late``.
 """
 
 from __future__ import annotations

@@ -23,11 +23,12 @@ from typing import Any, Literal, TypeVar
 from framework.app_checks import check_app
 from framework.app_script import script_spec
 from framework.config import AppConfig, ConfigError
-from framework.joins.declare import declare_interval_join, declare_table_join
+from framework.joins.declare import declare_interval_join, declare_table_join, refuse_joined_input
 from framework.joins.interval import IntervalJoinSpec, JoinFunction, JoinType
 from framework.joins.table_join import TableJoinFunction, TableJoinSpec
 from framework.records import Output, Record
 from framework.repartition import GroupBySpec, KeyFunction, declare_group_by
+from framework.tables.checks import refuse_table_processor
 from framework.tables.spec import TableSpec, TableUpsert
 from framework.time.aggregations import Aggregation
 from framework.time.durations import Duration, to_ms
@@ -329,14 +330,9 @@ class App:
         name = ANY_TOPIC if topic is None else topic
 
         def register(function: F) -> F:
-            if name in self.tables:
-                raise ValueError(
-                    f"input {name!r} is a table (app.table): its records only upsert the "
-                    "key's value, no processor function runs for them. Fix: remove "
-                    f"@app.processor({name!r}) and list {name!r} in the stores of another "
-                    "input's function to read it (KeyTable)"
-                )
+            refuse_table_processor(self, name)
             if name in self.handlers:
+                refuse_joined_input(self, name, "@app.processor")
                 what = "every topic" if topic is None else f"topic {topic!r}"
                 raise ValueError(f"a processor for {what} is already registered")
             self.handlers[name] = Handler(

@@ -17,7 +17,9 @@ several inputs and ``time.input_order: canonical`` applies them as the live loop
 precede it, then is applied as one batch; ``pending`` says how many wait. ``advance_time`` lets
 ``time.max_input_wait`` pass as well: what still waits then is released by forced ticks, as
 the runtime writes them (a tick with the floor that releases the least waiting item, on each
-partition that holds it back).
+partition that holds it back). Forced ticks read into the merge buffer but not applied yet
+are kept with the driver's database: a driver going on from it (``database=``) reads them
+again first (at their partitions' next offsets), as a processor reads them again from Kafka.
 
 What an app writes to its internal topics (``App.group_by``) is read back as its input, each
 record on the partition linear hashing places its key, in the order written, before ``send``
@@ -35,6 +37,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from collections.abc import Callable
 from typing import Any, Literal
+from weakref import WeakKeyDictionary
 
 import orjson
 
@@ -59,6 +62,14 @@ from rebalance import bucket, key_hash
 from statestore import DatabaseIdentity, ProcessorDatabase
 
 __all__ = ["TestDriver"]
+
+#: a forced tick as written: its partition, floor (its timestamp) and headers
+_Forced = tuple[str, int, int, list[tuple[str, bytes | None]]]
+#: by database, the forced ticks its last driver read but did not apply yet, by where
+#: (topic, partition, offset): what a driver going on from the database reads again
+_HELD: WeakKeyDictionary[ProcessorDatabase, dict[tuple[str, int, int], _Forced]] = (
+    WeakKeyDictionary()
+)
 
 
 class TestDriver:
@@ -126,6 +137,14 @@ class TestDriver:
                     where = (topic.topic, partition)
                     start = self._next_offset[where]
                     self._order.assign(where, start, marks.get(where, NO_FLOOR))
+        held = _HELD.get(self.database, {})
+        #: the forced ticks read but not applied yet (see the module)
+        self._held: dict[tuple[str, int, int], _Forced] = {}
+        _HELD[self.database] = self._held
+        for _where, (topic_name, partition, floor, headers) in sorted(held.items()):
+            self._process(
+                topic_name, partition, None, b"", timestamp=floor, headers=headers, wanted=False
+            )
 
     @property
     def pending(self) -> int:
@@ -243,6 +262,8 @@ class TestDriver:
             self._route()
             return
         self._next_offset[(topic, partition)] = offset + 1  # (read: waiting, or applied)
+        if not wanted and key is None:  # (a forced tick: kept until applied)
+            self._held[(topic, partition, offset)] = (topic, partition, timestamp, headers)
         time = times.of(topic, partition, offset, message)
         if key is None and time is None and is_tick_record(topic, key, headers):
             wanted = False  # (another app's tick: nothing here waits for it)
@@ -307,6 +328,7 @@ class TestDriver:
         if failed is not None:  # raised here, out of the handler: its own cause stays its own
             raise failed
         batch.set_offset(topic, partition, offset + 1)
+        self._held.pop((topic, partition, offset), None)
         if mark is not None:
             batch.set_progress(ORDER_SCOPE, topic, partition, mark)
         batch.commit()

@@ -13,6 +13,7 @@ another key.
 from __future__ import annotations
 
 import base64
+import binascii
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -117,5 +118,8 @@ def _raw(value: Any) -> bytes | None:
     if type(value) is str:
         return value.encode()
     if type(value) is dict and type(value.get("b64")) is str:
-        return base64.b64decode(value["b64"], validate=True)
+        try:
+            return base64.b64decode(value["b64"], validate=True)
+        except binascii.Error as error:
+            raise DamagedJoinError(f"a buffered value is no base64 ({error}): {value!r}") from None
     raise DamagedJoinError(f"a buffered value is neither text nor base64: {value!r}")

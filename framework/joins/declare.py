@@ -23,7 +23,7 @@ from statestore.codec import RawBytes
 if TYPE_CHECKING:
     from framework.app import App
 
-__all__ = ["check_joins", "declare_interval_join", "declare_table_join"]
+__all__ = ["check_joins", "declare_interval_join", "declare_table_join", "refuse_joined_input"]
 
 J = TypeVar("J", bound=JoinFunction)
 T = TypeVar("T", bound=TableJoinFunction)
@@ -63,6 +63,7 @@ def declare_interval_join(  # noqa: PLR0917 - App.interval_join's arguments
                 "input's processor (KeyTable, the stream-table join), or join two tables "
                 "with app.table_join"
             )
+        refuse_joined_input(app, topic, "another interval join")
         if topic in app.handlers:
             raise ValueError(
                 f"input {topic!r} already has a processor function, so it cannot be an "
@@ -135,6 +136,18 @@ def check_joins(app: App) -> None:
                 f"table join {table_join.name!r} joins {missing}, which are not tables of app "
                 f"{config.app_id!r}. Fix: declare each with app.table(TOPIC, VALUE_TYPE) (and "
                 "list it under `inputs` in the config)"
+            )
+
+
+def refuse_joined_input(app: App, topic: str, what: str) -> None:
+    """Raise ``ValueError`` (naming the join and the fix) when ``topic`` is an input of one
+    of ``app``'s interval joins, so that ``what`` cannot read it too."""
+    for join in app.interval_joins.values():
+        if topic in (join.left, join.right):
+            raise ValueError(
+                f"input {topic!r} is an input of interval join {join.name!r}, whose function "
+                f"is the input's one function: {what} cannot read it too. Fix: remove the "
+                f"{what} of {topic!r}, or read a copy of the topic (or join in {join.name!r})"
             )
 
 

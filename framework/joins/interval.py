@@ -25,9 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from framework.decoding import decoder
-from framework.joins.buffer import Buffered, JoinBuffer, Side
+from framework.errors import describe_error
+from framework.joins.buffer import Buffered, DamagedJoinError, JoinBuffer, Side
 from framework.records import Output, Record, StoredMessage, output_items
+from framework.time.failed import RecordFailedError
 from framework.time.specs import EventTime, Timer, event_time_of
+from framework.time.ticks import TIME_LIMIT
 from framework.time.views import KeyTimers
 from framework.time.window_state import LateError
 
@@ -154,7 +157,7 @@ class JoinSide:
         key_time = timers.key_time
         if key_time is not None and t + spec.grace < key_time:
             raise JoinLateError(spec, t, key_time)
-        buffer = JoinBuffer.decode(stored.get())
+        buffer = _decode(spec, record.key, stored.get(), "The record was not applied")
         other: Side = "r" if side == "l" else "l"
         outputs: list[Output] = []
         item = Buffered(t, record.partition, record.offset, record.timestamp, record.raw)
@@ -173,7 +176,9 @@ class JoinSide:
 class JoinExpiry:
     """The timer function of a join's expiry timers: drops each buffered record that can
     match nothing still to come and, ``how`` permitting, calls the function for those that
-    never matched (with ``None`` for the other side), the earliest to expire first."""
+    never matched (with ``None`` for the other side), the earliest to expire first. Each such
+    call is its own unit: one that fails is a dead letter of its own (``KeyTimers.dead_letter``)
+    and its record is dropped all the same, while the others are emitted."""
 
     __slots__ = ("__name__", "spec")
 
@@ -186,7 +191,7 @@ class JoinExpiry:
         spec = self.spec
         timers: KeyTimers = state[spec.timer_store]
         stored = state[spec.store]
-        buffer = JoinBuffer.decode(stored.get())
+        buffer = _decode(spec, timer.key, stored.get(), "Nothing expired")
         now = timer.key_time
         gone: list[tuple[int, int, int, Side, Buffered]] = []
         sides: tuple[Side, Side] = ("l", "r")
@@ -203,8 +208,18 @@ class JoinExpiry:
         for _closes, _rank, _index, side, item in sorted(gone, key=lambda g: g[:3]):
             if item.matched or not _emits_unmatched(spec.how, side):
                 continue
-            alone = spec.record_of(side, timer.key, item)
-            outputs += _outputs(spec, alone, None) if side == "l" else _outputs(spec, None, alone)
+            try:  # (each its own unit: a failing one is a dead letter, the others go on)
+                alone = spec.record_of(side, timer.key, item)
+                pair = (alone, None) if side == "l" else (None, alone)
+                outputs += _outputs(spec, *pair)
+            except Exception as error:  # any failure of user code is handled by the policy
+                where = f"{spec.topic(side)}[{item.partition}]@{item.offset}"
+                timers.dead_letter(
+                    item.raw,
+                    f"interval join {spec.name!r} failed on the unmatched record {where} "
+                    f"({describe_error(error, with_trace=True)}). Fix the function (or the "
+                    "record's value)",
+                )
         _save(spec, buffer, stored, timers)
         return outputs
 
@@ -232,4 +247,25 @@ def _save(spec: IntervalJoinSpec, buffer: JoinBuffer, stored: Any, timers: KeyTi
         for side, items in buffer.sides.items()
         for item in items
     )
-    timers.set(due, _TIMER)
+    if due <= TIME_LIMIT:
+        timers.set(due, _TIMER)
+    elif (timers.key_time or 0) < TIME_LIMIT:  # (none expires before the largest time)
+        timers.set(TIME_LIMIT, _TIMER)
+    else:  # (the key's time is the largest: what is buffered stays, and may still match)
+        timers.cancel(_TIMER)
+
+
+def _decode(spec: IntervalJoinSpec, key: bytes, data: bytes | None, done: str) -> JoinBuffer:
+    """``key``'s buffer; a damaged one fails what reads it as a ``decode`` dead letter
+    naming the fix, the buffer kept as it is."""
+    try:
+        return JoinBuffer.decode(data)
+    except DamagedJoinError as error:
+        reason = (
+            f"the buffer of key {key!r} of interval join {spec.name!r} (store {spec.store!r}) "
+            f"is not in the form splitstate writes ({error}): a damaged or foreign state file. "
+            f"{done}; the key's state is kept as it is. Fix: restore the processor's state from "
+            "a snapshot or rebuild it (`splitstate backfill MODULE:APP --replace`); "
+            f"`splitstate state dump --store {spec.store}` shows the buffer"
+        )
+        raise RecordFailedError("decode", reason, error) from None

@@ -11,7 +11,12 @@ none, or deleted):
   one side of a joined pair: its value is ``None``);
 - ``left``: on each change of the left table, and on a change of the right one while the
   left has a value;
-- ``outer``: on each change of either.
+- ``outer``: on each change of either;
+
+but never when neither table holds a value of the key before or after the change (a
+tombstone of a key neither holds). A deletion that does call it passes ``None`` for the
+deleted side: the function emits the deletion (docs/concepts/joins.md says how that differs
+from Kafka Streams, which forwards one without calling its joiner).
 
 Which records precede which is the canonical order of the app's inputs, so the calls are the
 same live, on replay and after a restart. The join keeps no state of its own: a Spark build
@@ -51,7 +56,10 @@ class TableJoinSpec:
 
     def calls(self, changed_left: bool, before: tuple[Any, Any], after: tuple[Any, Any]) -> bool:
         """Whether a change (of the left table: ``changed_left``) calls the function, by
-        both values before and after it."""
+        both values before and after it: never when neither table holds a value before or
+        after it (a tombstone of a key neither holds, as Kafka Streams forwards nothing)."""
+        if before == (None, None) and after == (None, None):
+            return False
         if self.how == "outer":
             return True
         if self.how == "left":
@@ -91,11 +99,10 @@ class TableRecords:
         store = batch.store(spec.store)
         saved = store.savepoint(record.key)
         names = {name for join in joins for name in (join.left, join.right)}
-        try:
-            before = {name: self._newest(batch, name, record.key) for name in names}
-            table_time = Versions.decode(store.get(record.key)).time
-        except DamagedTableError:  # (the record's own table: upsert refuses it, saying why)
-            return [], self.tables.upsert(batch, record, raw, stop=self._stop)
+        before = self._before(batch, names, record, joins)
+        if isinstance(before, str):
+            return [], ("decode", before)
+        table_time = Versions.decode(store.get(record.key)).time
         refused = self.tables.upsert(batch, record, raw, stop=self._stop)
         if refused is not None:
             return [], refused
@@ -130,6 +137,40 @@ class TableRecords:
                 return [], ("processor", describe_error(error, with_trace=True))
         return outputs, None
 
+    def _before(
+        self, batch: StateBatch, names: set[str], record: Record[Any], joins: list[TableJoinSpec]
+    ) -> dict[str, Any] | str:
+        """The newest values of tables ``names`` for ``record``'s key before it is applied;
+        or, when one cannot be read, the reason of the record's dead letter (stage
+        ``decode``; nothing is written)."""
+        before: dict[str, Any] = {}
+        for name in sorted(names):
+            try:
+                before[name] = self._newest(batch, name, record.key)
+            except DamagedTableError as error:
+                if name == record.topic:  # (the record's own table: as upsert refuses it)
+                    return f"{error}; the record was not applied (the stored one is kept)"
+                return _unreadable(name, record, joins, error)
+            except Exception as error:  # a stored value that no longer validates
+                return _unreadable(name, record, joins, error)
+        return before
+
     def _newest(self, batch: StateBatch, name: str, key: bytes) -> Any:
         raw = Versions.decode(batch.store(self._specs[name].store).get(key)).latest()
         return self.tables.decode(name, raw)
+
+
+def _unreadable(
+    name: str, record: Record[Any], joins: list[TableJoinSpec], error: Exception
+) -> str:
+    """The reason of a dead letter for ``record``, whose key's stored value of table ``name``
+    (one its joins read) cannot be read: damaged, or no longer its value type."""
+    which = ", ".join(repr(join.name) for join in joins if name in (join.left, join.right))
+    return (
+        f"table join {which}: the stored value of key {record.key!r} in table {name!r} cannot "
+        f"be read ({describe_error(error)}): a damaged or foreign state file, or a value type "
+        "changed since it was stored. The record was not applied (its table is as before it, "
+        "so the join is called when the record is applied again). Fix: restore the processor's "
+        "state from a snapshot or rebuild it (`splitstate backfill MODULE:APP --replace`); "
+        f"or accept the stored values in table {name!r}'s value type"
+    )

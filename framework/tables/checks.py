@@ -9,7 +9,7 @@ from framework.config_errors import ConfigError
 if TYPE_CHECKING:
     from framework.app import App
 
-__all__ = ["check_tables"]
+__all__ = ["check_tables", "refuse_table_processor"]
 
 
 def check_tables(app: App) -> None:
@@ -32,4 +32,15 @@ def check_tables(app: App) -> None:
             f"applies its inputs in {config.time.input_order!r} order: which table version a "
             "record reads would depend on what arrived first, so replay, catch-up and Spark "
             "could read another. Fix: set `time: {input_order: canonical}` in the config"
+        )
+
+
+def refuse_table_processor(app: App, topic: str) -> None:
+    """Raise ``ValueError`` when ``topic`` is one of ``app``'s tables: a table's records
+    upsert it, no processor function runs for them (``@app.processor`` for it is refused)."""
+    if topic in app.tables:
+        raise ValueError(
+            f"input {topic!r} is a table (app.table): its records only upsert the key's "
+            f"value, no processor function runs for them. Fix: remove @app.processor({topic!r}) "
+            f"and list {topic!r} in the stores of another input's function to read it (KeyTable)"
         )

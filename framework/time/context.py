@@ -17,10 +17,12 @@ class KeyTime:
     record being applied (``record``: ``None`` for a tick) and its ``event_time``;
     ``outputs`` of ``current`` windows and late callbacks, emitted after the record's own;
     ``fired``: timers fired for the key in this record or tick (``keeper.MAX_FIRINGS``);
-    ``ticked``: applied at a tick."""
+    ``ticked``: applied at a tick; ``dead``: the parts of a timer function's work it made
+    dead letters of their own (``KeyTimers.dead_letter``: value and reason)."""
 
     __slots__ = (
         "clock",
+        "dead",
         "event_time",
         "fired",
         "key",
@@ -45,6 +47,7 @@ class KeyTime:
         self.event_time = event_time
         self.outputs: list[Output] = []
         self.fired = 0
+        self.dead: list[tuple[bytes | None, str]] = []
         #: applied at a tick: the key's ``wall`` is the processing time now (at a record, it
         #: is the last tick's applied to the key, which may be long ago)
         self.ticked = False

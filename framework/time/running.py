@@ -3,8 +3,9 @@ function, and a tick over the keys it makes something due for.
 
 Everything one record (or one tick) does to a key is undone together when the function fails:
 its state writes, its time (windows, timers, expiries) and what its timers did. A timer whose
-function fails is dropped and becomes a dead letter (stage ``timer``); a record whose windows
-all closed is a dead letter (stage ``late``) unless the window store has ``on_late``.
+function fails is dropped, a dead letter (stage ``timer``; ``decode`` for a ``RecordFailedError``
+of it; a part it drops, ``KeyTimers.dead_letter``, is one alone); a record whose windows all
+closed is a dead letter (stage ``late``) unless the window store has ``on_late``.
 """
 
 from __future__ import annotations
@@ -16,12 +17,22 @@ import orjson
 
 from framework.app import App
 from framework.errors import ProcessorStoppedError, describe_error
-from framework.records import DeadLetter, EncodedOutput, Output, Record, encode_value, output_items
+from framework.records import (
+    DeadLetter,
+    DeadLetterStage,
+    EncodedOutput,
+    Output,
+    Record,
+    encode_value,
+    output_items,
+)
 from framework.tables import DamagedTableError, Tables
 from framework.time.context import KeyTime
+from framework.time.damaged import damaged_reason, load_for_record
 from framework.time.due_items import DueItem
+from framework.time.failed import RecordFailedError
 from framework.time.keeper import TimeKeeper, due_times
-from framework.time.key_clock import TIME_STORE, DamagedTimeError
+from framework.time.key_clock import TIME_STORE
 from framework.time.specs import NoEventTimeError, Timer, TimerSpec, WindowSpec, event_time_of
 from framework.time.views import ExpiringState, KeyTimers, KeyWindows, WindowAdder, add_value
 from framework.time.window_letters import window_letter
@@ -38,18 +49,6 @@ Encode = Callable[[Any, bytes, tuple[str, int, int], Callable[..., Any]], list[E
 class _RefusedError(Exception):
     """A timer or window result dropped as failed, not for an error of its function (the
     reason says why)."""
-
-
-class RecordFailedError(Exception):
-    """A record's function (or its windows) failed, or the record could not be given to it;
-    its key's writes were undone. ``stage``: ``"late"``, ``"decode"`` or ``"processor"``;
-    ``reason``: the dead letter's."""
-
-    def __init__(self, stage: str, reason: str, cause: BaseException) -> None:
-        super().__init__(reason)
-        self.stage = stage
-        self.reason = reason
-        self.cause = cause
 
 
 class TimedFunctions:
@@ -116,7 +115,7 @@ class TimedFunctions:
         try:
             event_time = self.event_time = self._event_time(record)
             keeper = self.keeper
-            time = _load_for_record(keeper, batch, key)
+            time = load_for_record(keeper, batch, key)
             time.record = record
             outputs: list[Output] = keeper.advance(batch, time, record.topic, event_time)
             try:
@@ -157,7 +156,7 @@ class TimedFunctions:
         keeper = self.keeper
         try:
             event_time = self.event_time = self._event_time(record)
-            time = _load_for_record(keeper, batch, key)
+            time = load_for_record(keeper, batch, key)
             time.record = record
             clock = time.clock
             clock.observe(record.topic, event_time)
@@ -230,7 +229,7 @@ class TimedFunctions:
         """A key a tick passed over, its time record damaged: a dead letter (stage
         ``decode``) at the tick, holding the record."""
         topic, partition, offset = self._origin
-        reason = _damaged(
+        reason = damaged_reason(
             key,
             why,
             "The tick was not applied to the key, and no later tick is until it is repaired "
@@ -277,10 +276,14 @@ class TimedFunctions:
         time = self.keeper.open(batch, key)
         time.ticked = self._ticking
         stores = spec.stores or tuple(self.app.stores)
+        before = len(time.dead)
         try:
             if refused is not None:
                 raise _RefusedError(refused)
             result = spec.function(timer, self.state(batch, key, time, stores))
+            dead = time.dead[before:]  # (parts of its work it made dead letters)
+            if dead and self.stop_on_error:
+                raise _RefusedError(dead[0][1])
             outputs = [] if result is None else list(output_items(result, spec.function.__name__))
             outputs += time.outputs
             _check_progress(timer, time.clock.timers.get(spec.name, {}).get(timer.name))
@@ -289,16 +292,24 @@ class TimedFunctions:
                     output.key = key
             self._encode(outputs, key, self._origin, spec.function)  # (what it cannot write)
             self.keeper.save(batch, time, self.app.windows, self.app.timers)
+            named = f"timer {timer.name!r} of store {timer.store!r}, key {key!r}"
+            for value, failed in dead:
+                why = f"{named}: {failed}. That part was dropped; the rest the timer did is kept"
+                letter = DeadLetter(*self._origin, key, value, (), "timer", why)
+                self.letters.append(letter)
             return outputs
         except Exception as error:  # any failure of user code is handled by the policy
             self._undo(batch, key, saved, len(self.letters))
             topic, partition, offset = self._origin
-            refusal = isinstance(error, _RefusedError)
+            refusal = isinstance(error, (_RefusedError, RecordFailedError))
             why = str(error) if refusal else describe_error(error, with_trace=True)
             reason = (
                 f"timer {timer.name!r} of store {timer.store!r} (due {timer.time} ms) failed "
                 f"for key {key!r}: {why}. The timer was dropped and its writes undone."
             )
+            decode = isinstance(error, RecordFailedError) and error.stage == "decode"
+            stage: DeadLetterStage = "decode" if decode else "timer"
+            del time.dead[before:]
             if self.stop_on_error:
                 raise ProcessorStoppedError(
                     f"{reason} Fix the timer function, then restart; or set on_error: "
@@ -306,9 +317,7 @@ class TimedFunctions:
                     at=self._origin,
                 ) from error
             value = orjson.dumps({"store": timer.store, "timer": timer.name, "due": timer.time})
-            self.letters.append(
-                DeadLetter(topic, partition, offset, key, value, (), "timer", reason)
-            )
+            self.letters.append(DeadLetter(topic, partition, offset, key, value, (), stage, reason))
             return []
 
     # -- windows that close -----------------------------------------------------------------
@@ -363,26 +372,6 @@ class TimedFunctions:
         for name, before in saved:
             batch.store(name).rollback(key, before)
         del self.letters[letters:]
-
-
-def _load_for_record(keeper: TimeKeeper, batch: StateBatch, key: bytes) -> KeyTime:
-    """``key``'s time for a record; a damaged time record fails the record (stage decode)."""
-    try:
-        return keeper.load(batch, key)
-    except DamagedTimeError as damaged:
-        why = _damaged(key, str(damaged), "The record was not applied")
-        raise RecordFailedError("decode", why, damaged) from None
-
-
-def _damaged(key: bytes, why: str, done: str) -> str:
-    """The reason of a dead letter for ``key``, whose time record is damaged (``why``)."""
-    return (
-        f"the time record of key {key!r} in store {TIME_STORE!r} is not in the form splitstate "
-        f"writes ({why}): a damaged or foreign state file. {done}; the key's state is kept as "
-        "it is. Fix: restore the processor's state from a snapshot or rebuild it (`splitstate "
-        "backfill MODULE:APP --replace`); `splitstate state dump --store splitstate.time` "
-        "shows the record"
-    )
 
 
 def _check_progress(timer: Timer, now: tuple[int, str] | None) -> None:

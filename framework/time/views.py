@@ -133,6 +133,12 @@ class KeyTimers:
         now = max(clock.wall, clock.time)
         return None if now == NO_TIME else now
 
+    def dead_letter(self, value: bytes | None, reason: str) -> None:
+        """In a timer's function: one part of its work failed on its own (``reason`` says
+        how): a dead letter (stage ``timer``) holding ``value``, while the rest of what the
+        function does is kept. With ``on_error: stop`` the processor stops instead."""
+        self._time.dead.append((value, reason))
+
     def set(self, at: int, name: str = "timer") -> None:
         """Fire timer ``name`` when the key's time reaches ``at`` (event time, ms)."""
         self._set(name, at, "event")

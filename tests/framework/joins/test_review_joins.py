@@ -11,6 +11,7 @@ import pytest
 from framework import App, AppConfig, Output, Record
 from framework.config import TopicConfig
 from framework.config_time import TimeConfig
+from framework.errors import ProcessorStoppedError
 from framework.joins import DamagedJoinError, JoinBuffer
 from framework.testing import TestDriver
 from statestore.batch import StoreBatch
@@ -51,13 +52,6 @@ def put(driver: TestDriver, store: str, key: bytes, value: bytes) -> None:
 # -- interval join: a failing unmatched call ---------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/joins/interval.py:180-206 with framework/time/running.py:_timer: a "
-    "failing unmatched call undoes the whole expiry (every record it dropped stays buffered) "
-    "and drops the timer, so the key's buffer is left with no timer: payment 2, whose call "
-    "succeeds, is never emitted, and the buffer stays for ever",
-)
 def test_a_failing_unmatched_call_strands_neither_the_buffer_nor_the_other_records() -> None:
     driver = TestDriver(failing_app(fail_on=1), on_error="dead-letter")
     send(driver, [("payments", b"k0", 1_000, 1), ("payments", b"k0", 1_000, 2)])
@@ -67,13 +61,6 @@ def test_a_failing_unmatched_call_strands_neither_the_buffer_nor_the_other_recor
     assert driver.state(STORE, b"k0") is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/joins/interval.py:180-206: once one unmatched call fails, every later "
-    "expiry of the key fails on it again (it is never dropped), so the key's buffer keeps "
-    "every record it gets: unbounded growth, and no unmatched record of the key is emitted "
-    "again",
-)
 def test_a_key_whose_unmatched_call_failed_once_does_not_grow_for_ever() -> None:
     driver = TestDriver(failing_app(fail_on=1), on_error="dead-letter")
     send(driver, [("payments", b"k0", 1_000, 1)])
@@ -90,23 +77,11 @@ def test_a_key_whose_unmatched_call_failed_once_does_not_grow_for_ever() -> None
 # -- interval join: damaged stored buffers -----------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/joins/buffer.py:120: a buffered value {'b64': ...} that is no base64 "
-    "raises binascii.Error, not DamagedJoinError as JoinBuffer.decode promises",
-)
 def test_a_buffered_value_that_is_no_base64_is_a_damaged_buffer() -> None:
     with pytest.raises(DamagedJoinError):
         JoinBuffer.decode(b'{"l":[[1000,0,0,null,{"b64":"!!"},0]]}')
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/joins/interval.py:157 (JoinSide) and :189 (JoinExpiry): a damaged "
-    "buffer fails every record of the key as a 'processor' dead letter with a traceback "
-    "and no fix named (a damaged time record is a 'decode' dead letter naming the "
-    "snapshot restore or backfill); the expiry timer is dropped, the buffer kept",
-)
 def test_a_damaged_buffer_is_a_decode_dead_letter_naming_the_fix() -> None:
     driver = TestDriver(join_app("left"), on_error="dead-letter")
     send(driver, [("payments", b"k0", 1_000, 1)])
@@ -123,13 +98,6 @@ def test_a_damaged_buffer_is_a_decode_dead_letter_naming_the_fix() -> None:
 # -- table join -------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/joins/table_join.py:95-99: when the OTHER table's stored versions are "
-    "damaged, DamagedTableError is caught as if it were the record's own table; the upsert "
-    "succeeds and returns None, so the record is applied and its join silently never "
-    "called: no output and no dead letter",
-)
 def test_a_damaged_other_table_is_no_silently_skipped_join() -> None:
     driver = TestDriver(limits_app("inner"), on_error="dead-letter")
     driver.send("limits", b"c1", {"amount": 100}, timestamp=1_000)
@@ -140,13 +108,6 @@ def test_a_damaged_other_table_is_no_silently_skipped_join() -> None:
     assert driver.output_values() or driver.dead_letters
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/joins/table_join.py:131-134 (_newest, outside any try): the other "
-    "table's stored value that no longer validates as its value_type (an app whose model "
-    "changed) raises ValidationError out of RecordProcessor.process: the processor "
-    "crashes on the record (a crash loop) even with on_error: dead-letter",
-)
 def test_an_other_tables_value_that_no_longer_validates_is_a_dead_letter() -> None:
     driver = TestDriver(limits_app("inner"), on_error="dead-letter")
     driver.send("limits", b"c1", {"amount": 100}, timestamp=1_000)
@@ -159,17 +120,9 @@ def test_an_other_tables_value_that_no_longer_validates_is_a_dead_letter() -> No
     )
     driver.send("customers", b"c1", {"name": "Ada"}, timestamp=2_000)
     driver.advance_time(3_000)
-    assert [letter.stage for letter in driver.dead_letters] == ["processor"]
+    assert [letter.stage for letter in driver.dead_letters] == ["decode"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/joins/table_join.py:55-63 (TableJoinSpec.calls) against "
-    "docs/concepts/joins.md ('as Kafka Streams' KTable.join(KTable) does'): a tombstone "
-    "of a key neither table holds calls a left or outer join's function with (None, "
-    "None); Kafka Streams' table joins (KIP-77) forward nothing then, and never call the "
-    "joiner for a result that is a deletion",
-)
 @pytest.mark.parametrize("how", ["left", "outer"])
 def test_a_tombstone_of_a_key_neither_table_holds_calls_nothing(how: str) -> None:
     driver = TestDriver(limits_app(how), on_error="dead-letter")  # type: ignore[arg-type]
@@ -181,12 +134,6 @@ def test_a_tombstone_of_a_key_neither_table_holds_calls_nothing(how: str) -> Non
 # -- refusals --------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/joins/declare.py:66-71: a second interval join of an input is refused "
-    "naming a @app.processor the app does not have ('Fix: remove @app.processor(...)'), "
-    "not the join 'match' that already reads it",
-)
 def test_a_second_join_of_an_input_is_refused_naming_the_first_join() -> None:
     app = join_app()
     with pytest.raises(ValueError, match="match"):
@@ -196,12 +143,6 @@ def test_a_second_join_of_an_input_is_refused_naming_the_first_join() -> None:
             return None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/app.py processor(): a processor for an interval join's input declared "
-    "after the join is refused as 'a processor for topic ... is already registered', "
-    "naming neither the join nor a fix",
-)
 def test_a_processor_for_a_joined_input_is_refused_naming_the_join() -> None:
     app = join_app()
     with pytest.raises(ValueError, match=r"interval join 'match'.*Fix"):
@@ -216,10 +157,12 @@ def test_a_processor_for_a_joined_input_is_refused_naming_the_join() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="framework/joins/interval.py:159,218-234 (JoinSide/_save): each record decodes "
-    "and rewrites the key's whole buffer as one JSON value, so the bytes written per record "
-    "grow with the buffer (a key with many records in a long window costs O(n) per record, "
-    "O(n^2) in all)",
+    reason="framework/joins/interval.py (JoinSide/_save): each record decodes and rewrites "
+    "the key's whole buffer as one JSON value, so the bytes written per record grow with the "
+    "buffer (a key with many records in a long window costs O(n) per record, O(n^2) in all). "
+    "Not fixed yet: statestore keeps one value per user key (a stored key is the bucket prefix "
+    "of the key's hash + the key), with no entries under a key's range to write one at a time; "
+    "window state too lives in the key's one time record",
 )
 def test_the_bytes_written_per_record_do_not_grow_with_the_buffer(
     monkeypatch: pytest.MonkeyPatch,
@@ -244,15 +187,6 @@ def test_the_bytes_written_per_record_do_not_grow_with_the_buffer(
 # -- the harness: TestDriver going on from a state ----------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/testing.py (_force_waiting, __init__ with database=): forced ticks "
-    "that advance_time writes are read into the merge and held there (pending does not "
-    "count them), never committed; a TestDriver going on from the database starts at the "
-    "committed offsets without them (a processor would read them again from Kafka), so "
-    "its canonical order, and which join records are late, differ from one run's. Not a "
-    "join defect, but restart tests (join_world.unread) cannot cut after advance_time",
-)
 def test_a_driver_going_on_after_advance_time_applies_what_one_run_applies() -> None:
     def app() -> App:
         return join_app(before=30, after=30, grace=5)
@@ -271,13 +205,6 @@ def test_a_driver_going_on_after_advance_time_applies_what_one_run_applies() -> 
     assert late == [(d.topic, d.stage) for d in whole.dead_letters]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/joins/interval.py:228-234 (_save): a record within after + grace of "
-    "the largest event time (2^62 - 1 ms) sets an expiry timer beyond it, so the record "
-    "is a 'processor' dead letter blaming timer 'expiry' (whose Fix speaks of a timer the "
-    "app never set) instead of being joined; grace up to 2^62 is accepted when declared",
-)
 def test_records_near_the_largest_event_time_are_joined() -> None:
     at = 2**62 - 1 - 5
     driver = TestDriver(join_app("left", before=100, after=50, grace=20), on_error="dead-letter")
@@ -285,3 +212,12 @@ def test_records_near_the_largest_event_time_are_joined() -> None:
     driver.advance_time(at + 2)
     assert driver.dead_letters == []
     assert pairs(driver) == [(1, 2)]
+
+
+def test_a_failing_unmatched_call_stops_a_processor_set_to_stop() -> None:
+    driver = TestDriver(failing_app(fail_on=1))  # (a failure raises: on_error stop)
+    send(driver, [("payments", b"k0", 1_000, 1), ("payments", b"k0", 1_000, 2)])
+    with pytest.raises(ProcessorStoppedError, match=r"unmatched record payments\[0\]@0"):
+        driver.advance_time(1_000_000)
+    assert pairs(driver) == []  # (nothing of the expiry kept: it is applied again on restart)
+    assert driver.state(STORE, b"k0") is not None

@@ -34,6 +34,7 @@ FRAMEWORK_LAYERS: tuple[tuple[str, ...], ...] = (
         "framework.redaction",
         "framework.records",
         "framework.decoding",
+        "framework.stored_values",
         "framework.output_encoding",
         "framework.time",  # (its __init__ holds what apps declare, so it runs with the app's)
         "framework.tables",

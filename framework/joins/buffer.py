@@ -12,12 +12,12 @@ another key.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
+
+from framework.stored_values import value_from_json, value_to_json
 
 __all__ = ["Buffered", "DamagedJoinError", "JoinBuffer", "Side"]
 
@@ -47,7 +47,7 @@ class Buffered:
             self.partition,
             self.offset,
             self.timestamp,
-            _stored(self.raw),
+            value_to_json(self.raw),
             int(self.matched),
         ]
 
@@ -101,25 +101,9 @@ def _int(value: Any) -> bool:
     return type(value) is int
 
 
-def _stored(raw: bytes | None) -> Any:
-    """A value as stored: text, ``None``, or base64 of bytes that are no UTF-8 text."""
-    if raw is None:
-        return None
-    try:
-        return raw.decode()
-    except UnicodeDecodeError:
-        return {"b64": base64.b64encode(raw).decode()}
-
-
 def _raw(value: Any) -> bytes | None:
-    """The value as received, from its stored form (``_stored``)."""
-    if value is None:
-        return None
-    if type(value) is str:
-        return value.encode()
-    if type(value) is dict and type(value.get("b64")) is str:
-        try:
-            return base64.b64decode(value["b64"], validate=True)
-        except binascii.Error as error:
-            raise DamagedJoinError(f"a buffered value is no base64 ({error}): {value!r}") from None
-    raise DamagedJoinError(f"a buffered value is neither text nor base64: {value!r}")
+    """The value as received, from its stored form (``DamagedJoinError``: not that form)."""
+    try:
+        return value_from_json(value)
+    except ValueError as error:
+        raise DamagedJoinError(f"a buffered value is damaged: {error}") from None

@@ -24,12 +24,13 @@ time, the newest version's time, so it never moves the table time.
 
 from __future__ import annotations
 
-import base64
 from bisect import bisect_right
 from itertools import pairwise
 from typing import Any
 
 import orjson
+
+from framework.stored_values import value_from_json, value_to_json
 
 __all__ = ["DamagedTableError", "Versions"]
 
@@ -64,7 +65,7 @@ class Versions:
         try:
             stored = orjson.loads(data)
             time = _ms(stored["t"])
-            items = [(_ms(at), _raw(value)) for at, value in stored["v"]]
+            items = [(_ms(at), value_from_json(value)) for at, value in stored["v"]]
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as error:
             raise DamagedTableError(f"a stored table record is damaged: {error}") from None
         times = [at for at, _value in items]
@@ -86,7 +87,9 @@ class Versions:
         record is deleted, as a key with no version reads as one deleted)."""
         if all(raw is None for _at, raw in self.items):
             return None
-        return orjson.dumps({"t": self.time, "v": [[at, _stored(raw)] for at, raw in self.items]})
+        return orjson.dumps(
+            {"t": self.time, "v": [[at, value_to_json(raw)] for at, raw in self.items]}
+        )
 
     # -- changes ----------------------------------------------------------------------------
 
@@ -149,24 +152,3 @@ def _ms(value: Any) -> int:
     if type(value) is not int:
         raise ValueError(f"a time is not whole milliseconds: {value!r}")
     return value
-
-
-def _stored(raw: bytes | None) -> Any:
-    """A value as stored: text, ``None``, or base64 of bytes that are no UTF-8 text."""
-    if raw is None:
-        return None
-    try:
-        return raw.decode()
-    except UnicodeDecodeError:
-        return {"b64": base64.b64encode(raw).decode()}
-
-
-def _raw(value: Any) -> bytes | None:
-    """The value as received, from its stored form (``_stored``)."""
-    if value is None:
-        return None
-    if type(value) is str:
-        return value.encode()
-    if type(value) is dict and type(value.get("b64")) is str:
-        return base64.b64decode(value["b64"], validate=True)
-    raise ValueError(f"a stored value is neither text nor base64: {value!r}")

@@ -21,7 +21,7 @@ from framework.coordination.registry import TopicEntry
 from framework.errors import SplitstateError
 from framework.input_times import InputTimes
 from framework.kafka import KafkaConsumer
-from framework.order import NO_FLOOR
+from framework.order import NO_FLOOR, PartitionMark
 from rebalance import Grow, TopicHistory, parent
 
 __all__ = ["GrowthBaseError", "Recorded", "base_from_history", "child_life"]
@@ -139,19 +139,17 @@ def _mark_at(
     ``marker`` (``NO_FLOOR``: none)."""
     topic, partition = position
     consumer.assign({position: start})
-    mark, empty = NO_FLOOR, 0
+    mark, empty = PartitionMark(), 0
     while True:
         messages = consumer.consume(500, timeout)
         for message in messages:
             offset = message.offset()
             if offset is None or offset > marker:
                 continue
-            time = times.of(topic, partition, offset, message)
-            if time is not None:
-                mark = max(mark, time)
+            mark.read(times.of(topic, partition, offset, message))
         at = consumer.position(position)
         if at is not None and at > marker:
-            return mark
+            return mark.value
         empty = 0 if messages else empty + 1
         if empty >= _EMPTY_READS:
             raise GrowthBaseError(
